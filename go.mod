@@ -1,0 +1,3 @@
+module github.com/geisten/geist
+
+go 1.26
