@@ -2,4 +2,7 @@ module github.com/geisten/geist
 
 go 1.26.0
 
-require golang.org/x/sys v0.50.0 // indirect
+require (
+	github.com/ardanlabs/jinja v1.8.0
+	golang.org/x/sys v0.50.0 // indirect
+)

@@ -1,0 +1,266 @@
+// Package chat renders a model's chat template (tokenizer.chat_template, a
+// Jinja2 template in the Hugging Face transformers dialect) into the prompt
+// text that llama.cpp would build for the same conversation.
+//
+// The template language itself is executed by github.com/ardanlabs/jinja.
+// This package adds what llama.cpp puts around the engine
+// (common/chat.cpp, common_chat_templates_apply_jinja):
+//
+//   - the variables it passes: messages, bos_token, eos_token,
+//     enable_thinking (true), add_generation_prompt (only when true; it is
+//     undefined otherwise), date_string and datetime (today's date), and no
+//     tools (the variable is undefined);
+//   - the functions raise_exception and strftime_now, the latter reading
+//     Options.Now so that a prompt can be reproduced;
+//   - its message fixes: a "developer" role becomes "system", and a system
+//     message is merged into the following message ("system\nuser") when
+//     the template ignores or rejects the system role;
+//   - the removal of a leading BOS text from the rendered prompt, because
+//     the tokenizer adds the BOS token itself.
+//
+// A file without a template gets ChatML, llama.cpp's fallback.
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// ChatML is the template llama.cpp uses when a model file carries no
+// tokenizer.chat_template: "<|im_start|>role\ncontent<|im_end|>\n" per
+// message and "<|im_start|>assistant\n" as the generation prompt.
+const ChatML = "{%- for message in messages -%}\n" +
+	"  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n" +
+	"{%- endfor -%}\n" +
+	"{%- if add_generation_prompt -%}\n" +
+	"  {{- '<|im_start|>assistant\\n' -}}\n" +
+	"{%- endif -%}"
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string // "system", "user", "assistant", "tool", ...
+	Content string
+}
+
+// Options are the per-render inputs besides the messages.
+type Options struct {
+	// AddGenerationPrompt asks the template to open an assistant turn at
+	// the end of the prompt.
+	AddGenerationPrompt bool
+	// BOS and EOS are the texts of the vocabulary's BOS and EOS tokens
+	// (the template variables bos_token and eos_token). A rendered prompt
+	// that starts with BOS loses it: the tokenizer adds the BOS token.
+	BOS, EOS string
+	// Now is the time strftime_now, date_string and datetime report, in
+	// Now's location. The zero value means time.Now().
+	Now time.Time
+	// Extra holds additional template variables (llama.cpp's
+	// chat_template_kwargs), e.g. "enable_thinking": false. They override
+	// the defaults above, except messages, bos_token, eos_token and
+	// add_generation_prompt. Values may be nil, bool, int, int64, float64,
+	// string, []any or map[string]any.
+	Extra map[string]any
+}
+
+// ErrRaised is wrapped by the error Render returns when the template calls
+// raise_exception; the error text carries the template's message.
+var ErrRaised = errors.New("chat: template raised an exception")
+
+// raisedError is the error raise_exception produces inside the engine.
+type raisedError struct{ msg string }
+
+func (e *raisedError) Error() string { return "chat: template raised an exception: " + e.msg }
+func (e *raisedError) Unwrap() error { return ErrRaised }
+
+// Template is a compiled chat template. It is safe for concurrent use.
+type Template struct {
+	src  string
+	prog *jinja.Template
+
+	// Capabilities found by trial renders at compile time, as llama.cpp's
+	// jinja::caps_get does.
+	systemRole   bool // the template uses a system message's content
+	typedContent bool // the template needs content as [{type: text, text: ...}]
+}
+
+// Compile parses a chat template once so that it can be rendered many
+// times. An empty source compiles ChatML.
+func Compile(src string) (t *Template, err error) {
+	if src == "" {
+		src = ChatML
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("chat: template engine failed while parsing: %v", r)
+		}
+	}()
+	prog, err := jinja.Compile(src)
+	if err != nil {
+		return nil, fmt.Errorf("chat: parse template: %w", err)
+	}
+	t = &Template{src: src, prog: prog, systemRole: true}
+	t.probe()
+	return t, nil
+}
+
+// Render compiles src and renders msgs with it. Use Compile to render one
+// template many times.
+func Render(src string, msgs []Message, opt Options) (string, error) {
+	t, err := Compile(src)
+	if err != nil {
+		return "", err
+	}
+	return t.Render(msgs, opt)
+}
+
+// Source returns the template text (ChatML when compiled from "").
+func (t *Template) Source() string { return t.src }
+
+// Render renders the conversation msgs as llama.cpp does.
+func (t *Template) Render(msgs []Message, opt Options) (string, error) {
+	if t == nil || t.prog == nil {
+		return "", errors.New("chat: render: nil template")
+	}
+	now := opt.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	list := t.messages(msgs)
+	out, err := t.exec(list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, opt.Extra)
+	if err != nil {
+		return "", err
+	}
+	if opt.BOS != "" {
+		out = strings.TrimPrefix(out, opt.BOS)
+	}
+	return out, nil
+}
+
+// messages applies llama.cpp's message fixes and converts msgs to engine
+// values.
+func (t *Template) messages(msgs []Message) []jinja.Value {
+	ms := make([]Message, len(msgs))
+	copy(ms, msgs)
+	// llama.cpp maps developer to system for every template but GPT-OSS's.
+	if !strings.Contains(t.src, "<|channel|>") {
+		for i := range ms {
+			if ms[i].Role == "developer" {
+				ms[i].Role = "system"
+			}
+		}
+	}
+	if !t.systemRole && len(ms) > 0 && ms[0].Role == "system" {
+		if len(ms) > 1 {
+			ms[1].Content = ms[0].Content + "\n" + ms[1].Content
+		}
+		ms = ms[1:]
+	}
+	out := make([]jinja.Value, len(ms))
+	for i, m := range ms {
+		out[i] = t.message(m)
+	}
+	return out
+}
+
+func (t *Template) message(m Message) jinja.Value {
+	v := jinja.NewDict()
+	d := v.AsDict()
+	d.Set("role", jinja.NewString(m.Role))
+	if t.typedContent {
+		part := jinja.NewDict()
+		part.AsDict().Set("type", jinja.NewString("text"))
+		part.AsDict().Set("text", jinja.NewString(m.Content))
+		d.Set("content", jinja.NewList([]jinja.Value{part}))
+	} else {
+		d.Set("content", jinja.NewString(m.Content))
+	}
+	return v
+}
+
+// exec runs the template with llama.cpp's variables.
+func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("chat: template engine failed while rendering: %v", r)
+		}
+	}()
+	data := map[string]jinja.Value{
+		"enable_thinking": jinja.NewBool(true),
+		"date_string":     jinja.NewString(Strftime("%d %b %Y", now)),
+		"datetime":        jinja.NewString(Strftime("%b %d %Y", now)),
+		"strftime_now":    strftimeNow(now),
+		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
+	}
+	for k, v := range extra {
+		data[k] = jinja.FromGoValue(v)
+	}
+	data["messages"] = jinja.NewList(msgs)
+	data["bos_token"] = jinja.NewString(bos)
+	data["eos_token"] = jinja.NewString(eos)
+	if addGen {
+		data["add_generation_prompt"] = jinja.NewBool(true)
+	} else {
+		delete(data, "add_generation_prompt")
+	}
+	out, err = t.prog.RenderValues(data)
+	if err != nil {
+		var re *raisedError
+		if errors.As(err, &re) {
+			return "", re
+		}
+		return "", fmt.Errorf("chat: render template: %w", err)
+	}
+	return out, nil
+}
+
+func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	msg := ""
+	if len(args) > 0 {
+		if args[0].IsString() {
+			msg = args[0].AsString()
+		} else {
+			msg = args[0].String()
+		}
+	}
+	return jinja.Undefined(), &raisedError{msg: msg}
+}
+
+func strftimeNow(now time.Time) jinja.Value {
+	return jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		if len(args) != 1 || !args[0].IsString() {
+			return jinja.Undefined(), errors.New("strftime_now: expected one format string")
+		}
+		return jinja.NewString(Strftime(args[0].AsString(), now)), nil
+	})
+}
+
+// probe finds, as llama.cpp does when it loads a template, whether the
+// template uses a system message and whether it accepts a message's
+// content as a plain string.
+func (t *Template) probe() {
+	now := time.Date(2024, time.July, 26, 0, 0, 0, 0, time.UTC)
+	// Content: llama.cpp passes typed content ([{type: text, text: ...}])
+	// to a template that fails on a plain string. This engine is more
+	// lenient than llama.cpp's (indexing a string by a key gives undefined
+	// rather than an error), so a string that does not reach the output
+	// counts as a failure too, provided typed content does reach it.
+	const userMarker = "User message 5c0d2e"
+	plain := Message{Role: "user", Content: userMarker}
+	if out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil); err != nil || !strings.Contains(out, userMarker) {
+		t.typedContent = true
+		out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
+		t.typedContent = err == nil && strings.Contains(out, userMarker)
+	}
+
+	// System role: llama.cpp watches whether the template reads the system
+	// message's content; here, whether a unique content reaches the output.
+	const marker = "System message 7f3a91"
+	sys := Message{Role: "system", Content: marker}
+	msgs := []jinja.Value{t.message(sys), t.message(Message{Role: "user", Content: "User message"})}
+	out, err := t.exec(msgs, "", "", true, now, nil)
+	t.systemRole = err == nil && strings.Contains(out, marker)
+}
