@@ -1,0 +1,102 @@
+package chat
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+// vocabTemplate reads a vocab file's chat template ("" when it has none)
+// and the texts of its BOS and EOS tokens.
+func vocabTemplate(t *testing.T, path string) (src, bos, eos string) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	src, _ = f.String("tokenizer.chat_template")
+	v, ok := f.Value("tokenizer.ggml.tokens")
+	if !ok {
+		t.Fatalf("%s: no tokenizer.ggml.tokens", path)
+	}
+	tokens, ok := v.([]string)
+	if !ok {
+		t.Fatalf("%s: tokenizer.ggml.tokens is %T, want []string", path, v)
+	}
+	text := func(key string) string {
+		id, ok := f.Int(key)
+		if !ok {
+			return ""
+		}
+		if id < 0 || id >= int64(len(tokens)) {
+			t.Fatalf("%s: %s = %d is outside the vocabulary of %d", path, key, id, len(tokens))
+		}
+		return tokens[id]
+	}
+	return src, text("tokenizer.ggml.bos_token_id"), text("tokenizer.ggml.eos_token_id")
+}
+
+func TestGoldenVocabTemplates(t *testing.T) {
+	files, err := filepath.Glob(zoo.Path(t, "golden", "tokenize-*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no golden/tokenize-*.json in the zoo")
+	}
+	sort.Strings(files)
+	sum, all := 0, 0
+	for _, file := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), "tokenize-"), ".json")
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g struct {
+			ChatTemplate []struct {
+				Messages            []goldenMessage `json:"messages"`
+				AddGenerationPrompt bool            `json:"add_generation_prompt"`
+				Prompt              string          `json:"prompt"`
+			} `json:"chat_template"`
+		}
+		if err := json.Unmarshal(raw, &g); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(g.ChatTemplate) == 0 {
+			continue
+		}
+		src, bos, eos := vocabTemplate(t, zoo.Path(t, "vocab", "ggml-vocab-"+name+".gguf"))
+		kind := "own template"
+		if src == "" {
+			kind = "ChatML fallback"
+		}
+		tmpl, err := Compile(src) // "" compiles ChatML
+		if err != nil {
+			t.Errorf("%s (%s): %v", name, kind, err)
+			continue
+		}
+		pass := 0
+		for i, c := range g.ChatTemplate {
+			got, err := tmpl.Render(toMessages(c.Messages), Options{AddGenerationPrompt: c.AddGenerationPrompt, BOS: bos, EOS: eos})
+			switch {
+			case err != nil:
+				t.Errorf("%s (%s) case %d: %v", name, kind, i, err)
+			case got != c.Prompt:
+				t.Errorf("%s (%s) case %d: %s", name, kind, i, firstDiff(got, c.Prompt))
+			default:
+				pass++
+			}
+		}
+		t.Logf("%-16s %-16s %d/%d", name, kind, pass, len(g.ChatTemplate))
+		sum += pass
+		all += len(g.ChatTemplate)
+	}
+	t.Logf("tokenize-*.json chat_template: %d/%d cases pass", sum, all)
+}
