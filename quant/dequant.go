@@ -1,0 +1,397 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Block layouts (ggml-common.h), little-endian, in bytes:
+//
+//	Q4_0  {d f16; qs[16]}                                   18
+//	Q4_1  {d, m f16; qs[16]}                                20
+//	Q5_0  {d f16; qh[4]; qs[16]}                            22
+//	Q5_1  {d, m f16; qh[4]; qs[16]}                         24
+//	Q8_0  {d f16; qs[32] int8}                              34
+//	Q8_1  {d, s f16; qs[32] int8}                           36
+//	Q2_K  {scales[16]; qs[64]; d, dmin f16}                 84
+//	Q3_K  {hmask[32]; qs[64]; scales[12]; d f16}           110
+//	Q4_K  {d, dmin f16; scales[12]; qs[128]}               144
+//	Q5_K  {d, dmin f16; scales[12]; qh[32]; qs[128]}       176
+//	Q6_K  {ql[128]; qh[64]; scales[16] int8; d f16}        210
+//	Q8_K  {d f32; qs[256] int8; bsums[16] int16}           292
+const (
+	sizeQ4_0 = 2 + 16
+	sizeQ4_1 = 2 + 2 + 16
+	sizeQ5_0 = 2 + 4 + 16
+	sizeQ5_1 = 2 + 2 + 4 + 16
+	sizeQ8_0 = 2 + 32
+	sizeQ8_1 = 2 + 2 + 32
+	sizeQ2_K = QK_K/16 + QK_K/4 + 2 + 2
+	sizeQ3_K = QK_K/8 + QK_K/4 + 12 + 2
+	sizeQ4_K = 2 + 2 + 12 + QK_K/2
+	sizeQ5_K = 2 + 2 + 12 + QK_K/8 + QK_K/2
+	sizeQ6_K = QK_K/2 + QK_K/4 + QK_K/16 + 2
+	sizeQ8_K = 4 + QK_K + QK_K/16*2
+)
+
+func f16at(b []byte, off int) float32 {
+	return FP16ToFP32(binary.LittleEndian.Uint16(b[off:]))
+}
+
+// rowBytes checks that src holds exactly the blocks for dst and returns the
+// number of blocks.
+func rowBlocks(t Type, src []byte, n int) (int, error) {
+	size, err := RowSize(t, n)
+	if err != nil {
+		return 0, err
+	}
+	if len(src) != size {
+		return 0, fmt.Errorf("quant: %s row of %d elements needs %d bytes, have %d", t, n, size, len(src))
+	}
+	return n / t.BlockSize(), nil
+}
+
+// DequantizeRow converts the blocks in src to len(dst) float32 values,
+// bit-exact with ggml's dequantize_row_* (and gguf-py's dequantizers). src
+// must hold exactly the bytes of len(dst) elements of type t.
+func DequantizeRow(t Type, src []byte, dst []float32) error {
+	nb, err := rowBlocks(t, src, len(dst))
+	if err != nil {
+		return err
+	}
+	switch t {
+	case F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case Q4_0:
+		dequantQ4_0(src, dst, nb)
+	case Q4_1:
+		dequantQ4_1(src, dst, nb)
+	case Q5_0:
+		dequantQ5_0(src, dst, nb)
+	case Q5_1:
+		dequantQ5_1(src, dst, nb)
+	case Q8_0:
+		dequantQ8_0(src, dst, nb)
+	case Q8_1:
+		dequantQ8_1(src, dst, nb)
+	case Q2_K:
+		dequantQ2_K(src, dst, nb)
+	case Q3_K:
+		dequantQ3_K(src, dst, nb)
+	case Q4_K:
+		dequantQ4_K(src, dst, nb)
+	case Q5_K:
+		dequantQ5_K(src, dst, nb)
+	case Q6_K:
+		dequantQ6_K(src, dst, nb)
+	case Q8_K:
+		dequantQ8_K(src, dst, nb)
+	default:
+		return fmt.Errorf("quant: dequantization of %s is not supported", t)
+	}
+	return nil
+}
+
+// CanDequantize reports whether DequantizeRow handles t.
+func CanDequantize(t Type) bool {
+	switch t {
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K:
+		return true
+	}
+	return false
+}
+
+func dequantQ4_0(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ4_0 : (i+1)*sizeQ4_0]
+		y := dst[i*32 : i*32+32]
+		d := f16at(b, 0)
+		qs := b[2:18]
+		for j := 0; j < 16; j++ {
+			y[j] = float32(int32(qs[j]&0x0f)-8) * d
+			y[j+16] = float32(int32(qs[j]>>4)-8) * d
+		}
+	}
+}
+
+func dequantQ4_1(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ4_1 : (i+1)*sizeQ4_1]
+		y := dst[i*32 : i*32+32]
+		d, m := f16at(b, 0), f16at(b, 2)
+		qs := b[4:20]
+		for j := 0; j < 16; j++ {
+			y[j] = float32(float32(qs[j]&0x0f)*d) + m
+			y[j+16] = float32(float32(qs[j]>>4)*d) + m
+		}
+	}
+}
+
+func dequantQ5_0(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ5_0 : (i+1)*sizeQ5_0]
+		y := dst[i*32 : i*32+32]
+		d := f16at(b, 0)
+		qh := binary.LittleEndian.Uint32(b[2:])
+		qs := b[6:22]
+		for j := 0; j < 16; j++ {
+			xh0 := byte(qh>>uint(j)<<4) & 0x10
+			xh1 := byte(qh>>uint(j+12)) & 0x10
+			y[j] = float32(int32(qs[j]&0x0f|xh0)-16) * d
+			y[j+16] = float32(int32(qs[j]>>4|xh1)-16) * d
+		}
+	}
+}
+
+func dequantQ5_1(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ5_1 : (i+1)*sizeQ5_1]
+		y := dst[i*32 : i*32+32]
+		d, m := f16at(b, 0), f16at(b, 2)
+		qh := binary.LittleEndian.Uint32(b[4:])
+		qs := b[8:24]
+		for j := 0; j < 16; j++ {
+			xh0 := byte(qh>>uint(j)<<4) & 0x10
+			xh1 := byte(qh>>uint(j+12)) & 0x10
+			y[j] = float32(float32(qs[j]&0x0f|xh0)*d) + m
+			y[j+16] = float32(float32(qs[j]>>4|xh1)*d) + m
+		}
+	}
+}
+
+func dequantQ8_0(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ8_0 : (i+1)*sizeQ8_0]
+		y := dst[i*32 : i*32+32]
+		d := f16at(b, 0)
+		for j := 0; j < 32; j++ {
+			y[j] = float32(int8(b[2+j])) * d
+		}
+	}
+}
+
+func dequantQ8_1(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ8_1 : (i+1)*sizeQ8_1]
+		y := dst[i*32 : i*32+32]
+		d := f16at(b, 0)
+		for j := 0; j < 32; j++ {
+			y[j] = float32(int8(b[4+j])) * d
+		}
+	}
+}
+
+func dequantQ2_K(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ2_K : (i+1)*sizeQ2_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		scales := b[0:16]
+		q := b[16:80]
+		d, min := f16at(b, 80), f16at(b, 82)
+		is, k := 0, 0
+		for n := 0; n < QK_K; n += 128 {
+			shift := uint(0)
+			for j := 0; j < 4; j++ {
+				sc := scales[is]
+				is++
+				dl, ml := d*float32(sc&0xf), min*float32(sc>>4)
+				for l := 0; l < 16; l++ {
+					y[k] = float32(dl*float32((q[l]>>shift)&3)) - ml
+					k++
+				}
+				sc = scales[is]
+				is++
+				dl, ml = d*float32(sc&0xf), min*float32(sc>>4)
+				for l := 0; l < 16; l++ {
+					y[k] = float32(dl*float32((q[l+16]>>shift)&3)) - ml
+					k++
+				}
+				shift += 2
+			}
+			q = q[32:]
+		}
+	}
+}
+
+// q3kScales unpacks Q3_K's twelve bytes of 6-bit scales into 16 values,
+// already minus 32.
+func q3kScales(s []byte, out *[16]int8) {
+	const kmask1, kmask2 = 0x03030303, 0x0f0f0f0f
+	a0 := binary.LittleEndian.Uint32(s[0:])
+	a1 := binary.LittleEndian.Uint32(s[4:])
+	tmp := binary.LittleEndian.Uint32(s[8:])
+	var aux [4]uint32
+	aux[2] = (a0>>4)&kmask2 | ((tmp>>4)&kmask1)<<4
+	aux[3] = (a1>>4)&kmask2 | ((tmp>>6)&kmask1)<<4
+	aux[0] = a0&kmask2 | ((tmp>>0)&kmask1)<<4
+	aux[1] = a1&kmask2 | ((tmp>>2)&kmask1)<<4
+	for i := 0; i < 16; i++ {
+		out[i] = int8(aux[i/4]>>(8*uint(i%4))) - 32
+	}
+}
+
+func dequantQ3_K(src []byte, dst []float32, nb int) {
+	var scales [16]int8
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ3_K : (i+1)*sizeQ3_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		hm := b[0:32]
+		q := b[32:96]
+		q3kScales(b[96:108], &scales)
+		dAll := f16at(b, 108)
+		m := byte(1)
+		is, k := 0, 0
+		for n := 0; n < QK_K; n += 128 {
+			shift := uint(0)
+			for j := 0; j < 4; j++ {
+				dl := dAll * float32(scales[is])
+				is++
+				for l := 0; l < 16; l++ {
+					v := int32((q[l]>>shift)&3)
+					if hm[l]&m == 0 {
+						v -= 4
+					}
+					y[k] = dl * float32(v)
+					k++
+				}
+				dl = dAll * float32(scales[is])
+				is++
+				for l := 0; l < 16; l++ {
+					v := int32((q[l+16]>>shift)&3)
+					if hm[l+16]&m == 0 {
+						v -= 4
+					}
+					y[k] = dl * float32(v)
+					k++
+				}
+				shift += 2
+				m <<= 1
+			}
+			q = q[32:]
+		}
+	}
+}
+
+// scaleMinK4 returns the j-th 6-bit scale and min of a Q4_K/Q5_K block
+// (ggml's get_scale_min_k4).
+func scaleMinK4(j int, q []byte) (sc, m byte) {
+	if j < 4 {
+		return q[j] & 63, q[j+4] & 63
+	}
+	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
+}
+
+func dequantQ4_K(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ4_K : (i+1)*sizeQ4_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		d, min := f16at(b, 0), f16at(b, 2)
+		scales := b[4:16]
+		q := b[16:144]
+		is, k := 0, 0
+		for j := 0; j < QK_K; j += 64 {
+			sc, m := scaleMinK4(is, scales)
+			d1, m1 := d*float32(sc), min*float32(m)
+			sc, m = scaleMinK4(is+1, scales)
+			d2, m2 := d*float32(sc), min*float32(m)
+			for l := 0; l < 32; l++ {
+				y[k] = float32(d1*float32(q[l]&0xf)) - m1
+				k++
+			}
+			for l := 0; l < 32; l++ {
+				y[k] = float32(d2*float32(q[l]>>4)) - m2
+				k++
+			}
+			q = q[32:]
+			is += 2
+		}
+	}
+}
+
+func dequantQ5_K(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ5_K : (i+1)*sizeQ5_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		d, min := f16at(b, 0), f16at(b, 2)
+		scales := b[4:16]
+		qh := b[16:48]
+		ql := b[48:176]
+		is, k := 0, 0
+		u1, u2 := byte(1), byte(2)
+		for j := 0; j < QK_K; j += 64 {
+			sc, m := scaleMinK4(is, scales)
+			d1, m1 := d*float32(sc), min*float32(m)
+			sc, m = scaleMinK4(is+1, scales)
+			d2, m2 := d*float32(sc), min*float32(m)
+			for l := 0; l < 32; l++ {
+				v := int32(ql[l] & 0xf)
+				if qh[l]&u1 != 0 {
+					v += 16
+				}
+				y[k] = float32(d1*float32(v)) - m1
+				k++
+			}
+			for l := 0; l < 32; l++ {
+				v := int32(ql[l] >> 4)
+				if qh[l]&u2 != 0 {
+					v += 16
+				}
+				y[k] = float32(d2*float32(v)) - m2
+				k++
+			}
+			ql = ql[32:]
+			is += 2
+			u1 <<= 2
+			u2 <<= 2
+		}
+	}
+}
+
+func dequantQ6_K(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ6_K : (i+1)*sizeQ6_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		ql := b[0:128]
+		qh := b[128:192]
+		sc := b[192:208]
+		d := f16at(b, 208)
+		for n := 0; n < QK_K; n += 128 {
+			for l := 0; l < 32; l++ {
+				is := l / 16
+				q1 := int32(ql[l]&0xf|((qh[l]>>0)&3)<<4) - 32
+				q2 := int32(ql[l+32]&0xf|((qh[l]>>2)&3)<<4) - 32
+				q3 := int32(ql[l]>>4|((qh[l]>>4)&3)<<4) - 32
+				q4 := int32(ql[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
+				y[n+l] = d * float32(int8(sc[is])) * float32(q1)
+				y[n+l+32] = d * float32(int8(sc[is+2])) * float32(q2)
+				y[n+l+64] = d * float32(int8(sc[is+4])) * float32(q3)
+				y[n+l+96] = d * float32(int8(sc[is+6])) * float32(q4)
+			}
+			ql = ql[64:]
+			qh = qh[32:]
+			sc = sc[8:]
+		}
+	}
+}
+
+func dequantQ8_K(src []byte, dst []float32, nb int) {
+	for i := 0; i < nb; i++ {
+		b := src[i*sizeQ8_K : (i+1)*sizeQ8_K]
+		y := dst[i*QK_K : (i+1)*QK_K]
+		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
+		for j := 0; j < QK_K; j++ {
+			y[j] = d * float32(int8(b[4+j]))
+		}
+	}
+}

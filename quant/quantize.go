@@ -1,0 +1,292 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// QuantizeRow converts src to len(src) elements of type t in dst, byte-exact
+// with ggml's quantize_row_*_ref. dst must hold exactly RowSize(t, len(src))
+// bytes. Supported types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
+// Q4_K, Q5_K, Q6_K, Q8_K.
+func QuantizeRow(t Type, src []float32, dst []byte) error {
+	nb, err := rowBlocks(t, dst, len(src))
+	if err != nil {
+		return err
+	}
+	switch t {
+	case F32:
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	case F16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], FP32ToFP16(v))
+		}
+	case BF16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], FP32ToBF16(v))
+		}
+	case Q4_0:
+		quantQ4_0(src, dst, nb)
+	case Q4_1:
+		quantQ4_1(src, dst, nb)
+	case Q5_0:
+		quantQ5_0(src, dst, nb)
+	case Q5_1:
+		quantQ5_1(src, dst, nb)
+	case Q8_0:
+		quantQ8_0(src, dst, nb)
+	case Q8_1:
+		quantQ8_1(src, dst, nb)
+	case Q4_K:
+		quantQ4_K(src, dst, nb)
+	case Q5_K:
+		quantQ5_K(src, dst, nb)
+	case Q6_K:
+		quantQ6_K(src, dst, nb)
+	case Q8_K:
+		quantQ8_K(src, dst, nb)
+	default:
+		return fmt.Errorf("quant: quantization to %s is not supported", t)
+	}
+	return nil
+}
+
+// CanQuantize reports whether QuantizeRow handles t.
+func CanQuantize(t Type) bool {
+	switch t {
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K:
+		return true
+	}
+	return false
+}
+
+func putF16(b []byte, off int, f float32) {
+	binary.LittleEndian.PutUint16(b[off:], FP32ToFP16(f))
+}
+
+// roundf is C's roundf: round half away from zero.
+func roundf(x float32) float32 { return float32(math.Round(float64(x))) }
+
+// nearestInt is ggml's nearest_int: the float trick that rounds half to even
+// for |f| <= 4194303. Pass it an already rounded float32 (wrap products in
+// float32()) so that Go cannot fuse the addition into an FMA.
+func nearestInt(f float32) int32 {
+	v := float32(f) + 12582912
+	return int32(math.Float32bits(v)&0x7fffff) - 0x400000
+}
+
+// truncToInt is C's float to integer conversion (truncation toward zero)
+// for a value known to be in range.
+func truncToInt(x float32) int32 { return int32(x) }
+
+func minI32(a, b int32) int32 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func maxI32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// absMaxSigned returns the element of largest magnitude (the first one on
+// ties), as ggml's q4_0/q5_0 quantizers pick it.
+func absMaxSigned(x []float32) float32 {
+	var amax, max float32
+	for _, v := range x {
+		if a := abs32(v); amax < a {
+			amax, max = a, v
+		}
+	}
+	return max
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+
+func minMax(x []float32) (min, max float32) {
+	min, max = math.MaxFloat32, -math.MaxFloat32
+	for _, v := range x {
+		if v < min {
+			min = v
+		}
+		if v > max {
+			max = v
+		}
+	}
+	return min, max
+}
+
+func inv(d float32) float32 {
+	if d != 0 {
+		return 1 / d
+	}
+	return 0
+}
+
+// scaledTrunc is ggml's (int8_t)(x*id + bias) in quantize_row_q4_0_ref and
+// q5_0_ref with the product rounded to float32 before the addition, as ggml
+// compiles on x86 (no FMA contraction). A build that contracts it to an FMA
+// (gguf-py emulates one in float64) can differ in rare ties; the zoo's
+// reference rows come out the same either way.
+func scaledTrunc(x, id, bias float32) int32 {
+	return int32(float32(x*id) + bias)
+}
+
+func quantQ4_0(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ4_0 : (i+1)*sizeQ4_0]
+		d := absMaxSigned(x) / -8
+		id := inv(d)
+		putF16(y, 0, d)
+		for j := 0; j < 16; j++ {
+			xi0 := minI32(15, scaledTrunc(x[j], id, 8.5))
+			xi1 := minI32(15, scaledTrunc(x[j+16], id, 8.5))
+			y[2+j] = byte(xi0) | byte(xi1)<<4
+		}
+	}
+}
+
+func quantQ4_1(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ4_1 : (i+1)*sizeQ4_1]
+		min, max := minMax(x)
+		d := (max - min) / 15
+		id := inv(d)
+		putF16(y, 0, d)
+		putF16(y, 2, min)
+		for j := 0; j < 16; j++ {
+			x0 := float32((x[j] - min) * id)
+			x1 := float32((x[j+16] - min) * id)
+			xi0 := minI32(15, truncToInt(x0+0.5))
+			xi1 := minI32(15, truncToInt(x1+0.5))
+			y[4+j] = byte(xi0) | byte(xi1)<<4
+		}
+	}
+}
+
+func quantQ5_0(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ5_0 : (i+1)*sizeQ5_0]
+		d := absMaxSigned(x) / -16
+		id := inv(d)
+		putF16(y, 0, d)
+		var qh uint32
+		for j := 0; j < 16; j++ {
+			xi0 := uint32(minI32(31, scaledTrunc(x[j], id, 16.5)))
+			xi1 := uint32(minI32(31, scaledTrunc(x[j+16], id, 16.5)))
+			y[6+j] = byte(xi0&0x0f) | byte(xi1&0x0f)<<4
+			qh |= (xi0 & 0x10) >> 4 << uint(j)
+			qh |= (xi1 & 0x10) >> 4 << uint(j+16)
+		}
+		binary.LittleEndian.PutUint32(y[2:], qh)
+	}
+}
+
+func quantQ5_1(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ5_1 : (i+1)*sizeQ5_1]
+		min, max := minMax(x)
+		d := (max - min) / 31
+		id := inv(d)
+		putF16(y, 0, d)
+		putF16(y, 2, min)
+		var qh uint32
+		for j := 0; j < 16; j++ {
+			x0 := float32((x[j] - min) * id)
+			x1 := float32((x[j+16] - min) * id)
+			// ggml has no MIN(31, ...) here: (uint8_t)(x0 + 0.5f).
+			xi0 := uint32(uint8(truncToInt(x0 + 0.5)))
+			xi1 := uint32(uint8(truncToInt(x1 + 0.5)))
+			y[8+j] = byte(xi0&0x0f) | byte(xi1&0x0f)<<4
+			qh |= (xi0 & 0x10) >> 4 << uint(j)
+			qh |= (xi1 & 0x10) >> 4 << uint(j+16)
+		}
+		binary.LittleEndian.PutUint32(y[4:], qh)
+	}
+}
+
+func absMax(x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		if a := abs32(v); a > amax {
+			amax = a
+		}
+	}
+	return amax
+}
+
+func quantQ8_0(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ8_0 : (i+1)*sizeQ8_0]
+		d := absMax(x) / 127
+		id := inv(d)
+		putF16(y, 0, d)
+		for j := 0; j < 32; j++ {
+			y[2+j] = byte(int8(roundf(x[j] * id)))
+		}
+	}
+}
+
+func quantQ8_1(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*32 : i*32+32]
+		y := dst[i*sizeQ8_1 : (i+1)*sizeQ8_1]
+		d := absMax(x) / 127
+		id := inv(d)
+		putF16(y, 0, d)
+		var sum int32
+		for j := 0; j < 16; j++ {
+			q0 := int8(roundf(x[j] * id))
+			q1 := int8(roundf(x[j+16] * id))
+			y[4+j] = byte(q0)
+			y[4+j+16] = byte(q1)
+			sum += int32(q0) + int32(q1)
+		}
+		putF16(y, 2, float32(sum)*d)
+	}
+}
+
+// quantQ8_K is ggml's quantize_row_q8_K_ref: iscale = -127/max (current ggml;
+// the -128 of older versions is a comment there now), nearest_int rounding,
+// d = 1/iscale, and the sums of each 16 quants in bsums.
+func quantQ8_K(src []float32, dst []byte, nb int) {
+	for i := 0; i < nb; i++ {
+		x := src[i*QK_K : (i+1)*QK_K]
+		y := dst[i*sizeQ8_K : (i+1)*sizeQ8_K]
+		var max, amax float32
+		for _, v := range x {
+			if a := abs32(v); a > amax {
+				amax, max = a, v
+			}
+		}
+		if amax == 0 {
+			clear(y)
+			continue
+		}
+		iscale := -127 / max
+		qs := y[4 : 4+QK_K]
+		for j, v := range x {
+			qs[j] = byte(int8(minI32(127, nearestInt(float32(iscale*v)))))
+		}
+		for j := 0; j < QK_K/16; j++ {
+			var sum int32
+			for _, q := range qs[16*j : 16*j+16] {
+				sum += int32(int8(q))
+			}
+			binary.LittleEndian.PutUint16(y[4+QK_K+2*j:], uint16(int16(sum)))
+		}
+		binary.LittleEndian.PutUint32(y, math.Float32bits(1/iscale))
+	}
+}
