@@ -258,7 +258,7 @@ func dequantQ3_K(src []byte, dst []float32, nb int) {
 				dl := dAll * float32(scales[is])
 				is++
 				for l := 0; l < 16; l++ {
-					v := int32((q[l]>>shift)&3)
+					v := int32((q[l] >> shift) & 3)
 					if hm[l]&m == 0 {
 						v -= 4
 					}
@@ -268,7 +268,7 @@ func dequantQ3_K(src []byte, dst []float32, nb int) {
 				dl = dAll * float32(scales[is])
 				is++
 				for l := 0; l < 16; l++ {
-					v := int32((q[l+16]>>shift)&3)
+					v := int32((q[l+16] >> shift) & 3)
 					if hm[l+16]&m == 0 {
 						v -= 4
 					}
