@@ -331,3 +331,205 @@ func quantQ6_K(src []float32, dst []byte, nb int) {
 		}
 	}
 }
+
+// makeQ3Quants is ggml's make_q3_quants with do_rmse: a symmetric fit to
+// levels -nmax..nmax-1 refined element by element, stored in L as l+nmax.
+func makeQ3Quants(nmax int32, x []float32, L []int8) float32 {
+	n := len(x)
+	var max, amax float32
+	for _, v := range x {
+		if a := abs32(v); a > amax {
+			amax, max = a, v
+		}
+	}
+	if amax < groupMaxEps {
+		for i := range L[:n] {
+			L[i] = 0
+		}
+		return 0
+	}
+	iscale := -float32(nmax) / max
+	var sumlx, suml2 float32
+	for i := 0; i < n; i++ {
+		l := maxI32(-nmax, minI32(nmax-1, nearestInt(float32(iscale*x[i]))))
+		L[i] = int8(l)
+		w := float32(x[i] * x[i])
+		sumlx += float32(float32(w*x[i]) * float32(l))
+		suml2 += float32(float32(w*float32(l)) * float32(l))
+	}
+	for itry := 0; itry < 5; itry++ {
+		changed := 0
+		for i := 0; i < n; i++ {
+			w := float32(x[i] * x[i])
+			li := float32(L[i])
+			slx := sumlx - float32(float32(w*x[i])*li)
+			if slx > 0 {
+				sl2 := suml2 - float32(float32(w*li)*li)
+				newL := maxI32(-nmax, minI32(nmax-1, nearestInt(float32(x[i]*sl2)/slx)))
+				if newL != int32(L[i]) {
+					fl := float32(newL)
+					slx += float32(float32(w*x[i]) * fl)
+					sl2 += float32(float32(w*fl) * fl)
+					if sl2 > 0 && slx*slx*suml2 > sumlx*sumlx*sl2 {
+						L[i] = int8(newL)
+						sumlx, suml2 = slx, sl2
+						changed++
+					}
+				}
+			}
+		}
+		if changed == 0 {
+			break
+		}
+	}
+	for i := range L[:n] {
+		L[i] += int8(nmax)
+	}
+	if suml2 > 0 {
+		return sumlx / suml2
+	}
+	return 0
+}
+
+// packQ2 packs 256 2-bit levels the way Q2_K and Q3_K store them.
+func packQ2(qs []byte, L []uint8) {
+	for j := 0; j < QK_K; j += 128 {
+		for l := 0; l < 32; l++ {
+			qs[j/4+l] = L[j+l] | L[j+l+32]<<2 | L[j+l+64]<<4 | L[j+l+96]<<6
+		}
+	}
+}
+
+// quantQ2_K is ggml's quantize_row_q2_K_ref.
+func quantQ2_K(src []float32, dst []byte, nb int) {
+	var (
+		L       [QK_K]uint8
+		laux    [16]uint8
+		weights [16]float32
+		scales  [QK_K / 16]float32
+		mins    [QK_K / 16]float32
+	)
+	const q4scale = 15
+	for i := 0; i < nb; i++ {
+		x := src[i*QK_K : (i+1)*QK_K]
+		y := dst[i*sizeQ2_K : (i+1)*sizeQ2_K]
+		var maxScale, maxMin float32
+		for j := 0; j < QK_K/16; j++ {
+			xs := x[16*j : 16*j+16]
+			for l, v := range xs {
+				weights[l] = abs32(v)
+			}
+			scales[j], mins[j] = makeQKX2Quants(3, xs, weights[:], L[16*j:16*j+16], laux[:], -0.5, 0.1, 15, true)
+			if scales[j] > maxScale {
+				maxScale = scales[j]
+			}
+			if mins[j] > maxMin {
+				maxMin = mins[j]
+			}
+		}
+		sc := y[0:16]
+		if maxScale > 0 {
+			iscale := q4scale / maxScale
+			for j := range sc {
+				sc[j] = uint8(nearestInt(float32(iscale * scales[j])))
+			}
+			putF16(y, 80, maxScale/q4scale)
+		} else {
+			clear(sc)
+			putF16(y, 80, 0)
+		}
+		if maxMin > 0 {
+			iscale := q4scale / maxMin
+			for j := range sc {
+				sc[j] |= uint8(nearestInt(float32(iscale*mins[j])) << 4)
+			}
+			putF16(y, 82, maxMin/q4scale)
+		} else {
+			putF16(y, 82, 0)
+		}
+		dAll, mAll := f16at(y, 80), f16at(y, 82)
+		for j := 0; j < QK_K/16; j++ {
+			d := dAll * float32(sc[j]&0xf)
+			if d == 0 {
+				continue
+			}
+			dm := mAll * float32(sc[j]>>4)
+			for ii := 0; ii < 16; ii++ {
+				l := nearestInt((x[16*j+ii] + dm) / d)
+				L[16*j+ii] = uint8(maxI32(0, minI32(3, l)))
+			}
+		}
+		packQ2(y[16:80], L[:])
+	}
+}
+
+// quantQ3_K is ggml's quantize_row_q3_K_ref.
+func quantQ3_K(src []float32, dst []byte, nb int) {
+	var (
+		L      [QK_K]int8
+		U      [QK_K]uint8
+		scales [QK_K / 16]float32
+	)
+	for i := 0; i < nb; i++ {
+		x := src[i*QK_K : (i+1)*QK_K]
+		y := dst[i*sizeQ3_K : (i+1)*sizeQ3_K]
+		var maxScale, amax float32
+		for j := 0; j < QK_K/16; j++ {
+			scales[j] = makeQ3Quants(4, x[16*j:16*j+16], L[16*j:16*j+16])
+			if s := abs32(scales[j]); s > amax {
+				amax, maxScale = s, scales[j]
+			}
+		}
+		sc := y[96:108]
+		clear(sc)
+		if maxScale != 0 {
+			iscale := -32 / maxScale
+			for j := 0; j < QK_K/16; j++ {
+				l := int32(int8(nearestInt(float32(iscale * scales[j]))))
+				l = maxI32(-32, minI32(31, l)) + 32
+				if j < 8 {
+					sc[j] = byte(l & 0xf)
+				} else {
+					sc[j-8] |= byte(l&0xf) << 4
+				}
+				l >>= 4
+				sc[j%4+8] |= byte(l << (2 * uint(j/4)))
+			}
+			putF16(y, 108, 1/iscale)
+		} else {
+			putF16(y, 108, 0)
+		}
+		dAll := f16at(y, 108)
+		for j := 0; j < QK_K/16; j++ {
+			var s int8
+			if j < 8 {
+				s = int8(sc[j] & 0xf)
+			} else {
+				s = int8(sc[j-8] >> 4)
+			}
+			s = int8(byte(s)|((sc[8+j%4]>>(2*uint(j/4)))&3)<<4) - 32
+			d := dAll * float32(s)
+			if d == 0 {
+				continue
+			}
+			for ii := 0; ii < 16; ii++ {
+				l := nearestInt(x[16*j+ii] / d)
+				L[16*j+ii] = int8(maxI32(-4, minI32(3, l)) + 4)
+			}
+		}
+		hmask := y[0:32]
+		clear(hmask)
+		m, hm := 0, byte(1)
+		for j := 0; j < QK_K; j++ {
+			U[j] = uint8(L[j])
+			if L[j] > 3 {
+				hmask[m] |= hm
+				U[j] -= 4
+			}
+			if m++; m == QK_K/8 {
+				m, hm = 0, hm<<1
+			}
+		}
+		packQ2(y[32:96], U[:])
+	}
+}

@@ -9,7 +9,7 @@ import (
 // QuantizeRow converts src to len(src) elements of type t in dst, byte-exact
 // with ggml's quantize_row_*_ref. dst must hold exactly RowSize(t, len(src))
 // bytes. Supported types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-// Q4_K, Q5_K, Q6_K, Q8_K.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K.
 func QuantizeRow(t Type, src []float32, dst []byte) error {
 	nb, err := rowBlocks(t, dst, len(src))
 	if err != nil {
@@ -40,6 +40,10 @@ func QuantizeRow(t Type, src []float32, dst []byte) error {
 		quantQ8_0(src, dst, nb)
 	case Q8_1:
 		quantQ8_1(src, dst, nb)
+	case Q2_K:
+		quantQ2_K(src, dst, nb)
+	case Q3_K:
+		quantQ3_K(src, dst, nb)
 	case Q4_K:
 		quantQ4_K(src, dst, nb)
 	case Q5_K:
@@ -57,7 +61,7 @@ func QuantizeRow(t Type, src []float32, dst []byte) error {
 // CanQuantize reports whether QuantizeRow handles t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K:
 		return true
 	}
 	return false
