@@ -1,0 +1,565 @@
+package tokenizer
+
+// Pre-tokenizers: the word splitting that llama.cpp's unicode_regex_split
+// does before byte-level BPE. llama.cpp runs a list of regexes; each one
+// cuts every current segment into its matches and the text between them.
+// Two regexes (GPT-2's and Llama 3's) have hand-written matchers in
+// llama.cpp; the others go through std::regex on a "collapsed" text (one byte
+// per code point standing for its category) or std::wregex on the code
+// points with non-ASCII whitespace replaced by U+000B. The scanners here
+// reproduce each path, including where they disagree with the original
+// Python regexes.
+
+// splitter refines segments of cps: segs holds segment lengths in code
+// points and the result replaces it.
+type splitter func(p *pretokState, segs []int) []int
+
+// pretokState holds one text's code points and their flags.
+type pretokState struct {
+	cps   []rune
+	flags []uint16
+	out   []int // scratch for the next segment list
+}
+
+// matcher returns the length of the match of a regex at position p of the
+// segment ending at end, or 0 when it does not match there.
+type matcher func(p *pretokState, pos, end int) int
+
+// regexSplit is std::regex_iterator's splitting: leftmost matches, the text
+// between matches kept as its own segment.
+func regexSplit(m matcher) splitter {
+	return func(p *pretokState, segs []int) []int {
+		out := p.out[:0]
+		start := 0
+		for _, n := range segs {
+			end := start + n
+			gap := start
+			for pos := start; pos < end; {
+				if l := m(p, pos, end); l > 0 {
+					if pos > gap {
+						out = append(out, pos-gap)
+					}
+					out = append(out, l)
+					pos += l
+					gap = pos
+				} else {
+					pos++
+				}
+			}
+			if end > gap {
+				out = append(out, end-gap)
+			}
+			start = end
+		}
+		p.out = segs[:0]
+		return out
+	}
+}
+
+func (p *pretokState) isWS(pos int) bool   { return p.flags[pos]&flagWhitespace != 0 }
+func (p *pretokState) isL(pos int) bool    { return p.flags[pos]&flagLetter != 0 }
+func (p *pretokState) isN(pos int) bool    { return p.flags[pos]&flagNumber != 0 }
+func (p *pretokState) isP(pos int) bool    { return p.flags[pos]&flagPunctuation != 0 }
+func (p *pretokState) isLM(pos int) bool   { return p.flags[pos]&(flagLetter|flagAccentMark) != 0 }
+func (p *pretokState) isCRLF(pos int) bool { c := p.cps[pos]; return c == '\r' || c == '\n' }
+
+// wcp is the code point as std::wregex sees it: non-ASCII whitespace
+// becomes U+000B.
+func (p *pretokState) wcp(pos int) rune {
+	c := p.cps[pos]
+	if c > 0x7F && p.flags[pos]&flagWhitespace != 0 {
+		return 0x0B
+	}
+	return c
+}
+
+// run returns the end of the run of positions from pos satisfying pred.
+func run(p *pretokState, pos, end int, pred func(*pretokState, int) bool) int {
+	for pos < end && pred(p, pos) {
+		pos++
+	}
+	return pos
+}
+
+// optWSRun matches \s?X+ (greedy, with backtracking).
+func optWSRun(pred func(*pretokState, int) bool) matcher {
+	return func(p *pretokState, pos, end int) int {
+		if p.isWS(pos) && pos+1 < end && pred(p, pos+1) {
+			return run(p, pos+1, end, pred) - pos
+		}
+		if pred(p, pos) {
+			return run(p, pos, end, pred) - pos
+		}
+		return 0
+	}
+}
+
+// plusRun matches X+.
+func plusRun(pred func(*pretokState, int) bool) matcher {
+	return func(p *pretokState, pos, end int) int {
+		return run(p, pos, end, pred) - pos
+	}
+}
+
+// single matches one code point of a class.
+func single(pred func(*pretokState, int) bool) matcher {
+	return func(p *pretokState, pos, end int) int {
+		if pred(p, pos) {
+			return 1
+		}
+		return 0
+	}
+}
+
+// wsToEnd matches \s+$.
+func wsToEnd(p *pretokState, pos, end int) int {
+	if e := run(p, pos, end, (*pretokState).isWS); e == end && e > pos {
+		return e - pos
+	}
+	return 0
+}
+
+// threeDigits matches [0-9][0-9][0-9].
+func threeDigits(p *pretokState, pos, end int) int {
+	if pos+3 > end {
+		return 0
+	}
+	for i := pos; i < pos+3; i++ {
+		if c := p.cps[i]; c < '0' || c > '9' {
+			return 0
+		}
+	}
+	return 3
+}
+
+// inRanges reports whether r lies in one of the inclusive ranges.
+func inRanges(r rune, ranges [][2]rune) bool {
+	for _, rg := range ranges {
+		if r >= rg[0] && r <= rg[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// DeepSeek LLM's letter class, as written in llama.cpp (and DeepSeek's
+// tokenizer.json): the cased letters of Unicode.
+var dsLetterRanges = [][2]rune{
+	{0x41, 0x5A}, {0x61, 0x7A}, {0xB5, 0xB5}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x1BA},
+	{0x1BC, 0x1BF}, {0x1C4, 0x293}, {0x295, 0x2AF}, {0x370, 0x373}, {0x376, 0x377},
+	{0x37B, 0x37D}, {0x37F, 0x37F}, {0x386, 0x386}, {0x388, 0x38A}, {0x38C, 0x38C},
+	{0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x52F}, {0x531, 0x556},
+	{0x10A0, 0x10C5}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF},
+	{0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D},
+	{0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B},
+	{0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE},
+	{0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC},
+	{0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113},
+	{0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128},
+	{0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149},
+	{0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2C7B}, {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE},
+	{0x2CF2, 0x2CF3}, {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F}, {0xA771, 0xA787},
+	{0xA78B, 0xA78E}, {0xAB70, 0xABBF}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A},
+	{0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB},
+	{0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943},
+}
+
+// DeepSeek LLM's punctuation class [!-/:-~！-／：-～‘-‟　-。].
+var dsPunctRanges = [][2]rune{
+	{0x21, 0x2F}, {0x3A, 0x7E}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E}, {0x2018, 0x201F}, {0x3000, 0x3002},
+}
+
+// DeepSeek's CJK class [一-龥ࠀ-一가-퟿].
+var dsCJKRanges = [][2]rune{{0x4E00, 0x9FA5}, {0x0800, 0x4E00}, {0xAC00, 0xD7FF}}
+
+func dsLetter(p *pretokState, pos int) bool { return inRanges(p.wcp(pos), dsLetterRanges) }
+func dsPunct(p *pretokState, pos int) bool  { return inRanges(p.wcp(pos), dsPunctRanges) }
+func dsCJK(p *pretokState, pos int) bool    { return inRanges(p.wcp(pos), dsCJKRanges) }
+
+// falconPunct is [\p{P}\$\+<=>\^~\|`] on the collapsed text.
+func falconPunct(p *pretokState, pos int) bool {
+	switch p.cps[pos] {
+	case '$', '+', '<', '=', '>', '^', '~', '|', '`':
+		return true
+	}
+	return p.isP(pos)
+}
+
+// defaultPunct is [\p{P}\$\+<=>\^~\|] on the collapsed text.
+func defaultPunct(p *pretokState, pos int) bool {
+	switch p.cps[pos] {
+	case '$', '+', '<', '=', '>', '^', '~', '|':
+		return true
+	}
+	return p.isP(pos)
+}
+
+// splitGPT2 is llama.cpp's hand-written matcher for GPT-2's regex
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+func splitGPT2(p *pretokState, segs []int) []int {
+	out := p.out[:0]
+	start := 0
+	for _, n := range segs {
+		ini, end := start, start+n
+		start = end
+		// flags past the segment are 0, as in llama.cpp.
+		fl := func(pos int) uint16 {
+			if pos < end {
+				return p.flags[pos]
+			}
+			return 0
+		}
+		cp := func(pos int) rune {
+			if pos < end {
+				return p.cps[pos]
+			}
+			return -1
+		}
+		prev := ini
+		add := func(e int) int {
+			l := e - prev
+			if l > 0 {
+				out = append(out, l)
+			}
+			prev = e
+			return l
+		}
+		const lnw = flagWhitespace | flagLetter | flagNumber
+		for pos := ini; pos < end; {
+			c := p.cps[pos]
+			f := p.flags[pos]
+			if c == '\'' && pos+1 < end {
+				c1 := cp(pos + 1)
+				if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+					pos += add(pos + 2)
+					continue
+				}
+				if pos+2 < end {
+					c2 := cp(pos + 2)
+					if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+						pos += add(pos + 3)
+						continue
+					}
+				}
+			}
+			f2 := f
+			if c == ' ' {
+				f2 = fl(pos + 1)
+			}
+			if f2&flagLetter != 0 {
+				if c == ' ' {
+					pos++
+				}
+				for f2&flagLetter != 0 {
+					pos++
+					f2 = fl(pos)
+				}
+				add(pos)
+				continue
+			}
+			if f2&flagNumber != 0 {
+				if c == ' ' {
+					pos++
+				}
+				for f2&flagNumber != 0 {
+					pos++
+					f2 = fl(pos)
+				}
+				add(pos)
+				continue
+			}
+			if f2&lnw == 0 && f2 != 0 {
+				if c == ' ' {
+					pos++
+				}
+				for f2&lnw == 0 && f2 != 0 {
+					pos++
+					f2 = fl(pos)
+				}
+				add(pos)
+				continue
+			}
+			nws := 0
+			for fl(pos+nws)&flagWhitespace != 0 {
+				nws++
+			}
+			if nws > 1 && pos+nws < end {
+				pos += nws - 1
+				add(pos)
+				continue
+			}
+			if nws > 0 {
+				pos += nws
+				add(pos)
+				continue
+			}
+			pos++
+			add(pos)
+		}
+	}
+	p.out = segs[:0]
+	return out
+}
+
+// splitLlama3 is llama.cpp's hand-written matcher for Llama 3's regex
+//
+//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// including its quirk of testing the current code point's flags, not the
+// next one's, before " ?[^\s\p{L}\p{N}]+".
+func splitLlama3(p *pretokState, segs []int) []int {
+	out := p.out[:0]
+	start := 0
+	for _, n := range segs {
+		ini, end := start, start+n
+		start = end
+		fl := func(pos int) uint16 {
+			if pos < end {
+				return p.flags[pos]
+			}
+			return 0
+		}
+		cp := func(pos int) rune {
+			if pos < end {
+				return p.cps[pos]
+			}
+			return -1
+		}
+		prev := ini
+		add := func(e int) int {
+			l := e - prev
+			if l > 0 {
+				out = append(out, l)
+			}
+			prev = e
+			return l
+		}
+		const lnw = flagWhitespace | flagLetter | flagNumber
+		for pos := ini; pos < end; {
+			c := p.cps[pos]
+			f := p.flags[pos]
+			if c == '\'' && pos+1 < end {
+				c1 := asciiLower(cp(pos + 1))
+				if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+					pos += add(pos + 2)
+					continue
+				}
+				if pos+2 < end {
+					c2 := asciiLower(cp(pos + 2))
+					if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+						pos += add(pos + 3)
+						continue
+					}
+				}
+			}
+			if !(c == '\r' || c == '\n' || f&flagNumber != 0) {
+				if f&flagLetter != 0 || fl(pos+1)&flagLetter != 0 {
+					pos++
+					for fl(pos)&flagLetter != 0 {
+						pos++
+					}
+					add(pos)
+					continue
+				}
+			}
+			if f&flagNumber != 0 {
+				i0 := pos
+				for fl(pos)&flagNumber != 0 {
+					pos++
+					if pos-i0 >= 3 {
+						add(pos)
+						i0 = pos
+					}
+				}
+				add(pos)
+				continue
+			}
+			f2 := f
+			if c == ' ' {
+				f2 = fl(pos + 1)
+			}
+			if f2&lnw == 0 && f != 0 {
+				if c == ' ' {
+					pos++
+				}
+				for f2&lnw == 0 && f2 != 0 {
+					pos++
+					f2 = fl(pos)
+				}
+				for c2 := cp(pos); c2 == '\r' || c2 == '\n'; c2 = cp(pos) {
+					pos++
+				}
+				add(pos)
+				continue
+			}
+			nws, lastNL := 0, 0
+			for fl(pos+nws)&flagWhitespace != 0 {
+				if c2 := cp(pos + nws); c2 == '\r' || c2 == '\n' {
+					lastNL = pos + nws + 1
+				}
+				nws++
+			}
+			if lastNL > 0 {
+				pos = lastNL
+				add(pos)
+				continue
+			}
+			if nws > 1 && pos+nws < end {
+				pos += nws - 1
+				add(pos)
+				continue
+			}
+			if nws > 0 {
+				pos += nws
+				add(pos)
+				continue
+			}
+			pos++
+			add(pos)
+		}
+	}
+	p.out = segs[:0]
+	return out
+}
+
+// qwenMatcher is std::regex on the collapsed text for Qwen2's regex
+//
+//	(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// and, with marks set, Qwen3.5's, where \p{L}+ becomes [\p{L}\p{M}]+ and the
+// "other" class also excludes \p{M}.
+func qwenMatcher(marks bool) matcher {
+	word := (*pretokState).isL
+	other := func(p *pretokState, pos int) bool {
+		return p.flags[pos]&(flagWhitespace|flagLetter|flagNumber) == 0
+	}
+	if marks {
+		word = (*pretokState).isLM
+		other = func(p *pretokState, pos int) bool {
+			return p.flags[pos]&(flagWhitespace|flagLetter|flagAccentMark|flagNumber) == 0
+		}
+	}
+	return func(p *pretokState, pos, end int) int {
+		c := p.cps[pos]
+		if c == '\'' && pos+1 < end {
+			c1 := asciiLower(p.cps[pos+1])
+			if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+				return 2
+			}
+			if pos+2 < end {
+				c2 := asciiLower(p.cps[pos+2])
+				if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+					return 3
+				}
+			}
+		}
+		// [^\r\n\p{L}\p{N}]?\p{L}+
+		if c != '\r' && c != '\n' && !p.isL(pos) && !p.isN(pos) && pos+1 < end && word(p, pos+1) {
+			return run(p, pos+1, end, word) - pos
+		}
+		if word(p, pos) {
+			return run(p, pos, end, word) - pos
+		}
+		// \p{N}
+		if p.isN(pos) {
+			return 1
+		}
+		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+		e := -1
+		if c == ' ' && pos+1 < end && other(p, pos+1) {
+			e = run(p, pos+1, end, other)
+		} else if other(p, pos) {
+			e = run(p, pos, end, other)
+		}
+		if e >= 0 {
+			return run(p, e, end, (*pretokState).isCRLF) - pos
+		}
+		// \s*[\r\n]+ ; \s+(?!\S) ; \s+
+		ws := run(p, pos, end, (*pretokState).isWS)
+		if ws == pos {
+			return 0
+		}
+		for i := ws - 1; i >= pos; i-- {
+			if p.isCRLF(i) {
+				return i + 1 - pos
+			}
+		}
+		if ws == end {
+			return ws - pos
+		}
+		if ws-pos > 1 {
+			return ws - 1 - pos
+		}
+		return ws - pos
+	}
+}
+
+// preConfig is what llama.cpp derives from tokenizer.ggml.pre for BPE vocabs.
+type preConfig struct {
+	splitters    []splitter
+	cleanSpaces  bool
+	ignoreMerges bool
+	addBOS       bool // default of add_bos before tokenizer.ggml.add_bos_token
+}
+
+var (
+	gpt2Splitters    = []splitter{splitGPT2}
+	llama3Splitters  = []splitter{splitLlama3}
+	qwen2Splitters   = []splitter{regexSplit(qwenMatcher(false))}
+	qwen35Splitters  = []splitter{regexSplit(qwenMatcher(true))}
+	starcoderSplits  = []splitter{regexSplit(single((*pretokState).isN)), splitGPT2}
+	defaultSplitters = []splitter{
+		regexSplit(plusRun(defaultPunct)), splitGPT2,
+		regexSplit(plusRun((*pretokState).isN)), regexSplit(threeDigits),
+	}
+	falconSplitters = []splitter{regexSplit(plusRun(falconPunct)), splitGPT2, regexSplit(threeDigits)}
+	dsLLMSplitters  = []splitter{
+		regexSplit(single((*pretokState).isCRLF)),
+		regexSplit(optWSRun(dsLetter)),
+		regexSplit(optWSRun(dsPunct)),
+		regexSplit(wsToEnd),
+		regexSplit(plusRun(dsCJK)),
+		regexSplit(plusRun((*pretokState).isN)),
+	}
+	dsCoderSplitters = []splitter{
+		regexSplit(single((*pretokState).isCRLF)),
+		regexSplit(optWSRun((*pretokState).isL)),
+		regexSplit(optWSRun((*pretokState).isP)),
+		regexSplit(plusRun(dsCJK)),
+		regexSplit(single((*pretokState).isN)),
+	}
+)
+
+// lookupPre maps tokenizer.ggml.pre to llama.cpp's pre-tokenizer settings.
+// Only pre-tokenizers whose regexes are implemented here are accepted.
+func lookupPre(pre string) (preConfig, bool) {
+	switch pre {
+	case "", "default":
+		return preConfig{splitters: defaultSplitters, cleanSpaces: true}, true
+	case "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano":
+		return preConfig{splitters: llama3Splitters, cleanSpaces: true, ignoreMerges: true, addBOS: true}, true
+	case "dbrx", "smaug-bpe":
+		return preConfig{splitters: llama3Splitters, cleanSpaces: true}, true
+	case "deepseek-llm":
+		return preConfig{splitters: dsLLMSplitters}, true
+	case "deepseek-coder":
+		return preConfig{splitters: dsCoderSplitters}, true
+	case "falcon":
+		return preConfig{splitters: falconSplitters, cleanSpaces: true}, true
+	case "mpt", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+		"a.x-4.0", "mellum", "modern-bert", "olmo", "exaone4":
+		return preConfig{splitters: gpt2Splitters, cleanSpaces: true}, true
+	case "starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2":
+		return preConfig{splitters: starcoderSplits, cleanSpaces: true}, true
+	case "command-r", "smollm":
+		return preConfig{splitters: starcoderSplits}, true
+	case "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2":
+		return preConfig{splitters: qwen2Splitters}, true
+	case "megrez", "stablelm2":
+		return preConfig{splitters: qwen2Splitters, cleanSpaces: true}, true
+	case "qwen35":
+		return preConfig{splitters: qwen35Splitters}, true
+	}
+	return preConfig{}, false
+}
