@@ -29,7 +29,7 @@ type Vocab struct {
 	Types  []int32   // tokenizer.ggml.token_type; nil means all normal
 	Merges []string  // tokenizer.ggml.merges: "left right", rank = index
 
-	BOS, EOS, EOT, EOM, UNK, SEP, PAD, MASK int32
+	BOS, EOS, EOT, EOM, UNK, SEP, PAD, MASK        int32
 	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep int32
 
 	AddBOS         bool // prepend BOS when encoding with addSpecial
