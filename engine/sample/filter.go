@@ -8,13 +8,14 @@ import (
 
 const (
 	// heapMaxK is the largest top-k selected with a heap during one scan of
-	// the logits; larger k use quickselect.
-	heapMaxK = 256
+	// the logits (if also at most a quarter of the vocabulary); larger k use
+	// quickselect.
+	heapMaxK = 4096
 	// The top-p pre-cut sorts tokens into buckets by how far their logit is
 	// below the maximum: bucketsPerNat buckets per unit of logit, the last
 	// bucket holding everything further than nBuckets/bucketsPerNat below.
-	nBuckets      = 1024
-	bucketsPerNat = 32
+	nBuckets      = 4096
+	bucketsPerNat = 128
 )
 
 // filter applies top-k, top-p and min-p, in llama.cpp's order, to the
@@ -24,7 +25,7 @@ func (s *Sampler) filter(logits []float32) []Candidate {
 	n := len(logits)
 	if k := s.p.TopK; k > 0 && k < n {
 		var c []Candidate
-		if k <= heapMaxK {
+		if k <= heapMaxK && k <= n/4 {
 			c = s.topKHeap(logits, k)
 		} else {
 			c = s.fillAll(logits)
@@ -40,7 +41,6 @@ func (s *Sampler) filter(logits []float32) []Candidate {
 			return kept
 		}
 		// The bucket pre-cut fell short by rounding: do it the slow way.
-		c = s.fillAll(logits)
 		sortRank(c)
 		return minP(topP(c, s.p.TopP), s.p.MinP)
 	}
@@ -54,8 +54,11 @@ func (s *Sampler) filter(logits []float32) []Candidate {
 // fillAll puts every token with its penalized logit into s.buf.
 func (s *Sampler) fillAll(logits []float32) []Candidate {
 	c := s.buf[:len(logits)]
-	for i := range logits {
-		c[i] = Candidate{ID: int32(i), P: s.logit(logits, i)}
+	for i, v := range logits {
+		c[i] = Candidate{ID: int32(i), P: clean(v)}
+	}
+	for _, id := range s.touched { // ids below len(logits), see countHistory
+		c[id].P = s.logit(logits, int(id))
 	}
 	return c
 }
@@ -271,12 +274,13 @@ func bucket(d float64) int {
 }
 
 // nucleus applies top-p, then min-p, to all tokens in c (unsorted) without
-// sorting the whole vocabulary: a histogram of probability mass over logit
-// buckets finds the bucket where the cumulative mass reaches top-p; only
-// tokens up to that bucket (and above the min-p threshold, which cuts a
-// prefix of the same order) are sorted and walked exactly as topP does. It
-// reports false if rounding made the histogram cut too early; the caller then
-// sorts everything.
+// sorting the whole vocabulary. A histogram of probability mass over logit
+// buckets finds the bucket where the cumulative mass reaches top-p. The
+// tokens up to that bucket that min-p keeps (min-p cuts a prefix of the same
+// order) are distributed into s.tmp bucket by bucket (a counting sort), each
+// bucket is sorted on its own, and the result is walked exactly as topP does.
+// c is not modified. It reports false if rounding made the histogram cut too
+// early; the caller then sorts everything.
 func (s *Sampler) nucleus(c []Candidate) ([]Candidate, bool) {
 	max := c[0].P
 	for _, x := range c[1:] {
@@ -309,23 +313,41 @@ func (s *Sampler) nucleus(c []Candidate) ([]Candidate, bool) {
 			break
 		}
 	}
-	kept := c[:0]
+
+	// Count, then place, the tokens kept by the cut and by min-p.
+	start := s.start[:cut+2]
+	clear(start)
 	lostAboveMin := false // a token min-p would keep was cut by bucket
 	for _, x := range c {
-		if bucket(mx-float64(x.P)) > cut {
+		if b := bucket(mx - float64(x.P)); b > cut {
 			lostAboveMin = lostAboveMin || x.P >= minThr
-			continue
-		}
-		if x.P >= minThr {
-			kept = append(kept, x)
+		} else if x.P >= minThr {
+			start[b+1]++
 		}
 	}
-	sortRank(kept)
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	kept := s.tmp[:start[cut+1]]
+	next := s.next[:cut+1]
+	copy(next, start)
+	for _, x := range c {
+		if b := bucket(mx - float64(x.P)); b <= cut && x.P >= minThr {
+			kept[next[b]] = x
+			next[b]++
+		}
+	}
+
+	// Sort each bucket and walk the cumulative mass.
 	cum = 0
-	for i, x := range kept {
-		cum += math.Exp(float64(x.P) - mx)
-		if cum >= target {
-			return kept[:i+1], true
+	for b := 0; b <= cut; b++ {
+		part := kept[start[b]:start[b+1]]
+		sortRank(part)
+		for i, x := range part {
+			cum += math.Exp(float64(x.P) - mx)
+			if cum >= target {
+				return kept[:int(start[b])+i+1], true
+			}
 		}
 	}
 	// Not reached: either min-p cut a shorter prefix (then kept is the

@@ -108,8 +108,12 @@ type Sampler struct {
 
 	// buf holds the candidates; while filtering, P holds the logit.
 	buf []Candidate
-	// mass is the probability mass per logit bucket of the top-p pre-cut.
-	mass [nBuckets]float64
+	// The top-p pre-cut: probability mass per logit bucket, where each
+	// bucket starts in tmp and where its next token goes.
+	mass  [nBuckets]float64
+	start [nBuckets + 1]int32
+	next  [nBuckets]int32
+	tmp   []Candidate
 }
 
 // New returns a Sampler for vocabularies of nVocab tokens with every buffer
@@ -129,6 +133,9 @@ func New(p Params, nVocab int) (*Sampler, error) {
 		n:   nVocab,
 		rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15)),
 		buf: make([]Candidate, nVocab),
+	}
+	if p.TopP < 1 {
+		s.tmp = make([]Candidate, nVocab)
 	}
 	s.penalize = p.RepeatLastN != 0 &&
 		(p.RepeatPenalty != 1 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0)
@@ -302,13 +309,7 @@ func clean(v float32) float32 {
 // argmax returns the token with the highest penalized logit, the lowest id on
 // ties.
 func (s *Sampler) argmax(logits []float32) int32 {
-	best, bestV := 0, s.logit(logits, 0)
-	for i := 1; i < len(logits); i++ {
-		if v := s.logit(logits, i); v > bestV {
-			best, bestV = i, v
-		}
-	}
-	return int32(best)
+	return s.topKHeap(logits, 1)[0].ID
 }
 
 // softmaxTemp divides the logits held in c[i].P by temp and replaces them by

@@ -508,7 +508,7 @@ func TestAgainstReference(t *testing.T) {
 		case 0:
 			p.TopK = 0
 		case 1:
-			p.TopK = heapMaxK + 1 + rng.IntN(n+1)
+			p.TopK = n/4 + 1 + rng.IntN(n)
 		}
 		s := mustNew(t, p, n)
 		logits := randLogits(rng, n, 1+rng.Float64()*5)
