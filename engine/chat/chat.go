@@ -194,6 +194,7 @@ func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now ti
 		"datetime":        jinja.NewString(Strftime("%b %d %Y", now)),
 		"strftime_now":    strftimeNow(now),
 		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
+		"range":           jinja.NewCallable("range", boundedRange),
 	}
 	for k, v := range extra {
 		data[k] = jinja.FromGoValue(v)
@@ -229,6 +230,51 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 	return jinja.Undefined(), &raisedError{msg: msg}
 }
 
+// maxRange bounds the list range() builds: the engine materializes it, so
+// range(10**12) in a hostile template would exhaust memory.
+const maxRange = 1 << 20
+
+// boundedRange is Python's range(stop) / range(start, stop[, step]) over
+// integers, refusing lists longer than maxRange.
+func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	var n [3]int64
+	for i, a := range args {
+		if i >= len(n) || !a.IsInt() {
+			return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
+		}
+		n[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), int64(0), int64(1)
+	switch len(args) {
+	case 1:
+		stop = n[0]
+	case 2:
+		start, stop = n[0], n[1]
+	case 3:
+		start, stop, step = n[0], n[1], n[2]
+	default:
+		return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
+	}
+	if step == 0 {
+		return jinja.Undefined(), errors.New("range: step must not be zero")
+	}
+	var count uint64
+	switch {
+	case step > 0 && stop > start:
+		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
+	case step < 0 && start > stop:
+		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
+	}
+	if count > maxRange {
+		return jinja.Undefined(), fmt.Errorf("range: %d elements exceed the limit of %d", count, maxRange)
+	}
+	items := make([]jinja.Value, count)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
+	}
+	return jinja.NewList(items), nil
+}
+
 func strftimeNow(now time.Time) jinja.Value {
 	return jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		if len(args) != 1 || !args[0].IsString() {
@@ -247,13 +293,15 @@ func (t *Template) probe() {
 	// to a template that fails on a plain string. This engine is more
 	// lenient than llama.cpp's (indexing a string by a key gives undefined
 	// rather than an error), so a string that does not reach the output
-	// counts as a failure too, provided typed content does reach it.
+	// counts as a failure too, provided the text of typed content does
+	// reach it (and not merely the printed form of the part's dict, as
+	// when a template prints content[0] whole).
 	const userMarker = "User message 5c0d2e"
 	plain := Message{Role: "user", Content: userMarker}
 	if out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil); err != nil || !strings.Contains(out, userMarker) {
 		t.typedContent = true
 		out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
-		t.typedContent = err == nil && strings.Contains(out, userMarker)
+		t.typedContent = err == nil && strings.Contains(out, userMarker) && !strings.Contains(out, "'"+userMarker+"'")
 	}
 
 	// System role: llama.cpp watches whether the template reads the system

@@ -229,3 +229,25 @@ func TestCompiledReuse(t *testing.T) {
 		t.Error("nil template rendered without error")
 	}
 }
+
+func TestRange(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{`{{ range(4) }}`, "[0, 1, 2, 3]"},
+		{`{{ range(2, 5) }}`, "[2, 3, 4]"},
+		{`{{ range(5, 0, -2) }}`, "[5, 3, 1]"},
+		{`{{ range(0, 10, 4) }}`, "[0, 4, 8]"},
+		{`{{ range(3, 3) }}{{ range(-2) }}{{ range(0, 5, -1) }}`, "[][][]"},
+		{`{% for i in range(messages|length - 1, -1, -1) %}{{ messages[i].content }},{% endfor %}`, "Bye,Hello.,Hi,Be brief.,"},
+	}
+	for _, tc := range tests {
+		got, err := Render(tc.src, convo, Options{})
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.src, got, err, tc.want)
+		}
+	}
+	for _, src := range []string{`{{ range(10**12) | length }}`, `{{ range(1, 2, 0) }}`, `{{ range() }}`, `{{ range('a') }}`} {
+		if got, err := Render(src, convo, Options{}); err == nil {
+			t.Errorf("%s: no error, rendered %q", src, got)
+		}
+	}
+}
