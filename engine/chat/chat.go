@@ -19,6 +19,39 @@
 //     the tokenizer adds the BOS token itself.
 //
 // A file without a template gets ChatML, llama.cpp's fallback.
+//
+// llama.cpp decides whether a template supports the system role by
+// watching, in a trial render, whether it reads the system message's
+// content. The engine here has no such hook, so Compile renders a trial
+// conversation and looks for the system text in the output instead; a
+// template that reads the system content without printing it verbatim
+// (say, only its first letter) counts as ignoring it.
+//
+// Differences of the engine from Python's Jinja2 (and so, for templates
+// that use them, possibly from llama.cpp) found while testing. None of them
+// occurs in the zoo's templates. Builtin filters, tests, methods and the
+// printing of values cannot be replaced through the engine's API; a missing
+// filter could be supplied as a variable of the same name (the engine falls
+// back to one), but no template at hand needs those listed below.
+//
+//   - tojson(indent=N) sorts the keys and escapes <, > and & as \u003c...
+//     (Llama 3.1/3.2 print tool definitions this way); without indent it
+//     keeps the order and matches Python.
+//   - None prints as "" rather than "None" ('a' ~ none, dict.get of a
+//     missing key, a macro argument defaulting to none); 1.0 and 10/5 print
+//     as "1" and "2" rather than "1.0" and "2.0".
+//   - str.split ignores maxsplit; startswith/endswith do not take tuples;
+//     str.splitlines and str.rfind, the tests divisibleby and sameas without
+//     parentheses, the filters center and groupby, float literals with an
+//     exponent and '%'-formatting of strings are missing; the filters last
+//     and min do not work on strings.
+//   - A dict literal ending in "}}" inside {{ }} (such as {{ {'a': {'b': 1}} }})
+//     ends the tag early and fails to parse.
+//   - An index past the end of a list gives undefined rather than an error.
+//   - No limits on recursion or output size: a template whose macro calls
+//     itself forever overflows the goroutine stack, which kills the process
+//     (Go cannot recover from that), and 'x' * 10**12 exhausts memory. Only
+//     range() is bounded here. Render templates from files you trust.
 package chat
 
 import (
@@ -62,7 +95,8 @@ type Options struct {
 	// chat_template_kwargs), e.g. "enable_thinking": false. They override
 	// the defaults above, except messages, bos_token, eos_token and
 	// add_generation_prompt. Values may be nil, bool, int, int64, float64,
-	// string, []any or map[string]any.
+	// string, []any, map[string]any (converted with its keys sorted) or a
+	// jinja.Value (used as is, e.g. a dict whose key order matters).
 	Extra map[string]any
 }
 
@@ -197,7 +231,11 @@ func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now ti
 		"range":           jinja.NewCallable("range", boundedRange),
 	}
 	for k, v := range extra {
-		data[k] = jinja.FromGoValue(v)
+		if jv, ok := v.(jinja.Value); ok {
+			data[k] = jv
+		} else {
+			data[k] = jinja.FromGoValue(v)
+		}
 	}
 	data["messages"] = jinja.NewList(msgs)
 	data["bos_token"] = jinja.NewString(bos)

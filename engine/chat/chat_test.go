@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ardanlabs/jinja"
 )
 
 var convo = []Message{
@@ -140,6 +142,15 @@ func TestVariables(t *testing.T) {
 	want = "|</s>|True|False|False|today|Mar 05 2026|2026-03-05 14:07:09|1"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// An Extra jinja.Value keeps its key order; a Go map is sorted.
+	ordered := jinja.NewDict()
+	ordered.AsDict().Set("b", jinja.NewInt(1))
+	ordered.AsDict().Set("a", jinja.NewInt(2))
+	got, err = Render(`{{ o | tojson }} {{ m | tojson }}`, nil, Options{Extra: map[string]any{
+		"o": ordered, "m": map[string]any{"b": 1, "a": 2}}})
+	if want := `{"b": 1, "a": 2} {"a": 2, "b": 1}`; err != nil || got != want {
+		t.Errorf("got %q, %v; want %q", got, err, want)
 	}
 	// Only a leading BOS is stripped.
 	got, err = Render(`{{ bos_token }}{{ bos_token }}x{{ bos_token }}`, nil, Options{BOS: "<s>"})
