@@ -1,0 +1,48 @@
+# geist: build, test (natively and under qemu as a Pi 4 and a Pi 5), vet, fuzz, bench.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+PKGS      ?= ./...
+QEMU      ?= qemu-aarch64-static
+FUZZTIME  ?= 60s
+BENCH     ?= .
+
+.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 vet fuzz bench clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/geist ./cmd/geist
+
+build-arm64:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/geist-linux-arm64 ./cmd/geist
+
+# The whole suite natively, then under qemu as Cortex-A72 (Pi 4, no dot
+# product) and Cortex-A76 (Pi 5, with it).
+test: vet test-native test-arm64
+
+test-native:
+	CGO_ENABLED=0 $(GO) test -count=1 $(PKGS)
+
+test-arm64: test-a72 test-a76
+
+test-a72:
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec '$(QEMU) -cpu cortex-a72' $(PKGS)
+
+test-a76:
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec '$(QEMU) -cpu cortex-a76' $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+	GOARCH=arm64 $(GO) vet $(PKGS)
+
+# Runs every fuzz target for FUZZTIME each.
+fuzz:
+	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+
+clean:
+	rm -rf bin

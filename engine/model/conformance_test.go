@@ -1,0 +1,119 @@
+package model
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+type genGolden struct {
+	Model     string `json:"model"`
+	Tolerance struct {
+		MaxAbs  float64 `json:"max_abs"`
+		MeanAbs float64 `json:"mean_abs"`
+	} `json:"tolerance"`
+	Cases []struct {
+		Prompt       string  `json:"prompt"`
+		PromptTokens []int32 `json:"prompt_tokens"`
+		Tokens       []int32 `json:"tokens"`
+		TopLogprobs  [][]struct {
+			ID      int32   `json:"id"`
+			Logprob float64 `json:"logprob"`
+		} `json:"top_logprobs"`
+	} `json:"cases"`
+}
+
+func loadGen(t testing.TB, path string) *genGolden {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g genGolden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &g
+}
+
+func openModel(t testing.TB, path string) *Model {
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := Load(f)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(path), err)
+	}
+	return m
+}
+
+// TestConformance reads every golden generation teacher-forced and compares
+// the log-probabilities of llama.cpp's top-8 tokens at every generated
+// position with the file's tolerance.
+func TestConformance(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "golden", "gen-*.json"))
+	if len(files) == 0 {
+		t.Fatal("no gen-*.json goldens")
+	}
+	for _, gf := range files {
+		g := loadGen(t, gf)
+		name := strings.TrimSuffix(g.Model, ".gguf")
+		t.Run(name, func(t *testing.T) {
+			m := openModel(t, zoo.Path(t, "models", g.Model))
+			worst, sum, count := 0.0, 0.0, 0
+			lp := make([]float32, m.NVocab)
+			for ci, c := range g.Cases {
+				seq := append(append([]int32{}, c.PromptTokens...), c.Tokens...)
+				s, err := m.NewState(len(seq), 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Forward(c.PromptTokens, false); err != nil {
+					t.Fatal(err)
+				}
+				// Position i is predicted after prompt + tokens[:i]; run the
+				// generated tokens in batches and check every row.
+				s.Truncate(len(c.PromptTokens) - 1)
+				rest := seq[len(c.PromptTokens)-1 : len(seq)-1]
+				pos := 0
+				for len(rest) > 0 {
+					chunk := rest[:min(len(rest), s.MaxBatch())]
+					rest = rest[len(chunk):]
+					logits, err := s.Forward(chunk, true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j := range chunk {
+						sample.LogSoftmax(lp, logits[j*m.NVocab:(j+1)*m.NVocab])
+						for _, ref := range c.TopLogprobs[pos] {
+							d := math.Abs(float64(lp[ref.ID]) - ref.Logprob)
+							sum += d
+							count++
+							if d > worst {
+								worst = d
+							}
+							if d > g.Tolerance.MaxAbs {
+								t.Errorf("case %d position %d token %d: logprob %.5f, llama.cpp %.5f (|diff| %.4f > %.4f)", ci, pos, ref.ID, lp[ref.ID], ref.Logprob, d, g.Tolerance.MaxAbs)
+							}
+						}
+						pos++
+					}
+				}
+			}
+			mean := sum / float64(count)
+			t.Logf("%-22s worst |Δlogprob| %.5f (tolerance %.4f), mean %.5f (tolerance %.4f), %d comparisons",
+				name, worst, g.Tolerance.MaxAbs, mean, g.Tolerance.MeanAbs, count)
+			if mean > g.Tolerance.MeanAbs {
+				t.Errorf("mean |Δlogprob| %.5f exceeds the tolerance %.5f", mean, g.Tolerance.MeanAbs)
+			}
+		})
+	}
+}

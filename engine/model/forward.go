@@ -1,0 +1,351 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/geisten/geist/quant"
+)
+
+// ErrContextFull is returned when a forward pass would run past the context.
+var ErrContextFull = errors.New("model: context is full")
+
+// State is one sequence's KV cache and every buffer a forward pass needs,
+// all sized once. A forward pass over a batch of tokens computes each token
+// exactly as it would alone: the same kernels, the same accumulation order.
+type State struct {
+	m        *Model
+	ctx      int // positions the cache holds
+	maxBatch int // tokens per forward pass
+	n        int // positions filled
+
+	kc, vc [][]uint16 // per layer: [ctx][NHeadKV*HeadDim] keys, [ctx][NHeadKV*HeadDimV] values, F16
+
+	x, xb    []float32 // [maxBatch][NEmbd] residual stream, normed input
+	q, k, v  []float32 // [maxBatch][NHead*HeadDim], [maxBatch][kDim], [maxBatch][vDim]
+	att      []float32 // [maxBatch][NHead*HeadDimV] attention output
+	proj     []float32 // [maxBatch][NEmbd] projection output
+	gate, up []float32 // [maxBatch][NFF]
+	scores   []float32 // [ctx]
+	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
+	logits   []float32 // [maxBatch][NVocab]
+	act      []byte    // quantized activations for the widest product
+}
+
+// NewState allocates a KV cache of ctx positions and buffers for batches of
+// up to maxBatch tokens.
+func (m *Model) NewState(ctx, maxBatch int) (*State, error) {
+	if ctx <= 0 {
+		return nil, fmt.Errorf("model: context size %d must be positive", ctx)
+	}
+	if maxBatch <= 0 {
+		return nil, fmt.Errorf("model: batch size %d must be positive", maxBatch)
+	}
+	c := &m.Config
+	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	s := &State{m: m, ctx: ctx, maxBatch: maxBatch}
+	s.kc = make([][]uint16, c.NLayer)
+	s.vc = make([][]uint16, c.NLayer)
+	for i := range s.kc {
+		s.kc[i] = make([]uint16, ctx*kDim)
+		s.vc[i] = make([]uint16, ctx*vDim)
+	}
+	B := maxBatch
+	s.x = make([]float32, B*c.NEmbd)
+	s.xb = make([]float32, B*c.NEmbd)
+	s.proj = make([]float32, B*c.NEmbd)
+	s.q = make([]float32, B*qDim)
+	s.k = make([]float32, B*kDim)
+	s.v = make([]float32, B*vDim)
+	s.att = make([]float32, B*c.NHead*c.HeadDimV)
+	s.gate = make([]float32, B*c.NFF)
+	s.up = make([]float32, B*c.NFF)
+	s.scores = make([]float32, ctx)
+	s.ropeCS = make([]float32, c.RopeDim)
+	s.logits = make([]float32, B*c.NVocab)
+	widest := 0
+	for _, cols := range []int{c.NEmbd, c.NFF, c.NHead * c.HeadDimV} {
+		for _, w := range m.matrices() {
+			if w.Cols == cols {
+				widest = max(widest, quant.ActRowSize(w.Type, cols))
+			}
+		}
+	}
+	s.act = make([]byte, B*widest)
+	return s, nil
+}
+
+func (m *Model) matrices() []*quant.Matrix {
+	ms := []*quant.Matrix{m.Output}
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		ms = append(ms, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown)
+	}
+	return ms
+}
+
+// Model returns the model the state belongs to.
+func (s *State) Model() *Model { return s.m }
+
+// Len is the number of positions in the KV cache.
+func (s *State) Len() int { return s.n }
+
+// Ctx is the capacity of the KV cache in positions.
+func (s *State) Ctx() int { return s.ctx }
+
+// MaxBatch is the most tokens one forward pass takes.
+func (s *State) MaxBatch() int { return s.maxBatch }
+
+// Truncate rewinds the KV cache to its first n positions.
+func (s *State) Truncate(n int) {
+	if n < 0 {
+		n = 0
+	}
+	if n < s.n {
+		s.n = n
+	}
+}
+
+// Forward runs tokens through the model at positions Len()..Len()+len-1 and
+// appends their keys and values to the cache. With all it returns the
+// logits of every token (len(tokens)×NVocab, at most MaxBatch tokens);
+// otherwise the logits of the last token only, running longer inputs in
+// chunks of MaxBatch. The returned slice is reused by the next call.
+func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("model: forward pass over no tokens")
+	}
+	if s.n+len(tokens) > s.ctx {
+		return nil, fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.ctx)
+	}
+	if all && len(tokens) > s.maxBatch {
+		return nil, fmt.Errorf("model: %d tokens exceed the batch size %d", len(tokens), s.maxBatch)
+	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= s.m.NVocab {
+			return nil, fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
+		}
+	}
+	for len(tokens) > s.maxBatch {
+		s.forward(tokens[:s.maxBatch], false)
+		tokens = tokens[s.maxBatch:]
+	}
+	return s.forward(tokens, all), nil
+}
+
+// mul computes out = x·wᵀ for n rows of x, quantizing x for w first (unless
+// quantized says the activations in s.act are already right for w).
+func (s *State) mul(out []float32, w *quant.Matrix, x []float32, n int, quantized bool) {
+	if !quantized {
+		quant.QuantizeActs(s.act, w.Type, x, n, w.Cols)
+	}
+	w.MulRows(out, w.Rows, s.act, n, 0, w.Rows)
+}
+
+func sameAct(a, b *quant.Matrix) bool { return quant.ActType(a.Type) == quant.ActType(b.Type) }
+
+func (s *State) forward(tokens []int32, all bool) []float32 {
+	m, c := s.m, &s.m.Config
+	n, E := len(tokens), c.NEmbd
+	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	pos0 := s.n
+
+	for i, t := range tokens {
+		row := m.TokEmbd.Data[int(t)*len(m.TokEmbd.Data)/m.NVocab:]
+		quant.DequantizeRow(m.TokEmbd.Type, row[:len(m.TokEmbd.Data)/m.NVocab], s.x[i*E:(i+1)*E])
+	}
+
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		for i := 0; i < n; i++ {
+			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
+		}
+		s.mul(s.q, L.Wq, s.xb, n, false)
+		s.mul(s.k, L.Wk, s.xb, n, sameAct(L.Wq, L.Wk))
+		s.mul(s.v, L.Wv, s.xb, n, sameAct(L.Wk, L.Wv))
+		for i := 0; i < n; i++ {
+			q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
+			if L.Bq != nil {
+				addTo(q, L.Bq)
+				addTo(k, L.Bk)
+				addTo(v, L.Bv)
+			}
+			if L.QNorm != nil {
+				for h := 0; h < c.NHead; h++ {
+					hq := q[h*c.HeadDim : (h+1)*c.HeadDim]
+					RMSNorm(hq, hq, L.QNorm, c.NormEps)
+				}
+				for h := 0; h < c.NHeadKV; h++ {
+					hk := k[h*c.HeadDim : (h+1)*c.HeadDim]
+					RMSNorm(hk, hk, L.KNorm, c.NormEps)
+				}
+			}
+			s.ropeTable(pos0 + i)
+			for h := 0; h < c.NHead; h++ {
+				s.rope(q[h*c.HeadDim : (h+1)*c.HeadDim])
+			}
+			for h := 0; h < c.NHeadKV; h++ {
+				s.rope(k[h*c.HeadDim : (h+1)*c.HeadDim])
+			}
+			p := pos0 + i
+			kc, vc := s.kc[l][p*kDim:(p+1)*kDim], s.vc[l][p*vDim:(p+1)*vDim]
+			for j, x := range k {
+				kc[j] = quant.FP32ToFP16(x)
+			}
+			for j, x := range v {
+				vc[j] = quant.FP32ToFP16(x)
+			}
+		}
+		for i := 0; i < n; i++ {
+			s.attention(l, i, pos0+i)
+		}
+		s.mul(s.proj, L.Wo, s.att, n, false)
+		addTo(s.x[:n*E], s.proj[:n*E])
+
+		for i := 0; i < n; i++ {
+			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
+		}
+		s.mul(s.gate, L.Wgate, s.xb, n, false)
+		s.mul(s.up, L.Wup, s.xb, n, sameAct(L.Wgate, L.Wup))
+		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+		s.mul(s.proj, L.Wdown, s.gate, n, false)
+		addTo(s.x[:n*E], s.proj[:n*E])
+	}
+	s.n += n
+
+	first := 0
+	if !all {
+		first = n - 1
+	}
+	rows := n - first
+	for i := first; i < n; i++ {
+		RMSNorm(s.xb[(i-first)*E:(i-first+1)*E], s.x[i*E:(i+1)*E], m.OutNorm, c.NormEps)
+	}
+	s.mul(s.logits, m.Output, s.xb, rows, false)
+	return s.logits[:rows*c.NVocab]
+}
+
+// attention computes the attention output of batch row i at position p over
+// cache positions 0..p. The result depends only on the cache, not on the
+// batch: the same loop runs whatever the batch size.
+func (s *State) attention(l, i, p int) {
+	c := &s.m.Config
+	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	group := c.NHead / c.NHeadKV
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	kc, vc := s.kc[l], s.vc[l]
+	for h := 0; h < c.NHead; h++ {
+		q := s.q[i*qDim+h*c.HeadDim : i*qDim+(h+1)*c.HeadDim]
+		kvh := h / group
+		sc := s.scores[:p+1]
+		for t := 0; t <= p; t++ {
+			sc[t] = DotF16(q, kc[t*kDim+kvh*c.HeadDim:t*kDim+(kvh+1)*c.HeadDim]) * scale
+		}
+		Softmax(sc)
+		out := s.att[i*c.NHead*c.HeadDimV+h*c.HeadDimV : i*c.NHead*c.HeadDimV+(h+1)*c.HeadDimV]
+		clear(out)
+		for t := 0; t <= p; t++ {
+			AxpyF16(out, sc[t], vc[t*vDim+kvh*c.HeadDimV:t*vDim+(kvh+1)*c.HeadDimV])
+		}
+	}
+}
+
+// ropeTable fills s.ropeCS with the cos/sin of every rotated pair at
+// position p, the way ggml's rope cache computes them: the angle advances
+// by repeated multiplication with base^(-2/dims), in float32.
+func (s *State) ropeTable(p int) {
+	c := &s.m.Config
+	thetaScale := float32(math.Pow(float64(c.RopeBase), -2/float64(c.RopeDim)))
+	theta := float32(p)
+	for i := 0; i < c.RopeDim; i += 2 {
+		ff := float32(1)
+		if s.m.RopeFreqs != nil {
+			ff = s.m.RopeFreqs[i/2]
+		}
+		th := c.RopeScale * (theta / ff)
+		s.ropeCS[i] = float32(math.Cos(float64(th)))
+		s.ropeCS[i+1] = float32(math.Sin(float64(th)))
+		theta *= thetaScale
+	}
+}
+
+// rope rotates one head in place with the table of ropeTable.
+func (s *State) rope(x []float32) {
+	c := &s.m.Config
+	half := c.RopeDim / 2
+	for i := 0; i < c.RopeDim; i += 2 {
+		cos, sin := s.ropeCS[i], s.ropeCS[i+1]
+		var a, b *float32
+		if c.RopeNeox {
+			a, b = &x[i/2], &x[i/2+half]
+		} else {
+			a, b = &x[i], &x[i+1]
+		}
+		x0, x1 := *a, *b
+		*a = x0*cos - x1*sin
+		*b = x0*sin + x1*cos
+	}
+}
+
+// RMSNorm writes x scaled to unit root mean square, times w, into out
+// (ggml: the sum of squares in float64, the scale in float32).
+func RMSNorm(out, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		out[i] = (v * scale) * w[i]
+	}
+}
+
+// Softmax normalizes x in place (the sum in float64, as ggml).
+func Softmax(x []float32) {
+	mx := x[0]
+	for _, v := range x[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - mx)))
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// SiLUMul computes gate[i] = silu(gate[i]) * up[i].
+func SiLUMul(gate, up []float32) {
+	for i, g := range gate {
+		gate[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+	}
+}
+
+// DotF16 is the dot product of float32 a and F16 b, accumulated in float32
+// in index order.
+func DotF16(a []float32, b []uint16) float32 {
+	var sum float32
+	for i, x := range a {
+		sum += x * quant.FP16ToFP32(b[i])
+	}
+	return sum
+}
+
+// AxpyF16 adds alpha·b (F16) to out.
+func AxpyF16(out []float32, alpha float32, b []uint16) {
+	for i := range out {
+		out[i] += alpha * quant.FP16ToFP32(b[i])
+	}
+}
+
+func addTo(dst, src []float32) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}

@@ -1,0 +1,345 @@
+// Package model holds the transformer architectures geist runs (llama,
+// qwen2, qwen3): their configuration from GGUF metadata, their weights as
+// matrices over the memory-mapped file, a rewindable KV cache and a batched
+// forward pass.
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/quant"
+)
+
+// Config is the shape of a model, read from GGUF metadata.
+type Config struct {
+	Arch       string
+	NLayer     int
+	NEmbd      int // width of the residual stream
+	NHead      int // query heads
+	NHeadKV    int // key/value heads (grouped-query attention)
+	HeadDim    int // key (and query) head size
+	HeadDimV   int // value head size
+	NFF        int // feed-forward width
+	NVocab     int
+	CtxTrain   int // context length the model was trained for
+	RopeDim    int // dimensions rotated per head
+	RopeBase   float32
+	RopeScale  float32 // frequency scale: 1/linear scaling factor
+	RopeNeox   bool    // split-halves pairs (qwen) instead of adjacent pairs (llama)
+	NormEps    float32
+	HasQKVBias bool
+	HasQKNorm  bool
+	TiedOutput bool
+}
+
+// Layer holds the weights of one transformer block.
+type Layer struct {
+	AttnNorm []float32     // [NEmbd]
+	Wq       *quant.Matrix // [NHead*HeadDim rows × NEmbd]
+	Wk       *quant.Matrix // [NHeadKV*HeadDim × NEmbd]
+	Wv       *quant.Matrix // [NHeadKV*HeadDimV × NEmbd]
+	Wo       *quant.Matrix // [NEmbd × NHead*HeadDimV]
+	Bq       []float32     // [NHead*HeadDim], qwen2 only
+	Bk       []float32     // [NHeadKV*HeadDim]
+	Bv       []float32     // [NHeadKV*HeadDimV]
+	QNorm    []float32     // [HeadDim], qwen3 only
+	KNorm    []float32     // [HeadDim]
+	FFNNorm  []float32     // [NEmbd]
+	Wgate    *quant.Matrix // [NFF × NEmbd]
+	Wup      *quant.Matrix // [NFF × NEmbd]
+	Wdown    *quant.Matrix // [NEmbd × NFF]
+}
+
+// Model is a loaded model. Its matrices alias the mapped GGUF file, which
+// must stay open while the model is used.
+type Model struct {
+	Config
+	File      *gguf.File
+	TokEmbd   *quant.Matrix // [NVocab × NEmbd]
+	OutNorm   []float32     // [NEmbd]
+	Output    *quant.Matrix // [NVocab × NEmbd]; TokEmbd when tied
+	RopeFreqs []float32     // optional per-pair frequency divisors (Llama 3.x)
+	Layers    []Layer
+}
+
+// archInfo lists what differs between the supported architectures.
+type archInfo struct {
+	neox     bool
+	qkvBias  bool
+	qkNorm   bool
+	ropeBase float32
+}
+
+var archs = map[string]archInfo{
+	"llama": {neox: false, ropeBase: 10000},
+	"qwen2": {neox: true, qkvBias: true, ropeBase: 1e6},
+	"qwen3": {neox: true, qkNorm: true, ropeBase: 1e6},
+}
+
+// SupportedArchs names the architectures geist runs.
+func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3"} }
+
+func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
+	v, ok := f.Value(key)
+	if !ok {
+		if required {
+			return 0, fmt.Errorf("model: missing metadata %q", key)
+		}
+		return def, nil
+	}
+	n, ok := gguf.AsInt(v)
+	if !ok {
+		return 0, fmt.Errorf("model: metadata %q has type %T, want an integer", key, v)
+	}
+	if n < 0 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("model: metadata %q = %d is out of range", key, n)
+	}
+	return int(n), nil
+}
+
+func metaFloat(f *gguf.File, key string, def float32) (float32, error) {
+	v, ok := f.Value(key)
+	if !ok {
+		return def, nil
+	}
+	x, ok := f.Float(key)
+	if !ok {
+		return 0, fmt.Errorf("model: metadata %q has type %T, want a number", key, v)
+	}
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("model: metadata %q = %v is not finite", key, x)
+	}
+	return float32(x), nil
+}
+
+// ReadConfig reads and validates the model shape from f's metadata.
+func ReadConfig(f *gguf.File) (Config, error) {
+	arch := f.Arch()
+	if arch == "" {
+		return Config{}, fmt.Errorf("model: missing metadata %q", "general.architecture")
+	}
+	ai, ok := archs[arch]
+	if !ok {
+		return Config{}, fmt.Errorf("model: unsupported architecture %q (geist runs %v)", arch, SupportedArchs())
+	}
+	c := Config{Arch: arch, RopeNeox: ai.neox, HasQKVBias: ai.qkvBias, HasQKNorm: ai.qkNorm}
+	var err error
+	p := arch + "."
+	if c.NLayer, err = metaInt(f, p+"block_count", 0, true); err != nil {
+		return c, err
+	}
+	if c.NEmbd, err = metaInt(f, p+"embedding_length", 0, true); err != nil {
+		return c, err
+	}
+	if c.NFF, err = metaInt(f, p+"feed_forward_length", 0, true); err != nil {
+		return c, err
+	}
+	if c.NHead, err = metaInt(f, p+"attention.head_count", 0, true); err != nil {
+		return c, err
+	}
+	if c.NHeadKV, err = metaInt(f, p+"attention.head_count_kv", c.NHead, false); err != nil {
+		return c, err
+	}
+	if c.CtxTrain, err = metaInt(f, p+"context_length", 2048, false); err != nil {
+		return c, err
+	}
+	if c.NLayer <= 0 || c.NEmbd <= 0 || c.NFF <= 0 || c.NHead <= 0 || c.NHeadKV <= 0 {
+		return c, fmt.Errorf("model: %s: block_count, embedding_length, feed_forward_length and head counts must be positive (got %d, %d, %d, %d/%d)", arch, c.NLayer, c.NEmbd, c.NFF, c.NHead, c.NHeadKV)
+	}
+	if c.NHead%c.NHeadKV != 0 {
+		return c, fmt.Errorf("model: %d query heads are not a multiple of %d key/value heads", c.NHead, c.NHeadKV)
+	}
+	def := 0
+	if c.NEmbd%c.NHead == 0 {
+		def = c.NEmbd / c.NHead
+	}
+	if c.HeadDim, err = metaInt(f, p+"attention.key_length", def, def == 0); err != nil {
+		return c, err
+	}
+	if c.HeadDimV, err = metaInt(f, p+"attention.value_length", c.HeadDim, false); err != nil {
+		return c, err
+	}
+	if c.HeadDim <= 0 || c.HeadDimV <= 0 || c.HeadDim%2 != 0 {
+		return c, fmt.Errorf("model: head size %d/%d must be positive and even", c.HeadDim, c.HeadDimV)
+	}
+	if c.RopeDim, err = metaInt(f, p+"rope.dimension_count", c.HeadDim, false); err != nil {
+		return c, err
+	}
+	if c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
+		return c, fmt.Errorf("model: rope dimension %d must be even and at most the head size %d", c.RopeDim, c.HeadDim)
+	}
+	if c.RopeBase, err = metaFloat(f, p+"rope.freq_base", ai.ropeBase); err != nil {
+		return c, err
+	}
+	c.RopeScale = 1
+	if st, ok := f.String(p + "rope.scaling.type"); ok && st != "none" && st != "linear" {
+		return c, fmt.Errorf("model: rope scaling type %q is not supported (geist supports none and linear)", st)
+	}
+	factor, err := metaFloat(f, p+"rope.scaling.factor", 0)
+	if err != nil {
+		return c, err
+	}
+	if factor == 0 {
+		// Older files give the frequency scale directly.
+		if factor, err = metaFloat(f, p+"rope.scale_linear", 0); err != nil {
+			return c, err
+		}
+	}
+	if factor != 0 {
+		if factor < 0 {
+			return c, fmt.Errorf("model: rope scaling factor %v must be positive", factor)
+		}
+		c.RopeScale = 1 / factor
+	}
+	if c.NormEps, err = metaFloat(f, p+"attention.layer_norm_rms_epsilon", 1e-5); err != nil {
+		return c, err
+	}
+	if c.NormEps <= 0 {
+		return c, fmt.Errorf("model: rms norm epsilon %v must be positive", c.NormEps)
+	}
+	if c.RopeBase <= 0 {
+		return c, fmt.Errorf("model: rope base %v must be positive", c.RopeBase)
+	}
+	return c, nil
+}
+
+// loader resolves tensors by name and checks their shapes.
+type loader struct {
+	f *gguf.File
+}
+
+func (l loader) tensor(name string, dims ...int) (*gguf.Tensor, error) {
+	t, ok := l.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: missing tensor %q", name)
+	}
+	shapeOK := len(t.Dims) >= len(dims)
+	for i := range t.Dims {
+		want := int64(1)
+		if i < len(dims) {
+			want = int64(dims[i])
+		}
+		if t.Dims[i] != want {
+			shapeOK = false
+		}
+	}
+	if !shapeOK {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, want %v", name, t.Dims, dims)
+	}
+	return t, nil
+}
+
+// matrix loads a 2-D weight: rows × cols (ggml dims [cols, rows]).
+func (l loader) matrix(name string, rows, cols int) (*quant.Matrix, error) {
+	t, err := l.tensor(name, cols, rows)
+	if err != nil {
+		return nil, err
+	}
+	m, err := quant.NewMatrix(t.Type, rows, cols, t.Data)
+	if err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	return m, nil
+}
+
+// vector loads a 1-D tensor of n values as float32 (norm weights, biases).
+func (l loader) vector(name string, n int) ([]float32, error) {
+	t, err := l.tensor(name, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	if err := quant.DequantizeRow(t.Type, t.Data, out); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// Load resolves the weights of f. The file must stay open while the model
+// is in use: the matrices alias its mapping.
+func Load(f *gguf.File) (*Model, error) {
+	c, err := ReadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	l := loader{f}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok {
+		return nil, fmt.Errorf("model: missing tensor %q", "token_embd.weight")
+	}
+	if len(emb.Dims) != 2 || emb.Dims[0] != int64(c.NEmbd) {
+		return nil, fmt.Errorf("model: tensor %q has shape %v, want [%d, vocab]", "token_embd.weight", emb.Dims, c.NEmbd)
+	}
+	c.NVocab = int(emb.Dims[1])
+	if c.NVocab <= 0 {
+		return nil, fmt.Errorf("model: empty vocabulary")
+	}
+	m := &Model{File: f}
+	if m.TokEmbd, err = l.matrix("token_embd.weight", c.NVocab, c.NEmbd); err != nil {
+		return nil, err
+	}
+	if m.OutNorm, err = l.vector("output_norm.weight", c.NEmbd); err != nil {
+		return nil, err
+	}
+	if _, ok := f.Tensor("output.weight"); ok {
+		if m.Output, err = l.matrix("output.weight", c.NVocab, c.NEmbd); err != nil {
+			return nil, err
+		}
+	} else {
+		m.Output = m.TokEmbd
+		c.TiedOutput = true
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		if m.RopeFreqs, err = l.vector("rope_freqs.weight", c.RopeDim/2); err != nil {
+			return nil, err
+		}
+	}
+	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	m.Layers = make([]Layer, c.NLayer)
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		steps := []func() error{
+			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
+			func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return },
+			func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
+			func() (err error) { L.Wv, err = l.matrix(p+"attn_v.weight", vDim, c.NEmbd); return },
+			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*c.HeadDimV); return },
+			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
+			func() (err error) { L.Wgate, err = l.matrix(p+"ffn_gate.weight", c.NFF, c.NEmbd); return },
+			func() (err error) { L.Wup, err = l.matrix(p+"ffn_up.weight", c.NFF, c.NEmbd); return },
+			func() (err error) { L.Wdown, err = l.matrix(p+"ffn_down.weight", c.NEmbd, c.NFF); return },
+		}
+		if c.HasQKVBias {
+			steps = append(steps,
+				func() (err error) { L.Bq, err = l.vector(p+"attn_q.bias", qDim); return },
+				func() (err error) { L.Bk, err = l.vector(p+"attn_k.bias", kDim); return },
+				func() (err error) { L.Bv, err = l.vector(p+"attn_v.bias", vDim); return },
+			)
+		}
+		if c.HasQKNorm {
+			steps = append(steps,
+				func() (err error) { L.QNorm, err = l.vector(p+"attn_q_norm.weight", c.HeadDim); return },
+				func() (err error) { L.KNorm, err = l.vector(p+"attn_k_norm.weight", c.HeadDim); return },
+			)
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.Config = c
+	return m, nil
+}
+
+// Params counts the model's parameters (elements of all tensors).
+func (m *Model) Params() int64 {
+	var n int64
+	for i := range m.File.Tensors {
+		n += m.File.Tensors[i].Elements()
+	}
+	return n
+}
