@@ -528,6 +528,44 @@ func TestAgainstReference(t *testing.T) {
 	}
 }
 
+// The shortcuts at a real vocabulary size (the bucket pre-cut spreads tokens
+// over many buckets only when there are many of them).
+func TestAgainstReferenceLargeVocab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	const n = 151936
+	for _, tc := range []struct {
+		topK       int
+		topP, minP float32
+		scale      float64
+	}{
+		{0, 0.95, 0, 2},
+		{0, 0.9, 0.05, 3},
+		{0, 0.5, 0, 8},
+		{40, 0.95, 0.05, 2},
+		{5000, 0.99, 0, 2},
+		{60000, 0.8, 0.01, 1},
+	} {
+		p := Params{Temperature: 0.8, TopK: tc.topK, TopP: tc.topP, MinP: tc.minP,
+			RepeatPenalty: 1.3, PresencePenalty: -0.5, RepeatLastN: 64}
+		s := mustNew(t, p, n)
+		logits := randLogits(rng, n, tc.scale)
+		history := randHistory(rng, n)
+		got := s.Distribution(logits, history)
+		want := reference(p, logits, history)
+		if len(got) != len(want) {
+			t.Fatalf("%+v: %d candidates, reference %d", tc, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || math.Abs(float64(got[i].P-want[i].P)) > 1e-7 {
+				t.Fatalf("%+v: candidate %d = %v, reference %v", tc, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // Bad input must not panic.
 func TestOddInput(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
@@ -706,4 +744,52 @@ func BenchmarkSample(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Any logits (NaN, infinities, ties) and parameters: Distribution agrees
+// with the plain reference and never panics.
+func FuzzDistribution(f *testing.F) {
+	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64}, uint8(0), uint8(2), uint8(90), uint8(5), uint8(8), []byte{1, 1})
+	f.Add([]byte{0, 0, 192, 127, 0, 0, 128, 127, 0, 0, 128, 255}, uint8(3), uint8(0), uint8(100), uint8(0), uint8(0), []byte{0})
+	f.Fuzz(func(t *testing.T, raw []byte, temp, topK, topP, minP, pen uint8, hist []byte) {
+		n := len(raw) / 4
+		if n == 0 || n > 256 {
+			return
+		}
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = math.Float32frombits(uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24)
+		}
+		history := make([]int32, len(hist))
+		for i, b := range hist {
+			history[i] = int32(b) - 8
+		}
+		p := Params{
+			Temperature:      float32(temp%8) / 4,
+			TopK:             int(topK%16) - 2,
+			TopP:             float32(1+topP%100) / 100,
+			MinP:             float32(minP%50) / 100,
+			RepeatPenalty:    0.5 + float32(pen%16)/8,
+			PresencePenalty:  float32(pen%5) - 2,
+			FrequencyPenalty: float32(pen%3) - 1,
+			RepeatLastN:      int(pen%10) - 1,
+		}
+		s, err := New(p, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Distribution(logits, history)
+		want := reference(p, logits, history)
+		if len(got) != len(want) {
+			t.Fatalf("%+v: %v, reference %v", p, got, want)
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || math.Abs(float64(got[i].P-want[i].P)) > 1e-6 {
+				t.Fatalf("%+v: %v, reference %v", p, got, want)
+			}
+		}
+		if id := s.Sample(logits, history); id < 0 || int(id) >= n {
+			t.Fatalf("Sample = %d", id)
+		}
+	})
 }

@@ -175,3 +175,46 @@ func TestStopMatcherAllocs(t *testing.T) {
 		t.Errorf("%v allocations per Feed", a)
 	}
 }
+
+// Whatever the stops and chunking: the output is a prefix of the input
+// without any stop string in it, the whole input when no stop occurs, and
+// every emitted chunk is valid UTF-8 when the input and stops are.
+func FuzzStopMatcher(f *testing.F) {
+	f.Add("hello world", "wor", "ld", uint8(3))
+	f.Add("a→b→c", "→c", "", uint8(1))
+	f.Add("aaab", "aab", "b", uint8(2))
+	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, chunk uint8) {
+		stops := []string{stop1, stop2}
+		m := NewStopMatcher(stops)
+		size := 1 + int(chunk%8)
+		// Valid stops in valid text match on character boundaries.
+		valid := utf8.ValidString(text) && utf8.ValidString(stop1) && utf8.ValidString(stop2)
+		var out []byte
+		stopped := false
+		for rest := []byte(text); len(rest) > 0 && !stopped; {
+			k := min(size, len(rest))
+			var emit []byte
+			emit, stopped = m.Feed(rest[:k])
+			rest = rest[k:]
+			if valid && !utf8.Valid(emit) {
+				t.Fatalf("emitted invalid UTF-8 %q", emit)
+			}
+			out = append(out, emit...)
+		}
+		out = append(out, m.Flush()...)
+		if !strings.HasPrefix(text, string(out)) {
+			t.Fatalf("output %q is not a prefix of %q", out, text)
+		}
+		for _, s := range stops {
+			if s != "" && strings.Contains(string(out), s) {
+				t.Fatalf("output %q contains stop %q", out, s)
+			}
+		}
+		if !stopped && string(out) != text {
+			t.Fatalf("no stop, output %q != input %q", out, text)
+		}
+		if stopped && len(out) == len(text) {
+			t.Fatalf("stopped but emitted all of %q", text)
+		}
+	})
+}
