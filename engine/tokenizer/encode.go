@@ -13,7 +13,6 @@ type fragment struct {
 type symbol struct {
 	start, n   int
 	prev, next int
-	id         int32 // BPE: token id of the symbol's text, -1 if none
 }
 
 // bigram is a candidate merge of two adjacent symbols.
@@ -86,6 +85,7 @@ func heapPop[O bigramOrder](q []bigram) (bigram, []bigram) {
 type session struct {
 	frags, frags2 []fragment
 	buf           []byte // SPM: escaped text; BPE: byte-encoded word
+	key           []byte // BPE: "left right" merge lookup key
 	syms          []symbol
 	queue         []bigram
 	pt            pretokState
@@ -268,7 +268,7 @@ func (t *Tokenizer) spmTokenize(s *session, dst []int32) []int32 {
 		if off+n == len(text) {
 			next = -1
 		}
-		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next, id: -1})
+		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next})
 		off += n
 	}
 	s.syms = syms
@@ -376,7 +376,7 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 		if off+n == len(w) {
 			next = -1
 		}
-		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next, id: t.lookupBytes(w[off : off+n])})
+		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next})
 		off += n
 	}
 	s.syms = syms
@@ -386,18 +386,12 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 			return
 		}
 		l, r := &syms[left], &syms[right]
-		rank := int32(-1)
-		if l.id >= 0 && r.id >= 0 {
-			if x, ok := t.rankByID[[2]int32{l.id, r.id}]; ok {
-				rank = x
-			}
-		} else if t.rankByText != nil {
-			key := string(w[l.start:l.start+l.n]) + " " + string(w[r.start:r.start+r.n])
-			if x, ok := t.rankByText[key]; ok {
-				rank = x
-			}
-		}
-		if rank < 0 {
+		key := append(s.key[:0], w[l.start:l.start+l.n]...)
+		key = append(key, ' ')
+		key = append(key, w[r.start:r.start+r.n]...)
+		s.key = key
+		rank, ok := t.ranks[string(key)]
+		if !ok {
 			return
 		}
 		q = heapPush[bpeOrder](q, bigram{left: left, right: right, rank: rank, size: l.n + r.n})
@@ -414,7 +408,6 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 		}
 		l.n += r.n
 		r.n = 0
-		l.id = t.lookupBytes(w[l.start : l.start+l.n])
 		l.next = r.next
 		if r.next >= 0 {
 			syms[r.next].prev = b.left
@@ -428,11 +421,12 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 		if sym.n == 0 {
 			continue
 		}
-		if sym.id >= 0 {
-			dst = append(dst, sym.id)
+		piece := w[sym.start : sym.start+sym.n]
+		if id := t.lookupBytes(piece); id >= 0 {
+			dst = append(dst, id)
 			continue
 		}
-		for _, c := range w[sym.start : sym.start+sym.n] {
+		for _, c := range piece {
 			if id := t.byteTok[c]; id >= 0 {
 				dst = append(dst, id)
 			}

@@ -44,11 +44,8 @@ type Tokenizer struct {
 	attr  []uint16
 	ids   map[string]int32
 
-	// BPE merge ranks: by the token ids of both sides, and by text for the
-	// rare merge whose sides are not tokens themselves.
-	rankByID   map[[2]int32]int32
-	rankByText map[string]int32
-	byteTok    [256]int32 // BPE: token of each single raw byte string, -1 if none
+	ranks   map[string]int32 // BPE merge ranks by "left right"
+	byteTok [256]int32       // BPE: token of each single raw byte string, -1 if none
 
 	bos, eos, eot, eom, unk, nl int32
 	addBOS, addEOS              bool
@@ -157,27 +154,15 @@ func New(v *Vocab) (*Tokenizer, error) {
 
 	if t.typ == modelBPE {
 		t.cleanSpaces = t.pre.cleanSpaces
-		t.rankByID = make(map[[2]int32]int32, len(v.Merges))
+		// Merge ranks keyed by "left right", split at the first space past
+		// the first byte as llama.cpp does; the first of duplicates wins.
+		t.ranks = make(map[string]int32, len(v.Merges))
 		for i, m := range v.Merges {
-			var left, right string
-			if k := strings.IndexByte(m[min(1, len(m)):], ' '); k >= 0 {
-				k += min(1, len(m))
-				left, right = m[:k], m[k+1:]
+			if len(m) < 2 || strings.IndexByte(m[1:], ' ') < 0 {
+				continue // llama.cpp files it under ("", ""), which never matches
 			}
-			li, lok := t.ids[left]
-			ri, rok := t.ids[right]
-			if lok && rok && left != "" && right != "" {
-				if _, seen := t.rankByID[[2]int32{li, ri}]; !seen {
-					t.rankByID[[2]int32{li, ri}] = int32(i)
-				}
-				continue
-			}
-			if t.rankByText == nil {
-				t.rankByText = make(map[string]int32)
-			}
-			key := left + " " + right
-			if _, seen := t.rankByText[key]; !seen {
-				t.rankByText[key] = int32(i)
+			if _, seen := t.ranks[m]; !seen {
+				t.ranks[m] = int32(i)
 			}
 		}
 		for b := 0; b < 256; b++ {
