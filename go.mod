@@ -4,5 +4,6 @@ go 1.26.0
 
 require (
 	github.com/ardanlabs/jinja v1.8.0
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/spf13/pflag v1.1.0
+	golang.org/x/sys v0.50.0
 )

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/model"
+)
+
+type inspectInfo struct {
+	File          string         `json:"file"`
+	FileBytes     int64          `json:"file_bytes"`
+	GGUFVersion   uint32         `json:"gguf_version"`
+	Name          string         `json:"name,omitempty"`
+	Architecture  string         `json:"architecture"`
+	Supported     bool           `json:"supported"`
+	Problem       string         `json:"problem,omitempty"`
+	Layers        int            `json:"layers,omitempty"`
+	Embedding     int            `json:"embedding_length,omitempty"`
+	FeedForward   int            `json:"feed_forward_length,omitempty"`
+	Heads         int            `json:"heads,omitempty"`
+	HeadsKV       int            `json:"heads_kv,omitempty"`
+	HeadDim       int            `json:"head_dim,omitempty"`
+	ContextLength int            `json:"context_length,omitempty"`
+	RopeBase      float32        `json:"rope_base,omitempty"`
+	TiedOutput    bool           `json:"tied_output"`
+	Params        int64          `json:"params"`
+	Tensors       int            `json:"tensors"`
+	TensorTypes   map[string]int `json:"tensor_types"`
+	VocabType     string         `json:"vocab_type"`
+	VocabPre      string         `json:"vocab_pre,omitempty"`
+	VocabSize     int            `json:"vocab_size"`
+	ChatTemplate  bool           `json:"chat_template"`
+}
+
+func cmdInspect(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "inspect", "inspect MODEL [--json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one MODEL argument, got %d", fs.NArg())
+	}
+	path := fs.Arg(0)
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, _ := os.Stat(path)
+	info := inspectInfo{File: path, FileBytes: st.Size(), GGUFVersion: f.Version, Architecture: f.Arch(),
+		Tensors: len(f.Tensors), TensorTypes: map[string]int{}}
+	info.Name, _ = f.String("general.name")
+	info.VocabType, _ = f.String("tokenizer.ggml.model")
+	info.VocabPre, _ = f.String("tokenizer.ggml.pre")
+	if v, ok := f.Value("tokenizer.ggml.tokens"); ok {
+		if toks, ok := v.([]string); ok {
+			info.VocabSize = len(toks)
+		}
+	}
+	_, info.ChatTemplate = f.String("tokenizer.chat_template")
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		info.Params += t.Elements()
+		info.TensorTypes[t.Type.String()]++
+	}
+	if len(f.Tensors) == 0 {
+		info.Problem = "vocab only: the file has no tensors"
+	} else if m, err := model.Load(f); err != nil {
+		info.Problem = err.Error()
+		if c, err := model.ReadConfig(f); err == nil {
+			fillConfig(&info, c)
+		}
+	} else {
+		info.Supported = true
+		fillConfig(&info, m.Config)
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(info, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
+	row("file", fmt.Sprintf("%s (%s, GGUF v%d)", path, humanBytes(info.FileBytes), info.GGUFVersion))
+	if info.Name != "" {
+		row("name", info.Name)
+	}
+	row("architecture", info.Architecture)
+	if info.Supported {
+		row("supported", "yes")
+	} else {
+		row("supported", "no: "+info.Problem)
+	}
+	if info.Layers > 0 {
+		row("layers", info.Layers)
+		row("width", info.Embedding)
+		row("feed-forward", info.FeedForward)
+		row("heads", fmt.Sprintf("%d query, %d key/value, size %d", info.Heads, info.HeadsKV, info.HeadDim))
+		row("context length", info.ContextLength)
+		row("rope base", info.RopeBase)
+		row("tied output", info.TiedOutput)
+	}
+	row("parameters", fmt.Sprintf("%d (%.2fM)", info.Params, float64(info.Params)/1e6))
+	types := make([]string, 0, len(info.TensorTypes))
+	for k := range info.TensorTypes {
+		types = append(types, k)
+	}
+	sort.Strings(types)
+	hist := ""
+	for _, k := range types {
+		hist += fmt.Sprintf("%s×%d ", k, info.TensorTypes[k])
+	}
+	row("tensors", fmt.Sprintf("%d: %s", info.Tensors, hist))
+	vocab := info.VocabType
+	if info.VocabPre != "" {
+		vocab += " (pre " + info.VocabPre + ")"
+	}
+	row("vocabulary", fmt.Sprintf("%s, %d tokens", vocab, info.VocabSize))
+	row("chat template", info.ChatTemplate)
+	return w.Flush()
+}
+
+func fillConfig(info *inspectInfo, c model.Config) {
+	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
+	info.Heads, info.HeadsKV, info.HeadDim = c.NHead, c.NHeadKV, c.HeadDim
+	info.ContextLength, info.RopeBase, info.TiedOutput = c.CtxTrain, c.RopeBase, c.TiedOutput
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/sample"
+)
+
+// modelFlags are the flags every command that loads a model shares.
+type modelFlags struct {
+	path    string
+	threads int
+	ctx     int
+}
+
+func (m *modelFlags) register(fs interface {
+	StringVarP(*string, string, string, string, string)
+	IntVarP(*int, string, string, int, string)
+	IntVar(*int, string, int, string)
+}) {
+	fs.StringVarP(&m.path, "model", "m", "", "GGUF model file")
+	fs.IntVarP(&m.threads, "threads", "t", 0, "threads for matrix products (0: all performance cores)")
+	fs.IntVar(&m.ctx, "ctx", 0, "context size in tokens (0: the model's, at most 4096)")
+}
+
+func (m *modelFlags) load() (*engine.Engine, error) {
+	if m.path == "" {
+		return nil, usagef("no model given (-m MODEL)")
+	}
+	if m.threads < 0 {
+		return nil, usagef("--threads %d must not be negative", m.threads)
+	}
+	if m.ctx < 0 {
+		return nil, usagef("--ctx %d must not be negative", m.ctx)
+	}
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx})
+}
+
+func cmdRun(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "run", "run -m MODEL [flags] PROMPT")
+	var mf modelFlags
+	mf.register(fs)
+	def := sample.DefaultParams()
+	temp := fs.Float32("temp", def.Temperature, "temperature (0: greedy)")
+	topK := fs.Int("top-k", def.TopK, "top-k sampling (0: off)")
+	topP := fs.Float32("top-p", def.TopP, "top-p (nucleus) sampling (1: off)")
+	minP := fs.Float32("min-p", def.MinP, "min-p sampling (0: off)")
+	rep := fs.Float32("repeat-penalty", def.RepeatPenalty, "repetition penalty (1: off)")
+	repN := fs.Int("repeat-last-n", def.RepeatLastN, "tokens the repetition penalty looks back on")
+	pres := fs.Float32("presence-penalty", 0, "presence penalty (0: off)")
+	seed := fs.Int64("seed", -1, "random seed (-1: random)")
+	n := fs.IntP("n-predict", "n", -1, "tokens to generate (-1: until end of text or context)")
+	chatMode := fs.Bool("chat", false, "render the model's chat template around the prompt")
+	system := fs.String("system", "", "system message (with --chat)")
+	stats := fs.Bool("stats", false, "print statistics as one JSON line on stderr at the end")
+	stops := fs.StringArray("stop", nil, "stop string (repeatable)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one PROMPT argument (- reads stdin), got %d", fs.NArg())
+	}
+	prompt := fs.Arg(0)
+	if prompt == "-" {
+		b, err := io.ReadAll(e.stdin)
+		if err != nil {
+			return fmt.Errorf("reading the prompt from stdin: %w", err)
+		}
+		prompt = string(b)
+	}
+	if *n < -1 {
+		return usagef("-n %d must be -1 or more", *n)
+	}
+	if *system != "" && !*chatMode {
+		return usagef("--system needs --chat")
+	}
+	p := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP,
+		RepeatPenalty: *rep, RepeatLastN: *repN, PresencePenalty: *pres}
+	if *seed < 0 {
+		p.Seed = uint64(time.Now().UnixNano())
+	} else {
+		p.Seed = uint64(*seed)
+	}
+	if err := p.Validate(); err != nil {
+		return usageError{err}
+	}
+	if math.IsNaN(float64(*temp)) {
+		return usagef("--temp must be a number")
+	}
+	eng, err := mf.load()
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if *n == 0 {
+		return nil
+	}
+	out := bufio.NewWriter(e.stdout)
+	req := engine.Request{
+		Prompt:    prompt,
+		Chat:      *chatMode,
+		System:    *system,
+		MaxTokens: max(*n, 0),
+		Sampling:  p,
+		Stop:      *stops,
+		OnText: func(b []byte) error {
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+			return out.Flush()
+		},
+	}
+	st, err := eng.Generate(ctx, req)
+	out.Flush()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted")
+		}
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+	if *stats {
+		b, _ := json.Marshal(st)
+		fmt.Fprintf(e.stderr, "%s\n", b)
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+// Package engine is geist's public API: load a GGUF model, generate text
+// from a prompt or chat messages with streaming and cancellation, and score
+// token sequences.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/tokenizer"
+)
+
+// Options configure loading.
+type Options struct {
+	Threads int // worker threads for matrix products (0: the default)
+	Ctx     int // context size in tokens (0: the model's, capped at 4096)
+	Batch   int // tokens per forward pass during prefill (0: 64)
+}
+
+// ErrPromptTooLong is returned when a prompt does not fit the context.
+var ErrPromptTooLong = errors.New("engine: prompt too long")
+
+// Engine is a loaded model with its tokenizer, chat template and one
+// sequence state. It is not safe for concurrent use: one request at a time.
+type Engine struct {
+	path     string
+	file     *gguf.File
+	model    *model.Model
+	tok      *tokenizer.Tokenizer
+	template *chat.Template
+	state    *model.State
+	opt      Options
+}
+
+// LoadVocab opens a GGUF file and reads only its tokenizer; it works on
+// vocab-only files.
+func LoadVocab(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := tokenizer.VocabFromMetadata(f.Value)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return tok, f, nil
+}
+
+// Load opens the model at path.
+func Load(path string, opt Options) (*Engine, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("engine: model file: %w", err)
+	}
+	tok, f, err := LoadVocab(path)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{path: path, file: f, tok: tok, opt: opt}
+	if e.model, err = model.Load(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if e.model.NVocab < tok.NTokens() {
+		f.Close()
+		return nil, fmt.Errorf("engine: the tokenizer has %d tokens but the model only %d embeddings", tok.NTokens(), e.model.NVocab)
+	}
+	src, ok := f.String("tokenizer.chat_template")
+	if !ok {
+		src = chat.ChatML
+	}
+	if e.template, err = chat.Compile(src); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("engine: chat template: %w", err)
+	}
+	if opt.Ctx <= 0 {
+		opt.Ctx = min(e.model.CtxTrain, 4096)
+	}
+	if opt.Batch <= 0 {
+		opt.Batch = 64
+	}
+	opt.Batch = min(opt.Batch, opt.Ctx)
+	e.opt = opt
+	if e.state, err = e.model.NewState(opt.Ctx, opt.Batch); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close releases the model file.
+func (e *Engine) Close() error { return e.file.Close() }
+
+// Model returns the loaded model.
+func (e *Engine) Model() *model.Model { return e.model }
+
+// Tokenizer returns the model's tokenizer.
+func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// File returns the model's GGUF file.
+func (e *Engine) File() *gguf.File { return e.file }
+
+// Ctx is the context size in tokens.
+func (e *Engine) Ctx() int { return e.opt.Ctx }
+
+// Request is one generation.
+type Request struct {
+	Prompt    string         // raw prompt (used when Messages is empty)
+	Messages  []chat.Message // chat messages, rendered with the model's template
+	Chat      bool           // render Prompt (and System) as a one-turn chat
+	System    string         // system message for Chat
+	MaxTokens int            // most tokens to generate (0: until the context is full)
+	Sampling  sample.Params
+	Stop      []string // stop strings, besides the end-of-generation tokens
+	// OnText receives the generated text as it streams (the slice is reused:
+	// copy what you keep). Returning an error stops generation with it.
+	OnText func(text []byte) error
+	// OnToken, if set, receives every generated token id.
+	OnToken func(id int32)
+}
+
+// Stats describe one generation.
+type Stats struct {
+	PromptTokens    int     `json:"prompt_tokens"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	TTFTms          float64 `json:"ttft_ms"`
+	PrefillTokS     float64 `json:"prefill_tok_s"`
+	DecodeTokS      float64 `json:"decode_tok_s"`
+	StopReason      string  `json:"stop_reason"` // "eos", "stop", "length", "context"
+}
+
+// RenderPrompt returns the text the model reads for req: the chat template
+// applied to the messages, or the raw prompt.
+func (e *Engine) RenderPrompt(req *Request) (string, error) {
+	msgs := req.Messages
+	if len(msgs) == 0 && req.Chat {
+		if req.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
+	}
+	if len(msgs) == 0 {
+		return req.Prompt, nil
+	}
+	opt := chat.Options{AddGenerationPrompt: true}
+	if id := e.tok.BOS(); id >= 0 {
+		opt.BOS = e.tok.TokenText(id)
+	}
+	if id := e.tok.EOS(); id >= 0 {
+		opt.EOS = e.tok.TokenText(id)
+	}
+	return e.template.Render(msgs, opt)
+}
+
+// Tokens tokenizes the prompt of req as generation reads it: special-token
+// text parsed, BOS as the vocab says.
+func (e *Engine) Tokens(req *Request) ([]int32, error) {
+	text, err := e.RenderPrompt(req)
+	if err != nil {
+		return nil, err
+	}
+	return e.tok.Encode(text, true, true), nil
+}
+
+// Generate runs req to completion, streaming text through req.OnText.
+func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
+	var st Stats
+	prompt, err := e.Tokens(&req)
+	if err != nil {
+		return st, err
+	}
+	if len(prompt) == 0 {
+		return st, errors.New("engine: empty prompt")
+	}
+	st.PromptTokens = len(prompt)
+	if len(prompt) >= e.opt.Ctx {
+		return st, fmt.Errorf("%w: %d tokens do not fit the context of %d", ErrPromptTooLong, len(prompt), e.opt.Ctx)
+	}
+	smp, err := sample.New(req.Sampling, e.model.NVocab)
+	if err != nil {
+		return st, err
+	}
+	start := time.Now()
+	s := e.state
+	s.Truncate(0)
+	history := make([]int32, 0, e.opt.Ctx)
+	history = append(history, prompt...)
+	var logits []float32
+	for i := 0; i < len(prompt); i += s.MaxBatch() {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		if logits, err = s.Forward(prompt[i:min(i+s.MaxBatch(), len(prompt))], false); err != nil {
+			return st, err
+		}
+	}
+	prefill := time.Since(start)
+	st.PrefillTokS = float64(len(prompt)) / prefill.Seconds()
+
+	maxTok := e.opt.Ctx - len(prompt)
+	if req.MaxTokens > 0 {
+		maxTok = min(maxTok, req.MaxTokens)
+	}
+	dec := e.tok.NewDecoder()
+	stop := sample.NewStopMatcher(req.Stop)
+	emit := func(b []byte) error {
+		if len(b) == 0 || req.OnText == nil {
+			return nil
+		}
+		return req.OnText(b)
+	}
+	var decodeStart time.Time
+	st.StopReason = "length"
+	for st.GeneratedTokens < maxTok {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		id := smp.Sample(logits, history)
+		st.GeneratedTokens++
+		if st.GeneratedTokens == 1 {
+			decodeStart = time.Now()
+			st.TTFTms = float64(decodeStart.Sub(start).Microseconds()) / 1000
+		}
+		history = append(history, id)
+		if e.tok.IsEOG(id) {
+			st.StopReason = "eos"
+			break
+		}
+		if req.OnToken != nil {
+			req.OnToken(id)
+		}
+		out, stopped := stop.Feed(dec.Add(id))
+		if err := emit(out); err != nil {
+			return st, err
+		}
+		if stopped {
+			st.StopReason = "stop"
+			break
+		}
+		if st.GeneratedTokens == maxTok {
+			if s.Len()+1 >= e.opt.Ctx {
+				st.StopReason = "context"
+			}
+			break
+		}
+		if logits, err = s.Forward(history[len(history)-1:], false); err != nil {
+			return st, err
+		}
+	}
+	if st.StopReason != "stop" {
+		out, _ := stop.Feed(dec.Flush())
+		if err := emit(out); err != nil {
+			return st, err
+		}
+		if err := emit(stop.Flush()); err != nil {
+			return st, err
+		}
+	}
+	if st.GeneratedTokens > 1 {
+		st.DecodeTokS = float64(st.GeneratedTokens-1) / time.Since(decodeStart).Seconds()
+	}
+	return st, nil
+}
+
+// TokenLogprob is one candidate next token with its natural log-probability.
+type TokenLogprob struct {
+	ID      int32   `json:"id"`
+	Logprob float64 `json:"logprob"`
+}
+
+// Score reads tokens teacher-forced and returns, for every position i, the
+// top most likely next tokens after tokens[0..i], most likely first.
+func (e *Engine) Score(ctx context.Context, tokens []int32, top int) ([][]TokenLogprob, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("engine: no tokens to score")
+	}
+	if len(tokens) > e.opt.Ctx {
+		return nil, fmt.Errorf("%w: %d tokens do not fit the context of %d", ErrPromptTooLong, len(tokens), e.opt.Ctx)
+	}
+	nv := e.model.NVocab
+	if top <= 0 || top > nv {
+		return nil, fmt.Errorf("engine: top %d must be in [1, %d]", top, nv)
+	}
+	s := e.state
+	s.Truncate(0)
+	out := make([][]TokenLogprob, 0, len(tokens))
+	lp := make([]float32, nv)
+	for i := 0; i < len(tokens); i += s.MaxBatch() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunk := tokens[i:min(i+s.MaxBatch(), len(tokens))]
+		logits, err := s.Forward(chunk, true)
+		if err != nil {
+			return nil, err
+		}
+		for j := range chunk {
+			sample.LogSoftmax(lp, logits[j*nv:(j+1)*nv])
+			out = append(out, topLogprobs(lp, top))
+		}
+	}
+	return out, nil
+}
+
+// topLogprobs returns the n largest entries of lp, largest first (ties: lower id first).
+func topLogprobs(lp []float32, n int) []TokenLogprob {
+	best := make([]TokenLogprob, 0, n+1)
+	for id, v := range lp {
+		if len(best) == n && float64(v) <= best[n-1].Logprob {
+			continue
+		}
+		k := len(best)
+		best = append(best, TokenLogprob{})
+		for k > 0 && best[k-1].Logprob < float64(v) {
+			best[k] = best[k-1]
+			k--
+		}
+		best[k] = TokenLogprob{ID: int32(id), Logprob: float64(v)}
+		if len(best) > n {
+			best = best[:n]
+		}
+	}
+	return best
+}
