@@ -205,14 +205,14 @@ func dequantQ2_K(src []byte, dst []float32, nb int) {
 			for j := 0; j < 4; j++ {
 				sc := scales[is]
 				is++
-				dl, ml := d*float32(sc&0xf), min*float32(sc>>4)
+				dl, ml := d*float32(sc&0xf), float32(min*float32(sc>>4))
 				for l := 0; l < 16; l++ {
 					y[k] = float32(dl*float32((q[l]>>shift)&3)) - ml
 					k++
 				}
 				sc = scales[is]
 				is++
-				dl, ml = d*float32(sc&0xf), min*float32(sc>>4)
+				dl, ml = d*float32(sc&0xf), float32(min*float32(sc>>4))
 				for l := 0; l < 16; l++ {
 					y[k] = float32(dl*float32((q[l+16]>>shift)&3)) - ml
 					k++
@@ -302,9 +302,9 @@ func dequantQ4_K(src []byte, dst []float32, nb int) {
 		is, k := 0, 0
 		for j := 0; j < QK_K; j += 64 {
 			sc, m := scaleMinK4(is, scales)
-			d1, m1 := d*float32(sc), min*float32(m)
+			d1, m1 := d*float32(sc), float32(min*float32(m))
 			sc, m = scaleMinK4(is+1, scales)
-			d2, m2 := d*float32(sc), min*float32(m)
+			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				y[k] = float32(d1*float32(q[l]&0xf)) - m1
 				k++
@@ -331,9 +331,9 @@ func dequantQ5_K(src []byte, dst []float32, nb int) {
 		u1, u2 := byte(1), byte(2)
 		for j := 0; j < QK_K; j += 64 {
 			sc, m := scaleMinK4(is, scales)
-			d1, m1 := d*float32(sc), min*float32(m)
+			d1, m1 := d*float32(sc), float32(min*float32(m))
 			sc, m = scaleMinK4(is+1, scales)
-			d2, m2 := d*float32(sc), min*float32(m)
+			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				v := int32(ql[l] & 0xf)
 				if qh[l]&u1 != 0 {

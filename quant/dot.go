@@ -80,7 +80,7 @@ func dotQ4_1Q8_1(w, a []byte, nb int) float32 {
 			sumi1 += int32(qs[j]>>4) * int32(int8(q8[j+16]))
 		}
 		dd := f16at(x, 0) * f16at(y, 0)
-		ms := f16at(x, 2) * f16at(y, 2)
+		ms := float32(f16at(x, 2) * f16at(y, 2))
 		sumf += float32(float32(dd*float32(sumi0+sumi1)) + ms)
 	}
 	return sumf
@@ -120,7 +120,7 @@ func dotQ5_1Q8_1(w, a []byte, nb int) float32 {
 			sumi1 += (int32(qs[j]>>4) | xh1) * int32(int8(q8[j+16]))
 		}
 		dd := f16at(x, 0) * f16at(y, 0)
-		ms := f16at(x, 2) * f16at(y, 2)
+		ms := float32(f16at(x, 2) * f16at(y, 2))
 		sumf += float32(float32(dd*float32(sumi0+sumi1)) + ms)
 	}
 	return sumf

@@ -222,7 +222,7 @@ func quantKSuperBlock(x []float32, nmax int32, rmin, rdelta float32, nstep int, 
 		if d == 0 {
 			continue
 		}
-		dm := mAll * float32(m)
+		dm := float32(mAll * float32(m))
 		for ii := 0; ii < 32; ii++ {
 			l := nearestInt((x[32*j+ii] + dm) / d)
 			L[32*j+ii] = uint8(maxI32(0, minI32(nmax, l)))
@@ -453,7 +453,7 @@ func quantQ2_K(src []float32, dst []byte, nb int) {
 			if d == 0 {
 				continue
 			}
-			dm := mAll * float32(sc[j]>>4)
+			dm := float32(mAll * float32(sc[j]>>4))
 			for ii := 0; ii < 16; ii++ {
 				l := nearestInt((x[16*j+ii] + dm) / d)
 				L[16*j+ii] = uint8(maxI32(0, minI32(3, l)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
 )
 
 func cmdScore(ctx context.Context, e *env, args []string) error {
