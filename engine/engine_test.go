@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+type golden struct {
+	Cases []struct {
+		Prompt       string  `json:"prompt"`
+		PromptTokens []int32 `json:"prompt_tokens"`
+		Tokens       []int32 `json:"tokens"`
+	} `json:"cases"`
+}
+
+func readGolden(t testing.TB, name string) golden {
+	b, err := os.ReadFile(zoo.Path(t, "golden", "gen-"+name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g golden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func load(t testing.TB, name string, opt Options) *Engine {
+	e, err := Load(zoo.Path(t, "models", name+".gguf"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func greedy() sample.Params { return sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1} }
+
+// TestGreedyStories reproduces llama.cpp's greedy continuations of the
+// trained stories260K model token for token, prompt tokenization included.
+func TestGreedyStories(t *testing.T) {
+	for _, name := range []string{"stories260K-F32", "stories260K-F16"} {
+		g := readGolden(t, name)
+		e := load(t, name, Options{})
+		for _, c := range g.Cases {
+			req := Request{Prompt: c.Prompt, MaxTokens: len(c.Tokens), Sampling: greedy()}
+			toks, err := e.Tokens(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equal(toks, c.PromptTokens) {
+				t.Fatalf("%s: prompt tokens %v, llama.cpp %v", name, toks, c.PromptTokens)
+			}
+			var got []int32
+			req.OnToken = func(id int32) { got = append(got, id) }
+			st, err := e.Generate(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equal(got, c.Tokens) {
+				t.Errorf("%s %q:\n got %v\nwant %v", name, c.Prompt, got, c.Tokens)
+			}
+			if st.PromptTokens != len(c.PromptTokens) || st.GeneratedTokens != len(c.Tokens) {
+				t.Errorf("stats %+v", st)
+			}
+		}
+	}
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStreamingAndStop(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{})
+	var text []byte
+	req := Request{Prompt: "Once upon a time", MaxTokens: 96, Sampling: greedy(), Stop: []string{"park"},
+		OnText: func(b []byte) error { text = append(text, b...); return nil }}
+	st, err := e.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.StopReason != "stop" || string(text) != ", there was a little girl named Lily. She loved to play outside in the " {
+		t.Errorf("stop: reason %q text %q", st.StopReason, text)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	req := Request{Prompt: "Once upon a time", MaxTokens: 200, Sampling: greedy(),
+		OnToken: func(int32) {
+			n++
+			if n == 5 {
+				cancel()
+			}
+		}}
+	_, err := e.Generate(ctx, req)
+	if !errors.Is(err, context.Canceled) || n != 5 {
+		t.Errorf("err %v after %d tokens", err, n)
+	}
+}
+
+func TestPromptTooLong(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 16})
+	_, err := e.Generate(context.Background(), Request{Prompt: "Once upon a time there was a little girl named Lily who loved to play", Sampling: greedy()})
+	if !errors.Is(err, ErrPromptTooLong) {
+		t.Errorf("err = %v", err)
+	}
+	// Generation stops cleanly when the context fills up.
+	st, err := e.Generate(context.Background(), Request{Prompt: "Once upon a time", Sampling: greedy()})
+	if err != nil || st.StopReason != "context" || st.PromptTokens+st.GeneratedTokens != 16 {
+		t.Errorf("full context: %+v %v", st, err)
+	}
+}
+
+func TestChatTemplateFallback(t *testing.T) {
+	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 256})
+	req := Request{Prompt: "hi", Chat: true, System: "be brief"}
+	p, err := e.RenderPrompt(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == "hi" || len(p) < 20 {
+		t.Errorf("rendered %q", p)
+	}
+}
+
+func TestScoreMatchesGolden(t *testing.T) {
+	g := readGolden(t, "stories260K-F32")
+	e := load(t, "stories260K-F32", Options{})
+	c := g.Cases[0]
+	seq := append(append([]int32{}, c.PromptTokens...), c.Tokens...)
+	lp, err := e.Score(context.Background(), seq, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp) != len(seq) || len(lp[0]) != 8 {
+		t.Fatalf("shape %d×%d", len(lp), len(lp[0]))
+	}
+	// Greedy tokens are the top-1 of the scores at the generated positions.
+	for i, id := range c.Tokens {
+		if top := lp[len(c.PromptTokens)-1+i][0].ID; top != id {
+			t.Fatalf("position %d: top %d, greedy %d", i, top, id)
+		}
+	}
+	for _, row := range lp {
+		for j := 1; j < len(row); j++ {
+			if row[j].Logprob > row[j-1].Logprob {
+				t.Fatal("scores not sorted")
+			}
+		}
+	}
+}
+
+func TestDecodeAllocations(t *testing.T) {
+	e := load(t, "stories260K-Q4_0", Options{Ctx: 512})
+	s := e.state
+	s.Truncate(0)
+	tok := []int32{1}
+	if _, err := s.Forward(tok, false); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := s.Forward(tok, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per decoded token", allocs)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(filepath.Join(dir, "nope.gguf"), Options{}); err == nil {
+		t.Error("missing file: no error")
+	}
+	p := filepath.Join(dir, "x.gguf")
+	os.WriteFile(p, []byte("not a model at all, just text"), 0o644)
+	if _, err := Load(p, Options{}); err == nil {
+		t.Error("text file: no error")
+	}
+	if _, err := Load(zoo.Path(t, "vocab", "ggml-vocab-llama-spm.gguf"), Options{}); err == nil {
+		t.Error("vocab-only file: no error")
+	}
+}
