@@ -21,13 +21,20 @@ type pretokState struct {
 	out   []int // scratch for the next segment list
 }
 
-// matcher returns the length of the match of a regex at position p of the
-// segment ending at end, or 0 when it does not match there.
+// matcher returns the length of the match of a regex at position pos of
+// the segment ending at end, or 0 when it does not match there.
 type matcher func(p *pretokState, pos, end int) int
+
+// skipper, for matchers that scan ahead, returns how many positions from
+// pos are known not to start a match (at least 1).
+type skipper func(p *pretokState, pos, end int) int
 
 // regexSplit is std::regex_iterator's splitting: leftmost matches, the text
 // between matches kept as its own segment.
-func regexSplit(m matcher) splitter {
+func regexSplit(m matcher) splitter { return regexSplitSkip(m, nil) }
+
+// regexSplitSkip is regexSplit with a skipper that keeps scanning linear.
+func regexSplitSkip(m matcher, skip skipper) splitter {
 	return func(p *pretokState, segs []int) []int {
 		out := p.out[:0]
 		start := 0
@@ -42,6 +49,8 @@ func regexSplit(m matcher) splitter {
 					out = append(out, l)
 					pos += l
 					gap = pos
+				} else if skip != nil {
+					pos += skip(p, pos, end)
 				} else {
 					pos++
 				}
@@ -117,6 +126,12 @@ func wsToEnd(p *pretokState, pos, end int) int {
 		return e - pos
 	}
 	return 0
+}
+
+// wsToEndSkip: inside a whitespace run that stops before the segment end,
+// no position matches \s+$.
+func wsToEndSkip(p *pretokState, pos, end int) int {
+	return max(1, run(p, pos, end, (*pretokState).isWS)-pos)
 }
 
 // threeDigits matches [0-9][0-9][0-9].
@@ -518,7 +533,7 @@ var (
 		regexSplit(single((*pretokState).isCRLF)),
 		regexSplit(optWSRun(dsLetter)),
 		regexSplit(optWSRun(dsPunct)),
-		regexSplit(wsToEnd),
+		regexSplitSkip(wsToEnd, wsToEndSkip),
 		regexSplit(plusRun(dsCJK)),
 		regexSplit(plusRun((*pretokState).isN)),
 	}

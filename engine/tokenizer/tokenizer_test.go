@@ -327,3 +327,26 @@ func BenchmarkNewLlama3(b *testing.B) {
 		}
 	}
 }
+
+// TestLongInputsLinear feeds inputs that make naive regex scanning
+// quadratic (long whitespace runs, long words, alternating newlines).
+func TestLongInputsLinear(t *testing.T) {
+	inputs := []string{
+		strings.Repeat(" ", 100000) + "x",
+		strings.Repeat("a", 100000),
+		strings.Repeat("\n ", 50000) + "x",
+		strings.Repeat("\t", 50000) + strings.Repeat("\u3000", 20000) + "y",
+		strings.Repeat("1", 100000),
+		strings.Repeat("!", 100000),
+	}
+	for _, name := range zooVocabs {
+		tk := zooTokenizer(t, name)
+		for i, s := range inputs {
+			start := time.Now()
+			tk.Encode(s, true, true)
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("%s: input %d (%d bytes) took %v", name, i, len(s), el)
+			}
+		}
+	}
+}
