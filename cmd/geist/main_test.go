@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/tokenizer"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+// geist runs the dispatcher like the binary would and returns its exit
+// status, stdout and stderr.
+func geist(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, &env{strings.NewReader(stdin), &out, &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestRunReproducesLlamaCpp(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-F32.gguf")
+	b, err := os.ReadFile(zoo.Path(t, "golden", "gen-stories260K-F32.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []struct {
+			Prompt string  `json:"prompt"`
+			Tokens []int32 `json:"tokens"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, err := tokenizer.VocabFromMetadata(f.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.Cases[0]
+	if c.Prompt != "Once upon a time" || len(c.Tokens) != 96 {
+		t.Fatalf("unexpected golden case %q with %d tokens", c.Prompt, len(c.Tokens))
+	}
+	want := tok.Detokenize(c.Tokens, false, false) + "\n"
+	code, out, errs := geist(t, "", "run", "-m", model, "--temp", "0", "-n", "96", "--stats", "Once upon a time")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if out != want {
+		t.Errorf("output\n%q\nwant llama.cpp's\n%q", out, want)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(errs)), &st); err != nil {
+		t.Fatalf("--stats is not one JSON line: %q", errs)
+	}
+	for _, k := range []string{"prompt_tokens", "generated_tokens", "ttft_ms", "prefill_tok_s", "decode_tok_s"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("--stats lacks %s", k)
+		}
+	}
+	if st["generated_tokens"].(float64) != 96 || st["prompt_tokens"].(float64) != 5 {
+		t.Errorf("stats %v", st)
+	}
+	// The prompt from stdin gives the same text.
+	if code, out2, _ := geist(t, "Once upon a time", "run", "-m", model, "--temp", "0", "-n", "96", "-"); code != 0 || out2 != want {
+		t.Errorf("stdin prompt: exit %d, %q", code, out2)
+	}
+}
+
+func TestTokenize(t *testing.T) {
+	vocab := zoo.Path(t, "vocab", "ggml-vocab-llama-bpe.gguf")
+	code, out, errs := geist(t, "", "tokenize", "-m", vocab, "Hello world<|eot_id|>")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var ids []int32
+	if err := json.Unmarshal([]byte(out), &ids); err != nil {
+		t.Fatalf("not a JSON array: %q", out)
+	}
+	if len(ids) != 4 || ids[0] != 128000 || ids[3] != 128009 {
+		t.Errorf("ids %v: want BOS, two words, <|eot_id|>", ids)
+	}
+	_, out, _ = geist(t, "", "tokenize", "-m", vocab, "--no-special", "--no-parse-special", "Hello world<|eot_id|>")
+	ids = nil
+	json.Unmarshal([]byte(out), &ids)
+	if len(ids) < 5 || ids[0] == 128000 {
+		t.Errorf("--no-special --no-parse-special: %v", ids)
+	}
+}
+
+func TestScore(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-Q8_0.gguf")
+	code, out, errs := geist(t, "", "score", "-m", model, "--tokens", "[1,403,407,261,378]", "--top", "64")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		Top [][]struct {
+			ID      int32   `json:"id"`
+			Logprob float64 `json:"logprob"`
+		} `json:"top_logprobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Top) != 5 || len(r.Top[0]) != 64 || r.Top[4][0].ID != 432 {
+		t.Errorf("shape %d×%d, last top %d", len(r.Top), len(r.Top[0]), r.Top[4][0].ID)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	model := zoo.Path(t, "models", "tiny-qwen2-Q4_K_M.gguf")
+	code, out, errs := geist(t, "", "inspect", model, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var info inspectInfo
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Architecture != "qwen2" || !info.Supported || info.Layers != 2 || !info.TiedOutput || info.TensorTypes["Q4_K"] == 0 || info.VocabSize != 4096 {
+		t.Errorf("%+v", info)
+	}
+	code, out, _ = geist(t, "", "inspect", model)
+	if code != 0 || !strings.Contains(out, "architecture") {
+		t.Errorf("text: %d %q", code, out)
+	}
+	if code, _, _ := geist(t, "", "version"); code != 0 {
+		t.Error("version failed")
+	}
+}
+
+// TestErrors: every error is one line on stderr and a non-zero exit.
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notGGUF, []byte("these are not the weights you are looking for"), 0o644)
+	model := zoo.Path(t, "models", "stories260K-F32.gguf")
+	// A model of an unsupported architecture: a copy of a real file with another name.
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gguf.NewBuilder()
+	b.CopyKV(f)
+	b.Set("general.architecture", "mamba")
+	for _, tn := range f.Tensors {
+		b.AddTensor(tn.Name, tn.Type, tn.Dims, tn.Data)
+	}
+	mamba := filepath.Join(dir, "mamba.gguf")
+	if err := b.WriteFile(mamba); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-m", filepath.Join(dir, "missing.gguf"), "hi"}, "no such file"},
+		{[]string{"run", "-m", notGGUF, "hi"}, "not a GGUF"},
+		{[]string{"run", "-m", mamba, "hi"}, `unsupported architecture "mamba"`},
+		{[]string{"run", "-m", model, "--ctx", "8", "--temp", "0", "Once upon a time there was a girl who liked to play"}, "prompt too long"},
+		{[]string{"run", "-m", model, "--temp", "-1", "hi"}, "temperature"},
+		{[]string{"run", "-m", model, "--top-p", "2", "hi"}, "top"},
+		{[]string{"run", "-m", model, "--bogus", "hi"}, "unknown flag"},
+		{[]string{"run", "-m", model}, "PROMPT"},
+		{[]string{"run", "hi"}, "no model"},
+		{[]string{"run", "-m", model, "-n", "x", "hi"}, "invalid argument"},
+		{[]string{"score", "-m", model, "--tokens", "[1,99999]"}, "outside the vocabulary"},
+		{[]string{"score", "-m", model, "--tokens", "nope"}, "JSON array"},
+		{[]string{"tokenize", "-m", notGGUF, "x"}, "not a GGUF"},
+		{[]string{"inspect", filepath.Join(dir, "missing.gguf")}, "no such file"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, c := range cases {
+		code, out, errs := geist(t, "", c.args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0, stdout %q", c.args, out)
+			continue
+		}
+		if strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: stderr %q, want one line mentioning %q", c.args, errs, c.want)
+		}
+	}
+}
