@@ -36,7 +36,7 @@ const (
 )
 
 func f16at(b []byte, off int) float32 {
-	return FP16ToFP32(binary.LittleEndian.Uint16(b[off:]))
+	return h2f(binary.LittleEndian.Uint16(b[off:]))
 }
 
 // rowBytes checks that src holds exactly the blocks for dst and returns the
@@ -67,7 +67,7 @@ func DequantizeRow(t Type, src []byte, dst []float32) error {
 		}
 	case F16:
 		for i := range dst {
-			dst[i] = FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+			dst[i] = h2f(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case BF16:
 		for i := range dst {

@@ -34,8 +34,8 @@ func dotF16(w, a []byte, n int) float32 {
 	w, a = w[:2*n], a[:2*n]
 	var sum float64
 	for i := 0; i < n; i++ {
-		x := FP16ToFP32(binary.LittleEndian.Uint16(w[2*i:]))
-		y := FP16ToFP32(binary.LittleEndian.Uint16(a[2*i:]))
+		x := h2f(binary.LittleEndian.Uint16(w[2*i:]))
+		y := h2f(binary.LittleEndian.Uint16(a[2*i:]))
 		sum += float64(x * y)
 	}
 	return float32(sum)

@@ -32,6 +32,19 @@ func FP16ToFP32(h uint16) float32 {
 	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
 }
 
+// fp16Table maps every half bit pattern to its float32 value, like ggml's
+// ggml_table_f32_f16: filled once at package initialisation, read-only after.
+var fp16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = FP16ToFP32(uint16(i))
+	}
+	return &t
+}()
+
+// h2f is FP16ToFP32 by table lookup, for the hot loops.
+func h2f(h uint16) float32 { return fp16Table[h] }
+
 // FP32ToFP16 converts f to IEEE half-precision bits, rounding to nearest with
 // ties to even, like ggml's GGML_FP32_TO_FP16 (F16C's VCVTPS2PH and ggml's
 // software fallback agree on every non-NaN input). Values too large become

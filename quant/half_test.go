@@ -142,3 +142,12 @@ func TestRounding(t *testing.T) {
 		}
 	}
 }
+
+func TestFP16Table(t *testing.T) {
+	for i := 0; i < 1<<16; i++ {
+		a, b := h2f(uint16(i)), FP16ToFP32(uint16(i))
+		if math.Float32bits(a) != math.Float32bits(b) {
+			t.Fatalf("%#04x: table %v, function %v", i, a, b)
+		}
+	}
+}
