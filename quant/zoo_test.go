@@ -184,3 +184,74 @@ func firstDiff(a, b []byte) int {
 	}
 	return len(a)
 }
+
+// TestMatrixZoo wraps every 2-D tensor of every zoo model as a Matrix and
+// checks the product of its first rows with random activations against the
+// dequantized float dot product.
+func TestMatrixZoo(t *testing.T) {
+	dir := zoo.Dir(t)
+	models, err := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
+	if err != nil || len(models) == 0 {
+		t.Fatalf("no models in %s", dir)
+	}
+	for _, path := range models {
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for i := range f.Tensors {
+			tn := &f.Tensors[i]
+			if len(tn.Dims) != 2 {
+				continue
+			}
+			cols, rows := int(tn.Dims[0]), int(tn.Dims[1])
+			m, err := quant.NewMatrix(tn.Type, rows, cols, tn.Data)
+			if err != nil {
+				t.Errorf("%s %s: %v", filepath.Base(path), tn.Name, err)
+				continue
+			}
+			const n, r1 = 2, 3
+			x := make([]float32, n*cols)
+			for k := range x {
+				x[k] = float32(math.Sin(float64(k)*0.37)) * 2
+			}
+			act := make([]byte, n*m.ActRowSize())
+			quant.QuantizeActs(act, tn.Type, x, n, cols)
+			out := make([]float32, n*rows)
+			m.MulRows(out, rows, act, n, 0, r1)
+			w := make([]float32, cols)
+			a := make([]float32, cols)
+			rs := m.RowBytes()
+			for r := 0; r < r1; r++ {
+				if err := quant.DequantizeRow(tn.Type, tn.Data[r*rs:(r+1)*rs], w); err != nil {
+					t.Fatal(err)
+				}
+				for j := 0; j < n; j++ {
+					as := m.ActRowSize()
+					if err := quant.DequantizeRow(m.ActType(), act[j*as:(j+1)*as], a); err != nil {
+						t.Fatal(err)
+					}
+					var want, mag float64
+					for k := range w {
+						p := float64(w[k]) * float64(a[k])
+						want += p
+						mag += math.Abs(p)
+					}
+					// The Q8_1 sum term is F16-rounded: allow 1e-3 of the
+					// magnitude there, 1e-5 elsewhere.
+					tol := 1e-5 * mag
+					if m.ActType() == quant.Q8_1 {
+						tol = 1e-3 * mag
+					}
+					if got := float64(out[j*rows+r]); math.Abs(got-want) > tol {
+						t.Errorf("%s %s (%s) row %d tok %d: %g, dequantized %g", filepath.Base(path), tn.Name, tn.Type, r, j, got, want)
+					}
+				}
+			}
+			checked++
+		}
+		t.Logf("%s: %d matrices checked", filepath.Base(path), checked)
+		f.Close()
+	}
+}
