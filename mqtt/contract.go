@@ -1,0 +1,420 @@
+// Package mqtt is geist's MQTT contract: it parses and validates requests,
+// queues them for one worker, streams answers, cancels, expires and
+// deduplicates work, publishes availability and state, and announces the
+// device to Home Assistant. It knows nothing of the engine: the work is done
+// by a Generator the caller supplies.
+//
+// Topics (<dev> is the device name):
+//
+//	geist/<dev>/ask            requests, QoS 1: JSON or plain UTF-8 text
+//	geist/pool/ask             pooled requests, through $share/geist/geist/pool/ask
+//	geist/<dev>/answer/<id>    answers and errors (or the request's reply_to), QoS 1
+//	<answer topic>/stream      streamed chunks {"id","seq","delta"}, QoS 0
+//	geist/<dev>/answer         answers to plain-text requests and requests without id
+//	geist/<dev>/error          errors for payloads too broken to carry an id
+//	geist/<dev>/cancel         {"id"}: cancel queued or running work
+//	geist/<dev>/status         retained online/offline (the last will)
+//	geist/<dev>/state          retained JSON state
+//	geist/<dev>/last_answer    retained JSON {"id","text","session"} of the last answer
+//	geist/<dev>/event          Home Assistant event entity: {"event_type":"answer"|"error",...}
+//	geist/<dev>/cmd/ask        Home Assistant text entity: plain text, dashboard session
+//	geist/<dev>/cmd/cancel     Home Assistant button: cancel the running request
+//	geist/<dev>/cmd/new_conversation  Home Assistant button: start a new dashboard session
+//
+// A payload larger than Config.MaxPayload is refused with too_long (not
+// bad_request): the request may be well formed, it is only too big.
+package mqtt
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Error codes carried in error payloads.
+const (
+	CodeBadRequest = "bad_request"
+	CodeTooLong    = "too_long"
+	CodeBusy       = "busy"
+	CodeCancelled  = "cancelled"
+	CodeTimeout    = "timeout"
+	CodeInternal   = "internal"
+)
+
+// ErrTooLong is what a Generator wraps when the prompt does not fit (more
+// prompt tokens than the limit or the context); it becomes too_long.
+var ErrTooLong = errors.New("mqtt: prompt too long")
+
+// Error is a contract error: a code from the list above and a message for
+// people. A Generator may return one to choose the code.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return "mqtt: " + e.Code + ": " + e.Message }
+
+func errorf(code, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// Message is one chat message of a request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one validated ask.
+type Request struct {
+	ID          string    // the client's id, or a generated one (see Generated)
+	Generated   bool      // the id was generated: the request carried none
+	Text        string    // the user's text (empty when Messages is set)
+	Messages    []Message // the conversation, when given instead of Text
+	Session     string    // conversation id whose history the generator keeps
+	System      string    // system message, overriding the configured one
+	MaxTokens   int       // most tokens to generate, already capped
+	Temperature *float64  // sampling temperature, nil for the configured one
+	Stream      bool      // stream chunks on <answer topic>/stream
+	ReplyTo     string    // answer topic
+	TTL         time.Duration
+	Plain       bool      // the payload was plain text
+	Received    time.Time // when the request arrived
+}
+
+// Usage are the statistics of one answer.
+type Usage struct {
+	PromptTokens    int     `json:"prompt_tokens"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	TTFTms          float64 `json:"ttft_ms"`
+	TokS            float64 `json:"tok_s"`
+	Drafted         int     `json:"drafted"`
+	Accepted        int     `json:"accepted"`
+	// CachedTokens are prompt tokens a prompt cache served; they feed the
+	// cache hit rate in the state and are not part of the answer payload.
+	CachedTokens int `json:"-"`
+}
+
+// Result is what a Generator returns.
+type Result struct {
+	Text  string
+	Usage Usage
+}
+
+// Generator does the work. Generate is called from one goroutine at a
+// time; it streams text through onDelta (any split, even inside a UTF-8
+// sequence is tolerated) and returns the whole answer. It returns an error
+// wrapping ErrTooLong when the prompt does not fit, ctx.Err() when ctx ends,
+// or an *Error to choose the code; any other error becomes internal.
+type Generator interface {
+	Generate(ctx context.Context, req Request, onDelta func(string)) (Result, error)
+}
+
+// Answer is the final payload of a request.
+type Answer struct {
+	ID       string `json:"id"`
+	Text     string `json:"text"`
+	Done     bool   `json:"done"`
+	Session  string `json:"session,omitempty"`
+	Usage    Usage  `json:"usage"`
+	ServedBy string `json:"served_by"`
+}
+
+// Chunk is one streamed piece of an answer.
+type Chunk struct {
+	ID    string `json:"id"`
+	Seq   int    `json:"seq"`
+	Delta string `json:"delta"`
+}
+
+// ErrorReply is the payload of an error answer. ID is empty on the error
+// topic when the request carried none.
+type ErrorReply struct {
+	ID       string `json:"id,omitempty"`
+	Error    *Error `json:"error"`
+	ServedBy string `json:"served_by,omitempty"`
+}
+
+// Limits bound what a request may ask for.
+type Limits struct {
+	MaxPayload int           // bytes; larger payloads are too_long
+	MaxTokens  int           // cap on max_tokens (and its default)
+	DefaultTTL time.Duration // when the request gives no ttl_s; 0: none
+	MaxTTL     time.Duration // longest ttl_s accepted
+}
+
+const (
+	maxIDLen      = 128
+	maxTopicLen   = 512
+	maxMessages   = 256
+	maxTTLDefault = 24 * time.Hour
+)
+
+// wireRequest is the JSON form of a request. Pointers tell absent fields
+// from zero values.
+type wireRequest struct {
+	ID          *string   `json:"id"`
+	Text        *string   `json:"text"`
+	Messages    []Message `json:"messages"`
+	Session     *string   `json:"session"`
+	System      *string   `json:"system"`
+	MaxTokens   *int      `json:"max_tokens"`
+	Temperature *float64  `json:"temperature"`
+	Stream      *bool     `json:"stream"`
+	ReplyTo     *string   `json:"reply_to"`
+	TTL         *float64  `json:"ttl_s"`
+}
+
+// Parse validates payload as a request. On failure it returns an *Error
+// and, when the payload carried a usable id (and reply_to), a Request
+// holding them so the error can be answered where the client listens.
+func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
+	req := Request{Received: now}
+	trimmed := bytes.TrimSpace(payload)
+	isJSON := len(trimmed) > 0 && trimmed[0] == '{'
+	if lim.MaxPayload > 0 && len(payload) > lim.MaxPayload {
+		if isJSON {
+			probeAddress(payload, &req)
+		}
+		return req, errorf(CodeTooLong, "payload of %d bytes exceeds the limit of %d bytes", len(payload), lim.MaxPayload)
+	}
+	if !utf8.Valid(payload) {
+		if isJSON {
+			probeAddress(payload, &req)
+		}
+		return req, errorf(CodeBadRequest, "payload is not valid UTF-8 (byte offset %d)", firstInvalid(payload))
+	}
+	if !isJSON {
+		text := string(trimmed)
+		if text == "" {
+			return req, errorf(CodeBadRequest, "empty text")
+		}
+		req.Plain = true
+		req.Text = text
+		req.MaxTokens = lim.MaxTokens
+		req.TTL = lim.DefaultTTL
+		req.ID, req.Generated = NewID(), true
+		return req, nil
+	}
+	var w wireRequest
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&w)
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err != nil {
+		probeAddress(payload, &req)
+		return req, errorf(CodeBadRequest, "%s", describeJSONError(err))
+	}
+	// The address first, so every later error reaches the client.
+	if w.ID != nil {
+		if e := checkID("id", *w.ID); e != nil {
+			return req, e
+		}
+		req.ID = *w.ID
+	}
+	if w.ReplyTo != nil {
+		if e := checkTopic(*w.ReplyTo); e != nil {
+			return req, e
+		}
+		req.ReplyTo = *w.ReplyTo
+	}
+	if req.ID == "" {
+		req.ID, req.Generated = NewID(), true
+	}
+	switch {
+	case w.Text != nil && w.Messages != nil:
+		return req, errorf(CodeBadRequest, "give either text or messages, not both")
+	case w.Text != nil:
+		if strings.TrimSpace(*w.Text) == "" {
+			return req, errorf(CodeBadRequest, "empty text")
+		}
+		req.Text = *w.Text
+	case w.Messages != nil:
+		if len(w.Messages) == 0 {
+			return req, errorf(CodeBadRequest, "empty messages")
+		}
+		if len(w.Messages) > maxMessages {
+			return req, errorf(CodeBadRequest, "%d messages exceed the limit of %d", len(w.Messages), maxMessages)
+		}
+		for i, m := range w.Messages {
+			switch m.Role {
+			case "system", "user", "assistant":
+			default:
+				return req, errorf(CodeBadRequest, "messages[%d].role %q is not system, user or assistant", i, m.Role)
+			}
+			if strings.TrimSpace(m.Content) == "" {
+				return req, errorf(CodeBadRequest, "messages[%d].content is empty", i)
+			}
+		}
+		if w.Messages[len(w.Messages)-1].Role != "user" {
+			return req, errorf(CodeBadRequest, "the last message must have role user")
+		}
+		req.Messages = w.Messages
+	default:
+		return req, errorf(CodeBadRequest, "empty text: give text or messages")
+	}
+	if w.Session != nil {
+		if e := checkID("session", *w.Session); e != nil {
+			return req, e
+		}
+		req.Session = *w.Session
+	}
+	if w.System != nil {
+		req.System = *w.System
+	}
+	req.MaxTokens = lim.MaxTokens
+	if w.MaxTokens != nil {
+		if *w.MaxTokens < 1 {
+			return req, errorf(CodeBadRequest, "max_tokens %d must be at least 1", *w.MaxTokens)
+		}
+		if lim.MaxTokens <= 0 || *w.MaxTokens < lim.MaxTokens {
+			req.MaxTokens = *w.MaxTokens
+		}
+	}
+	if w.Temperature != nil {
+		t := *w.Temperature
+		if math.IsNaN(t) || t < 0 || t > 2 {
+			return req, errorf(CodeBadRequest, "temperature %g must be in [0, 2]", t)
+		}
+		req.Temperature = &t
+	}
+	if w.Stream != nil {
+		req.Stream = *w.Stream
+	}
+	req.TTL = lim.DefaultTTL
+	if w.TTL != nil {
+		maxTTL := lim.MaxTTL
+		if maxTTL <= 0 {
+			maxTTL = maxTTLDefault
+		}
+		s := *w.TTL
+		if !(s > 0) || s > maxTTL.Seconds() {
+			return req, errorf(CodeBadRequest, "ttl_s %g must be in (0, %g]", s, maxTTL.Seconds())
+		}
+		req.TTL = time.Duration(s * float64(time.Second))
+	}
+	return req, nil
+}
+
+// probeAddress fills req.ID and req.ReplyTo from a payload that failed
+// validation, when they are usable, so the error reaches the client.
+func probeAddress(payload []byte, req *Request) {
+	var p struct {
+		ID      any `json:"id"`
+		ReplyTo any `json:"reply_to"`
+	}
+	if json.NewDecoder(bytes.NewReader(payload)).Decode(&p) != nil {
+		return
+	}
+	id, ok := p.ID.(string)
+	if !ok || checkID("id", id) != nil || strings.ContainsRune(id, utf8.RuneError) {
+		return
+	}
+	req.ID = id
+	if rt, ok := p.ReplyTo.(string); ok && checkTopic(rt) == nil && !strings.ContainsRune(rt, utf8.RuneError) {
+		req.ReplyTo = rt
+	}
+}
+
+// checkID accepts ids and session names that are safe as a topic level.
+func checkID(field, s string) *Error {
+	if s == "" {
+		return errorf(CodeBadRequest, "%s is empty", field)
+	}
+	if len(s) > maxIDLen {
+		return errorf(CodeBadRequest, "%s is longer than %d bytes", field, maxIDLen)
+	}
+	for _, r := range s {
+		if r == '/' || r == '+' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return errorf(CodeBadRequest, "%s %q contains %q (not allowed: / + # spaces and control characters)", field, s, r)
+		}
+	}
+	return nil
+}
+
+// checkTopic accepts reply_to topics geist may publish to: no wildcards,
+// not a $SYS-like topic, not Home Assistant's discovery tree.
+func checkTopic(s string) *Error {
+	switch {
+	case s == "":
+		return errorf(CodeBadRequest, "reply_to is empty")
+	case len(s) > maxTopicLen:
+		return errorf(CodeBadRequest, "reply_to is longer than %d bytes", maxTopicLen)
+	case strings.ContainsAny(s, "+#\x00"):
+		return errorf(CodeBadRequest, "reply_to %q contains a wildcard or NUL", s)
+	case strings.HasPrefix(s, "$"):
+		return errorf(CodeBadRequest, "reply_to %q starts with $", s)
+	}
+	return nil
+}
+
+func firstInvalid(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// describeJSONError names the problem: the field of a wrong type, the
+// unknown field, or where the syntax broke.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return fmt.Sprintf("wrong type: want a JSON object, got %s", te.Value)
+		}
+		return fmt.Sprintf("wrong type for %s: got %s, want %s", field, te.Value, jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return "invalid JSON: unexpected end of input"
+	}
+	return "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "int", "int64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	}
+	return k
+}
+
+// NewID returns a random request id.
+func NewID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "g" + hex.EncodeToString(b[:])
+}

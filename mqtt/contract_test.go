@@ -1,0 +1,136 @@
+package mqtt
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testLimits = Limits{MaxPayload: 64 << 10, MaxTokens: 100, DefaultTTL: time.Minute, MaxTTL: time.Hour}
+
+func TestParseValid(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r, e := Parse([]byte(`{"id":"a1","text":"hi","session":"s","system":"be brief","max_tokens":500,"temperature":0.5,"stream":true,"reply_to":"my/answers","ttl_s":2.5}`), testLimits, now)
+	if e != nil {
+		t.Fatal(e)
+	}
+	if r.ID != "a1" || r.Generated || r.Text != "hi" || r.Session != "s" || r.System != "be brief" ||
+		r.MaxTokens != 100 || r.Temperature == nil || *r.Temperature != 0.5 || !r.Stream ||
+		r.ReplyTo != "my/answers" || r.TTL != 2500*time.Millisecond || r.Plain || !r.Received.Equal(now) {
+		t.Errorf("parsed %+v", r)
+	}
+	r, e = Parse([]byte("  Tell me a story.\n"), testLimits, now)
+	if e != nil || !r.Plain || r.Text != "Tell me a story." || !r.Generated || r.ID == "" || r.MaxTokens != 100 || r.TTL != time.Minute {
+		t.Errorf("plain: %+v %v", r, e)
+	}
+	r, e = Parse([]byte(`{"messages":[{"role":"system","content":"x"},{"role":"user","content":"y"}],"max_tokens":7}`), testLimits, now)
+	if e != nil || len(r.Messages) != 2 || !r.Generated || r.MaxTokens != 7 {
+		t.Errorf("messages: %+v %v", r, e)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	big := `{"id":"big","text":"` + strings.Repeat("a", 1<<20) + `"}`
+	cases := []struct {
+		name, payload, code, msg, id string
+	}{
+		{"invalid JSON", `{"id":"x","text":`, CodeBadRequest, "unexpected end", ""},
+		{"invalid JSON syntax", `{"id":"x" "text":"a"}`, CodeBadRequest, "invalid JSON", ""},
+		{"trailing data", `{"id":"x","text":"a"} {}`, CodeBadRequest, "after the JSON", "x"},
+		{"wrong type text", `{"id":"x","text":5}`, CodeBadRequest, "wrong type for text", "x"},
+		{"wrong type max_tokens", `{"id":"x","text":"a","max_tokens":"many"}`, CodeBadRequest, "wrong type for max_tokens", "x"},
+		{"wrong type stream", `{"id":"x","text":"a","stream":"yes"}`, CodeBadRequest, "wrong type for stream", "x"},
+		{"wrong type id", `{"id":7,"text":"a"}`, CodeBadRequest, "wrong type for id", ""},
+		{"unknown field", `{"id":"x","text":"a","prompt":"b"}`, CodeBadRequest, `unknown field "prompt"`, "x"},
+		{"unknown nested field", `{"id":"x","messages":[{"role":"user","content":"a","name":"b"}]}`, CodeBadRequest, `unknown field "name"`, "x"},
+		{"empty text", `{"id":"x","text":"  "}`, CodeBadRequest, "empty text", "x"},
+		{"no text", `{"id":"x"}`, CodeBadRequest, "empty text", "x"},
+		{"empty plain text", " \n\t", CodeBadRequest, "empty text", ""},
+		{"empty payload", "", CodeBadRequest, "empty text", ""},
+		{"text and messages", `{"id":"x","text":"a","messages":[{"role":"user","content":"a"}]}`, CodeBadRequest, "not both", "x"},
+		{"bad role", `{"id":"x","messages":[{"role":"robot","content":"a"}]}`, CodeBadRequest, "role", "x"},
+		{"last not user", `{"id":"x","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, CodeBadRequest, "last message", "x"},
+		{"1 MiB payload", big, CodeTooLong, "exceeds the limit", "big"},
+		{"invalid UTF-8 JSON", "{\"id\":\"u\",\"text\":\"a\xff\"}", CodeBadRequest, "not valid UTF-8", "u"},
+		{"invalid UTF-8 plain", "caf\xc3", CodeBadRequest, "not valid UTF-8", ""},
+		{"max_tokens zero", `{"id":"x","text":"a","max_tokens":0}`, CodeBadRequest, "max_tokens", "x"},
+		{"temperature", `{"id":"x","text":"a","temperature":9}`, CodeBadRequest, "temperature", "x"},
+		{"ttl", `{"id":"x","text":"a","ttl_s":-1}`, CodeBadRequest, "ttl_s", "x"},
+		{"ttl too long", `{"id":"x","text":"a","ttl_s":1e9}`, CodeBadRequest, "ttl_s", "x"},
+		{"id with slash", `{"id":"a/b","text":"a"}`, CodeBadRequest, "id", ""},
+		{"reply_to wildcard", `{"id":"x","text":"a","reply_to":"a/#"}`, CodeBadRequest, "wildcard", "x"},
+		{"reply_to $", `{"id":"x","text":"a","reply_to":"$SYS/x"}`, CodeBadRequest, "starts with $", "x"},
+		{"session with space", `{"id":"x","text":"a","session":"a b"}`, CodeBadRequest, "session", "x"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, e := Parse([]byte(c.payload), testLimits, time.Now())
+			if e == nil {
+				t.Fatalf("accepted: %+v", r)
+			}
+			if e.Code != c.code || !strings.Contains(e.Message, c.msg) {
+				t.Errorf("got %s %q, want %s containing %q", e.Code, e.Message, c.code, c.msg)
+			}
+			if r.ID != c.id {
+				t.Errorf("id %q, want %q", r.ID, c.id)
+			}
+		})
+	}
+}
+
+func TestSeenSet(t *testing.T) {
+	s := newSeenSet(3, time.Minute)
+	t0 := time.Unix(0, 0)
+	if !s.add("a", t0) || s.add("a", t0) {
+		t.Fatal("a: want new then duplicate")
+	}
+	s.add("b", t0)
+	s.add("c", t0)
+	s.add("d", t0) // evicts a (bounded)
+	if s.len() != 3 || !s.add("a", t0) {
+		t.Errorf("want a forgotten after eviction, len %d", s.len())
+	}
+	if s.add("d", t0.Add(30*time.Second)) {
+		t.Error("d forgotten too early")
+	}
+	if !s.add("d", t0.Add(2*time.Minute)) {
+		t.Error("d not forgotten after the ttl")
+	}
+}
+
+func TestChunker(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	var got []string
+	var seqs []int
+	c := newChunker(50*time.Millisecond, clock, func(seq int, d string) { seqs = append(seqs, seq); got = append(got, d) })
+	c.add("Once")
+	c.add(" upon")
+	if len(got) != 0 {
+		t.Fatalf("emitted early: %q", got)
+	}
+	c.add(" a time.")
+	now = now.Add(10 * time.Millisecond)
+	c.add(" Lily")
+	now = now.Add(60 * time.Millisecond)
+	c.add(" \xe2\x98") // an incomplete ☺ is held back
+	c.add("\xba!")
+	c.add(" The")
+	c.flush()
+	want := []string{"Once upon a time.", " Lily ", "\xe2\x98\xba!", " The"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("chunks %q, want %q", got, want)
+	}
+	for i, s := range seqs {
+		if s != i {
+			t.Errorf("seq %v", seqs)
+		}
+	}
+	if n := completeUTF8([]byte("a\xe2\x98")); n != 1 {
+		t.Errorf("completeUTF8 = %d", n)
+	}
+	if !bytes.Equal([]byte(truncate("aé", 2)), []byte("a")) {
+		t.Error("truncate split a rune")
+	}
+}

@@ -1,0 +1,159 @@
+package mqtt
+
+import "encoding/json"
+
+// Topics are the topics of one device.
+type Topics struct {
+	Ask, PoolAsk, PoolShared, Answer, Error, Cancel string
+	Status, State, LastAnswer, Event                  string
+	CmdAsk, CmdCancel, CmdNewConversation             string
+	Discovery, HAStatus                               string
+}
+
+// TopicsFor returns the topics of device dev with Home Assistant's
+// discovery prefix (usually "homeassistant").
+func TopicsFor(dev, prefix string) Topics {
+	b := "geist/" + dev + "/"
+	return Topics{
+		Ask:                b + "ask",
+		PoolAsk:            "geist/pool/ask",
+		PoolShared:         "$share/geist/geist/pool/ask",
+		Answer:             b + "answer",
+		Error:              b + "error",
+		Cancel:             b + "cancel",
+		Status:             b + "status",
+		State:              b + "state",
+		LastAnswer:         b + "last_answer",
+		Event:              b + "event",
+		CmdAsk:             b + "cmd/ask",
+		CmdCancel:          b + "cmd/cancel",
+		CmdNewConversation: b + "cmd/new_conversation",
+		Discovery:          prefix + "/device/geist_" + dev + "/config",
+		HAStatus:           prefix + "/status",
+	}
+}
+
+// DiscoveryInfo describes the device for Home Assistant.
+type DiscoveryInfo struct {
+	Device   string // device name, [a-zA-Z0-9_-]
+	Version  string // geist version (origin and device sw)
+	Model    string // model file name, shown as the device's model id
+	URL      string // origin url
+	Prefix   string // discovery prefix, "homeassistant" when empty
+	Hardware string // optional hardware description
+}
+
+type obj = map[string]any
+
+// DiscoveryPayload returns the retained device-based discovery config
+// (homeassistant/device/geist_<dev>/config): the device, the origin and
+// every component, each bound to the device's availability topic, with
+// stable unique ids and default_entity_id (never the removed object_id).
+func DiscoveryPayload(d DiscoveryInfo) ([]byte, error) {
+	prefix := d.Prefix
+	if prefix == "" {
+		prefix = "homeassistant"
+	}
+	t := TopicsFor(d.Device, prefix)
+	id := "geist_" + d.Device
+	avail := []obj{{"topic": t.Status, "payload_available": "online", "payload_not_available": "offline"}}
+	comp := func(platform, key, name string, extra obj) obj {
+		c := obj{
+			"p":                 platform,
+			"name":              name,
+			"unique_id":         id + "_" + key,
+			"default_entity_id": platform + "." + id + "_" + key,
+			"availability":      avail,
+		}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	dev := obj{
+		"identifiers":  []string{id},
+		"name":         "geist " + d.Device,
+		"manufacturer": "geisten",
+		"model":        "geist",
+		"sw_version":   d.Version,
+	}
+	if d.Model != "" {
+		dev["model_id"] = d.Model
+	}
+	if d.Hardware != "" {
+		dev["hw_version"] = d.Hardware
+	}
+	url := d.URL
+	if url == "" {
+		url = "https://github.com/geisten/geist"
+	}
+	cmps := obj{
+		id + "_state": comp("sensor", "state", "State", obj{
+			"state_topic":           t.State,
+			"value_template":        "{{ value_json.state }}",
+			"json_attributes_topic": t.State,
+			"icon":                  "mdi:head-cog-outline",
+		}),
+		id + "_tok_s": comp("sensor", "tok_s", "Tokens per second", obj{
+			"state_topic":         t.State,
+			"value_template":      "{{ value_json.tok_s | round(1) }}",
+			"unit_of_measurement": "tok/s",
+			"state_class":         "measurement",
+			"icon":                "mdi:speedometer",
+		}),
+		id + "_acceptance": comp("sensor", "acceptance", "Draft acceptance rate", obj{
+			"state_topic":         t.State,
+			"value_template":      "{{ (value_json.acceptance_rate * 100) | round(1) }}",
+			"unit_of_measurement": "%",
+			"state_class":         "measurement",
+			"entity_category":     "diagnostic",
+		}),
+		id + "_queue": comp("sensor", "queue", "Queue", obj{
+			"state_topic":     t.State,
+			"value_template":  "{{ value_json.queue }}",
+			"state_class":     "measurement",
+			"entity_category": "diagnostic",
+			"icon":            "mdi:tray-full",
+		}),
+		id + "_last_answer": comp("sensor", "last_answer", "Last answer", obj{
+			"state_topic":           t.LastAnswer,
+			"value_template":        "{{ value_json.text[:255] }}",
+			"json_attributes_topic": t.LastAnswer,
+			"icon":                  "mdi:message-text-outline",
+		}),
+		id + "_busy": comp("binary_sensor", "busy", "Busy", obj{
+			"state_topic":    t.State,
+			"value_template": "{{ 'ON' if value_json.busy else 'OFF' }}",
+			"device_class":   "running",
+		}),
+		id + "_cancel": comp("button", "cancel", "Cancel", obj{
+			"command_topic": t.CmdCancel,
+			"payload_press": "PRESS",
+			"icon":          "mdi:cancel",
+		}),
+		id + "_new_conversation": comp("button", "new_conversation", "New conversation", obj{
+			"command_topic": t.CmdNewConversation,
+			"payload_press": "PRESS",
+			"icon":          "mdi:chat-plus-outline",
+		}),
+		id + "_ask": comp("text", "ask", "Ask", obj{
+			"command_topic": t.CmdAsk,
+			"min":           1,
+			"max":           255,
+			"mode":          "text",
+			"icon":          "mdi:chat-question-outline",
+		}),
+		id + "_answer": comp("event", "answer", "Answer", obj{
+			"state_topic": t.Event,
+			"event_types": []string{"answer", "error"},
+			"icon":        "mdi:message-reply-text-outline",
+		}),
+	}
+	payload := obj{
+		"dev":  dev,
+		"o":    obj{"name": "geist", "sw": d.Version, "url": url},
+		"cmps": cmps,
+		"qos":  1,
+	}
+	return json.MarshalIndent(payload, "", "  ")
+}

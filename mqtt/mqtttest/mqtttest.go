@@ -1,0 +1,254 @@
+// Package mqtttest starts a real Mosquitto broker on a free loopback port
+// for tests, and offers a small recording MQTT client.
+package mqtttest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Mosquitto is a broker process the test owns.
+type Mosquitto struct {
+	URL  string
+	Port int
+	bin  string
+	conf string
+	log  string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// MosquittoBin is where the tests look for the broker ($MOSQUITTO, else
+// /usr/sbin/mosquitto, else the PATH).
+func MosquittoBin() string {
+	if p := os.Getenv("MOSQUITTO"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/mosquitto"); err == nil {
+		return "/usr/sbin/mosquitto"
+	}
+	p, _ := exec.LookPath("mosquitto")
+	return p
+}
+
+// StartMosquitto starts Mosquitto with a generated configuration on a free
+// loopback port and stops it at the end of the test. It skips the test when
+// the broker is not installed.
+func StartMosquitto(t testing.TB) *Mosquitto {
+	t.Helper()
+	bin := MosquittoBin()
+	if bin == "" {
+		t.Skip("mosquitto not found (install the mosquitto package or set MOSQUITTO)")
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	m := &Mosquitto{URL: fmt.Sprintf("tcp://127.0.0.1:%d", port), Port: port, bin: bin,
+		conf: filepath.Join(dir, "mosquitto.conf"), log: filepath.Join(dir, "mosquitto.log")}
+	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n"+
+		"max_queued_messages 10000\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\n", port, m.log)
+	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(m.log)
+			t.Logf("mosquitto log:\n%s", b)
+		}
+	})
+	return m
+}
+
+// Start (re)starts the broker on its port and waits until it accepts
+// connections.
+func (m *Mosquitto) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		return nil
+	}
+	cmd := exec.Command(m.bin, "-c", m.conf)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("mqtttest: starting mosquitto: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	addr := fmt.Sprintf("127.0.0.1:%d", m.Port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(m.log)
+			return fmt.Errorf("mqtttest: mosquitto exited at start: %s", strings.TrimSpace(string(b)))
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("mqtttest: mosquitto did not listen on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.cmd, m.done = cmd, done
+	return nil
+}
+
+// Stop kills the broker (as a crash would: no clean disconnects).
+func (m *Mosquitto) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Kill()
+	<-m.done
+	m.cmd = nil
+}
+
+// Msg is one received message.
+type Msg struct {
+	Topic    string
+	Payload  []byte
+	Retained bool
+	At       time.Time
+}
+
+// Client is a recording test client: every message on its subscriptions
+// is kept in order; subscriptions are renewed on reconnect.
+type Client struct {
+	c    paho.Client
+	mu   sync.Mutex
+	subs map[string]byte
+	msgs []Msg
+	cond chan struct{}
+}
+
+// NewClient connects a client with a unique id to url, disconnecting at the
+// end of the test.
+func NewClient(t testing.TB, url string) *Client {
+	t.Helper()
+	tc := &Client{subs: map[string]byte{}, cond: make(chan struct{})}
+	o := paho.NewClientOptions().AddBroker(url).
+		SetClientID(fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())).
+		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
+		SetConnectRetryInterval(200 * time.Millisecond).SetMaxReconnectInterval(500 * time.Millisecond).
+		SetOrderMatters(true)
+	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		tc.mu.Lock()
+		tc.msgs = append(tc.msgs, Msg{m.Topic(), append([]byte(nil), m.Payload()...), m.Retained(), time.Now()})
+		close(tc.cond)
+		tc.cond = make(chan struct{})
+		tc.mu.Unlock()
+	})
+	o.SetOnConnectHandler(func(c paho.Client) {
+		tc.mu.Lock()
+		subs := make(map[string]byte, len(tc.subs))
+		for k, v := range tc.subs {
+			subs[k] = v
+		}
+		tc.mu.Unlock()
+		if len(subs) > 0 {
+			c.SubscribeMultiple(subs, nil).WaitTimeout(5 * time.Second)
+		}
+	})
+	tc.c = paho.NewClient(o)
+	if tok := tc.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("mqtttest: connecting to %s: %v", url, tok.Error())
+	}
+	t.Cleanup(func() { tc.c.Disconnect(100) })
+	return tc
+}
+
+// Paho returns the underlying client.
+func (tc *Client) Paho() paho.Client { return tc.c }
+
+// Subscribe subscribes to filter at QoS 1 and waits for the broker.
+func (tc *Client) Subscribe(t testing.TB, filters ...string) {
+	t.Helper()
+	subs := map[string]byte{}
+	tc.mu.Lock()
+	for _, f := range filters {
+		tc.subs[f] = 1
+		subs[f] = 1
+	}
+	tc.mu.Unlock()
+	if tok := tc.c.SubscribeMultiple(subs, nil); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("mqtttest: subscribe %v: %v", filters, tok.Error())
+	}
+}
+
+// Publish publishes at QoS 1 and waits for the broker's acknowledgement.
+func (tc *Client) Publish(t testing.TB, topic string, payload []byte) {
+	t.Helper()
+	if tok := tc.c.Publish(topic, 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("mqtttest: publish to %s: %v", topic, tok.Error())
+	}
+}
+
+// Messages returns a copy of what was received so far.
+func (tc *Client) Messages() []Msg {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return append([]Msg(nil), tc.msgs...)
+}
+
+// Reset forgets what was received.
+func (tc *Client) Reset() {
+	tc.mu.Lock()
+	tc.msgs = nil
+	tc.mu.Unlock()
+}
+
+// Wait waits until pred holds for the received messages or timeout passes;
+// it returns the messages and whether pred held.
+func (tc *Client) Wait(timeout time.Duration, pred func([]Msg) bool) ([]Msg, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		tc.mu.Lock()
+		msgs := append([]Msg(nil), tc.msgs...)
+		cond := tc.cond
+		tc.mu.Unlock()
+		if pred(msgs) {
+			return msgs, true
+		}
+		select {
+		case <-cond:
+		case <-deadline.C:
+			return msgs, pred(msgs)
+		}
+	}
+}
+
+// On returns the messages on topic.
+func On(msgs []Msg, topic string) []Msg {
+	var out []Msg
+	for _, m := range msgs {
+		if m.Topic == topic {
+			out = append(out, m)
+		}
+	}
+	return out
+}
