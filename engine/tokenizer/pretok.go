@@ -134,6 +134,11 @@ func wsToEndSkip(p *pretokState, pos, end int) int {
 	return max(1, run(p, pos, end, (*pretokState).isWS)-pos)
 }
 
+// upTo3Digits matches \p{N}{1,3}.
+func upTo3Digits(p *pretokState, pos, end int) int {
+	return run(p, pos, min(end, pos+3), (*pretokState).isN) - pos
+}
+
 // threeDigits matches [0-9][0-9][0-9].
 func threeDigits(p *pretokState, pos, end int) int {
 	if pos+3 > end {
@@ -444,7 +449,9 @@ func splitLlama3(p *pretokState, segs []int) []int {
 //
 // and, with marks set, Qwen3.5's, where \p{L}+ becomes [\p{L}\p{M}]+ and the
 // "other" class also excludes \p{M}.
-func qwenMatcher(marks bool) matcher {
+//
+// With digits set, \p{N} becomes \p{N}+ (MiniCPM5).
+func qwenMatcher(marks, digits bool) matcher {
 	word := (*pretokState).isL
 	other := func(p *pretokState, pos int) bool {
 		return p.flags[pos]&(flagWhitespace|flagLetter|flagNumber) == 0
@@ -476,8 +483,11 @@ func qwenMatcher(marks bool) matcher {
 		if word(p, pos) {
 			return run(p, pos, end, word) - pos
 		}
-		// \p{N}
+		// \p{N} or \p{N}+
 		if p.isN(pos) {
+			if digits {
+				return run(p, pos, end, (*pretokState).isN) - pos
+			}
 			return 1
 		}
 		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
@@ -521,8 +531,9 @@ type preConfig struct {
 var (
 	gpt2Splitters    = []splitter{splitGPT2}
 	llama3Splitters  = []splitter{splitLlama3}
-	qwen2Splitters   = []splitter{regexSplit(qwenMatcher(false))}
-	qwen35Splitters  = []splitter{regexSplit(qwenMatcher(true))}
+	qwen2Splitters   = []splitter{regexSplit(qwenMatcher(false, false))}
+	qwen35Splitters  = []splitter{regexSplit(qwenMatcher(true, false))}
+	minicpm5Splits   = []splitter{regexSplit(upTo3Digits), regexSplit(qwenMatcher(false, true))}
 	starcoderSplits  = []splitter{regexSplit(single((*pretokState).isN)), splitGPT2}
 	defaultSplitters = []splitter{
 		regexSplit(plusRun(defaultPunct)), splitGPT2,
@@ -573,6 +584,8 @@ func lookupPre(pre string) (preConfig, bool) {
 		return preConfig{splitters: qwen2Splitters}, true
 	case "megrez", "stablelm2":
 		return preConfig{splitters: qwen2Splitters, cleanSpaces: true}, true
+	case "minicpm5":
+		return preConfig{splitters: minicpm5Splits, cleanSpaces: true, ignoreMerges: true}, true
 	case "qwen35":
 		return preConfig{splitters: qwen35Splitters}, true
 	}

@@ -199,9 +199,22 @@ func New(v *Vocab) (*Tokenizer, error) {
 
 	t.buildPieces()
 
-	// Per-token attributes llama.cpp sets by model name.
+	// Per-token attributes llama.cpp sets by pre-tokenizer, architecture and
+	// model name.
 	name := strings.ToLower(v.Name)
-	if strings.Contains(name, "phi-3") || strings.Contains(name, "phi3") {
+	containsAny := func(s string, subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(s, sub) {
+				return true
+			}
+		}
+		return false
+	}
+	if containsAny(v.Pre, "jina-v2-de", "jina-v2-es", "jina-v2-code") || containsAny(v.Arch, "nomic-bert-moe", "jina-bert-v3") {
+		if id, ok := t.ids["<mask>"]; ok {
+			t.attr[id] |= attrLStrip
+		}
+	} else if containsAny(name, "phi-3", "phi3") {
 		for _, id := range t.special {
 			t.attr[id] |= attrRStrip
 		}
@@ -213,6 +226,10 @@ func New(v *Vocab) (*Tokenizer, error) {
 				t.attr[id] &^= attrRStrip
 			}
 		}
+	} else if strings.Contains(name, "modern-bert") {
+		if id, ok := t.ids["[MASK]"]; ok {
+			t.attr[id] |= attrLStrip
+		}
 	}
 	return t, nil
 }
@@ -220,7 +237,8 @@ func New(v *Vocab) (*Tokenizer, error) {
 // detectSpecial finds EOT/EOM/FIM tokens by their text, marks control-looking
 // tokens as control, and builds the end-of-generation set, as llama.cpp's
 // loader does. llama.cpp walks a hash map, so when several texts qualify for
-// one role its choice is arbitrary; here the lowest id wins.
+// one role (Qwen: <|im_end|> and <|endoftext|> for EOT) its choice depends
+// on hash order; here the text listed first wins. Either way both are EOG.
 func (t *Tokenizer) detectSpecial() {
 	v := t.vocab
 	fimPre, fimSuf, fimMid, fimPad, fimRep, fimSep := v.FIMPre, v.FIMSuf, v.FIMMid, v.FIMPad, v.FIMRep, v.FIMSep
@@ -242,15 +260,12 @@ func (t *Tokenizer) detectSpecial() {
 		if *r.id >= 0 {
 			continue
 		}
-		best := int32(-1)
 		for _, s := range r.texts {
-			if id, ok := t.ids[s]; ok && (best < 0 || id < best) {
-				best = id
+			if id, ok := t.ids[s]; ok {
+				*r.id = id
+				t.attr[id] |= attrControl
+				break
 			}
-		}
-		if best >= 0 {
-			*r.id = best
-			t.attr[best] |= attrControl
 		}
 	}
 

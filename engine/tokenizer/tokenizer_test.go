@@ -3,6 +3,9 @@ package tokenizer
 import (
 	"bytes"
 	"errors"
+	"go/parser"
+	"go/token"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,20 +238,20 @@ func TestLoadTime(t *testing.T) {
 
 func TestSpecialIDs(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		bos, eos int32
-		addBOS   bool
-		eog      []string
+		name          string
+		bos, eos, eot int32
+		addBOS        bool
+		eog           []string
 	}{
-		{"llama-spm", 1, 2, true, []string{"</s>"}},
-		{"llama-bpe", 128000, 128001, true, []string{"<|end_of_text|>", "<|eot_id|>"}},
-		{"qwen2", 151643, 151643, false, []string{"<|endoftext|>", "<|im_end|>"}},
-		{"phi-3", 1, 32000, true, []string{"<|endoftext|>", "<|end|>"}},
-		{"gpt-2", 50256, 50256, false, []string{"<|endoftext|>"}},
+		{"llama-spm", 1, 2, -1, true, []string{"</s>"}},
+		{"llama-bpe", 128000, 128001, 128009, true, []string{"<|end_of_text|>", "<|eot_id|>"}},
+		{"qwen2", 151643, 151643, 151645, false, []string{"<|endoftext|>", "<|im_end|>"}},
+		{"phi-3", 1, 32000, 32007, true, []string{"<|endoftext|>", "<|end|>"}},
+		{"gpt-2", 50256, 50256, 50256, false, []string{"<|endoftext|>"}},
 	} {
 		tk := zooTokenizer(t, c.name)
-		if tk.BOS() != c.bos || tk.EOS() != c.eos || tk.AddBOS() != c.addBOS {
-			t.Errorf("%s: BOS %d EOS %d addBOS %v", c.name, tk.BOS(), tk.EOS(), tk.AddBOS())
+		if tk.BOS() != c.bos || tk.EOS() != c.eos || tk.EOT() != c.eot || tk.AddBOS() != c.addBOS {
+			t.Errorf("%s: BOS %d EOS %d EOT %d addBOS %v", c.name, tk.BOS(), tk.EOS(), tk.EOT(), tk.AddBOS())
 		}
 		for _, s := range c.eog {
 			id, ok := tk.TokenID(s)
@@ -347,6 +350,62 @@ func TestLongInputsLinear(t *testing.T) {
 			if el := time.Since(start); el > 2*time.Second {
 				t.Errorf("%s: input %d (%d bytes) took %v", name, i, len(s), el)
 			}
+		}
+	}
+}
+
+// TestStdlibOnly keeps the package's non-test code on the standard library
+// (and off engine/gguf): the tokenizer works from plain vocabulary data.
+func TestStdlibOnly(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+				t.Errorf("%s imports %s: only the standard library is allowed", name, path)
+			}
+		}
+	}
+}
+
+// TestConcurrentEncode shares one Tokenizer between goroutines.
+func TestConcurrentEncode(t *testing.T) {
+	tk := zooTokenizer(t, "qwen2")
+	texts := []string{benchText, "Hello, world!", "<|im_start|>user\nhi<|im_end|>", "日本語 🦙 1234567"}
+	want := make([][]int32, len(texts))
+	for i, s := range texts {
+		want[i] = tk.Encode(s, true, true)
+	}
+	errc := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 50 {
+				i := (g + n) % len(texts)
+				if d := diffIDs(want[i], tk.Encode(texts[i], true, true)); d != "" {
+					errc <- d
+					return
+				}
+			}
+			errc <- ""
+		}()
+	}
+	for range 4 {
+		if d := <-errc; d != "" {
+			t.Error(d)
 		}
 	}
 }

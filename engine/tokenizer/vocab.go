@@ -23,6 +23,7 @@ type Vocab struct {
 	Model string // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
 	Pre   string // tokenizer.ggml.pre: the BPE pre-tokenizer
 	Name  string // general.name: llama.cpp derives some token attributes from it (Phi-3)
+	Arch  string // general.architecture: likewise (nomic-bert-moe, jina-bert-v3)
 
 	Tokens []string  // tokenizer.ggml.tokens
 	Scores []float32 // tokenizer.ggml.scores; nil means all zero
@@ -58,6 +59,9 @@ func VocabFromMetadata(get func(key string) (any, bool)) (*Vocab, error) {
 		return nil, err
 	}
 	if v.Name, err = metaString(get, "general.name", false); err != nil {
+		return nil, err
+	}
+	if v.Arch, err = metaString(get, "general.architecture", false); err != nil {
 		return nil, err
 	}
 	raw, ok := get("tokenizer.ggml.tokens")
