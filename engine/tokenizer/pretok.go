@@ -520,6 +520,108 @@ func qwenMatcher(marks, digits bool) matcher {
 	}
 }
 
+// caseMatcher is std::regex on the collapsed text for the case-splitting
+// regexes of Tekken (Mistral)
+//
+//	[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// and, with gpt4o set, GPT-4o/Llama 4, which append an optional English
+// contraction to both letter alternatives and take \p{N}{1,3}. On the
+// collapsed text every non-ASCII letter is both "not a-z" (U) and "not A-Z"
+// (W), which the backtracking below follows.
+func caseMatcher(gpt4o bool) matcher {
+	isU := func(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'a' || c > 'z') }
+	isW := func(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'A' || c > 'Z') }
+	contraction := func(p *pretokState, pos, end int) int {
+		if !gpt4o || pos+1 >= end || p.cps[pos] != '\'' {
+			return 0
+		}
+		c1 := asciiLower(p.cps[pos+1])
+		if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+			return 2
+		}
+		if pos+2 < end {
+			c2 := asciiLower(p.cps[pos+2])
+			if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+				return 3
+			}
+		}
+		return 0
+	}
+	other := func(p *pretokState, pos int) bool {
+		return p.flags[pos]&(flagWhitespace|flagLetter|flagNumber) == 0
+	}
+	slashOrCRLF := func(p *pretokState, pos int) bool {
+		c := p.cps[pos]
+		return c == '\r' || c == '\n' || c == '/'
+	}
+	// letters tries both letter alternatives from s; it returns the match
+	// end or -1.
+	letters := func(p *pretokState, s, end int) int {
+		K := run(p, s, end, isU) - s // U* / U+ greedy
+		// Alternative 1: U* W+, backtracking U* until W+ can start.
+		for k := K; k >= 0; k-- {
+			if s+k < end && isW(p, s+k) {
+				e := run(p, s+k, end, isW)
+				return e + contraction(p, e, end)
+			}
+		}
+		// Alternative 2: U+ W*.
+		if K > 0 {
+			e := run(p, s+K, end, isW)
+			return e + contraction(p, e, end)
+		}
+		return -1
+	}
+	return func(p *pretokState, pos, end int) int {
+		c := p.cps[pos]
+		// [^\r\n\p{L}\p{N}]? is tried first, then without it; without it
+		// a non-letter cannot start a letter run, so one try suffices.
+		if c != '\r' && c != '\n' && !p.isL(pos) && !p.isN(pos) {
+			if pos+1 < end {
+				if e := letters(p, pos+1, end); e >= 0 {
+					return e - pos
+				}
+			}
+		} else if p.isL(pos) {
+			if e := letters(p, pos, end); e >= 0 {
+				return e - pos
+			}
+		}
+		if p.isN(pos) {
+			if gpt4o {
+				return upTo3Digits(p, pos, end)
+			}
+			return 1
+		}
+		e := -1
+		if c == ' ' && pos+1 < end && other(p, pos+1) {
+			e = run(p, pos+1, end, other)
+		} else if other(p, pos) {
+			e = run(p, pos, end, other)
+		}
+		if e >= 0 {
+			return run(p, e, end, slashOrCRLF) - pos
+		}
+		ws := run(p, pos, end, (*pretokState).isWS)
+		if ws == pos {
+			return 0
+		}
+		for i := ws - 1; i >= pos; i-- {
+			if p.isCRLF(i) {
+				return i + 1 - pos
+			}
+		}
+		if ws == end {
+			return ws - pos
+		}
+		if ws-pos > 1 {
+			return ws - 1 - pos
+		}
+		return ws - pos
+	}
+}
+
 // preConfig is what llama.cpp derives from tokenizer.ggml.pre for BPE vocabs.
 type preConfig struct {
 	splitters    []splitter
@@ -533,6 +635,8 @@ var (
 	llama3Splitters  = []splitter{splitLlama3}
 	qwen2Splitters   = []splitter{regexSplit(qwenMatcher(false, false))}
 	qwen35Splitters  = []splitter{regexSplit(qwenMatcher(true, false))}
+	tekkenSplitters  = []splitter{regexSplit(caseMatcher(false))}
+	gpt4oSplitters   = []splitter{regexSplit(caseMatcher(true))}
 	minicpm5Splits   = []splitter{regexSplit(upTo3Digits), regexSplit(qwenMatcher(false, true))}
 	starcoderSplits  = []splitter{regexSplit(single((*pretokState).isN)), splitGPT2}
 	defaultSplitters = []splitter{
@@ -584,6 +688,10 @@ func lookupPre(pre string) (preConfig, bool) {
 		return preConfig{splitters: qwen2Splitters}, true
 	case "megrez", "stablelm2":
 		return preConfig{splitters: qwen2Splitters, cleanSpaces: true}, true
+	case "tekken":
+		return preConfig{splitters: tekkenSplitters, ignoreMerges: true, addBOS: true}, true
+	case "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2":
+		return preConfig{splitters: gpt4oSplitters}, true
 	case "minicpm5":
 		return preConfig{splitters: minicpm5Splits, cleanSpaces: true, ignoreMerges: true}, true
 	case "qwen35":
