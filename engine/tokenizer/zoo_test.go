@@ -297,3 +297,50 @@ func processEscapes(s string) string {
 	}
 	return string(out)
 }
+
+// TestGenPrompts encodes the prompts of golden/gen-*.json with the vocab
+// of their models and compares with the prompt_tokens llama.cpp used (BOS
+// added as the vocab says).
+func TestGenPrompts(t *testing.T) {
+	dir := zooDir(t)
+	for _, model := range []string{"stories260K-F32", "tiny-llama-F32", "tiny-qwen2-F16", "tiny-qwen3-F16"} {
+		t.Run(model, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, "golden", "gen-"+model+".json"))
+			if err != nil {
+				t.Skip(err)
+			}
+			var g struct {
+				Cases []struct {
+					Prompt       string  `json:"prompt"`
+					PromptTokens []int32 `json:"prompt_tokens"`
+				} `json:"cases"`
+			}
+			if err := json.Unmarshal(b, &g); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(filepath.Join(dir, "models", model+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			v, err := VocabFromMetadata(f.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, err := New(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pass := 0
+			for i, c := range g.Cases {
+				got := tk.Encode(c.Prompt, true, true)
+				if d := diffIDs(c.PromptTokens, got); d != "" {
+					t.Errorf("case %d %q: %s", i, c.Prompt, d)
+					continue
+				}
+				pass++
+			}
+			t.Logf("%s: %d/%d prompts", model, pass, len(g.Cases))
+		})
+	}
+}
