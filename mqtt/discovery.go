@@ -5,9 +5,9 @@ import "encoding/json"
 // Topics are the topics of one device.
 type Topics struct {
 	Ask, PoolAsk, PoolShared, Answer, Error, Cancel string
-	Status, State, LastAnswer, Event                  string
-	CmdAsk, CmdCancel, CmdNewConversation             string
-	Discovery, HAStatus                               string
+	Status, State, LastAnswer, Event                string
+	CmdAsk, CmdCancel, CmdNewConversation           string
+	Discovery, HAStatus                             string
 }
 
 // TopicsFor returns the topics of device dev with Home Assistant's

@@ -234,7 +234,9 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	}
 	o.SetWill(s.t.Status, "offline", 1, true)
 	o.SetCleanSession(true)
-	o.SetOrderMatters(false)
+	// Handlers run in arrival order on paho's router goroutine (so the
+	// queue keeps the order requests came in); they never wait on a token.
+	o.SetOrderMatters(true)
 	o.SetAutoReconnect(true)
 	o.SetConnectRetry(true)
 	o.SetConnectRetryInterval(min(2*time.Second, c.MaxReconnectInterval))
@@ -433,7 +435,7 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 	if perr != nil {
 		s.stats.refused.Add(1)
 		s.log.Info("request refused", "id", req.ID, "code", perr.Code, "err", perr.Message)
-		s.reply(&job{req: req, topic: s.answerTopic(req)}, nil, perr)
+		s.refuse(&job{req: req, topic: s.answerTopic(req)}, perr)
 		return
 	}
 	if !req.Generated && !s.seen.add(req.ID, now) {
@@ -460,7 +462,7 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 		s.mu.Unlock()
 		j.cancel(errShutdown)
 		s.stats.refused.Add(1)
-		s.reply(j, nil, errorf(CodeBusy, "%v", errShutdown))
+		s.refuse(j, errorf(CodeBusy, "%v", errShutdown))
 		return
 	case len(s.queue) >= s.cfg.QueueLen:
 		n := len(s.queue)
@@ -468,7 +470,7 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 		j.cancel(errCancelled)
 		s.stats.refused.Add(1)
 		s.log.Info("queue full", "id", req.ID, "queued", n)
-		s.reply(j, nil, errorf(CodeBusy, "queue full (%d waiting); retry later or ask another device", n))
+		s.refuse(j, errorf(CodeBusy, "queue full (%d waiting); retry later or ask another device", n))
 		return
 	}
 	s.queue = append(s.queue, j)
@@ -490,13 +492,13 @@ func (s *Service) handleCancel(payload []byte) {
 		dec := json.NewDecoder(bytes.NewReader(payload))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
-			s.reply(&job{topic: s.t.Error}, nil, errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)))
+			s.refuse(&job{topic: s.t.Error}, errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)))
 			return
 		}
 		id = c.ID
 	}
 	if e := checkID("id", id); e != nil {
-		s.reply(&job{topic: s.t.Error}, nil, errorf(CodeBadRequest, "cancel: %s", e.Message))
+		s.refuse(&job{topic: s.t.Error}, errorf(CodeBadRequest, "cancel: %s", e.Message))
 		return
 	}
 	s.mu.Lock()
@@ -514,7 +516,7 @@ func (s *Service) handleCancel(payload []byte) {
 	case found != nil:
 		found.cancel(errCancelled)
 		s.log.Info("queued request cancelled", "id", id)
-		s.reply(found, nil, errorf(CodeCancelled, "cancelled while queued"))
+		s.refuse(found, errorf(CodeCancelled, "cancelled while queued"))
 		s.markDirty()
 	case running != nil && running.req.ID == id:
 		s.log.Info("running request cancelled", "id", id)
@@ -636,9 +638,24 @@ func (s *Service) ctxError(j *job) *Error {
 	}
 }
 
-// reply publishes the answer or the error of j, and for answers the
+// refuse answers j with e from a paho handler: it publishes without
+// waiting for the broker, so the handler never blocks.
+func (s *Service) refuse(j *job, e *Error) { s.respond(j, nil, e, false) }
+
+// reply publishes the answer or the error of j from the worker, waiting
+// (up to PublishTimeout) for the broker to take it.
+func (s *Service) reply(j *job, res *Result, e *Error) { s.respond(j, res, e, true) }
+
+// respond publishes the answer or the error of j, and for answers the
 // last-answer sensor and the answer event.
-func (s *Service) reply(j *job, res *Result, e *Error) {
+func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
+	pub := func(topic string, payload []byte) {
+		if wait {
+			s.publish(topic, 1, false, payload)
+		} else {
+			s.client.Publish(topic, 1, false, payload)
+		}
+	}
 	if e != nil {
 		if e.Code != CodeBusy && e.Code != CodeBadRequest && e.Code != CodeTooLong {
 			s.stats.failed.Add(1)
@@ -647,7 +664,7 @@ func (s *Service) reply(j *job, res *Result, e *Error) {
 		s.lastErr = e.Code
 		s.mu.Unlock()
 		b, _ := json.Marshal(ErrorReply{ID: j.req.ID, Error: e, ServedBy: s.cfg.Device})
-		s.publish(j.topic, 1, false, b)
+		pub(j.topic, b)
 		if j.req.ID != "" {
 			ev, _ := json.Marshal(map[string]any{"event_type": "error", "id": j.req.ID, "code": e.Code, "message": e.Message})
 			s.client.Publish(s.t.Event, 0, false, ev)
@@ -659,7 +676,7 @@ func (s *Service) reply(j *job, res *Result, e *Error) {
 	a.Usage.TokS = round1(a.Usage.TokS)
 	a.Usage.TTFTms = round1(a.Usage.TTFTms)
 	b, _ := json.Marshal(a)
-	s.publish(j.topic, 1, false, b)
+	pub(j.topic, b)
 	last, _ := json.Marshal(map[string]any{"id": a.ID, "text": a.Text, "session": a.Session})
 	s.client.Publish(s.t.LastAnswer, 0, true, last)
 	ev, _ := json.Marshal(map[string]any{"event_type": "answer", "id": a.ID, "text": truncate(a.Text, 1024), "session": a.Session})

@@ -146,8 +146,8 @@ type Client struct {
 }
 
 // NewClient connects a client with a unique id to url, disconnecting at the
-// end of the test.
-func NewClient(t testing.TB, url string) *Client {
+// end of the test. opts adjust the client options (credentials, ...).
+func NewClient(t testing.TB, url string, opts ...func(*paho.ClientOptions)) *Client {
 	t.Helper()
 	tc := &Client{subs: map[string]byte{}, cond: make(chan struct{})}
 	o := paho.NewClientOptions().AddBroker(url).
@@ -173,6 +173,9 @@ func NewClient(t testing.TB, url string) *Client {
 			c.SubscribeMultiple(subs, nil).WaitTimeout(5 * time.Second)
 		}
 	})
+	for _, f := range opts {
+		f(o)
+	}
 	tc.c = paho.NewClient(o)
 	if tok := tc.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("mqtttest: connecting to %s: %v", url, tok.Error())

@@ -1,0 +1,321 @@
+package mqtt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/geisten/geist/mqtt/mqtttest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/mqtt")
+
+// fakeGen writes "w0 w1 ... w<n-1>." one word per delay.
+type fakeGen struct {
+	words int
+	delay time.Duration
+}
+
+func (g fakeGen) Generate(ctx context.Context, req Request, onDelta func(string)) (Result, error) {
+	if strings.Contains(req.Text, "TOOLONG") {
+		return Result{}, fmt.Errorf("%w: 9999 tokens", ErrTooLong)
+	}
+	var b strings.Builder
+	for i := range g.words {
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-time.After(g.delay):
+		}
+		d := fmt.Sprintf(" w%d", i)
+		if i == g.words-1 {
+			d += "."
+		}
+		b.WriteString(d)
+		onDelta(d)
+	}
+	return Result{Text: b.String(), Usage: Usage{PromptTokens: 3, GeneratedTokens: g.words, TokS: 100}}, nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startService runs a Service until the end of the test and waits until
+// it is connected.
+func startService(t *testing.T, cfg Config, gen Generator) *Service {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	cfg.MaxReconnectInterval = 500 * time.Millisecond
+	s, err := New(cfg, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); !s.Connected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("service did not connect")
+		}
+	}
+	return s
+}
+
+func decode[T any](t testing.TB, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decoding %s: %v", b, err)
+	}
+	return v
+}
+
+func TestDiscoveryGolden(t *testing.T) {
+	got, err := DiscoveryPayload(DiscoveryInfo{Device: "kitchen", Version: "v1.2.3", Model: "stories260K-Q4_0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("..", "testdata", "mqtt", "discovery.golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./mqtt -run Golden -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("discovery payload differs from %s (rerun with -update if intended):\n%s", path, got)
+	}
+	var p struct {
+		O    map[string]any            `json:"o"`
+		Cmps map[string]map[string]any `json:"cmps"`
+	}
+	if err := json.Unmarshal(got, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.O["name"] != "geist" || p.O["sw"] != "v1.2.3" {
+		t.Errorf("origin %v", p.O)
+	}
+	if strings.Contains(string(got), "object_id") {
+		t.Error("payload uses the removed object_id")
+	}
+	for id, c := range p.Cmps {
+		av, _ := json.Marshal(c["availability"])
+		if !strings.Contains(string(av), `"geist/kitchen/status"`) || c["unique_id"] != id || c["default_entity_id"] == nil || c["p"] == nil {
+			t.Errorf("component %s: %v", id, c)
+		}
+	}
+}
+
+func TestStateGolden(t *testing.T) {
+	// The state payload's shape is part of the contract (the discovery
+	// templates read it).
+	s, err := New(Config{Broker: "tcp://127.0.0.1:1", Device: "kitchen", Model: "m", Version: "v"}, fakeGen{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.MarshalIndent(s.CurrentState(), "", "  ")
+	got = append(got, '\n')
+	path := filepath.Join("..", "testdata", "mqtt", "state.golden")
+	if *update {
+		os.WriteFile(path, got, 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("state differs from %s (%v):\n%s", path, err, got)
+	}
+}
+
+func TestServiceAskStreamCancelBusyTTL(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	s := startService(t, Config{Broker: b.URL, Device: "dev1", QueueLen: 2, ChunkInterval: time.Millisecond}, fakeGen{words: 20, delay: 5 * time.Millisecond})
+	tp := s.Topics()
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/dev1/answer/#", "geist/dev1/error", "geist/dev1/answer")
+
+	// Streamed JSON ask.
+	c.Publish(t, tp.Ask, []byte(`{"id":"s1","text":"hello","stream":true}`))
+	msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/s1")) > 0 })
+	if !ok {
+		t.Fatalf("no answer: %v", msgs)
+	}
+	var text strings.Builder
+	chunks := mqtttest.On(msgs, "geist/dev1/answer/s1/stream")
+	for i, m := range chunks {
+		ch := decode[Chunk](t, m.Payload)
+		if ch.ID != "s1" || ch.Seq != i {
+			t.Errorf("chunk %d: %+v", i, ch)
+		}
+		text.WriteString(ch.Delta)
+	}
+	a := decode[Answer](t, mqtttest.On(msgs, "geist/dev1/answer/s1")[0].Payload)
+	if !a.Done || a.Text != text.String() || a.ServedBy != "dev1" || len(chunks) < 2 {
+		t.Errorf("answer %+v after %d chunks %q", a, len(chunks), text.String())
+	}
+
+	// Plain text goes to geist/dev1/answer.
+	c.Publish(t, tp.Ask, []byte("plain question"))
+	msgs, ok = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer")) > 0 })
+	if !ok || decode[Answer](t, mqtttest.On(msgs, "geist/dev1/answer")[0].Payload).Text == "" {
+		t.Fatalf("plain text: %v", msgs)
+	}
+
+	// Cancel a running request and a queued one; the queue (2) overflows.
+	c.Reset()
+	slow := func(id string) []byte { return []byte(fmt.Sprintf(`{"id":%q,"text":"x","stream":true}`, id)) }
+	c.Publish(t, tp.Ask, slow("r1"))
+	if _, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/r1/stream")) > 0 }); !ok {
+		t.Fatal("r1 did not start")
+	}
+	for _, id := range []string{"q1", "q2", "q3"} {
+		c.Publish(t, tp.Ask, slow(id))
+	}
+	c.Publish(t, tp.Cancel, []byte(`{"id":"q1"}`))
+	c.Publish(t, tp.Cancel, []byte(`{"id":"r1"}`))
+	code := func(m []mqtttest.Msg, id string) string {
+		ms := mqtttest.On(m, "geist/dev1/answer/"+id)
+		if len(ms) == 0 {
+			return ""
+		}
+		r := decode[ErrorReply](t, ms[0].Payload)
+		if r.Error == nil {
+			return "answer"
+		}
+		return r.Error.Code
+	}
+	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool {
+		return code(m, "r1") != "" && code(m, "q1") != "" && code(m, "q2") != "" && code(m, "q3") != ""
+	})
+	if code(msgs, "r1") != CodeCancelled || code(msgs, "q1") != CodeCancelled || code(msgs, "q2") != "answer" || code(msgs, "q3") != CodeBusy {
+		t.Errorf("r1 %q q1 %q q2 %q q3 %q", code(msgs, "r1"), code(msgs, "q1"), code(msgs, "q2"), code(msgs, "q3"))
+	}
+
+	// An expired TTL: queued behind a slow request for longer than it lives.
+	c.Reset()
+	c.Publish(t, tp.Ask, slow("r2"))
+	c.Publish(t, tp.Ask, []byte(`{"id":"t1","text":"x","ttl_s":0.02}`))
+	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return code(m, "t1") != "" && code(m, "r2") != "" })
+	if code(msgs, "t1") != CodeTimeout || code(msgs, "r2") != "answer" {
+		t.Errorf("t1 %q r2 %q", code(msgs, "t1"), code(msgs, "r2"))
+	}
+
+	// Errors: with an id on the answer topic, without on the error topic,
+	// and the generator's too-long.
+	c.Reset()
+	c.Publish(t, tp.Ask, []byte(`{"id":"e1","text":5}`))
+	c.Publish(t, tp.Ask, []byte(`{"text":`))
+	c.Publish(t, tp.Ask, []byte(`{"id":"e2","text":"TOOLONG"}`))
+	c.Publish(t, tp.Ask, []byte(`{"id":"ok","text":"fine"}`))
+	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool {
+		return code(m, "e1") != "" && code(m, "e2") != "" && code(m, "ok") != "" && len(mqtttest.On(m, "geist/dev1/error")) > 0
+	})
+	if code(msgs, "e1") != CodeBadRequest || code(msgs, "e2") != CodeTooLong || code(msgs, "ok") != "answer" {
+		t.Errorf("e1 %q e2 %q ok %q", code(msgs, "e1"), code(msgs, "e2"), code(msgs, "ok"))
+	}
+	if e := mqtttest.On(msgs, "geist/dev1/error"); len(e) != 1 || decode[ErrorReply](t, e[0].Payload).Error.Code != CodeBadRequest {
+		t.Errorf("error topic: %v", e)
+	}
+}
+
+func TestServiceDiscoveryAndBirth(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "homeassistant/device/#", "geist/dev2/status", "geist/dev2/state")
+	s := startService(t, Config{Broker: b.URL, Device: "dev2", Discovery: true, Version: "v1.2.3",
+		Model: "stories260K-Q4_0", BirthDelay: 50 * time.Millisecond}, fakeGen{words: 3})
+	want, _ := DiscoveryPayload(DiscoveryInfo{Device: "dev2", Version: "v1.2.3", Model: "stories260K-Q4_0"})
+	disc := s.Topics().Discovery
+	if disc != "homeassistant/device/geist_dev2/config" {
+		t.Errorf("discovery topic %s", disc)
+	}
+	count := func(m []mqtttest.Msg) int { return len(mqtttest.On(m, disc)) }
+	msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool {
+		return count(m) == 1 && len(mqtttest.On(m, "geist/dev2/status")) > 0 && len(mqtttest.On(m, "geist/dev2/state")) > 0
+	})
+	if !ok {
+		t.Fatalf("no discovery/status/state: %v", msgs)
+	}
+	if got := mqtttest.On(msgs, disc)[0].Payload; !bytes.Equal(got, want) {
+		t.Errorf("discovery payload:\n%s\nwant\n%s", got, want)
+	}
+	if st := mqtttest.On(msgs, "geist/dev2/status"); string(st[len(st)-1].Payload) != "online" {
+		t.Errorf("status %q", st[len(st)-1].Payload)
+	}
+	// Home Assistant restarts: its birth message makes geist republish.
+	c.Reset()
+	c.Paho().Publish("homeassistant/status", 0, false, "online").Wait()
+	msgs, ok = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return count(m) == 1 && len(mqtttest.On(m, "geist/dev2/state")) > 0 })
+	if !ok || !bytes.Equal(mqtttest.On(msgs, disc)[0].Payload, want) {
+		t.Fatalf("not republished on the birth message: %v", msgs)
+	}
+	// "offline" from Home Assistant does not.
+	c.Reset()
+	c.Paho().Publish("homeassistant/status", 0, false, "offline").Wait()
+	if msgs, _ := c.Wait(300*time.Millisecond, func(m []mqtttest.Msg) bool { return count(m) > 0 }); count(msgs) != 0 {
+		t.Error("republished on offline")
+	}
+}
+
+func TestServiceOfflineOnShutdown(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/dev3/status")
+	s, err := New(Config{Broker: b.URL, Device: "dev3", Logger: testLogger(t)}, fakeGen{words: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	if _, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(m) > 0 && string(m[len(m)-1].Payload) == "online" }); !ok {
+		t.Fatal("no online")
+	}
+	cancel()
+	<-done
+	if msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return string(m[len(m)-1].Payload) == "offline" }); !ok {
+		t.Fatalf("no offline after shutdown: %v", msgs)
+	}
+}
+
+func TestEmbeddedBroker(t *testing.T) {
+	if _, err := StartEmbedded("0.0.0.0:0", "", "", testLogger(t)); err == nil {
+		t.Fatal("embedded broker on all interfaces without credentials started")
+	}
+	e, err := StartEmbedded("127.0.0.1:0", "u", "secret", testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	startService(t, Config{Broker: e.URL(), Device: "emb", Username: "u", Password: "secret"}, fakeGen{words: 3})
+	c := mqtttest.NewClient(t, e.URL(), func(o *paho.ClientOptions) { o.SetUsername("u").SetPassword("secret") })
+	c.Subscribe(t, "geist/emb/answer/#")
+	c.Publish(t, "geist/emb/ask", []byte(`{"id":"e1","text":"hi"}`))
+	if msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(m) > 0 }); !ok || !strings.Contains(string(msgs[0].Payload), `"done":true`) {
+		t.Fatalf("no answer through the embedded broker: %v", msgs)
+	}
+	anon := paho.NewClient(paho.NewClientOptions().AddBroker(e.URL()).SetClientID("anon"))
+	if tok := anon.Connect(); tok.WaitTimeout(5*time.Second) && tok.Error() == nil {
+		anon.Disconnect(0)
+		t.Error("anonymous client admitted by an embedded broker with credentials")
+	}
+}
