@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
@@ -88,20 +89,31 @@ func Load(path string, opt Options) (*Engine, error) {
 	if opt.Ctx <= 0 {
 		opt.Ctx = min(e.model.CtxTrain, 4096)
 	}
+	if opt.Threads <= 0 {
+		opt.Threads = DefaultThreads()
+	}
 	if opt.Batch <= 0 {
 		opt.Batch = 64
 	}
 	opt.Batch = min(opt.Batch, opt.Ctx)
 	e.opt = opt
-	if e.state, err = e.model.NewState(opt.Ctx, opt.Batch); err != nil {
+	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads}); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
-// Close releases the model file.
-func (e *Engine) Close() error { return e.file.Close() }
+// Close stops the engine's workers and releases the model file.
+func (e *Engine) Close() error {
+	e.state.Close()
+	return e.file.Close()
+}
+
+// DefaultThreads is the number of worker threads used when none is given:
+// every CPU the process may run on (the boards geist targets have only
+// performance cores).
+func DefaultThreads() int { return runtime.GOMAXPROCS(0) }
 
 // Model returns the loaded model.
 func (e *Engine) Model() *model.Model { return e.model }

@@ -72,10 +72,11 @@ func TestConformance(t *testing.T) {
 			lp := make([]float32, m.NVocab)
 			for ci, c := range g.Cases {
 				seq := append(append([]int32{}, c.PromptTokens...), c.Tokens...)
-				s, err := m.NewState(len(seq), 16)
+				s, err := m.NewState(StateOptions{Ctx: len(seq), Batch: 16, Threads: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer s.Close()
 				if _, err := s.Forward(c.PromptTokens, false); err != nil {
 					t.Fatal(err)
 				}

@@ -20,22 +20,41 @@ type State struct {
 	maxBatch int // tokens per forward pass
 	n        int // positions filled
 
-	kc, vc [][]uint16 // per layer: [ctx][NHeadKV*HeadDim] keys, [ctx][NHeadKV*HeadDimV] values, F16
+	kc, vc [][]uint16 // per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values, F16
+
+	pool   *pool
+	mulFn  func(lo, hi int) // s.mulRange, bound once
+	attnFn func(lo, hi int) // s.attnRange, bound once
+	job    struct {         // parameters of the current pool job
+		w    *quant.Matrix
+		out  []float32
+		n    int
+		l    int
+		pos0 int
+	}
 
 	x, xb    []float32 // [maxBatch][NEmbd] residual stream, normed input
 	q, k, v  []float32 // [maxBatch][NHead*HeadDim], [maxBatch][kDim], [maxBatch][vDim]
 	att      []float32 // [maxBatch][NHead*HeadDimV] attention output
 	proj     []float32 // [maxBatch][NEmbd] projection output
 	gate, up []float32 // [maxBatch][NFF]
-	scores   []float32 // [ctx]
+	scores   []float32 // [NHead][ctx]
 	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
 	logits   []float32 // [maxBatch][NVocab]
 	act      []byte    // quantized activations for the widest product
 }
 
-// NewState allocates a KV cache of ctx positions and buffers for batches of
-// up to maxBatch tokens.
-func (m *Model) NewState(ctx, maxBatch int) (*State, error) {
+// StateOptions size a State.
+type StateOptions struct {
+	Ctx     int // positions the KV cache holds
+	Batch   int // most tokens per forward pass
+	Threads int // worker goroutines for products and attention (0: 1)
+}
+
+// NewState allocates a KV cache of o.Ctx positions, buffers for batches of
+// up to o.Batch tokens and a pool of o.Threads workers. Close stops them.
+func (m *Model) NewState(o StateOptions) (*State, error) {
+	ctx, maxBatch := o.Ctx, o.Batch
 	if ctx <= 0 {
 		return nil, fmt.Errorf("model: context size %d must be positive", ctx)
 	}
@@ -61,7 +80,10 @@ func (m *Model) NewState(ctx, maxBatch int) (*State, error) {
 	s.att = make([]float32, B*c.NHead*c.HeadDimV)
 	s.gate = make([]float32, B*c.NFF)
 	s.up = make([]float32, B*c.NFF)
-	s.scores = make([]float32, ctx)
+	s.scores = make([]float32, c.NHead*ctx)
+	s.pool = newPool(o.Threads)
+	s.mulFn = s.mulRange
+	s.attnFn = s.attnRange
 	s.ropeCS = make([]float32, c.RopeDim)
 	s.logits = make([]float32, B*c.NVocab)
 	widest := 0
@@ -84,6 +106,9 @@ func (m *Model) matrices() []*quant.Matrix {
 	}
 	return ms
 }
+
+// Close stops the state's worker goroutines.
+func (s *State) Close() { s.pool.close() }
 
 // Model returns the model the state belongs to.
 func (s *State) Model() *Model { return s.m }
@@ -140,7 +165,13 @@ func (s *State) mul(out []float32, w *quant.Matrix, x []float32, n int, quantize
 	if !quantized {
 		quant.QuantizeActs(s.act, w.Type, x, n, w.Cols)
 	}
-	w.MulRows(out, w.Rows, s.act, n, 0, w.Rows)
+	s.job.w, s.job.out, s.job.n = w, out, n
+	s.pool.run(s.mulFn, w.Rows, 16)
+}
+
+func (s *State) mulRange(lo, hi int) {
+	w := s.job.w
+	w.MulRows(s.job.out, w.Rows, s.act, s.job.n, lo, hi)
 }
 
 func sameAct(a, b *quant.Matrix) bool { return quant.ActType(a.Type) == quant.ActType(b.Type) }
@@ -189,17 +220,19 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 				s.rope(k[h*c.HeadDim : (h+1)*c.HeadDim])
 			}
 			p := pos0 + i
-			kc, vc := s.kc[l][p*kDim:(p+1)*kDim], s.vc[l][p*vDim:(p+1)*vDim]
-			for j, x := range k {
-				kc[j] = quant.FP32ToFP16(x)
-			}
-			for j, x := range v {
-				vc[j] = quant.FP32ToFP16(x)
+			for h := 0; h < c.NHeadKV; h++ {
+				kc := s.kc[l][(h*s.ctx+p)*c.HeadDim : (h*s.ctx+p+1)*c.HeadDim]
+				for j, x := range k[h*c.HeadDim : (h+1)*c.HeadDim] {
+					kc[j] = quant.FP32ToFP16(x)
+				}
+				vc := s.vc[l][(h*s.ctx+p)*c.HeadDimV : (h*s.ctx+p+1)*c.HeadDimV]
+				for j, x := range v[h*c.HeadDimV : (h+1)*c.HeadDimV] {
+					vc[j] = quant.FP32ToFP16(x)
+				}
 			}
 		}
-		for i := 0; i < n; i++ {
-			s.attention(l, i, pos0+i)
-		}
+		s.job.l, s.job.n, s.job.pos0 = l, n, pos0
+		s.pool.run(s.attnFn, c.NHead, 1)
 		s.mul(s.proj, L.Wo, s.att, n, false)
 		addTo(s.x[:n*E], s.proj[:n*E])
 
@@ -226,27 +259,33 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 	return s.logits[:rows*c.NVocab]
 }
 
-// attention computes the attention output of batch row i at position p over
-// cache positions 0..p. The result depends only on the cache, not on the
-// batch: the same loop runs whatever the batch size.
-func (s *State) attention(l, i, p int) {
+// attnRange computes the attention output of query heads [lo, hi) for
+// every token of the batch. Token i at position pos0+i attends to cache
+// positions 0..pos0+i; the result depends only on the cache, not on the
+// batch or on which worker runs it.
+func (s *State) attnRange(lo, hi int) {
 	c := &s.m.Config
-	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	qDim, hd, hdv := c.NHead*c.HeadDim, c.HeadDim, c.HeadDimV
 	group := c.NHead / c.NHeadKV
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	kc, vc := s.kc[l], s.vc[l]
-	for h := 0; h < c.NHead; h++ {
-		q := s.q[i*qDim+h*c.HeadDim : i*qDim+(h+1)*c.HeadDim]
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
+	for h := lo; h < hi; h++ {
 		kvh := h / group
-		sc := s.scores[:p+1]
-		for t := 0; t <= p; t++ {
-			sc[t] = DotF16(q, kc[t*kDim+kvh*c.HeadDim:t*kDim+(kvh+1)*c.HeadDim]) * scale
-		}
-		Softmax(sc)
-		out := s.att[i*c.NHead*c.HeadDimV+h*c.HeadDimV : i*c.NHead*c.HeadDimV+(h+1)*c.HeadDimV]
-		clear(out)
-		for t := 0; t <= p; t++ {
-			AxpyF16(out, sc[t], vc[t*vDim+kvh*c.HeadDimV:t*vDim+(kvh+1)*c.HeadDimV])
+		kc := s.kc[l][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
+		vc := s.vc[l][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+		for i := 0; i < n; i++ {
+			p := pos0 + i
+			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
+			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
+			for t := range sc {
+				sc[t] = DotF16(q, kc[t*hd:(t+1)*hd]) * scale
+			}
+			Softmax(sc)
+			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
+			clear(out)
+			for t, w := range sc {
+				AxpyF16(out, w, vc[t*hdv:(t+1)*hdv])
+			}
 		}
 	}
 }
