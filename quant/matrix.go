@@ -1,48 +1,45 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+
+	"github.com/geisten/geist/neon"
+)
 
 // kernel is what a weight type needs for products: the activation type ggml
-// pairs it with and the dot product of one weight row with one activation
-// row. The table is read-only; faster implementations of a dot product (and
-// a later multi-row kernel) plug in here, per type, behind the same API.
+// pairs it with, the neon kernel (chosen from the active set at each call)
+// and a one-column dot product on the active set (for tests).
 type kernel struct {
-	act Type
-	dot dotFunc
+	act  Type
+	pick pickFunc
+	dot  dotFunc
 }
 
+// kernels is the read-only kernel table, filled at initialisation.
+var kernels = func() map[Type]kernel {
+	m := map[Type]kernel{}
+	add := func(t, act Type, pick pickFunc) { m[t] = kernel{act, pick, oneColumn(pick)} }
+	add(F32, F32, func(k *neon.Kernels) neon.DotFunc { return k.DotF32 })
+	add(F16, F16, func(k *neon.Kernels) neon.DotFunc { return k.DotF16 })
+	add(BF16, BF16, func(k *neon.Kernels) neon.DotFunc { return k.DotBF16 })
+	add(Q4_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_0Q8_0 })
+	add(Q4_1, Q8_1, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_1Q8_1 })
+	add(Q5_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_0Q8_0 })
+	add(Q5_1, Q8_1, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_1Q8_1 })
+	add(Q8_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ8_0Q8_0 })
+	add(Q2_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ2_KQ8_K })
+	add(Q3_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ3_KQ8_K })
+	add(Q4_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_KQ8_K })
+	add(Q5_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_KQ8_K })
+	add(Q6_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ6_KQ8_K })
+	add(Q8_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ8_KQ8_K })
+	return m
+}()
+
 func kernelFor(t Type) (kernel, bool) {
-	switch t {
-	case F32:
-		return kernel{F32, dotF32}, true
-	case F16:
-		return kernel{F16, dotF16}, true
-	case BF16:
-		return kernel{BF16, dotBF16}, true
-	case Q4_0:
-		return kernel{Q8_0, dotQ4_0Q8_0}, true
-	case Q4_1:
-		return kernel{Q8_1, dotQ4_1Q8_1}, true
-	case Q5_0:
-		return kernel{Q8_0, dotQ5_0Q8_0}, true
-	case Q5_1:
-		return kernel{Q8_1, dotQ5_1Q8_1}, true
-	case Q8_0:
-		return kernel{Q8_0, dotQ8_0Q8_0}, true
-	case Q2_K:
-		return kernel{Q8_K, dotQ2_KQ8_K}, true
-	case Q3_K:
-		return kernel{Q8_K, dotQ3_KQ8_K}, true
-	case Q4_K:
-		return kernel{Q8_K, dotQ4_KQ8_K}, true
-	case Q5_K:
-		return kernel{Q8_K, dotQ5_KQ8_K}, true
-	case Q6_K:
-		return kernel{Q8_K, dotQ6_KQ8_K}, true
-	case Q8_K:
-		return kernel{Q8_K, dotQ8_KQ8_K}, true
-	}
-	return kernel{}, false
+	k, ok := kernels[t]
+	return k, ok
 }
 
 // Supported reports whether weights of type t have a dot product here:
@@ -87,8 +84,16 @@ func QuantizeActs(dst []byte, w Type, x []float32, n, cols int) {
 		panic(fmt.Sprintf("quant: %d columns is not a whole number of %s blocks", cols, at))
 	}
 	for j := 0; j < n; j++ {
-		if err := QuantizeRow(at, x[j*cols:(j+1)*cols], dst[j*ars:(j+1)*ars]); err != nil {
-			panic(err)
+		x, dst := x[j*cols:(j+1)*cols], dst[j*ars:(j+1)*ars]
+		switch at {
+		case Q8_0:
+			neon.QuantizeQ8_0(dst, x)
+		case Q8_K:
+			neon.QuantizeQ8_K(dst, x)
+		default:
+			if err := QuantizeRow(at, x, dst); err != nil {
+				panic(err)
+			}
 		}
 	}
 }
@@ -100,10 +105,10 @@ type Matrix struct {
 	Rows, Cols int
 	Data       []byte
 
-	rowSize int     // bytes per weight row
-	actSize int     // bytes per activation row
-	nb      int     // blocks per row (elements for plain float types)
-	dot     dotFunc // one weight row · one activation row
+	rowSize int      // bytes per weight row
+	actSize int      // bytes per activation row
+	nb      int      // blocks per row (elements for plain float types)
+	pick    pickFunc // the kernel of the active neon set
 }
 
 // NewMatrix wraps data as a rows×cols matrix of type t. It fails when t has
@@ -130,7 +135,7 @@ func NewMatrix(t Type, rows, cols int, data []byte) (*Matrix, error) {
 	}
 	return &Matrix{
 		Type: t, Rows: rows, Cols: cols, Data: data,
-		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), dot: k.dot,
+		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick,
 	}, nil
 }
 
@@ -151,7 +156,7 @@ func (m *Matrix) RowBytes() int { return m.rowSize }
 // changes nothing. MulRows does not allocate; it panics when a buffer is too
 // short (a caller bug).
 func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
-	rs, as, nb, dot := m.rowSize, m.actSize, m.nb, m.dot
+	rs, as, nb := m.rowSize, m.actSize, m.nb
 	if r0 < 0 || r1 > m.Rows || r0 > r1 {
 		panic(fmt.Sprintf("quant: MulRows rows [%d,%d) outside [0,%d)", r0, r1, m.Rows))
 	}
@@ -160,13 +165,43 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 	}
 	_ = out[(n-1)*ldo+r1-1]
 	_ = act[n*as-1]
-	for r := r0; r < r1; r++ {
-		w := m.Data[r*rs : (r+1)*rs]
-		for j := 0; j < n; j++ {
-			out[j*ldo+r] = dot(w, act[j*as:(j+1)*as], nb)
+	dot := m.pick(neon.Active())
+	if n == 1 {
+		for r := r0; r < r1; r++ {
+			dot(out[r:r+1], m.Data[r*rs:(r+1)*rs], act, as, nb, 1)
+		}
+		return
+	}
+	// Tiles of tileRows weight rows × up to tileCols activation columns:
+	// each weight row is read once per tileCols columns while the tile's
+	// rows and columns stay in cache. Every output is still computed by the
+	// kernel's per-column code, whatever the tiling.
+	buf := scratch.Get().(*[tileCols]float32)
+	defer scratch.Put(buf)
+	for t0 := r0; t0 < r1; t0 += tileRows {
+		t1 := min(t0+tileRows, r1)
+		for j0 := 0; j0 < n; j0 += tileCols {
+			c := min(tileCols, n-j0)
+			a := act[j0*as:]
+			for r := t0; r < t1; r++ {
+				dot(buf[:c], m.Data[r*rs:(r+1)*rs], a, as, nb, c)
+				for j, v := range buf[:c] {
+					out[(j0+j)*ldo+r] = v
+				}
+			}
 		}
 	}
 }
+
+const (
+	tileRows = 16 // weight rows per tile
+	tileCols = 8  // activation columns per kernel call
+)
+
+// scratch holds the per-call buffers of MulRows' multi-column path: a
+// buffer passed to a kernel through a function value escapes, so it comes
+// from a pool instead of the stack (no allocation in the steady state).
+var scratch = sync.Pool{New: func() any { return new([tileCols]float32) }}
 
 // Mul computes out[j*Rows + r] = dot(row r, x row j) for all rows and the n
 // rows of x (n×Cols float32). It quantizes x into buf, growing it when it is
