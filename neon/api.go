@@ -48,8 +48,8 @@ type Kernels struct {
 	QuantizeQ8_0, QuantizeQ8_K func(dst []byte, x []float32)
 
 	// Per-token vector work.
-	RMSNormScale func(x []float32) float64          // sum of squares of x
-	DotF32F16    func(a []float32, b []uint16) float32 // attention: query · F16 key
+	RMSNormScale func(x []float32) float64                      // sum of squares of x
+	DotF32F16    func(a []float32, b []uint16) float32          // attention: query · F16 key
 	AxpyF16      func(out []float32, alpha float32, b []uint16) // out += alpha * F16 b
 }
 
@@ -173,7 +173,6 @@ func names() []string {
 	}
 	return s
 }
-
 
 // The exported wrappers call the active set.
 
