@@ -36,6 +36,7 @@ func init() {
 		{"tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT", "print token ids as a JSON array", cmdTokenize},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL [--json]", "describe a GGUF model file", cmdInspect},
+		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
 		{"version", "version", "print the version", cmdVersion},
 	}
 }
