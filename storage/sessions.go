@@ -1,0 +1,706 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Sessions database layout (schema 2):
+//
+//	meta/schema              uint32 big-endian schema version
+//	conversations/<id>/info  JSON convInfo
+//	conversations/<id>/turns/<seq uint64 BE>  binary turn (encodeTurn)
+//	settings/<key>           value
+//
+// Schema 1 stored each turn as JSON (jsonTurnV1); its token-id arrays made
+// long turns about four times larger than the binary form.
+const sessionsSchema = 2
+
+var (
+	bktMeta     = []byte("meta")
+	bktConvs    = []byte("conversations")
+	bktSettings = []byte("settings")
+	bktTurns    = []byte("turns")
+	keySchema   = []byte("schema")
+	keyInfo     = []byte("info")
+)
+
+// A migration rewrites a sessions database from version from to from+1
+// inside one write transaction, so a crash leaves the old version intact.
+type migration struct {
+	from int
+	fn   func(tx *bolt.Tx) error
+}
+
+// migrations is the read-only list of schema upgrades, in order.
+var migrations = []migration{
+	{from: 1, fn: migrateJSONTurns},
+}
+
+// Options configures OpenSessions.
+type Options struct {
+	// Timeout bounds the wait for a lock held by another process
+	// (DefaultTimeout when zero).
+	Timeout time.Duration
+	// Logger receives notable events (migrations); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for created/updated/turn times; nil means time.Now.
+	Now func() time.Time
+}
+
+// Conversation is a conversation's metadata.
+type Conversation struct {
+	ID      string    `json:"id"`
+	Model   string    `json:"model,omitempty"`
+	System  string    `json:"system,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// Turns is the number of stored turns (filled by Get and List).
+	Turns int `json:"-"`
+}
+
+// Turn is one message of a conversation. Seq orders turns within a
+// conversation; it is assigned by Append and never reused.
+type Turn struct {
+	Seq    uint64    `json:"seq"`
+	Role   string    `json:"role"`
+	Text   string    `json:"text"`
+	Tokens []int32   `json:"tokens,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// convInfo is the stored form of Conversation (the id is the bucket name).
+type convInfo struct {
+	Model   string    `json:"model,omitempty"`
+	System  string    `json:"system,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// Sessions is the durable conversation store. Every method that returns
+// without error has committed and fsynced its change.
+type Sessions struct {
+	mu     sync.RWMutex // guards db against Close
+	db     *bolt.DB
+	log    *slog.Logger
+	now    func() time.Time
+	closed bool
+}
+
+// OpenSessions opens or creates the sessions database at path, migrating an
+// older schema (after copying the old file to path+".schemaN.bak"). It fails
+// with ErrLocked when another process holds the file and with ErrCorrupt when
+// the file is damaged; it never modifies a damaged file.
+func OpenSessions(path string, opts *Options) (*Sessions, error) {
+	return openSessions(path, opts, migrations, sessionsSchema)
+}
+
+func openSessions(path string, opts *Options, migs []migration, current int) (*Sessions, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Sessions{log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = discardLogger
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	db, err := openBolt(path, opts.Timeout, bolt.FreelistArrayType)
+	if err != nil {
+		return nil, sessionsErr(err)
+	}
+	if err := verify(db); err != nil {
+		_ = guarded(db.Close)
+		return nil, sessionsErr(err)
+	}
+	s.db = db
+	if err := s.upgrade(path, migs, current); err != nil {
+		_ = guarded(db.Close)
+		return nil, sessionsErr(err)
+	}
+	return s, nil
+}
+
+// sessionsErr maps the internal damage marker to ErrCorrupt.
+func sessionsErr(err error) error {
+	if errors.Is(err, errDamaged) {
+		return fmt.Errorf("%w (move the file aside to start afresh): %v", ErrCorrupt, err)
+	}
+	return err
+}
+
+// upgrade initialises a new file or runs the migrations from its version to
+// current, all in one transaction.
+func (s *Sessions) upgrade(path string, migs []migration, current int) error {
+	var version int
+	err := guarded(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			version = schemaOf(tx)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if version > current {
+		return fmt.Errorf("%w: file has schema %d, this build knows %d", ErrSchemaTooNew, version, current)
+	}
+	if version > 0 && version < current {
+		backup := fmt.Sprintf("%s.schema%d.bak", path, version)
+		if err := guarded(func() error {
+			return s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(backup, 0o600) })
+		}); err != nil {
+			return fmt.Errorf("storage: back up before migration: %w", err)
+		}
+		s.log.Info("storage: migrating sessions database", "path", path, "from", version, "to", current, "backup", backup)
+	}
+	if version == current {
+		return nil
+	}
+	return guarded(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			if version == 0 {
+				// A new file: create the current layout.
+				for _, name := range [][]byte{bktMeta, bktConvs, bktSettings} {
+					if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+						return fmt.Errorf("storage: %w", err)
+					}
+				}
+			} else {
+				for v := version; v < current; v++ {
+					m := findMigration(migs, v)
+					if m == nil {
+						return fmt.Errorf("storage: no migration from sessions schema %d", v)
+					}
+					if err := m.fn(tx); err != nil {
+						return fmt.Errorf("storage: migrate sessions schema %d to %d: %w", v, v+1, err)
+					}
+				}
+			}
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], uint32(current))
+			return tx.Bucket(bktMeta).Put(keySchema, b[:])
+		})
+	})
+}
+
+func findMigration(migs []migration, from int) *migration {
+	for i := range migs {
+		if migs[i].from == from {
+			return &migs[i]
+		}
+	}
+	return nil
+}
+
+// schemaOf reads the schema version; 0 means a new, empty file.
+func schemaOf(tx *bolt.Tx) int {
+	m := tx.Bucket(bktMeta)
+	if m == nil {
+		return 0
+	}
+	v := m.Get(keySchema)
+	if len(v) != 4 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint32(v))
+}
+
+// Close closes the database; later calls fail with ErrClosed.
+func (s *Sessions) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return sessionsErr(guarded(s.db.Close))
+}
+
+func (s *Sessions) view(fn func(tx *bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return sessionsErr(guarded(func() error { return s.db.View(fn) }))
+}
+
+func (s *Sessions) update(fn func(tx *bolt.Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return sessionsErr(guarded(func() error { return s.db.Update(fn) }))
+}
+
+func checkID(id string) error {
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) {
+		return fmt.Errorf("storage: invalid conversation id %q (1 to 256 bytes of UTF-8)", id)
+	}
+	return nil
+}
+
+// conv returns the bucket of conversation id or ErrNotFound.
+func conv(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+	b := tx.Bucket(bktConvs).Bucket([]byte(id))
+	if b == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return b, nil
+}
+
+func readInfo(b *bolt.Bucket, id string) (Conversation, error) {
+	var ci convInfo
+	if err := json.Unmarshal(b.Get(keyInfo), &ci); err != nil {
+		return Conversation{}, fmt.Errorf("%w: conversation %q: bad metadata: %v", errDamaged, id, err)
+	}
+	c := Conversation{ID: id, Model: ci.Model, System: ci.System, Created: ci.Created, Updated: ci.Updated}
+	if t := b.Bucket(bktTurns); t != nil {
+		c.Turns = t.Stats().KeyN
+	}
+	return c, nil
+}
+
+func writeInfo(b *bolt.Bucket, c Conversation) error {
+	data, err := json.Marshal(convInfo{Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated})
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	return b.Put(keyInfo, data)
+}
+
+// Create stores a new conversation with c's id, model and system prompt.
+// Zero Created/Updated times are set to now. It fails with ErrExists when
+// the id is taken.
+func (s *Sessions) Create(c Conversation) (Conversation, error) {
+	if err := checkID(c.ID); err != nil {
+		return Conversation{}, err
+	}
+	now := s.now().UTC()
+	if c.Created.IsZero() {
+		c.Created = now
+	}
+	if c.Updated.IsZero() {
+		c.Updated = c.Created
+	}
+	c.Turns = 0
+	err := s.update(func(tx *bolt.Tx) error {
+		convs := tx.Bucket(bktConvs)
+		if convs.Bucket([]byte(c.ID)) != nil {
+			return fmt.Errorf("%w: %q", ErrExists, c.ID)
+		}
+		b, err := convs.CreateBucket([]byte(c.ID))
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		if _, err := b.CreateBucket(bktTurns); err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		return writeInfo(b, c)
+	})
+	if err != nil {
+		return Conversation{}, err
+	}
+	return c, nil
+}
+
+// Info returns a conversation's metadata.
+func (s *Sessions) Info(id string) (Conversation, error) {
+	var c Conversation
+	err := s.view(func(tx *bolt.Tx) error {
+		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		c, err = readInfo(b, id)
+		return err
+	})
+	return c, err
+}
+
+// Get returns a conversation's metadata and its turns in order.
+func (s *Sessions) Get(id string) (Conversation, []Turn, error) {
+	var (
+		c     Conversation
+		turns []Turn
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		if c, err = readInfo(b, id); err != nil {
+			return err
+		}
+		turns = make([]Turn, 0, c.Turns)
+		return b.Bucket(bktTurns).ForEach(func(k, v []byte) error {
+			t, err := decodeTurn(k, v)
+			if err != nil {
+				return fmt.Errorf("%w: conversation %q: %v", errDamaged, id, err)
+			}
+			turns = append(turns, t)
+			return nil
+		})
+	})
+	if err != nil {
+		return Conversation{}, nil, err
+	}
+	return c, turns, nil
+}
+
+// List returns every conversation's metadata, most recently updated first.
+func (s *Sessions) List() ([]Conversation, error) {
+	var out []Conversation
+	err := s.view(func(tx *bolt.Tx) error {
+		convs := tx.Bucket(bktConvs)
+		return convs.ForEachBucket(func(k []byte) error {
+			c, err := readInfo(convs.Bucket(k), string(k))
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Updated.Equal(out[j].Updated) {
+			return out[i].Updated.After(out[j].Updated)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Delete removes a conversation and its turns.
+func (s *Sessions) Delete(id string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		if _, err := conv(tx, id); err != nil {
+			return err
+		}
+		return tx.Bucket(bktConvs).DeleteBucket([]byte(id))
+	})
+}
+
+// SetMeta changes a conversation's model and system prompt and marks it
+// updated.
+func (s *Sessions) SetMeta(id, model, system string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		c, err := readInfo(b, id)
+		if err != nil {
+			return err
+		}
+		c.Model, c.System, c.Updated = model, system, s.now().UTC()
+		return writeInfo(b, c)
+	})
+}
+
+// Append adds turns to a conversation in one transaction and returns their
+// sequence numbers. Zero turn times are set to now. When Append returns nil
+// the turns are on disk.
+func (s *Sessions) Append(id string, turns ...Turn) ([]uint64, error) {
+	seqs := make([]uint64, len(turns))
+	err := s.update(func(tx *bolt.Tx) error {
+		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		tb := b.Bucket(bktTurns)
+		now := s.now().UTC()
+		for i, t := range turns {
+			seq, err := tb.NextSequence()
+			if err != nil {
+				return fmt.Errorf("storage: %w", err)
+			}
+			if t.Time.IsZero() {
+				t.Time = now
+			}
+			if err := tb.Put(seqKey(seq), encodeTurn(t)); err != nil {
+				return fmt.Errorf("storage: %w", err)
+			}
+			seqs[i] = seq
+		}
+		c, err := readInfo(b, id)
+		if err != nil {
+			return err
+		}
+		c.Updated = now
+		return writeInfo(b, c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// ReplaceTurns replaces all turns of a conversation, as when the oldest are
+// dropped to fit the context. A turn with a non-zero Seq keeps it (they must
+// increase); the others get new sequence numbers after every one used so far.
+func (s *Sessions) ReplaceTurns(id string, turns []Turn) error {
+	var last uint64
+	for _, t := range turns {
+		if t.Seq != 0 {
+			if t.Seq <= last {
+				return fmt.Errorf("storage: replace turns of %q: sequence numbers must increase (%d after %d)", id, t.Seq, last)
+			}
+			last = t.Seq
+		}
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		seq := b.Bucket(bktTurns).Sequence()
+		if err := b.DeleteBucket(bktTurns); err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		tb, err := b.CreateBucket(bktTurns)
+		if err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		seq = max(seq, last)
+		now := s.now().UTC()
+		for _, t := range turns {
+			if t.Seq == 0 {
+				seq++
+				t.Seq = seq
+			}
+			if t.Time.IsZero() {
+				t.Time = now
+			}
+			if err := tb.Put(seqKey(t.Seq), encodeTurn(t)); err != nil {
+				return fmt.Errorf("storage: %w", err)
+			}
+		}
+		if err := tb.SetSequence(seq); err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		c, err := readInfo(b, id)
+		if err != nil {
+			return err
+		}
+		c.Updated = now
+		return writeInfo(b, c)
+	})
+}
+
+// exportDoc is the JSON form written by Export.
+type exportDoc struct {
+	ID      string    `json:"id"`
+	Model   string    `json:"model,omitempty"`
+	System  string    `json:"system,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Turns   []Turn    `json:"turns"`
+}
+
+// Export writes a conversation as indented JSON: id, model, system,
+// created, updated and turns (seq, role, text, tokens, time).
+func (s *Sessions) Export(w io.Writer, id string) error {
+	c, turns, err := s.Get(id)
+	if err != nil {
+		return err
+	}
+	doc := exportDoc{ID: c.ID, Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated, Turns: turns}
+	if doc.Turns == nil {
+		doc.Turns = []Turn{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("storage: export %q: %w", id, err)
+	}
+	return nil
+}
+
+// Setting returns the value of a setting and whether it is set.
+func (s *Sessions) Setting(key string) (string, bool, error) {
+	var (
+		val string
+		ok  bool
+	)
+	err := s.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bktSettings).Get([]byte(key)); v != nil {
+			val, ok = string(v), true
+		}
+		return nil
+	})
+	return val, ok, err
+}
+
+// SetSetting stores a setting.
+func (s *Sessions) SetSetting(key, value string) error {
+	if key == "" || len(key) > 1024 {
+		return fmt.Errorf("storage: invalid setting key %q", key)
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktSettings).Put([]byte(key), []byte(value))
+	})
+}
+
+// DeleteSetting removes a setting (no error when absent).
+func (s *Sessions) DeleteSetting(key string) error {
+	if key == "" {
+		return nil
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktSettings).Delete([]byte(key))
+	})
+}
+
+// Settings returns all settings.
+func (s *Sessions) Settings() (map[string]string, error) {
+	out := map[string]string{}
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktSettings).ForEach(func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+// turnFormat tags the binary turn encoding of schema 2.
+const turnFormat = 2
+
+// encodeTurn: format byte, time (varint Unix ns), role and text (uvarint
+// length + bytes), token count (uvarint) and tokens (varint each).
+func encodeTurn(t Turn) []byte {
+	b := make([]byte, 0, 16+len(t.Role)+len(t.Text)+3*len(t.Tokens))
+	b = append(b, turnFormat)
+	b = binary.AppendVarint(b, t.Time.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(t.Role)))
+	b = append(b, t.Role...)
+	b = binary.AppendUvarint(b, uint64(len(t.Text)))
+	b = append(b, t.Text...)
+	b = binary.AppendUvarint(b, uint64(len(t.Tokens)))
+	for _, tok := range t.Tokens {
+		b = binary.AppendVarint(b, int64(tok))
+	}
+	return b
+}
+
+var errBadTurn = errors.New("malformed turn record")
+
+func decodeTurn(k, v []byte) (Turn, error) {
+	if len(k) != 8 || len(v) == 0 || v[0] != turnFormat {
+		return Turn{}, errBadTurn
+	}
+	t := Turn{Seq: binary.BigEndian.Uint64(k)}
+	r := v[1:]
+	ns, n := binary.Varint(r)
+	if n <= 0 {
+		return Turn{}, errBadTurn
+	}
+	r = r[n:]
+	t.Time = time.Unix(0, ns).UTC()
+	str := func() (string, bool) {
+		l, n := binary.Uvarint(r)
+		if n <= 0 || l > uint64(len(r)-n) {
+			return "", false
+		}
+		s := string(r[n : n+int(l)])
+		r = r[n+int(l):]
+		return s, true
+	}
+	var ok bool
+	if t.Role, ok = str(); !ok {
+		return Turn{}, errBadTurn
+	}
+	if t.Text, ok = str(); !ok {
+		return Turn{}, errBadTurn
+	}
+	cnt, n := binary.Uvarint(r)
+	if n <= 0 || cnt > uint64(len(r)) {
+		return Turn{}, errBadTurn
+	}
+	r = r[n:]
+	if cnt > 0 {
+		t.Tokens = make([]int32, cnt)
+	}
+	for i := range t.Tokens {
+		x, n := binary.Varint(r)
+		if n <= 0 || x != int64(int32(x)) {
+			return Turn{}, errBadTurn
+		}
+		t.Tokens[i] = int32(x)
+		r = r[n:]
+	}
+	if len(r) != 0 {
+		return Turn{}, errBadTurn
+	}
+	return t, nil
+}
+
+// jsonTurnV1 is a turn as schema 1 stored it.
+type jsonTurnV1 struct {
+	Role   string    `json:"role"`
+	Text   string    `json:"text"`
+	Tokens []int32   `json:"tokens"`
+	Time   time.Time `json:"time"`
+}
+
+// migrateJSONTurns rewrites every schema-1 JSON turn in binary form.
+func migrateJSONTurns(tx *bolt.Tx) error {
+	convs := tx.Bucket(bktConvs)
+	if convs == nil {
+		return errors.New("no conversations bucket")
+	}
+	if _, err := tx.CreateBucketIfNotExists(bktSettings); err != nil {
+		return err
+	}
+	return convs.ForEachBucket(func(id []byte) error {
+		tb := convs.Bucket(id).Bucket(bktTurns)
+		if tb == nil {
+			return nil
+		}
+		type kv struct{ k, v []byte }
+		var out []kv
+		err := tb.ForEach(func(k, v []byte) error {
+			var old jsonTurnV1
+			dec := json.NewDecoder(bytes.NewReader(v))
+			if err := dec.Decode(&old); err != nil {
+				return fmt.Errorf("conversation %q turn %x: %w", id, k, err)
+			}
+			t := Turn{Role: old.Role, Text: old.Text, Tokens: old.Tokens, Time: old.Time}
+			out = append(out, kv{append([]byte(nil), k...), encodeTurn(t)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range out {
+			if err := tb.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
