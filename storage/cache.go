@@ -110,6 +110,7 @@ type Cache struct {
 	budget    int64
 	chunk     int
 	allocSize int
+	txMax     int // txBytes; smaller in tests
 
 	putMu sync.Mutex // serialises writers' multi-transaction work
 
@@ -131,7 +132,7 @@ func OpenCache(path string, opts *CacheOptions) (*Cache, error) {
 	if opts == nil {
 		opts = &CacheOptions{}
 	}
-	c := &Cache{path: path, log: opts.Logger, timeout: opts.Timeout, budget: opts.MaxBytes, chunk: opts.ChunkSize}
+	c := &Cache{path: path, log: opts.Logger, timeout: opts.Timeout, budget: opts.MaxBytes, chunk: opts.ChunkSize, txMax: txBytes}
 	if c.log == nil {
 		c.log = discardLogger
 	}
@@ -871,7 +872,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 	// pending so a crash leaves nothing unreachable behind.
 	var written int64
 	next := 0
-	if len(blob) > txBytes {
+	if len(blob) > c.txMax {
 		err := c.run(gen, true, func(tx *bolt.Tx) error {
 			id, err := tx.Bucket(bktChunks).NextSequence()
 			if err != nil {
@@ -883,7 +884,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 		if err != nil {
 			return err
 		}
-		step := max(txBytes/c.chunk, 1) * c.chunk
+		step := max(c.txMax/c.chunk, 1) * c.chunk
 		for len(blob)-next > step {
 			end := next + step
 			err := c.run(gen, true, func(tx *bolt.Tx) error {

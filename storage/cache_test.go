@@ -159,6 +159,7 @@ func TestCacheReplaceAndLargeBlob(t *testing.T) {
 	if st := c2.Stats(); st.Entries != 2 || st.LiveBytes < int64(len(big)) {
 		t.Fatalf("stats after reopen %+v", st)
 	}
+	c2.audit(t)
 	if err := c.Put(modelA, toks, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
@@ -270,6 +271,7 @@ func TestCacheEvictionOrder(t *testing.T) {
 	if st := c.Stats(); st.Entries != int64(k) {
 		t.Fatalf("stats %+v (k=%d)", st, k)
 	}
+	c.audit(t)
 }
 
 // hasStats reports whether drafting statistics exist, without touching them.
@@ -325,6 +327,7 @@ func TestCacheBudgetRandomized(t *testing.T) {
 	if st.Evictions == 0 {
 		t.Fatal("no evictions")
 	}
+	c.audit(t)
 }
 
 // findAndFlip flips the byte at offset off of the first occurrence of
@@ -423,6 +426,7 @@ func TestCacheCorruptEntries(t *testing.T) {
 	if c.Stats().Corrupt != 4 {
 		t.Fatal("damage reported twice")
 	}
+	c.audit(t)
 }
 
 func TestCacheForeignRecords(t *testing.T) {
@@ -594,6 +598,7 @@ func TestCacheShrinkBudget(t *testing.T) {
 	if hits == 0 || hits >= 100 {
 		t.Fatalf("%d hits", hits)
 	}
+	c.audit(t)
 }
 
 func TestCacheConcurrent(t *testing.T) {
@@ -641,6 +646,7 @@ func TestCacheConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	c.audit(t)
 }
 
 func TestPrefixHashes(t *testing.T) {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -109,4 +110,103 @@ func testCache(t *testing.T, opts *CacheOptions) (*Cache, string) {
 		checkFile(t, path)
 	})
 	return c, path
+}
+
+// audit checks the cache's bookkeeping: every slot has a valid record, an
+// access record and an LRU record pointing back to it; the prefix-length
+// index counts match; every chunk belongs to a stored blob; nothing is
+// pending; the in-memory live and entry counters match the file.
+func (c *Cache) audit(t *testing.T) {
+	t.Helper()
+	var live, entries int64
+	be64 := binary.BigEndian.Uint64
+	err := c.run(0, false, func(tx *bolt.Tx) error {
+		lru := map[string]uint64{}
+		_ = tx.Bucket(bktLRU).ForEach(func(k, v []byte) error {
+			if _, dup := lru[string(v)]; dup {
+				t.Errorf("audit: two LRU records for %x", v)
+			}
+			lru[string(v)] = be64(k)
+			return nil
+		})
+		blobs := map[uint64]uint32{}
+		models := tx.Bucket(bktModels)
+		_ = models.ForEachBucket(func(mk []byte) error {
+			mb := models.Bucket(mk)
+			slots, at, lens := mb.Bucket(bktSlots), mb.Bucket(bktAtime), mb.Bucket(bktLens)
+			if slots == nil || at == nil || lens == nil {
+				t.Errorf("audit: model %x lacks sub-buckets", mk[:4])
+				return nil
+			}
+			perLen := map[uint32]uint32{}
+			nslots := 0
+			_ = slots.ForEach(func(slot, rec []byte) error {
+				nslots++
+				e, err := decodeEntry(rec)
+				if err != nil {
+					t.Errorf("audit: slot %x: %v", slot, err)
+					return nil
+				}
+				a := at.Get(slot)
+				if len(a) != 24 || be64(a[8:]) != e.blobID {
+					t.Errorf("audit: slot %x: access record %x for blob %d", slot, a, e.blobID)
+					return nil
+				}
+				ref := string(mk) + string(slot)
+				if stamp, ok := lru[ref]; !ok || stamp != be64(a) {
+					t.Errorf("audit: slot %x: LRU stamp %d, access record %d", slot, stamp, be64(a))
+				}
+				delete(lru, ref)
+				blobs[e.blobID] = e.chunks
+				if slot[0] == 'p' {
+					n := binary.BigEndian.Uint32(slot[1:5])
+					perLen[n]++
+					if int(n) != len(e.tokens) {
+						t.Errorf("audit: slot for %d tokens holds %d", n, len(e.tokens))
+					}
+				}
+				live += int64(be64(a[16:]))
+				entries++
+				return nil
+			})
+			if nslots == 0 {
+				t.Errorf("audit: empty model bucket %x", mk[:4])
+			}
+			if n := at.Stats().KeyN; n != nslots {
+				t.Errorf("audit: %d access records for %d slots", n, nslots)
+			}
+			_ = lens.ForEach(func(k, v []byte) error {
+				n := binary.BigEndian.Uint32(k)
+				if binary.BigEndian.Uint32(v) != perLen[n] {
+					t.Errorf("audit: length index says %d prefixes of %d tokens, found %d", binary.BigEndian.Uint32(v), n, perLen[n])
+				}
+				delete(perLen, n)
+				return nil
+			})
+			if len(perLen) != 0 {
+				t.Errorf("audit: prefix lengths missing from the index: %v", perLen)
+			}
+			return nil
+		})
+		if len(lru) != 0 {
+			t.Errorf("audit: %d stale LRU records", len(lru))
+		}
+		_ = tx.Bucket(bktChunks).ForEach(func(k, _ []byte) error {
+			n, ok := blobs[be64(k)]
+			if !ok || binary.BigEndian.Uint32(k[8:]) >= n {
+				t.Errorf("audit: orphan chunk %x", k)
+			}
+			return nil
+		})
+		if n := tx.Bucket(bktPending).Stats().KeyN; n != 0 {
+			t.Errorf("audit: %d pending blobs", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("audit: %v", err)
+	}
+	if live != c.live.Load() || entries != c.entries.Load() {
+		t.Errorf("audit: file holds %d entries, %d bytes; counters say %d, %d", entries, live, c.entries.Load(), c.live.Load())
+	}
 }
