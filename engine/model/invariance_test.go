@@ -1,0 +1,87 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/internal/zoo"
+)
+
+// TestBatchInvariance: the logits of every position computed inside a
+// K-token pass equal, bit for bit, the logits computed one token at a time,
+// for K = 1..16 and prefill-sized batches, at several context lengths, for
+// every zoo model. Speculative verification and prompt-cache restores
+// promise output identical to plain decoding because of this.
+func TestBatchInvariance(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "models", "*.gguf"))
+	ks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 64, 256}
+	starts := []int{0, 1, 37, 100}
+	if testing.Short() {
+		ks = []int{1, 3, 8, 16, 64}
+		starts = []int{0, 37}
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		if testing.Short() && !strings.Contains(name, "Q4_0") && !strings.Contains(name, "Q4_K") && !strings.Contains(name, "F32") {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			m := openModel(t, path)
+			maxK := ks[len(ks)-1]
+			n := starts[len(starts)-1] + maxK
+			rng := rand.New(rand.NewPCG(1, 2))
+			seq := make([]int32, n)
+			for i := range seq {
+				seq[i] = int32(rng.IntN(m.NVocab))
+			}
+			// Reference: one token at a time.
+			one, err := m.NewState(StateOptions{Ctx: n, Batch: 1, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			ref := make([]float32, n*m.NVocab)
+			for i, tok := range seq {
+				lg, err := one.Forward([]int32{tok}, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				copy(ref[i*m.NVocab:], lg)
+			}
+			st, err := m.NewState(StateOptions{Ctx: n, Batch: maxK, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for _, start := range starts {
+				// Fill the cache up to start with a different batching
+				// (chunks of 7), then run K tokens in one pass.
+				st.Truncate(0)
+				for i := 0; i < start; i += 7 {
+					if _, err := st.Forward(seq[i:min(i+7, start)], false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, k := range ks {
+					st.Truncate(start)
+					lg, err := st.Forward(seq[start:start+k], true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j := 0; j < k; j++ {
+						got := lg[j*m.NVocab : (j+1)*m.NVocab]
+						want := ref[(start+j)*m.NVocab : (start+j+1)*m.NVocab]
+						for v := range got {
+							if math.Float32bits(got[v]) != math.Float32bits(want[v]) {
+								t.Fatalf("start %d, K=%d, row %d, token %d: batched %v, alone %v", start, k, j, v, got[v], want[v])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
