@@ -59,6 +59,8 @@ type PushToTalk struct {
 	mu      sync.Mutex
 	active  bool
 	release chan struct{} // closed by StopTalk
+	pressAt time.Time     // when the button went down
+	upAt    time.Time     // when it was released
 	abort   context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -107,6 +109,7 @@ func (p *PushToTalk) StartTalk(ctx context.Context) {
 	}
 	p.active = true
 	p.release = make(chan struct{})
+	p.pressAt, p.upAt = time.Now(), time.Time{}
 	tctx, cancel := context.WithCancel(ctx)
 	p.abort = cancel
 	release := p.release
@@ -138,6 +141,7 @@ func (p *PushToTalk) StopTalk() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.release != nil {
+		p.upAt = time.Now()
 		close(p.release)
 		p.release = nil
 	}
@@ -174,6 +178,11 @@ func (p *PushToTalk) turn(ctx context.Context, release <-chan struct{}) (string,
 	if err != nil {
 		return "", err
 	}
+	p.mu.Lock()
+	if !p.upAt.IsZero() {
+		held = p.upAt.Sub(p.pressAt) // the hold, not the program's run time
+	}
+	p.mu.Unlock()
 	if held < p.cfg.MinHold {
 		p.log.Info("push-to-talk: too short, ignored", "held", held)
 		return "", nil

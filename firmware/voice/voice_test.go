@@ -88,8 +88,8 @@ func newTalk(t *testing.T, sttDelay string, cfg TalkConfig) *talkRig {
 		t.Fatal(err)
 	}
 	capture := script(t, dir, "capture", `
-echo "capture $*" >> `+r.marks+`
 trap 'echo "RIFF fake audio" > "$1"; echo "capture stopped" >> `+r.marks+`; exit 1' INT
+echo "capture $*" >> `+r.marks+`
 while :; do sleep 0.02; done
 `)
 	stt := script(t, dir, "stt", `
@@ -112,6 +112,12 @@ printf '[00:00:00.000 --> 00:00:02.500]   What is the capital\n[00:00:02.500 -->
 	return r
 }
 
+// recording waits until the capture stub runs (ready for SIGINT).
+func (r *talkRig) recording(t *testing.T) {
+	t.Helper()
+	waitFor(t, "capture to start", func() bool { return strings.Contains(readFile(t, r.marks), "capture") })
+}
+
 func (r *talkRig) noRecordingsLeft(t *testing.T) {
 	t.Helper()
 	if e, _ := os.ReadDir(r.recDir); len(e) != 0 {
@@ -122,7 +128,8 @@ func (r *talkRig) noRecordingsLeft(t *testing.T) {
 func TestPushToTalkAsksTranscript(t *testing.T) {
 	r := newTalk(t, "0", TalkConfig{})
 	r.ptt.StartTalk(context.Background())
-	time.Sleep(400 * time.Millisecond)
+	r.recording(t)
+	time.Sleep(300 * time.Millisecond)
 	r.ptt.StopTalk()
 	select {
 	case a := <-r.asker.ch:
@@ -161,7 +168,7 @@ func TestPushToTalkCancel(t *testing.T) {
 	t.Run("while recording", func(t *testing.T) {
 		r := newTalk(t, "0", TalkConfig{})
 		r.ptt.StartTalk(context.Background())
-		waitFor(t, "capture to start", func() bool { return strings.Contains(readFile(t, r.marks), "capture") })
+		r.recording(t)
 		start := time.Now()
 		r.ptt.Cancel()
 		r.ptt.Wait()
@@ -180,6 +187,7 @@ func TestPushToTalkCancel(t *testing.T) {
 	t.Run("while transcribing", func(t *testing.T) {
 		r := newTalk(t, "20", TalkConfig{})
 		r.ptt.StartTalk(context.Background())
+		r.recording(t)
 		time.Sleep(300 * time.Millisecond)
 		r.ptt.StopTalk()
 		waitFor(t, "stt to start", func() bool { return strings.Contains(readFile(t, r.marks), "stt") })
