@@ -55,13 +55,15 @@ type Kernels struct {
 
 // The registry: filled by init functions (register), read-only afterwards.
 var (
-	sets    []*Kernels // every set this CPU can run, in registration order
-	current atomic.Pointer[Kernels]
+	sets     []*Kernels // every set this CPU can run, in registration order
+	compiled []string   // the names of every registered set, runnable or not
+	current  atomic.Pointer[Kernels]
 )
 
 // register adds k to the available sets when ok (the CPU feature check).
 // Nil fields are filled from the generic set. Only init functions call it.
 func register(k *Kernels, ok bool) {
+	compiled = append(compiled, k.Name)
 	if !ok {
 		return
 	}
@@ -105,6 +107,20 @@ func fill(k, g *Kernels) {
 	if k.AxpyF16 == nil {
 		k.AxpyF16 = g.AxpyF16
 	}
+}
+
+// compiledIn reports whether a set called name is compiled into this binary
+// (whether or not this CPU can run it).
+func compiledIn(name string) bool {
+	if name == generic.Name {
+		return true
+	}
+	for _, n := range compiled {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Generic returns the pure-Go reference set, always available.

@@ -1,0 +1,170 @@
+package main
+
+import "fmt"
+
+// Encodings of the AArch64 SIMD instructions the Go assembler lacks. Each
+// returns one line: WORD $0x... // the instruction in ARM syntax. Register
+// numbers are V registers 0..31.
+
+func word(enc uint32, format string, args ...any) string {
+	return fmt.Sprintf("WORD $0x%08x // %s", enc, fmt.Sprintf(format, args...))
+}
+
+func rrr(base uint32, d, n, m int) uint32 {
+	return base | uint32(m&31)<<16 | uint32(n&31)<<5 | uint32(d&31)
+}
+
+func rr(base uint32, d, n int) uint32 { return base | uint32(n&31)<<5 | uint32(d&31) }
+
+// sdot: SDOT Vd.4S, Vn.16B, Vm.16B (ARMv8.2 dot product).
+func sdot(d, n, m int) string {
+	return word(rrr(0x4e809400, d, n, m), "SDOT V%d.4S, V%d.16B, V%d.16B", d, n, m)
+}
+
+// smull8: SMULL Vd.8H, Vn.8B, Vm.8B.
+func smull8(d, n, m int) string {
+	return word(rrr(0x0e20c000, d, n, m), "SMULL V%d.8H, V%d.8B, V%d.8B", d, n, m)
+}
+
+// smull28: SMULL2 Vd.8H, Vn.16B, Vm.16B.
+func smull28(d, n, m int) string {
+	return word(rrr(0x4e20c000, d, n, m), "SMULL2 V%d.8H, V%d.16B, V%d.16B", d, n, m)
+}
+
+// smlal8: SMLAL Vd.8H, Vn.8B, Vm.8B.
+func smlal8(d, n, m int) string {
+	return word(rrr(0x0e208000, d, n, m), "SMLAL V%d.8H, V%d.8B, V%d.8B", d, n, m)
+}
+
+// smlal28: SMLAL2 Vd.8H, Vn.16B, Vm.16B.
+func smlal28(d, n, m int) string {
+	return word(rrr(0x4e208000, d, n, m), "SMLAL2 V%d.8H, V%d.16B, V%d.16B", d, n, m)
+}
+
+// smull16: SMULL Vd.4S, Vn.4H, Vm.4H.
+func smull16(d, n, m int) string {
+	return word(rrr(0x0e60c000, d, n, m), "SMULL V%d.4S, V%d.4H, V%d.4H", d, n, m)
+}
+
+// smlal216: SMLAL2 Vd.4S, Vn.8H, Vm.8H.
+func smlal216(d, n, m int) string {
+	return word(rrr(0x4e608000, d, n, m), "SMLAL2 V%d.4S, V%d.8H, V%d.8H", d, n, m)
+}
+
+// saddlp8: SADDLP Vd.4S, Vn.8H.
+func saddlp8(d, n int) string { return word(rr(0x4e602800, d, n), "SADDLP V%d.4S, V%d.8H", d, n) }
+
+// sadalp8: SADALP Vd.4S, Vn.8H.
+func sadalp8(d, n int) string { return word(rr(0x4e606800, d, n), "SADALP V%d.4S, V%d.8H", d, n) }
+
+// saddlv8: SADDLV Sd, Vn.8H.
+func saddlv8(d, n int) string { return word(rr(0x4e703800, d, n), "SADDLV S%d, V%d.8H", d, n) }
+
+// saddlv16b: SADDLV Hd, Vn.16B.
+func saddlv16b(d, n int) string { return word(rr(0x4e303800, d, n), "SADDLV H%d, V%d.16B", d, n) }
+
+// addv4s: ADDV Sd, Vn.4S.
+func addv4s(d, n int) string { return word(rr(0x4eb1b800, d, n), "ADDV S%d, V%d.4S", d, n) }
+
+// scvtfS: SCVTF Sd, Sn (scalar, in a vector register).
+func scvtfS(d, n int) string { return word(rr(0x5e21d800, d, n), "SCVTF S%d, S%d", d, n) }
+
+// mlaElem: MLA Vd.4S, Vn.4S, Vm.S[i].
+func mlaElem(d, n, m, i int) string {
+	enc := uint32(0x6f800000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "MLA V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, i)
+}
+
+// fmulElem: FMUL Vd.4S, Vn.4S, Vm.S[i].
+func fmulElem(d, n, m, i int) string {
+	enc := uint32(0x4f809000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "FMUL V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, i)
+}
+
+// fmul4s: FMUL Vd.4S, Vn.4S, Vm.4S.
+func fmul4s(d, n, m int) string {
+	return word(rrr(0x6e20dc00, d, n, m), "FMUL V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+
+// fadd4s: FADD Vd.4S, Vn.4S, Vm.4S.
+func fadd4s(d, n, m int) string {
+	return word(rrr(0x4e20d400, d, n, m), "FADD V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+
+// fadd2d: FADD Vd.2D, Vn.2D, Vm.2D.
+func fadd2d(d, n, m int) string {
+	return word(rrr(0x4e60d400, d, n, m), "FADD V%d.2D, V%d.2D, V%d.2D", d, n, m)
+}
+
+// fmla4s: FMLA Vd.4S, Vn.4S, Vm.4S.
+func fmla4s(d, n, m int) string {
+	return word(rrr(0x4e20cc00, d, n, m), "FMLA V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+
+// faddp4s: FADDP Vd.4S, Vn.4S, Vm.4S.
+func faddp4s(d, n, m int) string {
+	return word(rrr(0x6e20d400, d, n, m), "FADDP V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+
+// faddpS: FADDP Sd, Vn.2S.
+func faddpS(d, n int) string { return word(rr(0x7e30d800, d, n), "FADDP S%d, V%d.2S", d, n) }
+
+// faddpD: FADDP Dd, Vn.2D.
+func faddpD(d, n int) string { return word(rr(0x7e70d800, d, n), "FADDP D%d, V%d.2D", d, n) }
+
+// fcvtl: FCVTL Vd.4S, Vn.4H; fcvtl2: FCVTL2 Vd.4S, Vn.8H.
+func fcvtl(d, n int) string  { return word(rr(0x0e217800, d, n), "FCVTL V%d.4S, V%d.4H", d, n) }
+func fcvtl2(d, n int) string { return word(rr(0x4e217800, d, n), "FCVTL2 V%d.4S, V%d.8H", d, n) }
+
+// fcvtlD: FCVTL Vd.2D, Vn.2S; fcvtl2D: FCVTL2 Vd.2D, Vn.4S.
+func fcvtlD(d, n int) string  { return word(rr(0x0e617800, d, n), "FCVTL V%d.2D, V%d.2S", d, n) }
+func fcvtl2D(d, n int) string { return word(rr(0x4e617800, d, n), "FCVTL2 V%d.2D, V%d.4S", d, n) }
+
+// fabs4s: FABS Vd.4S, Vn.4S.
+func fabs4s(d, n int) string { return word(rr(0x4ea0f800, d, n), "FABS V%d.4S, V%d.4S", d, n) }
+
+// fmaxnm4s / fminnm4s: FMAXNM / FMINNM Vd.4S, Vn.4S, Vm.4S.
+func fmaxnm4s(d, n, m int) string {
+	return word(rrr(0x4e20c400, d, n, m), "FMAXNM V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+func fminnm4s(d, n, m int) string {
+	return word(rrr(0x4ea0c400, d, n, m), "FMINNM V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+
+// fmaxnmv / fminnmv: FMAXNMV / FMINNMV Sd, Vn.4S.
+func fmaxnmv(d, n int) string { return word(rr(0x6e30c800, d, n), "FMAXNMV S%d, V%d.4S", d, n) }
+func fminnmv(d, n int) string { return word(rr(0x6eb0c800, d, n), "FMINNMV S%d, V%d.4S", d, n) }
+
+// fcvtas4s: FCVTAS Vd.4S, Vn.4S (round to nearest, ties away from zero).
+func fcvtas4s(d, n int) string { return word(rr(0x4e21c800, d, n), "FCVTAS V%d.4S, V%d.4S", d, n) }
+
+// fcvtns4s: FCVTNS Vd.4S, Vn.4S (round to nearest, ties to even).
+func fcvtns4s(d, n int) string { return word(rr(0x4e21a800, d, n), "FCVTNS V%d.4S, V%d.4S", d, n) }
+
+// sqxtn / sqxtn2 from 4S to 4H/8H, and from 8H to 8B/16B.
+func sqxtnH(d, n int) string  { return word(rr(0x0e614800, d, n), "SQXTN V%d.4H, V%d.4S", d, n) }
+func sqxtn2H(d, n int) string { return word(rr(0x4e614800, d, n), "SQXTN2 V%d.8H, V%d.4S", d, n) }
+func sqxtnB(d, n int) string  { return word(rr(0x0e214800, d, n), "SQXTN V%d.8B, V%d.8H", d, n) }
+func sqxtn2B(d, n int) string { return word(rr(0x4e214800, d, n), "SQXTN2 V%d.16B, V%d.8H", d, n) }
+
+// ushll8: USHLL Vd.8H, Vn.8B, #0; ushll16 / ushll216: USHLL(2) Vd.4S, Vn.4H/8H, #0.
+func ushll8(d, n int) string   { return word(rr(0x2f08a400, d, n), "USHLL V%d.8H, V%d.8B, #0", d, n) }
+func ushll16(d, n int) string  { return word(rr(0x2f10a400, d, n), "USHLL V%d.4S, V%d.4H, #0", d, n) }
+func ushll216(d, n int) string { return word(rr(0x6f10a400, d, n), "USHLL2 V%d.4S, V%d.8H, #0", d, n) }
+
+// sshll8 / sshll28: SSHLL(2) Vd.8H, Vn.8B/16B, #0; sshll16 / sshll216 to 4S.
+func sshll8(d, n int) string   { return word(rr(0x0f08a400, d, n), "SSHLL V%d.8H, V%d.8B, #0", d, n) }
+func sshll28(d, n int) string  { return word(rr(0x4f08a400, d, n), "SSHLL2 V%d.8H, V%d.16B, #0", d, n) }
+func sshll16(d, n int) string  { return word(rr(0x0f10a400, d, n), "SSHLL V%d.4S, V%d.4H, #0", d, n) }
+func sshll216(d, n int) string { return word(rr(0x4f10a400, d, n), "SSHLL2 V%d.4S, V%d.8H, #0", d, n) }
+
+// insH: INS Vd.H[i], Vn.H[0].
+func insH(d, i, n int) string {
+	imm5 := uint32(i)<<2 | 2
+	return word(0x6e000400|imm5<<16|uint32(n&31)<<5|uint32(d&31), "INS V%d.H[%d], V%d.H[0]", d, i, n)
+}
+
+// cmtst: CMTST Vd.16B, Vn.16B, Vm.16B.
+func cmtst(d, n, m int) string {
+	return word(rrr(0x4e208c00, d, n, m), "CMTST V%d.16B, V%d.16B, V%d.16B", d, n, m)
+}

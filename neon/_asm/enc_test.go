@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestEncodings assembles the ARM syntax in every WORD comment with llvm-mc
+// and checks that it encodes to the emitted word.
+func TestEncodings(t *testing.T) {
+	mc, err := exec.LookPath("llvm-mc")
+	if err != nil {
+		t.Skip("llvm-mc not installed")
+	}
+	a := &asm{}
+	for _, tr := range tiers {
+		a.dotQ4_0(tr)
+		a.dotQ5_0(tr)
+		a.dotQ8_0(tr)
+		a.dotQ4_K(tr)
+		a.dotQ6_K(tr)
+	}
+	a.vector()
+	re := regexp.MustCompile(`WORD \$0x([0-9a-f]{8}) // (.*)`)
+	seen := map[string]string{}
+	var src bytes.Buffer
+	var want []string
+	for _, m := range re.FindAllStringSubmatch(a.b.String(), -1) {
+		if _, ok := seen[m[2]]; ok {
+			continue
+		}
+		seen[m[2]] = m[1]
+		src.WriteString(m[2] + "\n")
+		want = append(want, m[1])
+	}
+	cmd := exec.Command(mc, "-triple=aarch64", "-mattr=+neon,+dotprod,+fullfp16", "-show-encoding")
+	cmd.Stdin = &src
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("llvm-mc: %v\n%s", err, out)
+	}
+	enc := regexp.MustCompile(`encoding: \[0x(..),0x(..),0x(..),0x(..)\]`)
+	got := enc.FindAllStringSubmatch(string(out), -1)
+	if len(got) != len(want) {
+		t.Fatalf("llvm-mc encoded %d instructions, want %d:\n%s", len(got), len(want), out)
+	}
+	lines := strings.Split(strings.TrimSpace(src.String()), "\n")
+	for i, g := range got {
+		w := fmt.Sprintf("%s%s%s%s", g[4], g[3], g[2], g[1])
+		if w != want[i] {
+			t.Errorf("%s: emitted %s, llvm-mc %s", lines[i], want[i], w)
+		}
+	}
+	t.Logf("%d distinct instructions checked", len(want))
+}

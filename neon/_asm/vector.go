@@ -1,0 +1,313 @@
+package main
+
+// vector emits the kernels that need only ARMv8.0 ASIMD, shared by both
+// tiers: activation quantization, float dots, RMS sums, attention helpers.
+func (a *asm) vector() {
+	a.quantQ8_0()
+	a.quantQ8_K()
+	a.dotF32F16()
+	a.axpyF16()
+	a.sumSquares()
+	a.dotF32()
+	a.dotF16()
+}
+
+// quantQ8_0 is ggml's quantize_row_q8_0_ref exactly: d = amax/127 (stored
+// as F16, round to nearest even), id = 1/d (0 when d is 0), q =
+// round-half-away(x*id).
+func (a *asm) quantQ8_0() {
+	a.text("quantQ8_0NEON", "func quantQ8_0NEON(dst *byte, x *float32, nb int)", "$0-24")
+	a.l("MOVD dst+0(FP), R0")
+	a.l("MOVD x+8(FP), R1")
+	a.l("MOVD nb+16(FP), R2")
+	a.l("MOVW $0x42fe0000, R3") // 127.0
+	a.l("FMOVS R3, F30")
+	a.l("FMOVS $(1.0), F29")
+	a.l("VEOR V28.B16, V28.B16, V28.B16")
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	a.l("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for k := 0; k < 8; k++ {
+		a.i(fabs4s(8+k, k))
+	}
+	a.i(fmaxnm4s(8, 8, 9))
+	a.i(fmaxnm4s(10, 10, 11))
+	a.i(fmaxnm4s(12, 12, 13))
+	a.i(fmaxnm4s(14, 14, 15))
+	a.i(fmaxnm4s(8, 8, 10))
+	a.i(fmaxnm4s(12, 12, 14))
+	a.i(fmaxnm4s(8, 8, 12))
+	a.i(fmaxnmv(8, 8))
+	a.l("FDIVS F30, F8, F9")  // d = amax/127
+	a.l("FDIVS F9, F29, F10") // 1/d
+	a.l("FCMPS $(0.0), F9")
+	a.l("FCSELS EQ, F28, F10, F10") // id = d == 0 ? 0 : 1/d
+	a.l("FCVTSH F9, F11")
+	a.l("FMOVS F11, R4")
+	a.l("MOVH R4, (R0)")
+	for k := 0; k < 8; k++ {
+		a.i(fmulElem(k, k, 10, 0))
+		a.i(fcvtas4s(k, k))
+	}
+	for k := 0; k < 4; k++ {
+		a.i(sqxtnH(16+k, 2*k))
+		a.i(sqxtn2H(16+k, 2*k+1))
+	}
+	a.i(sqxtnB(20, 16))
+	a.i(sqxtn2B(20, 17))
+	a.i(sqxtnB(21, 18))
+	a.i(sqxtn2B(21, 19))
+	a.l("ADD $2, R0, R5")
+	a.l("VST1 [V20.B16, V21.B16], (R5)")
+	a.l("ADD $34, R0")
+	a.l("SUBS $1, R2")
+	a.l("BNE loop")
+	a.l("RET")
+}
+
+// quantQ8_K is ggml's quantize_row_q8_K_ref exactly: max is the first
+// element of largest magnitude, iscale = -127/max, q = nearest-even
+// (iscale*x), d = 1/iscale, bsums the sums of 16 quants; an all-zero block
+// becomes 292 zero bytes.
+func (a *asm) quantQ8_K() {
+	a.text("quantQ8_KNEON", "func quantQ8_KNEON(dst *byte, x *float32, nb int)", "$0-24")
+	a.l("MOVD dst+0(FP), R0")
+	a.l("MOVD x+8(FP), R1")
+	a.l("MOVD nb+16(FP), R2")
+	a.l("MOVW $0xc2fe0000, R3") // -127.0
+	a.l("FMOVS R3, F30")
+	a.l("FMOVS $(1.0), F29")
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("MOVD R1, R6")
+	for g := 0; g < 16; g++ {
+		a.l("VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]")
+		if g == 0 {
+			a.i(fmaxnm4s(16, 0, 1))
+			a.i(fmaxnm4s(17, 2, 3))
+			a.i(fminnm4s(18, 0, 1))
+			a.i(fminnm4s(19, 2, 3))
+			continue
+		}
+		a.i(fmaxnm4s(16, 16, 0))
+		a.i(fmaxnm4s(17, 17, 1))
+		a.i(fminnm4s(18, 18, 0))
+		a.i(fminnm4s(19, 19, 1))
+		a.i(fmaxnm4s(16, 16, 2))
+		a.i(fmaxnm4s(17, 17, 3))
+		a.i(fminnm4s(18, 18, 2))
+		a.i(fminnm4s(19, 19, 3))
+	}
+	a.i(fmaxnm4s(16, 16, 17))
+	a.i(fminnm4s(18, 18, 19))
+	a.i(fmaxnmv(16, 16))
+	a.i(fminnmv(18, 18))
+	a.l("FNEGS F18, F19")
+	a.l("FCMPS F19, F16")
+	a.l("BGT hi")
+	a.l("BMI lo")
+	a.l("FCMPS $(0.0), F16")
+	a.l("BEQ zero")
+	// a tie between +amax and -amax: the first one wins
+	a.l("MOVD R1, R6")
+	a.l("scan:")
+	a.l("FMOVS.P 4(R6), F20")
+	a.l("FABSS F20, F21")
+	a.l("FCMPS F16, F21")
+	a.l("BNE scan")
+	a.l("FMOVS F20, F17")
+	a.l("B have")
+	a.l("hi:")
+	a.l("FMOVS F16, F17")
+	a.l("B have")
+	a.l("lo:")
+	a.l("FMOVS F18, F17")
+	a.l("have:")
+	a.l("FDIVS F17, F30, F20") // iscale = -127/max
+	a.l("FDIVS F20, F29, F21") // d = 1/iscale
+	a.l("FMOVS F21, (R0)")
+	a.l("MOVD R1, R6")
+	a.l("ADD $4, R0, R7")
+	for g := 0; g < 16; g++ {
+		a.l("VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]")
+		for k := 0; k < 4; k++ {
+			a.i(fmulElem(k, k, 20, 0))
+			a.i(fcvtns4s(k, k))
+		}
+		a.i(sqxtnH(4, 0))
+		a.i(sqxtn2H(4, 1))
+		a.i(sqxtnH(5, 2))
+		a.i(sqxtn2H(5, 3))
+		a.i(sqxtnB(6, 4))
+		a.i(sqxtn2B(6, 5))
+		a.l("VST1.P [V6.B16], 16(R7)")
+		a.i(saddlv16b(7, 6))
+		a.i(insH(24+g/8, g%8, 7))
+	}
+	a.l("VST1 [V24.H8, V25.H8], (R7)")
+	a.l("B next")
+	a.l("zero:")
+	a.l("MOVD R0, R7")
+	a.l("MOVD $73, R8")
+	a.l("zl:")
+	a.l("MOVW.P ZR, 4(R7)")
+	a.l("SUBS $1, R8")
+	a.l("BNE zl")
+	a.l("next:")
+	a.l("ADD $1024, R1")
+	a.l("ADD $292, R0")
+	a.l("SUBS $1, R2")
+	a.l("BNE loop")
+	a.l("RET")
+}
+
+// dotF32F16: 16 lanes of float32 FMLA over n (a multiple of 16, > 0)
+// elements, lanes summed pairwise at the end.
+func (a *asm) dotF32F16() {
+	a.text("dotF32F16NEON", "func dotF32F16NEON(a *float32, b *uint16, n int) float32", "$0-28")
+	a.l("MOVD a+0(FP), R0")
+	a.l("MOVD b+8(FP), R1")
+	a.l("MOVD n+16(FP), R2")
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	a.l("VLD1.P 32(R1), [V4.H8, V5.H8]")
+	a.i(fcvtl(6, 4))
+	a.i(fcvtl2(7, 4))
+	a.i(fcvtl(8, 5))
+	a.i(fcvtl2(9, 5))
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(16+k, k, 6+k))
+	}
+	a.l("SUBS $16, R2")
+	a.l("BNE loop")
+	a.reduce4S(16)
+	a.l("FMOVS F16, ret+24(FP)")
+	a.l("RET")
+}
+
+// reduce4S sums V(r)..V(r+3) (4S each) into S(r) in a fixed order.
+func (a *asm) reduce4S(r int) {
+	a.i(fadd4s(r, r, r+1))
+	a.i(fadd4s(r+2, r+2, r+3))
+	a.i(fadd4s(r, r, r+2))
+	a.i(faddp4s(r, r, r))
+	a.i(faddpS(r, r))
+}
+
+// axpyF16: out[i] += float32(alpha*b[i]) for n (a multiple of 8, > 0)
+// elements: the product rounded, then added, as the generic code.
+func (a *asm) axpyF16() {
+	a.text("axpyF16NEON", "func axpyF16NEON(out *float32, alpha float32, b *uint16, n int)", "$0-32")
+	a.l("MOVD out+0(FP), R0")
+	a.l("FMOVS alpha+8(FP), F31")
+	a.l("MOVD b+16(FP), R1")
+	a.l("MOVD n+24(FP), R2")
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 16(R1), [V4.H8]")
+	a.i(fcvtl(6, 4))
+	a.i(fcvtl2(7, 4))
+	a.i(fmulElem(6, 6, 31, 0))
+	a.i(fmulElem(7, 7, 31, 0))
+	a.l("VLD1 (R0), [V0.S4, V1.S4]")
+	a.i(fadd4s(0, 0, 6))
+	a.i(fadd4s(1, 1, 7))
+	a.l("VST1.P [V0.S4, V1.S4], 32(R0)")
+	a.l("SUBS $8, R2")
+	a.l("BNE loop")
+	a.l("RET")
+}
+
+// sumSquares: float32 squares widened to float64 and summed in 8 lanes
+// over n (a multiple of 16, > 0) elements.
+func (a *asm) sumSquares() {
+	a.text("sumSquaresNEON", "func sumSquaresNEON(x *float32, n int) float64", "$0-24")
+	a.l("MOVD x+0(FP), R0")
+	a.l("MOVD n+8(FP), R2")
+	for k := 16; k < 24; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmul4s(k, k, k))
+		a.i(fcvtlD(4+2*k, k))
+		a.i(fcvtl2D(5+2*k, k))
+	}
+	for k := 0; k < 8; k++ {
+		a.i(fadd2d(16+k, 16+k, 4+k))
+	}
+	a.l("SUBS $16, R2")
+	a.l("BNE loop")
+	a.i(fadd2d(16, 16, 17))
+	a.i(fadd2d(18, 18, 19))
+	a.i(fadd2d(20, 20, 21))
+	a.i(fadd2d(22, 22, 23))
+	a.i(fadd2d(16, 16, 18))
+	a.i(fadd2d(20, 20, 22))
+	a.i(fadd2d(16, 16, 20))
+	a.i(faddpD(16, 16))
+	a.l("FMOVD F16, ret+16(FP)")
+	a.l("RET")
+}
+
+// dotF32: 16 lanes of FMLA over n (a multiple of 16, > 0) elements.
+func (a *asm) dotF32() {
+	a.text("dotF32NEON", "func dotF32NEON(w, a *float32, n int) float32", "$0-28")
+	a.l("MOVD w+0(FP), R0")
+	a.l("MOVD a+8(FP), R1")
+	a.l("MOVD n+16(FP), R2")
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	a.l("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(16+k, k, 4+k))
+	}
+	a.l("SUBS $16, R2")
+	a.l("BNE loop")
+	a.reduce4S(16)
+	a.l("FMOVS F16, ret+24(FP)")
+	a.l("RET")
+}
+
+// dotF16: both rows F16, widened to float32, 16 lanes of FMLA over n (a
+// multiple of 16, > 0) elements.
+func (a *asm) dotF16() {
+	a.text("dotF16NEON", "func dotF16NEON(w, a *uint16, n int) float32", "$0-28")
+	a.l("MOVD w+0(FP), R0")
+	a.l("MOVD a+8(FP), R1")
+	a.l("MOVD n+16(FP), R2")
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("loop:")
+	a.l("VLD1.P 32(R0), [V0.H8, V1.H8]")
+	a.l("VLD1.P 32(R1), [V2.H8, V3.H8]")
+	a.i(fcvtl(4, 0))
+	a.i(fcvtl2(5, 0))
+	a.i(fcvtl(6, 1))
+	a.i(fcvtl2(7, 1))
+	a.i(fcvtl(8, 2))
+	a.i(fcvtl2(9, 2))
+	a.i(fcvtl(10, 3))
+	a.i(fcvtl2(11, 3))
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(16+k, 4+k, 8+k))
+	}
+	a.l("SUBS $16, R2")
+	a.l("BNE loop")
+	a.reduce4S(16)
+	a.l("FMOVS F16, ret+24(FP)")
+	a.l("RET")
+}

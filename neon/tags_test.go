@@ -1,0 +1,5 @@
+//go:build !purego
+
+package neon
+
+const purego = false
