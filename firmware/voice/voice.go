@@ -15,6 +15,13 @@ import (
 	"sync"
 )
 
+// Config is the voice section of the daemon's configuration; a nil part
+// is off.
+type Config struct {
+	Talk   *TalkConfig    `json:"talk,omitempty" yaml:"talk,omitempty" toml:"talk,omitempty"`
+	Speech *SpeakerConfig `json:"speech,omitempty" yaml:"speech,omitempty" toml:"speech,omitempty"`
+}
+
 // Placeholders replaced in command arguments.
 const (
 	FilePlaceholder = "{file}" // the recording (capture and speech-to-text)

@@ -49,6 +49,10 @@ const (
 
 // Config configures the bridge.
 type Config struct {
+	// Broker is the Hermes broker's URL for the caller to connect to with
+	// Connect (Rhasspy's internal broker, tcp://host:12183); empty means
+	// the daemon's own MQTT client (Subscribe and Run).
+	Broker string `json:"broker,omitempty" yaml:"broker,omitempty" toml:"broker,omitempty"`
 	// Mode is ModeASR (default) or ModeDialogue.
 	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" toml:"mode,omitempty"`
 	// Sites lists the siteIds to answer; empty answers every site.
