@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -41,26 +42,40 @@ func MosquittoBin() string {
 	return p
 }
 
+// FreePort returns a free TCP port on the loopback interface.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // StartMosquitto starts Mosquitto with a generated configuration on a free
 // loopback port and stops it at the end of the test. It skips the test when
-// the broker is not installed.
-func StartMosquitto(t testing.TB) *Mosquitto {
+// the broker is not installed. extra is appended to the configuration
+// (further listeners, TLS settings).
+func StartMosquitto(t testing.TB, extra ...string) *Mosquitto {
 	t.Helper()
 	bin := MosquittoBin()
 	if bin == "" {
 		t.Skip("mosquitto not found (install the mosquitto package or set MOSQUITTO)")
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := FreePort(t)
 	m := &Mosquitto{URL: fmt.Sprintf("tcp://127.0.0.1:%d", port), Port: port, bin: bin,
 		conf: filepath.Join(dir, "mosquitto.conf"), log: filepath.Join(dir, "mosquitto.log")}
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n"+
+	// Mosquitto started as root drops to the user "mosquitto", which cannot
+	// read the test's temporary files: stay the user running the tests.
+	conf := ""
+	if u, err := user.Current(); err == nil {
+		conf = "user " + u.Username + "\n"
+	}
+	conf += fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n"+
 		"max_queued_messages 10000\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\n", port, m.log)
+	conf += strings.Join(extra, "\n") + "\n"
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +86,8 @@ func StartMosquitto(t testing.TB) *Mosquitto {
 		m.Stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(m.log)
-			t.Logf("mosquitto log:\n%s", b)
+			e, _ := os.ReadFile(m.log + ".stderr")
+			t.Logf("mosquitto log:\n%s%s", b, e)
 		}
 	})
 	return m
@@ -86,6 +102,10 @@ func (m *Mosquitto) Start() error {
 		return nil
 	}
 	cmd := exec.Command(m.bin, "-c", m.conf)
+	if f, err := os.OpenFile(m.log+".stderr", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		cmd.Stdout, cmd.Stderr = f, f
+		defer f.Close()
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mqtttest: starting mosquitto: %w", err)
 	}
@@ -101,7 +121,8 @@ func (m *Mosquitto) Start() error {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(m.log)
-			return fmt.Errorf("mqtttest: mosquitto exited at start: %s", strings.TrimSpace(string(b)))
+			e, _ := os.ReadFile(m.log + ".stderr")
+			return fmt.Errorf("mqtttest: mosquitto exited at start: %s %s", strings.TrimSpace(string(b)), strings.TrimSpace(string(e)))
 		default:
 		}
 		if time.Now().After(deadline) {
