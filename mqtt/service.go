@@ -414,7 +414,15 @@ func (s *Service) onMessage(topic string, payload []byte) {
 		if string(bytes.TrimSpace(payload)) == "online" {
 			d := time.Duration(rand.Int64N(int64(s.cfg.BirthDelay)))
 			s.log.Info("home assistant is online: republishing discovery", "after", d)
-			s.bg.Add(1)
+			s.mu.Lock()
+			closing := s.closing
+			if !closing {
+				s.bg.Add(1) // under mu: shutdown sets closing before it waits on bg
+			}
+			s.mu.Unlock()
+			if closing {
+				return
+			}
 			go func() {
 				defer s.bg.Done()
 				select {
@@ -433,6 +441,10 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 	now := time.Now()
 	req, perr := Parse(payload, s.cfg.Limits, now)
 	if perr != nil {
+		if req.ID != "" && !req.Generated && !s.seen.add(req.ID, now) {
+			s.stats.dups.Add(1)
+			return // a redelivery of a request already refused
+		}
 		s.stats.refused.Add(1)
 		s.log.Info("request refused", "id", req.ID, "code", perr.Code, "err", perr.Message)
 		s.refuse(&job{req: req, topic: s.answerTopic(req)}, perr)

@@ -235,6 +235,13 @@ func TestServiceAskStreamCancelBusyTTL(t *testing.T) {
 	if e := mqtttest.On(msgs, "geist/dev1/error"); len(e) != 1 || decode[ErrorReply](t, e[0].Payload).Error.Code != CodeBadRequest {
 		t.Errorf("error topic: %v", e)
 	}
+	// A redelivered bad request is not answered twice either.
+	c.Publish(t, tp.Ask, []byte(`{"id":"e1","text":5}`))
+	c.Publish(t, tp.Ask, []byte(`{"id":"ok2","text":"fine"}`))
+	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return code(m, "ok2") != "" })
+	if n := len(mqtttest.On(msgs, "geist/dev1/answer/e1")); n != 1 || code(msgs, "ok2") != "answer" {
+		t.Errorf("e1 answered %d times, ok2 %q", n, code(msgs, "ok2"))
+	}
 }
 
 func TestServiceDiscoveryAndBirth(t *testing.T) {

@@ -110,7 +110,11 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	defer eng.Close()
 	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", time.Since(start).Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir)
-	gen := newEngineGenerator(eng, newMemSessions(c.Generation.MaxSessions, c.Generation.MaxHistory), &c)
+	var sessions SessionStore = newMemSessions(c.Generation.MaxSessions, c.Generation.MaxHistory)
+	if cl, ok := sessions.(io.Closer); ok { // a durable store closes its database last
+		defer cl.Close()
+	}
+	gen := newEngineGenerator(eng, sessions, &c)
 
 	broker := c.MQTT.Broker
 	if c.MQTT.Embedded {
