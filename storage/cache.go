@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Prompt-cache layout:
@@ -25,7 +26,7 @@ import (
 //	models/<mk>/slots/<slot>           entry record (encodeEntry)
 //	models/<mk>/atime/<slot>           stamp u64 | blob id u64 | cost u64
 //	models/<mk>/lens/<n u32 BE>        number of stored prefixes of n tokens
-//	chunks/<blob id u64>|<i u32>       blob bytes, ChunkSize per chunk
+//	chunks/<blob id u64>|<i u32>/d     blob bytes, ChunkSize per chunk
 //	lru/<stamp u64>                    <mk>|<slot>, oldest stamp first
 //	pending/<blob id u64>              blob whose chunks are being written
 //
@@ -66,6 +67,7 @@ var (
 	keyMagic   = []byte("magic")
 	keyIdent   = []byte("identity")
 	slotNgram  = []byte("n")
+	keyData    = []byte("d")
 
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 )
@@ -110,7 +112,7 @@ type Cache struct {
 	budget    int64
 	chunk     int
 	allocSize int
-	txMax     int // txBytes; smaller in tests
+	txMax     int // chunk bytes per write transaction
 
 	putMu sync.Mutex // serialises writers' multi-transaction work
 
@@ -132,7 +134,7 @@ func OpenCache(path string, opts *CacheOptions) (*Cache, error) {
 	if opts == nil {
 		opts = &CacheOptions{}
 	}
-	c := &Cache{path: path, log: opts.Logger, timeout: opts.Timeout, budget: opts.MaxBytes, chunk: opts.ChunkSize, txMax: txBytes}
+	c := &Cache{path: path, log: opts.Logger, timeout: opts.Timeout, budget: opts.MaxBytes, chunk: opts.ChunkSize}
 	if c.log == nil {
 		c.log = discardLogger
 	}
@@ -151,6 +153,9 @@ func OpenCache(path string, opts *CacheOptions) (*Cache, error) {
 	// bbolt grows the file by AllocSize beyond what it needs; keep that a
 	// small fraction of the budget.
 	c.allocSize = int(min(max(c.budget/64, 64<<10), 16<<20))
+	// Between transactions a growing file can be compacted: a transaction
+	// writes at most a 32nd of the budget.
+	c.txMax = int(min(txBytes, max(c.budget/32, int64(c.chunk))))
 	if err := c.openFile(); err != nil {
 		return nil, err
 	}
@@ -608,9 +613,17 @@ func (c *Cache) readEntry(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int3
 	prefix := binary.BigEndian.AppendUint64(nil, e.blobID)
 	cur := tx.Bucket(bktChunks).Cursor()
 	var i uint32
-	for k, v := cur.Seek(chunkKey(e.blobID, 0)); k != nil && bytes.HasPrefix(k, prefix); k, v = cur.Next() {
+	chunks := tx.Bucket(bktChunks)
+	for k, _ := cur.Seek(chunkKey(e.blobID, 0)); k != nil && bytes.HasPrefix(k, prefix); k, _ = cur.Next() {
 		if len(k) != 12 || binary.BigEndian.Uint32(k[8:]) != i {
 			return nil, 0, fmt.Errorf("blob truncated: chunk %d missing", i)
+		}
+		var v []byte
+		if b := chunks.Bucket(k); b != nil {
+			v = b.Get(keyData)
+		}
+		if v == nil {
+			return nil, 0, fmt.Errorf("blob truncated: chunk %d empty", i)
 		}
 		if int64(len(buf)+len(v)) > e.length {
 			return nil, 0, fmt.Errorf("blob corrupt: longer than its recorded %d bytes", e.length)
@@ -751,7 +764,11 @@ func deleteChunks(tx *bolt.Tx, id uint64) error {
 		keys = append(keys, bytes.Clone(k))
 	}
 	for _, k := range keys {
-		if err := b.Delete(k); err != nil {
+		err := b.DeleteBucket(k)
+		if errors.Is(err, berrors.ErrIncompatibleValue) {
+			err = b.Delete(k) // a plain value where a chunk should be
+		}
+		if err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 	}
@@ -897,6 +914,10 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 			written += c.cost(0, end-next) - c.cost(0, 0)
 			c.live.Add(c.cost(0, end-next) - c.cost(0, 0))
 			next = end
+			if err := c.compactIfNeeded(int64(len(blob) - next)); err != nil {
+				c.abandon(gen, e.blobID, written)
+				return err
+			}
 		}
 	}
 	var freed int64
@@ -976,12 +997,21 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 	return c.compactIfNeeded(0)
 }
 
+// putChunks stores blob[from:to] as chunks from index from/size on. Each
+// chunk is the only value of its own bucket: bbolt puts at least two values
+// in a leaf, so chunks sharing a bucket would be copied whenever a
+// neighbour is written or deleted, and their old pages would fragment the
+// file.
 func putChunks(tx *bolt.Tx, id uint64, size int, blob []byte, from, to int) error {
 	b := tx.Bucket(bktChunks)
 	b.FillPercent = 1 // keys only ever grow: pack leaves full
 	for off := from; off < to; off += size {
 		end := min(off+size, to)
-		if err := b.Put(chunkKey(id, uint32(off/size)), blob[off:end]); err != nil {
+		cb, err := b.CreateBucket(chunkKey(id, uint32(off/size)))
+		if err != nil {
+			return err
+		}
+		if err := cb.Put(keyData, blob[off:end]); err != nil {
 			return err
 		}
 	}

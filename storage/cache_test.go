@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -288,46 +289,97 @@ func (c *Cache) hasStats(model []byte) bool {
 }
 
 func TestCacheBudgetRandomized(t *testing.T) {
-	const budget = 4 << 20
-	c, path := testCache(t, &CacheOptions{MaxBytes: budget, ChunkSize: 32 << 10})
-	r := rand.New(rand.NewPCG(1, 2))
-	var stored [][]int32
-	maxSize, puts := int64(0), 600
-	if testing.Short() {
-		puts = 150
-	}
-	for i := range puts {
-		var toks []int32
-		if len(stored) > 0 && r.IntN(3) == 0 {
-			// Extend a stored prefix, as a conversation does.
-			p := stored[r.IntN(len(stored))]
-			toks = append(append([]int32{}, p...), seq(r.IntN(1000), 1+r.IntN(50))...)
-		} else {
-			toks = seq(r.IntN(1<<20), 1+r.IntN(300))
-		}
-		blob := blobFor(toks, 1000, 800<<10)
-		if err := c.Put(modelA, toks, blob); err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-		stored = append(stored, toks)
-		st, _ := os.Stat(path)
-		maxSize = max(maxSize, st.Size())
-		if st.Size() > budget*11/10 {
-			t.Fatalf("put %d: file %d bytes, budget %d (+%.1f%%)", i, st.Size(), budget, 100*float64(st.Size()-budget)/budget)
-		}
-		for range 2 {
-			q := stored[r.IntN(len(stored))]
-			if n, blob, ok := c.Lookup(modelA, q); ok && !bytes.Equal(blob, blobFor(q[:n], 1000, 800<<10)) {
-				t.Fatalf("lookup returned wrong data for %d tokens", n)
+	for _, tc := range []struct {
+		name           string
+		budget         int64
+		chunk          int
+		lo, hi         int // blob sizes
+		puts, shortRun int
+		readers        int // goroutines looking up meanwhile
+	}{
+		{"4MiB-32KiB-chunks", 4 << 20, 32 << 10, 1000, 800 << 10, 600, 100, 0},
+		{"48MiB-1MiB-chunks", 48 << 20, 1 << 20, 100 << 10, 9 << 20, 120, 20, 0},
+		{"8MiB-64KiB-chunks-2-readers", 8 << 20, 64 << 10, 1000, 2 << 20, 100, 30, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, path := testCacheIn(t, memDir(t), &CacheOptions{MaxBytes: tc.budget, ChunkSize: tc.chunk})
+			r := rand.New(rand.NewPCG(1, 2))
+			var (
+				stored [][]int32
+				mu     sync.Mutex
+				wg     sync.WaitGroup
+				done   = make(chan struct{})
+				wrong  atomic.Int64
+			)
+			for w := range tc.readers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(w), 3))
+					for {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						mu.Lock()
+						var q []int32
+						if len(stored) > 0 {
+							q = stored[r.IntN(len(stored))]
+						}
+						mu.Unlock()
+						if q == nil {
+							continue
+						}
+						if n, blob, ok := c.Lookup(modelA, q); ok && !bytes.Equal(blob, blobFor(q[:n], tc.lo, tc.hi)) {
+							wrong.Add(1)
+						}
+					}
+				}()
 			}
-		}
+			defer func() { close(done); wg.Wait() }()
+			maxSize, puts := int64(0), tc.puts
+			if testing.Short() {
+				puts = tc.shortRun
+			}
+			for i := range puts {
+				var toks []int32
+				if len(stored) > 0 && r.IntN(3) == 0 {
+					// Extend a stored prefix, as a conversation does.
+					p := stored[r.IntN(len(stored))]
+					toks = append(append([]int32{}, p...), seq(r.IntN(1000), 1+r.IntN(50))...)
+				} else {
+					toks = seq(r.IntN(1<<20), 1+r.IntN(300))
+				}
+				if err := c.Put(modelA, toks, blobFor(toks, tc.lo, tc.hi)); err != nil {
+					t.Fatalf("put %d: %v", i, err)
+				}
+				mu.Lock()
+				stored = append(stored, toks)
+				mu.Unlock()
+				st, _ := os.Stat(path)
+				maxSize = max(maxSize, st.Size())
+				if st.Size() > tc.budget*11/10 {
+					t.Fatalf("put %d: file %d bytes, budget %d (+%.1f%%)", i, st.Size(), tc.budget, 100*float64(st.Size()-tc.budget)/float64(tc.budget))
+				}
+				for range 2 {
+					q := stored[r.IntN(len(stored))]
+					if n, blob, ok := c.Lookup(modelA, q); ok && !bytes.Equal(blob, blobFor(q[:n], tc.lo, tc.hi)) {
+						t.Fatalf("lookup returned wrong data for %d tokens", n)
+					}
+				}
+			}
+			if wrong.Load() != 0 {
+				t.Fatal("concurrent lookups returned wrong data")
+			}
+			st := c.Stats()
+			t.Logf("%d puts: max file %d bytes (%.1f%% of budget), final %+v", puts, maxSize, 100*float64(maxSize)/float64(tc.budget), st)
+			if st.Evictions == 0 {
+				t.Fatal("no evictions")
+			}
+			c.audit(t)
+		})
 	}
-	st := c.Stats()
-	t.Logf("%d puts: max file %d bytes (%.1f%% of budget), final %+v", puts, maxSize, 100*float64(maxSize)/budget, st)
-	if st.Evictions == 0 {
-		t.Fatal("no evictions")
-	}
-	c.audit(t)
 }
 
 // findAndFlip flips the byte at offset off of the first occurrence of
@@ -387,7 +439,7 @@ func TestCacheCorruptEntries(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := tx.Bucket(bktChunks).Delete(chunkKey(e.blobID, 1)); err != nil {
+		if err := tx.Bucket(bktChunks).DeleteBucket(chunkKey(e.blobID, 1)); err != nil {
 			return err
 		}
 		s20 := prefixSlot(20, prefixHashes(toks[:20])[20])

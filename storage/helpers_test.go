@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -94,11 +95,30 @@ func testSessions(t *testing.T, opts *Options) (*Sessions, string) {
 	return s, path
 }
 
+// memDir returns a temporary directory in memory (/dev/shm) when there is
+// one, for tests whose subject is not durability: fsync there costs
+// nothing, and the machine's disk is shared.
+func memDir(t *testing.T) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "geist-storage-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
 // testCache opens a cache in a temporary directory and checks it when the
 // test ends.
 func testCache(t *testing.T, opts *CacheOptions) (*Cache, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "cache.db")
+	return testCacheIn(t, t.TempDir(), opts)
+}
+
+func testCacheIn(t *testing.T, dir string, opts *CacheOptions) (*Cache, string) {
+	t.Helper()
+	path := filepath.Join(dir, "cache.db")
 	c, err := OpenCache(path, opts)
 	if err != nil {
 		t.Fatal(err)
