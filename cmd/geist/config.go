@@ -60,7 +60,7 @@ type generationSection struct {
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		Device:    "geist",
+		Device:    defaultDevice(),
 		DataDir:   os.Getenv("STATE_DIRECTORY"), // systemd's StateDirectory=
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -85,11 +85,28 @@ func defaultServeConfig() serveConfig {
 	}
 }
 
+// defaultDevice is the host name reduced to the characters topics and
+// Home Assistant ids allow ("geist" when that leaves nothing).
+func defaultDevice() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 || b.Len() > 64 {
+		return "geist"
+	}
+	return b.String()
+}
+
 // bind registers every setting as a flag whose default is the current
 // value in c.
 func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.Model, "model", "m", c.Model, "GGUF model file")
-	fs.StringVar(&c.Device, "device", c.Device, "device name in topics and Home Assistant ([a-zA-Z0-9_-])")
+	fs.StringVar(&c.Device, "device", c.Device, "device name in topics and Home Assistant ids, unique per broker ([a-zA-Z0-9_-]; default: the host name)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state (sessions, prompt cache); $STATE_DIRECTORY by default")
 	fs.IntVarP(&c.Threads, "threads", "t", c.Threads, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&c.Ctx, "ctx", c.Ctx, "context size in tokens (0: the model's, at most 4096)")
