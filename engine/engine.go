@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/gguf"
@@ -23,6 +22,9 @@ type Options struct {
 	Threads int // worker threads for matrix products (0: the default)
 	Ctx     int // context size in tokens (0: the model's, capped at 4096)
 	Batch   int // tokens per forward pass during prefill (0: 64)
+	// DraftModel, if set, is a smaller GGUF with the same vocabulary that
+	// drafts tokens for speculative decoding (SpecDraft, SpecAuto).
+	DraftModel string
 }
 
 // ErrPromptTooLong is returned when a prompt does not fit the context.
@@ -31,6 +33,8 @@ var ErrPromptTooLong = errors.New("engine: prompt too long")
 // Engine is a loaded model with its tokenizer, chat template and one
 // sequence state. It is not safe for concurrent use: one request at a time.
 type Engine struct {
+	cached   []int32 // the tokens whose KV state the state holds
+	spec     specState
 	path     string
 	file     *gguf.File
 	model    *model.Model
@@ -101,12 +105,20 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, err
 	}
+	e.cached = make([]int32, 0, opt.Ctx)
+	if err := e.initSpec(); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
 // Close stops the engine's workers and releases the model file.
 func (e *Engine) Close() error {
 	e.state.Close()
+	if d := e.spec.draft; d != nil {
+		d.close()
+	}
 	return e.file.Close()
 }
 
@@ -141,6 +153,9 @@ type Request struct {
 	OnText func(text []byte) error
 	// OnToken, if set, receives every generated token id.
 	OnToken func(id int32)
+	// Spec configures speculative decoding (the zero value: SpecAuto with
+	// the defaults).
+	Spec SpecOptions
 }
 
 // Stats describe one generation.
@@ -151,6 +166,22 @@ type Stats struct {
 	PrefillTokS     float64 `json:"prefill_tok_s"`
 	DecodeTokS      float64 `json:"decode_tok_s"`
 	StopReason      string  `json:"stop_reason"` // "eos", "stop", "length", "context"
+	ReusedTokens    int     `json:"reused_tokens"` // prompt tokens whose KV state was reused
+
+	// Speculative decoding: forward passes of the target model while
+	// decoding, tokens drafted and accepted, and tokens per pass.
+	TargetPasses  int                     `json:"target_passes"`
+	Drafted       int                     `json:"drafted"`
+	Accepted      int                     `json:"accepted"`
+	TokensPerPass float64                 `json:"tokens_per_pass"`
+	Drafters      map[string]DrafterStats `json:"drafters,omitempty"`
+}
+
+// DrafterStats count one drafter's proposals.
+type DrafterStats struct {
+	Drafted  int `json:"drafted"`
+	Accepted int `json:"accepted"`
+	Steps    int `json:"steps"`
 }
 
 // RenderPrompt returns the text the model reads for req: the chat template
@@ -186,106 +217,6 @@ func (e *Engine) Tokens(req *Request) ([]int32, error) {
 	return e.tok.Encode(text, true, true), nil
 }
 
-// Generate runs req to completion, streaming text through req.OnText.
-func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
-	var st Stats
-	prompt, err := e.Tokens(&req)
-	if err != nil {
-		return st, err
-	}
-	if len(prompt) == 0 {
-		return st, errors.New("engine: empty prompt")
-	}
-	st.PromptTokens = len(prompt)
-	if len(prompt) >= e.opt.Ctx {
-		return st, fmt.Errorf("%w: %d tokens do not fit the context of %d", ErrPromptTooLong, len(prompt), e.opt.Ctx)
-	}
-	smp, err := sample.New(req.Sampling, e.model.NVocab)
-	if err != nil {
-		return st, err
-	}
-	start := time.Now()
-	s := e.state
-	s.Truncate(0)
-	history := make([]int32, 0, e.opt.Ctx)
-	history = append(history, prompt...)
-	var logits []float32
-	for i := 0; i < len(prompt); i += s.MaxBatch() {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		if logits, err = s.Forward(prompt[i:min(i+s.MaxBatch(), len(prompt))], false); err != nil {
-			return st, err
-		}
-	}
-	prefill := time.Since(start)
-	st.PrefillTokS = float64(len(prompt)) / prefill.Seconds()
-
-	maxTok := e.opt.Ctx - len(prompt)
-	if req.MaxTokens > 0 {
-		maxTok = min(maxTok, req.MaxTokens)
-	}
-	dec := e.tok.NewDecoder()
-	stop := sample.NewStopMatcher(req.Stop)
-	emit := func(b []byte) error {
-		if len(b) == 0 || req.OnText == nil {
-			return nil
-		}
-		return req.OnText(b)
-	}
-	var decodeStart time.Time
-	st.StopReason = "length"
-	for st.GeneratedTokens < maxTok {
-		if err := ctx.Err(); err != nil {
-			return st, err
-		}
-		id := smp.Sample(logits, history)
-		st.GeneratedTokens++
-		if st.GeneratedTokens == 1 {
-			decodeStart = time.Now()
-			st.TTFTms = float64(decodeStart.Sub(start).Microseconds()) / 1000
-		}
-		history = append(history, id)
-		if e.tok.IsEOG(id) {
-			st.StopReason = "eos"
-			break
-		}
-		if req.OnToken != nil {
-			req.OnToken(id)
-		}
-		out, stopped := stop.Feed(dec.Add(id))
-		if err := emit(out); err != nil {
-			return st, err
-		}
-		if stopped {
-			st.StopReason = "stop"
-			break
-		}
-		if st.GeneratedTokens == maxTok {
-			if s.Len()+1 >= e.opt.Ctx {
-				st.StopReason = "context"
-			}
-			break
-		}
-		if logits, err = s.Forward(history[len(history)-1:], false); err != nil {
-			return st, err
-		}
-	}
-	if st.StopReason != "stop" {
-		out, _ := stop.Feed(dec.Flush())
-		if err := emit(out); err != nil {
-			return st, err
-		}
-		if err := emit(stop.Flush()); err != nil {
-			return st, err
-		}
-	}
-	if st.GeneratedTokens > 1 {
-		st.DecodeTokS = float64(st.GeneratedTokens-1) / time.Since(decodeStart).Seconds()
-	}
-	return st, nil
-}
-
 // TokenLogprob is one candidate next token with its natural log-probability.
 type TokenLogprob struct {
 	ID      int32   `json:"id"`
@@ -307,6 +238,7 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, top int) ([][]TokenL
 	}
 	s := e.state
 	s.Truncate(0)
+	e.cached = e.cached[:0]
 	out := make([][]TokenLogprob, 0, len(tokens))
 	lp := make([]float32, nv)
 	for i := 0; i < len(tokens); i += s.MaxBatch() {

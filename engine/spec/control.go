@@ -1,0 +1,185 @@
+package spec
+
+import "math"
+
+// Limits of the controller's tables.
+const (
+	MaxDrafters = 4  // drafters a Controller tracks
+	MaxClasses  = 16 // confidence classes per drafter
+	MaxDraft    = 32 // most tokens one step may draft
+)
+
+// Controller decides how many drafted tokens to verify. It keeps the
+// measured cost of a forward pass over k tokens, c(k) = t(k)/t(1), and the
+// observed per-token acceptance rate of every drafter and draft class, and
+// picks the k that maximizes expected tokens per unit of time:
+//
+//	gain(k) = (1 + α + α² + … + α^k) / c(k+1)
+//
+// drafting only when that beats plain decoding. When drafts keep failing
+// the rate falls and drafting stops, apart from rare one-token probes that
+// let it come back when the text starts repeating. It allocates nothing.
+type Controller struct {
+	maxDraft int
+	cost     [MaxDraft + 2]float64 // EMA seconds of a pass over k tokens; 0 = not measured
+	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
+	acc      [MaxDrafters][MaxClasses]rate
+	steps    int // decisions taken
+	idle     int // decisions since the last draft
+}
+
+// rate is an exponentially weighted Bernoulli estimate with a prior.
+type rate struct {
+	succ, trials float64
+}
+
+const (
+	rateDecay  = 0.97 // weight of the past per observation
+	priorSucc  = 1.2  // prior: 1.2 successes in 2 trials (α ≈ 0.6)
+	priorTrial = 2
+	costEMA    = 0.2
+	minGain    = 1.03 // drafting must promise at least 3% more tokens per second
+	probeEvery = 24   // a one-token probe after this many idle decisions
+)
+
+func (r *rate) alpha() float64 { return (r.succ + priorSucc) / (r.trials + priorTrial) }
+
+// NewController returns a controller that drafts at most maxDraft tokens.
+func NewController(maxDraft int) *Controller {
+	return &Controller{maxDraft: min(max(maxDraft, 0), MaxDraft)}
+}
+
+// MaxDraft is the most tokens the controller lets one step draft.
+func (c *Controller) MaxDraft() int { return c.maxDraft }
+
+// ObservePass records that a forward pass over k tokens took seconds.
+func (c *Controller) ObservePass(k int, seconds float64) {
+	if k < 1 || k >= len(c.cost) || seconds <= 0 {
+		return
+	}
+	if c.cost[k] == 0 {
+		c.cost[k] = seconds
+	} else {
+		c.cost[k] += costEMA * (seconds - c.cost[k])
+	}
+}
+
+// ObserveDraftTime records that drafter d took seconds to draft n tokens
+// (only drafters that run a model cost anything worth counting).
+func (c *Controller) ObserveDraftTime(d, n int, seconds float64) {
+	if d < 0 || d >= MaxDrafters || n <= 0 {
+		return
+	}
+	per := seconds / float64(n)
+	if c.draftT[d] == 0 {
+		c.draftT[d] = per
+	} else {
+		c.draftT[d] += costEMA * (per - c.draftT[d])
+	}
+}
+
+// Observe records that of drafted tokens from drafter d, class class, the
+// first accepted were accepted (the next one, if any, was rejected).
+func (c *Controller) Observe(d, class, drafted, accepted int) {
+	if d < 0 || d >= MaxDrafters || drafted <= 0 {
+		return
+	}
+	class = min(max(class, 0), MaxClasses-1)
+	r := &c.acc[d][class]
+	trials := min(accepted+1, drafted)
+	for i := 0; i < trials; i++ {
+		r.succ *= rateDecay
+		r.trials *= rateDecay
+		r.trials++
+		if i < accepted {
+			r.succ++
+		}
+	}
+}
+
+// Alpha is the current acceptance estimate of drafter d, class class.
+func (c *Controller) Alpha(d, class int) float64 {
+	class = min(max(class, 0), MaxClasses-1)
+	return c.acc[d][class].alpha()
+}
+
+// relCost is c(k): the cost of a pass over k tokens relative to one token.
+// Unmeasured sizes are interpolated between measured ones; beyond them a
+// prior that grows with k stands in until a measurement replaces it.
+func (c *Controller) relCost(k int) float64 {
+	t1 := c.cost[1]
+	if t1 == 0 {
+		return 1 + 0.15*float64(k-1)
+	}
+	if c.cost[k] != 0 {
+		return c.cost[k] / t1
+	}
+	lo, hi := 1, 0
+	for j := k - 1; j >= 1; j-- {
+		if c.cost[j] != 0 {
+			lo = j
+			break
+		}
+	}
+	for j := k + 1; j < len(c.cost); j++ {
+		if c.cost[j] != 0 {
+			hi = j
+			break
+		}
+	}
+	clo := c.cost[lo] / t1
+	if hi == 0 {
+		// Extrapolate with the slope seen so far, at least a small one.
+		slope := 0.15
+		if lo > 1 {
+			slope = max((clo-1)/float64(lo-1), 0.02)
+		}
+		return clo + slope*float64(k-lo)
+	}
+	chi := c.cost[hi] / t1
+	return clo + (chi-clo)*float64(k-lo)/float64(hi-lo)
+}
+
+// Decide returns how many of the available drafted tokens of drafter d,
+// class class, to verify: 0 means decode one token plainly.
+func (c *Controller) Decide(d, class, available int) int {
+	c.steps++
+	available = min(available, c.maxDraft)
+	if available <= 0 || d < 0 || d >= MaxDrafters {
+		c.idle++
+		return 0
+	}
+	alpha := c.Alpha(d, class)
+	t1 := c.cost[1]
+	best, bestGain := 0, minGain
+	sum, pw := 1.0, 1.0
+	for k := 1; k <= available; k++ {
+		pw *= alpha
+		sum += pw
+		cost := c.relCost(k + 1)
+		if t1 > 0 && c.draftT[d] > 0 {
+			cost += float64(k) * c.draftT[d] / t1
+		}
+		if g := sum / cost; g > bestGain {
+			best, bestGain = k, g
+		}
+	}
+	if best == 0 && c.idle >= probeEvery {
+		best = 1
+	}
+	if best == 0 {
+		c.idle++
+	} else {
+		c.idle = 0
+	}
+	return best
+}
+
+// ExpectedGain is the modelled speed-up of verifying k drafted tokens with
+// acceptance alpha: (1+α+…+α^k)/c(k+1).
+func (c *Controller) ExpectedGain(alpha float64, k int) float64 {
+	if alpha >= 1 {
+		return float64(k+1) / c.relCost(k+1)
+	}
+	return (1 - math.Pow(alpha, float64(k+1))) / (1 - alpha) / c.relCost(k+1)
+}

@@ -1,0 +1,277 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/spec"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+// copyHeavy are prompts whose answers repeat their input: retelling,
+// quoting, editing a code block.
+var copyHeavy = []string{
+	"Retell this story in your own words: Once upon a time there was a little girl named Lily. She loved to play outside in the park with her red ball. One day, Lily saw a big dog in the park. The dog wanted to play with the ball too. Lily was scared, but then she threw the ball and the dog ran after it. Lily and the dog became friends. Retelling: Once upon a time there was a little girl named Lily.",
+	"Summarize by quoting the key sentences. Text: The kitchen lights turn on at sunset. The hallway lights turn on when someone walks by. The bedroom lights stay off after midnight. The garden lights turn on at sunset and off at eleven. Summary: The kitchen lights turn on at sunset. The garden lights",
+	"Fix the bug in this code and print the whole function again.\n```go\nfunc sum(xs []int) int {\n\ttotal := 0\n\tfor i := 1; i < len(xs); i++ {\n\t\ttotal += xs[i]\n\t}\n\treturn total\n}\n```\nFixed:\n```go\nfunc sum(xs []int) int {\n\ttotal := 0\n",
+}
+
+func generateIDs(t testing.TB, e *Engine, prompt string, n int, sp SpecOptions, p sample.Params) ([]int32, Stats) {
+	t.Helper()
+	var ids []int32
+	st, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: n, Sampling: p, Spec: sp,
+		OnToken: func(id int32) { ids = append(ids, id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, st
+}
+
+// TestSpeculativeGreedyExact: with greedy sampling, speculative decoding
+// emits exactly the tokens of plain decoding, for every golden prompt of
+// every zoo model and for copy-heavy prompts, with lookup, auto and (for
+// stories260K) a draft model; adaptive and with every draft verified.
+func TestSpeculativeGreedyExact(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "golden", "gen-*.json"))
+	n := 256
+	if testing.Short() {
+		n = 48
+	}
+	for _, gf := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(gf), "gen-"), ".json")
+		if testing.Short() && !strings.HasSuffix(name, "Q4_0") && name != "stories260K-F32" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			opt := Options{Ctx: 512, Batch: 32}
+			if strings.HasPrefix(name, "stories260K") {
+				opt.DraftModel = zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+			}
+			e := load(t, name, opt)
+			g := readGolden(t, name)
+			prompts := copyHeavy[:]
+			for _, c := range g.Cases {
+				prompts = append(prompts, c.Prompt)
+			}
+			if testing.Short() {
+				prompts = prompts[:2]
+			}
+			modes := []SpecOptions{
+				{Mode: SpecLookup}, {Mode: SpecAuto},
+				{Mode: SpecLookup, Fixed: true}, {Mode: SpecAuto, Fixed: true, DraftMax: 5},
+			}
+			if opt.DraftModel != "" {
+				modes = append(modes, SpecOptions{Mode: SpecDraft}, SpecOptions{Mode: SpecDraft, Fixed: true, DraftMax: 4})
+			}
+			for pi, prompt := range prompts {
+				want, _ := generateIDs(t, e, prompt, n, SpecOptions{Mode: SpecOff}, greedy())
+				for _, m := range modes {
+					got, st := generateIDs(t, e, prompt, n, m, greedy())
+					if !equal(got, want) {
+						t.Fatalf("prompt %d, %+v: speculative output differs from plain decoding\n got %v\nwant %v", pi, m, got, want)
+					}
+					if m.Fixed && pi < len(copyHeavy) && st.Drafted == 0 {
+						t.Errorf("prompt %d, %+v: nothing drafted on a copy-heavy prompt", pi, m)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fixedDrafter always proposes the same tokens.
+type fixedDrafter []int32
+
+func (f fixedDrafter) Name() string { return "fixed" }
+func (f fixedDrafter) Draft(_ []int32, max int, dst []int32) ([]int32, int) {
+	return append(dst[:0], f[:min(max, len(f))]...), 0
+}
+
+// TestSpeculativeSamplingExact: the empirical distribution of the next two
+// tokens is the same with and without speculation (chi-square test of
+// homogeneity, p > 0.01), and the test does fail when the acceptance rule
+// is broken.
+func TestSpeculativeSamplingExact(t *testing.T) {
+	samples := 20000
+	if testing.Short() {
+		t.Skip("-short: 3×20,000 sampled generations are too slow under emulation")
+	}
+	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
+	prompt := "Once upon a time, there was a little"
+	params := sample.Params{Temperature: 1, TopK: 40, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1.1, RepeatLastN: 64}
+	// Draft plausible but uncertain tokens: the second most likely first
+	// token and a likely follower of it.
+	pt, _ := e.Tokens(&Request{Prompt: prompt})
+	lp, err := e.Score(context.Background(), pt, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := lp[len(pt)-1][1].ID
+	lp2, _ := e.Score(context.Background(), append(pt, a), 4)
+	b := lp2[len(pt)][0].ID
+	draft := fixedDrafter{a, b}
+	t.Logf("drafting %d (p≈%.3f) then %d", a, math.Exp(lp[len(pt)-1][1].Logprob), b)
+
+	run := func(sp SpecOptions, seed uint64) map[[2]int32]int {
+		counts := map[[2]int32]int{}
+		for i := 0; i < samples; i++ {
+			p := params
+			p.Seed = seed + uint64(i)
+			ids, _ := generateIDs(t, e, prompt, 2, sp, p)
+			if len(ids) != 2 {
+				t.Fatalf("generated %v", ids)
+			}
+			counts[[2]int32{ids[0], ids[1]}]++
+		}
+		return counts
+	}
+	plain := run(SpecOptions{Mode: SpecOff}, 1)
+	specd := run(SpecOptions{Drafter: draft, Fixed: true}, 1_000_000)
+	chi, df, p := chiSquare(plain, specd)
+	t.Logf("speculative vs plain: chi² = %.1f, df = %d, p = %.4f", chi, df, p)
+	if p <= 0.01 {
+		t.Errorf("speculative sampling changes the distribution: p = %.4g", p)
+	}
+	broken := run(SpecOptions{Drafter: draft, Fixed: true, BreakAcceptance: true}, 2_000_000)
+	chi, df, p = chiSquare(plain, broken)
+	t.Logf("broken rule vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
+	if p > 0.01 {
+		t.Errorf("the test does not detect a broken acceptance rule: p = %.4g", p)
+	}
+}
+
+// chiSquare tests whether two samples of equal size come from one
+// distribution; categories expected fewer than 10 times are pooled.
+func chiSquare(a, b map[[2]int32]int) (chi float64, df int, p float64) {
+	keys := map[[2]int32]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var restA, restB int
+	cats := 0
+	for k := range keys {
+		x, y := a[k], b[k]
+		if x+y < 20 {
+			restA += x
+			restB += y
+			continue
+		}
+		chi += float64((x-y)*(x-y)) / float64(x+y)
+		cats++
+	}
+	if restA+restB > 0 {
+		chi += float64((restA-restB)*(restA-restB)) / float64(restA+restB)
+		cats++
+	}
+	df = cats - 1
+	return chi, df, gammaQ(float64(df)/2, chi/2)
+}
+
+// gammaQ is the regularized upper incomplete gamma function Q(s, x).
+func gammaQ(s, x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	lg, _ := math.Lgamma(s)
+	if x < s+1 {
+		// Series for P, then Q = 1 − P.
+		sum, term := 1/s, 1/s
+		for n := 1; n < 1000; n++ {
+			term *= x / (s + float64(n))
+			sum += term
+			if term < sum*1e-15 {
+				break
+			}
+		}
+		return 1 - sum*math.Exp(-x+s*math.Log(x)-lg)
+	}
+	// Continued fraction for Q (Lentz).
+	b := x + 1 - s
+	c := 1 / 1e-300
+	d := 1 / b
+	h := d
+	for i := 1; i < 1000; i++ {
+		an := -float64(i) * (float64(i) - s)
+		b += 2
+		d = an*d + b
+		if math.Abs(d) < 1e-300 {
+			d = 1e-300
+		}
+		c = b + an/c
+		if math.Abs(c) < 1e-300 {
+			c = 1e-300
+		}
+		d = 1 / d
+		del := d * c
+		h *= del
+		if math.Abs(del-1) < 1e-15 {
+			break
+		}
+	}
+	return math.Exp(-x+s*math.Log(x)-lg) * h
+}
+
+func TestGammaQ(t *testing.T) {
+	// chi² with 1 df: P(X > 3.841) = 0.05; 10 df: P(X > 23.209) = 0.01.
+	for _, c := range []struct{ df, x, want float64 }{{1, 3.841, 0.05}, {10, 23.209, 0.01}, {4, 1.064, 0.90}} {
+		if got := gammaQ(c.df/2, c.x/2); math.Abs(got-c.want) > 1e-3 {
+			t.Errorf("Q(%v, %v) = %v, want %v", c.df/2, c.x/2, got, c.want)
+		}
+	}
+}
+
+// TestSpeculativeAllocations: a speculative decoding step allocates nothing.
+func TestSpeculativeAllocations(t *testing.T) {
+	e := load(t, "stories260K-Q4_0", Options{Ctx: 512, Batch: 16})
+	prompt := copyHeavy[0]
+	ids, _ := e.Tokens(&Request{Prompt: prompt})
+	smp, _ := sample.New(greedy(), e.model.NVocab)
+	g := generation{e: e, req: &Request{}, st: &Stats{}, smp: smp, sp: &SpecOptions{Mode: SpecAuto, DraftMax: 8, Fixed: true},
+		lookup: spec.NewLookup(1, 4), dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(nil)}
+	g.history = make([]int32, 0, 4096)
+	g.history = append(g.history, ids...)
+	g.maxTok = 1 << 30
+	logits, _, err := e.prefill(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = logits
+	step := func() {
+		if e.state.Len() > 400 {
+			e.state.Truncate(len(ids))
+			e.cached = e.cached[:len(ids)]
+			g.history = g.history[:len(ids)+1]
+		}
+		room := 8
+		draft, _ := g.draft(room)
+		batch := append(e.spec.batch[:0], g.history[len(g.history)-1])
+		batch = append(batch, draft...)
+		base := e.state.Len()
+		rows, err := e.state.Forward(batch, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cached = append(e.cached[:base], batch...)
+		acc := 0
+		for i := range draft {
+			if !g.accept(rows[i*e.model.NVocab:(i+1)*e.model.NVocab], draft[i]) {
+				break
+			}
+			acc++
+			g.history = append(g.history, draft[i])
+		}
+		g.settle(base, 1+acc, idxLookup, len(draft), acc)
+		g.history = append(g.history, sample.Greedy(rows[acc*e.model.NVocab:(acc+1)*e.model.NVocab]))
+	}
+	step()
+	if a := testing.AllocsPerRun(100, step); a != 0 {
+		t.Errorf("%v allocations per speculative step", a)
+	}
+}
