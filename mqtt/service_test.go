@@ -30,15 +30,19 @@ func (g fakeGen) Generate(ctx context.Context, req Request, onDelta func(string)
 	if strings.Contains(req.Text, "TOOLONG") {
 		return Result{}, fmt.Errorf("%w: 9999 tokens", ErrTooLong)
 	}
+	words := g.words
+	if req.Text == "long" {
+		words = 1000 // runs until cancelled
+	}
 	var b strings.Builder
-	for i := range g.words {
+	for i := range words {
 		select {
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
 		case <-time.After(g.delay):
 		}
 		d := fmt.Sprintf(" w%d", i)
-		if i == g.words-1 {
+		if i == words-1 {
 			d += "."
 		}
 		b.WriteString(d)
@@ -183,7 +187,7 @@ func TestServiceAskStreamCancelBusyTTL(t *testing.T) {
 	// Cancel a running request and a queued one; the queue (2) overflows.
 	c.Reset()
 	slow := func(id string) []byte { return []byte(fmt.Sprintf(`{"id":%q,"text":"x","stream":true}`, id)) }
-	c.Publish(t, tp.Ask, slow("r1"))
+	c.Publish(t, tp.Ask, []byte(`{"id":"r1","text":"long","stream":true}`))
 	if _, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/r1/stream")) > 0 }); !ok {
 		t.Fatal("r1 did not start")
 	}
