@@ -1,0 +1,28 @@
+//go:build amd64 && !purego
+
+package neon
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 is the feature check of the "avx2" set: AVX2 for the integer
+// work, FMA for the float accumulation and F16C for the F16 conversions
+// (every AVX2 CPU has the latter two, but the check costs nothing).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+func init() {
+	register(&Kernels{
+		Name:         "avx2",
+		DotQ4_0Q8_0:  dotQ4_0Q8_0avx2,
+		DotQ5_0Q8_0:  dotQ5_0Q8_0avx2,
+		DotQ8_0Q8_0:  dotQ8_0Q8_0avx2,
+		DotQ4_KQ8_K:  dotQ4_KQ8_Kavx2,
+		DotQ6_KQ8_K:  dotQ6_KQ8_Kavx2,
+		DotF32:       dotF32avx2,
+		DotF16:       dotF16avx2,
+		QuantizeQ8_0: quantizeQ8_0avx2,
+		QuantizeQ8_K: quantizeQ8_Kavx2,
+		RMSNormScale: rmsNormScaleavx2,
+		DotF32F16:    dotF32F16avx2,
+		AxpyF16:      axpyF16avx2,
+	}, hasAVX2)
+}

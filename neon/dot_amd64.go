@@ -1,0 +1,199 @@
+//go:build amd64 && !purego
+
+package neon
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// The AVX2 kernels (dot_amd64.s, float_amd64.s, quantize_amd64.s) work on
+// whole blocks and at most maxCols activation columns; the wrappers here
+// check every length, split larger n and do the float tails, so the
+// assembly never reads or writes outside the slices.
+//
+// Preconditions the generic code does not have, as in ggml's AVX2 code:
+// Q8_0 activation quants lie in [-127, 127] (DotQ8_0Q8_0 uses the
+// VPSIGNB trick), and Q8_K bsums are the sums of their quants
+// (DotQ6_KQ8_K takes the -32 offset through them). QuantizeQ8_0 and
+// QuantizeQ8_K produce exactly such blocks.
+
+const maxCols = 8 // accumulators Y8..Y15
+
+var errShort = errors.New("neon: avx2: buffer too short for the kernel arguments")
+
+//go:noescape
+func dotQ4_0Q8_0AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ5_0Q8_0AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ8_0Q8_0AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ4_KQ8_KAVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ6_KQ8_KAVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotF32AVX2(out *float32, w, a *byte, aStride, n8, n int)
+
+//go:noescape
+func dotF16AVX2(out *float32, w, a *byte, aStride, n8, n int)
+
+//go:noescape
+func dotF32F16AVX2(a *float32, b *uint16, n8 int) float32
+
+//go:noescape
+func axpyF16AVX2(out *float32, alpha float32, b *uint16, n8 int)
+
+//go:noescape
+func sumSquaresAVX2(x *float32, n8 int) float64
+
+//go:noescape
+func quantizeQ8_0AVX2(dst *byte, x *float32, nb int)
+
+//go:noescape
+func quantizeQ8_KAVX2(dst *byte, x *float32, nb int)
+
+type asmDot func(out *float32, w, a *byte, aStride, nb, n int)
+
+// checkCols panics (a caller bug, like an index out of range) unless w
+// holds wBytes bytes and a holds n columns of aBytes bytes aStride apart.
+func checkCols(out []float32, w, a []byte, aStride, wBytes, aBytes, n int) {
+	if n < 1 || len(out) < n || wBytes < 0 || len(w) < wBytes || (n > 1 && aStride < aBytes) ||
+		(n > 1 && (len(a)-aBytes)/(n-1) < aStride) || len(a) < aBytes {
+		panic(errShort)
+	}
+}
+
+// blockDot runs a block kernel over n columns in groups of maxCols.
+func blockDot(k asmDot, out []float32, w, a []byte, aStride, nb, n, wSize, aSize int) {
+	if nb < 0 || nb > math.MaxInt/aSize {
+		panic(errShort)
+	}
+	checkCols(out, w, a, aStride, nb*wSize, nb*aSize, n)
+	if nb == 0 {
+		clear(out[:n])
+		return
+	}
+	for j := 0; j < n; j += maxCols {
+		k(&out[j], &w[0], &a[j*aStride], aStride, nb, min(maxCols, n-j))
+	}
+}
+
+func dotQ4_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
+	blockDot(dotQ4_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ4_0, sizeQ8_0)
+}
+
+func dotQ5_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
+	blockDot(dotQ5_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ5_0, sizeQ8_0)
+}
+
+func dotQ8_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
+	blockDot(dotQ8_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ8_0, sizeQ8_0)
+}
+
+func dotQ4_KQ8_Kavx2(out []float32, w, a []byte, aStride, nb, n int) {
+	blockDot(dotQ4_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ4_K, sizeQ8_K)
+}
+
+func dotQ6_KQ8_Kavx2(out []float32, w, a []byte, aStride, nb, n int) {
+	blockDot(dotQ6_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ6_K, sizeQ8_K)
+}
+
+// floatDot runs a float kernel over the 8-element chunks of n columns and
+// adds each column's tail (nelem%8 elements) in index order.
+func floatDot(k asmDot, elem func(b []byte, i int) float32, out []float32, w, a []byte, aStride, nelem, n, size int) {
+	if nelem < 0 || nelem > math.MaxInt/size {
+		panic(errShort)
+	}
+	checkCols(out, w, a, aStride, nelem*size, nelem*size, n)
+	n8 := nelem / 8
+	if n8 == 0 {
+		clear(out[:n])
+	} else {
+		for j := 0; j < n; j += maxCols {
+			k(&out[j], &w[0], &a[j*aStride], aStride, n8, min(maxCols, n-j))
+		}
+	}
+	for j := 0; j < n; j++ {
+		col := a[j*aStride:]
+		s := out[j]
+		for i := 8 * n8; i < nelem; i++ {
+			s += float32(elem(w, i) * elem(col, i))
+		}
+		out[j] = s
+	}
+}
+
+func f32elem(b []byte, i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+}
+
+func f16elem(b []byte, i int) float32 { return h2f(binary.LittleEndian.Uint16(b[2*i:])) }
+
+func dotF32avx2(out []float32, w, a []byte, aStride, nelem, n int) {
+	floatDot(dotF32AVX2, f32elem, out, w, a, aStride, nelem, n, 4)
+}
+
+func dotF16avx2(out []float32, w, a []byte, aStride, nelem, n int) {
+	floatDot(dotF16AVX2, f16elem, out, w, a, aStride, nelem, n, 2)
+}
+
+func dotF32F16avx2(a []float32, b []uint16) float32 {
+	b = b[:len(a)]
+	n8 := len(a) / 8
+	var sum float32
+	if n8 > 0 {
+		sum = dotF32F16AVX2(&a[0], &b[0], n8)
+	}
+	for i := 8 * n8; i < len(a); i++ {
+		sum += float32(a[i] * h2f(b[i]))
+	}
+	return sum
+}
+
+func axpyF16avx2(out []float32, alpha float32, b []uint16) {
+	b = b[:len(out)]
+	n8 := len(out) / 8
+	if n8 > 0 {
+		axpyF16AVX2(&out[0], alpha, &b[0], n8)
+	}
+	for i := 8 * n8; i < len(out); i++ {
+		out[i] += float32(alpha * h2f(b[i]))
+	}
+}
+
+func rmsNormScaleavx2(x []float32) float64 {
+	n8 := len(x) / 8
+	var sum float64
+	if n8 > 0 {
+		sum = sumSquaresAVX2(&x[0], n8)
+	}
+	for _, v := range x[8*n8:] {
+		sum += float64(float32(v * v))
+	}
+	return sum
+}
+
+func quantizeQ8_0avx2(dst []byte, x []float32) {
+	nb := len(x) / 32
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*sizeQ8_0-1]
+	quantizeQ8_0AVX2(&dst[0], &x[0], nb)
+}
+
+func quantizeQ8_Kavx2(dst []byte, x []float32) {
+	nb := len(x) / qkK
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*sizeQ8_K-1]
+	quantizeQ8_KAVX2(&dst[0], &x[0], nb)
+}
