@@ -148,7 +148,7 @@ func TestPushToTalkAsksTranscript(t *testing.T) {
 }
 
 func TestPushToTalkTooShort(t *testing.T) {
-	r := newTalk(t, "0", TalkConfig{MinHold: 300 * time.Millisecond})
+	r := newTalk(t, "0", TalkConfig{MinHold: time.Second})
 	r.ptt.StartTalk(context.Background())
 	time.Sleep(20 * time.Millisecond)
 	r.ptt.StopTalk()
@@ -209,8 +209,8 @@ func TestPushToTalkCaptureFails(t *testing.T) {
 	failing := script(t, dir, "nocard", "echo 'arecord: main:850: audio open error: No such file or directory' >&2\nexit 1\n")
 	r := newTalk(t, "0", TalkConfig{Capture: []string{failing}})
 	r.ptt.StartTalk(context.Background())
-	time.Sleep(300 * time.Millisecond)
-	r.ptt.StopTalk()
+	waitFor(t, "the capture failure in the log", func() bool { return strings.Contains(r.log.String(), "audio open error") })
+	r.ptt.StopTalk() // after the failure: harmless
 	r.ptt.Wait()
 	if len(r.asker.ch) != 0 {
 		t.Error("asked although capture failed")
