@@ -398,6 +398,8 @@ func (g *generation) draft(room int) ([]int32, int) {
 		}
 		t0 := time.Now()
 		d, _ := sps.draft.Draft(g.history, k, sps.buf)
+		g.dstats[idxDraft].Steps++
+		g.lastClass = 0
 		ctrl.ObserveDraftTime(idxDraft, len(d), time.Since(t0).Seconds())
 		return d, idxDraft
 	}

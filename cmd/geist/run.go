@@ -16,9 +16,10 @@ import (
 
 // modelFlags are the flags every command that loads a model shares.
 type modelFlags struct {
-	path    string
-	threads int
-	ctx     int
+	path       string
+	threads    int
+	ctx        int
+	draftModel string
 }
 
 func (m *modelFlags) register(fs interface {
@@ -41,7 +42,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx})
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
@@ -62,7 +63,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	system := fs.String("system", "", "system message (with --chat)")
 	stats := fs.Bool("stats", false, "print statistics as one JSON line on stderr at the end")
 	stops := fs.StringArray("stop", nil, "stop string (repeatable)")
+	var sf specFlags
+	sf.register(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	so, err := sf.options()
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -95,6 +102,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if math.IsNaN(float64(*temp)) {
 		return usagef("--temp must be a number")
 	}
+	mf.draftModel = sf.draftModel
 	eng, err := mf.load()
 	if err != nil {
 		return err
@@ -111,6 +119,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		MaxTokens: max(*n, 0),
 		Sampling:  p,
 		Stop:      *stops,
+		Spec:      so,
 		OnText: func(b []byte) error {
 			if _, err := out.Write(b); err != nil {
 				return err
@@ -132,4 +141,39 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "%s\n", b)
 	}
 	return nil
+}
+
+// specFlags are the speculative decoding flags of run and bench.
+type specFlags struct {
+	mode               string
+	draftModel         string
+	draftMax           int
+	ngramMin, ngramMax int
+}
+
+func (f *specFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+}) {
+	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup or draft")
+	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
+	fs.IntVar(&f.draftMax, "draft-max", 8, "most tokens drafted per step")
+	fs.IntVar(&f.ngramMin, "ngram-min", 1, "shortest suffix prompt lookup matches")
+	fs.IntVar(&f.ngramMax, "ngram-max", 4, "longest suffix prompt lookup matches")
+}
+
+func (f *specFlags) options() (engine.SpecOptions, error) {
+	mode, err := engine.ParseSpecMode(f.mode)
+	if err != nil {
+		return engine.SpecOptions{}, usageError{err}
+	}
+	switch {
+	case f.draftMax < 1 || f.draftMax > 32:
+		return engine.SpecOptions{}, usagef("--draft-max %d must be in [1, 32]", f.draftMax)
+	case f.ngramMin < 1 || f.ngramMax < f.ngramMin || f.ngramMax > 16:
+		return engine.SpecOptions{}, usagef("--ngram-min %d and --ngram-max %d must satisfy 1 <= min <= max <= 16", f.ngramMin, f.ngramMax)
+	case mode == engine.SpecDraft && f.draftModel == "":
+		return engine.SpecOptions{}, usagef("--spec draft needs --draft-model FILE")
+	}
+	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax}, nil
 }
