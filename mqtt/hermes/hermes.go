@@ -31,6 +31,7 @@ const (
 	TopicTextCaptured        = "hermes/asr/textCaptured"
 	TopicIntentNotRecognized = "hermes/dialogueManager/intentNotRecognized"
 	TopicEndSession          = "hermes/dialogueManager/endSession"
+	TopicSessionEnded        = "hermes/dialogueManager/sessionEnded"
 	TopicSay                 = "hermes/tts/say"
 	TopicSayFinished         = "hermes/tts/sayFinished"
 )
@@ -103,6 +104,7 @@ type Bridge struct {
 	mu       sync.Mutex
 	finished map[string]chan struct{} // say id → closed on sayFinished
 	cancel   context.CancelFunc       // cancels the answer in progress
+	current  string                   // its Hermes session id (dialogue mode)
 	seq      int
 }
 
@@ -150,7 +152,7 @@ func New(cfg Config, a Answerer, log *slog.Logger) (*Bridge, error) {
 func (b *Bridge) Topics() []string {
 	t := []string{TopicSayFinished}
 	if b.cfg.Mode == ModeDialogue {
-		return append(t, TopicIntentNotRecognized)
+		return append(t, TopicIntentNotRecognized, TopicSessionEnded)
 	}
 	return append(t, TopicTextCaptured)
 }
@@ -192,6 +194,10 @@ type incoming struct {
 	SiteID    string  `json:"siteId"`
 	SessionID *string `json:"sessionId"`
 	ID        *string `json:"id"`
+	// sessionEnded
+	Termination *struct {
+		Reason string `json:"reason"`
+	} `json:"termination"`
 }
 
 // handle runs in paho's goroutine: decode, filter, enqueue, return.
@@ -207,6 +213,19 @@ func (b *Bridge) handle(_ paho.Client, m paho.Message) {
 			if ch, ok := b.finished[*in.ID]; ok {
 				close(ch)
 				delete(b.finished, *in.ID)
+			}
+			b.mu.Unlock()
+		}
+		return
+	}
+	if m.Topic() == TopicSessionEnded {
+		// The dialogue manager gave up on a session we are answering
+		// (timeout, aborted by the user): stop generating for it.
+		if in.SessionID != nil && in.Termination != nil && in.Termination.Reason != "nominal" {
+			b.mu.Lock()
+			if b.cancel != nil && b.current == *in.SessionID {
+				b.log.Info("dialogue session ended by the dialogue manager; answer cancelled", "session", *in.SessionID, "reason", in.Termination.Reason)
+				b.cancel()
 			}
 			b.mu.Unlock()
 		}
@@ -296,10 +315,13 @@ func (b *Bridge) answer(ctx context.Context, c paho.Client, j job) {
 	actx, cancel := context.WithCancel(ctx)
 	b.mu.Lock()
 	b.cancel = cancel
+	if j.dialogue {
+		b.current = j.sessionID
+	}
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		b.cancel = nil
+		b.cancel, b.current = nil, ""
 		b.mu.Unlock()
 		cancel()
 	}()

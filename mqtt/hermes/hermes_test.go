@@ -278,6 +278,31 @@ func TestCancelDropsTheRestAndEndsSession(t *testing.T) {
 	_ = msgs
 }
 
+// TestSessionEndedCancels: when the dialogue manager ends the session
+// (timeout, abort), generation for it stops.
+func TestSessionEndedCancels(t *testing.T) {
+	r := newRig(t, Config{Mode: ModeDialogue}, 10*time.Millisecond)
+	r.gen.pause = 700 * time.Millisecond // the whole answer would take 4.2s
+	r.publish(t, TopicIntentNotRecognized, map[string]any{"input": "story", "siteId": "default", "sessionId": "e"})
+	if _, ok := r.rhasspy.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, TopicSay)) == 1 }); !ok {
+		t.Fatal("no first sentence")
+	}
+	r.publish(t, TopicSessionEnded, map[string]any{"sessionId": "other", "siteId": "default", "termination": map[string]string{"reason": "abortedByUser"}})
+	aborted := time.Now()
+	r.publish(t, TopicSessionEnded, map[string]any{"sessionId": "e", "siteId": "default", "termination": map[string]string{"reason": "abortedByUser"}})
+	waitEnded := time.Now().Add(5 * time.Second)
+	for len(r.gen.Ended()) == 0 && time.Now().Before(waitEnded) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e := r.gen.Ended(); len(e) == 0 || e[0].Sub(aborted) > time.Second {
+		t.Fatalf("generation not cancelled by sessionEnded: ended %v", e)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(mqtttest.On(r.rhasspy.Messages(), TopicSay)); n > 2 {
+		t.Errorf("%d sentences said after the session ended", n)
+	}
+}
+
 func TestSayFinishedTimeoutFallsBack(t *testing.T) {
 	r := newRig(t, Config{SayTimeout: 200 * time.Millisecond}, -1) // the TTS never finishes
 	r.gen.pause = 10 * time.Millisecond
