@@ -66,6 +66,9 @@ func TestBatchInvariance(t *testing.T) {
 					}
 				}
 				for _, k := range ks {
+					if k > 16 && start != starts[len(starts)-1] {
+						continue // prefill-sized batches at one context length
+					}
 					st.Truncate(start)
 					lg, err := st.Forward(seq[start:start+k], true)
 					if err != nil {
