@@ -593,3 +593,19 @@ func TestMemSessions(t *testing.T) {
 		t.Errorf("a lost: %v", h)
 	}
 }
+
+func TestServeEmbeddedBroker(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	stop, logs := runServe(t, "-m", model, "--device", "hub", "--mqtt-embedded", "--mqtt-embedded-addr", addr, "--max-tokens", "8")
+	waitFor(t, 10*time.Second, "the embedded broker", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	c := mqtttest.NewClient(t, "tcp://"+addr)
+	c.Subscribe(t, "geist/hub/#")
+	c.Publish(t, "geist/hub/ask", []byte(`{"id":"h1","text":"Once upon a time"}`))
+	if r := waitReply(t, c, "geist/hub/answer/h1", 10*time.Second); r.code() != "answer" || r.ServedBy != "hub" {
+		t.Errorf("answer through the embedded broker: %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit status %d; log:\n%s", code, logs.String())
+	}
+}
