@@ -168,6 +168,7 @@ func (g *engineGenerator) Generate(ctx context.Context, req mqtt.Request, onDelt
 	}
 	res := mqtt.Result{Text: text.String(), Usage: mqtt.Usage{
 		PromptTokens: st.PromptTokens, GeneratedTokens: st.GeneratedTokens, TTFTms: st.TTFTms, TokS: st.DecodeTokS,
+		Drafted: st.Drafted, Accepted: st.Accepted, CachedTokens: st.ReusedTokens,
 	}}
 	if req.Session != "" {
 		msgs := append(turn, chat.Message{Role: "assistant", Content: res.Text})
