@@ -113,6 +113,16 @@ func Load(path string, opt Options) (*Engine, error) {
 	return e, nil
 }
 
+// State exposes the model state for benchmarks. After using it directly,
+// call Reset before the next Generate.
+func (e *Engine) State() *model.State { return e.state }
+
+// Reset forgets the KV state: the next request prefills from scratch.
+func (e *Engine) Reset() {
+	e.state.Truncate(0)
+	e.cached = e.cached[:0]
+}
+
 // Close stops the engine's workers and releases the model file.
 func (e *Engine) Close() error {
 	e.state.Close()

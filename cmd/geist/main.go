@@ -36,6 +36,7 @@ func init() {
 		{"tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT", "print token ids as a JSON array", cmdTokenize},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL [--json]", "describe a GGUF model file", cmdInspect},
+		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},
 		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
 		{"version", "version", "print the version", cmdVersion},
 	}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/spec"
+)
+
+// benchResult is one line of `geist bench --json`.
+type benchResult struct {
+	Model      string             `json:"model"`
+	Threads    int                `json:"threads"`
+	PPTokS     float64            `json:"pp_tok_s,omitempty"`
+	TGTokS     float64            `json:"tg_tok_s,omitempty"`
+	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
+
+	Spec          string   `json:"spec,omitempty"`
+	Oracle        *float64 `json:"oracle,omitempty"`
+	PlainTokS     float64  `json:"plain_tok_s,omitempty"`
+	SpecTokS      float64  `json:"spec_tok_s,omitempty"`
+	Speedup       float64  `json:"speedup,omitempty"`
+	Drafted       int      `json:"drafted,omitempty"`
+	Accepted      int      `json:"accepted,omitempty"`
+	Acceptance    float64  `json:"acceptance,omitempty"`
+	TokensPerPass float64  `json:"tokens_per_pass,omitempty"`
+}
+
+func parseInts(s, name string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, usagef("--%s: %q is not a list of positive integers", name, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func cmdBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json] [--spec MODE --prompt-file FILE] [--oracle ALPHA]")
+	path := fs.StringP("model", "m", "", "GGUF model file")
+	pp := fs.IntP("n-prompt", "p", 128, "prompt tokens for the prefill test (0: skip)")
+	tg := fs.IntP("n-gen", "n", 64, "tokens for the decode test (0: skip)")
+	threads := fs.StringP("threads", "t", strconv.Itoa(engine.DefaultThreads()), "thread counts, comma-separated")
+	batch := fs.String("batch", "1,2,4,8", "batch sizes K for the verification cost c(K)")
+	reps := fs.IntP("repetitions", "r", 3, "repetitions of each measurement (the best counts)")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
+	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
+	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding")
+	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
+	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("no model given (-m MODEL)")
+	}
+	ths, err := parseInts(*threads, "threads")
+	if err != nil {
+		return err
+	}
+	ks, err := parseInts(*batch, "batch")
+	if err != nil {
+		return err
+	}
+	if *pp < 0 || *tg < 0 || *reps < 1 {
+		return usagef("-p, -n must be >= 0 and -r >= 1")
+	}
+	if *oracle > 1 || (*oracle < 0 && *oracle != -1) {
+		return usagef("--oracle %v must be in [0, 1]", *oracle)
+	}
+	var mode engine.SpecMode
+	if *specMode != "" {
+		if mode, err = engine.ParseSpecMode(*specMode); err != nil {
+			return usageError{err}
+		}
+	}
+	prompt := "The quick brown fox jumps over the lazy dog. Once upon a time, in a small house at the edge of the forest, there lived an old clockmaker who repaired every clock in the village."
+	if *promptFile != "" {
+		b, err := os.ReadFile(*promptFile)
+		if err != nil {
+			return err
+		}
+		prompt = string(b)
+	}
+	maxK := slices.Max(ks)
+	for _, t := range ths {
+		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), DraftModel: *draftModel}
+		eng, err := engine.Load(*path, opt)
+		if err != nil {
+			return err
+		}
+		r := benchResult{Model: filepath.Base(*path), Threads: t}
+		if mode != "" || *oracle >= 0 {
+			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps)
+		} else {
+			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps)
+		}
+		eng.Close()
+		if err != nil {
+			return err
+		}
+		printBench(e, &r, *asJSON, ks)
+	}
+	return nil
+}
+
+func randomTokens(n, vocab int, seed uint64) []int32 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(rng.IntN(vocab))
+	}
+	return out
+}
+
+// benchPlain measures prefill and decode speed and the verification cost.
+func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg int, ks []int, reps int) error {
+	s := eng.State()
+	nv := eng.Model().NVocab
+	best := func(f func() error) (time.Duration, error) {
+		var b time.Duration
+		for i := 0; i < reps; i++ {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			if d := time.Since(t0); i == 0 || d < b {
+				b = d
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		return b, nil
+	}
+	if pp > 0 {
+		toks := randomTokens(pp, nv, 1)
+		d, err := best(func() error {
+			s.Truncate(0)
+			_, err := s.Forward(toks, false)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		r.PPTokS = float64(pp) / d.Seconds()
+	}
+	if tg > 0 {
+		toks := randomTokens(tg, nv, 2)
+		d, err := best(func() error {
+			s.Truncate(0)
+			for i := range toks {
+				if _, err := s.Forward(toks[i:i+1], false); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		r.TGTokS = float64(tg) / d.Seconds()
+	}
+	// c(K): one pass over K tokens at the end of a pp-token context, all
+	// logits computed (as verification needs), relative to one token.
+	if len(ks) > 0 {
+		ctxToks := randomTokens(max(pp, 1), nv, 3)
+		s.Truncate(0)
+		if _, err := s.Forward(ctxToks, false); err != nil {
+			return err
+		}
+		base := s.Len()
+		costs := map[int]time.Duration{}
+		for _, k := range append([]int{1}, ks...) {
+			if _, ok := costs[k]; ok {
+				continue
+			}
+			batch := randomTokens(k, nv, uint64(10+k))
+			d, err := best(func() error {
+				var last error
+				for i := 0; i < 4; i++ { // several passes per measurement
+					s.Truncate(base)
+					_, last = s.Forward(batch, true)
+				}
+				return last
+			})
+			if err != nil {
+				return err
+			}
+			costs[k] = d
+		}
+		r.VerifyCost = map[string]float64{}
+		for _, k := range ks {
+			r.VerifyCost[strconv.Itoa(k)] = costs[k].Seconds() / costs[1].Seconds()
+		}
+	}
+	eng.Reset()
+	return nil
+}
+
+// benchSpec compares greedy decoding of prompt with and without
+// speculation (mode), or with an oracle drafter of acceptance alpha.
+func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, mode engine.SpecMode, alpha float64, draftMax, reps int) error {
+	greedy := sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
+	var ref []int32
+	run := func(so engine.SpecOptions) (engine.Stats, error) {
+		eng.Reset()
+		var ids []int32
+		st, err := eng.Generate(ctx, engine.Request{Prompt: prompt, MaxTokens: n, Sampling: greedy, Spec: so,
+			OnToken: func(id int32) { ids = append(ids, id) }})
+		if err == nil && ref == nil {
+			ref = ids
+		}
+		return st, err
+	}
+	bestOf := func(so func() engine.SpecOptions) (engine.Stats, float64, error) {
+		var bst engine.Stats
+		var btime float64
+		for i := 0; i < reps; i++ {
+			t0 := time.Now()
+			st, err := run(so())
+			if err != nil {
+				return st, 0, err
+			}
+			d := time.Since(t0).Seconds()
+			if i == 0 || d < btime {
+				bst, btime = st, d
+			}
+		}
+		return bst, float64(bst.GeneratedTokens) / btime, nil
+	}
+	plain, plainTokS, err := bestOf(func() engine.SpecOptions { return engine.SpecOptions{Mode: engine.SpecOff} })
+	if err != nil {
+		return err
+	}
+	promptToks, err := eng.Tokens(&engine.Request{Prompt: prompt})
+	if err != nil {
+		return err
+	}
+	full := append(append([]int32{}, promptToks...), ref...)
+	so := func() engine.SpecOptions { return engine.SpecOptions{Mode: mode, DraftMax: draftMax} }
+	r.Spec = string(mode)
+	if alpha >= 0 {
+		a := alpha
+		r.Oracle = &a
+		r.Spec = "oracle"
+		seed := uint64(0)
+		so = func() engine.SpecOptions {
+			seed++
+			return engine.SpecOptions{Mode: engine.SpecAuto, DraftMax: draftMax,
+				Drafter: spec.NewOracle(full, alpha, eng.Model().NVocab, seed)}
+		}
+	}
+	st, specTokS, err := bestOf(so)
+	if err != nil {
+		return err
+	}
+	_ = plain
+	r.PlainTokS, r.SpecTokS = plainTokS, specTokS
+	r.Speedup = specTokS / plainTokS
+	r.Drafted, r.Accepted, r.TokensPerPass = st.Drafted, st.Accepted, st.TokensPerPass
+	if st.Drafted > 0 {
+		r.Acceptance = float64(st.Accepted) / float64(st.Drafted)
+	}
+	return nil
+}
+
+func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return
+	}
+	if r.Spec != "" {
+		name := r.Spec
+		if r.Oracle != nil {
+			name = fmt.Sprintf("oracle α=%.2f", *r.Oracle)
+		}
+		fmt.Fprintf(e.stdout, "%s  t=%d  %s: plain %.2f tok/s, speculative %.2f tok/s, speedup %.3f×, drafted %d, accepted %d (%.1f%%), %.2f tokens/pass\n",
+			r.Model, r.Threads, name, r.PlainTokS, r.SpecTokS, r.Speedup, r.Drafted, r.Accepted, 100*r.Acceptance, r.TokensPerPass)
+		return
+	}
+	fmt.Fprintf(e.stdout, "%s  t=%d  pp %.2f tok/s  tg %.2f tok/s", r.Model, r.Threads, r.PPTokS, r.TGTokS)
+	for _, k := range ks {
+		if c, ok := r.VerifyCost[strconv.Itoa(k)]; ok {
+			fmt.Fprintf(e.stdout, "  c(%d) %.2f", k, c)
+		}
+	}
+	fmt.Fprintln(e.stdout)
+}
