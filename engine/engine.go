@@ -175,7 +175,7 @@ type Stats struct {
 	TTFTms          float64 `json:"ttft_ms"`
 	PrefillTokS     float64 `json:"prefill_tok_s"`
 	DecodeTokS      float64 `json:"decode_tok_s"`
-	StopReason      string  `json:"stop_reason"` // "eos", "stop", "length", "context"
+	StopReason      string  `json:"stop_reason"`   // "eos", "stop", "length", "context"
 	ReusedTokens    int     `json:"reused_tokens"` // prompt tokens whose KV state was reused
 
 	// Speculative decoding: forward passes of the target model while
