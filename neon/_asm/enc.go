@@ -168,3 +168,6 @@ func insH(d, i, n int) string {
 func cmtst(d, n, m int) string {
 	return word(rrr(0x4e208c00, d, n, m), "CMTST V%d.16B, V%d.16B, V%d.16B", d, n, m)
 }
+
+// scvtf4s: SCVTF Vd.4S, Vn.4S.
+func scvtf4s(d, n int) string { return word(rr(0x4e21d800, d, n), "SCVTF V%d.4S, V%d.4S", d, n) }

@@ -18,9 +18,9 @@ func TestEncodings(t *testing.T) {
 	}
 	a := &asm{}
 	for _, tr := range tiers {
-		a.dotQ4_0(tr)
-		a.dotQ5_0(tr)
-		a.dotQ8_0(tr)
+		for _, k := range blocks32 {
+			a.dot32(k, tr)
+		}
 		a.dotQ4_K(tr)
 		a.dotQ6_K(tr)
 	}

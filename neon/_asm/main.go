@@ -132,6 +132,14 @@ func (a *asm) f16(d int, off int, base string) {
 	a.l("FCVTHS F%d, F%d", d, d)
 }
 
+// f16t loads the half at off(base) into F(d) as a float32 through the
+// package's fp16Table (integer loads only: qemu emulates FCVT slowly).
+func (a *asm) f16t(d int, off int, base string) {
+	a.l("MOVHU %d(%s), R8", off, base)
+	a.l("MOVWU (R20)(R8<<2), R8")
+	a.l("FMOVS R8, F%d", d)
+}
+
 // colLoop opens the per-column loop: R9 the column's activation block, R10
 // its output, R11 the remaining columns.
 func (a *asm) colLoopBegin() {
@@ -151,114 +159,236 @@ func (a *asm) colLoopEnd() {
 
 const dotSig = "(out *float32, w, a *byte, aStride, nb, n int)"
 
-// Q4_0 × Q8_0: per block sumf += (float(sumi)*dx)*dy, exactly the generic
-// order, so the result is bit-identical to the generic kernel.
-func (a *asm) dotQ4_0(t tier) {
-	name := "dotQ4_0Q8_0" + t.suffix
-	a.text(name, "func "+name+dotSig, "$0-48")
-	a.dotArgs()
+// The 32-value block kernels (Q4_0, Q5_0, Q8_0 with Q8_0 activations)
+// keep ggml's exact integer block sum and the generic float order per
+// block, t = (float(sumi)*dx)*dy for Q4_0 and float(sumi)*(dx*dy) for
+// Q5_0/Q8_0, sumf = sumf + t block after block, so they are bit-identical
+// to the generic kernels. One column (decode) takes four blocks per step:
+// four integer sums reduced into one vector, the float steps on four lanes,
+// then the four additions in block order. Several columns go in groups of
+// four, one column per lane (a short group repeats column 0 in the unused
+// lanes), so every column sees the same float operations as alone.
+type block32 struct {
+	name   string
+	wsize  int
+	full   bool // weights use the whole int8 range (no 16-bit pair sums)
+	q4     bool // Q4_0 float order
+	unpack func(a *asm, base string, off, d0, d1 int, tmp []int)
+	consts func(a *asm)
+}
+
+var blocks32 = []block32{
+	{"Q4_0", 18, false, true, unpackQ4_0, constsQ4_0},
+	{"Q5_0", 22, false, false, unpackQ5_0, constsQ5_0},
+	{"Q8_0", 34, true, false, unpackQ8_0, func(*asm) {}},
+}
+
+func constsQ4_0(a *asm) {
 	a.l("VMOVI $15, V31.B16")
 	a.l("VMOVI $8, V30.B16")
-	a.l("PCALIGN $16")
-	a.l("block:")
-	a.f16(29, 0, "R1")
-	a.l("FMOVQ 2(R1), F0")
-	a.l("VAND V31.B16, V0.B16, V1.B16")
-	a.l("VUSHR $4, V0.B16, V2.B16")
-	a.l("VSUB V30.B16, V1.B16, V1.B16")
-	a.l("VSUB V30.B16, V2.B16, V2.B16")
-	a.colLoopBegin()
-	a.f16(3, 0, "R9")
-	a.l("FMOVQ 2(R9), F4")
-	a.l("FMOVQ 18(R9), F5")
-	a.isum(t, 6, 7, [][2]int{{1, 4}, {2, 5}})
-	a.i(scvtfS(6, 6))
-	a.l("FMULS F29, F6, F6")
-	a.l("FMULS F3, F6, F6")
-	a.l("FMOVS (R10), F7")
-	a.l("FADDS F6, F7, F7")
-	a.l("FMOVS F7, (R10)")
-	a.colLoopEnd()
-	a.l("ADD $18, R1")
-	a.l("ADD $34, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE block")
-	a.l("RET")
 }
 
-// Q8_0 × Q8_0: sumf += float(sumi)*(dx*dy), the generic order.
-func (a *asm) dotQ8_0(t tier) {
-	name := "dotQ8_0Q8_0" + t.suffix
-	a.text(name, "func "+name+dotSig, "$0-48")
-	a.dotArgs()
-	a.l("PCALIGN $16")
-	a.l("block:")
-	a.f16(29, 0, "R1")
-	a.l("FMOVQ 2(R1), F1")
-	a.l("FMOVQ 18(R1), F2")
-	a.colLoopBegin()
-	a.f16(3, 0, "R9")
-	a.l("FMOVQ 2(R9), F4")
-	a.l("FMOVQ 18(R9), F5")
-	a.isum8(t, 6, 7, [][2]int{{1, 4}, {2, 5}})
-	a.i(scvtfS(6, 6))
-	a.l("FMULS F29, F3, F3")
-	a.l("FMULS F3, F6, F6")
-	a.l("FMOVS (R10), F7")
-	a.l("FADDS F6, F7, F7")
-	a.l("FMOVS F7, (R10)")
-	a.colLoopEnd()
-	a.l("ADD $34, R1")
-	a.l("ADD $34, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE block")
-	a.l("RET")
+func unpackQ4_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+	t := tmp[0]
+	a.ldq(off+2, base, t)
+	a.l("VAND V31.B16, V%d.B16, V%d.B16", t, d0)
+	a.l("VUSHR $4, V%d.B16, V%d.B16", t, d1)
+	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d0, d0)
+	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d1, d1)
 }
 
-// Q5_0 × Q8_0: the fifth bits come from qh through a table lookup that
-// spreads its bytes over the lanes and a bit test per lane; sumf +=
-// (dx*dy)*float(sumi), the generic order.
-func (a *asm) dotQ5_0(t tier) {
-	name := "dotQ5_0Q8_0" + t.suffix
-	a.text(name, "func "+name+dotSig, "$0-48")
-	a.dotArgs()
+func constsQ5_0(a *asm) {
 	a.l("VMOVI $15, V31.B16")
 	a.l("VMOVI $16, V30.B16")
-	a.l("MOVD $q5consts<>(SB), R12")
-	a.l("VLD1 (R12), [V26.B16, V27.B16, V28.B16]") // idx lo, idx hi, bit masks
+	a.l("MOVD $q5consts<>(SB), R8")
+	a.l("VLD1 (R8), [V26.B16, V27.B16, V28.B16]") // idx lo, idx hi, bit masks
+}
+
+// unpackQ5_0: qh's bits spread over the lanes by a table lookup and a bit
+// test per lane, ORed above the nibbles as 16, minus 16.
+func unpackQ5_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+	t0, t1, t2, t3 := tmp[0], tmp[1], tmp[2], tmp[3]
+	a.l("FMOVS %d(%s), F%d", off+2, base, t1)
+	a.ldq(off+6, base, t0)
+	a.l("VTBL V26.B16, [V%d.B16], V%d.B16", t1, t2)
+	a.l("VTBL V27.B16, [V%d.B16], V%d.B16", t1, t3)
+	a.i(cmtst(t2, t2, 28))
+	a.i(cmtst(t3, t3, 28))
+	a.l("VAND V30.B16, V%d.B16, V%d.B16", t2, t2)
+	a.l("VAND V30.B16, V%d.B16, V%d.B16", t3, t3)
+	a.l("VAND V31.B16, V%d.B16, V%d.B16", t0, d0)
+	a.l("VUSHR $4, V%d.B16, V%d.B16", t0, d1)
+	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t2, d0, d0)
+	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t3, d1, d1)
+	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d0, d0)
+	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d1, d1)
+}
+
+func unpackQ8_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+	a.ldq2(off+2, base, d0, d1)
+}
+
+// idot4x sets the 4 int32 lanes of acc to partial sums of the dot product
+// of (x0,y0) and (x1,y1); full selects the exact path for full-range int8
+// weights without SDOT.
+func (a *asm) idot4x(t tier, full bool, acc, tmp, x0, y0, x1, y1 int) {
+	if t.dot || !full {
+		a.idot4(t, acc, tmp, [][2]int{{x0, y0}, {x1, y1}})
+		return
+	}
+	a.i(smull8(tmp, x0, y0))
+	a.i(saddlp8(acc, tmp))
+	a.i(smull28(tmp, x0, y0))
+	a.i(sadalp8(acc, tmp))
+	a.i(smull8(tmp, x1, y1))
+	a.i(sadalp8(acc, tmp))
+	a.i(smull28(tmp, x1, y1))
+	a.i(sadalp8(acc, tmp))
+}
+
+// blockFloat turns the four integer sums in V(s) into the four terms,
+// given dx in V(dx) (lanes) or V(dx).S[0] (byElem) and dy in V(dy).
+func (a *asm) blockFloat(k block32, s, dx, dy, tmp int, byElem bool) {
+	a.i(scvtf4s(s, s))
+	if k.q4 {
+		if byElem {
+			a.i(fmulElem(s, s, dx, 0))
+		} else {
+			a.i(fmul4s(s, s, dx))
+		}
+		a.i(fmul4s(s, s, dy))
+		return
+	}
+	if byElem {
+		a.i(fmulElem(tmp, dy, dx, 0))
+	} else {
+		a.i(fmul4s(tmp, dx, dy))
+	}
+	a.i(fmul4s(s, s, tmp))
+}
+
+func (a *asm) dot32(k block32, t tier) {
+	name := "dot" + k.name + "Q8_0" + t.suffix
+	a.text(name, "func "+name+dotSig, "$0-48")
+	a.l("MOVD out+0(FP), R0")
+	a.l("MOVD w+8(FP), R1")
+	a.l("MOVD a+16(FP), R2")
+	a.l("MOVD aStride+24(FP), R3")
+	a.l("MOVD nb+32(FP), R4")
+	a.l("MOVD n+40(FP), R5")
+	k.consts(a)
+	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("CMP $1, R5")
+	a.l("BNE multi")
+
+	// R20 holds fp16Table for the scale conversions.
+	// One column: four blocks per step, accumulator in F24.
+	a.l("VEOR V24.B16, V24.B16, V24.B16")
+	a.l("CMP $4, R4")
+	a.l("BLT tail")
 	a.l("PCALIGN $16")
-	a.l("block:")
-	a.f16(29, 0, "R1")
-	a.l("FMOVS 2(R1), F8")
-	a.l("FMOVQ 6(R1), F0")
-	a.l("VTBL V26.B16, [V8.B16], V9.B16")
-	a.l("VTBL V27.B16, [V8.B16], V10.B16")
-	a.i(cmtst(9, 9, 28))
-	a.i(cmtst(10, 10, 28))
-	a.l("VAND V30.B16, V9.B16, V9.B16")
-	a.l("VAND V30.B16, V10.B16, V10.B16")
-	a.l("VAND V31.B16, V0.B16, V1.B16")
-	a.l("VUSHR $4, V0.B16, V2.B16")
-	a.l("VORR V9.B16, V1.B16, V1.B16")
-	a.l("VORR V10.B16, V2.B16, V2.B16")
-	a.l("VSUB V30.B16, V1.B16, V1.B16")
-	a.l("VSUB V30.B16, V2.B16, V2.B16")
-	a.colLoopBegin()
-	a.f16(3, 0, "R9")
-	a.l("FMOVQ 2(R9), F4")
-	a.l("FMOVQ 18(R9), F5")
-	a.isum(t, 6, 7, [][2]int{{1, 4}, {2, 5}})
-	a.i(scvtfS(6, 6))
-	a.l("FMULS F29, F3, F3")
-	a.l("FMULS F6, F3, F6")
-	a.l("FMOVS (R10), F7")
-	a.l("FADDS F6, F7, F7")
-	a.l("FMOVS F7, (R10)")
-	a.colLoopEnd()
-	a.l("ADD $22, R1")
+	a.l("four:")
+	for b := 0; b < 4; b++ {
+		k.unpack(a, "R1", b*k.wsize, 0, 1, []int{8, 4, 5, 7})
+		a.ldq2(b*34+2, "R2", 2, 3)
+		a.idot4x(t, k.full, 17+b, 6, 0, 2, 1, 3)
+		a.l("MOVHU %d(R1), R8", b*k.wsize)
+		a.l("MOVHU %d(R2), R9", b*34)
+		a.l("MOVWU (R20)(R8<<2), R8")
+		a.l("MOVWU (R20)(R9<<2), R9")
+		a.l("VMOV R8, V22.S[%d]", b)
+		a.l("VMOV R9, V23.S[%d]", b)
+	}
+	a.l("VADDP V18.S4, V17.S4, V17.S4")
+	a.l("VADDP V20.S4, V19.S4, V19.S4")
+	a.l("VADDP V19.S4, V17.S4, V25.S4")
+	a.blockFloat(k, 25, 22, 23, 21, false)
+	a.l("FADDS F25, F24, F24")
+	for b := 1; b < 4; b++ {
+		a.l("VEXT $%d, V25.B16, V25.B16, V21.B16", 4*b)
+		a.l("FADDS F21, F24, F24")
+	}
+	a.l("ADD $%d, R1", 4*k.wsize)
+	a.l("ADD $%d, R2", 4*34)
+	a.l("SUB $4, R4")
+	a.l("CMP $4, R4")
+	a.l("BGE four")
+	a.l("tail:")
+	a.l("CBZ R4, done1")
+	a.l("one:")
+	k.unpack(a, "R1", 0, 0, 1, []int{8, 4, 5, 7})
+	a.ldq2(2, "R2", 2, 3)
+	a.idot4x(t, k.full, 25, 6, 0, 2, 1, 3)
+	a.i(addv4s(25, 25))
+	a.f16t(22, 0, "R1")
+	a.f16t(23, 0, "R2")
+	a.blockFloat(k, 25, 22, 23, 21, false)
+	a.l("FADDS F25, F24, F24")
+	a.l("ADD $%d, R1", k.wsize)
 	a.l("ADD $34, R2")
 	a.l("SUBS $1, R4")
-	a.l("BNE block")
+	a.l("BNE one")
+	a.l("done1:")
+	a.l("FMOVS F24, (R0)")
+	a.l("RET")
+
+	// Several columns: groups of four columns in the lanes of V24.
+	a.l("multi:")
+	a.l("MOVD R1, R6") // weights start
+	a.l("MOVD R4, R7") // nb
+	a.l("group:")
+	// column pointers R12-R15; unused lanes repeat column 0
+	a.l("MOVD R2, R12")
+	a.l("MOVD R2, R13")
+	a.l("MOVD R2, R14")
+	a.l("MOVD R2, R15")
+	a.l("CMP $2, R5")
+	a.l("BLT ptrs")
+	a.l("ADD R3, R2, R13")
+	a.l("CMP $3, R5")
+	a.l("BLT ptrs")
+	a.l("ADD R3, R13, R14")
+	a.l("CMP $4, R5")
+	a.l("BLT ptrs")
+	a.l("ADD R3, R14, R15")
+	a.l("ptrs:")
+	a.l("MOVD R6, R1")
+	a.l("MOVD R7, R4")
+	a.l("VEOR V24.B16, V24.B16, V24.B16")
+	a.l("PCALIGN $16")
+	a.l("mblock:")
+	k.unpack(a, "R1", 0, 0, 1, []int{8, 2, 3, 16})
+	a.f16t(29, 0, "R1")
+	for c := 0; c < 4; c++ {
+		p := fmt.Sprintf("R%d", 12+c)
+		a.ldq2(2, p, 4+2*c, 5+2*c)
+		a.idot4x(t, k.full, 12+c, 16, 0, 4+2*c, 1, 5+2*c)
+		a.l("MOVHU (%s), R8", p)
+		a.l("MOVWU (R20)(R8<<2), R8")
+		a.l("VMOV R8, V21.S[%d]", c)
+		a.l("ADD $34, %s", p)
+	}
+	a.l("VADDP V13.S4, V12.S4, V12.S4")
+	a.l("VADDP V15.S4, V14.S4, V14.S4")
+	a.l("VADDP V14.S4, V12.S4, V22.S4")
+	a.blockFloat(k, 22, 29, 21, 23, true)
+	a.i(fadd4s(24, 24, 22))
+	a.l("ADD $%d, R1", k.wsize)
+	a.l("SUBS $1, R4")
+	a.l("BNE mblock")
+	// store min(4, remaining) lanes
+	a.l("MOVD $4, R8")
+	a.l("CMP R8, R5")
+	a.l("CSEL LT, R5, R8, R8")
+	a.l("SUB R8, R5")
+	a.l("store:")
+	a.l("FMOVS F24, (R0)")
+	a.l("ADD $4, R0")
+	a.l("VEXT $4, V24.B16, V24.B16, V24.B16")
+	a.l("SUBS $1, R8")
+	a.l("BNE store")
+	a.l("ADD R3<<2, R2, R2") // next group of columns
+	a.l("CBNZ R5, group")
 	a.l("RET")
 }
 
@@ -415,7 +545,7 @@ func (a *asm) dotQ6_K(t tier) {
 	}
 	a.f16(31, 208, "R1") // d, kept in F31 through the column loop
 	// scales
-	a.l("FMOVQ 192(R1), F16")
+	a.ldq(192, "R1", 16)
 	a.i(sshll28(18, 16))
 	a.i(sshll8(16, 16))
 	a.i(sshll216(19, 18))
@@ -467,9 +597,9 @@ DATA q5consts<>+40(SB)/8, $0x8040201008040201
 GLOBL q5consts<>(SB), RODATA|NOPTR, $48
 `)
 	for _, t := range tiers {
-		a.dotQ4_0(t)
-		a.dotQ5_0(t)
-		a.dotQ8_0(t)
+		for _, k := range blocks32 {
+			a.dot32(k, t)
+		}
 		a.dotQ4_K(t)
 		a.dotQ6_K(t)
 	}
@@ -479,3 +609,30 @@ GLOBL q5consts<>(SB), RODATA|NOPTR, $48
 
 // i emits one instruction line as is.
 func (a *asm) i(s string) { a.b.WriteString("\t" + s + "\n") }
+
+// ldq loads the 16 bytes at off(base) into V(d). The address goes through
+// R26 and LD1, which qemu emulates much faster than an unaligned LDR Q.
+func (a *asm) ldq(off int, base string, d int) {
+	if useLDR {
+		a.l("FMOVQ %d(%s), F%d", off, base, d)
+		return
+	}
+	a.l("ADD $%d, %s, R26", off, base)
+	a.l("VLD1 (R26), [V%d.B16]", d)
+}
+
+// ldq2 loads the 32 bytes at off(base) into V(d0), V(d0+1).
+func (a *asm) ldq2(off int, base string, d0, d1 int) {
+	if d1 != d0+1 {
+		panic("ldq2: registers not consecutive")
+	}
+	if useLDR {
+		a.ldq(off, base, d0)
+		a.ldq(off+16, base, d1)
+		return
+	}
+	a.l("ADD $%d, %s, R26", off, base)
+	a.l("VLD1 (R26), [V%d.B16, V%d.B16]", d0, d1)
+}
+
+var useLDR = os.Getenv("LDR") != ""
