@@ -185,30 +185,26 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// prefill brings the KV state to prompt, reusing the longest common prefix
-// with what the state already holds, and returns the logits of the last
-// prompt token and the number of reused tokens.
-func (e *Engine) prefill(ctx context.Context, prompt []int32) ([]float32, int, error) {
+// prefill brings the KV state to toks, reusing the longest common prefix
+// with what the state already holds, and returns the number of reused
+// tokens. (Generation prefills all but the last prompt token: that one runs
+// in the first decoding step, together with a draft.)
+func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 	s := e.state
-	reuse := min(commonPrefix(e.cached, prompt), s.Len())
-	if reuse == len(prompt) {
-		reuse-- // the last token runs again for its logits
-	}
+	reuse := min(commonPrefix(e.cached, toks), s.Len())
 	s.Truncate(reuse)
-	e.cached = append(e.cached[:reuse], prompt[reuse:]...)
-	var logits []float32
-	var err error
-	for i := reuse; i < len(prompt); i += s.MaxBatch() {
+	e.cached = append(e.cached[:reuse], toks[reuse:]...)
+	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {
 			e.cached = e.cached[:s.Len()]
-			return nil, reuse, err
+			return reuse, err
 		}
-		if logits, err = s.Forward(prompt[i:min(i+s.MaxBatch(), len(prompt))], false); err != nil {
+		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
 			e.cached = e.cached[:s.Len()]
-			return nil, reuse, err
+			return reuse, err
 		}
 	}
-	return logits, reuse, nil
+	return reuse, nil
 }
 
 // Generate runs req to completion, streaming text through req.OnText. With
@@ -246,12 +242,14 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()
-	logits, reused, err := e.prefill(ctx, prompt)
+	reused, err := e.prefill(ctx, prompt[:len(prompt)-1])
 	if err != nil {
 		return st, err
 	}
 	st.ReusedTokens = reused
-	st.PrefillTokS = float64(len(prompt)-reused) / time.Since(start).Seconds()
+	if n := len(prompt) - 1 - reused; n > 0 {
+		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
+	}
 
 	g := generation{e: e, req: &req, st: &st, smp: smp, sp: &sp, lookup: lookup,
 		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
@@ -262,7 +260,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		g.maxTok = min(g.maxTok, req.MaxTokens)
 	}
 	g.start = start
-	err = g.run(ctx, logits)
+	err = g.run(ctx, prompt[len(prompt)-1])
 	if err == nil {
 		err = g.flush()
 	}
@@ -421,20 +419,17 @@ func (g *generation) try(idx int, d spec.Drafter, room int) ([]int32, int) {
 	return draft[:k], idx
 }
 
-// run decodes until an end condition, starting from the logits of the
-// last prompt token. Each step feeds one chosen token plus a draft through
-// one forward pass and accepts the longest verified run.
-func (g *generation) run(ctx context.Context, logits []float32) error {
+// run decodes until an end condition. Each step feeds one token (first the
+// last prompt token, then the latest emitted one) plus a draft through one
+// forward pass and accepts the longest verified run; the first step can
+// already verify a draft.
+func (g *generation) run(ctx context.Context, t int32) error {
 	e, st := g.e, g.st
 	s := e.state
 	ctrl := e.spec.ctrl
 	if g.maxTok <= 0 {
 		st.StopReason = "context"
 		return nil
-	}
-	t := g.smp.Sample(logits, g.history)
-	if err := g.emit(t); err != nil || g.done {
-		return err
 	}
 	nv := e.model.NVocab
 	for {
