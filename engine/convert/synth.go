@@ -1,0 +1,449 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/quant"
+)
+
+// Shape is the architecture and the sizes of a model.
+type Shape struct {
+	Name    string
+	Arch    string // "llama" or "qwen2"
+	Layers  int
+	Embd    int // width
+	Heads   int // query heads
+	HeadsKV int // key/value heads
+	HeadDim int
+	FFN     int // feed-forward width
+	Vocab   int // tokens (rows of token_embd)
+	Text    int // tokens before the special tokens
+	Ctx     int // training context, written as <arch>.context_length
+
+	RopeBase float32
+	NormEps  float32
+	Tied     bool // no output.weight: the output reuses token_embd
+	QKVBias  bool // attn_q/k/v.bias (Qwen2)
+	// Llama3Rope adds rope_freqs.weight with Llama 3.1's frequency scaling
+	// (factor 32, low/high frequency factors 1 and 4, original context 8192).
+	Llama3Rope bool
+	VocabStyle VocabStyle
+}
+
+var shapes = []Shape{
+	{
+		Name: "llama32-1b", Arch: "llama", Layers: 16, Embd: 2048, Heads: 32, HeadsKV: 8, HeadDim: 64,
+		FFN: 8192, Vocab: 128256, Text: 128000, Ctx: 131072, RopeBase: 500000, NormEps: 1e-5,
+		Tied: true, Llama3Rope: true, VocabStyle: Llama3,
+	},
+	{
+		Name: "qwen25-05b", Arch: "qwen2", Layers: 24, Embd: 896, Heads: 14, HeadsKV: 2, HeadDim: 64,
+		FFN: 4864, Vocab: 151936, Text: 151643, Ctx: 32768, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, QKVBias: true, VocabStyle: Qwen2,
+	},
+}
+
+// Shapes returns the shapes Synth knows by name.
+func Shapes() []Shape { return append([]Shape(nil), shapes...) }
+
+// LookupShape returns the shape called name.
+func LookupShape(name string) (Shape, error) {
+	var names []string
+	for _, s := range shapes {
+		if s.Name == name {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return Shape{}, fmt.Errorf("convert: unknown shape %q (want one of %s)", name, strings.Join(names, ", "))
+}
+
+// Params is the number of weights of the shape.
+func (s Shape) Params() int64 {
+	var n int64
+	for _, t := range s.tensors() {
+		n += t.elements()
+	}
+	return n
+}
+
+func (s Shape) check() error {
+	switch {
+	case s.Arch != "llama" && s.Arch != "qwen2":
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama or qwen2)", s.Name, s.Arch)
+	case s.Layers <= 0 || s.Embd <= 0 || s.Heads <= 0 || s.HeadsKV <= 0 || s.HeadDim <= 0 || s.FFN <= 0 || s.Ctx <= 0:
+		return fmt.Errorf("convert: shape %q: sizes must be positive", s.Name)
+	case s.Heads%s.HeadsKV != 0 || s.HeadDim%2 != 0:
+		return fmt.Errorf("convert: shape %q: %d heads are not a multiple of %d key/value heads, or head size %d is odd", s.Name, s.Heads, s.HeadsKV, s.HeadDim)
+	case !(s.RopeBase > 0) || !(s.NormEps > 0):
+		return fmt.Errorf("convert: shape %q: rope base and norm epsilon must be positive", s.Name)
+	}
+	return nil
+}
+
+type tensorKind int
+
+const (
+	kindWeight tensorKind = iota // random normal
+	kindBias                     // random normal, F32
+	kindNorm                     // ones, F32
+	kindRopeFreqs
+)
+
+type synthTensor struct {
+	name string
+	dims []int64
+	kind tensorKind
+}
+
+func (t synthTensor) elements() int64 {
+	n := int64(1)
+	for _, d := range t.dims {
+		n *= d
+	}
+	return n
+}
+
+// tensors lists the shape's tensors as llama.cpp names them.
+func (s Shape) tensors() []synthTensor {
+	e, q, kv, f, v := int64(s.Embd), int64(s.Heads*s.HeadDim), int64(s.HeadsKV*s.HeadDim), int64(s.FFN), int64(s.Vocab)
+	ts := []synthTensor{
+		{"token_embd.weight", []int64{e, v}, kindWeight},
+		{"output_norm.weight", []int64{e}, kindNorm},
+	}
+	if !s.Tied {
+		ts = append(ts, synthTensor{"output.weight", []int64{e, v}, kindWeight})
+	}
+	if s.Llama3Rope {
+		ts = append(ts, synthTensor{"rope_freqs.weight", []int64{int64(s.HeadDim / 2)}, kindRopeFreqs})
+	}
+	for i := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts,
+			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_q.weight", []int64{e, q}, kindWeight},
+			synthTensor{p + "attn_k.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_v.weight", []int64{e, kv}, kindWeight})
+		if s.QKVBias {
+			ts = append(ts,
+				synthTensor{p + "attn_q.bias", []int64{q}, kindBias},
+				synthTensor{p + "attn_k.bias", []int64{kv}, kindBias},
+				synthTensor{p + "attn_v.bias", []int64{kv}, kindBias})
+		}
+		ts = append(ts,
+			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+			synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+	}
+	return ts
+}
+
+// llama3RopeFreqs returns the per-frequency divisors Llama 3.1's rope
+// scaling stores in rope_freqs.weight (as convert_hf_to_gguf computes them).
+func llama3RopeFreqs(base float64, dim int) []float32 {
+	const factor, low, high, orig = 32.0, 1.0, 4.0, 8192.0
+	out := make([]float32, dim/2)
+	for i := range out {
+		freq := 1 / math.Pow(base, float64(2*i)/float64(dim))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < orig/high:
+			out[i] = 1
+		case wavelen > orig/low:
+			out[i] = factor
+		default:
+			smooth := (orig/wavelen - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
+}
+
+// SynthOptions tunes Synth.
+type SynthOptions struct {
+	Seed    uint64
+	Threads int     // <= 0: every CPU
+	Std     float32 // standard deviation of the weights; 0 means 0.02
+	// Exact quantizes a freshly drawn normal row for every row of every
+	// matrix, as llama-quantize would quantize a float model with these
+	// weights (the k-quant reference quantizers make that take minutes for
+	// a 1B model). Otherwise quantized matrices are assembled from blocks
+	// drawn at random from a pool of poolBlocks blocks, each quantized from
+	// normal data with the same reference quantizers: the same value
+	// distribution and the same bytes per weight, made in seconds.
+	Exact bool
+}
+
+// poolBlocks is the most distinct quantized blocks per type in the pool.
+const poolBlocks = 1 << 14
+
+// poolSize is the number of blocks of the pool for a file that holds
+// blocks blocks of the type: a power of two, an eighth of them up to
+// poolBlocks (so small files do not pay for a large pool).
+func poolSize(blocks int64) int {
+	n := 64
+	for n < poolBlocks && int64(n)*8 <= blocks {
+		n *= 2
+	}
+	return n
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func nameHash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// rowRand returns the generator of row r of the stream named by key.
+func rowRand(seed, key uint64, r int) *rand.Rand {
+	a := splitmix(seed ^ splitmix(key))
+	return rand.New(rand.NewPCG(a, splitmix(a^uint64(r))))
+}
+
+func normalRow(rng *rand.Rand, x []float32, std float32) {
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()) * std
+	}
+}
+
+// Synth writes a model of shape s with random weights as a file of type ft
+// at out: a normal distribution (std 0.02) for matrices and biases, ones
+// for norms, and a synthetic byte-level BPE vocabulary of the shape's size
+// with its family's special tokens and chat template. The file is the same
+// for the same seed, shape and type, whatever the thread count.
+func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions) (Result, error) {
+	var res Result
+	if err := s.check(); err != nil {
+		return res, err
+	}
+	if _, err := ft.DefaultType(); err != nil {
+		return res, err
+	}
+	voc, err := newBPEVocab(s.VocabStyle, s.Vocab, s.Text)
+	if err != nil {
+		return res, err
+	}
+	std := o.Std
+	if std == 0 {
+		std = 0.02
+	}
+	threads := threadCount(o.Threads)
+
+	ts := s.tensors()
+	infos := make([]gguf.TensorInfo, len(ts))
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		infos[i] = gguf.TensorInfo{Name: t.name, Type: quant.F32, Dims: t.dims}
+		names[i] = t.name
+	}
+	types, err := Plan(infos, ft, s.Arch, s.Layers)
+	if err != nil {
+		return res, err
+	}
+	order := Order(names)
+	outInfos := make([]gguf.TensorInfo, len(order))
+	for k, i := range order {
+		outInfos[k] = gguf.TensorInfo{Name: ts[i].name, Type: types[i], Dims: ts[i].dims}
+	}
+
+	w, err := createFile(out, s.metadata(voc, ft, o.Seed), outInfos)
+	if err != nil {
+		return res, err
+	}
+	// A writer goroutine overlaps writing a tensor with making the next.
+	pending := make(chan []byte, 1)
+	werr := make(chan error, 1)
+	var writeFailed atomic.Bool
+	go func() {
+		var err error
+		for d := range pending {
+			if err == nil {
+				if err = w.Write(d); err != nil {
+					writeFailed.Store(true)
+				}
+			}
+		}
+		werr <- err
+	}()
+	fail := func(err error) (Result, error) {
+		close(pending)
+		<-werr
+		w.abort()
+		return res, err
+	}
+
+	pools := map[quant.Type][]byte{}
+	blocks := map[quant.Type]int64{}
+	for _, info := range outInfos {
+		if size, err := info.Size(); err == nil {
+			blocks[info.Type] += size / int64(info.Type.TypeSize())
+		}
+	}
+	res.Types = map[quant.Type]int{}
+	for k, i := range order {
+		t, info := ts[i], outInfos[k]
+		size, err := info.Size()
+		if err != nil {
+			return fail(err)
+		}
+		data := make([]byte, size)
+		n := int(t.dims[0])
+		switch t.kind {
+		case kindNorm:
+			for j := 0; j < len(data); j += 4 {
+				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(1))
+			}
+		case kindRopeFreqs:
+			for j, f := range llama3RopeFreqs(float64(s.RopeBase), s.HeadDim) {
+				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(f))
+			}
+		default:
+			key := nameHash(t.name)
+			bs := info.Type.BlockSize()
+			if o.Exact || bs == 1 {
+				err = exactRows(ctx, threads, o.Seed, key, std, info.Type, data, n)
+			} else {
+				pool, ok := pools[info.Type]
+				if !ok {
+					if pool, err = makePool(ctx, threads, o.Seed, std, info.Type, poolSize(blocks[info.Type])); err != nil {
+						return fail(err)
+					}
+					pools[info.Type] = pool
+				}
+				err = poolRows(ctx, threads, o.Seed, key, pool, info.Type, data, n)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("convert: tensor %q: %w", t.name, err))
+			}
+		}
+		if writeFailed.Load() {
+			break
+		}
+		pending <- data
+		res.Types[info.Type]++
+		res.Tensors++
+	}
+	close(pending)
+	if err := <-werr; err != nil {
+		w.abort()
+		return res, err
+	}
+	if res.Bytes, err = w.finish(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// exactRows fills data with rows of n normal values quantized to t.
+func exactRows(ctx context.Context, threads int, seed, key uint64, std float32, t quant.Type, data []byte, n int) error {
+	rs, err := quant.RowSize(t, n)
+	if err != nil {
+		return err
+	}
+	return parallelRows(ctx, threads, len(data)/rs, func(r0, r1 int) error {
+		x := make([]float32, n)
+		for r := r0; r < r1; r++ {
+			normalRow(rowRand(seed, key, r), x, std)
+			if err := quant.QuantizeRow(t, x, data[r*rs:(r+1)*rs]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// makePool quantizes n blocks of normal values to t.
+func makePool(ctx context.Context, threads int, seed uint64, std float32, t quant.Type, n int) ([]byte, error) {
+	pool := make([]byte, n*t.TypeSize())
+	key := nameHash("pool:" + t.String())
+	err := exactRows(ctx, threads, seed, key, std, t, pool, t.BlockSize())
+	return pool, err
+}
+
+// poolRows fills data with rows of n elements of type t made of blocks
+// picked at random from pool.
+func poolRows(ctx context.Context, threads int, seed, key uint64, pool []byte, t quant.Type, data []byte, n int) error {
+	rs, err := quant.RowSize(t, n)
+	if err != nil {
+		return err
+	}
+	ts := t.TypeSize()
+	mask := uint64(len(pool)/ts - 1) // the pool holds a power of two blocks
+	return parallelRows(ctx, threads, len(data)/rs, func(r0, r1 int) error {
+		for r := r0; r < r1; r++ {
+			rng := rowRand(seed, key, r)
+			row := data[r*rs : (r+1)*rs]
+			var bits uint64
+			for b := range rs / ts {
+				if b%4 == 0 {
+					bits = rng.Uint64()
+				}
+				j := int(bits & mask)
+				bits >>= 16
+				copy(row[b*ts:(b+1)*ts], pool[j*ts:(j+1)*ts])
+			}
+		}
+		return nil
+	})
+}
+
+// metadata returns the file's metadata, in the order llama.cpp's converter
+// and quantizer write it.
+func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
+	b := gguf.NewBuilder()
+	a := s.Arch + "."
+	b.Set("general.architecture", s.Arch)
+	b.Set("general.type", "model")
+	b.Set("general.name", "synth "+s.Name)
+	b.Set("general.description", fmt.Sprintf("random weights in the shape of %s, made by geist synth (seed %d)", s.Name, seed))
+	b.Set(a+"block_count", uint32(s.Layers))
+	b.Set(a+"context_length", uint32(s.Ctx))
+	b.Set(a+"embedding_length", uint32(s.Embd))
+	b.Set(a+"feed_forward_length", uint32(s.FFN))
+	b.Set(a+"attention.head_count", uint32(s.Heads))
+	b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
+	b.Set(a+"rope.freq_base", s.RopeBase)
+	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
+	if s.Heads*s.HeadDim != s.Embd {
+		b.Set(a+"attention.key_length", uint32(s.HeadDim))
+		b.Set(a+"attention.value_length", uint32(s.HeadDim))
+	}
+	if s.Arch == "llama" {
+		b.Set(a+"attention.key_length", uint32(s.HeadDim))
+		b.Set(a+"attention.value_length", uint32(s.HeadDim))
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+		b.Set(a+"rope.dimension_count", uint32(s.HeadDim))
+	}
+	b.Set("tokenizer.ggml.model", "gpt2")
+	b.Set("tokenizer.ggml.pre", v.pre)
+	b.Set("tokenizer.ggml.tokens", v.tokens)
+	b.Set("tokenizer.ggml.token_type", v.types)
+	b.Set("tokenizer.ggml.merges", v.merges)
+	b.Set("tokenizer.ggml.bos_token_id", uint32(v.bos))
+	b.Set("tokenizer.ggml.eos_token_id", uint32(v.eos))
+	if v.pad >= 0 {
+		b.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	}
+	b.Set("tokenizer.ggml.add_bos_token", v.addBOS)
+	b.Set("tokenizer.chat_template", v.template)
+	b.Set("general.quantization_version", uint32(QuantizationVersion))
+	b.Set("general.file_type", uint32(ft))
+	return b
+}
