@@ -33,6 +33,15 @@ func dotQ5_0Q8_0AVX2(out *float32, w, a *byte, aStride, nb, n int)
 func dotQ8_0Q8_0AVX2(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
+func dotQ4_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ5_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ8_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
 func dotQ4_KQ8_KAVX2(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
@@ -70,8 +79,10 @@ func checkCols(out []float32, w, a []byte, aStride, wBytes, aBytes, n int) {
 	}
 }
 
-// blockDot runs a block kernel over n columns in groups of maxCols.
-func blockDot(k asmDot, out []float32, w, a []byte, aStride, nb, n, wSize, aSize int) {
+// blockDot runs a block kernel over n columns in groups of maxCols, and
+// the one-column kernel k1 on a single column (the same results, fewer
+// instructions).
+func blockDot(k, k1 asmDot, out []float32, w, a []byte, aStride, nb, n, wSize, aSize int) {
 	if nb < 0 || nb > math.MaxInt/aSize {
 		panic(errShort)
 	}
@@ -81,28 +92,32 @@ func blockDot(k asmDot, out []float32, w, a []byte, aStride, nb, n, wSize, aSize
 		return
 	}
 	for j := 0; j < n; j += maxCols {
-		k(&out[j], &w[0], &a[j*aStride], aStride, nb, min(maxCols, n-j))
+		if m := min(maxCols, n-j); m > 1 {
+			k(&out[j], &w[0], &a[j*aStride], aStride, nb, m)
+		} else {
+			k1(&out[j], &w[0], &a[j*aStride], aStride, nb, 1)
+		}
 	}
 }
 
 func dotQ4_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
-	blockDot(dotQ4_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ4_0, sizeQ8_0)
+	blockDot(dotQ4_0Q8_0AVX2, dotQ4_0Q8_0x1AVX2, out, w, a, aStride, nb, n, sizeQ4_0, sizeQ8_0)
 }
 
 func dotQ5_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
-	blockDot(dotQ5_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ5_0, sizeQ8_0)
+	blockDot(dotQ5_0Q8_0AVX2, dotQ5_0Q8_0x1AVX2, out, w, a, aStride, nb, n, sizeQ5_0, sizeQ8_0)
 }
 
 func dotQ8_0Q8_0avx2(out []float32, w, a []byte, aStride, nb, n int) {
-	blockDot(dotQ8_0Q8_0AVX2, out, w, a, aStride, nb, n, sizeQ8_0, sizeQ8_0)
+	blockDot(dotQ8_0Q8_0AVX2, dotQ8_0Q8_0x1AVX2, out, w, a, aStride, nb, n, sizeQ8_0, sizeQ8_0)
 }
 
 func dotQ4_KQ8_Kavx2(out []float32, w, a []byte, aStride, nb, n int) {
-	blockDot(dotQ4_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ4_K, sizeQ8_K)
+	blockDot(dotQ4_KQ8_KAVX2, dotQ4_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ4_K, sizeQ8_K)
 }
 
 func dotQ6_KQ8_Kavx2(out []float32, w, a []byte, aStride, nb, n int) {
-	blockDot(dotQ6_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ6_K, sizeQ8_K)
+	blockDot(dotQ6_KQ8_KAVX2, dotQ6_KQ8_KAVX2, out, w, a, aStride, nb, n, sizeQ6_K, sizeQ8_K)
 }
 
 // floatDot runs a float kernel over the 8-element chunks of n columns and

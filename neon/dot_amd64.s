@@ -52,6 +52,14 @@ DATA bitMask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
 DATA bitMask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL bitMask<>(SB), RODATA|NOPTR, $32
 
+// shr4hi: dword shift counts 0 in the low 128-bit lane, 4 in the high one
+// (a broadcast 16-byte nibble row becomes low nibbles | high nibbles).
+DATA shr4hi<>+0(SB)/8, $0
+DATA shr4hi<>+8(SB)/8, $0
+DATA shr4hi<>+16(SB)/8, $0x0000000400000004
+DATA shr4hi<>+24(SB)/8, $0x0000000400000004
+GLOBL shr4hi<>(SB), RODATA|NOPTR, $32
+
 // k4Shuf picks byte 0 into the low byte of every word, zero above.
 DATA k4Shuf<>+0(SB)/8, $0x8000800080008000
 DATA k4Shuf<>+8(SB)/8, $0x8000800080008000
@@ -438,15 +446,13 @@ GLOBL bias5<>(SB), RODATA|NOPTR, $32
 // LOADQ4 / LOADQ5 leave in Y0 the 32 unsigned quants of the Q4_0 / Q5_0
 // block at off(SI).
 #define LOADQ4(off) \
-	VMOVDQU     (off+2)(SI), X0;  \
-	VPSRLW      $4, X0, X1;       \
-	VINSERTI128 $1, X1, Y0, Y0;   \
-	VPAND       nib<>(SB), Y0, Y0
+	VBROADCASTI128 (off+2)(SI), Y0;     \
+	VPSRLVD        shr4hi<>(SB), Y0, Y0; \
+	VPAND          nib<>(SB), Y0, Y0
 
 #define LOADQ5(off) \
-	VMOVDQU      (off+6)(SI), X0;       \
-	VPSRLW       $4, X0, X1;            \
-	VINSERTI128  $1, X1, Y0, Y0;        \
+	VBROADCASTI128 (off+6)(SI), Y0;     \
+	VPSRLVD      shr4hi<>(SB), Y0, Y0;  \
 	VPAND        nib<>(SB), Y0, Y0;     \
 	VPBROADCASTD (off+2)(SI), Y1;       \
 	VPSHUFB      bitShuf<>(SB), Y1, Y1; \
@@ -636,6 +642,166 @@ q80done:
 	STORE8(q80ret)
 
 q80ret:
+	VZEROUPPER
+	RET
+
+// The one-column kernels compute the same float operations on the same
+// values as the kernels above (so the same bits), without the scratch:
+// each block is unpacked into registers and used at once. Unsigned weights
+// q take the offset through the activations: sum (q-o)*y =
+// maddubs(q, y) - maddubs(o, y), exact in int16 (Y15 nibble mask, Y14 the
+// offset bytes, Y13 ones16).
+
+// B1_Q4 / B1_Q5 / B1_Q8 leave in dst the int32 lanes of block g's sum
+// (weights at SI, activations at DX; temporaries Y0, Y1 and Y5).
+#define B1_Q4(g, dst) \
+	VBROADCASTI128 (18*(g)+2)(SI), Y0;   \
+	VPSRLVD     shr4hi<>(SB), Y0, Y0;    \
+	VPAND       Y15, Y0, Y0;             \
+	VPMADDUBSW  (34*(g)+2)(DX), Y14, Y1; \
+	VPMADDUBSW  (34*(g)+2)(DX), Y0, Y0;  \
+	VPSUBW      Y1, Y0, Y0;              \
+	VPMADDWD    Y13, Y0, dst
+
+#define B1_Q5(g, dst) \
+	LOADQ5(22*(g));                      \
+	VPMADDUBSW  (34*(g)+2)(DX), Y14, Y1; \
+	VPMADDUBSW  (34*(g)+2)(DX), Y0, Y0;  \
+	VPSUBW      Y1, Y0, Y0;              \
+	VPMADDWD    Y13, Y0, dst
+
+#define B1_Q8(g, dst) \
+	VPMOVSXBW (34*(g)+2)(SI), Y0;  \
+	VPMOVSXBW (34*(g)+2)(DX), Y1;  \
+	VPMADDWD  Y1, Y0, Y0;          \
+	VPMOVSXBW (34*(g)+18)(SI), Y1; \
+	VPMOVSXBW (34*(g)+18)(DX), Y5; \
+	VPMADDWD  Y5, Y1, Y1;          \
+	VPADDD    Y1, Y0, dst
+
+#define ONEPROLOGUE \
+	MOVQ    out+0(FP), DI;        \
+	MOVQ    w+8(FP), SI;          \
+	MOVQ    a+16(FP), DX;         \
+	MOVQ    nb+32(FP), CX;        \
+	VXORPS  X8, X8, X8;           \
+	VMOVDQU nib<>(SB), Y15;       \
+	VMOVDQU ones16<>(SB), Y13
+
+// ONEGROUP: 8 blocks of one column.
+#define ONEGROUP(B1, FAC, size) \
+	TREE8(B1, Y0);        \
+	VCVTDQ2PS Y0, Y0;     \
+	DX8(size);            \
+	MOVQ DX, R9;          \
+	DY8;                  \
+	FAC;                  \
+	ADD8(X8)
+
+// ONEBLOCK: a single block.
+#define ONEBLOCK(B1, FAC1) \
+	B1(0, Y0);               \
+	INTSUM;                  \
+	VCVTDQ2PS X0, X0;        \
+	VPBROADCASTW (SI), X7;   \
+	VCVTPH2PS    X7, X7;     \
+	MOVQ DX, R9;             \
+	DY1;                     \
+	FAC1;                    \
+	VADDSS X0, X8, X8
+
+// func dotQ4_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ4_0Q8_0x1AVX2(SB), NOSPLIT, $0-48
+	ONEPROLOGUE
+	VMOVDQU eights<>(SB), Y14
+	SHRQ    $3, CX
+	JZ      q41tail
+
+	PCALIGN $16
+q41group:
+	ONEGROUP(B1_Q4, FAC_Q4, 18)
+	ADDQ $(8*18), SI
+	ADDQ $(8*34), DX
+	DECQ CX
+	JNZ  q41group
+
+q41tail:
+	MOVQ nb+32(FP), CX
+	ANDQ $7, CX
+	JZ   q41done
+
+q41one:
+	ONEBLOCK(B1_Q4, FAC1_Q4)
+	ADDQ $18, SI
+	ADDQ $34, DX
+	DECQ CX
+	JNZ  q41one
+
+q41done:
+	VMOVSS X8, (DI)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ5_0Q8_0x1AVX2(SB), NOSPLIT, $0-48
+	ONEPROLOGUE
+	VMOVDQU sixteens<>(SB), Y14
+	SHRQ    $3, CX
+	JZ      q51tail
+
+	PCALIGN $16
+q51group:
+	ONEGROUP(B1_Q5, FAC_DD, 22)
+	ADDQ $(8*22), SI
+	ADDQ $(8*34), DX
+	DECQ CX
+	JNZ  q51group
+
+q51tail:
+	MOVQ nb+32(FP), CX
+	ANDQ $7, CX
+	JZ   q51done
+
+q51one:
+	ONEBLOCK(B1_Q5, FAC1_DD)
+	ADDQ $22, SI
+	ADDQ $34, DX
+	DECQ CX
+	JNZ  q51one
+
+q51done:
+	VMOVSS X8, (DI)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0Q8_0x1AVX2(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ8_0Q8_0x1AVX2(SB), NOSPLIT, $0-48
+	ONEPROLOGUE
+	SHRQ    $3, CX
+	JZ      q81tail
+
+	PCALIGN $16
+q81group:
+	ONEGROUP(B1_Q8, FAC_DD, 34)
+	ADDQ $(8*34), SI
+	ADDQ $(8*34), DX
+	DECQ CX
+	JNZ  q81group
+
+q81tail:
+	MOVQ nb+32(FP), CX
+	ANDQ $7, CX
+	JZ   q81done
+
+q81one:
+	ONEBLOCK(B1_Q8, FAC1_DD)
+	ADDQ $34, SI
+	ADDQ $34, DX
+	DECQ CX
+	JNZ  q81one
+
+q81done:
+	VMOVSS X8, (DI)
 	VZEROUPPER
 	RET
 
