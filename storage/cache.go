@@ -116,6 +116,9 @@ type Cache struct {
 
 	putMu sync.Mutex // serialises writers' multi-transaction work
 
+	touchMu sync.Mutex
+	touches []access // hits not yet in the LRU index
+
 	mu       sync.RWMutex // guards db, gen and closed; held exclusively to swap the file
 	db       *bolt.DB
 	gen      uint64 // incremented when the file is replaced after damage
@@ -300,6 +303,7 @@ func (c *Cache) recoverState() error {
 func (c *Cache) Close() error {
 	c.putMu.Lock()
 	defer c.putMu.Unlock()
+	c.flushTouches()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -564,7 +568,9 @@ func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok boo
 	})
 	if err != nil {
 		c.misses.Add(1)
-		c.log.Warn("storage: cache miss: cache file unreadable", "path", c.path, "err", err.Error())
+		if !errors.Is(err, ErrClosed) {
+			c.log.Warn("storage: cache miss: cache file unreadable", "path", c.path, "err", err.Error())
+		}
 		return 0, nil, false
 	}
 	for _, slot := range bad {
@@ -652,20 +658,64 @@ func equalTokens(a, b []int32) bool {
 	return true
 }
 
-// touch marks a slot most recently used, if it still holds blob id; only
-// the small index records are rewritten, never the blob.
+// access is a hit not yet written to the LRU index.
+type access struct {
+	mk   [32]byte
+	slot []byte
+	id   uint64
+}
+
+// maxQueuedTouches bounds the hits held in memory before they are written.
+const maxQueuedTouches = 256
+
+// touch records that a slot holding blob id was used. The record goes into
+// the next write transaction (a Put's eviction step, Close, or when many
+// hits have accumulated), so a hit costs no fsync; a crash forgets recent
+// hits, which only makes the eviction order slightly less exact.
 func (c *Cache) touch(mk [32]byte, slot []byte, id uint64) {
-	err := c.run(0, true, func(tx *bolt.Tx) error {
-		mb := tx.Bucket(bktModels).Bucket(mk[:])
-		if mb == nil {
-			return nil
+	c.touchMu.Lock()
+	c.touches = append(c.touches, access{mk, slot, id})
+	n := len(c.touches)
+	c.touchMu.Unlock()
+	if n >= maxQueuedTouches {
+		c.flushTouches()
+	}
+}
+
+func (c *Cache) takeTouches() []access {
+	c.touchMu.Lock()
+	defer c.touchMu.Unlock()
+	t := c.touches
+	c.touches = nil
+	return t
+}
+
+func (c *Cache) flushTouches() {
+	list := c.takeTouches()
+	if len(list) == 0 {
+		return
+	}
+	err := c.run(0, true, func(tx *bolt.Tx) error { return applyTouches(tx, list) })
+	if err != nil && !errors.Is(err, ErrClosed) {
+		c.log.Warn("storage: cache: could not record accesses", "err", err.Error())
+	}
+}
+
+// applyTouches marks slots most recently used, in the order of the hits,
+// skipping those evicted or replaced since; only the small index records
+// are rewritten, never a blob.
+func applyTouches(tx *bolt.Tx, list []access) error {
+	models, lru := tx.Bucket(bktModels), tx.Bucket(bktLRU)
+	for _, a := range list {
+		mb := models.Bucket(a.mk[:])
+		if mb == nil || mb.Bucket(bktAtime) == nil {
+			continue
 		}
 		at := mb.Bucket(bktAtime)
-		old := at.Get(slot)
-		if len(old) != 24 || binary.BigEndian.Uint64(old[8:]) != id {
-			return nil // evicted or replaced meanwhile
+		old := at.Get(a.slot)
+		if len(old) != 24 || binary.BigEndian.Uint64(old[8:]) != a.id {
+			continue
 		}
-		lru := tx.Bucket(bktLRU)
 		if err := lru.Delete(old[:8]); err != nil {
 			return err
 		}
@@ -675,14 +725,14 @@ func (c *Cache) touch(mk [32]byte, slot []byte, id uint64) {
 		}
 		rec := bytes.Clone(old)
 		binary.BigEndian.PutUint64(rec, stamp)
-		if err := lru.Put(rec[:8], append(bytes.Clone(mk[:]), slot...)); err != nil {
+		if err := lru.Put(rec[:8], append(bytes.Clone(a.mk[:]), a.slot...)); err != nil {
 			return err
 		}
-		return at.Put(slot, rec)
-	})
-	if err != nil {
-		c.log.Warn("storage: cache: could not record access", "err", err.Error())
+		if err := at.Put(a.slot, rec); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // dropSlot deletes a damaged entry.
@@ -1036,8 +1086,12 @@ func (c *Cache) abandon(gen, id uint64, written int64) {
 // replaces, counts as freed). The caller holds putMu.
 func (c *Cache) evict(gen uint64, mk, slot []byte, need int64) error {
 	var freed, n int64
+	touches := c.takeTouches()
 	err := c.run(gen, true, func(tx *bolt.Tx) error {
 		freed, n = 0, 0
+		if err := applyTouches(tx, touches); err != nil {
+			return err
+		}
 		if mk != nil {
 			cost, found, err := deleteSlot(tx, mk, slot)
 			if err != nil {

@@ -31,11 +31,19 @@ func blobFor(tokens []int32, lo, hi int) []byte {
 	if hi > lo {
 		n += r.IntN(hi - lo)
 	}
+	// 4 KiB of random bytes, repeated, with each block's first 8 bytes
+	// marked by its index (fast even under the race detector).
 	b := make([]byte, n)
-	for i := 0; i < n; i += 8 {
+	for i := 0; i < min(n, 4096); i += 8 {
 		var w [8]byte
 		binary.LittleEndian.PutUint64(w[:], r.Uint64())
 		copy(b[i:], w[:])
+	}
+	for done := 4096; done < n; done *= 2 {
+		copy(b[done:], b[:done])
+	}
+	for off := 4096; off+8 <= n; off += 4096 {
+		binary.LittleEndian.PutUint64(b[off:], binary.LittleEndian.Uint64(b[off:])^uint64(off))
 	}
 	return b
 }
@@ -339,7 +347,7 @@ func TestCacheBudgetRandomized(t *testing.T) {
 			}
 			defer func() { close(done); wg.Wait() }()
 			maxSize, puts := int64(0), tc.puts
-			if testing.Short() {
+			if testing.Short() || raceEnabled {
 				puts = tc.shortRun
 			}
 			for i := range puts {
@@ -722,4 +730,80 @@ func TestPrefixHashes(t *testing.T) {
 	if strings.Contains(fmt.Sprint(a[6]), fmt.Sprint(b[6])) {
 		t.Fatal("diverging prefixes share a hash")
 	}
+}
+
+func TestCacheDamagedWhileOpen(t *testing.T) {
+	log, lb := newLog(t)
+	c, path := testCache(t, &CacheOptions{Logger: log, MaxBytes: 8 << 20, ChunkSize: 4096})
+	for i := range 40 {
+		if err := c.Put(modelA, seq(i*100, 20), bytes.Repeat([]byte{byte(i)}, 30000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cut the file under the memory map: reading it now faults.
+	if err := os.Truncate(path, 8192); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if n, blob, ok := c.Lookup(modelA, seq(i*100, 20)); ok && !bytes.Equal(blob, bytes.Repeat([]byte{byte(i)}, 30000)) {
+			t.Fatalf("wrong data (%d tokens) from a damaged file", n)
+		}
+	}
+	lb.expect(t, "cache file damaged; moved aside")
+	if st := c.Stats(); st.Resets != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := c.Put(modelA, seq(0, 20), []byte("fresh")); err != nil {
+		t.Fatal(err)
+	}
+	if _, blob, ok := c.Lookup(modelA, seq(0, 20)); !ok || string(blob) != "fresh" {
+		t.Fatal("recreated cache does not work")
+	}
+	c.audit(t)
+}
+
+// BenchmarkLookup: a 4096-token request against 64 stored prefixes of 16
+// distinct lengths with 64 KiB blobs: a hit on the longest, and a miss that
+// probes every length.
+func BenchmarkLookup(b *testing.B) {
+	c, err := OpenCache(filepath.Join(memDirB(b), "cache.db"), &CacheOptions{MaxBytes: 64 << 20, ChunkSize: 16 << 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := seq(7, 4096)
+	for i := range 64 {
+		n := 256 * (1 + i%16)
+		toks := append([]int32{}, req[:n]...)
+		if i >= 16 {
+			toks[n-1] = int32(-i) // same length, another conversation
+		}
+		if err := c.Put(modelA, toks, blobFor(toks, 64<<10, 64<<10+1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("hit", func(b *testing.B) {
+		b.SetBytes(64 << 10)
+		for b.Loop() {
+			if n, _, ok := c.Lookup(modelA, req); !ok || n != 4096 {
+				b.Fatalf("n=%d ok=%v", n, ok)
+			}
+		}
+	})
+	b.Run("miss-16-lengths", func(b *testing.B) {
+		other := seq(8, 4096)
+		for b.Loop() {
+			if _, _, ok := c.Lookup(modelA, other); ok {
+				b.Fatal("hit")
+			}
+		}
+	})
+}
+
+func memDirB(b *testing.B) string {
+	if d, err := os.MkdirTemp("/dev/shm", "geist-storage-bench-"); err == nil {
+		b.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	return b.TempDir()
 }

@@ -86,6 +86,8 @@ func crashWriter(dir string, seed uint64) error {
 		return err
 	}
 	c.txMax = 48 << 10 // blobs above three chunks take several transactions
+	fmt.Fprintln(out, "ready")
+	out.Flush()
 	for _, id := range []string{"c0", "c1", "c2", "scratch"} {
 		if _, err := s.Create(Conversation{ID: id, Model: "m", System: "sys"}); err != nil && !errors.Is(err, ErrExists) {
 			return err
@@ -158,14 +160,42 @@ func TestCrashSafety(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir, crashSeedEnv+"="+strconv.Itoa(round))
 		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stderr = &stderr
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Mostly while it writes, sometimes while it opens or recovers.
-		time.Sleep(time.Duration(5+r.IntN(300)) * time.Millisecond)
+		ready, eof := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(eof)
+			sc := bufio.NewReader(pipe)
+			for {
+				line, err := sc.ReadString('\n')
+				if line == "ready\n" {
+					close(ready)
+				}
+				stdout.WriteString(line)
+				if err != nil {
+					return
+				}
+			}
+		}()
+		// Every fifth round while it opens and recovers, else while it
+		// writes (slow machines and the race detector delay the start).
+		if round%5 != 0 {
+			select {
+			case <-ready:
+			case <-eof:
+			case <-time.After(20 * time.Second):
+			}
+		}
+		time.Sleep(time.Duration(r.IntN(250)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
+		<-eof
+		err = cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("round %d: writer was not killed (%v): %s%s", round, err, stdout.String(), stderr.String())
 		}

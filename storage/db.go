@@ -23,7 +23,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -71,7 +73,7 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType) (d
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: open %s: bbolt panicked: %v", errDamaged, path, r)
+			db, err = nil, fmt.Errorf("%w: open %s: %s", errDamaged, path, describePanic(r))
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: freelist})
@@ -165,10 +167,18 @@ func guarded(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", errDamaged, r)
+			err = fmt.Errorf("%w: %s", errDamaged, describePanic(r))
 		}
 	}()
 	return fn()
+}
+
+// describePanic names what a recovered panic most likely means.
+func describePanic(r any) string {
+	if e, ok := r.(runtime.Error); ok && strings.Contains(e.Error(), "invalid memory address") {
+		return fmt.Sprintf("memory fault reading the mapped file (truncated or unreadable): %v", e)
+	}
+	return fmt.Sprintf("bbolt panicked: %v", r)
 }
 
 // verify checks a freshly opened file: its data must lie inside the file

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,5 +411,52 @@ func TestTurnEncoding(t *testing.T) {
 	}
 	if _, err := decodeTurn(seqKey(9), append(v, 0)); err == nil {
 		t.Fatal("trailing byte: no error")
+	}
+}
+
+func TestSessionsConcurrent(t *testing.T) {
+	s, _ := testSessions(t, nil)
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Create(Conversation{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	seqs := make(chan uint64, 100)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				got, err := s.Append("a", Turn{Role: "user", Text: fmt.Sprint(w, i)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seqs <- got[0]
+				if _, err := s.List(); err != nil {
+					t.Error(err)
+				}
+				if err := s.SetSetting(fmt.Sprint("w", w), fmt.Sprint(i)); err != nil {
+					t.Error(err)
+				}
+				var buf bytes.Buffer
+				if err := s.Export(&buf, "a"); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(seqs)
+	seen := map[uint64]bool{}
+	for q := range seqs {
+		if seen[q] {
+			t.Fatalf("sequence number %d handed out twice", q)
+		}
+		seen[q] = true
+	}
+	if c, _ := s.Info("a"); c.Turns != 40 || len(seen) != 40 {
+		t.Fatalf("%d turns stored, %d appended", c.Turns, len(seen))
 	}
 }
