@@ -397,6 +397,43 @@ func TestSessionsDamagedFile(t *testing.T) {
 	}
 }
 
+func TestSessionsDamagedRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	s, err := OpenSessions(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"good", "bad"} {
+		s.Create(Conversation{ID: id})
+		if _, err := s.Append(id, Turn{Role: "user", Text: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		tb := tx.Bucket(bktConvs).Bucket([]byte("bad")).Bucket(bktTurns)
+		v := bytes.Clone(tb.Get(seqKey(1)))
+		v = v[:len(v)-1] // cut short
+		return tb.Put(seqKey(1), v)
+	})
+	db.Close()
+	s, err = OpenSessions(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Get("bad"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `conversation "bad"`) {
+		t.Fatalf("damaged turn: %v", err)
+	}
+	if _, turns, err := s.Get("good"); err != nil || len(turns) != 1 {
+		t.Fatalf("intact conversation: %v", err)
+	}
+}
+
 func TestTurnEncoding(t *testing.T) {
 	turn := Turn{Seq: 9, Role: "assistant", Text: "héllo\x00", Tokens: []int32{0, -1, 1 << 30, -(1 << 31)}, Time: time.Unix(1700000000, 123).UTC()}
 	v := encodeTurn(turn)
