@@ -391,6 +391,7 @@ func (c *Cache) reset(gen uint64, cause error) {
 // held exclusively.
 func (c *Cache) resetLocked(cause error) {
 	c.gen++
+	c.takeTouches() // they name blobs of the old file
 	if c.db != nil {
 		_ = guarded(c.db.Close)
 		c.db = nil
