@@ -37,6 +37,8 @@ func init() {
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL [--json]", "describe a GGUF model file", cmdInspect},
 		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},
+		{"synth", synthUsage, "write a GGUF with random weights in the shape of a real model", cmdSynth},
+		{"quantize", quantizeUsage, "convert an F32/F16/BF16 GGUF to Q4_0, Q8_0 or Q4_K_M", cmdQuantize},
 		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
 		{"version", "version", "print the version", cmdVersion},
 	}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/convert"
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/quant"
+)
+
+// testShapes adds a small llama-family shape to the real ones, so the
+// command can be run end to end in a second.
+func testShapes(name string) (convert.Shape, error) {
+	if name == "test-small" {
+		return convert.Shape{
+			Name: "test-small", Arch: "llama", Layers: 2, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+			FFN: 512, Vocab: 1024, Text: 1000, Ctx: 2048, RopeBase: 500000, NormEps: 1e-5,
+			Tied: true, Llama3Rope: true, VocabStyle: convert.Llama3,
+		}, nil
+	}
+	return convert.LookupShape(name)
+}
+
+func synthCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{strings.NewReader(""), &out, &errb}
+	code := 0
+	if err := runSynth(context.Background(), e, args, testShapes); err != nil {
+		code = 1
+		errb.WriteString(err.Error())
+		if _, ok := err.(usageError); ok {
+			code = 2
+		}
+	}
+	return code, out.String(), errb.String()
+}
+
+func TestSynthCommand(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.gguf")
+	code, out, errs := synthCmd(t, "--shape", "test-small", "--type", "Q4_K_M", "-o", a, "--seed", "9")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "wrote "+a) || !strings.Contains(out, "Q6_K×") {
+		t.Errorf("output %q", out)
+	}
+	f, err := gguf.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt, _ := f.Tensor("token_embd.weight"); tt == nil || tt.Type != quant.Q6_K {
+		t.Errorf("token_embd: %+v", tt)
+	}
+	f.Close()
+	// The file runs: geist inspect and geist run read it.
+	if code, out, errs := geist(t, "", "inspect", a); code != 0 || !strings.Contains(out, "llama") {
+		t.Errorf("inspect: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := geist(t, "", "run", "-m", a, "-n", "4", "--temp", "0", "Once upon a time"); code != 0 {
+		t.Errorf("run: exit %d: %s", code, errs)
+	}
+	// Same seed, same bytes.
+	b := filepath.Join(dir, "b.gguf")
+	if code, _, errs := synthCmd(t, "--shape", "test-small", "--type", "Q4_K_M", "-o", b, "--seed", "9", "-t", "1"); code != 0 {
+		t.Fatal(errs)
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ab, bb) {
+		t.Error("same seed, different files")
+	}
+}
+
+func TestSynthCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.gguf")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--type", "Q4_0", "-o", out}, 2, "no shape"},
+		{[]string{"--shape", "test-small", "-o", out}, 2, "no type"},
+		{[]string{"--shape", "test-small", "--type", "Q4_0"}, 2, "no output"},
+		{[]string{"--shape", "llama-70b", "--type", "Q4_0", "-o", out}, 2, "llama32-1b, qwen25-05b"},
+		{[]string{"--shape", "test-small", "--type", "Q3_K_S", "-o", out}, 2, "unknown type"},
+		{[]string{"--shape", "test-small", "--type", "Q4_0", "-o", filepath.Join(dir, "no", "x.gguf")}, 1, "no such file"},
+		{[]string{"--shape", "test-small", "--type", "Q4_0", "-o", out, "extra"}, 2, "unexpected"},
+	} {
+		code, _, errs := synthCmd(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d %q, want %d and %q", c.args, code, errs, c.code, c.msg)
+		}
+	}
+	// Through the dispatcher: registered, usage errors exit 2.
+	if code, _, errs := geist(t, "", "synth", "--shape", "nope", "--type", "Q4_0", "-o", out); code != 2 || !strings.Contains(errs, "geist synth: ") {
+		t.Errorf("dispatcher: exit %d %q", code, errs)
+	}
+}
