@@ -940,7 +940,8 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 	// pending so a crash leaves nothing unreachable behind.
 	var written int64
 	next := 0
-	if len(blob) > c.txMax {
+	pending := len(blob) > c.txMax
+	if pending {
 		err := c.run(gen, true, func(tx *bolt.Tx) error {
 			id, err := tx.Bucket(bktChunks).NextSequence()
 			if err != nil {
@@ -1034,7 +1035,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 		return tx.Bucket(bktPending).Delete(binary.BigEndian.AppendUint64(nil, e.blobID))
 	})
 	if err != nil {
-		if written > 0 {
+		if pending {
 			c.abandon(gen, e.blobID, written)
 		}
 		return err
@@ -1077,9 +1078,11 @@ func (c *Cache) abandon(gen, id uint64, written int64) {
 		}
 		return tx.Bucket(bktPending).Delete(binary.BigEndian.AppendUint64(nil, id))
 	})
-	if err == nil || errors.Is(err, errReset) {
+	if err == nil {
 		c.live.Add(-written)
 	}
+	// Otherwise the chunks stay registered as pending until the next open
+	// (or the file was replaced, and the counters with it).
 }
 
 // evict removes least recently used entries until an entry costing need
