@@ -171,3 +171,12 @@ func cmtst(d, n, m int) string {
 
 // scvtf4s: SCVTF Vd.4S, Vn.4S.
 func scvtf4s(d, n int) string { return word(rr(0x4e21d800, d, n), "SCVTF V%d.4S, V%d.4S", d, n) }
+
+// umax4s: UMAX Vd.4S, Vn.4S, Vm.4S; umaxv: UMAXV Sd, Vn.4S.
+func umax4s(d, n, m int) string {
+	return word(rrr(0x6ea06400, d, n, m), "UMAX V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+func umaxv(d, n int) string { return word(rr(0x6eb0a800, d, n), "UMAXV S%d, V%d.4S", d, n) }
+
+// usra31: USRA Vd.4S, Vn.4S, #31.
+func usra31(d, n int) string { return word(rr(0x6f211400, d, n), "USRA V%d.4S, V%d.4S, #31", d, n) }

@@ -24,21 +24,25 @@ func (a *asm) quantQ8_0() {
 	a.l("FMOVS R3, F30")
 	a.l("FMOVS $(1.0), F29")
 	a.l("VEOR V28.B16, V28.B16, V28.B16")
+	a.l("MOVW $0x7fffffff, R3")
+	a.l("VDUP R3, V27.S4")
 	a.l("PCALIGN $16")
 	a.l("loop:")
 	a.l("VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
 	a.l("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	// |x| as integer bits (sign cleared): for finite x their integer
+	// maximum is the float maximum.
 	for k := 0; k < 8; k++ {
-		a.i(fabs4s(8+k, k))
+		a.l("VAND V27.B16, V%d.B16, V%d.B16", k, 8+k)
 	}
-	a.i(fmaxnm4s(8, 8, 9))
-	a.i(fmaxnm4s(10, 10, 11))
-	a.i(fmaxnm4s(12, 12, 13))
-	a.i(fmaxnm4s(14, 14, 15))
-	a.i(fmaxnm4s(8, 8, 10))
-	a.i(fmaxnm4s(12, 12, 14))
-	a.i(fmaxnm4s(8, 8, 12))
-	a.i(fmaxnmv(8, 8))
+	a.i(umax4s(8, 8, 9))
+	a.i(umax4s(10, 10, 11))
+	a.i(umax4s(12, 12, 13))
+	a.i(umax4s(14, 14, 15))
+	a.i(umax4s(8, 8, 10))
+	a.i(umax4s(12, 12, 14))
+	a.i(umax4s(8, 8, 12))
+	a.i(umaxv(8, 8))
 	a.l("FDIVS F30, F8, F9")  // d = amax/127
 	a.l("FDIVS F9, F29, F10") // 1/d
 	a.l("FCMPS $(0.0), F9")
@@ -78,51 +82,62 @@ func (a *asm) quantQ8_K() {
 	a.l("MOVW $0xc2fe0000, R3") // -127.0
 	a.l("FMOVS R3, F30")
 	a.l("FMOVS $(1.0), F29")
+	a.l("MOVW $1, R3")
+	a.l("VDUP R3, V31.S4")
 	a.l("PCALIGN $16")
 	a.l("loop:")
+	// Pass 1 on the integer bits: rotl(x, 1) = |x|<<1 | sign orders by
+	// magnitude, negative first on ties; with the low bit flipped,
+	// positive first. Their maxima give amax and whether +amax and -amax
+	// occur (for finite x).
 	a.l("MOVD R1, R6")
 	for g := 0; g < 16; g++ {
 		a.l("VLD1.P 64(R6), [V0.S4, V1.S4, V2.S4, V3.S4]")
+		for k := 0; k < 4; k++ {
+			a.l("VSHL $1, V%d.S4, V%d.S4", k, 4+k)
+			a.i(usra31(4+k, k))
+			a.l("VEOR V31.B16, V%d.B16, V%d.B16", 4+k, 8+k)
+		}
 		if g == 0 {
-			a.i(fmaxnm4s(16, 0, 1))
-			a.i(fmaxnm4s(17, 2, 3))
-			a.i(fminnm4s(18, 0, 1))
-			a.i(fminnm4s(19, 2, 3))
+			a.i(umax4s(16, 4, 5))
+			a.i(umax4s(17, 6, 7))
+			a.i(umax4s(18, 8, 9))
+			a.i(umax4s(19, 10, 11))
 			continue
 		}
-		a.i(fmaxnm4s(16, 16, 0))
-		a.i(fmaxnm4s(17, 17, 1))
-		a.i(fminnm4s(18, 18, 0))
-		a.i(fminnm4s(19, 19, 1))
-		a.i(fmaxnm4s(16, 16, 2))
-		a.i(fmaxnm4s(17, 17, 3))
-		a.i(fminnm4s(18, 18, 2))
-		a.i(fminnm4s(19, 19, 3))
+		a.i(umax4s(4, 4, 5))
+		a.i(umax4s(6, 6, 7))
+		a.i(umax4s(8, 8, 9))
+		a.i(umax4s(10, 10, 11))
+		a.i(umax4s(16, 16, 4))
+		a.i(umax4s(17, 17, 6))
+		a.i(umax4s(18, 18, 8))
+		a.i(umax4s(19, 19, 10))
 	}
-	a.i(fmaxnm4s(16, 16, 17))
-	a.i(fminnm4s(18, 18, 19))
-	a.i(fmaxnmv(16, 16))
-	a.i(fminnmv(18, 18))
-	a.l("FNEGS F18, F19")
-	a.l("FCMPS F19, F16")
-	a.l("BGT hi")
-	a.l("BMI lo")
-	a.l("FCMPS $(0.0), F16")
-	a.l("BEQ zero")
-	// a tie between +amax and -amax: the first one wins
+	a.i(umax4s(16, 16, 17))
+	a.i(umax4s(18, 18, 19))
+	a.i(umaxv(16, 16))
+	a.i(umaxv(18, 18))
+	a.l("FMOVS F16, R8")    // negative-first key
+	a.l("FMOVS F18, R9")    // positive-first key
+	a.l("LSRW $1, R8, R10") // amax bits
+	a.l("CBZW R10, zero")
+	a.l("ANDW $1, R8, R11") // a -amax occurs
+	a.l("ANDW $1, R9, R12") // a +amax occurs
+	a.l("ANDW R11, R12, R13")
+	a.l("CBNZW R13, tie")
+	a.l("ORRW R11<<31, R10, R10") // the sign of the only one
+	a.l("FMOVS R10, F17")
+	a.l("B have")
+	// +amax and -amax both occur: the first one wins
+	a.l("tie:")
 	a.l("MOVD R1, R6")
 	a.l("scan:")
-	a.l("FMOVS.P 4(R6), F20")
-	a.l("FABSS F20, F21")
-	a.l("FCMPS F16, F21")
+	a.l("MOVWU.P 4(R6), R8")
+	a.l("ANDW $0x7fffffff, R8, R9")
+	a.l("CMPW R9, R10")
 	a.l("BNE scan")
-	a.l("FMOVS F20, F17")
-	a.l("B have")
-	a.l("hi:")
-	a.l("FMOVS F16, F17")
-	a.l("B have")
-	a.l("lo:")
-	a.l("FMOVS F18, F17")
+	a.l("FMOVS R8, F17")
 	a.l("have:")
 	a.l("FDIVS F17, F30, F20") // iscale = -127/max
 	a.l("FDIVS F20, F29, F21") // d = 1/iscale
