@@ -41,6 +41,10 @@ type DiscoveryInfo struct {
 	URL      string // origin url
 	Prefix   string // discovery prefix, "homeassistant" when empty
 	Hardware string // optional hardware description
+	// Components are further components merged into "cmps" by key (they
+	// replace built-in ones of the same key); each gets the device's
+	// availability unless it sets its own.
+	Components map[string]map[string]any
 }
 
 type obj = map[string]any
@@ -148,6 +152,16 @@ func DiscoveryPayload(d DiscoveryInfo) ([]byte, error) {
 			"event_types": []string{"answer", "error"},
 			"icon":        "mdi:message-reply-text-outline",
 		}),
+	}
+	for k, c := range d.Components {
+		m := obj{}
+		for ck, cv := range c {
+			m[ck] = cv
+		}
+		if _, ok := m["availability"]; !ok {
+			m["availability"] = avail
+		}
+		cmps[k] = m
 	}
 	payload := obj{
 		"dev":  dev,

@@ -18,7 +18,10 @@ import (
 
 // Config configures a Service. Zero values take the defaults noted.
 type Config struct {
-	Broker   string // tcp://host:1883, ssl://host:8883, ws://host:9001/mqtt
+	// Broker is tcp://host:1883, ssl://host:8883, ws://host:9001/mqtt;
+	// empty runs the service offline: no MQTT at all, only the worker for
+	// in-process requests (Submit), so buttons and voice keep working.
+	Broker   string
 	Username string
 	Password string
 	CAFile   string // PEM roots for ssl:// (system roots when empty)
@@ -32,6 +35,11 @@ type Config struct {
 	Pool            bool   // also serve $share/geist/geist/pool/ask
 	Version         string // reported in discovery and state
 	Model           string // model name, reported in discovery and state
+	// Components are further Home Assistant discovery components (such as
+	// the button event entities of package firmware), merged into the
+	// device's "cmps" by key; each gets the device's availability unless
+	// it sets its own.
+	Components map[string]map[string]any
 
 	QueueLen      int           // requests waiting behind the running one (8)
 	Limits        Limits        // MaxPayload 64 KiB, MaxTokens 512, DefaultTTL 5 min, MaxTTL 24 h
@@ -53,10 +61,8 @@ func (c *Config) defaults() error {
 	if err := checkDevice(c.Device); err != nil {
 		return err
 	}
-	if c.Broker == "" {
-		return errors.New("mqtt: no broker URL")
-	}
 	switch {
+	case c.Broker == "": // offline
 	case strings.HasPrefix(c.Broker, "tcp://"), strings.HasPrefix(c.Broker, "ssl://"),
 		strings.HasPrefix(c.Broker, "tls://"), strings.HasPrefix(c.Broker, "ws://"),
 		strings.HasPrefix(c.Broker, "wss://"), strings.HasPrefix(c.Broker, "mqtt://"),
@@ -139,6 +145,8 @@ type job struct {
 	topic  string
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	local  *localJob // set for in-process requests (Submit)
+	do     func()    // set for control work run on the worker (NewConversation)
 }
 
 // Stats count what a Service did.
@@ -175,6 +183,7 @@ type Service struct {
 	connected atomic.Bool
 	stats     struct{ served, refused, failed, dups atomic.Int64 }
 	bg        sync.WaitGroup
+	offline   bool // no broker: nothing is published
 }
 
 // New returns a Service for gen. It does not connect until Run.
@@ -195,6 +204,7 @@ func New(cfg Config, gen Generator) (*Service, error) {
 		dirty: make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
+	s.offline = cfg.Broker == ""
 	s.workCtx, s.workStop = context.WithCancelCause(context.Background())
 	opts, err := s.clientOptions()
 	if err != nil {
@@ -262,8 +272,12 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 // refuses what is queued, lets the running request finish within
 // ShutdownGrace (then cancels it), publishes offline and disconnects.
 func (s *Service) Run(ctx context.Context) error {
-	s.log.Info("mqtt connecting", "broker", s.cfg.Broker, "client_id", s.cfg.ClientID)
-	s.client.Connect() // with ConnectRetry the token completes only once connected
+	if s.offline {
+		s.log.Info("mqtt off (no broker): serving in-process requests only")
+	} else {
+		s.log.Info("mqtt connecting", "broker", s.cfg.Broker, "client_id", s.cfg.ClientID)
+		s.client.Connect() // with ConnectRetry the token completes only once connected
+	}
 	workerDone := make(chan struct{})
 	go func() {
 		defer close(workerDone)
@@ -295,6 +309,9 @@ func (s *Service) shutdown(workerDone chan struct{}) {
 		s.client.Unsubscribe(filters...).WaitTimeout(s.cfg.PublishTimeout)
 	}
 	for _, j := range queued {
+		if j.do != nil {
+			continue // control work is dropped with the rest
+		}
 		j.cancel(errShutdown)
 		s.reply(j, nil, errorf(CodeCancelled, "%v", errShutdown))
 	}
@@ -313,7 +330,9 @@ func (s *Service) shutdown(workerDone chan struct{}) {
 		s.publishState()
 		s.client.Publish(s.t.Status, 1, true, "offline").WaitTimeout(s.cfg.PublishTimeout)
 	}
-	s.client.Disconnect(250)
+	if !s.offline {
+		s.client.Disconnect(250)
+	}
 	s.connected.Store(false)
 	s.bg.Wait()
 	s.log.Info("mqtt stopped", "served", s.stats.served.Load(), "refused", s.stats.refused.Load())
@@ -358,7 +377,7 @@ func (s *Service) onConnect() {
 func (s *Service) announce() {
 	if s.cfg.Discovery {
 		p, err := DiscoveryPayload(DiscoveryInfo{Device: s.cfg.Device, Version: s.cfg.Version,
-			Model: s.cfg.Model, Prefix: s.cfg.DiscoveryPrefix})
+			Model: s.cfg.Model, Prefix: s.cfg.DiscoveryPrefix, Components: s.cfg.Components})
 		if err != nil {
 			s.log.Error("discovery payload", "err", err)
 		} else {
@@ -371,6 +390,9 @@ func (s *Service) announce() {
 // publish sends without waiting long: QoS 0 not at all, QoS 1 up to
 // PublishTimeout (a token is not a delivery receipt anyway).
 func (s *Service) publish(topic string, qos byte, retain bool, payload []byte) {
+	if s.offline {
+		return
+	}
 	tok := s.client.Publish(topic, qos, retain, payload)
 	if qos == 0 {
 		return
@@ -397,19 +419,10 @@ func (s *Service) onMessage(topic string, payload []byte) {
 		s.mu.Unlock()
 		s.handleAsk(payload, func(r *Request) { r.Session = sess })
 	case s.t.CmdCancel:
-		s.mu.Lock()
-		j := s.running
-		s.mu.Unlock()
-		if j != nil {
-			s.log.Info("cancel button", "id", j.req.ID)
-			j.cancel(errCancelled)
-		}
+		s.log.Info("cancel button")
+		s.CancelRunning()
 	case s.t.CmdNewConversation:
-		s.mu.Lock()
-		s.dashboard++
-		s.mu.Unlock()
-		s.log.Info("new dashboard conversation")
-		s.markDirty()
+		s.NewConversation("")
 	case s.t.HAStatus:
 		if string(bytes.TrimSpace(payload)) == "online" {
 			d := time.Duration(rand.Int64N(int64(s.cfg.BirthDelay)))
@@ -458,16 +471,7 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 	if adjust != nil {
 		adjust(&req)
 	}
-	j := &job{req: req, topic: s.answerTopic(req)}
-	if req.TTL > 0 {
-		var cancel context.CancelFunc
-		j.ctx, cancel = context.WithDeadlineCause(s.workCtx, now.Add(req.TTL), errTTL)
-		inner, cancelCause := context.WithCancelCause(j.ctx)
-		j.ctx = inner
-		j.cancel = func(err error) { cancelCause(err); cancel() }
-	} else {
-		j.ctx, j.cancel = context.WithCancelCause(s.workCtx)
-	}
+	j := s.newJob(req, now)
 	s.mu.Lock()
 	switch {
 	case s.closing:
@@ -476,8 +480,8 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 		s.stats.refused.Add(1)
 		s.refuse(j, errorf(CodeBusy, "%v", errShutdown))
 		return
-	case len(s.queue) >= s.cfg.QueueLen:
-		n := len(s.queue)
+	case s.waitingLocked() >= s.cfg.QueueLen:
+		n := s.waitingLocked()
 		s.mu.Unlock()
 		j.cancel(errCancelled)
 		s.stats.refused.Add(1)
@@ -538,6 +542,22 @@ func (s *Service) handleCancel(payload []byte) {
 	}
 }
 
+// newJob returns the job for req with its context: cancelled by the
+// service's shutdown and, with a TTL, at req's deadline.
+func (s *Service) newJob(req Request, now time.Time) *job {
+	j := &job{req: req, topic: s.answerTopic(req)}
+	if req.TTL > 0 {
+		var cancel context.CancelFunc
+		j.ctx, cancel = context.WithDeadlineCause(s.workCtx, now.Add(req.TTL), errTTL)
+		inner, cancelCause := context.WithCancelCause(j.ctx)
+		j.ctx = inner
+		j.cancel = func(err error) { cancelCause(err); cancel() }
+	} else {
+		j.ctx, j.cancel = context.WithCancelCause(s.workCtx)
+	}
+	return j
+}
+
 func (s *Service) answerTopic(r Request) string {
 	switch {
 	case r.ReplyTo != "":
@@ -559,6 +579,11 @@ func (s *Service) worker() {
 			j := s.queue[0]
 			s.queue[0] = nil
 			s.queue = s.queue[1:]
+			if j.do != nil {
+				s.mu.Unlock()
+				j.do()
+				continue
+			}
 			s.running = j
 			s.mu.Unlock()
 			s.markDirty()
@@ -590,11 +615,15 @@ func (s *Service) run(j *job) {
 		stream := j.topic + "/stream"
 		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta string) {
 			b, _ := json.Marshal(Chunk{ID: j.req.ID, Seq: seq, Delta: delta})
-			s.client.Publish(stream, 0, false, b)
+			s.send(stream, 0, false, b)
 		})
 		onDelta = ch.add
 	} else {
 		onDelta = func(string) {}
+	}
+	if j.local != nil && j.local.onDelta != nil {
+		inner, local := onDelta, j.local.onDelta
+		onDelta = func(d string) { inner(d); local(d) }
 	}
 	start := time.Now()
 	res, err := s.safeGenerate(j, onDelta)
@@ -665,8 +694,13 @@ func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
 		if wait {
 			s.publish(topic, 1, false, payload)
 		} else {
-			s.client.Publish(topic, 1, false, payload)
+			s.send(topic, 1, false, payload)
 		}
+	}
+	quiet := false // an in-process request that is not published
+	if j.local != nil {
+		j.local.deliver(res, e)
+		quiet = !j.local.publish
 	}
 	if e != nil {
 		if e.Code != CodeBusy && e.Code != CodeBadRequest && e.Code != CodeTooLong {
@@ -675,24 +709,37 @@ func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
 		s.mu.Lock()
 		s.lastErr = e.Code
 		s.mu.Unlock()
+		if quiet {
+			return
+		}
 		b, _ := json.Marshal(ErrorReply{ID: j.req.ID, Error: e, ServedBy: s.cfg.Device})
 		pub(j.topic, b)
 		if j.req.ID != "" {
 			ev, _ := json.Marshal(map[string]any{"event_type": "error", "id": j.req.ID, "code": e.Code, "message": e.Message})
-			s.client.Publish(s.t.Event, 0, false, ev)
+			s.send(s.t.Event, 0, false, ev)
 		}
 		return
 	}
 	s.stats.served.Add(1)
+	if quiet {
+		return
+	}
 	a := Answer{ID: j.req.ID, Text: res.Text, Done: true, Session: j.req.Session, Usage: res.Usage, ServedBy: s.cfg.Device}
 	a.Usage.TokS = round1(a.Usage.TokS)
 	a.Usage.TTFTms = round1(a.Usage.TTFTms)
 	b, _ := json.Marshal(a)
 	pub(j.topic, b)
 	last, _ := json.Marshal(map[string]any{"id": a.ID, "text": a.Text, "session": a.Session})
-	s.client.Publish(s.t.LastAnswer, 0, true, last)
+	s.send(s.t.LastAnswer, 0, true, last)
 	ev, _ := json.Marshal(map[string]any{"event_type": "answer", "id": a.ID, "text": truncate(a.Text, 1024), "session": a.Session})
-	s.client.Publish(s.t.Event, 0, false, ev)
+	s.send(s.t.Event, 0, false, ev)
+}
+
+// send publishes without waiting (nothing when offline).
+func (s *Service) send(topic string, qos byte, retain bool, payload []byte) {
+	if !s.offline {
+		s.client.Publish(topic, qos, retain, payload)
+	}
 }
 
 func (s *Service) markDirty() {
@@ -742,7 +789,7 @@ type State struct {
 func (s *Service) CurrentState() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := State{State: "idle", Busy: s.running != nil, Queue: len(s.queue), Model: s.cfg.Model,
+	st := State{State: "idle", Busy: s.running != nil, Queue: s.waitingLocked(), Model: s.cfg.Model,
 		TokS: round1(s.lastTokS), Served: s.stats.served.Load(), Refused: s.stats.refused.Load(),
 		Failed: s.stats.failed.Load(), Session: fmt.Sprintf("dashboard-%d", s.dashboard), Version: s.cfg.Version}
 	if st.Busy {
