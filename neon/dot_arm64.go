@@ -124,6 +124,8 @@ func axpyF16Vec(out []float32, alpha float32, b []uint16) {
 	}
 }
 
+// rmsNormScaleVec: float32 lanes for the multiple of 16, then the tail in
+// float64 as the generic code.
 func rmsNormScaleVec(x []float32) float64 {
 	head := len(x) &^ 15
 	var sum float64

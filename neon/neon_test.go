@@ -19,9 +19,9 @@ const (
 	// kquantTol: k-quant dots combine exact integer sums per super-block,
 	// where the generic code accumulates 8 float lanes.
 	kquantTol = 2e-6
-	// floatDotTol: float32 dots and sums of squares accumulate in vector
-	// lanes (float32, fused multiply-add) where the generic code sums in
-	// index order.
+	// floatDotTol: float32 dots and sums of squares accumulate in float32
+	// vector lanes (fused multiply-add) where the generic code sums in
+	// index order (in float64 for the sums of squares).
 	floatDotTol = 2e-6
 )
 
@@ -432,7 +432,7 @@ func TestVectorMatchesGeneric(t *testing.T) {
 				t.Errorf("%s DotF32F16 n=%d: %v, generic %v", k.Name, n, got, want)
 			}
 			gs, ws := k.RMSNormScale(a), generic.RMSNormScale(a)
-			if d := math.Abs(gs - ws); d > 1e-12*sq {
+			if d := math.Abs(gs - ws); d > floatDotTol*sq {
 				t.Errorf("%s RMSNormScale n=%d: %v, generic %v", k.Name, n, gs, ws)
 			}
 			outG := make([]float32, n+2)

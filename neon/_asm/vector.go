@@ -238,36 +238,25 @@ func (a *asm) axpyF16() {
 	a.l("RET")
 }
 
-// sumSquares: float32 squares widened to float64 and summed in 8 lanes
-// over n (a multiple of 16, > 0) elements.
+// sumSquares: 16 float32 lanes of FMLA over n (a multiple of 16, > 0)
+// elements, the lanes summed in a fixed order and widened to float64.
 func (a *asm) sumSquares() {
 	a.text("sumSquaresNEON", "func sumSquaresNEON(x *float32, n int) float64", "$0-24")
 	a.l("MOVD x+0(FP), R0")
 	a.l("MOVD n+8(FP), R2")
-	for k := 16; k < 24; k++ {
+	for k := 16; k < 20; k++ {
 		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
 	}
 	a.l("PCALIGN $16")
 	a.l("loop:")
 	a.l("VLD1.P 64(R0), [V0.S4, V1.S4, V2.S4, V3.S4]")
 	for k := 0; k < 4; k++ {
-		a.i(fmul4s(k, k, k))
-		a.i(fcvtlD(4+2*k, k))
-		a.i(fcvtl2D(5+2*k, k))
-	}
-	for k := 0; k < 8; k++ {
-		a.i(fadd2d(16+k, 16+k, 4+k))
+		a.i(fmla4s(16+k, k, k))
 	}
 	a.l("SUBS $16, R2")
 	a.l("BNE loop")
-	a.i(fadd2d(16, 16, 17))
-	a.i(fadd2d(18, 18, 19))
-	a.i(fadd2d(20, 20, 21))
-	a.i(fadd2d(22, 22, 23))
-	a.i(fadd2d(16, 16, 18))
-	a.i(fadd2d(20, 20, 22))
-	a.i(fadd2d(16, 16, 20))
-	a.i(faddpD(16, 16))
+	a.reduce4S(16)
+	a.l("FCVTSD F16, F16")
 	a.l("FMOVD F16, ret+16(FP)")
 	a.l("RET")
 }
