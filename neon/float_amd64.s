@@ -211,18 +211,42 @@ axdone:
 
 // func sumSquaresAVX2(x *float32, n8 int) float64
 // Each square rounded to float32 (as the generic code), widened to float64
-// and summed in two 4-lane float64 accumulators (low and high half of each
-// chunk), reduced in a fixed order.
+// and summed in four 4-lane float64 accumulators (the low and high halves
+// of even and odd chunks), reduced in a fixed order.
 TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-24
 	MOVQ   x+0(FP), SI
 	MOVQ   n8+8(FP), CX
 	VXORPD Y8, Y8, Y8
 	VXORPD Y9, Y9, Y9
-	TESTQ  CX, CX
-	JZ     ssdone
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	CMPQ   CX, $2
+	JLT    sstail
 
 	PCALIGN $16
 ssloop:
+	VMOVUPS      (SI), Y0
+	VMOVUPS      32(SI), Y3
+	VMULPS       Y0, Y0, Y0
+	VMULPS       Y3, Y3, Y3
+	VCVTPS2PD    X0, Y1
+	VEXTRACTF128 $1, Y0, X2
+	VCVTPS2PD    X2, Y2
+	VCVTPS2PD    X3, Y4
+	VEXTRACTF128 $1, Y3, X5
+	VCVTPS2PD    X5, Y5
+	VADDPD       Y1, Y8, Y8
+	VADDPD       Y2, Y9, Y9
+	VADDPD       Y4, Y10, Y10
+	VADDPD       Y5, Y11, Y11
+	ADDQ         $64, SI
+	SUBQ         $2, CX
+	CMPQ         CX, $2
+	JGE          ssloop
+
+sstail:
+	TESTQ        CX, CX
+	JZ           ssdone
 	VMOVUPS      (SI), Y0
 	VMULPS       Y0, Y0, Y0
 	VCVTPS2PD    X0, Y1
@@ -230,11 +254,10 @@ ssloop:
 	VCVTPS2PD    X2, Y2
 	VADDPD       Y1, Y8, Y8
 	VADDPD       Y2, Y9, Y9
-	ADDQ         $32, SI
-	DECQ         CX
-	JNZ          ssloop
 
 ssdone:
+	VADDPD       Y10, Y8, Y8
+	VADDPD       Y11, Y9, Y9
 	VADDPD       Y9, Y8, Y8
 	VEXTRACTF128 $1, Y8, X0
 	VADDPD       X8, X0, X0
