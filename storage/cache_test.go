@@ -391,24 +391,28 @@ func TestCacheBudgetRandomized(t *testing.T) {
 	}
 }
 
-// findAndFlip flips the byte at offset off of the first occurrence of
-// pattern in the file.
+// findAndFlip flips the byte at offset off of every occurrence of pattern
+// in the file (freed pages may hold stale copies besides the live one).
 func findAndFlip(t *testing.T, path string, pattern []byte, off int) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(data, pattern)
-	if i < 0 {
+	n := 0
+	for i := bytes.Index(data, pattern); i >= 0; {
+		data[i+off] ^= 0x55
+		n++
+		next := bytes.Index(data[i+len(pattern):], pattern)
+		if next < 0 {
+			break
+		}
+		i += len(pattern) + next
+	}
+	if n == 0 {
 		t.Fatalf("pattern not in %s", path)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt([]byte{data[i+off] ^ 0x55}, int64(i+off)); err != nil {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -67,9 +67,16 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType) (d
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
-	if err := checkLength(path); err != nil {
-		return nil, err
-	}
+	defer func() {
+		// Name truncation, the commonest damage, rather than its symptom.
+		// (Only now: before bbolt holds the lock, another process may be
+		// writing the file.)
+		if errors.Is(err, errDamaged) {
+			if lerr := checkLength(path); lerr != nil {
+				err = lerr
+			}
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
