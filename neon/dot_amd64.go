@@ -13,11 +13,11 @@ import (
 // check every length, split larger n and do the float tails, so the
 // assembly never reads or writes outside the slices.
 //
-// Preconditions the generic code does not have, as in ggml's AVX2 code:
-// Q8_0 activation quants lie in [-127, 127] (DotQ8_0Q8_0 uses the
-// VPSIGNB trick), and Q8_K bsums are the sums of their quants
-// (DotQ6_KQ8_K takes the -32 offset through them). QuantizeQ8_0 and
-// QuantizeQ8_K produce exactly such blocks.
+// The Q4_0/Q5_0/Q8_0 dots and both quantizers equal the generic code bit
+// for bit for any input bytes. One precondition the generic code does not
+// have, as in ggml's AVX code: DotQ6_KQ8_K takes Q6_K's -32 offset through
+// the Q8_K bsums, so they must be the sums of their quants (QuantizeQ8_K
+// writes them so).
 
 const maxCols = 8 // accumulators Y8..Y15
 
