@@ -11,6 +11,7 @@ import (
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/neon"
 )
 
 type genGolden struct {
@@ -63,6 +64,25 @@ func TestConformance(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no gen-*.json goldens")
 	}
+	forEachKernels(t, func(t *testing.T) { conformance(t, files) })
+}
+
+// forEachKernels runs f once with every kernel set this CPU can run
+// (generic, neon, neon-dotprod, avx2, ...), as a subtest named after it.
+func forEachKernels(t *testing.T, f func(t *testing.T)) {
+	for _, k := range neon.Available() {
+		t.Run(k.Name, func(t *testing.T) {
+			restore, err := neon.Use(k.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer restore()
+			f(t)
+		})
+	}
+}
+
+func conformance(t *testing.T, files []string) {
 	for _, gf := range files {
 		g := loadGen(t, gf)
 		name := strings.TrimSuffix(g.Model, ".gguf")

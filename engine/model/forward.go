@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/geisten/geist/neon"
 	"github.com/geisten/geist/quant"
 )
 
@@ -278,13 +279,13 @@ func (s *State) attnRange(lo, hi int) {
 			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
 			for t := range sc {
-				sc[t] = DotF16(q, kc[t*hd:(t+1)*hd]) * scale
+				sc[t] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
 			}
 			Softmax(sc)
 			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
 			clear(out)
 			for t, w := range sc {
-				AxpyF16(out, w, vc[t*hdv:(t+1)*hdv])
+				neon.AxpyF16(out, w, vc[t*hdv:(t+1)*hdv])
 			}
 		}
 	}
@@ -330,10 +331,7 @@ func (s *State) rope(x []float32) {
 // RMSNorm writes x scaled to unit root mean square, times w, into out
 // (ggml: the sum of squares in float64, the scale in float32).
 func RMSNorm(out, x, w []float32, eps float32) {
-	var sum float64
-	for _, v := range x {
-		sum += float64(v * v)
-	}
+	sum := neon.RMSNormScale(x)
 	mean := float32(sum / float64(len(x)))
 	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
 	for i, v := range x {
@@ -366,22 +364,6 @@ func SiLUMul(gate, up []float32) {
 	}
 }
 
-// DotF16 is the dot product of float32 a and F16 b, accumulated in float32
-// in index order.
-func DotF16(a []float32, b []uint16) float32 {
-	var sum float32
-	for i, x := range a {
-		sum += x * quant.FP16ToFP32(b[i])
-	}
-	return sum
-}
-
-// AxpyF16 adds alpha·b (F16) to out.
-func AxpyF16(out []float32, alpha float32, b []uint16) {
-	for i := range out {
-		out[i] += alpha * quant.FP16ToFP32(b[i])
-	}
-}
 
 func addTo(dst, src []float32) {
 	for i, v := range src {

@@ -17,6 +17,10 @@ import (
 // promise output identical to plain decoding because of this.
 func TestBatchInvariance(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "models", "*.gguf"))
+	forEachKernels(t, func(t *testing.T) { batchInvariance(t, files) })
+}
+
+func batchInvariance(t *testing.T, files []string) {
 	ks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 64, 256}
 	starts := []int{0, 1, 37, 100}
 	if testing.Short() {
