@@ -258,9 +258,9 @@ func TestSynthDeterministic(t *testing.T) {
 // very file an exact synth of the quantized type writes: synth and quantize
 // agree on types, order, metadata and bytes.
 func TestSynthExactThenQuantize(t *testing.T) {
-	f32 := synthFile(t, testLlama, AllF32, SynthOptions{Seed: 5, Exact: true})
+	f32 := synthFile(t, testQwen, AllF32, SynthOptions{Seed: 5, Exact: true})
 	for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M} {
-		direct := synthFile(t, testLlama, ft, SynthOptions{Seed: 5, Exact: true})
+		direct := synthFile(t, testQwen, ft, SynthOptions{Seed: 5, Exact: true})
 		quantized := filepath.Join(t.TempDir(), "q.gguf")
 		if _, err := Quantize(context.Background(), f32, quantized, ft, 2); err != nil {
 			t.Fatal(err)
@@ -301,13 +301,14 @@ func TestSynthErrors(t *testing.T) {
 	}
 }
 
-// TestSynthFullShapes writes the real shapes (1.2e9 and 0.5e9 weights) and
-// loads them; not under -short.
-func TestSynthFullShapes(t *testing.T) {
+// TestSynthFullShape writes the real llama32-1b shape (1.2e9 weights) and
+// loads it; not under -short. (qwen25-05b's type mix is covered by the
+// small qwen shape, whose width also misses the k-quant blocks.)
+func TestSynthFullShape(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes ~1.5 GB: not under -short")
+		t.Skip("writes a 730 MiB file: not under -short")
 	}
-	for _, name := range []string{"llama32-1b", "qwen25-05b"} {
+	for _, name := range []string{"llama32-1b"} {
 		s, err := LookupShape(name)
 		if err != nil {
 			t.Fatal(err)
