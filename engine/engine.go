@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"runtime"
 
@@ -25,6 +27,10 @@ type Options struct {
 	// DraftModel, if set, is a smaller GGUF with the same vocabulary that
 	// drafts tokens for speculative decoding (SpecDraft, SpecAuto).
 	DraftModel string
+	// Cache, if set, keeps KV states of prompt prefixes across processes.
+	Cache PromptCache
+	// Logger receives warnings (damaged cache entries); nil discards them.
+	Logger *slog.Logger
 }
 
 // ErrPromptTooLong is returned when a prompt does not fit the context.
@@ -33,6 +39,9 @@ var ErrPromptTooLong = errors.New("engine: prompt too long")
 // Engine is a loaded model with its tokenizer, chat template and one
 // sequence state. It is not safe for concurrent use: one request at a time.
 type Engine struct {
+	id       []byte      // model identity for the prompt cache
+	snap     snapshotter // background writes to the prompt cache
+	closed   bool
 	cached   []int32 // the tokens whose KV state the state holds
 	spec     specState
 	path     string
@@ -73,7 +82,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{path: path, file: f, tok: tok, opt: opt}
+	e := &Engine{path: path, file: f, tok: tok, opt: opt, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))])}
 	if e.model, err = model.Load(f); err != nil {
 		f.Close()
 		return nil, err
@@ -123,8 +132,20 @@ func (e *Engine) Reset() {
 	e.cached = e.cached[:0]
 }
 
+func (e *Engine) log() *slog.Logger {
+	if e.opt.Logger != nil {
+		return e.opt.Logger
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
 // Close stops the engine's workers and releases the model file.
 func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	e.waitSnapshots()
 	e.state.Close()
 	if d := e.spec.draft; d != nil {
 		d.close()
@@ -207,7 +228,11 @@ func (e *Engine) RenderPrompt(req *Request) (string, error) {
 	if len(msgs) == 0 {
 		return req.Prompt, nil
 	}
-	opt := chat.Options{AddGenerationPrompt: true}
+	return e.renderMessages(msgs, true)
+}
+
+func (e *Engine) renderMessages(msgs []chat.Message, addGen bool) (string, error) {
+	opt := chat.Options{AddGenerationPrompt: addGen}
 	if id := e.tok.BOS(); id >= 0 {
 		opt.BOS = e.tok.TokenText(id)
 	}

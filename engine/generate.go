@@ -193,6 +193,7 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 	s := e.state
 	reuse := min(commonPrefix(e.cached, toks), s.Len())
 	s.Truncate(reuse)
+	reuse = e.restore(toks, reuse)
 	e.cached = append(e.cached[:reuse], toks[reuse:]...)
 	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {
@@ -280,6 +281,14 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	}
 	if sp.Mode != SpecOff && (err == nil || errors.Is(err, context.Canceled)) {
 		e.spec.ngram.Observe(g.history)
+	}
+	if err == nil {
+		// Keep the prefixes worth a restore: the system prompt and the
+		// whole conversation so far.
+		if k := e.keepPrefix(&req, prompt); k > 0 && k < len(prompt) {
+			e.snapshot(k)
+		}
+		e.snapshot(e.state.Len())
 	}
 	return st, err
 }

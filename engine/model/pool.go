@@ -16,6 +16,7 @@ type pool struct {
 	total int
 	grain int
 	stop  chan struct{}
+	once  sync.Once
 }
 
 func newPool(threads int) *pool {
@@ -80,5 +81,5 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 
 // close stops the workers.
 func (p *pool) close() {
-	close(p.stop)
+	p.once.Do(func() { close(p.stop) })
 }

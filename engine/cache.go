@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"sync"
+
+	"github.com/geisten/geist/engine/chat"
+)
+
+// PromptCache stores KV-state blobs by model identity and token prefix
+// (storage.Cache implements it). Lookup returns the longest stored prefix of
+// tokens; damage must show as a miss, never as an error.
+type PromptCache interface {
+	Lookup(model []byte, tokens []int32) (n int, blob []byte, ok bool)
+	Put(model []byte, tokens []int32, blob []byte) error
+}
+
+// minRestore is the fewest tokens a restore from the prompt cache must add
+// over the in-memory reuse to be worth reading a blob.
+const minRestore = 16
+
+// ModelID identifies the model file and the KV cache layout: a hash of the
+// GGUF header, metadata and tensor table, plus the KV type. A different
+// model, file or cache type never matches.
+func (e *Engine) ModelID() []byte { return e.id }
+
+func modelID(header []byte) []byte {
+	h := sha256.New()
+	h.Write(header)
+	h.Write([]byte("\x00kv=f16\x00geist-kv-1"))
+	return h.Sum(nil)
+}
+
+// restore tries the prompt cache for a longer prefix of toks than the
+// reuse the state already offers; it returns the new reuse.
+func (e *Engine) restore(toks []int32, reuse int) int {
+	if e.opt.Cache == nil || len(toks)-reuse < minRestore {
+		return reuse
+	}
+	n, blob, ok := e.opt.Cache.Lookup(e.id, toks)
+	if !ok || n <= reuse+minRestore/2 || n > len(toks) {
+		return reuse
+	}
+	got, err := e.state.Restore(blob)
+	if err != nil || got != n {
+		e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+		e.state.Truncate(0)
+		e.cached = e.cached[:0]
+		return 0
+	}
+	e.cached = append(e.cached[:0], toks[:n]...)
+	return n
+}
+
+// snapshotter writes KV snapshots to the prompt cache in the background,
+// one at a time, remembering which prefixes it already stored.
+type snapshotter struct {
+	mu     sync.Mutex
+	busy   bool
+	wg     sync.WaitGroup
+	stored map[[32]byte]bool
+	buf    []byte
+}
+
+func prefixKey(toks []int32) [32]byte {
+	h := sha256.New()
+	var b [4]byte
+	for _, t := range toks {
+		b[0], b[1], b[2], b[3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
+		h.Write(b[:])
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// snapshot stores the KV state of the first n cached tokens unless that
+// prefix is stored already or a write is still running. The copy is taken
+// now; the write happens on another goroutine.
+func (e *Engine) snapshot(n int) {
+	sn := &e.snap
+	if e.opt.Cache == nil || n < minRestore || n > e.state.Len() {
+		return
+	}
+	toks := append([]int32(nil), e.cached[:n]...)
+	key := prefixKey(toks)
+	sn.mu.Lock()
+	if sn.busy || sn.stored[key] {
+		sn.mu.Unlock()
+		return
+	}
+	sn.busy = true
+	sn.mu.Unlock()
+	blob, err := e.state.Snapshot(n, sn.buf)
+	if err != nil {
+		sn.mu.Lock()
+		sn.busy = false
+		sn.mu.Unlock()
+		return
+	}
+	sn.buf = blob
+	sn.wg.Add(1)
+	go func() {
+		defer sn.wg.Done()
+		err := e.opt.Cache.Put(e.id, toks, blob)
+		sn.mu.Lock()
+		defer sn.mu.Unlock()
+		sn.busy = false
+		if err != nil {
+			e.log().Warn("prompt cache: storing a prefix failed", "tokens", len(toks), "err", err)
+			return
+		}
+		if sn.stored == nil {
+			sn.stored = map[[32]byte]bool{}
+		}
+		if len(sn.stored) > 4096 {
+			clear(sn.stored)
+		}
+		sn.stored[key] = true
+	}()
+}
+
+// waitSnapshots blocks until background snapshot writes are done.
+func (e *Engine) waitSnapshots() { e.snap.wg.Wait() }
+
+// keepPrefix returns the token prefix worth caching for req besides the
+// whole conversation: the part the system prompt renders to, which every
+// request with the same system prompt shares.
+func (e *Engine) keepPrefix(req *Request, prompt []int32) int {
+	msgs := req.Messages
+	if len(msgs) == 0 && req.Chat && req.System != "" {
+		msgs = []chat.Message{{Role: "system", Content: req.System}}
+	}
+	if len(msgs) == 0 || msgs[0].Role != "system" {
+		return 0
+	}
+	sys := *req
+	sys.Messages, sys.Chat = msgs[:1], false
+	text, err := e.renderMessages(sys.Messages, false)
+	if err != nil {
+		return 0
+	}
+	return commonPrefix(e.tok.Encode(text, true, true), prompt)
+}

@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/storage"
+)
+
+// TestPromptCacheRestore: greedy output after a restore from cache.db is
+// token-identical to a cold run, for every zoo model. The restored prefix
+// was computed by another process-like engine in other batches; batch
+// invariance makes the state bit-identical.
+func TestPromptCacheRestore(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "models", "*.gguf"))
+	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
+	questions := []string{"Are the garden lights on?", "Is the front door locked?"}
+	n := 24
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		if testing.Short() && !strings.Contains(name, "Q4_0") {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			open := func() *storage.Cache {
+				c, err := storage.OpenCache(filepath.Join(dir, "cache.db"), &storage.CacheOptions{MaxBytes: 256 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			req := func(q string) Request {
+				return Request{Messages: []chat.Message{{Role: "system", Content: system}, {Role: "user", Content: q}},
+					MaxTokens: n, Sampling: greedy(), Spec: SpecOptions{Mode: SpecOff}}
+			}
+			// Cold runs, no cache at all.
+			cold := map[string][]int32{}
+			e0 := load(t, name, Options{Ctx: 512, Batch: 32})
+			for _, q := range questions {
+				r := req(q)
+				var ids []int32
+				r.OnToken = func(id int32) { ids = append(ids, id) }
+				if _, err := e0.Generate(t.Context(), r); err != nil {
+					t.Fatal(err)
+				}
+				e0.Reset()
+				cold[q] = ids
+			}
+			// First process: fills cache.db (batch 7: other batches than the cold run).
+			c1 := open()
+			e1 := load(t, name, Options{Ctx: 512, Batch: 7, Cache: c1})
+			r := req(questions[0])
+			if _, err := e1.Generate(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			e1.Close()
+			c1.Close()
+			// Second process: same system prompt, the other question, and
+			// the first question again.
+			c2 := open()
+			defer c2.Close()
+			e2 := load(t, name, Options{Ctx: 512, Batch: 32, Cache: c2})
+			for i, q := range []string{questions[1], questions[0]} {
+				e2.Reset()
+				r := req(q)
+				var ids []int32
+				r.OnToken = func(id int32) { ids = append(ids, id) }
+				st, err := e2.Generate(t.Context(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.ReusedTokens < minRestore {
+					t.Errorf("request %d: reused %d of %d prompt tokens: no restore from cache.db", i, st.ReusedTokens, st.PromptTokens)
+				}
+				if !equal(ids, cold[q]) {
+					t.Errorf("request %d: after a restore\n got %v\nwant %v (cold)", i, ids, cold[q])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package model
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// The KV-state blob: a header describing the layout, then for every layer
+// and key/value head the keys of positions [0, n), then their values, as
+// little-endian F16.
+const (
+	snapMagic   = "GKV1"
+	snapHeader  = 4 + 7*4
+	kvTypeF16   = 0
+	snapVersion = 1
+)
+
+// ErrSnapshot is returned for a KV-state blob that does not fit the state.
+var ErrSnapshot = errors.New("model: KV snapshot does not match")
+
+// SnapshotSize is the size of a snapshot of n positions.
+func (s *State) SnapshotSize(n int) int {
+	c := &s.m.Config
+	return snapHeader + c.NLayer*c.NHeadKV*n*(c.HeadDim+c.HeadDimV)*2
+}
+
+// Snapshot appends the KV state of the first n positions to dst[:0].
+func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
+	if n < 0 || n > s.n {
+		return dst, fmt.Errorf("model: snapshot of %d positions, the cache holds %d", n, s.n)
+	}
+	c := &s.m.Config
+	dst = append(dst[:0], snapMagic...)
+	for _, v := range []int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, kvTypeF16, n} {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
+	}
+	for l := 0; l < c.NLayer; l++ {
+		for h := 0; h < c.NHeadKV; h++ {
+			dst = appendF16(dst, s.kc[l][h*s.ctx*c.HeadDim:(h*s.ctx+n)*c.HeadDim])
+			dst = appendF16(dst, s.vc[l][h*s.ctx*c.HeadDimV:(h*s.ctx+n)*c.HeadDimV])
+		}
+	}
+	return dst, nil
+}
+
+// Restore replaces the KV state with a snapshot and returns its number of
+// positions. A blob of another layout, type or length is an error and
+// leaves the state empty.
+func (s *State) Restore(blob []byte) (int, error) {
+	c := &s.m.Config
+	s.n = 0
+	if len(blob) < snapHeader || string(blob[:4]) != snapMagic {
+		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
+	}
+	var h [7]int
+	for i := range h {
+		h[i] = int(binary.LittleEndian.Uint32(blob[4+4*i:]))
+	}
+	want := [6]int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, kvTypeF16}
+	if [6]int(h[:6]) != want {
+		return 0, fmt.Errorf("%w: layout %v, this model has %v", ErrSnapshot, h[:6], want)
+	}
+	n := h[6]
+	if n > s.ctx {
+		return 0, fmt.Errorf("%w: %d positions exceed the context of %d", ErrSnapshot, n, s.ctx)
+	}
+	if len(blob) != s.SnapshotSize(n) {
+		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, len(blob), n, s.SnapshotSize(n))
+	}
+	p := blob[snapHeader:]
+	for l := 0; l < c.NLayer; l++ {
+		for hh := 0; hh < c.NHeadKV; hh++ {
+			p = readF16(s.kc[l][hh*s.ctx*c.HeadDim:(hh*s.ctx+n)*c.HeadDim], p)
+			p = readF16(s.vc[l][hh*s.ctx*c.HeadDimV:(hh*s.ctx+n)*c.HeadDimV], p)
+		}
+	}
+	s.n = n
+	return n, nil
+}
+
+// littleEndian is true on every platform geist targets; the F16 arrays are
+// then copied as bytes.
+var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+func appendF16(dst []byte, src []uint16) []byte {
+	if littleEndian && len(src) > 0 {
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 2*len(src))...)
+	}
+	for _, v := range src {
+		dst = binary.LittleEndian.AppendUint16(dst, v)
+	}
+	return dst
+}
+
+func readF16(dst []uint16, src []byte) []byte {
+	if littleEndian && len(dst) > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 2*len(dst)), src)
+		return src[2*len(dst):]
+	}
+	for i := range dst {
+		dst[i] = binary.LittleEndian.Uint16(src[2*i:])
+	}
+	return src[2*len(dst):]
+}
