@@ -196,8 +196,9 @@ type Stats struct {
 	TTFTms          float64 `json:"ttft_ms"`
 	PrefillTokS     float64 `json:"prefill_tok_s"`
 	DecodeTokS      float64 `json:"decode_tok_s"`
-	StopReason      string  `json:"stop_reason"`   // "eos", "stop", "length", "context"
-	ReusedTokens    int     `json:"reused_tokens"` // prompt tokens whose KV state was reused
+	StopReason      string  `json:"stop_reason"`             // "eos", "stop", "length", "context"
+	ReusedTokens    int     `json:"reused_tokens"`           // prompt tokens whose KV state was reused
+	DroppedTurns    int     `json:"dropped_turns,omitempty"` // oldest turns left out to fit the context
 
 	// Speculative decoding: forward passes of the target model while
 	// decoding, tokens drafted and accepted, and tokens per pass.

@@ -40,6 +40,8 @@ func init() {
 		{"synth", synthUsage, "write a GGUF with random weights in the shape of a real model", cmdSynth},
 		{"quantize", quantizeUsage, "convert an F32/F16/BF16 GGUF to Q4_0, Q8_0 or Q4_K_M", cmdQuantize},
 		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
+		{"gpio", gpioUsage, "list the board's GPIO lines, watch buttons", cmdGPIO},
+		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
 		{"version", "version", "print the version", cmdVersion},
 	}
 }

@@ -197,3 +197,62 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSessions: a conversation continues across invocations, can be listed,
+// shown, exported and deleted.
+func TestSessions(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+	dir := t.TempDir()
+	for i, q := range []string{"Once upon a time", "Then what happened?"} {
+		code, _, errs := geist(t, "", "run", "-m", model, "--data-dir", dir, "--session", "story", "-n", "12", "--temp", "0", "--stats", q)
+		if code != 0 {
+			t.Fatalf("turn %d: exit %d: %s", i, code, errs)
+		}
+	}
+	code, out, _ := geist(t, "", "sessions", "--data-dir", dir, "list")
+	if code != 0 || !strings.Contains(out, "story") || !strings.Contains(out, "4") {
+		t.Errorf("list: %d %q", code, out)
+	}
+	code, out, _ = geist(t, "", "sessions", "--data-dir", dir, "show", "story")
+	if code != 0 || !strings.Contains(out, "Then what happened?") {
+		t.Errorf("show: %d %q", code, out)
+	}
+	code, out, _ = geist(t, "", "sessions", "--data-dir", dir, "export", "story")
+	var doc struct {
+		ID    string `json:"id"`
+		Turns []struct {
+			Role string `json:"role"`
+			Text string `json:"text"`
+		} `json:"turns"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.ID != "story" || len(doc.Turns) != 4 || doc.Turns[2].Text != "Then what happened?" {
+		t.Errorf("export: %d %q", code, out)
+	}
+	if code, _, errs := geist(t, "", "sessions", "--data-dir", dir, "delete", "story"); code != 0 {
+		t.Errorf("delete: %s", errs)
+	}
+	if code, _, errs := geist(t, "", "sessions", "--data-dir", dir, "show", "story"); code == 0 || !strings.Contains(errs, "not found") {
+		t.Errorf("show after delete: %d %q", code, errs)
+	}
+}
+
+// TestSessionContextOverflow: a conversation longer than the context drops
+// its oldest turns, keeps the system prompt and says so in --stats.
+func TestSessionContextOverflow(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+	dir := t.TempDir()
+	var last map[string]any
+	for i := 0; i < 6; i++ {
+		code, _, errs := geist(t, "", "run", "-m", model, "--data-dir", dir, "--session", "long", "--system", "Tell stories.",
+			"--ctx", "128", "-n", "16", "--temp", "0", "--stats", "Once upon a time there was a little girl")
+		if code != 0 {
+			t.Fatalf("turn %d: exit %d: %s", i, code, errs)
+		}
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		last = nil
+		json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	}
+	if d, _ := last["dropped_turns"].(float64); d < 2 {
+		t.Errorf("no turns dropped after 6 long turns in a 128-token context: %v", last)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"time"
 
@@ -20,6 +21,8 @@ type modelFlags struct {
 	threads    int
 	ctx        int
 	draftModel string
+	cache      engine.PromptCache
+	log        *slog.Logger
 }
 
 func (m *modelFlags) register(fs interface {
@@ -42,7 +45,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel})
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, Cache: m.cache, Logger: m.log})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
@@ -65,6 +68,8 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	stops := fs.StringArray("stop", nil, "stop string (repeatable)")
 	var sf specFlags
 	sf.register(fs)
+	var df dataFlags
+	df.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -86,8 +91,14 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if *n < -1 {
 		return usagef("-n %d must be -1 or more", *n)
 	}
+	if df.session != "" {
+		*chatMode = true
+	}
 	if *system != "" && !*chatMode {
 		return usagef("--system needs --chat")
+	}
+	if df.cacheSize < 0 {
+		return usagef("--cache-size %d must not be negative", df.cacheSize)
 	}
 	p := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP,
 		RepeatPenalty: *rep, RepeatLastN: *repN, PresencePenalty: *pres}
@@ -103,6 +114,23 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return usagef("--temp must be a number")
 	}
 	mf.draftModel = sf.draftModel
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var conv *conversation
+	if df.session != "" {
+		db, err := df.openSessions()
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if conv, err = loadConversation(db, df.session, mf.path, *system); err != nil {
+			return err
+		}
+	}
+	if cache := df.openCache(log); cache != nil {
+		defer cache.Close()
+		mf.cache = cache
+	}
+	mf.log = log
 	eng, err := mf.load()
 	if err != nil {
 		return err
@@ -127,8 +155,28 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			return out.Flush()
 		},
 	}
+	var answer []byte
+	var answerIDs []int32
+	if conv != nil {
+		room := *n
+		if room <= 0 {
+			room = eng.Ctx() / 4
+		}
+		if req.Messages, err = conv.messages(eng, prompt, room); err != nil {
+			return err
+		}
+		text := req.OnText
+		req.OnText = func(b []byte) error { answer = append(answer, b...); return text(b) }
+		req.OnToken = func(id int32) { answerIDs = append(answerIDs, id) }
+	}
 	st, err := eng.Generate(ctx, req)
 	out.Flush()
+	if conv != nil && err == nil {
+		st.DroppedTurns = conv.dropped
+		if err := conv.record(prompt, string(answer), answerIDs); err != nil {
+			return fmt.Errorf("saving the conversation: %w", err)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted")

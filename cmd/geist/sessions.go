@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/storage"
+)
+
+// defaultDataDir is where sessions.db and cache.db live: $STATE_DIRECTORY
+// (systemd's, for the service), else $XDG_DATA_HOME/geist, else
+// ~/.local/share/geist, else /var/lib/geist.
+func defaultDataDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "geist")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" && h != "/" {
+		return filepath.Join(h, ".local", "share", "geist")
+	}
+	return "/var/lib/geist"
+}
+
+// dataFlags are the storage flags of run.
+type dataFlags struct {
+	dir       string
+	cacheSize int64
+	session   string
+}
+
+func (d *dataFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	Int64Var(*int64, string, int64, string)
+}) {
+	fs.StringVar(&d.dir, "data-dir", defaultDataDir(), "directory of sessions.db and cache.db")
+	fs.Int64Var(&d.cacheSize, "cache-size", 1<<30, "prompt cache budget in bytes (0: no prompt cache)")
+	fs.StringVar(&d.session, "session", "", "continue the conversation NAME (implies --chat)")
+}
+
+// openCache opens the prompt cache, or returns nil when it is disabled or
+// cannot be opened (the run goes on without it and says why).
+func (d *dataFlags) openCache(log *slog.Logger) *storage.Cache {
+	if d.cacheSize <= 0 {
+		return nil
+	}
+	if err := os.MkdirAll(d.dir, 0o750); err != nil {
+		log.Warn("prompt cache disabled", "err", err)
+		return nil
+	}
+	c, err := storage.OpenCache(filepath.Join(d.dir, "cache.db"), &storage.CacheOptions{MaxBytes: d.cacheSize, Logger: log})
+	if err != nil {
+		log.Warn("prompt cache disabled", "err", err)
+		return nil
+	}
+	return c
+}
+
+func (d *dataFlags) openSessions() (*storage.Sessions, error) {
+	if err := os.MkdirAll(d.dir, 0o750); err != nil {
+		return nil, err
+	}
+	return storage.OpenSessions(filepath.Join(d.dir, "sessions.db"), nil)
+}
+
+// conversation is a session's history turned into chat messages.
+type conversation struct {
+	db      *storage.Sessions
+	id      string
+	system  string
+	turns   []storage.Turn
+	dropped int
+}
+
+func loadConversation(db *storage.Sessions, id, model, system string) (*conversation, error) {
+	info, turns, err := db.Get(id)
+	if errors.Is(err, storage.ErrNotFound) {
+		if info, err = db.Create(storage.Conversation{ID: id, Model: model, System: system}); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if system != "" && system != info.System {
+		if err := db.SetMeta(id, model, system); err != nil {
+			return nil, err
+		}
+		info.System = system
+	}
+	return &conversation{db: db, id: id, system: info.System, turns: turns}, nil
+}
+
+// messages renders the conversation plus the new user text, dropping the
+// oldest turns (never the system prompt) until the prompt leaves room for
+// the answer.
+func (c *conversation) messages(eng *engine.Engine, user string, answerRoom int) ([]chat.Message, error) {
+	for {
+		var msgs []chat.Message
+		if c.system != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: c.system})
+		}
+		for _, t := range c.turns[c.dropped:] {
+			msgs = append(msgs, chat.Message{Role: t.Role, Content: t.Text})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: user})
+		toks, err := eng.Tokens(&engine.Request{Messages: msgs})
+		if err != nil {
+			return nil, err
+		}
+		if len(toks)+answerRoom <= eng.Ctx() || c.dropped == len(c.turns) {
+			return msgs, nil
+		}
+		// Drop the oldest exchange: turns up to and including the next
+		// assistant turn.
+		c.dropped++
+		for c.dropped < len(c.turns) && c.turns[c.dropped-1].Role != "assistant" {
+			c.dropped++
+		}
+	}
+}
+
+func (c *conversation) record(user, answer string, answerTokens []int32) error {
+	_, err := c.db.Append(c.id,
+		storage.Turn{Role: "user", Text: user},
+		storage.Turn{Role: "assistant", Text: answer, Tokens: answerTokens})
+	return err
+}
+
+func cmdSessions(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "sessions", "sessions list|show|delete|export [NAME] [--data-dir DIR] [--json]")
+	dir := fs.String("data-dir", defaultDataDir(), "directory of sessions.db")
+	asJSON := fs.Bool("json", false, "list as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("want a subcommand: list, show NAME, delete NAME or export NAME")
+	}
+	sub, rest := fs.Arg(0), fs.Args()[1:]
+	needName := sub == "show" || sub == "delete" || sub == "export"
+	if needName != (len(rest) == 1) || len(rest) > 1 {
+		if needName {
+			return usagef("sessions %s needs exactly one NAME", sub)
+		}
+	}
+	switch sub {
+	case "list", "show", "delete", "export":
+	default:
+		return usagef("unknown subcommand %q (want list, show, delete or export)", sub)
+	}
+	if sub == "list" && len(rest) != 0 {
+		return usagef("sessions list takes no NAME")
+	}
+	db, err := storage.OpenSessions(filepath.Join(*dir, "sessions.db"), nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		list, err := db.List()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			type row struct {
+				storage.Conversation
+				Turns int `json:"turns"`
+			}
+			rows := make([]row, len(list))
+			for i, c := range list {
+				rows[i] = row{c, c.Turns}
+			}
+			b, _ := json.Marshal(rows)
+			fmt.Fprintf(e.stdout, "%s\n", b)
+			return nil
+		}
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tTURNS\tUPDATED\tMODEL")
+		for _, c := range list {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", c.ID, c.Turns, c.Updated.Local().Format("2006-01-02 15:04"), filepath.Base(c.Model))
+		}
+		return w.Flush()
+	case "show":
+		info, turns, err := db.Get(rest[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "session %s (%d turns, model %s)\n", info.ID, len(turns), filepath.Base(info.Model))
+		if info.System != "" {
+			fmt.Fprintf(e.stdout, "\n[system]\n%s\n", info.System)
+		}
+		for _, t := range turns {
+			fmt.Fprintf(e.stdout, "\n[%s]\n%s\n", t.Role, t.Text)
+		}
+		return nil
+	case "delete":
+		return db.Delete(rest[0])
+	default:
+		return db.Export(e.stdout, rest[0])
+	}
+}
