@@ -58,3 +58,9 @@ func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// TLSConfig is the TLS configuration the Service uses for ssl:// brokers,
+// for other clients of the same broker (such as a Hermes bridge).
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	return tlsConfig(caFile, certFile, keyFile)
+}

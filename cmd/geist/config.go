@@ -8,6 +8,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/spf13/pflag"
+
+	"github.com/geisten/geist/firmware"
+	"github.com/geisten/geist/firmware/voice"
+	"github.com/geisten/geist/mqtt/hermes"
 )
 
 // serveConfig is geist serve's configuration: a TOML file (see
@@ -24,6 +28,35 @@ type serveConfig struct {
 	MQTT       mqttSection       `toml:"mqtt"`
 	Limits     limitsSection     `toml:"limits"`
 	Generation generationSection `toml:"generation"`
+
+	// Device triggers (issue 7): buttons and LEDs, voice on the device,
+	// the Hermes (Rhasspy) bridge. A nil part is off.
+	GPIO   firmware.Config `toml:"gpio"`
+	Voice  voice.Config    `toml:"voice"`
+	Hermes *hermesSection  `toml:"hermes"`
+
+	flags *deviceFlags // the device-trigger flags, applied over the file
+}
+
+// hermesSection is [hermes]: the bridge's settings and, for a broker of
+// its own (Rhasspy's), the credentials to connect with.
+type hermesSection struct {
+	hermes.Config
+	ClientID string `toml:"client_id"` // default: geist's client id + "-hermes"
+	Username string `toml:"username"`
+	Password string `toml:"password"`
+}
+
+// deviceFlags are the device-trigger settings reachable as flags. The
+// sections they belong to are optional (nil), so they are applied after
+// parsing, only when given.
+type deviceFlags struct {
+	gpio                                 bool
+	hermes                               bool
+	hermesBroker, hermesMode, hermesLang string
+	hermesSites                          []string
+	speech, speechPlay                   string
+	talkCapture, talkSTT, talkSession    string
 }
 
 type mqttSection struct {
@@ -141,6 +174,84 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.System, "system", g.System, "default system message")
 	fs.IntVar(&g.MaxHistory, "max-history", g.MaxHistory, "messages of a session's history kept")
 	fs.IntVar(&g.MaxSessions, "max-sessions", g.MaxSessions, "sessions kept in memory")
+
+	f := &deviceFlags{gpio: true, hermes: c.Hermes != nil}
+	c.flags = f
+	fs.BoolVar(&f.gpio, "gpio", f.gpio, "drive the buttons and LEDs of [gpio] (false: leave the pins alone)")
+	fs.BoolVar(&f.hermes, "hermes", f.hermes, "run the Hermes (Rhasspy) bridge (false: off even when [hermes] is configured)")
+	fs.StringVar(&f.hermesBroker, "hermes-broker", "", "Hermes broker URL, e.g. Rhasspy's tcp://host:12183 (default: geist's own broker; implies --hermes)")
+	fs.StringVar(&f.hermesMode, "hermes-mode", "", "asr (answer every hermes/asr/textCaptured) or dialogue (intentNotRecognized); implies --hermes")
+	fs.StringSliceVar(&f.hermesSites, "hermes-site", nil, "siteIds to answer (repeat or comma-separate; default: all); implies --hermes")
+	fs.StringVar(&f.hermesLang, "hermes-lang", "", "language sent with hermes/tts/say; implies --hermes")
+	fs.StringVar(&f.speech, "speech", "", "speak device answers with this command, split at spaces (\"espeak-ng -v en-us\"; {text} or stdin)")
+	fs.StringVar(&f.speechPlay, "speech-play", "", "pipe the speech command's output into this player (\"aplay -q -r 22050 -f S16_LE -t raw\")")
+	fs.StringVar(&f.talkCapture, "talk-capture", "", "push-to-talk capture command, split at spaces, recording into {file}")
+	fs.StringVar(&f.talkSTT, "talk-stt", "", "push-to-talk speech-to-text command, split at spaces, reading {file}, printing the transcript")
+	fs.StringVar(&f.talkSession, "talk-session", "", "session of push-to-talk questions (default: the dashboard's)")
+}
+
+// applyDeviceFlags applies the device-trigger flags that were given
+// (fs.Changed) over the configuration file's sections.
+func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) {
+	f := c.flags
+	if f == nil {
+		return
+	}
+	if fs.Changed("gpio") && !f.gpio {
+		c.GPIO = firmware.Config{}
+	}
+	if fs.Changed("hermes-broker") || fs.Changed("hermes-mode") || fs.Changed("hermes-site") || fs.Changed("hermes-lang") ||
+		fs.Changed("hermes") && f.hermes {
+		if c.Hermes == nil {
+			c.Hermes = &hermesSection{}
+		}
+	}
+	if h := c.Hermes; h != nil {
+		if fs.Changed("hermes-broker") {
+			h.Broker = f.hermesBroker
+		}
+		if fs.Changed("hermes-mode") {
+			h.Mode = f.hermesMode
+		}
+		if fs.Changed("hermes-site") {
+			h.Sites = f.hermesSites
+		}
+		if fs.Changed("hermes-lang") {
+			h.Lang = f.hermesLang
+		}
+	}
+	if fs.Changed("hermes") && !f.hermes {
+		c.Hermes = nil
+	}
+	if fs.Changed("speech") || fs.Changed("speech-play") {
+		if c.Voice.Speech == nil {
+			c.Voice.Speech = &voice.SpeakerConfig{}
+		}
+		if fs.Changed("speech") {
+			c.Voice.Speech.Command = strings.Fields(f.speech)
+		}
+		if fs.Changed("speech-play") {
+			c.Voice.Speech.Play = strings.Fields(f.speechPlay)
+		}
+		if len(c.Voice.Speech.Command) == 0 {
+			c.Voice.Speech = nil // --speech "" turns speech off
+		}
+	}
+	if fs.Changed("talk-capture") || fs.Changed("talk-stt") || fs.Changed("talk-session") {
+		if c.Voice.Talk == nil {
+			c.Voice.Talk = &voice.TalkConfig{}
+		}
+		t := c.Voice.Talk
+		if fs.Changed("talk-capture") {
+			t.Capture = strings.Fields(f.talkCapture)
+		}
+		if fs.Changed("talk-stt") {
+			t.STT = strings.Fields(f.talkSTT)
+		}
+		if fs.Changed("talk-session") {
+			t.Session = f.talkSession
+		}
+	}
 }
 
 // loadServeConfig reads a TOML file over c. Unknown keys are an error that
@@ -189,5 +300,58 @@ func (c *serveConfig) validate() error {
 	if c.MQTT.Password != "" && c.MQTT.PasswordFile != "" {
 		errs = append(errs, errors.New("give mqtt password or password_file, not both"))
 	}
+	errs = append(errs, c.validateDevice()...)
 	return errors.Join(errs...)
+}
+
+// validateDevice checks [gpio], [voice] and [hermes] without touching
+// hardware or starting programs.
+func (c *serveConfig) validateDevice() []error {
+	var errs []error
+	if err := c.GPIO.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gpio: %w", err))
+	}
+	talkButton := ""
+	for _, b := range c.GPIO.Buttons {
+		if b.Talk {
+			talkButton = b.Name
+		}
+	}
+	if t := c.Voice.Talk; t != nil {
+		if len(t.Capture) == 0 || len(t.STT) == 0 {
+			errs = append(errs, errors.New("voice.talk: push-to-talk needs both capture and stt commands"))
+		}
+		if t.Session != "" && !validSession(t.Session) {
+			errs = append(errs, fmt.Errorf("voice.talk: session %q: no spaces, /, + or #", t.Session))
+		}
+	}
+	if talkButton != "" && c.Voice.Talk == nil {
+		errs = append(errs, fmt.Errorf("gpio: button %q is push-to-talk (talk = true) but [voice.talk] is not configured", talkButton))
+	}
+	if sp := c.Voice.Speech; sp != nil && len(sp.Command) == 0 {
+		errs = append(errs, errors.New("voice.speech: no command"))
+	}
+	for _, b := range c.GPIO.Buttons {
+		for _, a := range []*firmware.Action{b.Press, b.LongPress, b.DoublePress} {
+			if a != nil && a.Session != "" && !validSession(a.Session) {
+				errs = append(errs, fmt.Errorf("gpio: button %q: session %q: no spaces, /, + or #", b.Name, a.Session))
+			}
+		}
+	}
+	if h := c.Hermes; h != nil {
+		switch h.Mode {
+		case "", hermes.ModeASR, hermes.ModeDialogue:
+		default:
+			errs = append(errs, fmt.Errorf("hermes: mode %q: want %s or %s", h.Mode, hermes.ModeASR, hermes.ModeDialogue))
+		}
+		if h.QoS != nil && *h.QoS > 2 {
+			errs = append(errs, fmt.Errorf("hermes: qos %d: want 0, 1 or 2", *h.QoS))
+		}
+	}
+	return errs
+}
+
+// validSession accepts the session names the MQTT contract accepts.
+func validSession(s string) bool {
+	return len(s) <= 128 && !strings.ContainsAny(s, "/+# \t\r\n")
 }

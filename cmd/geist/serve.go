@@ -2,17 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/geisten/geist/engine"
-	"github.com/geisten/geist/mqtt"
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/spf13/pflag"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/firmware"
+	"github.com/geisten/geist/firmware/voice"
+	"github.com/geisten/geist/mqtt"
+	"github.com/geisten/geist/mqtt/hermes"
 )
 
 const serveUsage = "serve [--config FILE] [-m MODEL] [--broker URL] [--device NAME] [--data-dir DIR] [flags]"
@@ -47,6 +54,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	if err := parse(fs2, args); err != nil {
 		return c, err
 	}
+	c.applyDeviceFlags(fs2)
 	if err := c.validate(); err != nil {
 		return c, usageError{err}
 	}
@@ -96,7 +104,20 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(e.stderr, &c)
+	return serve(ctx, &c, newLogger(e.stderr, &c), serveHooks{})
+}
+
+// serveHooks let tests replace the hardware and slow the model down; the
+// zero value is production.
+type serveHooks struct {
+	// openGPIO opens the buttons and LEDs (firmware.Open when nil).
+	openGPIO func(firmware.Config, *slog.Logger) (*firmware.Device, error)
+	// wrapGen wraps the model's generator (nothing when nil).
+	wrapGen func(mqtt.Generator) mqtt.Generator
+}
+
+// serve runs the daemon until ctx ends.
+func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHooks) error {
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -114,7 +135,29 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if cl, ok := sessions.(io.Closer); ok { // a durable store closes its database last
 		defer cl.Close()
 	}
-	gen := newEngineGenerator(eng, sessions, &c)
+	var gen mqtt.Generator = newEngineGenerator(eng, sessions, c)
+	if hooks.wrapGen != nil {
+		gen = hooks.wrapGen(gen)
+	}
+
+	// Buttons and LEDs. A board without the pins is not fatal: the error
+	// says what is missing and MQTT keeps being served.
+	var dev *firmware.Device
+	if gpioConfigured(c.GPIO) {
+		open := hooks.openGPIO
+		if open == nil {
+			open = firmware.Open
+		}
+		d, err := open(c.GPIO, log.With("component", "gpio"))
+		switch {
+		case errors.Is(err, firmware.ErrUnavailable):
+			log.Warn(strings.Replace(oneLine(err.Error()), "firmware: ", "", 1)+"; serving on without them", "buttons_found", d.Buttons())
+		case err != nil:
+			return fmt.Errorf("gpio: %w", err)
+		}
+		dev = d
+		gen = ledGenerator{gen, dev.LEDs()}
+	}
 
 	broker := c.MQTT.Broker
 	if c.MQTT.Embedded {
@@ -129,16 +172,63 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if broker == "" {
-		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one")
-		<-ctx.Done()
-		log.Info("stopped")
-		return nil
+		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one (buttons and voice keep working)")
 	}
-	svc, err := mqtt.New(c.mqttConfig(broker, log), gen)
+	mc := c.mqttConfig(broker, log)
+	mc.Components = discoveryComponents(c.Device, foundButtons(c.GPIO, dev))
+	svc, err := mqtt.New(mc, gen)
 	if err != nil {
 		return err
 	}
+
+	t := &triggers{svc: svc, device: c.Device, log: log.With("component", "triggers")}
+	if dev != nil {
+		t.leds = dev.LEDs()
+	}
+	if c.Voice.Speech != nil {
+		if t.speaker, err = voice.NewSpeaker(*c.Voice.Speech, log.With("component", "speech")); err != nil {
+			return err
+		}
+	}
+	if c.Voice.Talk != nil {
+		if t.ptt, err = voice.NewPushToTalk(*c.Voice.Talk, t, log.With("component", "push-to-talk")); err != nil {
+			return err
+		}
+	}
+	var hopts *paho.ClientOptions
+	if c.Hermes != nil {
+		if t.bridge, err = hermes.New(c.Hermes.Config, t, log); err != nil {
+			return err
+		}
+		if hopts, err = hermesOptions(c, c.Hermes, broker, svc.ClientID()); err != nil {
+			log.Error(err.Error() + "; the Hermes bridge is off")
+			t.bridge = nil
+		}
+	}
+	log.Info("device triggers", "on", describeDevice(c, dev))
+
+	// The triggers stop with ctx; the service finishes (or cancels) the
+	// running request within the shutdown grace and publishes offline.
+	var wg sync.WaitGroup
+	if t.speaker != nil {
+		wg.Go(func() { t.speaker.Run(ctx) })
+	}
+	if dev != nil {
+		var talker firmware.Talker
+		if t.ptt != nil {
+			talker = t.ptt
+		}
+		wg.Go(func() { dev.Run(ctx, t, talker) })
+	}
+	if t.bridge != nil {
+		wg.Go(func() { t.bridge.Connect(ctx, hopts) })
+	}
 	err = svc.Run(ctx)
+	wg.Wait()
+	if t.ptt != nil {
+		t.ptt.Wait()
+	}
+	t.wg.Wait()
 	log.Info("stopped")
 	return err
 }

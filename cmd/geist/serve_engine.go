@@ -81,6 +81,17 @@ func (m *memSessions) Append(id string, msgs ...chat.Message) error {
 	return nil
 }
 
+// Forget drops the history of session id.
+func (m *memSessions) Forget(id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.byID[id]; ok {
+		m.order.Remove(e)
+		delete(m.byID, id)
+	}
+	return nil
+}
+
 // engineGenerator adapts an engine.Engine to mqtt.Generator. Only the
 // service's one worker calls it, so it owns the engine.
 type engineGenerator struct {
@@ -98,6 +109,16 @@ func newEngineGenerator(eng *engine.Engine, sessions SessionStore, cfg *serveCon
 	}
 	return &engineGenerator{eng: eng, sessions: sessions, system: cfg.Generation.System,
 		temperature: cfg.Generation.Temperature, maxPrompt: maxPrompt}
+}
+
+// Forget drops the history of session (mqtt.Forgetter: a new
+// conversation), when the session store can.
+func (g *engineGenerator) Forget(session string) error {
+	f, ok := g.sessions.(interface{ Forget(id string) error })
+	if !ok {
+		return errors.New("the session store cannot forget sessions")
+	}
+	return f.Forget(session)
 }
 
 // Generate renders the session's history and the request with the model's

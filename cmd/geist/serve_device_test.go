@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpiotest"
+
+	"github.com/geisten/geist/firmware"
+	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/mqtt"
+	"github.com/geisten/geist/mqtt/mqtttest"
+)
+
+// recPin is a fake output pin that records every level written to it.
+type recPin struct {
+	*gpiotest.Pin
+	mu     sync.Mutex
+	levels []gpio.Level
+}
+
+func newRecPin(name string) *recPin { return &recPin{Pin: &gpiotest.Pin{N: name}} }
+
+func (p *recPin) Out(l gpio.Level) error {
+	p.mu.Lock()
+	p.levels = append(p.levels, l)
+	p.mu.Unlock()
+	return p.Pin.Out(l)
+}
+
+// history returns the levels written, with consecutive repeats folded:
+// "LHL" is off, on, off.
+func (p *recPin) history() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for i, l := range p.levels {
+		if i > 0 && l == p.levels[i-1] {
+			continue
+		}
+		if l {
+			b.WriteByte('H')
+		} else {
+			b.WriteByte('L')
+		}
+	}
+	return b.String()
+}
+
+func (p *recPin) reset() {
+	p.mu.Lock()
+	p.levels = p.levels[len(p.levels)-1:]
+	p.mu.Unlock()
+}
+
+func (p *recPin) lit() bool { return p.Read() == gpio.High }
+
+// hold presses an active-low button (pull-up, to ground) for d and
+// releases it; the release is debounced before hold returns.
+func hold(p *gpiotest.Pin, d time.Duration) {
+	p.EdgesChan <- gpio.Low
+	time.Sleep(d)
+	p.EdgesChan <- gpio.High
+	time.Sleep(2 * firmware.DefaultDebounce)
+}
+
+// slowGen throttles a generator per streamed piece while slow is set, so
+// that a long press lands in the middle of a generation on any machine
+// (the tiny model writes thousands of tokens per second).
+type slowGen struct {
+	mqtt.Generator
+	slow *atomic.Bool
+}
+
+func (g slowGen) Generate(ctx context.Context, req mqtt.Request, onDelta func(string)) (mqtt.Result, error) {
+	return g.Generator.Generate(ctx, req, func(s string) {
+		if g.slow.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		onDelta(s)
+	})
+}
+
+func (g slowGen) Forget(s string) error { return g.Generator.(mqtt.Forgetter).Forget(s) }
+
+func lastOn(msgs []mqtttest.Msg, topic string) []byte {
+	m := mqtttest.On(msgs, topic)
+	if len(m) == 0 {
+		return nil
+	}
+	return m[len(m)-1].Payload
+}
+
+// TestServeButtonEndToEnd is issue 7, item 2: geist serve with the zoo
+// model, a real Mosquitto and fake pins (gpiotest, through serve's GPIO
+// hook). A short press asks the configured prompt: the answer is published
+// (answer topic, answer event), spoken (a stub speech command), and the
+// busy LED goes on, then the ready LED. A long press cancels a running
+// generation (the model is slowed to 20 ms per token for that part). A
+// double press starts a new conversation; push-to-talk (stub capture and
+// speech-to-text commands) asks the transcript.
+func TestServeButtonEndToEnd(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/btn/#", "homeassistant/#")
+	dir := t.TempDir()
+	spoken := filepath.Join(dir, "spoken.txt")
+	conf := filepath.Join(dir, "geist.toml")
+	os.WriteFile(conf, []byte(fmt.Sprintf(`model = %q
+device = "btn"
+ctx = 1024
+threads = 1
+[mqtt]
+broker = %q
+[limits]
+max_tokens = 200
+[generation]
+temperature = 0.0
+[gpio.timing]
+long_press = "300ms"
+double_gap = "250ms"
+[gpio.leds]
+ready = "GPIO5"
+busy = "GPIO6"
+error = "GPIO13"
+[[gpio.buttons]]
+name = "main"
+pin = "GPIO17"
+press = { do = "ask", prompt = "Once upon a time", session = "kitchen" }
+long_press = { do = "cancel" }
+double_press = { do = "new_conversation", session = "kitchen" }
+[[gpio.buttons]]
+name = "talk"
+pin = "GPIO27"
+talk = true
+[voice.talk]
+capture = ["sh", "-c", "echo audio > \"$0\"; exec sleep 30", "{file}"]
+stt = ["sh", "-c", "test -s \"$0\" && echo 'Lily went to the park.'", "{file}"]
+session = "voice"
+[voice.speech]
+command = ["sh", "-c", "cat >> %s"]
+`, model, b.URL, spoken)), 0o600)
+	cfg, err := parseServe(&env{strings.NewReader(""), io.Discard, io.Discard}, []string{"--config", conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	btn := &gpiotest.Pin{N: "GPIO17", EdgesChan: make(chan gpio.Level)}
+	talk := &gpiotest.Pin{N: "GPIO27", EdgesChan: make(chan gpio.Level)}
+	ready, busy, fail := newRecPin("GPIO5"), newRecPin("GPIO6"), newRecPin("GPIO13")
+	pins := []gpio.PinIO{btn, talk, ready, busy, fail}
+	var slow atomic.Bool
+	hooks := serveHooks{
+		openGPIO: func(fc firmware.Config, log *slog.Logger) (*firmware.Device, error) {
+			return firmware.OpenWith(fc, func(name string) gpio.PinIO {
+				for _, p := range pins {
+					if p.Name() == name {
+						return p
+					}
+				}
+				return nil
+			}, len(pins), log)
+		},
+		wrapGen: func(g mqtt.Generator) mqtt.Generator { return slowGen{g, &slow} },
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, &cfg, log, hooks) }()
+	var once sync.Once
+	var serveErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case serveErr = <-served:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve did not stop; log:\n%s", logs.String())
+			}
+		})
+		return serveErr
+	}
+	defer stop()
+	fatal := func(format string, a ...any) {
+		t.Helper()
+		t.Fatalf("%s; log:\n%s", fmt.Sprintf(format, a...), logs.String())
+	}
+	if _, ok := c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return string(lastOn(m, "geist/btn/status")) == "online" }); !ok {
+		fatal("not online")
+	}
+	waitFor(t, 10*time.Second, "the ready LED", ready.lit)
+
+	// Home Assistant discovery carries the button's event entity.
+	msgs, ok := c.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return lastOn(m, "homeassistant/device/geist_btn/config") != nil })
+	if !ok {
+		fatal("no discovery")
+	}
+	var disc struct {
+		Cmps map[string]map[string]any `json:"cmps"`
+	}
+	json.Unmarshal(lastOn(msgs, "homeassistant/device/geist_btn/config"), &disc)
+	ev := disc.Cmps["button_main"]
+	types, _ := json.Marshal(ev["event_types"])
+	if ev["p"] != "event" || ev["state_topic"] != "geist/btn/button/main" || string(types) != `["press","long_press","double_press"]` || ev["availability"] == nil {
+		t.Errorf("button event entity: %v", ev)
+	}
+	if _, ok := disc.Cmps["button_talk"]; ok {
+		t.Error("the push-to-talk button got an event entity")
+	}
+
+	// 1. A short press asks the configured prompt.
+	busy.reset()
+	ready.reset()
+	c.Reset()
+	hold(btn, 80*time.Millisecond)
+	msgs, ok = c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return lastOn(m, "geist/btn/answer") != nil })
+	if !ok {
+		fatal("short press: no answer")
+	}
+	var a reply
+	json.Unmarshal(lastOn(msgs, "geist/btn/answer"), &a)
+	if !a.Done || a.Text == "" || a.Session != "kitchen" || a.ServedBy != "btn" || a.Usage.GeneratedTokens == 0 {
+		t.Errorf("short press answer %+v", a)
+	}
+	if p := lastOn(msgs, "geist/btn/button/main"); string(p) != `{"event_type":"press","button":"main"}` {
+		t.Errorf("press event %s", p)
+	}
+	if _, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool {
+		return strings.Contains(string(lastOn(m, "geist/btn/event")), `"event_type":"answer"`)
+	}); !ok {
+		t.Error("no answer event")
+	}
+	waitFor(t, 5*time.Second, "the ready LED after the answer", ready.lit)
+	if h := busy.history(); !strings.Contains(h, "LHL") || busy.lit() {
+		t.Errorf("busy LED %s, want off, on, off", h)
+	}
+	if h := ready.history(); !strings.HasPrefix(h, "HL") || !strings.HasSuffix(h, "LH") {
+		t.Errorf("ready LED %s, want on, off (busy), on", h)
+	}
+	// Spoken, sentence by sentence, by the stub speech command.
+	squash := func(s string) string { return strings.Join(strings.Fields(s), "") }
+	var said string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(spoken)
+		if said = string(b); squash(said) == squash(a.Text) {
+			break
+		}
+	}
+	if squash(said) != squash(a.Text) {
+		t.Errorf("spoken %q, answer %q", said, a.Text)
+	}
+	t.Logf("short press: %d tokens at %.0f tok/s, %d spoken lines; busy LED %s, ready LED %s",
+		a.Usage.GeneratedTokens, a.Usage.TokS, strings.Count(said, "\n"), busy.history(), ready.history())
+
+	// 2. A long press cancels a running generation.
+	slow.Store(true)
+	c.Reset()
+	hold(btn, 80*time.Millisecond)
+	waitFor(t, 20*time.Second, "the busy LED", busy.lit)
+	time.Sleep(100 * time.Millisecond)
+	hold(btn, 600*time.Millisecond)
+	msgs, ok = c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return lastOn(m, "geist/btn/answer") != nil })
+	if !ok {
+		fatal("long press: no reply")
+	}
+	var r reply
+	json.Unmarshal(lastOn(msgs, "geist/btn/answer"), &r)
+	if r.code() != mqtt.CodeCancelled {
+		t.Errorf("after a long press: %+v, want cancelled", r)
+	}
+	if ev := mqtttest.On(msgs, "geist/btn/button/main"); len(ev) != 2 || string(ev[1].Payload) != `{"event_type":"long_press","button":"main"}` {
+		t.Errorf("events %v", ev)
+	}
+	waitFor(t, 5*time.Second, "the ready LED after the cancel", ready.lit)
+	if busy.lit() || fail.history() != "L" {
+		t.Errorf("after a cancel: busy LED %s, error LED %s (a cancel is no error)", busy.history(), fail.history())
+	}
+	slow.Store(false)
+
+	// 3. A double press forgets the session.
+	hold(btn, 60*time.Millisecond) // returns 60 ms after the release
+	hold(btn, 60*time.Millisecond)
+	waitForLog(t, logs, 10*time.Second, "the new conversation", func() bool {
+		return strings.Contains(logs.String(), `msg="new conversation" device=btn session=kitchen`)
+	})
+
+	// 4. Push-to-talk: the transcript is asked in the voice session.
+	c.Reset()
+	hold(talk, 400*time.Millisecond)
+	msgs, ok = c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return lastOn(m, "geist/btn/answer") != nil })
+	if !ok {
+		fatal("push-to-talk: no answer")
+	}
+	json.Unmarshal(lastOn(msgs, "geist/btn/answer"), &a)
+	if !a.Done || a.Session != "voice" || a.Text == "" {
+		t.Errorf("push-to-talk answer %+v", a)
+	}
+	if !strings.Contains(logs.String(), `transcript="Lily went to the park."`) {
+		t.Errorf("transcript not logged")
+	}
+
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ready.lit() || busy.lit() {
+		t.Error("LEDs still lit after shutdown")
+	}
+	if l := logs.String(); !strings.Contains(l, "device triggers") || strings.Contains(l, "GPIO unavailable") {
+		t.Errorf("log:\n%s", l)
+	}
+}
+
+// TestServeButtonsWithoutGPIO is issue 7, item 5: on a machine without
+// GPIO, geist serve (the real entry point, with firmware.Open) starts with
+// buttons and LEDs configured, says clearly that the pins are unavailable,
+// and keeps answering over MQTT.
+func TestServeButtonsWithoutGPIO(t *testing.T) {
+	if pins, _ := firmware.ListPins(); len(pins) > 0 {
+		t.Skipf("this machine has %d GPIO lines; the test is for machines without GPIO", len(pins))
+	}
+	model := zoo.Path(t, "models", serveModel)
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/nogpio/#")
+	conf := filepath.Join(t.TempDir(), "geist.toml")
+	os.WriteFile(conf, []byte(`[gpio.leds]
+red = "GPIO5"
+green = "GPIO6"
+blue = "GPIO13"
+[[gpio.buttons]]
+name = "main"
+pin = "GPIO17"
+press = { do = "ask", prompt = "Tell me a story." }
+long_press = { do = "cancel" }
+`), 0o600)
+	stop, logs := runServe(t, "--config", conf, "-m", model, "--broker", b.URL, "--device", "nogpio", "--max-tokens", "16", "--ctx", "256")
+	if _, ok := c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return string(lastOn(m, "geist/nogpio/status")) == "online" }); !ok {
+		t.Fatalf("not online; log:\n%s", logs.String())
+	}
+	c.Publish(t, "geist/nogpio/ask", []byte(`{"id":"q1","text":"Once upon a time"}`))
+	if r := waitReply(t, c, "geist/nogpio/answer/q1", 20*time.Second); r.code() != "answer" || r.Text == "" {
+		t.Errorf("answer %+v", r)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit status %d; log:\n%s", code, logs.String())
+	}
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "GPIO unavailable") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "GPIO17") || !strings.Contains(line, "serving on without them") {
+		t.Errorf("no clear GPIO warning; log:\n%s", logs.String())
+	}
+	t.Logf("%s", line)
+}
+
+func TestServeDeviceConfig(t *testing.T) {
+	dir := t.TempDir()
+	e := &env{strings.NewReader(""), io.Discard, io.Discard}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte("model = \"m.gguf\"\n"+body), 0o600)
+		return p
+	}
+	// The device sections decode, [hermes] with its own credentials.
+	good := write("good.toml", `
+[gpio.timing]
+long_press = "1.5s"
+[gpio.leds]
+ready = "GPIO5"
+[[gpio.buttons]]
+name = "main"
+pin = "GPIO17"
+press = { do = "ask", prompt = "Hello", session = "kitchen" }
+[voice.speech]
+command = ["espeak-ng", "-v", "en-us"]
+[hermes]
+broker = "tcp://rhasspy:12183"
+mode = "dialogue"
+sites = ["kitchen"]
+client_id = "geist-hermes"
+username = "u"
+`)
+	c, err := parseServe(e, []string{"--config", good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GPIO.Timing.LongPress != 1500*time.Millisecond || c.GPIO.Buttons[0].Press.Prompt != "Hello" || c.GPIO.LEDs.Ready != "GPIO5" ||
+		c.Voice.Speech == nil || c.Voice.Speech.Command[0] != "espeak-ng" || c.Voice.Talk != nil ||
+		c.Hermes == nil || c.Hermes.Broker != "tcp://rhasspy:12183" || c.Hermes.Mode != "dialogue" || c.Hermes.ClientID != "geist-hermes" || c.Hermes.Username != "u" {
+		t.Errorf("decoded %+v %+v %+v", c.GPIO, c.Voice, c.Hermes)
+	}
+	// Flags win.
+	c, err = parseServe(e, []string{"--config", good, "--gpio=false", "--hermes-site", "a,b", "--hermes-mode", "asr", "--speech", "piper -m x.onnx --output-raw", "--speech-play", "aplay -q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gpioConfigured(c.GPIO) || !slices.Equal(c.Hermes.Sites, []string{"a", "b"}) || c.Hermes.Mode != "asr" || c.Hermes.Broker != "tcp://rhasspy:12183" ||
+		!slices.Equal(c.Voice.Speech.Command, []string{"piper", "-m", "x.onnx", "--output-raw"}) || c.Voice.Speech.Play[0] != "aplay" {
+		t.Errorf("flags over the file: %+v %+v %+v", c.GPIO, c.Voice.Speech, c.Hermes)
+	}
+	c, err = parseServe(e, []string{"--config", good, "--hermes=false", "--speech", ""})
+	if err != nil || c.Hermes != nil || c.Voice.Speech != nil {
+		t.Errorf("--hermes=false --speech '': %v %+v %+v", err, c.Hermes, c.Voice.Speech)
+	}
+	c, err = parseServe(e, []string{"-m", "m.gguf", "--hermes-broker", "tcp://h:1", "--talk-capture", "arecord {file}", "--talk-stt", "whisper-cli -f {file}"})
+	if err != nil || c.Hermes == nil || c.Hermes.Broker != "tcp://h:1" || c.Voice.Talk == nil || c.Voice.Talk.STT[2] != "{file}" {
+		t.Errorf("flags alone: %v %+v %+v", err, c.Hermes, c.Voice.Talk)
+	}
+
+	// Mistakes are usage errors that name the problem.
+	for _, tc := range []struct{ body, want string }{
+		{"[gpio.leds]\ngren = \"GPIO6\"\n", "unknown key gpio.leds.gren"},
+		{"[[gpio.buttons]]\nname = \"a\"\npin = \"GPIO17\"\npres = { do = \"cancel\" }\n", "unknown key gpio.buttons.pres"},
+		{"[hermes]\nsite = [\"x\"]\n", "unknown key hermes.site"},
+		{"[voice.speech]\ncmd = [\"x\"]\n", "unknown key voice.speech.cmd"},
+		{"[[gpio.buttons]]\nname = \"a\"\npin = \"GPIO17\"\npress = { do = \"ask\" }\n", "ask needs a prompt"},
+		{"[[gpio.buttons]]\nname = \"a\"\npin = \"GPIO17\"\ntalk = true\n", "[voice.talk] is not configured"},
+		{"[hermes]\nmode = \"chat\"\n", `mode "chat"`},
+		{"[gpio.timing]\nlong_press = \"soon\"\n", "soon"},
+	} {
+		p := write("bad.toml", tc.body)
+		code, _, errs := geist(t, "", "serve", "--config", p)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: status %d, %q; want %q", tc.body, code, errs, tc.want)
+		}
+	}
+}
+
+func waitForLog(t *testing.T, logs *syncBuffer, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; log:\n%s", what, logs.String())
+		}
+	}
+}
