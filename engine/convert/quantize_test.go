@@ -19,10 +19,10 @@ import (
 // zoo's files that llama-quantize made from the same source: this is what
 // proves the per-tensor type rules and the quantizers.
 func TestQuantizeMatchesLlamaCpp(t *testing.T) {
-	// The qwen files were quantized from float weights the zoo does not
-	// hold (its F16 file is a rounding of them), so only their types,
-	// order and metadata can match; the others are quantized from the
-	// very file llama-quantize read, so every byte must match.
+	// llama-quantize read F32 weights. Where the zoo holds that F32 file
+	// (tiny-llama, stories260K) every byte must match; from an F16 or BF16
+	// rounding of the weights (all the zoo holds for the qwen models) only
+	// the types, order and metadata can.
 	cases := []struct {
 		src, ft, ref string
 		sameSource   bool
@@ -32,6 +32,8 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 		{"tiny-llama-F32", "Q4_K_M", "tiny-llama-Q4_K_M", true},
 		{"stories260K-F32", "Q4_0", "stories260K-Q4_0", true},
 		{"stories260K-F32", "Q8_0", "stories260K-Q8_0", true},
+		{"tiny-llama-BF16", "Q4_K_M", "tiny-llama-Q4_K_M", false},
+		{"tiny-llama-F16", "Q8_0", "tiny-llama-Q8_0", false},
 		{"tiny-qwen2-F16", "Q4_0", "tiny-qwen2-Q4_0", false},
 		{"tiny-qwen2-F16", "Q8_0", "tiny-qwen2-Q8_0", false},
 		{"tiny-qwen2-F16", "Q4_K_M", "tiny-qwen2-Q4_K_M", false},
