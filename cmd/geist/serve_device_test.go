@@ -78,7 +78,7 @@ func hold(p *gpiotest.Pin, d time.Duration) {
 
 // slowGen throttles a generator per streamed piece while slow is set, so
 // that a long press lands in the middle of a generation on any machine
-// (the tiny model writes thousands of tokens per second).
+// (the tiny model writes hundreds of tokens per second).
 type slowGen struct {
 	mqtt.Generator
 	slow *atomic.Bool
@@ -87,7 +87,7 @@ type slowGen struct {
 func (g slowGen) Generate(ctx context.Context, req mqtt.Request, onDelta func(string)) (mqtt.Result, error) {
 	return g.Generator.Generate(ctx, req, func(s string) {
 		if g.slow.Load() {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 		onDelta(s)
 	})
@@ -108,7 +108,8 @@ func lastOn(msgs []mqtttest.Msg, topic string) []byte {
 // hook). A short press asks the configured prompt: the answer is published
 // (answer topic, answer event), spoken (a stub speech command), and the
 // busy LED goes on, then the ready LED. A long press cancels a running
-// generation (the model is slowed to 20 ms per token for that part). A
+// generation (the model is slowed to 50 ms per token for that part: it writes
+// 60 tokens in a tenth of a second natively). A
 // double press starts a new conversation; push-to-talk (stub capture and
 // speech-to-text commands) asks the transcript.
 func TestServeButtonEndToEnd(t *testing.T) {
@@ -126,7 +127,7 @@ threads = 1
 [mqtt]
 broker = %q
 [limits]
-max_tokens = 200
+max_tokens = 60
 [generation]
 temperature = 0.0
 [gpio.timing]
@@ -449,5 +450,71 @@ func waitForLog(t *testing.T, logs *syncBuffer, d time.Duration, what string, co
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s; log:\n%s", what, logs.String())
 		}
+	}
+}
+
+// TestServeHermes runs geist serve with the Hermes bridge on its own
+// broker: a transcript on hermes/asr/textCaptured for the configured site
+// is answered sentence by sentence on hermes/tts/say; other sites are
+// ignored. (The bridge's own behaviour is tested in mqtt/hermes.)
+func TestServeHermes(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "hermes/#", "geist/hermes/answer")
+	stop, logs := runServe(t, "-m", model, "--broker", b.URL, "--device", "hermes", "--max-tokens", "60", "--ctx", "512", "--temp", "0",
+		"--hermes-mode", "asr", "--hermes-site", "kitchen")
+	waitFor(t, 20*time.Second, "the Hermes bridge to subscribe", func() bool {
+		return strings.Contains(logs.String(), "mqtt connected") && strings.Contains(logs.String(), "hermes")
+	})
+	time.Sleep(300 * time.Millisecond) // the bridge's subscription
+	c.Publish(t, "hermes/asr/textCaptured", []byte(`{"text":"Once upon a time","siteId":"bathroom","sessionId":"x"}`))
+	c.Publish(t, "hermes/asr/textCaptured", []byte(`{"text":"Once upon a time","siteId":"kitchen","sessionId":"s1"}`))
+	says := func() []map[string]any {
+		var out []map[string]any
+		for _, x := range mqtttest.On(c.Messages(), "hermes/tts/say") {
+			var v map[string]any
+			json.Unmarshal(x.Payload, &v)
+			out = append(out, v)
+		}
+		return out
+	}
+	// Acknowledge every sentence as Rhasspy's TTS does (the bridge waits
+	// for sayFinished before it sends the next) until the answer is done.
+	acked := map[string]bool{}
+	quiet := time.Now() // since the last new sentence
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not answered; log:\n%s", logs.String())
+		}
+		for _, v := range says() {
+			if id, _ := v["id"].(string); id != "" && !acked[id] {
+				acked[id] = true
+				quiet = time.Now()
+				fin, _ := json.Marshal(map[string]any{"id": id, "siteId": v["siteId"], "sessionId": v["sessionId"]})
+				c.Publish(t, "hermes/tts/sayFinished", fin)
+			}
+		}
+		if strings.Contains(logs.String(), "msg=answered") && time.Since(quiet) > 500*time.Millisecond {
+			break
+		}
+	}
+	got := says()
+	if len(got) == 0 {
+		t.Fatalf("no tts/say; log:\n%s", logs.String())
+	}
+	var text strings.Builder
+	for _, v := range got {
+		if v["siteId"] != "kitchen" || v["sessionId"] != "s1" {
+			t.Errorf("say %v", v)
+		}
+		text.WriteString(fmt.Sprint(v["text"], " "))
+	}
+	if len(mqtttest.On(c.Messages(), "geist/hermes/answer")) != 0 {
+		t.Error("a Hermes answer was published on geist's answer topic")
+	}
+	t.Logf("%d sentences said: %q", len(got), text.String())
+	if code := stop(); code != 0 {
+		t.Fatalf("exit status %d; log:\n%s", code, logs.String())
 	}
 }
