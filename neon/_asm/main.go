@@ -173,7 +173,7 @@ type block32 struct {
 	wsize  int
 	full   bool // weights use the whole int8 range (no 16-bit pair sums)
 	q4     bool // Q4_0 float order
-	unpack func(a *asm, base string, off, d0, d1 int, tmp []int)
+	unpack func(a *asm, base string, d0, d1 int, tmp []int)
 	consts func(a *asm)
 }
 
@@ -183,14 +183,17 @@ var blocks32 = []block32{
 	{"Q8_0", 34, true, false, unpackQ8_0, func(*asm) {}},
 }
 
+// The unpack functions read a weight block's quants from base, which
+// points just past the scale, and leave base at the next block.
+
 func constsQ4_0(a *asm) {
 	a.l("VMOVI $15, V31.B16")
 	a.l("VMOVI $8, V30.B16")
 }
 
-func unpackQ4_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+func unpackQ4_0(a *asm, base string, d0, d1 int, tmp []int) {
 	t := tmp[0]
-	a.ldq(off+2, base, t)
+	a.l("VLD1.P 16(%s), [V%d.B16]", base, t)
 	a.l("VAND V31.B16, V%d.B16, V%d.B16", t, d0)
 	a.l("VUSHR $4, V%d.B16, V%d.B16", t, d1)
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d0, d0)
@@ -206,10 +209,10 @@ func constsQ5_0(a *asm) {
 
 // unpackQ5_0: qh's bits spread over the lanes by a table lookup and a bit
 // test per lane, ORed above the nibbles as 16, minus 16.
-func unpackQ5_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+func unpackQ5_0(a *asm, base string, d0, d1 int, tmp []int) {
 	t0, t1, t2, t3 := tmp[0], tmp[1], tmp[2], tmp[3]
-	a.l("FMOVS %d(%s), F%d", off+2, base, t1)
-	a.ldq(off+6, base, t0)
+	a.l("FMOVS.P 4(%s), F%d", base, t1)
+	a.l("VLD1.P 16(%s), [V%d.B16]", base, t0)
 	a.l("VTBL V26.B16, [V%d.B16], V%d.B16", t1, t2)
 	a.l("VTBL V27.B16, [V%d.B16], V%d.B16", t1, t3)
 	a.i(cmtst(t2, t2, 28))
@@ -224,8 +227,8 @@ func unpackQ5_0(a *asm, base string, off, d0, d1 int, tmp []int) {
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d1, d1)
 }
 
-func unpackQ8_0(a *asm, base string, off, d0, d1 int, tmp []int) {
-	a.ldq2(off+2, base, d0, d1)
+func unpackQ8_0(a *asm, base string, d0, d1 int, tmp []int) {
+	a.l("VLD1.P 32(%s), [V%d.B16, V%d.B16]", base, d0, d1)
 }
 
 // idot4x sets the 4 int32 lanes of acc to partial sums of the dot product
@@ -277,23 +280,24 @@ func (a *asm) dot32(k block32, t tier) {
 	a.l("MOVD nb+32(FP), R4")
 	a.l("MOVD n+40(FP), R5")
 	k.consts(a)
+	// R20 holds fp16Table for the scale conversions.
 	a.l("MOVD ·fp16Table(SB), R20")
 	a.l("CMP $1, R5")
 	a.l("BNE multi")
 
-	// R20 holds fp16Table for the scale conversions.
-	// One column: four blocks per step, accumulator in F24.
+	// One column: four blocks per step, accumulator in F24. The scales go
+	// through fp16Table (integer loads; qemu emulates FCVT slowly).
 	a.l("VEOR V24.B16, V24.B16, V24.B16")
 	a.l("CMP $4, R4")
 	a.l("BLT tail")
 	a.l("PCALIGN $16")
 	a.l("four:")
 	for b := 0; b < 4; b++ {
-		k.unpack(a, "R1", b*k.wsize, 0, 1, []int{8, 4, 5, 7})
-		a.ldq2(b*34+2, "R2", 2, 3)
+		a.l("MOVHU.P 2(R1), R8")
+		k.unpack(a, "R1", 0, 1, []int{8, 4, 5, 7})
+		a.l("MOVHU.P 2(R2), R9")
+		a.l("VLD1.P 32(R2), [V2.B16, V3.B16]")
 		a.idot4x(t, k.full, 17+b, 6, 0, 2, 1, 3)
-		a.l("MOVHU %d(R1), R8", b*k.wsize)
-		a.l("MOVHU %d(R2), R9", b*34)
 		a.l("MOVWU (R20)(R8<<2), R8")
 		a.l("MOVWU (R20)(R9<<2), R9")
 		a.l("VMOV R8, V22.S[%d]", b)
@@ -308,31 +312,33 @@ func (a *asm) dot32(k block32, t tier) {
 		a.l("VEXT $%d, V25.B16, V25.B16, V21.B16", 4*b)
 		a.l("FADDS F21, F24, F24")
 	}
-	a.l("ADD $%d, R1", 4*k.wsize)
-	a.l("ADD $%d, R2", 4*34)
 	a.l("SUB $4, R4")
 	a.l("CMP $4, R4")
 	a.l("BGE four")
 	a.l("tail:")
 	a.l("CBZ R4, done1")
 	a.l("one:")
-	k.unpack(a, "R1", 0, 0, 1, []int{8, 4, 5, 7})
-	a.ldq2(2, "R2", 2, 3)
+	a.l("MOVHU.P 2(R1), R8")
+	k.unpack(a, "R1", 0, 1, []int{8, 4, 5, 7})
+	a.l("MOVHU.P 2(R2), R9")
+	a.l("VLD1.P 32(R2), [V2.B16, V3.B16]")
 	a.idot4x(t, k.full, 25, 6, 0, 2, 1, 3)
 	a.i(addv4s(25, 25))
-	a.f16t(22, 0, "R1")
-	a.f16t(23, 0, "R2")
+	a.l("MOVWU (R20)(R8<<2), R8")
+	a.l("MOVWU (R20)(R9<<2), R9")
+	a.l("FMOVS R8, F22")
+	a.l("FMOVS R9, F23")
 	a.blockFloat(k, 25, 22, 23, 21, false)
 	a.l("FADDS F25, F24, F24")
-	a.l("ADD $%d, R1", k.wsize)
-	a.l("ADD $34, R2")
 	a.l("SUBS $1, R4")
 	a.l("BNE one")
 	a.l("done1:")
 	a.l("FMOVS F24, (R0)")
 	a.l("RET")
 
-	// Several columns: groups of four columns in the lanes of V24.
+	// Several columns: groups of four columns in the lanes of V24. Per
+	// column and block only two loads and the integer dot: the four
+	// activation scales are loaded into lanes and widened by one FCVTL.
 	a.l("multi:")
 	a.l("MOVD R1, R6") // weights start
 	a.l("MOVD R4, R7") // nb
@@ -357,23 +363,22 @@ func (a *asm) dot32(k block32, t tier) {
 	a.l("VEOR V24.B16, V24.B16, V24.B16")
 	a.l("PCALIGN $16")
 	a.l("mblock:")
-	k.unpack(a, "R1", 0, 0, 1, []int{8, 2, 3, 16})
-	a.f16t(29, 0, "R1")
+	a.l("MOVHU.P 2(R1), R8")
+	k.unpack(a, "R1", 0, 1, []int{8, 2, 3, 16})
+	a.l("MOVWU (R20)(R8<<2), R8")
+	a.l("FMOVS R8, F29")
 	for c := 0; c < 4; c++ {
 		p := fmt.Sprintf("R%d", 12+c)
-		a.ldq2(2, p, 4+2*c, 5+2*c)
+		a.l("VLD1.P 2(%s), V21.H[%d]", p, c)
+		a.l("VLD1.P 32(%s), [V%d.B16, V%d.B16]", p, 4+2*c, 5+2*c)
 		a.idot4x(t, k.full, 12+c, 16, 0, 4+2*c, 1, 5+2*c)
-		a.l("MOVHU (%s), R8", p)
-		a.l("MOVWU (R20)(R8<<2), R8")
-		a.l("VMOV R8, V21.S[%d]", c)
-		a.l("ADD $34, %s", p)
 	}
 	a.l("VADDP V13.S4, V12.S4, V12.S4")
 	a.l("VADDP V15.S4, V14.S4, V14.S4")
 	a.l("VADDP V14.S4, V12.S4, V22.S4")
+	a.i(fcvtl(21, 21))
 	a.blockFloat(k, 22, 29, 21, 23, true)
 	a.i(fadd4s(24, 24, 22))
-	a.l("ADD $%d, R1", k.wsize)
 	a.l("SUBS $1, R4")
 	a.l("BNE mblock")
 	// store min(4, remaining) lanes
