@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,8 +63,20 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding")
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *path == "" {
 		return usagef("no model given (-m MODEL)")
