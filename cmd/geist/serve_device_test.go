@@ -518,3 +518,46 @@ func TestServeHermes(t *testing.T) {
 		t.Fatalf("exit status %d; log:\n%s", code, logs.String())
 	}
 }
+
+// TestServeButtonsWithoutBroker: without MQTT the buttons still ask (the
+// service runs offline: no broker, the worker only) and the LEDs follow.
+func TestServeButtonsWithoutBroker(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	cfg := defaultServeConfig()
+	cfg.Model, cfg.Device, cfg.Ctx, cfg.Threads = model, "solo", 256, 1
+	cfg.Limits.MaxTokens = 16
+	cfg.GPIO = firmware.Config{
+		Buttons: []firmware.Button{{Name: "main", Pin: "GPIO17", Press: &firmware.Action{Do: firmware.ActionAsk, Prompt: "Once upon a time"}}},
+		LEDs:    firmware.LEDConfig{Busy: "GPIO6", Ready: "GPIO5"},
+	}
+	btn := &gpiotest.Pin{N: "GPIO17", EdgesChan: make(chan gpio.Level)}
+	ready, busy := newRecPin("GPIO5"), newRecPin("GPIO6")
+	pins := []gpio.PinIO{btn, ready, busy}
+	hooks := serveHooks{openGPIO: func(fc firmware.Config, log *slog.Logger) (*firmware.Device, error) {
+		return firmware.OpenWith(fc, func(name string) gpio.PinIO {
+			for _, p := range pins {
+				if p.Name() == name {
+					return p
+				}
+			}
+			return nil
+		}, len(pins), log)
+	}}
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, &cfg, slog.New(slog.NewTextHandler(logs, nil)), hooks) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitForLog(t, logs, 20*time.Second, "the ready LED", ready.lit)
+	hold(btn, 80*time.Millisecond)
+	waitForLog(t, logs, 30*time.Second, "the answer", func() bool { return strings.Contains(logs.String(), "msg=answered") })
+	waitFor(t, 5*time.Second, "the ready LED after the answer", ready.lit)
+	if !strings.Contains(busy.history(), "LH") || !strings.Contains(logs.String(), "no MQTT broker configured") {
+		t.Errorf("busy LED %s; log:\n%s", busy.history(), logs.String())
+	}
+}
