@@ -458,35 +458,55 @@ func TestVectorMatchesGeneric(t *testing.T) {
 func FuzzDotExact(f *testing.F) {
 	f.Add(make([]byte, 3*sizeQ8_0), uint8(1))
 	f.Add([]byte("geist geist geist geist geist geist geist geist geist geist geist geist geist geist"), uint8(3))
-	f.Fuzz(func(t *testing.T, data []byte, ncol uint8) {
-		n := int(ncol%4) + 1
-		for _, k := range Available() {
-			if k == generic {
+	f.Fuzz(checkExact)
+}
+
+// TestDotExactRandomBytes runs the fuzz target's check over random bytes
+// (extreme quants such as -128 and NaN or infinite scales included), for
+// the platforms where the fuzzer cannot run (under qemu it cannot fork
+// its workers).
+func TestDotExactRandomBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for i := 0; i < 400; i++ {
+		data := make([]byte, r.IntN(3000))
+		for j := range data {
+			data[j] = byte(r.Uint32())
+			if i%4 == 0 && r.IntN(3) == 0 {
+				data[j] = 0x80
+			}
+		}
+		checkExact(t, data, uint8(i))
+	}
+}
+
+func checkExact(t *testing.T, data []byte, ncol uint8) {
+	n := int(ncol%6) + 1
+	for _, k := range Available() {
+		if k == generic {
+			continue
+		}
+		for _, dt := range dotTypes {
+			if !dt.exact {
 				continue
 			}
-			for _, dt := range dotTypes {
-				if !dt.exact {
-					continue
-				}
-				nb := len(data) / (dt.wsize + n*dt.asize)
-				if nb == 0 {
-					continue
-				}
-				w := data[:nb*dt.wsize]
-				a := data[nb*dt.wsize:]
-				stride := nb * dt.asize
-				out := make([]float32, n)
-				dt.pick(k)(out, w, a, stride, nb, n)
-				for j := 0; j < n; j++ {
-					var ref [1]float32
-					dt.pick(generic)(ref[:], w, a[j*stride:], 0, nb, 1)
-					if !sameBits(out[j], ref[0]) {
-						t.Fatalf("%s %s nb=%d col %d: %v, generic %v", k.Name, dt.name, nb, j, out[j], ref[0])
-					}
+			nb := len(data) / (dt.wsize + n*dt.asize)
+			if nb == 0 {
+				continue
+			}
+			w := data[:nb*dt.wsize]
+			a := data[nb*dt.wsize:]
+			stride := nb * dt.asize
+			out := make([]float32, n)
+			dt.pick(k)(out, w, a, stride, nb, n)
+			for j := 0; j < n; j++ {
+				var ref [1]float32
+				dt.pick(generic)(ref[:], w, a[j*stride:], 0, nb, 1)
+				if !sameBits(out[j], ref[0]) {
+					t.Fatalf("%s %s nb=%d col %d: %v, generic %v", k.Name, dt.name, nb, j, out[j], ref[0])
 				}
 			}
 		}
-	})
+	}
 }
 
 // Benchmarks: BenchmarkDot/Q4_0/neon-dotprod/4096x1 is one weight row of
