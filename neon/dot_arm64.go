@@ -9,6 +9,14 @@ import "unsafe"
 // lengths that are multiples of their vector width. The wrappers below
 // check the lengths (a short buffer panics like an index out of range) and
 // do the tails in Go.
+//
+// Exactness against the generic set: the Q4_0, Q5_0 and Q8_0 dots,
+// AxpyF16 and (for finite inputs) the Q8_0/Q8_K quantizers are
+// bit-identical; the Q4_K/Q6_K dots take exact integer sums per
+// super-block and differ in float rounding; DotF32, DotF16, DotF32F16 and
+// RMSNormScale accumulate in float32 vector lanes. A NaN input to a
+// quantizer is taken as the largest magnitude here, where the generic code
+// skips it.
 
 //go:noescape
 func dotQ4_0Q8_0NE(out *float32, w, a *byte, aStride, nb, n int)
