@@ -24,6 +24,9 @@ type Options struct {
 	Threads int // worker threads for matrix products (0: the default)
 	Ctx     int // context size in tokens (0: the model's, capped at 4096)
 	Batch   int // tokens per forward pass during prefill (0: 64)
+	// LogitRows is the most tokens per pass whose logits are kept (0: 33,
+	// enough to verify the longest draft).
+	LogitRows int
 	// DraftModel, if set, is a smaller GGUF with the same vocabulary that
 	// drafts tokens for speculative decoding (SpecDraft, SpecAuto).
 	DraftModel string
@@ -110,7 +113,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	}
 	opt.Batch = min(opt.Batch, opt.Ctx)
 	e.opt = opt
-	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads}); err != nil {
+	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads, LogitRows: opt.LogitRows}); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -277,11 +280,11 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, top int) ([][]TokenL
 	e.cached = e.cached[:0]
 	out := make([][]TokenLogprob, 0, len(tokens))
 	lp := make([]float32, nv)
-	for i := 0; i < len(tokens); i += s.MaxBatch() {
+	for i := 0; i < len(tokens); i += s.MaxLogitRows() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		chunk := tokens[i:min(i+s.MaxBatch(), len(tokens))]
+		chunk := tokens[i:min(i+s.MaxLogitRows(), len(tokens))]
 		logits, err := s.Forward(chunk, true)
 		if err != nil {
 			return nil, err

@@ -239,7 +239,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if sp.DraftMax <= 0 {
 		sp.DraftMax = 8
 	}
-	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxBatch()-1)
+	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1)
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()

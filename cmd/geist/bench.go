@@ -111,7 +111,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	maxK := slices.Max(ks)
 	for _, t := range ths {
-		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), DraftModel: *draftModel}
+		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1), DraftModel: *draftModel}
 		eng, err := engine.Load(*path, opt)
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ type State struct {
 	m        *Model
 	ctx      int // positions the cache holds
 	maxBatch int // tokens per forward pass
+	maxRows  int // tokens per pass whose logits are returned
 	n        int // positions filled
 
 	kc, vc [][]uint16 // per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values, F16
@@ -41,7 +42,7 @@ type State struct {
 	gate, up []float32 // [maxBatch][NFF]
 	scores   []float32 // [NHead][ctx]
 	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
-	logits   []float32 // [maxBatch][NVocab]
+	logits   []float32 // [maxRows][NVocab]
 	act      []byte    // quantized activations for the widest product
 }
 
@@ -50,6 +51,10 @@ type StateOptions struct {
 	Ctx     int // positions the KV cache holds
 	Batch   int // most tokens per forward pass
 	Threads int // worker goroutines for products and attention (0: 1)
+	// LogitRows is the most tokens of one pass whose logits are returned
+	// (verification needs a draft's worth; 0: min(Batch, 33)). The logits
+	// buffer is the largest one for big vocabularies, so it is sized apart.
+	LogitRows int
 }
 
 // NewState allocates a KV cache of o.Ctx positions, buffers for batches of
@@ -86,7 +91,12 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.mulFn = s.mulRange
 	s.attnFn = s.attnRange
 	s.ropeCS = make([]float32, c.RopeDim)
-	s.logits = make([]float32, B*c.NVocab)
+	s.maxRows = o.LogitRows
+	if s.maxRows <= 0 {
+		s.maxRows = min(B, 33)
+	}
+	s.maxRows = min(s.maxRows, B)
+	s.logits = make([]float32, s.maxRows*c.NVocab)
 	widest := 0
 	for _, cols := range []int{c.NEmbd, c.NFF, c.NHead * c.HeadDimV} {
 		for _, w := range m.matrices() {
@@ -123,6 +133,9 @@ func (s *State) Ctx() int { return s.ctx }
 // MaxBatch is the most tokens one forward pass takes.
 func (s *State) MaxBatch() int { return s.maxBatch }
 
+// MaxLogitRows is the most tokens of one pass Forward returns logits for.
+func (s *State) MaxLogitRows() int { return s.maxRows }
+
 // Truncate rewinds the KV cache to its first n positions.
 func (s *State) Truncate(n int) {
 	if n < 0 {
@@ -135,7 +148,7 @@ func (s *State) Truncate(n int) {
 
 // Forward runs tokens through the model at positions Len()..Len()+len-1 and
 // appends their keys and values to the cache. With all it returns the
-// logits of every token (len(tokens)×NVocab, at most MaxBatch tokens);
+// logits of every token (len(tokens)×NVocab, at most MaxLogitRows tokens);
 // otherwise the logits of the last token only, running longer inputs in
 // chunks of MaxBatch. The returned slice is reused by the next call.
 func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
@@ -145,8 +158,8 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 	if s.n+len(tokens) > s.ctx {
 		return nil, fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.ctx)
 	}
-	if all && len(tokens) > s.maxBatch {
-		return nil, fmt.Errorf("model: %d tokens exceed the batch size %d", len(tokens), s.maxBatch)
+	if all && len(tokens) > s.maxRows {
+		return nil, fmt.Errorf("model: logits of %d tokens requested, the state returns at most %d per pass", len(tokens), s.maxRows)
 	}
 	for _, t := range tokens {
 		if t < 0 || int(t) >= s.m.NVocab {
@@ -363,7 +376,6 @@ func SiLUMul(gate, up []float32) {
 		gate[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
 	}
 }
-
 
 func addTo(dst, src []float32) {
 	for i, v := range src {

@@ -55,7 +55,7 @@ func batchInvariance(t *testing.T, files []string) {
 				}
 				copy(ref[i*m.NVocab:], lg)
 			}
-			st, err := m.NewState(StateOptions{Ctx: n, Batch: maxK, Threads: 2})
+			st, err := m.NewState(StateOptions{Ctx: n, Batch: maxK, Threads: 2, LogitRows: maxK})
 			if err != nil {
 				t.Fatal(err)
 			}
