@@ -623,10 +623,6 @@ func (a *asm) i(s string) { a.b.WriteString("\t" + s + "\n") }
 // ldq loads the 16 bytes at off(base) into V(d). The address goes through
 // R26 and LD1, which qemu emulates much faster than an unaligned LDR Q.
 func (a *asm) ldq(off int, base string, d int) {
-	if useLDR {
-		a.l("FMOVQ %d(%s), F%d", off, base, d)
-		return
-	}
 	a.l("ADD $%d, %s, R26", off, base)
 	a.l("VLD1 (R26), [V%d.B16]", d)
 }
@@ -636,13 +632,6 @@ func (a *asm) ldq2(off int, base string, d0, d1 int) {
 	if d1 != d0+1 {
 		panic("ldq2: registers not consecutive")
 	}
-	if useLDR {
-		a.ldq(off, base, d0)
-		a.ldq(off+16, base, d1)
-		return
-	}
 	a.l("ADD $%d, %s, R26", off, base)
 	a.l("VLD1 (R26), [V%d.B16, V%d.B16]", d0, d1)
 }
-
-var useLDR = os.Getenv("LDR") != ""
