@@ -220,3 +220,16 @@ func TestDiscoveryComponents(t *testing.T) {
 		t.Error("the caller's component map was modified")
 	}
 }
+
+func TestOnCancelHook(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	called := make(chan struct{}, 1)
+	startService(t, Config{Broker: b.URL, Device: "hook", OnCancel: func() { called <- struct{}{} }}, fakeGen{})
+	c := mqtttest.NewClient(t, b.URL)
+	c.Publish(t, "geist/hook/cmd/cancel", []byte("PRESS"))
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnCancel not called for Home Assistant's Cancel button")
+	}
+}

@@ -40,6 +40,11 @@ type Config struct {
 	// device's "cmps" by key; each gets the device's availability unless
 	// it sets its own.
 	Components map[string]map[string]any
+	// OnCancel, when set, is called (from the MQTT client's goroutine; it
+	// must return promptly) after Home Assistant's Cancel button cancelled
+	// the running request, so the daemon can also stop what else it does
+	// for an answer (speech).
+	OnCancel func()
 
 	QueueLen      int           // requests waiting behind the running one (8)
 	Limits        Limits        // MaxPayload 64 KiB, MaxTokens 512, DefaultTTL 5 min, MaxTTL 24 h
@@ -421,6 +426,9 @@ func (s *Service) onMessage(topic string, payload []byte) {
 	case s.t.CmdCancel:
 		s.log.Info("cancel button")
 		s.CancelRunning()
+		if s.cfg.OnCancel != nil {
+			s.cfg.OnCancel()
+		}
 	case s.t.CmdNewConversation:
 		s.NewConversation("")
 	case s.t.HAStatus:

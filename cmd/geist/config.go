@@ -344,6 +344,9 @@ func (c *serveConfig) validateDevice() []error {
 		default:
 			errs = append(errs, fmt.Errorf("hermes: mode %q: want %s or %s", h.Mode, hermes.ModeASR, hermes.ModeDialogue))
 		}
+		if h.SessionPrefix != "" && !validSession(h.SessionPrefix) {
+			errs = append(errs, fmt.Errorf("hermes: session_prefix %q: no spaces, /, + or #", h.SessionPrefix))
+		}
 		if h.QoS != nil && *h.QoS > 2 {
 			errs = append(errs, fmt.Errorf("hermes: qos %d: want 0, 1 or 2", *h.QoS))
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -150,10 +151,12 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 		d, err := open(c.GPIO, log.With("component", "gpio"))
 		switch {
-		case errors.Is(err, firmware.ErrUnavailable):
-			log.Warn(strings.Replace(oneLine(err.Error()), "firmware: ", "", 1)+"; serving on without them", "buttons_found", d.Buttons())
-		case err != nil:
+		case d == nil && err != nil: // an invalid configuration
 			return fmt.Errorf("gpio: %w", err)
+		case errors.Is(err, firmware.ErrUnavailable):
+			log.Warn(strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on without them", "buttons_found", d.Buttons())
+		case err != nil: // pins found but not all usable: not fatal either
+			log.Warn("GPIO: "+strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on", "buttons_found", d.Buttons())
 		}
 		dev = d
 		gen = ledGenerator{gen, dev.LEDs()}
@@ -176,12 +179,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	mc := c.mqttConfig(broker, log)
 	mc.Components = discoveryComponents(c.Device, foundButtons(c.GPIO, dev))
+	t := &triggers{device: c.Device, log: log.With("component", "triggers")}
+	mc.OnCancel = t.stopOutputs // Home Assistant's Cancel button also stops speech
 	svc, err := mqtt.New(mc, gen)
 	if err != nil {
 		return err
 	}
-
-	t := &triggers{svc: svc, device: c.Device, log: log.With("component", "triggers")}
+	t.svc = svc
 	if dev != nil {
 		t.leds = dev.LEDs()
 	}
@@ -204,6 +208,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			log.Error(err.Error() + "; the Hermes bridge is off")
 			t.bridge = nil
 		}
+	}
+	if c.Voice.Talk != nil && !slices.ContainsFunc(c.GPIO.Buttons, func(b firmware.Button) bool { return b.Talk }) {
+		log.Warn("[voice.talk] is configured but no button has talk = true: push-to-talk is unused")
 	}
 	log.Info("device triggers", "on", describeDevice(c, dev))
 

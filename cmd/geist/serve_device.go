@@ -97,6 +97,13 @@ func (t *triggers) Ask(ctx context.Context, session, prompt string) {
 // queue, a push-to-talk recording and the Hermes answer in progress.
 func (t *triggers) Cancel(context.Context) {
 	ran := t.svc.CancelRunning()
+	t.stopOutputs()
+	t.log.Info("cancel", "was_running", ran)
+}
+
+// stopOutputs stops the speech queue, a push-to-talk recording and the
+// Hermes answer in progress.
+func (t *triggers) stopOutputs() {
 	if t.speaker != nil {
 		t.speaker.Cancel()
 	}
@@ -106,7 +113,6 @@ func (t *triggers) Cancel(context.Context) {
 	if t.bridge != nil {
 		t.bridge.Cancel()
 	}
-	t.log.Info("cancel", "was_running", ran)
 }
 
 // NewConversation forgets session (empty: starts a new dashboard
@@ -164,18 +170,14 @@ func discoveryComponents(device string, buttons []firmware.Button) map[string]ma
 // on geist's broker with geist's credentials and a client id of its own.
 func hermesOptions(c *serveConfig, h *hermesSection, broker, clientID string) (*paho.ClientOptions, error) {
 	o := paho.NewClientOptions()
-	id := h.ClientID
-	if h.Broker != "" {
+	switch {
+	case h.Broker != "":
 		o.AddBroker(h.Broker)
 		o.SetUsername(h.Username)
 		o.SetPassword(h.Password)
-		if id == "" {
-			id = clientID + "-hermes"
-		}
-	} else {
-		if broker == "" {
-			return nil, errors.New("hermes: no broker: set [hermes] broker (--hermes-broker) or geist's [mqtt] broker")
-		}
+	case broker == "":
+		return nil, errors.New("hermes: no broker: set [hermes] broker (--hermes-broker) or geist's [mqtt] broker")
+	default:
 		o.AddBroker(broker)
 		o.SetUsername(c.MQTT.Username)
 		o.SetPassword(c.MQTT.Password)
@@ -186,9 +188,10 @@ func hermesOptions(c *serveConfig, h *hermesSection, broker, clientID string) (*
 			}
 			o.SetTLSConfig(tc)
 		}
-		if id == "" {
-			id = clientID + "-hermes"
-		}
+	}
+	id := h.ClientID
+	if id == "" {
+		id = clientID + "-hermes"
 	}
 	if len(id) > 64 {
 		id = id[:64]
