@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/quant"
 )
 
 // PromptCache stores KV-state blobs by model identity and token prefix
@@ -24,10 +25,10 @@ const minRestore = 16
 // model, file or cache type never matches.
 func (e *Engine) ModelID() []byte { return e.id }
 
-func modelID(header []byte) []byte {
+func modelID(header []byte, kv quant.Type) []byte {
 	h := sha256.New()
 	h.Write(header)
-	h.Write([]byte("\x00kv=f16\x00geist-kv-1"))
+	h.Write([]byte("\x00kv=" + kv.String() + "\x00geist-kv-1"))
 	return h.Sum(nil)
 }
 

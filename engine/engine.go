@@ -17,6 +17,7 @@ import (
 	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/tokenizer"
+	"github.com/geisten/geist/quant"
 )
 
 // Options configure loading.
@@ -32,6 +33,8 @@ type Options struct {
 	DraftModel string
 	// Cache, if set, keeps KV states of prompt prefixes across processes.
 	Cache PromptCache
+	// KVType is the KV cache type: "f16" (default) or "q8_0".
+	KVType string
 	// Logger receives warnings (damaged cache entries); nil discards them.
 	Logger *slog.Logger
 }
@@ -85,7 +88,16 @@ func Load(path string, opt Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{path: path, file: f, tok: tok, opt: opt, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))])}
+	kvType := quant.F16
+	switch opt.KVType {
+	case "", "f16", "F16":
+	case "q8_0", "Q8_0":
+		kvType = quant.Q8_0
+	default:
+		f.Close()
+		return nil, fmt.Errorf("engine: KV cache type %q is not supported (want f16 or q8_0)", opt.KVType)
+	}
+	e := &Engine{path: path, file: f, tok: tok, opt: opt, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
 	if e.model, err = model.Load(f); err != nil {
 		f.Close()
 		return nil, err
@@ -113,7 +125,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	}
 	opt.Batch = min(opt.Batch, opt.Ctx)
 	e.opt = opt
-	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads, LogitRows: opt.LogitRows}); err != nil {
+	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads, LogitRows: opt.LogitRows, KVType: kvType}); err != nil {
 		f.Close()
 		return nil, err
 	}

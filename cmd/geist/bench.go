@@ -64,6 +64,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	maxK := slices.Max(ks)
 	for _, t := range ths {
-		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1), DraftModel: *draftModel}
+		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1), DraftModel: *draftModel, KVType: *kvType}
 		eng, err := engine.Load(*path, opt)
 		if err != nil {
 			return err

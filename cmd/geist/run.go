@@ -17,6 +17,7 @@ import (
 
 // modelFlags are the flags every command that loads a model shares.
 type modelFlags struct {
+	kvType     string
 	path       string
 	threads    int
 	ctx        int
@@ -26,6 +27,7 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs interface {
+	StringVar(*string, string, string, string)
 	StringVarP(*string, string, string, string, string)
 	IntVarP(*int, string, string, int, string)
 	IntVar(*int, string, int, string)
@@ -33,6 +35,7 @@ func (m *modelFlags) register(fs interface {
 	fs.StringVarP(&m.path, "model", "m", "", "GGUF model file")
 	fs.IntVarP(&m.threads, "threads", "t", 0, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&m.ctx, "ctx", 0, "context size in tokens (0: the model's, at most 4096)")
+	fs.StringVar(&m.kvType, "kv-type", "f16", "KV cache type: f16 or q8_0 (half the memory, slightly less exact)")
 }
 
 func (m *modelFlags) load() (*engine.Engine, error) {
@@ -45,7 +48,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, Cache: m.cache, Logger: m.log})
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, Cache: m.cache, Logger: m.log, KVType: m.kvType})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {

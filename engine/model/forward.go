@@ -22,7 +22,12 @@ type State struct {
 	maxRows  int // tokens per pass whose logits are returned
 	n        int // positions filled
 
-	kc, vc [][]uint16 // per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values, F16
+	kvType quant.Type
+	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
+	kq, vq [][]byte   // Q8_0 cache per layer: [NHeadKV][ctx][kRow] keys, [NHeadKV][ctx][vRow] values
+	kRow   int        // bytes of one Q8_0 key row
+	vRow   int        // bytes of one Q8_0 value row
+	qq     []byte     // [NHead][kRow] queries quantized to Q8_0 (Q8_0 cache)
 
 	pool   *pool
 	mulFn  func(lo, hi int) // s.mulRange, bound once
@@ -55,6 +60,10 @@ type StateOptions struct {
 	// (verification needs a draft's worth; 0: min(Batch, 33)). The logits
 	// buffer is the largest one for big vocabularies, so it is sized apart.
 	LogitRows int
+	// KVType is the KV cache type: F16 (the default) or Q8_0, which halves
+	// the cache at a small cost in accuracy (head sizes must be multiples
+	// of 32). The zero value means F16.
+	KVType quant.Type
 }
 
 // NewState allocates a KV cache of o.Ctx positions, buffers for batches of
@@ -70,11 +79,30 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	c := &m.Config
 	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
 	s := &State{m: m, ctx: ctx, maxBatch: maxBatch}
-	s.kc = make([][]uint16, c.NLayer)
-	s.vc = make([][]uint16, c.NLayer)
-	for i := range s.kc {
-		s.kc[i] = make([]uint16, ctx*kDim)
-		s.vc[i] = make([]uint16, ctx*vDim)
+	switch o.KVType {
+	case quant.F16, 0: // the zero Type (F32) means the default
+		s.kvType = quant.F16
+		s.kc = make([][]uint16, c.NLayer)
+		s.vc = make([][]uint16, c.NLayer)
+		for i := range s.kc {
+			s.kc[i] = make([]uint16, ctx*kDim)
+			s.vc[i] = make([]uint16, ctx*vDim)
+		}
+	case quant.Q8_0:
+		if c.HeadDim%32 != 0 || c.HeadDimV%32 != 0 {
+			return nil, fmt.Errorf("model: a Q8_0 KV cache needs head sizes that are multiples of 32, this model has %d/%d", c.HeadDim, c.HeadDimV)
+		}
+		s.kvType = quant.Q8_0
+		s.kRow, s.vRow = c.HeadDim/32*34, c.HeadDimV/32*34
+		s.kq = make([][]byte, c.NLayer)
+		s.vq = make([][]byte, c.NLayer)
+		for i := range s.kq {
+			s.kq[i] = make([]byte, c.NHeadKV*ctx*s.kRow)
+			s.vq[i] = make([]byte, c.NHeadKV*ctx*s.vRow)
+		}
+		s.qq = make([]byte, c.NHead*s.kRow)
+	default:
+		return nil, fmt.Errorf("model: KV cache type %s is not supported (want F16 or Q8_0)", o.KVType)
 	}
 	B := maxBatch
 	s.x = make([]float32, B*c.NEmbd)
@@ -234,6 +262,13 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 				s.rope(k[h*c.HeadDim : (h+1)*c.HeadDim])
 			}
 			p := pos0 + i
+			if s.kvType == quant.Q8_0 {
+				for h := 0; h < c.NHeadKV; h++ {
+					neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*c.HeadDim:(h+1)*c.HeadDim])
+					neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
+				}
+				continue
+			}
 			for h := 0; h < c.NHeadKV; h++ {
 				kc := s.kc[l][(h*s.ctx+p)*c.HeadDim : (h*s.ctx+p+1)*c.HeadDim]
 				for j, x := range k[h*c.HeadDim : (h+1)*c.HeadDim] {
@@ -283,6 +318,10 @@ func (s *State) attnRange(lo, hi int) {
 	group := c.NHead / c.NHeadKV
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
+	if s.kvType == quant.Q8_0 {
+		s.attnRangeQ8(lo, hi)
+		return
+	}
 	for h := lo; h < hi; h++ {
 		kvh := h / group
 		kc := s.kc[l][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
@@ -303,6 +342,54 @@ func (s *State) attnRange(lo, hi int) {
 		}
 	}
 }
+
+// attnRangeQ8 is attnRange over a Q8_0 cache: the query is quantized to
+// Q8_0 for the integer dot with the keys (as llama.cpp does), the values
+// are dequantized on the fly.
+func (s *State) attnRangeQ8(lo, hi int) {
+	c := &s.m.Config
+	qDim, hd, hdv := c.NHead*c.HeadDim, c.HeadDim, c.HeadDimV
+	group := c.NHead / c.NHeadKV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
+	nbk, nbv := hd/32, hdv/32
+	for h := lo; h < hi; h++ {
+		kvh := h / group
+		kq := s.kq[l][kvh*s.ctx*s.kRow : (kvh+1)*s.ctx*s.kRow]
+		vq := s.vq[l][kvh*s.ctx*s.vRow : (kvh+1)*s.ctx*s.vRow]
+		qq := s.qq[h*s.kRow : (h+1)*s.kRow]
+		for i := 0; i < n; i++ {
+			p := pos0 + i
+			neon.QuantizeQ8_0(qq, s.q[i*qDim+h*hd:i*qDim+(h+1)*hd])
+			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
+			for t := range sc {
+				neon.DotQ8_0Q8_0(sc[t:t+1], kq[t*s.kRow:(t+1)*s.kRow], qq, 0, nbk, 1)
+				sc[t] *= scale
+			}
+			Softmax(sc)
+			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
+			clear(out)
+			for t, w := range sc {
+				axpyQ8_0(out, w, vq[t*s.vRow:(t+1)*s.vRow], nbv)
+			}
+		}
+	}
+}
+
+// axpyQ8_0 adds alpha times a dequantized Q8_0 row of nb blocks to out.
+func axpyQ8_0(out []float32, alpha float32, row []byte, nb int) {
+	for b := 0; b < nb; b++ {
+		blk := row[b*34 : b*34+34]
+		d := alpha * quant.FP16ToFP32(uint16(blk[0])|uint16(blk[1])<<8)
+		o := out[b*32 : b*32+32]
+		for j, q := range blk[2:34] {
+			o[j] += d * float32(int8(q))
+		}
+	}
+}
+
+// KVType is the type of the KV cache.
+func (s *State) KVType() quant.Type { return s.kvType }
 
 // ropeTable fills s.ropeCS with the cos/sin of every rotated pair at
 // position p, the way ggml's rope cache computes them: the angle advances

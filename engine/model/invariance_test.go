@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/quant"
 )
 
 // TestBatchInvariance: the logits of every position computed inside a
@@ -20,7 +21,15 @@ func TestBatchInvariance(t *testing.T) {
 	forEachKernels(t, func(t *testing.T) { batchInvariance(t, files) })
 }
 
-func batchInvariance(t *testing.T, files []string) {
+// TestBatchInvarianceQ8KV: the same with a Q8_0 KV cache.
+func TestBatchInvarianceQ8KV(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "models", "tiny-*Q4_0.gguf"))
+	forEachKernels(t, func(t *testing.T) { batchInvarianceKV(t, files, quant.Q8_0) })
+}
+
+func batchInvariance(t *testing.T, files []string) { batchInvarianceKV(t, files, quant.F16) }
+
+func batchInvarianceKV(t *testing.T, files []string, kv quant.Type) {
 	ks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 64, 256}
 	starts := []int{0, 1, 37, 100}
 	if testing.Short() {
@@ -42,7 +51,7 @@ func batchInvariance(t *testing.T, files []string) {
 				seq[i] = int32(rng.IntN(m.NVocab))
 			}
 			// Reference: one token at a time.
-			one, err := m.NewState(StateOptions{Ctx: n, Batch: 1, Threads: 2})
+			one, err := m.NewState(StateOptions{Ctx: n, Batch: 1, Threads: 2, KVType: kv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +64,7 @@ func batchInvariance(t *testing.T, files []string) {
 				}
 				copy(ref[i*m.NVocab:], lg)
 			}
-			st, err := m.NewState(StateOptions{Ctx: n, Batch: maxK, Threads: 2, LogitRows: maxK})
+			st, err := m.NewState(StateOptions{Ctx: n, Batch: maxK, Threads: 2, LogitRows: maxK, KVType: kv})
 			if err != nil {
 				t.Fatal(err)
 			}

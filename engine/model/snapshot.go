@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/geisten/geist/quant"
 )
 
 // The KV-state blob: a header describing the layout, then for every layer
@@ -14,6 +16,7 @@ const (
 	snapMagic   = "GKV1"
 	snapHeader  = 4 + 7*4
 	kvTypeF16   = 0
+	kvTypeQ8_0  = 1
 	snapVersion = 1
 )
 
@@ -23,7 +26,17 @@ var ErrSnapshot = errors.New("model: KV snapshot does not match")
 // SnapshotSize is the size of a snapshot of n positions.
 func (s *State) SnapshotSize(n int) int {
 	c := &s.m.Config
+	if s.kvType == quant.Q8_0 {
+		return snapHeader + c.NLayer*c.NHeadKV*n*(s.kRow+s.vRow)
+	}
 	return snapHeader + c.NLayer*c.NHeadKV*n*(c.HeadDim+c.HeadDimV)*2
+}
+
+func (s *State) kvTypeID() int {
+	if s.kvType == quant.Q8_0 {
+		return kvTypeQ8_0
+	}
+	return kvTypeF16
 }
 
 // Snapshot appends the KV state of the first n positions to dst[:0].
@@ -33,8 +46,17 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 	}
 	c := &s.m.Config
 	dst = append(dst[:0], snapMagic...)
-	for _, v := range []int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, kvTypeF16, n} {
+	for _, v := range []int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID(), n} {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
+	}
+	if s.kvType == quant.Q8_0 {
+		for l := 0; l < c.NLayer; l++ {
+			for h := 0; h < c.NHeadKV; h++ {
+				dst = append(dst, s.kq[l][h*s.ctx*s.kRow:(h*s.ctx+n)*s.kRow]...)
+				dst = append(dst, s.vq[l][h*s.ctx*s.vRow:(h*s.ctx+n)*s.vRow]...)
+			}
+		}
+		return dst, nil
 	}
 	for l := 0; l < c.NLayer; l++ {
 		for h := 0; h < c.NHeadKV; h++ {
@@ -58,7 +80,7 @@ func (s *State) Restore(blob []byte) (int, error) {
 	for i := range h {
 		h[i] = int(binary.LittleEndian.Uint32(blob[4+4*i:]))
 	}
-	want := [6]int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, kvTypeF16}
+	want := [6]int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID()}
 	if [6]int(h[:6]) != want {
 		return 0, fmt.Errorf("%w: layout %v, this model has %v", ErrSnapshot, h[:6], want)
 	}
@@ -70,6 +92,16 @@ func (s *State) Restore(blob []byte) (int, error) {
 		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, len(blob), n, s.SnapshotSize(n))
 	}
 	p := blob[snapHeader:]
+	if s.kvType == quant.Q8_0 {
+		for l := 0; l < c.NLayer; l++ {
+			for hh := 0; hh < c.NHeadKV; hh++ {
+				p = p[copy(s.kq[l][hh*s.ctx*s.kRow:(hh*s.ctx+n)*s.kRow], p):]
+				p = p[copy(s.vq[l][hh*s.ctx*s.vRow:(hh*s.ctx+n)*s.vRow], p):]
+			}
+		}
+		s.n = n
+		return n, nil
+	}
 	for l := 0; l < c.NLayer; l++ {
 		for hh := 0; hh < c.NHeadKV; hh++ {
 			p = readF16(s.kc[l][hh*s.ctx*c.HeadDim:(hh*s.ctx+n)*c.HeadDim], p)
