@@ -200,17 +200,20 @@ type specFlags struct {
 	draftModel         string
 	draftMax           int
 	ngramMin, ngramMax int
+	fixed              bool
 }
 
 func (f *specFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
+	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup or draft")
 	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
 	fs.IntVar(&f.draftMax, "draft-max", 8, "most tokens drafted per step")
 	fs.IntVar(&f.ngramMin, "ngram-min", 1, "shortest suffix prompt lookup matches")
 	fs.IntVar(&f.ngramMax, "ngram-max", 4, "longest suffix prompt lookup matches")
+	fs.BoolVar(&f.fixed, "spec-fixed", false, "verify every drafted token (no adaptive control; for measurements)")
 }
 
 func (f *specFlags) options() (engine.SpecOptions, error) {
@@ -226,5 +229,5 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 	case mode == engine.SpecDraft && f.draftModel == "":
 		return engine.SpecOptions{}, usagef("--spec draft needs --draft-model FILE")
 	}
-	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax}, nil
+	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed}, nil
 }
