@@ -22,6 +22,8 @@ type serveConfig struct {
 	DataDir   string `toml:"data_dir"`
 	Threads   int    `toml:"threads"`
 	Ctx       int    `toml:"ctx"`
+	CacheSize int64  `toml:"cache_size"` // prompt cache budget in bytes; 0: no cache.db
+	KVType    string `toml:"kv_type"`    // f16 or q8_0
 	LogLevel  string `toml:"log_level"`
 	LogFormat string `toml:"log_format"`
 
@@ -95,6 +97,8 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Device:    defaultDevice(),
 		DataDir:   os.Getenv("STATE_DIRECTORY"), // systemd's StateDirectory=
+		CacheSize: 1 << 30,
+		KVType:    "f16",
 		LogLevel:  "info",
 		LogFormat: "text",
 		MQTT: mqttSection{
@@ -143,6 +147,8 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state (sessions, prompt cache); $STATE_DIRECTORY by default")
 	fs.IntVarP(&c.Threads, "threads", "t", c.Threads, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&c.Ctx, "ctx", c.Ctx, "context size in tokens (0: the model's, at most 4096)")
+	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
+	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 

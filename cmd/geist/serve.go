@@ -21,6 +21,7 @@ import (
 	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/hermes"
+	"github.com/geisten/geist/storage"
 )
 
 const serveUsage = "serve [--config FILE] [-m MODEL] [--broker URL] [--device NAME] [--data-dir DIR] [flags]"
@@ -125,17 +126,39 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 	}
 	start := time.Now()
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: c.Ctx})
+	opt := engine.Options{Threads: c.Threads, Ctx: c.Ctx, KVType: c.KVType, Logger: log.With("component", "engine")}
+	// The prompt cache and the sessions live in the data directory; without
+	// one (or when a file cannot be opened) they stay in memory.
+	var sessions SessionStore = newMemSessions(c.Generation.MaxSessions, c.Generation.MaxHistory)
+	if c.DataDir != "" {
+		if c.CacheSize > 0 {
+			cache, err := storage.OpenCache(filepath.Join(c.DataDir, "cache.db"), &storage.CacheOptions{MaxBytes: c.CacheSize, Logger: log.With("component", "cache")})
+			if err != nil {
+				log.Warn("prompt cache unavailable, continuing without it", "err", err)
+			} else {
+				defer cache.Close()
+				opt.Cache = cache
+			}
+		}
+		db, err := storage.OpenSessions(filepath.Join(c.DataDir, "sessions.db"), &storage.Options{Logger: log.With("component", "sessions")})
+		if err != nil {
+			log.Warn("sessions database unavailable, keeping sessions in memory", "err", err)
+		} else {
+			sessions = &dbSessions{db: db, model: c.Model, maxHistory: c.Generation.MaxHistory}
+		}
+	} else {
+		log.Warn("no data directory: sessions and the prompt cache stay in memory (set --data-dir)")
+	}
+	if cl, ok := sessions.(io.Closer); ok { // a durable store closes its database last
+		defer cl.Close()
+	}
+	eng, err := engine.Load(c.Model, opt)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", time.Since(start).Milliseconds(),
-		"version", versionString(), "device", c.Device, "data_dir", c.DataDir)
-	var sessions SessionStore = newMemSessions(c.Generation.MaxSessions, c.Generation.MaxHistory)
-	if cl, ok := sessions.(io.Closer); ok { // a durable store closes its database last
-		defer cl.Close()
-	}
+		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", opt.Cache != nil)
 	var gen mqtt.Generator = newEngineGenerator(eng, sessions, c)
 	if hooks.wrapGen != nil {
 		gen = hooks.wrapGen(gen)

@@ -13,6 +13,7 @@ import (
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/mqtt"
+	"github.com/geisten/geist/storage"
 )
 
 // SessionStore keeps the conversation history of sessions. The in-memory
@@ -199,3 +200,56 @@ func (g *engineGenerator) Generate(ctx context.Context, req mqtt.Request, onDelt
 	}
 	return res, nil
 }
+
+// dbSessions is the durable SessionStore: conversations in sessions.db, so
+// an unplugged appliance remembers them. Every Append has committed (and
+// fsynced) when it returns.
+type dbSessions struct {
+	db         *storage.Sessions
+	model      string
+	maxHistory int
+}
+
+func (d *dbSessions) Load(id string) ([]chat.Message, error) {
+	_, turns, err := d.db.Get(id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d.maxHistory > 0 && len(turns) > d.maxHistory {
+		turns = turns[len(turns)-d.maxHistory:]
+	}
+	msgs := make([]chat.Message, len(turns))
+	for i, t := range turns {
+		msgs[i] = chat.Message{Role: t.Role, Content: t.Text}
+	}
+	return msgs, nil
+}
+
+func (d *dbSessions) Append(id string, msgs ...chat.Message) error {
+	if _, err := d.db.Info(id); errors.Is(err, storage.ErrNotFound) {
+		if _, err := d.db.Create(storage.Conversation{ID: id, Model: d.model}); err != nil && !errors.Is(err, storage.ErrExists) {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	turns := make([]storage.Turn, len(msgs))
+	for i, m := range msgs {
+		turns[i] = storage.Turn{Role: m.Role, Text: m.Content}
+	}
+	_, err := d.db.Append(id, turns...)
+	return err
+}
+
+// Forget deletes session id (a new conversation).
+func (d *dbSessions) Forget(id string) error {
+	if err := d.db.Delete(id); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (d *dbSessions) Close() error { return d.db.Close() }
