@@ -16,6 +16,41 @@ type PromptCache interface {
 	Put(model []byte, tokens []int32, blob []byte) error
 }
 
+// DraftStatsStore keeps the n-gram drafting statistics per model
+// (storage.Cache implements it next to the prompt cache).
+type DraftStatsStore interface {
+	PutDraftStats(model, data []byte) error
+	DraftStats(model []byte) ([]byte, bool)
+}
+
+// loadDraftStats restores the n-gram statistics of earlier runs.
+func (e *Engine) loadDraftStats() {
+	ds, ok := e.opt.Cache.(DraftStatsStore)
+	if !ok {
+		return
+	}
+	if b, ok := ds.DraftStats(e.id); ok {
+		if err := e.spec.ngram.UnmarshalBinary(b); err != nil {
+			e.log().Warn("n-gram statistics unusable, starting afresh", "err", err)
+		}
+	}
+}
+
+// saveDraftStats persists the n-gram statistics.
+func (e *Engine) saveDraftStats() {
+	ds, ok := e.opt.Cache.(DraftStatsStore)
+	if !ok || e.spec.ngram.Len() == 0 {
+		return
+	}
+	b, err := e.spec.ngram.MarshalBinary()
+	if err == nil {
+		err = ds.PutDraftStats(e.id, b)
+	}
+	if err != nil {
+		e.log().Warn("saving n-gram statistics failed", "err", err)
+	}
+}
+
 // minRestore is the fewest tokens a restore from the prompt cache must add
 // over the in-memory reuse to be worth reading a blob.
 const minRestore = 16

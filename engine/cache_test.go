@@ -83,3 +83,29 @@ func TestPromptCacheRestore(t *testing.T) {
 		})
 	}
 }
+
+// TestDraftStatsPersist: the n-gram statistics learned in one process draft
+// in the next one.
+func TestDraftStatsPersist(t *testing.T) {
+	dir := t.TempDir()
+	c1, err := storage.OpenCache(filepath.Join(dir, "cache.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: c1})
+	if _, err := e1.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 64, Sampling: greedy()}); err != nil {
+		t.Fatal(err)
+	}
+	learned := e1.NgramCache().Len()
+	e1.Close()
+	c1.Close()
+	c2, err := storage.OpenCache(filepath.Join(dir, "cache.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	e2 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: c2})
+	if learned == 0 || e2.NgramCache().Len() != learned {
+		t.Errorf("n-gram contexts: learned %d, restored %d", learned, e2.NgramCache().Len())
+	}
+}

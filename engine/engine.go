@@ -134,6 +134,7 @@ func Load(path string, opt Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.loadDraftStats()
 	return e, nil
 }
 
@@ -161,6 +162,7 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.waitSnapshots()
+	e.saveDraftStats()
 	e.state.Close()
 	if d := e.spec.draft; d != nil {
 		d.close()
