@@ -1,6 +1,8 @@
 package quant
 
 import (
+	"github.com/geisten/geist/neon"
+
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -264,33 +266,8 @@ func quantQ8_1(src []float32, dst []byte, nb int) {
 
 // quantQ8_K is ggml's quantize_row_q8_K_ref: iscale = -127/max (current ggml;
 // the -128 of older versions is a comment there now), nearest_int rounding,
-// d = 1/iscale, and the sums of each 16 quants in bsums.
+// d = 1/iscale, and the sums of each 16 quants in bsums. The activation
+// quantizer of neon's generic set is that function; it lives there once.
 func quantQ8_K(src []float32, dst []byte, nb int) {
-	for i := 0; i < nb; i++ {
-		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ8_K : (i+1)*sizeQ8_K]
-		var max, amax float32
-		for _, v := range x {
-			if a := abs32(v); a > amax {
-				amax, max = a, v
-			}
-		}
-		if amax == 0 {
-			clear(y)
-			continue
-		}
-		iscale := -127 / max
-		qs := y[4 : 4+QK_K]
-		for j, v := range x {
-			qs[j] = byte(int8(minI32(127, nearestInt(float32(iscale*v)))))
-		}
-		for j := 0; j < QK_K/16; j++ {
-			var sum int32
-			for _, q := range qs[16*j : 16*j+16] {
-				sum += int32(int8(q))
-			}
-			binary.LittleEndian.PutUint16(y[4+QK_K+2*j:], uint16(int16(sum)))
-		}
-		binary.LittleEndian.PutUint32(y, math.Float32bits(1/iscale))
-	}
+	neon.Generic().QuantizeQ8_K(dst[:nb*sizeQ8_K], src[:nb*QK_K])
 }
