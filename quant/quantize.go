@@ -1,11 +1,11 @@
 package quant
 
 import (
-	"github.com/geisten/geist/neon"
-
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/geisten/geist/neon"
 )
 
 // QuantizeRow converts src to len(src) elements of type t in dst, byte-exact
