@@ -19,7 +19,10 @@ import (
 // the Q8_K bsums, so they must be the sums of their quants (QuantizeQ8_K
 // writes them so).
 
-const maxCols = 8 // accumulators Y8..Y15
+const (
+	maxCols      = 8 // block dots: one accumulator per column, Y8..Y15
+	maxFloatCols = 2 // float dots: four accumulators per column
+)
 
 var errShort = errors.New("neon: avx2: buffer too short for the kernel arguments")
 
@@ -131,8 +134,8 @@ func floatDot(k asmDot, elem func(b []byte, i int) float32, out []float32, w, a 
 	if n8 == 0 {
 		clear(out[:n])
 	} else {
-		for j := 0; j < n; j += maxCols {
-			k(&out[j], &w[0], &a[j*aStride], aStride, n8, min(maxCols, n-j))
+		for j := 0; j < n; j += maxFloatCols {
+			k(&out[j], &w[0], &a[j*aStride], aStride, n8, min(maxFloatCols, n-j))
 		}
 	}
 	for j := 0; j < n; j++ {

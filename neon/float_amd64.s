@@ -2,17 +2,26 @@
 
 #include "textflag.h"
 
-// AVX2+FMA+F16C float kernels: F32/F16 row dots with up to eight columns,
+// AVX2+FMA+F16C float kernels: F32/F16 row dots with up to two columns,
 // and the per-token vector work. Lengths are in 8-element chunks; the Go
 // wrappers in dot_amd64.go do the tails.
 
+// The row dots take at most two columns per call (the wrappers loop), each
+// with four accumulators: 8-element chunk i goes to accumulator i%4 and the
+// four are combined as (acc0+acc1)+(acc2+acc3) before the horizontal sum,
+// the same for every column whatever n is. Column 0 (DX) uses Y8..Y11,
+// column 1 (R9) Y12..Y15; with n == 1, R9 aliases column 0 and its sums
+// are not stored.
 #define FARGS \
-	MOVQ out+0(FP), DI;        \
-	MOVQ w+8(FP), SI;          \
-	MOVQ a+16(FP), DX;         \
-	MOVQ aStride+24(FP), R8;   \
-	MOVQ n8+32(FP), CX;        \
-	MOVQ n+40(FP), BX
+	MOVQ    out+0(FP), DI;      \
+	MOVQ    w+8(FP), SI;        \
+	MOVQ    a+16(FP), DX;       \
+	MOVQ    aStride+24(FP), R8; \
+	MOVQ    n8+32(FP), CX;      \
+	MOVQ    n+40(FP), BX;       \
+	LEAQ    (DX)(R8*1), R9;     \
+	CMPQ    BX, $1;             \
+	CMOVQEQ DX, R9
 
 #define FZERO8 \
 	VXORPS Y8, Y8, Y8;    \
@@ -24,122 +33,78 @@
 	VXORPS Y14, Y14, Y14; \
 	VXORPS Y15, Y15, Y15
 
-#define FHSUM(acc, accx, off) \
-	VEXTRACTF128 $1, acc, X0; \
-	VADDPS accx, X0, X0;      \
-	VMOVHLPS X0, X0, X1;      \
-	VADDPS X1, X0, X0;        \
-	VMOVSHDUP X0, X1;         \
-	VADDSS X1, X0, X0;        \
-	VMOVSS X0, off(DI)
+// FSUM4 stores (a0+a1)+(a2+a3), reduced in hsum_float_8 order, at off(DI).
+#define FSUM4(a0, a1, a2, a3, a0x, off) \
+	VADDPS       a1, a0, a0; \
+	VADDPS       a3, a2, a2; \
+	VADDPS       a2, a0, a0; \
+	VEXTRACTF128 $1, a0, X0; \
+	VADDPS       a0x, X0, X0; \
+	VMOVHLPS     X0, X0, X1; \
+	VADDPS       X1, X0, X0; \
+	VMOVSHDUP    X0, X1;     \
+	VADDSS       X1, X0, X0; \
+	VMOVSS       X0, off(DI)
 
-#define FEACHCOL(COL, next) \
-	MOVQ DX, R9;      \
-	COL(Y8);          \
-	CMPQ BX, $1;      \
-	JEQ next;         \
-	COL(Y9);          \
-	CMPQ BX, $2;      \
-	JEQ next;         \
-	COL(Y10);         \
-	CMPQ BX, $3;      \
-	JEQ next;         \
-	COL(Y11);         \
-	CMPQ BX, $4;      \
-	JEQ next;         \
-	COL(Y12);         \
-	CMPQ BX, $5;      \
-	JEQ next;         \
-	COL(Y13);         \
-	CMPQ BX, $6;      \
-	JEQ next;         \
-	COL(Y14);         \
-	CMPQ BX, $7;      \
-	JEQ next;         \
-	COL(Y15)
+#define FSTORE(done) \
+	FSUM4(Y8, Y9, Y10, Y11, X8, 0);    \
+	CMPQ BX, $1;                       \
+	JEQ  done;                         \
+	FSUM4(Y12, Y13, Y14, Y15, X12, 4)
 
-#define FSTOREALL(done) \
-	FHSUM(Y8, X8, 0);   \
-	CMPQ BX, $1;        \
-	JEQ done;           \
-	FHSUM(Y9, X9, 4);   \
-	CMPQ BX, $2;        \
-	JEQ done;           \
-	FHSUM(Y10, X10, 8); \
-	CMPQ BX, $3;        \
-	JEQ done;           \
-	FHSUM(Y11, X11, 12); \
-	CMPQ BX, $4;        \
-	JEQ done;           \
-	FHSUM(Y12, X12, 16); \
-	CMPQ BX, $5;        \
-	JEQ done;           \
-	FHSUM(Y13, X13, 20); \
-	CMPQ BX, $6;        \
-	JEQ done;           \
-	FHSUM(Y14, X14, 24); \
-	CMPQ BX, $7;        \
-	JEQ done;           \
-	FHSUM(Y15, X15, 28)
+// Chunk k of the current step into accumulators c0 (column 0) and c1.
+#define F32CHUNK(k, c0, c1) \
+	VMOVUPS     (32*(k))(SI), Y0;       \
+	VFMADD231PS (32*(k))(DX), Y0, c0;   \
+	VFMADD231PS (32*(k))(R9), Y0, c1
 
-#define COLF32(acc) \
-	VFMADD231PS (R9), Y0, acc; \
-	ADDQ R8, R9
+#define F16CHUNK(k, c0, c1) \
+	VCVTPH2PS   (16*(k))(SI), Y0;  \
+	VCVTPH2PS   (16*(k))(DX), Y1;  \
+	VFMADD231PS Y1, Y0, c0;        \
+	VCVTPH2PS   (16*(k))(R9), Y2;  \
+	VFMADD231PS Y2, Y0, c1
 
-#define COLF16(acc) \
-	VCVTPH2PS (R9), Y1;        \
-	VFMADD231PS Y1, Y0, acc;   \
-	ADDQ R8, R9
+// FLOATDOT is the body: CHUNK, the bytes per chunk and a label prefix.
+#define FLOATDOT(CHUNK, size, loop, tail, t1, t2, done, ret) \
+	FARGS;                     \
+	FZERO8;                    \
+	CMPQ CX, $4;               \
+	JLT  tail;                 \
+loop:                          \
+	CHUNK(0, Y8, Y12);         \
+	CHUNK(1, Y9, Y13);         \
+	CHUNK(2, Y10, Y14);        \
+	CHUNK(3, Y11, Y15);        \
+	ADDQ $(4*size), SI;        \
+	ADDQ $(4*size), DX;        \
+	ADDQ $(4*size), R9;        \
+	SUBQ $4, CX;               \
+	CMPQ CX, $4;               \
+	JGE  loop;                 \
+tail:                          \
+	TESTQ CX, CX;              \
+	JZ   done;                 \
+	CHUNK(0, Y8, Y12);         \
+	CMPQ CX, $1;               \
+	JEQ  done;                 \
+	CHUNK(1, Y9, Y13);         \
+	CMPQ CX, $2;               \
+	JEQ  done;                 \
+	CHUNK(2, Y10, Y14);        \
+done:                          \
+	FSTORE(ret);               \
+ret:                           \
+	VZEROUPPER;                \
+	RET
 
 // func dotF32AVX2(out *float32, w, a *byte, aStride, n8, n int)
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-48
-	FARGS
-	FZERO8
-	TESTQ CX, CX
-	JZ    f32done
-
-	PCALIGN $16
-f32loop:
-	VMOVUPS (SI), Y0
-	FEACHCOL(COLF32, f32next)
-
-f32next:
-	ADDQ $32, SI
-	ADDQ $32, DX
-	DECQ CX
-	JNZ  f32loop
-
-f32done:
-	FSTOREALL(f32ret)
-
-f32ret:
-	VZEROUPPER
-	RET
+	FLOATDOT(F32CHUNK, 32, f32loop, f32tail, f32t1, f32t2, f32done, f32ret)
 
 // func dotF16AVX2(out *float32, w, a *byte, aStride, n8, n int)
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-48
-	FARGS
-	FZERO8
-	TESTQ CX, CX
-	JZ    f16done
-
-	PCALIGN $16
-f16loop:
-	VCVTPH2PS (SI), Y0
-	FEACHCOL(COLF16, f16next)
-
-f16next:
-	ADDQ $16, SI
-	ADDQ $16, DX
-	DECQ CX
-	JNZ  f16loop
-
-f16done:
-	FSTOREALL(f16ret)
-
-f16ret:
-	VZEROUPPER
-	RET
+	FLOATDOT(F16CHUNK, 16, f16loop, f16tail, f16t1, f16t2, f16done, f16ret)
 
 // func dotF32F16AVX2(a *float32, b *uint16, n8 int) float32
 // Two accumulators: chunk i goes to Y(i%2); their sum is reduced in
