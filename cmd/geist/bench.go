@@ -65,6 +65,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
+	fixed := fs.Bool("spec-fixed", false, "with --spec/--oracle: verify every drafted token (no adaptive control)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		r := benchResult{Model: filepath.Base(*path), Threads: t}
 		if mode != "" || *oracle >= 0 {
-			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps)
+			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps, *fixed)
 		} else {
 			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps)
 		}
@@ -228,7 +229,7 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 
 // benchSpec compares greedy decoding of prompt with and without
 // speculation (mode), or with an oracle drafter of acceptance alpha.
-func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, mode engine.SpecMode, alpha float64, draftMax, reps int) error {
+func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, mode engine.SpecMode, alpha float64, draftMax, reps int, fixed bool) error {
 	greedy := sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
 	var ref []int32
 	run := func(so engine.SpecOptions) (engine.Stats, error) {
@@ -241,21 +242,20 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		}
 		return st, err
 	}
+	// Decode speed (after the first token, so the prompt's prefill does
+	// not dilute the comparison), best of reps.
 	bestOf := func(so func() engine.SpecOptions) (engine.Stats, float64, error) {
 		var bst engine.Stats
-		var btime float64
 		for i := 0; i < reps; i++ {
-			t0 := time.Now()
 			st, err := run(so())
 			if err != nil {
 				return st, 0, err
 			}
-			d := time.Since(t0).Seconds()
-			if i == 0 || d < btime {
-				bst, btime = st, d
+			if i == 0 || st.DecodeTokS > bst.DecodeTokS {
+				bst = st
 			}
 		}
-		return bst, float64(bst.GeneratedTokens) / btime, nil
+		return bst, bst.DecodeTokS, nil
 	}
 	plain, plainTokS, err := bestOf(func() engine.SpecOptions { return engine.SpecOptions{Mode: engine.SpecOff} })
 	if err != nil {
@@ -266,7 +266,7 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		return err
 	}
 	full := append(append([]int32{}, promptToks...), ref...)
-	so := func() engine.SpecOptions { return engine.SpecOptions{Mode: mode, DraftMax: draftMax} }
+	so := func() engine.SpecOptions { return engine.SpecOptions{Mode: mode, DraftMax: draftMax, Fixed: fixed} }
 	r.Spec = string(mode)
 	if alpha >= 0 {
 		a := alpha
@@ -275,7 +275,7 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		seed := uint64(0)
 		so = func() engine.SpecOptions {
 			seed++
-			return engine.SpecOptions{Mode: engine.SpecAuto, DraftMax: draftMax,
+			return engine.SpecOptions{Mode: engine.SpecAuto, DraftMax: draftMax, Fixed: fixed,
 				Drafter: spec.NewOracle(full, alpha, eng.Model().NVocab, seed)}
 		}
 	}
