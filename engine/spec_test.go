@@ -61,8 +61,7 @@ func TestSpeculativeGreedyExact(t *testing.T) {
 				prompts = prompts[:2]
 			}
 			modes := []SpecOptions{
-				{Mode: SpecLookup}, {Mode: SpecAuto},
-				{Mode: SpecLookup, Fixed: true}, {Mode: SpecAuto, Fixed: true, DraftMax: 5},
+				{Mode: SpecLookup}, {Mode: SpecAuto}, {Mode: SpecAuto, Fixed: true, DraftMax: 5},
 			}
 			if opt.DraftModel != "" {
 				modes = append(modes, SpecOptions{Mode: SpecDraft}, SpecOptions{Mode: SpecDraft, Fixed: true, DraftMax: 4})
