@@ -21,7 +21,8 @@ const (
 // let it come back when the text starts repeating. It allocates nothing.
 type Controller struct {
 	maxDraft int
-	cost     [MaxDraft + 2]float64 // EMA seconds of a pass over k tokens; 0 = not measured
+	cost     [MaxDraft + 2]float64 // lower-envelope seconds of a pass over k tokens; 0 = not measured
+	seen     [MaxDraft + 2]int     // passes measured per size
 	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
 	acc      [MaxDrafters][MaxClasses]rate
 	steps    int // decisions taken
@@ -37,7 +38,8 @@ const (
 	rateDecay  = 0.97 // weight of the past per observation
 	priorSucc  = 1.2  // prior: 1.2 successes in 2 trials (α ≈ 0.6)
 	priorTrial = 2
-	costEMA    = 0.2
+	costDown   = 0.5  // weight of a pass faster than the estimate
+	costUp     = 0.05 // weight of a slower one: a shared machine adds spikes, never removes work
 	minGain    = 1.03 // drafting must promise at least 3% more tokens per second
 	probeEvery = 24   // a one-token probe after this many idle decisions
 )
@@ -52,16 +54,32 @@ func NewController(maxDraft int) *Controller {
 // MaxDraft is the most tokens the controller lets one step draft.
 func (c *Controller) MaxDraft() int { return c.maxDraft }
 
-// ObservePass records that a forward pass over k tokens took seconds.
+// ObservePass records that a forward pass over k tokens took seconds. The
+// estimate follows the lower envelope of the measurements (it moves down
+// fast and up slowly), so that interference from other processes, which
+// only ever adds time, does not distort the ratio c(k) = t(k)/t(1).
 func (c *Controller) ObservePass(k int, seconds float64) {
 	if k < 1 || k >= len(c.cost) || seconds <= 0 {
 		return
 	}
-	if c.cost[k] == 0 {
-		c.cost[k] = seconds
-	} else {
-		c.cost[k] += costEMA * (seconds - c.cost[k])
+	c.cost[k] = envelope(c.cost[k], seconds)
+	c.seen[k]++
+}
+
+// trusted is how many measurements of a size it takes before the
+// controller believes them over its optimistic prior: a first pass of a new
+// size is often slow (cold caches, page faults), and a size believed too
+// expensive would never be tried, so never measured, again.
+const trusted = 3
+
+func envelope(est, x float64) float64 {
+	switch {
+	case est == 0:
+		return x
+	case x < est:
+		return est + costDown*(x-est)
 	}
+	return est + costUp*(x-est)
 }
 
 // ObserveDraftTime records that drafter d took seconds to draft n tokens
@@ -70,12 +88,7 @@ func (c *Controller) ObserveDraftTime(d, n int, seconds float64) {
 	if d < 0 || d >= MaxDrafters || n <= 0 {
 		return
 	}
-	per := seconds / float64(n)
-	if c.draftT[d] == 0 {
-		c.draftT[d] = per
-	} else {
-		c.draftT[d] += costEMA * (per - c.draftT[d])
-	}
+	c.draftT[d] = envelope(c.draftT[d], seconds/float64(n))
 }
 
 // Observe records that of drafted tokens from drafter d, class class, the
@@ -108,21 +121,25 @@ func (c *Controller) Alpha(d, class int) float64 {
 // prior that grows with k stands in until a measurement replaces it.
 func (c *Controller) relCost(k int) float64 {
 	t1 := c.cost[1]
+	prior := 1 + 0.15*float64(k-1)
 	if t1 == 0 {
-		return 1 + 0.15*float64(k-1)
+		return prior
+	}
+	if c.seen[k] >= trusted {
+		return c.cost[k] / t1
 	}
 	if c.cost[k] != 0 {
-		return c.cost[k] / t1
+		return min(c.cost[k]/t1, prior)
 	}
 	lo, hi := 1, 0
 	for j := k - 1; j >= 1; j-- {
-		if c.cost[j] != 0 {
+		if c.seen[j] >= trusted || j == 1 {
 			lo = j
 			break
 		}
 	}
 	for j := k + 1; j < len(c.cost); j++ {
-		if c.cost[j] != 0 {
+		if c.seen[j] >= trusted {
 			hi = j
 			break
 		}
