@@ -7,7 +7,7 @@ QEMU      ?= qemu-aarch64-static
 FUZZTIME  ?= 60s
 BENCH     ?= .
 
-.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 vet fuzz bench clean
+.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 test-race vet fuzz bench clean
 
 all: build
 
@@ -34,14 +34,25 @@ test-a72:
 test-a76:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -short -timeout 30m -exec '$(QEMU) -cpu cortex-a76' $(PKGS)
 
+# The race detector needs cgo (and a C compiler); the packages with
+# concurrency: storage, the MQTT service, the daemon, the engine.
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -short ./storage/... ./mqtt/... ./firmware/... ./engine ./cmd/geist
+
 vet:
 	$(GO) vet $(PKGS)
 	GOARCH=arm64 $(GO) vet $(PKGS)
 
 # Runs every fuzz target for FUZZTIME each.
+FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/chat:FuzzRender \
+	./engine/sample:FuzzDistribution ./engine/sample:FuzzStopMatcher ./quant:FuzzRows \
+	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./firmware/sentence:FuzzSplitter
 fuzz:
-	$(GO) test ./engine/gguf -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./engine/tokenizer -run '^$$' -fuzz FuzzEncode -fuzztime $(FUZZTIME)
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$pkg $$fn"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
