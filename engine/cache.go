@@ -170,9 +170,7 @@ func (e *Engine) keepPrefix(req *Request, prompt []int32) int {
 	if len(msgs) == 0 || msgs[0].Role != "system" {
 		return 0
 	}
-	sys := *req
-	sys.Messages, sys.Chat = msgs[:1], false
-	text, err := e.renderMessages(sys.Messages, false)
+	text, err := e.renderMessages(msgs[:1], false)
 	if err != nil {
 		return 0
 	}

@@ -469,15 +469,13 @@ func (g *generation) run(ctx context.Context, t int32) error {
 		var next int32 = -1
 		for i := 0; i <= len(draft); i++ {
 			row := rows[i*nv : (i+1)*nv]
-			if len(draft) == 0 {
-				row = rows[:nv]
-			}
 			if i == len(draft) {
 				next = g.smp.Sample(row, g.history)
 				break
 			}
 			x := draft[i]
-			if g.accept(row, x) {
+			ok, dist := g.accept(row, x)
+			if ok {
 				accepted++
 				if err := g.emit(x); err != nil || g.done {
 					g.settle(base, 1+accepted, di, len(draft), accepted)
@@ -485,7 +483,7 @@ func (g *generation) run(ctx context.Context, t int32) error {
 				}
 				continue
 			}
-			next = g.reject(row, x)
+			next = g.reject(dist, x)
 			break
 		}
 		g.settle(base, 1+accepted, di, len(draft), accepted)
@@ -511,12 +509,13 @@ func (g *generation) settle(base, keep, di, drafted, accepted int) {
 
 // accept applies the speculative sampling rule for a deterministic drafter:
 // the drafted token x is accepted with probability p(x) under the final
-// distribution plain sampling would draw from.
-func (g *generation) accept(row []float32, x int32) bool {
-	if g.sp.BreakAcceptance {
-		return true
-	}
+// distribution plain sampling would draw from. It returns that distribution
+// too, for reject (valid until the sampler's next call).
+func (g *generation) accept(row []float32, x int32) (bool, []sample.Candidate) {
 	dist := g.smp.Distribution(row, g.history)
+	if g.sp.BreakAcceptance {
+		return true, dist
+	}
 	var p float32
 	for _, c := range dist {
 		if c.ID == x {
@@ -526,17 +525,16 @@ func (g *generation) accept(row []float32, x int32) bool {
 	}
 	switch {
 	case p <= 0:
-		return false
+		return false, dist
 	case p >= 1:
-		return true
+		return true, dist
 	}
-	return g.smp.Uniform() < float64(p)
+	return g.smp.Uniform() < float64(p), dist
 }
 
-// reject draws the replacement for a rejected draft token x: from the same
+// reject draws the replacement for a rejected draft token x from accept's
 // distribution with x removed and the rest renormalized.
-func (g *generation) reject(row []float32, x int32) int32 {
-	dist := g.smp.Distribution(row, g.history)
+func (g *generation) reject(dist []sample.Candidate, x int32) int32 {
 	if id := g.smp.DrawExcluding(dist, x); id >= 0 {
 		return id
 	}

@@ -263,7 +263,7 @@ func TestSpeculativeAllocations(t *testing.T) {
 		e.cached = append(e.cached[:base], batch...)
 		acc := 0
 		for i := range draft {
-			if !g.accept(rows[i*e.model.NVocab:(i+1)*e.model.NVocab], draft[i]) {
+			if ok, _ := g.accept(rows[i*e.model.NVocab:(i+1)*e.model.NVocab], draft[i]); !ok {
 				break
 			}
 			acc++

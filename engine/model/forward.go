@@ -225,8 +225,8 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 	pos0 := s.n
 
 	for i, t := range tokens {
-		row := m.TokEmbd.Data[int(t)*len(m.TokEmbd.Data)/m.NVocab:]
-		quant.DequantizeRow(m.TokEmbd.Type, row[:len(m.TokEmbd.Data)/m.NVocab], s.x[i*E:(i+1)*E])
+		rb := m.TokEmbd.RowBytes()
+		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Data[int(t)*rb:(int(t)+1)*rb], s.x[i*E:(i+1)*E])
 	}
 
 	for l := range m.Layers {
