@@ -39,6 +39,15 @@ import (
 // j < n. n >= 1.
 type DotFunc = func(out []float32, w, a []byte, aStride, nb, n int)
 
+// RowsFunc is the shape of the row-group kernels: the dot products of
+// RowGroup consecutive weight rows w[r*wStride:] (r < RowGroup, nb blocks
+// each) with n activation rows a[j*aStride:] (strides in bytes), written to
+// out[j*ldo+r]. n >= 1, nb >= 1.
+type RowsFunc = func(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int)
+
+// RowGroup is the number of weight rows a RowsFunc computes per call.
+const RowGroup = 8
+
 // Kernels is one implementation of every kernel.
 type Kernels struct {
 	Name string // "generic", "neon", "neon-dotprod", "avx2"
@@ -50,6 +59,15 @@ type Kernels struct {
 	// (n >= 1, typically 1..8). Each out[j] is bit-identical to the result
 	// of the same kernel with n == 1 on that column.
 	DotQ4_0Q8_0, DotQ5_0Q8_0, DotQ8_0Q8_0, DotQ4_KQ8_K, DotQ6_KQ8_K func(out []float32, w, a []byte, aStride, nb, n int)
+	// Row-group kernels for the legacy block types (nil when the set has
+	// none): RowGroup weight rows × n columns per call, each weight block
+	// unpacked once for all columns and the sums of the rows reduced
+	// together. Every out element is bit-identical to the GENERIC set's
+	// one-row dot of that row and column (sequential float accumulation
+	// over blocks, no fused multiply-add), so callers may mix them with
+	// Generic() for leftover rows and stay batch invariant.
+	RowsQ4_0Q8_0, RowsQ5_0Q8_0, RowsQ8_0Q8_0 RowsFunc
+
 	// The same for the less common types (Q4_1/Q5_1 with Q8_1 activations).
 	DotQ4_1Q8_1, DotQ5_1Q8_1, DotQ2_KQ8_K, DotQ3_KQ8_K, DotQ5_KQ8_K, DotQ8_KQ8_K func(out []float32, w, a []byte, aStride, nb, n int)
 

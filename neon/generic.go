@@ -46,6 +46,32 @@ var generic = &Kernels{
 	AxpyF16:      axpyF16,
 }
 
+// genericRows is the reference of a RowsFunc: the generic one-row dot for
+// each of the RowGroup rows and n columns.
+func genericRows(dot func(w, a []byte, nb int) float32) RowsFunc {
+	return func(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
+		for j := 0; j < n; j++ {
+			for r := 0; r < RowGroup; r++ {
+				out[j*ldo+r] = dot(w[r*wStride:], a[j*aStride:], nb)
+			}
+		}
+	}
+}
+
+// GenericRows returns the reference implementations of the row-group
+// kernels, by weight type name ("Q4_0", "Q5_0", "Q8_0"), for tests.
+func GenericRows(name string) RowsFunc {
+	switch name {
+	case "Q4_0":
+		return genericRows(dotQ4_0Q8_0)
+	case "Q5_0":
+		return genericRows(dotQ5_0Q8_0)
+	case "Q8_0":
+		return genericRows(dotQ8_0Q8_0)
+	}
+	return nil
+}
+
 // cols applies a one-column dot product to n activation columns.
 func cols(dot func(w, a []byte, nb int) float32, out []float32, w, a []byte, aStride, nb, n int) {
 	out = out[:n]

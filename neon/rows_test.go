@@ -1,0 +1,145 @@
+package neon
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// rowsTypes are the row-group kernels with their reference.
+var rowsTypes = []struct {
+	dt   dotType
+	pick func(*Kernels) RowsFunc
+}{
+	{dotTypes[0], func(k *Kernels) RowsFunc { return k.RowsQ4_0Q8_0 }},
+	{dotTypes[1], func(k *Kernels) RowsFunc { return k.RowsQ5_0Q8_0 }},
+	{dotTypes[2], func(k *Kernels) RowsFunc { return k.RowsQ8_0Q8_0 }},
+}
+
+// checkRows runs one row-group kernel on RowGroup rows wStride bytes apart
+// and n columns, with guard values around and between the outputs (ldo >
+// RowGroup leaves gaps that must stay untouched), and compares every
+// output with the generic one-row dot bit for bit.
+func checkRows(t *testing.T, kname, tname string, f RowsFunc, ref func(w, a []byte, nb int) float32, w []byte, wStride int, a []byte, aStride, nb, n, ldo int) {
+	t.Helper()
+	const pad = 5
+	buf := make([]float32, pad+(n-1)*ldo+RowGroup+pad)
+	for i := range buf {
+		buf[i] = guard
+	}
+	out := buf[pad : pad+(n-1)*ldo+RowGroup]
+	f(out, ldo, w, wStride, a, aStride, nb, n)
+	for i, v := range buf {
+		o := i - pad
+		inside := o >= 0 && o < len(out) && o%ldo < RowGroup
+		if !inside {
+			if !sameBits(v, guard) {
+				t.Fatalf("%s %s nb=%d n=%d ldo=%d: wrote outside its outputs at %d", kname, tname, nb, n, ldo, o)
+			}
+			continue
+		}
+		j, r := o/ldo, o%ldo
+		want := ref(w[r*wStride:], a[j*aStride:], nb)
+		if !sameBits(v, want) {
+			t.Fatalf("%s %s nb=%d n=%d ldo=%d row %d col %d: %v, generic %v", kname, tname, nb, n, ldo, r, j, v, want)
+		}
+	}
+}
+
+func rowsRef(name string) func(w, a []byte, nb int) float32 {
+	switch name {
+	case "Q4_0":
+		return dotQ4_0Q8_0
+	case "Q5_0":
+		return dotQ5_0Q8_0
+	}
+	return dotQ8_0Q8_0
+}
+
+// TestRowsMatchGeneric checks every row-group kernel of every set (the
+// generic reference included) against the generic one-row dots: block
+// counts around the vector widths, 1..17 and 64 columns, odd offsets,
+// padded row and column strides, gaps between output rows.
+func TestRowsMatchGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	sets := append(Available(), &Kernels{Name: "reference", RowsQ4_0Q8_0: GenericRows("Q4_0"),
+		RowsQ5_0Q8_0: GenericRows("Q5_0"), RowsQ8_0Q8_0: GenericRows("Q8_0")})
+	ran := 0
+	for _, k := range sets {
+		for _, rt := range rowsTypes {
+			f := rt.pick(k)
+			if f == nil {
+				continue
+			}
+			ran++
+			dt := rt.dt
+			ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64}
+			if testing.Short() {
+				ns = []int{1, 2, 3, 4, 8, 9}
+			}
+			for _, nb := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64} {
+				for _, n := range ns {
+					wStride := nb*dt.wsize + r.IntN(3)*dt.wsize + r.IntN(2)
+					off := r.IntN(7)
+					wbuf := make([]byte, off+(RowGroup-1)*wStride+nb*dt.wsize+3)
+					for i := range wbuf {
+						wbuf[i] = byte(r.Uint32())
+					}
+					w := wbuf[off:]
+					for row := 0; row < RowGroup; row++ {
+						copy(w[row*wStride:], randWeights(r, dt, nb, 0))
+					}
+					aStride := nb*dt.asize + r.IntN(2)*dt.asize + r.IntN(3)
+					a := randActs(r, dt, nb, n, aStride, r.IntN(5))
+					ldo := RowGroup + r.IntN(3)*RowGroup + r.IntN(2)
+					checkRows(t, k.Name, dt.name, f, rowsRef(dt.name), w, wStride, a, aStride, nb, n, ldo)
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Skip("no row-group kernels")
+	}
+}
+
+// FuzzRowsExact feeds arbitrary bytes (NaN and infinite scales, -128
+// quants) as weights and activations to every row-group kernel.
+func FuzzRowsExact(f *testing.F) {
+	f.Add(make([]byte, 9*3*sizeQ8_0), uint8(1))
+	f.Add([]byte("geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist geist"), uint8(2))
+	f.Fuzz(checkRowsBytes)
+}
+
+// TestRowsExactRandomBytes runs the fuzz check over random bytes, for the
+// platforms where the fuzzer cannot run (qemu).
+func TestRowsExactRandomBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for i := 0; i < 300; i++ {
+		data := make([]byte, r.IntN(6000))
+		for j := range data {
+			data[j] = byte(r.Uint32())
+			if i%4 == 0 && r.IntN(3) == 0 {
+				data[j] = 0x80
+			}
+		}
+		checkRowsBytes(t, data, uint8(i))
+	}
+}
+
+func checkRowsBytes(t *testing.T, data []byte, ncol uint8) {
+	n := int(ncol%9) + 1
+	for _, k := range Available() {
+		for _, rt := range rowsTypes {
+			f := rt.pick(k)
+			if f == nil {
+				continue
+			}
+			dt := rt.dt
+			nb := len(data) / (RowGroup*dt.wsize + n*dt.asize)
+			if nb == 0 {
+				continue
+			}
+			ws := nb * dt.wsize
+			checkRows(t, k.Name, dt.name, f, rowsRef(dt.name), data[:RowGroup*ws], ws, data[RowGroup*ws:], nb*dt.asize, nb, n, RowGroup)
+		}
+	}
+}
