@@ -14,12 +14,17 @@ type kernel struct {
 	act  Type
 	pick pickFunc
 	dot  dotFunc
+	rows rowsPick // the row-group kernel, nil for types without one
 }
+
+// rowsPick selects a weight type's row-group kernel from a neon kernel set
+// (nil when the set has none).
+type rowsPick func(k *neon.Kernels) neon.RowsFunc
 
 // kernels is the read-only kernel table, filled at initialisation.
 var kernels = func() map[Type]kernel {
 	m := map[Type]kernel{}
-	add := func(t, act Type, pick pickFunc) { m[t] = kernel{act, pick, oneColumn(pick)} }
+	add := func(t, act Type, pick pickFunc) { m[t] = kernel{act: act, pick: pick, dot: oneColumn(pick)} }
 	add(F32, F32, func(k *neon.Kernels) neon.DotFunc { return k.DotF32 })
 	add(F16, F16, func(k *neon.Kernels) neon.DotFunc { return k.DotF16 })
 	add(BF16, BF16, func(k *neon.Kernels) neon.DotFunc { return k.DotBF16 })
@@ -34,6 +39,10 @@ var kernels = func() map[Type]kernel {
 	add(Q5_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_KQ8_K })
 	add(Q6_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ6_KQ8_K })
 	add(Q8_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ8_KQ8_K })
+	rows := func(t Type, pick rowsPick) { k := m[t]; k.rows = pick; m[t] = k }
+	rows(Q4_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ4_0Q8_0 })
+	rows(Q5_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ5_0Q8_0 })
+	rows(Q8_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ8_0Q8_0 })
 	return m
 }()
 
@@ -109,6 +118,7 @@ type Matrix struct {
 	actSize int      // bytes per activation row
 	nb      int      // blocks per row (elements for plain float types)
 	pick    pickFunc // the kernel of the active neon set
+	rows    rowsPick // the row-group kernel of the active set, if any
 }
 
 // NewMatrix wraps data as a rows×cols matrix of type t. It fails when t has
@@ -135,7 +145,7 @@ func NewMatrix(t Type, rows, cols int, data []byte) (*Matrix, error) {
 	}
 	return &Matrix{
 		Type: t, Rows: rows, Cols: cols, Data: data,
-		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick,
+		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick, rows: k.rows,
 	}, nil
 }
 
@@ -165,7 +175,14 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 	}
 	_ = out[(n-1)*ldo+r1-1]
 	_ = act[n*as-1]
-	dot := m.pick(neon.Active())
+	ks := neon.Active()
+	if m.rows != nil {
+		if rows := m.rows(ks); rows != nil {
+			m.mulGroups(rows, out, ldo, act, n, r0, r1)
+			return
+		}
+	}
+	dot := m.pick(ks)
 	if n == 1 {
 		for r := r0; r < r1; r++ {
 			dot(out[r:r+1], m.Data[r*rs:(r+1)*rs], act, as, nb, 1)
@@ -193,9 +210,42 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 	}
 }
 
+// mulGroups is MulRows with a row-group kernel: neon.RowGroup rows at a
+// time over chunks of groupCols columns, and the generic one-row kernel
+// (whose results the row-group kernels reproduce bit for bit) for the rows
+// left over at the end of the range.
+func (m *Matrix) mulGroups(rows neon.RowsFunc, out []float32, ldo int, act []byte, n, r0, r1 int) {
+	rs, as, nb := m.rowSize, m.actSize, m.nb
+	g := r0
+	for ; g+neon.RowGroup <= r1; g += neon.RowGroup {
+		for j0 := 0; j0 < n; j0 += groupCols {
+			c := min(groupCols, n-j0)
+			rows(out[j0*ldo+g:], ldo, m.Data[g*rs:], rs, act[j0*as:], as, nb, c)
+		}
+	}
+	if g == r1 {
+		return
+	}
+	dot := m.pick(neon.Generic())
+	buf := scratch.Get().(*[tileCols]float32)
+	defer scratch.Put(buf)
+	for r := g; r < r1; r++ {
+		for j0 := 0; j0 < n; j0 += tileCols {
+			c := min(tileCols, n-j0)
+			dot(buf[:c], m.Data[r*rs:(r+1)*rs], act[j0*as:], as, nb, c)
+			for j, v := range buf[:c] {
+				out[(j0+j)*ldo+r] = v
+			}
+		}
+	}
+}
+
 const (
-	tileRows = 16 // weight rows per tile
-	tileCols = 8  // activation columns per kernel call
+	// groupCols bounds the activation columns of one row-group call so
+	// that they stay in the L2 cache while the group's weights are reused.
+	groupCols = 32
+	tileRows  = 16 // weight rows per tile
+	tileCols  = 8  // activation columns per kernel call
 )
 
 // scratch holds the per-call buffers of MulRows' multi-column path: a

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/geisten/geist/neon"
 )
 
 func randRow(r *rand.Rand, n int, scale float64) []float32 {
@@ -349,5 +351,35 @@ func BenchmarkMulRows(b *testing.B) {
 				m.MulRows(out, rows, act, n, 0, rows)
 			}
 		})
+	}
+}
+
+// TestMulGroupsMatchesGeneric: the row-group path (here with the reference
+// row-group kernels) gives the generic set's bits for every row, the rows
+// left over after the last whole group included, for more columns than
+// one row-group call takes.
+func TestMulGroupsMatchesGeneric(t *testing.T) {
+	restore, err := neon.Use("generic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	r := rand.New(rand.NewPCG(10, 11))
+	const rows, cols, n = 37, 4 * 32, 2*groupCols + 5
+	for _, typ := range []Type{Q4_0, Q5_0, Q8_0} {
+		m := newTestMatrix(t, typ, rows, cols, r)
+		act := make([]byte, n*m.ActRowSize())
+		QuantizeActs(act, typ, randRow(r, n*cols, 1), n, cols)
+		want := make([]float32, n*rows)
+		m.MulRows(want, rows, act, n, 0, rows)
+		got := make([]float32, n*rows)
+		for _, cut := range [][2]int{{0, 5}, {5, 21}, {21, rows}} {
+			m.mulGroups(neon.GenericRows(typ.String()), got, rows, act, n, cut[0], cut[1])
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: output %d (row %d, column %d) %v, generic %v", typ, i, i%rows, i/rows, got[i], want[i])
+			}
+		}
 	}
 }
