@@ -107,3 +107,51 @@ func median(v []float64) float64 {
 	sort.Float64s(s)
 	return s[len(s)/2]
 }
+
+// TestSpeedRows (run with GEIST_NEON_SPEED=1) times every available
+// row-group kernel on 8 rows of 4096 values and 1, 4, 8 columns against
+// the same set's one-row kernel called for the 8 rows and against the
+// generic row-group reference, in thread CPU time (median of interleaved
+// rounds).
+func TestSpeedRows(t *testing.T) {
+	if os.Getenv("GEIST_NEON_SPEED") == "" {
+		t.Skip("set GEIST_NEON_SPEED=1 to measure kernel speed ratios")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, rt := range rowsTypes {
+		dt := rt.dt
+		nb := 4096 / dt.bs
+		ws := nb * dt.wsize
+		w := make([]byte, 0, RowGroup*ws)
+		for row := 0; row < RowGroup; row++ {
+			w = append(w, randWeights(r, dt, nb, 0)[:ws]...)
+		}
+		gen := GenericRows(dt.name)
+		for _, n := range []int{1, 4, 8} {
+			a := randActs(r, dt, nb, n, nb*dt.asize, 0)
+			out := make([]float32, n*RowGroup)
+			for _, k := range Available() {
+				rows := rt.pick(k)
+				if rows == nil {
+					continue
+				}
+				dot := dt.pick(k)
+				var tr, td, tg []float64
+				for round := 0; round < 5; round++ {
+					tr = append(tr, cpuPerCall(func() { rows(out, RowGroup, w, ws, a, nb*dt.asize, nb, n) }))
+					td = append(td, cpuPerCall(func() {
+						for row := 0; row < RowGroup; row++ {
+							dot(out[row*n:row*n+n], w[row*ws:], a, nb*dt.asize, nb, n)
+						}
+					}))
+					tg = append(tg, cpuPerCall(func() { gen(out, RowGroup, w, ws, a, nb*dt.asize, nb, n) }))
+				}
+				mr, md, mg := median(tr), median(td), median(tg)
+				t.Logf("Rows%s 8x4096x%d %-13s %9.0fns  vs 8x%s.Dot %9.0fns (%.2fx)  vs generic rows %9.0fns (%.1fx)",
+					dt.name, n, k.Name, mr, k.Name, md, md/mr, mg, mg/mr)
+			}
+		}
+	}
+}

@@ -600,6 +600,9 @@ func generate() string {
 		}
 		a.dotQ4_K(t)
 		a.dotQ6_K(t)
+		for _, k := range blocks32 {
+			a.rows32(k, t)
+		}
 	}
 	a.vector()
 	return a.b.String()
