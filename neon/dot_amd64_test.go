@@ -658,3 +658,42 @@ func BenchmarkVectorAVX2(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRowsAVX2 measures the row-group kernels (RowGroup rows × n
+// columns per call, "rows") against the one-row kernels called once per
+// row ("dot"), 64 blocks (2048 values) per row; the bytes are the weight
+// bytes read.
+func BenchmarkRowsAVX2(b *testing.B) {
+	avx := avxNeed(b)
+	const nb = 64
+	for _, rt := range rowsTypes {
+		dt := rt.dt
+		rows := rt.pick(avx)
+		dot := dt.pick(avx)
+		r := rand.New(rand.NewPCG(12, 13))
+		wStride := nb * dt.wsize
+		w := make([]byte, 0, RowGroup*wStride)
+		for row := 0; row < RowGroup; row++ {
+			w = append(w, randWeights(r, dt, nb, 0)...)
+		}
+		for _, n := range []int{1, 2, 4, 8, 16, 64} {
+			aStride := nb * dt.asize
+			a := randActs(r, dt, nb, n, aStride, 0)
+			out := make([]float32, n*RowGroup)
+			b.Run(fmt.Sprintf("%s/rows/n=%d", dt.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					rows(out, RowGroup, w, wStride, a, aStride, nb, n)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/dot/n=%d", dt.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for row := 0; row < RowGroup; row++ {
+						dot(out[row*n:], w[row*wStride:], a, aStride, nb, n)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,352 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2+F16C row-group kernels: 8 weight rows (wStride bytes apart) × n
+// activation columns (aStride bytes apart) of 32-value blocks, out[j*ldo+r]
+// (the Go wrappers in rows_amd64.go check every length). Blocks outer,
+// columns inner: each block of the 8 rows is unpacked once (Q4_0/Q5_0 into
+// Y8..Y15, Q8_0 as int16 into a scratch area) and applied to every column;
+// the 8 rows' integer sums of one column are reduced together into the 8
+// int32 lanes of one vector (lane r = row r), converted, scaled by the
+// rows' dw (Y6) and the column's da, and added to the column's 8 outputs,
+// which accumulate in out itself (zeroed first).
+//
+// Every output is bit-identical to the generic one-row dot: integer sums
+// are exact; the float factor is rounded like the generic code
+// ((sumi*dw)*da for Q4_0, (dw*da)*sumi for Q5_0 and Q8_0), separate
+// multiplies and adds (no FMA) and the blocks are added to each output in
+// block order.
+//
+// Q4_0/Q5_0: unsigned quants q (0..15 / 0..31) times signed activations a:
+// maddubs(q, a) gives int16 pair sums; two VPHADDW levels leave per row
+// and 128-bit half two int16 sums of 8 products each, from which o*sum(a)
+// (maddubs(o, a) reduced the same way, shared by the 8 rows) is
+// subtracted: the result sum (q-o)*a over 8 values is at most 8*16*128 in
+// magnitude, so the int16 arithmetic is exact modulo 2^16 and the final
+// values are right. VPMADDWD with ones then widens to int32.
+//
+// Registers: DI out, SI row 0's block, AX row 4's block (unpack) or column
+// counter, R10 wStride, R11 3*wStride, DX column 0's activation block, R8
+// aStride, CX ldo*4, BX n, R12 blocks left, R9 current column's block,
+// R14 current column's outputs, R13 scratch (Q8_0).
+
+DATA rnib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA rnib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA rnib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA rnib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL rnib<>(SB), RODATA|NOPTR, $32
+
+DATA reights<>+0(SB)/8, $0x0808080808080808
+DATA reights<>+8(SB)/8, $0x0808080808080808
+DATA reights<>+16(SB)/8, $0x0808080808080808
+DATA reights<>+24(SB)/8, $0x0808080808080808
+GLOBL reights<>(SB), RODATA|NOPTR, $32
+
+DATA rsixteens<>+0(SB)/8, $0x1010101010101010
+DATA rsixteens<>+8(SB)/8, $0x1010101010101010
+DATA rsixteens<>+16(SB)/8, $0x1010101010101010
+DATA rsixteens<>+24(SB)/8, $0x1010101010101010
+GLOBL rsixteens<>(SB), RODATA|NOPTR, $32
+
+DATA rones16<>+0(SB)/8, $0x0001000100010001
+DATA rones16<>+8(SB)/8, $0x0001000100010001
+DATA rones16<>+16(SB)/8, $0x0001000100010001
+DATA rones16<>+24(SB)/8, $0x0001000100010001
+GLOBL rones16<>(SB), RODATA|NOPTR, $32
+
+// rshr4hi: dword shift counts 0 in the low 128-bit lane, 4 in the high one.
+DATA rshr4hi<>+0(SB)/8, $0
+DATA rshr4hi<>+8(SB)/8, $0
+DATA rshr4hi<>+16(SB)/8, $0x0000000400000004
+DATA rshr4hi<>+24(SB)/8, $0x0000000400000004
+GLOBL rshr4hi<>(SB), RODATA|NOPTR, $32
+
+// rbitShuf spreads a broadcast 32-bit word so that byte i holds byte i/8.
+DATA rbitShuf<>+0(SB)/8, $0x0000000000000000
+DATA rbitShuf<>+8(SB)/8, $0x0101010101010101
+DATA rbitShuf<>+16(SB)/8, $0x0202020202020202
+DATA rbitShuf<>+24(SB)/8, $0x0303030303030303
+GLOBL rbitShuf<>(SB), RODATA|NOPTR, $32
+
+// rbitMask has every bit but bit i%8 set in byte i.
+DATA rbitMask<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA rbitMask<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA rbitMask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA rbitMask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL rbitMask<>(SB), RODATA|NOPTR, $32
+
+#define RARGS \
+	MOVQ out+0(FP), DI;       \
+	MOVQ ldo+8(FP), CX;       \
+	SHLQ $2, CX;              \
+	MOVQ w+16(FP), SI;        \
+	MOVQ wStride+24(FP), R10; \
+	LEAQ (R10)(R10*2), R11;   \
+	MOVQ a+32(FP), DX;        \
+	MOVQ aStride+40(FP), R8;  \
+	MOVQ nb+48(FP), R12;      \
+	MOVQ n+56(FP), BX
+
+// RZERO zeroes the n columns' 8 outputs (from the caller's loop label on:
+// VMOVUPS Y0, (R14); ADDQ CX, R14; DECQ AX; JNZ loop).
+#define RZERO \
+	VXORPS Y0, Y0, Y0; \
+	MOVQ   DI, R14;    \
+	MOVQ   BX, AX
+
+// RDW gathers the F16 scales of the 8 rows' blocks into Y6 as float32
+// (AX = row 4's block; uses R9).
+#define RDW \
+	MOVWLZX (SI), R9;                  \
+	VMOVD   R9, X6;                    \
+	VPINSRW $1, (SI)(R10*1), X6, X6;   \
+	VPINSRW $2, (SI)(R10*2), X6, X6;   \
+	VPINSRW $3, (SI)(R11*1), X6, X6;   \
+	VPINSRW $4, (AX), X6, X6;          \
+	VPINSRW $5, (AX)(R10*1), X6, X6;   \
+	VPINSRW $6, (AX)(R10*2), X6, X6;   \
+	VPINSRW $7, (AX)(R11*1), X6, X6;   \
+	VCVTPH2PS X6, Y6
+
+// EACHROW applies U(qs, qh, Y) to the 8 rows' blocks: qs and qh are the
+// memory operands of the row's quants at offset qs and high bits at qh.
+#define EACHROW(U, qs, qh) \
+	U(qs(SI), qh(SI), Y8);                 \
+	U(qs(SI)(R10*1), qh(SI)(R10*1), Y9);   \
+	U(qs(SI)(R10*2), qh(SI)(R10*2), Y10);  \
+	U(qs(SI)(R11*1), qh(SI)(R11*1), Y11);  \
+	U(qs(AX), qh(AX), Y12);                \
+	U(qs(AX)(R10*1), qh(AX)(R10*1), Y13);  \
+	U(qs(AX)(R10*2), qh(AX)(R10*2), Y14);  \
+	U(qs(AX)(R11*1), qh(AX)(R11*1), Y15)
+
+// UQ4 leaves in Y the 32 unsigned quants of a Q4_0 block (Y4 rshr4hi, Y5
+// rnib).
+#define UQ4(qs, qh, Y) \
+	VBROADCASTI128 qs, Y;  \
+	VPSRLVD        Y4, Y, Y; \
+	VPAND          Y5, Y, Y
+
+// UQ5 leaves in Y the 32 unsigned 5-bit quants of a Q5_0 block (Y1
+// rbitShuf, Y2 rbitMask, Y3 all ones, Y4 rshr4hi, Y5 rnib, Y7 rsixteens).
+#define UQ5(qs, qh, Y) \
+	VBROADCASTI128 qs, Y;     \
+	VPSRLVD        Y4, Y, Y;  \
+	VPAND          Y5, Y, Y;  \
+	VPBROADCASTD   qh, Y0;    \
+	VPSHUFB        Y1, Y0, Y0; \
+	VPOR           Y2, Y0, Y0; \
+	VPCMPEQB       Y3, Y0, Y0; \
+	VPAND          Y7, Y0, Y0; \
+	VPOR           Y0, Y, Y
+
+// RSUMS leaves in Y1 the 8 rows' int32 sums sum (q-o)*a of the column
+// block at R9 (unsigned quants in Y8..Y15, o bytes in Y7, ones16 in Y5).
+#define RSUMS \
+	VMOVDQU    2(R9), Y0;       \
+	VPMADDUBSW Y0, Y8, Y1;      \
+	VPMADDUBSW Y0, Y9, Y2;      \
+	VPHADDW    Y2, Y1, Y1;      \
+	VPMADDUBSW Y0, Y10, Y2;     \
+	VPMADDUBSW Y0, Y11, Y3;     \
+	VPHADDW    Y3, Y2, Y2;      \
+	VPHADDW    Y2, Y1, Y1;      \
+	VPMADDUBSW Y0, Y12, Y2;     \
+	VPMADDUBSW Y0, Y13, Y3;     \
+	VPHADDW    Y3, Y2, Y2;      \
+	VPMADDUBSW Y0, Y14, Y3;     \
+	VPMADDUBSW Y0, Y15, Y4;     \
+	VPHADDW    Y4, Y3, Y3;      \
+	VPHADDW    Y3, Y2, Y2;      \
+	VPMADDUBSW Y0, Y7, Y3;      \
+	VPHADDW    Y3, Y3, Y3;      \
+	VPHADDW    Y3, Y3, Y3;      \
+	VPSUBW     Y3, Y1, Y1;      \
+	VPSUBW     Y3, Y2, Y2;      \
+	VPMADDWD   Y5, Y1, Y1;      \
+	VPMADDWD   Y5, Y2, Y2;      \
+	VPERM2I128 $0x21, Y2, Y1, Y3; \
+	VPBLENDD   $0xf0, Y2, Y1, Y1; \
+	VPADDD     Y3, Y1, Y1
+
+// The float factors of the column (int sums in Y1, dw in Y6).
+#define FAC_Q4 \
+	VCVTDQ2PS    Y1, Y1;  \
+	VPBROADCASTW (R9), X3; \
+	VCVTPH2PS    X3, Y3;  \
+	VMULPS       Y6, Y1, Y1; \
+	VMULPS       Y3, Y1, Y1
+
+#define FAC_DD \
+	VCVTDQ2PS    Y1, Y1;  \
+	VPBROADCASTW (R9), X3; \
+	VCVTPH2PS    X3, Y3;  \
+	VMULPS       Y6, Y3, Y3; \
+	VMULPS       Y3, Y1, Y1
+
+// RACC adds Y1 to the column's outputs and steps to the next column.
+#define RACC \
+	VADDPS  (R14), Y1, Y1; \
+	VMOVUPS Y1, (R14);     \
+	ADDQ    R8, R9;        \
+	ADDQ    CX, R14;       \
+	DECQ    AX
+
+// func rowsQ4_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $0-64
+	RARGS
+	RZERO
+
+r4zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     r4zero
+	VMOVDQU reights<>(SB), Y7
+
+	PCALIGN $16
+r4block:
+	LEAQ    (SI)(R10*4), AX
+	VMOVDQU rshr4hi<>(SB), Y4
+	VMOVDQU rnib<>(SB), Y5
+	EACHROW(UQ4, 2, 0)
+	RDW
+	VMOVDQU rones16<>(SB), Y5
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+r4col:
+	RSUMS
+	FAC_Q4
+	RACC
+	JNZ r4col
+
+	ADDQ $18, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  r4block
+	VZEROUPPER
+	RET
+
+// func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $0-64
+	RARGS
+	RZERO
+
+r5zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     r5zero
+	VMOVDQU rsixteens<>(SB), Y7
+
+	PCALIGN $16
+r5block:
+	LEAQ     (SI)(R10*4), AX
+	VMOVDQU  rbitShuf<>(SB), Y1
+	VMOVDQU  rbitMask<>(SB), Y2
+	VPCMPEQB Y3, Y3, Y3
+	VMOVDQU  rshr4hi<>(SB), Y4
+	VMOVDQU  rnib<>(SB), Y5
+	EACHROW(UQ5, 6, 2)
+	RDW
+	VMOVDQU rones16<>(SB), Y5
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+r5col:
+	RSUMS
+	FAC_DD
+	RACC
+	JNZ r5col
+
+	ADDQ $22, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  r5block
+	VZEROUPPER
+	RET
+
+// Q8_0: both sides signed and any byte allowed (-128 included), so the
+// quants are sign-extended to int16 and multiplied with VPMADDWD (exact):
+// the 8 rows' weights go to the scratch area (row r at 64r(R13)), the
+// column's activations to Y0:Y1.
+
+// UQ8 sign-extends a Q8_0 row block to the scratch (off = 64*row).
+#define UQ8(m1, m2, off) \
+	VPMOVSXBW m1, Y0;           \
+	VMOVDQU   Y0, (off)(R13);   \
+	VPMOVSXBW m2, Y1;           \
+	VMOVDQU   Y1, (off+32)(R13)
+
+// Q8ROW leaves in Y the int32 lanes of row r's sum with the column.
+#define Q8ROW(r, Y, T) \
+	VPMADDWD (64*(r))(R13), Y0, Y;    \
+	VPMADDWD (64*(r)+32)(R13), Y1, T; \
+	VPADDD   T, Y, Y
+
+// func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $544-64
+	RARGS
+	RZERO
+
+r8zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     r8zero
+	LEAQ 31(SP), R13
+	ANDQ $-32, R13
+
+	PCALIGN $16
+r8block:
+	LEAQ (SI)(R10*4), AX
+	UQ8(2(SI), 18(SI), 0)
+	UQ8(2(SI)(R10*1), 18(SI)(R10*1), 64)
+	UQ8(2(SI)(R10*2), 18(SI)(R10*2), 128)
+	UQ8(2(SI)(R11*1), 18(SI)(R11*1), 192)
+	UQ8(2(AX), 18(AX), 256)
+	UQ8(2(AX)(R10*1), 18(AX)(R10*1), 320)
+	UQ8(2(AX)(R10*2), 18(AX)(R10*2), 384)
+	UQ8(2(AX)(R11*1), 18(AX)(R11*1), 448)
+	RDW
+	MOVQ DX, R9
+	MOVQ DI, R14
+	MOVQ BX, AX
+
+	PCALIGN $16
+r8col:
+	VPMOVSXBW  2(R9), Y0
+	VPMOVSXBW  18(R9), Y1
+	Q8ROW(0, Y2, Y7)
+	Q8ROW(1, Y3, Y8)
+	VPHADDD    Y3, Y2, Y2
+	Q8ROW(2, Y3, Y9)
+	Q8ROW(3, Y4, Y10)
+	VPHADDD    Y4, Y3, Y3
+	VPHADDD    Y3, Y2, Y2
+	Q8ROW(4, Y3, Y11)
+	Q8ROW(5, Y4, Y12)
+	VPHADDD    Y4, Y3, Y3
+	Q8ROW(6, Y4, Y13)
+	Q8ROW(7, Y5, Y14)
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y4, Y3, Y3
+	VPERM2I128 $0x21, Y3, Y2, Y4
+	VPBLENDD   $0xf0, Y3, Y2, Y1
+	VPADDD     Y4, Y1, Y1
+	FAC_DD
+	RACC
+	JNZ r8col
+
+	ADDQ $34, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  r8block
+	VZEROUPPER
+	RET
