@@ -180,3 +180,9 @@ func umaxv(d, n int) string { return word(rr(0x6eb0a800, d, n), "UMAXV S%d, V%d.
 
 // usra31: USRA Vd.4S, Vn.4S, #31.
 func usra31(d, n int) string { return word(rr(0x6f211400, d, n), "USRA V%d.4S, V%d.4S, #31", d, n) }
+
+// sdotElem: SDOT Vd.4S, Vn.16B, Vm.4B[i] (ARMv8.2 dot product by element).
+func sdotElem(d, n, m, i int) string {
+	enc := uint32(0x4f80e000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "SDOT V%d.4S, V%d.16B, V%d.4B[%d]", d, n, m, i)
+}

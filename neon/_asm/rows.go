@@ -97,21 +97,58 @@ func (a *asm) rowsBlock(u rowsUnpack) {
 	a.i(fcvtl(16, 16))
 }
 
+// rowsTranspose rearranges the unpacked rows for SDOT by element (the
+// dotprod tier with several columns): for each half h (rows 4h..4h+3) and
+// part q (values 16q..16q+15) the registers V(2(4h+i)+q), i < 4, holding
+// row 4h+i's part q, are transposed as a 4×4 matrix of 4-byte groups, so
+// that V(2(4h+g)+q) holds group g (values 16q+4g..16q+4g+3) of the four
+// rows, lane = row. V20-V27 are the temporaries.
+func (a *asm) rowsTranspose() {
+	for h := 0; h < 2; h++ {
+		for q := 0; q < 2; q++ {
+			s := func(i int) int { return 2*(4*h+i) + q }
+			t := 20 + 4*q
+			a.l("VTRN1 V%d.S4, V%d.S4, V%d.S4", s(1), s(0), t)
+			a.l("VTRN2 V%d.S4, V%d.S4, V%d.S4", s(1), s(0), t+1)
+			a.l("VTRN1 V%d.S4, V%d.S4, V%d.S4", s(3), s(2), t+2)
+			a.l("VTRN2 V%d.S4, V%d.S4, V%d.S4", s(3), s(2), t+3)
+			a.l("VTRN1 V%d.D2, V%d.D2, V%d.D2", t+2, t, s(0))
+			a.l("VTRN1 V%d.D2, V%d.D2, V%d.D2", t+3, t+1, s(1))
+			a.l("VTRN2 V%d.D2, V%d.D2, V%d.D2", t+2, t, s(2))
+			a.l("VTRN2 V%d.D2, V%d.D2, V%d.D2", t+3, t+1, s(3))
+		}
+	}
+}
+
 // rowsColumn takes one column's activation block at R20 (left just past
 // it) against the unpacked rows: V24 and V25 get the eight terms of this
 // block (lane = row), which are then added to V26, V27 (mem false) or to
-// the eight floats at (R21).
-func (a *asm) rowsColumn(k block32, t tier, mem bool) {
+// the eight floats at (R21). With transposed rows (rowsTranspose) the
+// integer sums come from SDOT by element straight into lanes, else from
+// one dot per row and ADDP trees.
+func (a *asm) rowsColumn(k block32, t tier, mem, transposed bool) {
 	a.l("VLD1.P 2(R20), V28.H[0]")
 	a.l("VLD1.P 32(R20), [V18.B16, V19.B16]")
-	for h := 0; h < 2; h++ {
-		for p := 0; p < 2; p++ {
-			r := 4*h + 2*p
-			a.idot4x(t, k.full, 20, 29, 2*r, 18, 2*r+1, 19)
-			a.idot4x(t, k.full, 21, 29, 2*r+2, 18, 2*r+3, 19)
-			a.l("VADDP V21.S4, V20.S4, V%d.S4", 22+p)
+	if transposed {
+		a.l("VEOR V24.B16, V24.B16, V24.B16")
+		a.l("VEOR V25.B16, V25.B16, V25.B16")
+		for g := 0; g < 4; g++ {
+			for q := 0; q < 2; q++ {
+				for h := 0; h < 2; h++ {
+					a.i(sdotElem(24+h, 2*(4*h+g)+q, 18+q, g))
+				}
+			}
 		}
-		a.l("VADDP V23.S4, V22.S4, V%d.S4", 24+h)
+	} else {
+		for h := 0; h < 2; h++ {
+			for p := 0; p < 2; p++ {
+				r := 4*h + 2*p
+				a.idot4x(t, k.full, 20, 29, 2*r, 18, 2*r+1, 19)
+				a.idot4x(t, k.full, 21, 29, 2*r+2, 18, 2*r+3, 19)
+				a.l("VADDP V21.S4, V20.S4, V%d.S4", 22+p)
+			}
+			a.l("VADDP V23.S4, V22.S4, V%d.S4", 24+h)
+		}
 	}
 	a.i(fcvtl(28, 28))
 	a.i(scvtf4s(24, 24))
@@ -168,7 +205,7 @@ func (a *asm) rows32(k block32, t tier) {
 	a.l("PCALIGN $16")
 	a.l("block1:")
 	a.rowsBlock(u)
-	a.rowsColumn(k, t, false)
+	a.rowsColumn(k, t, false, false)
 	a.l("SUBS $1, R4")
 	a.l("BNE block1")
 	a.l("VST1 [V26.S4, V27.S4], (R0)")
@@ -185,21 +222,41 @@ func (a *asm) rows32(k block32, t tier) {
 	a.l("BNE zero")
 	a.l("SUB $34, R3, R17")
 	a.l("MOVD R2, R23")
+	if !t.dot {
+		a.rowsMulti(k, t, u, "m", false)
+		return
+	}
+	// dotprod: from four columns on, transposing the rows once per block
+	// (32 TRNs) costs less than the per-column zeroing and ADDP trees it
+	// saves (12 instructions a column).
+	a.l("CMP $4, R5")
+	a.l("BGE transposed")
+	a.rowsMulti(k, t, u, "m", false)
+	a.l("transposed:")
+	a.rowsMulti(k, t, u, "t", true)
+}
+
+// rowsMulti emits the block loop of several columns (labels suffixed by
+// sfx), ending in RET.
+func (a *asm) rowsMulti(k block32, t tier, u rowsUnpack, sfx string, transposed bool) {
 	a.l("PCALIGN $16")
-	a.l("blockm:")
+	a.l("block%s:", sfx)
 	a.rowsBlock(u)
+	if transposed {
+		a.rowsTranspose()
+	}
 	a.l("MOVD R23, R20")
 	a.l("MOVD R0, R21")
 	a.l("MOVD R5, R22")
 	a.l("PCALIGN $16")
-	a.l("colm:")
-	a.rowsColumn(k, t, true)
+	a.l("col%s:", sfx)
+	a.rowsColumn(k, t, true, transposed)
 	a.l("ADD R17, R20")
 	a.l("ADD R7, R21")
 	a.l("SUBS $1, R22")
-	a.l("BNE colm")
+	a.l("BNE col%s", sfx)
 	a.l("ADD $34, R23")
 	a.l("SUBS $1, R4")
-	a.l("BNE blockm")
+	a.l("BNE block%s", sfx)
 	a.l("RET")
 }
