@@ -45,6 +45,11 @@ type SpecOptions struct {
 	// Fixed disables adaptive control: every step verifies all drafted
 	// tokens (for measurements).
 	Fixed bool
+	// CostSlope, when > 0, makes adaptive control plan with the verification
+	// cost c(k) = 1 + CostSlope·(k−1) instead of measured pass times: to see
+	// what drafting does where verification is cheap (a memory-bound board)
+	// on a machine or model where it is not.
+	CostSlope float64
 	// BreakAcceptance is a test-only switch that deliberately breaks the
 	// speculative sampling rule (accepts every drafted token), so tests can
 	// show that their statistics detect a wrong rule.
@@ -314,6 +319,7 @@ type generation struct {
 	drafters  [4]spec.Drafter
 	dstats    [4]DrafterStats
 	lastClass int
+	streak    bool // the last verified draft was accepted whole
 }
 
 // emit appends an accepted or sampled token to the output and reports
@@ -419,6 +425,7 @@ func (g *generation) try(idx int, d spec.Drafter, room int) ([]int32, int) {
 	if len(draft) == 0 {
 		return nil, -1
 	}
+	class = g.classOf(class)
 	k := len(draft)
 	if !g.sp.Fixed {
 		k = g.e.spec.ctrl.Decide(idx, class, k)
@@ -426,6 +433,18 @@ func (g *generation) try(idx int, d spec.Drafter, room int) ([]int32, int) {
 	g.dstats[idx].Steps++
 	g.lastClass = class
 	return draft[:k], idx
+}
+
+// classOf folds a drafter's confidence class with whether the previous
+// step's draft was accepted whole: inside a copied passage the next draft
+// is far more likely to hold than the same match length elsewhere, and the
+// controller should draft longer there and shorter outside.
+func (g *generation) classOf(class int) int {
+	class = min(max(class, 0), spec.MaxClasses/2-1)
+	if g.streak {
+		class += spec.MaxClasses / 2
+	}
+	return class
 }
 
 // run decodes until an end condition. Each step feeds one token (first the
@@ -436,6 +455,8 @@ func (g *generation) run(ctx context.Context, t int32) error {
 	e, st := g.e, g.st
 	s := e.state
 	ctrl := e.spec.ctrl
+	ctrl.AssumeCost(g.sp.CostSlope)
+	defer ctrl.AssumeCost(0)
 	if g.maxTok <= 0 {
 		st.StopReason = "context"
 		return nil
@@ -501,6 +522,7 @@ func (g *generation) settle(base, keep, di, drafted, accepted int) {
 	e.state.Truncate(base + keep)
 	e.cached = e.cached[:base+keep]
 	g.st.Accepted += accepted
+	g.streak = drafted > 0 && accepted == drafted
 	if di >= 0 && drafted > 0 {
 		g.dstats[di].Accepted += accepted
 		e.spec.ctrl.Observe(di, g.lastClass, drafted, accepted)

@@ -201,12 +201,14 @@ type specFlags struct {
 	draftMax           int
 	ngramMin, ngramMax int
 	fixed              bool
+	costSlope          float64
 }
 
 func (f *specFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
 	BoolVar(*bool, string, bool, string)
+	Float64Var(*float64, string, float64, string)
 }) {
 	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup or draft")
 	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
@@ -214,6 +216,7 @@ func (f *specFlags) register(fs interface {
 	fs.IntVar(&f.ngramMin, "ngram-min", 1, "shortest suffix prompt lookup matches")
 	fs.IntVar(&f.ngramMax, "ngram-max", 4, "longest suffix prompt lookup matches")
 	fs.BoolVar(&f.fixed, "spec-fixed", false, "verify every drafted token (no adaptive control; for measurements)")
+	fs.Float64Var(&f.costSlope, "spec-cost", 0, "plan drafting with the verification cost c(k) = 1 + SLOPE·(k-1) instead of measured times (0: measure; for studying acceptance as on a memory-bound board)")
 }
 
 func (f *specFlags) options() (engine.SpecOptions, error) {
@@ -222,6 +225,8 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 		return engine.SpecOptions{}, usageError{err}
 	}
 	switch {
+	case f.costSlope < 0 || f.costSlope > 1:
+		return engine.SpecOptions{}, usagef("--spec-cost %g must be in [0, 1]", f.costSlope)
 	case f.draftMax < 1 || f.draftMax > 32:
 		return engine.SpecOptions{}, usagef("--draft-max %d must be in [1, 32]", f.draftMax)
 	case f.ngramMin < 1 || f.ngramMax < f.ngramMin || f.ngramMax > 16:
@@ -229,5 +234,5 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 	case mode == engine.SpecDraft && f.draftModel == "":
 		return engine.SpecOptions{}, usagef("--spec draft needs --draft-model FILE")
 	}
-	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed}, nil
+	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed, CostSlope: f.costSlope}, nil
 }

@@ -25,9 +25,17 @@ type Controller struct {
 	seen     [MaxDraft + 2]int     // passes measured per size
 	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
 	acc      [MaxDrafters][MaxClasses]rate
-	steps    int // decisions taken
-	idle     int // decisions since the last draft
+	steps    int     // decisions taken
+	idle     int     // decisions since the last draft
+	assumed  float64 // when > 0: plan with c(k) = 1 + assumed·(k−1)
 }
+
+// AssumeCost makes the controller plan with the cost model c(k) = 1 +
+// slope·(k−1) instead of the measured pass times (slope <= 0 goes back to
+// measurements). It is for studying acceptance as on a board where
+// verification is cheaper than on the machine at hand, for instance a tiny
+// model whose passes cost in proportion to their tokens.
+func (c *Controller) AssumeCost(slope float64) { c.assumed = max(slope, 0) }
 
 // rate is an exponentially weighted Bernoulli estimate with a prior.
 type rate struct {
@@ -120,6 +128,9 @@ func (c *Controller) Alpha(d, class int) float64 {
 // Unmeasured sizes are interpolated between measured ones; beyond them a
 // prior that grows with k stands in until a measurement replaces it.
 func (c *Controller) relCost(k int) float64 {
+	if c.assumed > 0 {
+		return 1 + c.assumed*float64(k-1)
+	}
 	t1 := c.cost[1]
 	prior := 1 + 0.15*float64(k-1)
 	if t1 == 0 {
@@ -174,7 +185,7 @@ func (c *Controller) Decide(d, class, available int) int {
 		pw *= alpha
 		sum += pw
 		cost := c.relCost(k + 1)
-		if t1 > 0 && c.draftT[d] > 0 {
+		if t1 > 0 && c.draftT[d] > 0 && c.assumed == 0 {
 			cost += float64(k) * c.draftT[d] / t1
 		}
 		if g := sum / cost; g > bestGain {
