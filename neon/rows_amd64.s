@@ -55,6 +55,18 @@ DATA rones16<>+16(SB)/8, $0x0001000100010001
 DATA rones16<>+24(SB)/8, $0x0001000100010001
 GLOBL rones16<>(SB), RODATA|NOPTR, $32
 
+DATA rones8<>+0(SB)/8, $0x0101010101010101
+DATA rones8<>+8(SB)/8, $0x0101010101010101
+DATA rones8<>+16(SB)/8, $0x0101010101010101
+DATA rones8<>+24(SB)/8, $0x0101010101010101
+GLOBL rones8<>(SB), RODATA|NOPTR, $32
+
+DATA rx80<>+0(SB)/8, $0x8080808080808080
+DATA rx80<>+8(SB)/8, $0x8080808080808080
+DATA rx80<>+16(SB)/8, $0x8080808080808080
+DATA rx80<>+24(SB)/8, $0x8080808080808080
+GLOBL rx80<>(SB), RODATA|NOPTR, $32
+
 // rshr4hi: dword shift counts 0 in the low 128-bit lane, 4 in the high one.
 DATA rshr4hi<>+0(SB)/8, $0
 DATA rshr4hi<>+8(SB)/8, $0
@@ -348,5 +360,429 @@ r8col:
 	ADDQ $34, DX
 	DECQ R12
 	JNZ  r8block
+	VZEROUPPER
+	RET
+
+// Transposed layout (v2). TRANS4 loads the 16 bytes at off of the 8 rows'
+// blocks and transposes them into Y2..Y5: Yk+2 lane r = row r's dword k.
+#define TRANS4(off) \
+	VMOVDQU      off(SI), X0;                       \
+	VINSERTI128  $1, off(AX), Y0, Y0;               \
+	VMOVDQU      off(SI)(R10*1), X1;                \
+	VINSERTI128  $1, off(AX)(R10*1), Y1, Y1;        \
+	VMOVDQU      off(SI)(R10*2), X2;                \
+	VINSERTI128  $1, off(AX)(R10*2), Y2, Y2;        \
+	VMOVDQU      off(SI)(R11*1), X3;                \
+	VINSERTI128  $1, off(AX)(R11*1), Y3, Y3;        \
+	VPUNPCKLDQ   Y1, Y0, Y4;                        \
+	VPUNPCKHDQ   Y1, Y0, Y5;                        \
+	VPUNPCKLDQ   Y3, Y2, Y0;                        \
+	VPUNPCKHDQ   Y3, Y2, Y1;                        \
+	VPUNPCKLQDQ  Y0, Y4, Y2;                        \
+	VPUNPCKHQDQ  Y0, Y4, Y3;                        \
+	VPUNPCKLQDQ  Y1, Y5, Y4;                        \
+	VPUNPCKHQDQ  Y1, Y5, Y5
+
+// NIBS splits D (dword k of every row) into the low nibbles lo (chunk k)
+// and the high nibbles hi (chunk k+4), Y6 rnib.
+#define NIBS(D, lo, hi) \
+	VPAND  Y6, D, lo;  \
+	VPSRLW $4, D, D;   \
+	VPAND  Y6, D, hi
+
+// func rowsQ4_0Q8_0AVX2v2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ4_0Q8_0AVX2v2(SB), NOSPLIT, $64-64
+	RARGS
+	RZERO
+
+t4zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     t4zero
+	LEAQ 31(SP), R13
+	ANDQ $-32, R13
+
+	PCALIGN $16
+t4block:
+	LEAQ    (SI)(R10*4), AX
+	TRANS4(2)
+	VMOVDQU rnib<>(SB), Y6
+	VMOVDQU reights<>(SB), Y7
+	NIBS(Y2, Y8, Y12)
+	NIBS(Y3, Y9, Y13)
+	NIBS(Y4, Y10, Y14)
+	NIBS(Y5, Y11, Y15)
+	VPSUBB  Y7, Y8, Y8
+	VPSUBB  Y7, Y9, Y9
+	VPSUBB  Y7, Y10, Y10
+	VPSUBB  Y7, Y11, Y11
+	VPSUBB  Y7, Y12, Y12
+	VPSUBB  Y7, Y13, Y13
+	VPSUBB  Y7, Y14, Y14
+	VPSUBB  Y7, Y15, Y15
+	VPADDB  Y9, Y8, Y0
+	VPADDB  Y11, Y10, Y1
+	VPADDB  Y13, Y12, Y2
+	VPADDB  Y15, Y14, Y3
+	VPADDB  Y1, Y0, Y0
+	VPADDB  Y3, Y2, Y2
+	VPADDB  Y2, Y0, Y0
+	VMOVDQU rones8<>(SB), Y1
+	VPMADDUBSW Y0, Y1, Y0
+	VMOVDQU rones16<>(SB), Y5
+	VPMADDWD Y5, Y0, Y0
+	VPSLLD  $7, Y0, Y7
+	RDW
+	VMOVDQU rx80<>(SB), Y4
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+t4col:
+	VPXOR        2(R9), Y4, Y0
+	VMOVDQU      Y0, (R13)
+	VPBROADCASTD 0(R13), Y0
+	VPMADDUBSW   Y8, Y0, Y0
+	VPBROADCASTD 4(R13), Y1
+	VPMADDUBSW   Y9, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 8(R13), Y1
+	VPMADDUBSW   Y10, Y1, Y1
+	VPBROADCASTD 12(R13), Y2
+	VPMADDUBSW   Y11, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 16(R13), Y1
+	VPMADDUBSW   Y12, Y1, Y1
+	VPBROADCASTD 20(R13), Y2
+	VPMADDUBSW   Y13, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPBROADCASTD 24(R13), Y2
+	VPMADDUBSW   Y14, Y2, Y2
+	VPBROADCASTD 28(R13), Y3
+	VPMADDUBSW   Y15, Y3, Y3
+	VPADDW       Y3, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPMADDWD     Y5, Y0, Y0
+	VPSUBD       Y7, Y0, Y1
+	FAC_Q4
+	RACC
+	JNZ t4col
+
+	ADDQ $18, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  t4block
+	VZEROUPPER
+	RET
+
+// func rowsQ4_0Q8_0AVX2v3(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ4_0Q8_0AVX2v3(SB), NOSPLIT, $64-64
+	RARGS
+	RZERO
+
+u4zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     u4zero
+	LEAQ 31(SP), R13
+	ANDQ $-32, R13
+
+	PCALIGN $16
+u4block:
+	LEAQ    (SI)(R10*4), AX
+	TRANS4(2)
+	VMOVDQU rnib<>(SB), Y6
+	VMOVDQU reights<>(SB), Y7
+	NIBS(Y2, Y8, Y12)
+	NIBS(Y3, Y9, Y13)
+	NIBS(Y4, Y10, Y14)
+	NIBS(Y5, Y11, Y15)
+	VPSUBB  Y7, Y8, Y8
+	VPSUBB  Y7, Y9, Y9
+	VPSUBB  Y7, Y10, Y10
+	VPSUBB  Y7, Y11, Y11
+	VPSUBB  Y7, Y12, Y12
+	VPSUBB  Y7, Y13, Y13
+	VPSUBB  Y7, Y14, Y14
+	VPSUBB  Y7, Y15, Y15
+	VPADDB  Y9, Y8, Y0
+	VPADDB  Y11, Y10, Y1
+	VPADDB  Y13, Y12, Y2
+	VPADDB  Y15, Y14, Y3
+	VPADDB  Y1, Y0, Y0
+	VPADDB  Y3, Y2, Y2
+	VPADDB  Y2, Y0, Y0
+	VMOVDQU rones8<>(SB), Y1
+	VPMADDUBSW Y0, Y1, Y0
+	VMOVDQU rones16<>(SB), Y5
+	VPMADDWD Y5, Y0, Y0
+	VPSLLD  $7, Y0, Y7
+	RDW
+	VMOVDQU rx80<>(SB), Y4
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+u4col:
+	VPBROADCASTD 2(R9), Y0
+	VPXOR        Y4, Y0, Y0
+	VPMADDUBSW   Y8, Y0, Y0
+	VPBROADCASTD 6(R9), Y1
+	VPXOR        Y4, Y1, Y1
+	VPMADDUBSW   Y9, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 10(R9), Y1
+	VPXOR        Y4, Y1, Y1
+	VPMADDUBSW   Y10, Y1, Y1
+	VPBROADCASTD 14(R9), Y2
+	VPXOR        Y4, Y2, Y2
+	VPMADDUBSW   Y11, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 18(R9), Y1
+	VPXOR        Y4, Y1, Y1
+	VPMADDUBSW   Y12, Y1, Y1
+	VPBROADCASTD 22(R9), Y2
+	VPXOR        Y4, Y2, Y2
+	VPMADDUBSW   Y13, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPBROADCASTD 26(R9), Y2
+	VPXOR        Y4, Y2, Y2
+	VPMADDUBSW   Y14, Y2, Y2
+	VPBROADCASTD 30(R9), Y3
+	VPXOR        Y4, Y3, Y3
+	VPMADDUBSW   Y15, Y3, Y3
+	VPADDW       Y3, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPMADDWD     Y5, Y0, Y0
+	VPSUBD       Y7, Y0, Y1
+	FAC_Q4
+	RACC
+	JNZ u4col
+
+	ADDQ $18, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  u4block
+	VZEROUPPER
+	RET
+
+// v4: unsigned quants, signed activations broadcast from memory, o*sum(a)
+// subtracted as int16 word pairs.
+
+// CORR leaves in Y3 (every dword) the word pair sums of maddubs(o, a) of
+// the column block at R9 over its 8 dwords (o bytes in Y7).
+#define CORR8 \
+	VPMADDUBSW 2(R9), Y7, Y3;        \
+	VPSHUFD    $0x4e, Y3, Y2;        \
+	VPADDW     Y2, Y3, Y3;           \
+	VPSHUFD    $0xb1, Y3, Y2;        \
+	VPADDW     Y2, Y3, Y3;           \
+	VPERM2I128 $0x01, Y3, Y3, Y2;    \
+	VPADDW     Y2, Y3, Y3
+
+// func rowsQ4_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ4_0Q8_0AVX2v4(SB), NOSPLIT, $0-64
+	RARGS
+	RZERO
+
+v4zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     v4zero
+	VMOVDQU reights<>(SB), Y7
+
+	PCALIGN $16
+v4block:
+	LEAQ    (SI)(R10*4), AX
+	TRANS4(2)
+	VMOVDQU rnib<>(SB), Y6
+	NIBS(Y2, Y8, Y12)
+	NIBS(Y3, Y9, Y13)
+	NIBS(Y4, Y10, Y14)
+	NIBS(Y5, Y11, Y15)
+	RDW
+	VMOVDQU rones16<>(SB), Y5
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+v4col:
+	VPBROADCASTD 2(R9), Y0
+	VPMADDUBSW   Y0, Y8, Y0
+	VPBROADCASTD 6(R9), Y1
+	VPMADDUBSW   Y1, Y9, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 10(R9), Y1
+	VPMADDUBSW   Y1, Y10, Y1
+	VPBROADCASTD 14(R9), Y2
+	VPMADDUBSW   Y2, Y11, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	VPBROADCASTD 18(R9), Y1
+	VPMADDUBSW   Y1, Y12, Y1
+	VPBROADCASTD 22(R9), Y2
+	VPMADDUBSW   Y2, Y13, Y2
+	VPADDW       Y2, Y1, Y1
+	VPBROADCASTD 26(R9), Y2
+	VPMADDUBSW   Y2, Y14, Y2
+	VPBROADCASTD 30(R9), Y3
+	VPMADDUBSW   Y3, Y15, Y3
+	VPADDW       Y3, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPADDW       Y1, Y0, Y0
+	CORR8
+	VPSUBW       Y3, Y0, Y0
+	VPMADDWD     Y5, Y0, Y1
+	FAC_Q4
+	RACC
+	JNZ v4col
+
+	ADDQ $18, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  v4block
+	VZEROUPPER
+	RET
+
+// rrep<k> repeats byte k of every dword 4 times (VPSHUFB control).
+DATA rrep<>+0(SB)/8, $0x0404040400000000
+DATA rrep<>+8(SB)/8, $0x0c0c0c0c08080808
+DATA rrep<>+16(SB)/8, $0x0404040400000000
+DATA rrep<>+24(SB)/8, $0x0c0c0c0c08080808
+DATA rrep<>+32(SB)/8, $0x0505050501010101
+DATA rrep<>+40(SB)/8, $0x0d0d0d0d09090909
+DATA rrep<>+48(SB)/8, $0x0505050501010101
+DATA rrep<>+56(SB)/8, $0x0d0d0d0d09090909
+DATA rrep<>+64(SB)/8, $0x0606060602020202
+DATA rrep<>+72(SB)/8, $0x0e0e0e0e0a0a0a0a
+DATA rrep<>+80(SB)/8, $0x0606060602020202
+DATA rrep<>+88(SB)/8, $0x0e0e0e0e0a0a0a0a
+DATA rrep<>+96(SB)/8, $0x0707070703030303
+DATA rrep<>+104(SB)/8, $0x0f0f0f0f0b0b0b0b
+DATA rrep<>+112(SB)/8, $0x0707070703030303
+DATA rrep<>+120(SB)/8, $0x0f0f0f0f0b0b0b0b
+GLOBL rrep<>(SB), RODATA|NOPTR, $128
+
+// rbits: byte k of every dword has bit k (low nibble), then bit k+4.
+DATA rbits<>+0(SB)/8, $0x0804020108040201
+DATA rbits<>+8(SB)/8, $0x0804020108040201
+DATA rbits<>+16(SB)/8, $0x0804020108040201
+DATA rbits<>+24(SB)/8, $0x0804020108040201
+DATA rbits<>+32(SB)/8, $0x8040201080402010
+DATA rbits<>+40(SB)/8, $0x8040201080402010
+DATA rbits<>+48(SB)/8, $0x8040201080402010
+DATA rbits<>+56(SB)/8, $0x8040201080402010
+GLOBL rbits<>(SB), RODATA|NOPTR, $64
+
+// HBIT ors 16 into the bytes of chunk Y whose bit (rbits at off) is set in
+// the repeated qh bytes of Y1 (Y7 rsixteens).
+#define HBIT(off, Y) \
+	VPAND    rbits<>+off(SB), Y1, Y2; \
+	VPCMPEQB rbits<>+off(SB), Y2, Y2; \
+	VPAND    Y7, Y2, Y2;              \
+	VPOR     Y2, Y, Y
+
+// func rowsQ5_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ5_0Q8_0AVX2v4(SB), NOSPLIT, $0-64
+	RARGS
+	RZERO
+
+w5zero:
+	VMOVUPS Y0, (R14)
+	ADDQ    CX, R14
+	DECQ    AX
+	JNZ     w5zero
+	VMOVDQU rsixteens<>(SB), Y7
+
+	PCALIGN $16
+w5block:
+	LEAQ    (SI)(R10*4), AX
+	TRANS4(6)
+	VMOVDQU rnib<>(SB), Y6
+	NIBS(Y2, Y8, Y12)
+	NIBS(Y3, Y9, Y13)
+	NIBS(Y4, Y10, Y14)
+	NIBS(Y5, Y11, Y15)
+	VMOVD       2(SI), X0
+	VPINSRD     $1, 2(SI)(R10*1), X0, X0
+	VPINSRD     $2, 2(SI)(R10*2), X0, X0
+	VPINSRD     $3, 2(SI)(R11*1), X0, X0
+	VMOVD       2(AX), X1
+	VPINSRD     $1, 2(AX)(R10*1), X1, X1
+	VPINSRD     $2, 2(AX)(R10*2), X1, X1
+	VPINSRD     $3, 2(AX)(R11*1), X1, X1
+	VINSERTI128 $1, X1, Y0, Y0
+	VPSHUFB     rrep<>+0(SB), Y0, Y1
+	HBIT(0, Y8)
+	HBIT(32, Y9)
+	VPSHUFB     rrep<>+32(SB), Y0, Y1
+	HBIT(0, Y10)
+	HBIT(32, Y11)
+	VPSHUFB     rrep<>+64(SB), Y0, Y1
+	HBIT(0, Y12)
+	HBIT(32, Y13)
+	VPSHUFB     rrep<>+96(SB), Y0, Y1
+	HBIT(0, Y14)
+	HBIT(32, Y15)
+	RDW
+	VMOVDQU rones16<>(SB), Y5
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
+
+	PCALIGN $16
+w5col:
+	VPBROADCASTD 2(R9), Y0
+	VPMADDUBSW   Y0, Y8, Y0
+	VPBROADCASTD 6(R9), Y2
+	VPMADDUBSW   Y2, Y9, Y2
+	VPADDW       Y2, Y0, Y0
+	VPBROADCASTD 10(R9), Y2
+	VPMADDUBSW   Y2, Y10, Y2
+	VPBROADCASTD 14(R9), Y3
+	VPMADDUBSW   Y3, Y11, Y3
+	VPADDW       Y3, Y2, Y2
+	VPADDW       Y2, Y0, Y0
+	VPBROADCASTD 18(R9), Y1
+	VPMADDUBSW   Y1, Y12, Y1
+	VPBROADCASTD 22(R9), Y2
+	VPMADDUBSW   Y2, Y13, Y2
+	VPADDW       Y2, Y1, Y1
+	VPBROADCASTD 26(R9), Y2
+	VPMADDUBSW   Y2, Y14, Y2
+	VPBROADCASTD 30(R9), Y3
+	VPMADDUBSW   Y3, Y15, Y3
+	VPADDW       Y3, Y2, Y2
+	VPADDW       Y2, Y1, Y1
+	VPMADDUBSW   2(R9), Y7, Y3
+	VPSHUFD      $0x4e, Y3, Y2
+	VPADDW       Y2, Y3, Y3
+	VPSHUFD      $0xb1, Y3, Y2
+	VPADDW       Y2, Y3, Y3
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VPSUBW       Y2, Y0, Y0
+	VPERM2I128   $0x11, Y3, Y3, Y3
+	VPSUBW       Y3, Y1, Y1
+	VPMADDWD     Y5, Y0, Y0
+	VPMADDWD     Y5, Y1, Y1
+	VPADDD       Y0, Y1, Y1
+	FAC_DD
+	RACC
+	JNZ w5col
+
+	ADDQ $22, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  w5block
 	VZEROUPPER
 	RET
