@@ -57,31 +57,3 @@ func rowsQ5_0Q8_0avx2(out []float32, ldo int, w []byte, wStride int, a []byte, a
 func rowsQ8_0Q8_0avx2(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
 	rowsDot(rowsQ8_0Q8_0AVX2, out, ldo, w, wStride, a, aStride, nb, n, sizeQ8_0)
 }
-
-//go:noescape
-func rowsQ4_0Q8_0AVX2v2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-
-func rowsQ4_0Q8_0avx2v2(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
-	rowsDot(rowsQ4_0Q8_0AVX2v2, out, ldo, w, wStride, a, aStride, nb, n, sizeQ4_0)
-}
-
-//go:noescape
-func rowsQ4_0Q8_0AVX2v3(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-
-func rowsQ4_0Q8_0avx2v3(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
-	rowsDot(rowsQ4_0Q8_0AVX2v3, out, ldo, w, wStride, a, aStride, nb, n, sizeQ4_0)
-}
-
-//go:noescape
-func rowsQ4_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-
-func rowsQ4_0Q8_0avx2v4(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
-	rowsDot(rowsQ4_0Q8_0AVX2v4, out, ldo, w, wStride, a, aStride, nb, n, sizeQ4_0)
-}
-
-//go:noescape
-func rowsQ5_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-
-func rowsQ5_0Q8_0avx2v4(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
-	rowsDot(rowsQ5_0Q8_0AVX2v4, out, ldo, w, wStride, a, aStride, nb, n, sizeQ5_0)
-}

@@ -2,34 +2,38 @@
 
 #include "textflag.h"
 
-// AVX2+F16C row-group kernels: 8 weight rows (wStride bytes apart) × n
-// activation columns (aStride bytes apart) of 32-value blocks, out[j*ldo+r]
-// (the Go wrappers in rows_amd64.go check every length). Blocks outer,
-// columns inner: each block of the 8 rows is unpacked once (Q4_0/Q5_0 into
-// Y8..Y15, Q8_0 as int16 into a scratch area) and applied to every column;
-// the 8 rows' integer sums of one column are reduced together into the 8
-// int32 lanes of one vector (lane r = row r), converted, scaled by the
-// rows' dw (Y6) and the column's da, and added to the column's 8 outputs,
-// which accumulate in out itself (zeroed first).
+// AVX2+F16C row-group kernels: RowGroup = 8 weight rows (wStride bytes
+// apart) times n activation columns (aStride bytes apart) of 32-value
+// blocks, out[j*ldo+r] (the Go wrappers in rows_amd64.go check every
+// length). Blocks outer, columns inner: each block of the 8 rows is
+// unpacked once and applied to every column; the column's 8 integer sums
+// end up in the 8 int32 lanes of one vector (lane r = row r), are
+// converted, scaled by the rows' dw (Y6, gathered once per block) and the
+// column's da, and added to the column's 8 outputs, which accumulate in
+// out itself (zeroed first).
 //
-// Every output is bit-identical to the generic one-row dot: integer sums
-// are exact; the float factor is rounded like the generic code
-// ((sumi*dw)*da for Q4_0, (dw*da)*sumi for Q5_0 and Q8_0), separate
-// multiplies and adds (no FMA) and the blocks are added to each output in
-// block order.
+// Every output is bit-identical to the generic one-row dot: the integer
+// sums are exact for any input bytes; the float factor is rounded like
+// the generic code ((sumi*dw)*da for Q4_0, (dw*da)*sumi for Q5_0 and
+// Q8_0) with separate multiplies and adds (no FMA); the blocks are added
+// to each output in block order.
 //
-// Q4_0/Q5_0: unsigned quants q (0..15 / 0..31) times signed activations a:
-// maddubs(q, a) gives int16 pair sums; two VPHADDW levels leave per row
-// and 128-bit half two int16 sums of 8 products each, from which o*sum(a)
-// (maddubs(o, a) reduced the same way, shared by the 8 rows) is
-// subtracted: the result sum (q-o)*a over 8 values is at most 8*16*128 in
-// magnitude, so the int16 arithmetic is exact modulo 2^16 and the final
-// values are right. VPMADDWD with ones then widens to int32.
+// Q4_0 and Q5_0 transpose the 8 rows' quants once per block so that lane
+// r of chunk c (c < 8) holds row r's 4 unsigned quants of values 4c..4c+3
+// (Y8+c). The column's activation dword c is broadcast from memory and
+// VPMADDUBSW(chunk, broadcast) summed over the chunks gives, per lane,
+// two int16 word sums of q*a; o*sum(a) (o = 8 or 16, the quant offset,
+// the same for every row) is formed from VPMADDUBSW(o, a) with the same
+// word pairing and subtracted in int16. Each word then holds sum (q-o)*a
+// over at most 16 (Q4_0) or 8 (Q5_0, two halves) values, at most
+// 16*8*128 = 8*16*128 = 16384 in magnitude, so the int16 arithmetic
+// (exact modulo 2^16) gives the right values, and VPMADDWD with ones
+// widens to int32. No per-column horizontal reduction.
 //
-// Registers: DI out, SI row 0's block, AX row 4's block (unpack) or column
-// counter, R10 wStride, R11 3*wStride, DX column 0's activation block, R8
-// aStride, CX ldo*4, BX n, R12 blocks left, R9 current column's block,
-// R14 current column's outputs, R13 scratch (Q8_0).
+// Registers: DI out, SI row 0's block, AX row 4's block (unpack) or the
+// columns left, R10 wStride, R11 3*wStride, DX column 0's block, R8
+// aStride, CX ldo*4, BX n, R12 blocks left, R9 the column's block, R14 the
+// column's outputs, R13 scratch (Q8_0).
 
 DATA rnib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA rnib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -55,39 +59,6 @@ DATA rones16<>+16(SB)/8, $0x0001000100010001
 DATA rones16<>+24(SB)/8, $0x0001000100010001
 GLOBL rones16<>(SB), RODATA|NOPTR, $32
 
-DATA rones8<>+0(SB)/8, $0x0101010101010101
-DATA rones8<>+8(SB)/8, $0x0101010101010101
-DATA rones8<>+16(SB)/8, $0x0101010101010101
-DATA rones8<>+24(SB)/8, $0x0101010101010101
-GLOBL rones8<>(SB), RODATA|NOPTR, $32
-
-DATA rx80<>+0(SB)/8, $0x8080808080808080
-DATA rx80<>+8(SB)/8, $0x8080808080808080
-DATA rx80<>+16(SB)/8, $0x8080808080808080
-DATA rx80<>+24(SB)/8, $0x8080808080808080
-GLOBL rx80<>(SB), RODATA|NOPTR, $32
-
-// rshr4hi: dword shift counts 0 in the low 128-bit lane, 4 in the high one.
-DATA rshr4hi<>+0(SB)/8, $0
-DATA rshr4hi<>+8(SB)/8, $0
-DATA rshr4hi<>+16(SB)/8, $0x0000000400000004
-DATA rshr4hi<>+24(SB)/8, $0x0000000400000004
-GLOBL rshr4hi<>(SB), RODATA|NOPTR, $32
-
-// rbitShuf spreads a broadcast 32-bit word so that byte i holds byte i/8.
-DATA rbitShuf<>+0(SB)/8, $0x0000000000000000
-DATA rbitShuf<>+8(SB)/8, $0x0101010101010101
-DATA rbitShuf<>+16(SB)/8, $0x0202020202020202
-DATA rbitShuf<>+24(SB)/8, $0x0303030303030303
-GLOBL rbitShuf<>(SB), RODATA|NOPTR, $32
-
-// rbitMask has every bit but bit i%8 set in byte i.
-DATA rbitMask<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA rbitMask<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA rbitMask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA rbitMask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
-GLOBL rbitMask<>(SB), RODATA|NOPTR, $32
-
 #define RARGS \
 	MOVQ out+0(FP), DI;       \
 	MOVQ ldo+8(FP), CX;       \
@@ -100,12 +71,16 @@ GLOBL rbitMask<>(SB), RODATA|NOPTR, $32
 	MOVQ nb+48(FP), R12;      \
 	MOVQ n+56(FP), BX
 
-// RZERO zeroes the n columns' 8 outputs (from the caller's loop label on:
-// VMOVUPS Y0, (R14); ADDQ CX, R14; DECQ AX; JNZ loop).
-#define RZERO \
-	VXORPS Y0, Y0, Y0; \
-	MOVQ   DI, R14;    \
-	MOVQ   BX, AX
+// RZERO zeroes the n columns' 8 outputs.
+#define RZERO(loop) \
+	VXORPS  Y0, Y0, Y0; \
+	MOVQ    DI, R14;    \
+	MOVQ    BX, AX;     \
+loop:                   \
+	VMOVUPS Y0, (R14);  \
+	ADDQ    CX, R14;    \
+	DECQ    AX;         \
+	JNZ     loop
 
 // RDW gathers the F16 scales of the 8 rows' blocks into Y6 as float32
 // (AX = row 4's block; uses R9).
@@ -121,250 +96,8 @@ GLOBL rbitMask<>(SB), RODATA|NOPTR, $32
 	VPINSRW $7, (AX)(R11*1), X6, X6;   \
 	VCVTPH2PS X6, Y6
 
-// EACHROW applies U(qs, qh, Y) to the 8 rows' blocks: qs and qh are the
-// memory operands of the row's quants at offset qs and high bits at qh.
-#define EACHROW(U, qs, qh) \
-	U(qs(SI), qh(SI), Y8);                 \
-	U(qs(SI)(R10*1), qh(SI)(R10*1), Y9);   \
-	U(qs(SI)(R10*2), qh(SI)(R10*2), Y10);  \
-	U(qs(SI)(R11*1), qh(SI)(R11*1), Y11);  \
-	U(qs(AX), qh(AX), Y12);                \
-	U(qs(AX)(R10*1), qh(AX)(R10*1), Y13);  \
-	U(qs(AX)(R10*2), qh(AX)(R10*2), Y14);  \
-	U(qs(AX)(R11*1), qh(AX)(R11*1), Y15)
-
-// UQ4 leaves in Y the 32 unsigned quants of a Q4_0 block (Y4 rshr4hi, Y5
-// rnib).
-#define UQ4(qs, qh, Y) \
-	VBROADCASTI128 qs, Y;  \
-	VPSRLVD        Y4, Y, Y; \
-	VPAND          Y5, Y, Y
-
-// UQ5 leaves in Y the 32 unsigned 5-bit quants of a Q5_0 block (Y1
-// rbitShuf, Y2 rbitMask, Y3 all ones, Y4 rshr4hi, Y5 rnib, Y7 rsixteens).
-#define UQ5(qs, qh, Y) \
-	VBROADCASTI128 qs, Y;     \
-	VPSRLVD        Y4, Y, Y;  \
-	VPAND          Y5, Y, Y;  \
-	VPBROADCASTD   qh, Y0;    \
-	VPSHUFB        Y1, Y0, Y0; \
-	VPOR           Y2, Y0, Y0; \
-	VPCMPEQB       Y3, Y0, Y0; \
-	VPAND          Y7, Y0, Y0; \
-	VPOR           Y0, Y, Y
-
-// RSUMS leaves in Y1 the 8 rows' int32 sums sum (q-o)*a of the column
-// block at R9 (unsigned quants in Y8..Y15, o bytes in Y7, ones16 in Y5).
-#define RSUMS \
-	VMOVDQU    2(R9), Y0;       \
-	VPMADDUBSW Y0, Y8, Y1;      \
-	VPMADDUBSW Y0, Y9, Y2;      \
-	VPHADDW    Y2, Y1, Y1;      \
-	VPMADDUBSW Y0, Y10, Y2;     \
-	VPMADDUBSW Y0, Y11, Y3;     \
-	VPHADDW    Y3, Y2, Y2;      \
-	VPHADDW    Y2, Y1, Y1;      \
-	VPMADDUBSW Y0, Y12, Y2;     \
-	VPMADDUBSW Y0, Y13, Y3;     \
-	VPHADDW    Y3, Y2, Y2;      \
-	VPMADDUBSW Y0, Y14, Y3;     \
-	VPMADDUBSW Y0, Y15, Y4;     \
-	VPHADDW    Y4, Y3, Y3;      \
-	VPHADDW    Y3, Y2, Y2;      \
-	VPMADDUBSW Y0, Y7, Y3;      \
-	VPHADDW    Y3, Y3, Y3;      \
-	VPHADDW    Y3, Y3, Y3;      \
-	VPSUBW     Y3, Y1, Y1;      \
-	VPSUBW     Y3, Y2, Y2;      \
-	VPMADDWD   Y5, Y1, Y1;      \
-	VPMADDWD   Y5, Y2, Y2;      \
-	VPERM2I128 $0x21, Y2, Y1, Y3; \
-	VPBLENDD   $0xf0, Y2, Y1, Y1; \
-	VPADDD     Y3, Y1, Y1
-
-// The float factors of the column (int sums in Y1, dw in Y6).
-#define FAC_Q4 \
-	VCVTDQ2PS    Y1, Y1;  \
-	VPBROADCASTW (R9), X3; \
-	VCVTPH2PS    X3, Y3;  \
-	VMULPS       Y6, Y1, Y1; \
-	VMULPS       Y3, Y1, Y1
-
-#define FAC_DD \
-	VCVTDQ2PS    Y1, Y1;  \
-	VPBROADCASTW (R9), X3; \
-	VCVTPH2PS    X3, Y3;  \
-	VMULPS       Y6, Y3, Y3; \
-	VMULPS       Y3, Y1, Y1
-
-// RACC adds Y1 to the column's outputs and steps to the next column.
-#define RACC \
-	VADDPS  (R14), Y1, Y1; \
-	VMOVUPS Y1, (R14);     \
-	ADDQ    R8, R9;        \
-	ADDQ    CX, R14;       \
-	DECQ    AX
-
-// func rowsQ4_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $0-64
-	RARGS
-	RZERO
-
-r4zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     r4zero
-	VMOVDQU reights<>(SB), Y7
-
-	PCALIGN $16
-r4block:
-	LEAQ    (SI)(R10*4), AX
-	VMOVDQU rshr4hi<>(SB), Y4
-	VMOVDQU rnib<>(SB), Y5
-	EACHROW(UQ4, 2, 0)
-	RDW
-	VMOVDQU rones16<>(SB), Y5
-	MOVQ    DX, R9
-	MOVQ    DI, R14
-	MOVQ    BX, AX
-
-	PCALIGN $16
-r4col:
-	RSUMS
-	FAC_Q4
-	RACC
-	JNZ r4col
-
-	ADDQ $18, SI
-	ADDQ $34, DX
-	DECQ R12
-	JNZ  r4block
-	VZEROUPPER
-	RET
-
-// func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $0-64
-	RARGS
-	RZERO
-
-r5zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     r5zero
-	VMOVDQU rsixteens<>(SB), Y7
-
-	PCALIGN $16
-r5block:
-	LEAQ     (SI)(R10*4), AX
-	VMOVDQU  rbitShuf<>(SB), Y1
-	VMOVDQU  rbitMask<>(SB), Y2
-	VPCMPEQB Y3, Y3, Y3
-	VMOVDQU  rshr4hi<>(SB), Y4
-	VMOVDQU  rnib<>(SB), Y5
-	EACHROW(UQ5, 6, 2)
-	RDW
-	VMOVDQU rones16<>(SB), Y5
-	MOVQ    DX, R9
-	MOVQ    DI, R14
-	MOVQ    BX, AX
-
-	PCALIGN $16
-r5col:
-	RSUMS
-	FAC_DD
-	RACC
-	JNZ r5col
-
-	ADDQ $22, SI
-	ADDQ $34, DX
-	DECQ R12
-	JNZ  r5block
-	VZEROUPPER
-	RET
-
-// Q8_0: both sides signed and any byte allowed (-128 included), so the
-// quants are sign-extended to int16 and multiplied with VPMADDWD (exact):
-// the 8 rows' weights go to the scratch area (row r at 64r(R13)), the
-// column's activations to Y0:Y1.
-
-// UQ8 sign-extends a Q8_0 row block to the scratch (off = 64*row).
-#define UQ8(m1, m2, off) \
-	VPMOVSXBW m1, Y0;           \
-	VMOVDQU   Y0, (off)(R13);   \
-	VPMOVSXBW m2, Y1;           \
-	VMOVDQU   Y1, (off+32)(R13)
-
-// Q8ROW leaves in Y the int32 lanes of row r's sum with the column.
-#define Q8ROW(r, Y, T) \
-	VPMADDWD (64*(r))(R13), Y0, Y;    \
-	VPMADDWD (64*(r)+32)(R13), Y1, T; \
-	VPADDD   T, Y, Y
-
-// func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $544-64
-	RARGS
-	RZERO
-
-r8zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     r8zero
-	LEAQ 31(SP), R13
-	ANDQ $-32, R13
-
-	PCALIGN $16
-r8block:
-	LEAQ (SI)(R10*4), AX
-	UQ8(2(SI), 18(SI), 0)
-	UQ8(2(SI)(R10*1), 18(SI)(R10*1), 64)
-	UQ8(2(SI)(R10*2), 18(SI)(R10*2), 128)
-	UQ8(2(SI)(R11*1), 18(SI)(R11*1), 192)
-	UQ8(2(AX), 18(AX), 256)
-	UQ8(2(AX)(R10*1), 18(AX)(R10*1), 320)
-	UQ8(2(AX)(R10*2), 18(AX)(R10*2), 384)
-	UQ8(2(AX)(R11*1), 18(AX)(R11*1), 448)
-	RDW
-	MOVQ DX, R9
-	MOVQ DI, R14
-	MOVQ BX, AX
-
-	PCALIGN $16
-r8col:
-	VPMOVSXBW  2(R9), Y0
-	VPMOVSXBW  18(R9), Y1
-	Q8ROW(0, Y2, Y7)
-	Q8ROW(1, Y3, Y8)
-	VPHADDD    Y3, Y2, Y2
-	Q8ROW(2, Y3, Y9)
-	Q8ROW(3, Y4, Y10)
-	VPHADDD    Y4, Y3, Y3
-	VPHADDD    Y3, Y2, Y2
-	Q8ROW(4, Y3, Y11)
-	Q8ROW(5, Y4, Y12)
-	VPHADDD    Y4, Y3, Y3
-	Q8ROW(6, Y4, Y13)
-	Q8ROW(7, Y5, Y14)
-	VPHADDD    Y5, Y4, Y4
-	VPHADDD    Y4, Y3, Y3
-	VPERM2I128 $0x21, Y3, Y2, Y4
-	VPBLENDD   $0xf0, Y3, Y2, Y1
-	VPADDD     Y4, Y1, Y1
-	FAC_DD
-	RACC
-	JNZ r8col
-
-	ADDQ $34, SI
-	ADDQ $34, DX
-	DECQ R12
-	JNZ  r8block
-	VZEROUPPER
-	RET
-
-// Transposed layout (v2). TRANS4 loads the 16 bytes at off of the 8 rows'
-// blocks and transposes them into Y2..Y5: Yk+2 lane r = row r's dword k.
+// TRANS4 loads the 16 bytes at off of the 8 rows' blocks and transposes
+// them into Y2..Y5: lane r of Yk+2 = row r's dword k (uses Y0..Y5).
 #define TRANS4(off) \
 	VMOVDQU      off(SI), X0;                       \
 	VINSERTI128  $1, off(AX), Y0, Y0;               \
@@ -390,194 +123,30 @@ r8col:
 	VPSRLW $4, D, D;   \
 	VPAND  Y6, D, hi
 
-// func rowsQ4_0Q8_0AVX2v2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ4_0Q8_0AVX2v2(SB), NOSPLIT, $64-64
-	RARGS
-	RZERO
+// The float factors of the column (int sums in Y1, dw in Y6).
+#define FAC_Q4 \
+	VCVTDQ2PS    Y1, Y1;  \
+	VPBROADCASTW (R9), X3; \
+	VCVTPH2PS    X3, Y3;  \
+	VMULPS       Y6, Y1, Y1; \
+	VMULPS       Y3, Y1, Y1
 
-t4zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
+#define FAC_DD \
+	VCVTDQ2PS    Y1, Y1;  \
+	VPBROADCASTW (R9), X3; \
+	VCVTPH2PS    X3, Y3;  \
+	VMULPS       Y6, Y3, Y3; \
+	VMULPS       Y3, Y1, Y1
+
+// RACC adds Y1 to the column's outputs and steps to the next column.
+#define RACC \
+	VADDPS  (R14), Y1, Y1; \
+	VMOVUPS Y1, (R14);     \
+	ADDQ    R8, R9;        \
+	ADDQ    CX, R14;       \
 	DECQ    AX
-	JNZ     t4zero
-	LEAQ 31(SP), R13
-	ANDQ $-32, R13
 
-	PCALIGN $16
-t4block:
-	LEAQ    (SI)(R10*4), AX
-	TRANS4(2)
-	VMOVDQU rnib<>(SB), Y6
-	VMOVDQU reights<>(SB), Y7
-	NIBS(Y2, Y8, Y12)
-	NIBS(Y3, Y9, Y13)
-	NIBS(Y4, Y10, Y14)
-	NIBS(Y5, Y11, Y15)
-	VPSUBB  Y7, Y8, Y8
-	VPSUBB  Y7, Y9, Y9
-	VPSUBB  Y7, Y10, Y10
-	VPSUBB  Y7, Y11, Y11
-	VPSUBB  Y7, Y12, Y12
-	VPSUBB  Y7, Y13, Y13
-	VPSUBB  Y7, Y14, Y14
-	VPSUBB  Y7, Y15, Y15
-	VPADDB  Y9, Y8, Y0
-	VPADDB  Y11, Y10, Y1
-	VPADDB  Y13, Y12, Y2
-	VPADDB  Y15, Y14, Y3
-	VPADDB  Y1, Y0, Y0
-	VPADDB  Y3, Y2, Y2
-	VPADDB  Y2, Y0, Y0
-	VMOVDQU rones8<>(SB), Y1
-	VPMADDUBSW Y0, Y1, Y0
-	VMOVDQU rones16<>(SB), Y5
-	VPMADDWD Y5, Y0, Y0
-	VPSLLD  $7, Y0, Y7
-	RDW
-	VMOVDQU rx80<>(SB), Y4
-	MOVQ    DX, R9
-	MOVQ    DI, R14
-	MOVQ    BX, AX
-
-	PCALIGN $16
-t4col:
-	VPXOR        2(R9), Y4, Y0
-	VMOVDQU      Y0, (R13)
-	VPBROADCASTD 0(R13), Y0
-	VPMADDUBSW   Y8, Y0, Y0
-	VPBROADCASTD 4(R13), Y1
-	VPMADDUBSW   Y9, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPBROADCASTD 8(R13), Y1
-	VPMADDUBSW   Y10, Y1, Y1
-	VPBROADCASTD 12(R13), Y2
-	VPMADDUBSW   Y11, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPBROADCASTD 16(R13), Y1
-	VPMADDUBSW   Y12, Y1, Y1
-	VPBROADCASTD 20(R13), Y2
-	VPMADDUBSW   Y13, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPBROADCASTD 24(R13), Y2
-	VPMADDUBSW   Y14, Y2, Y2
-	VPBROADCASTD 28(R13), Y3
-	VPMADDUBSW   Y15, Y3, Y3
-	VPADDW       Y3, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPMADDWD     Y5, Y0, Y0
-	VPSUBD       Y7, Y0, Y1
-	FAC_Q4
-	RACC
-	JNZ t4col
-
-	ADDQ $18, SI
-	ADDQ $34, DX
-	DECQ R12
-	JNZ  t4block
-	VZEROUPPER
-	RET
-
-// func rowsQ4_0Q8_0AVX2v3(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ4_0Q8_0AVX2v3(SB), NOSPLIT, $64-64
-	RARGS
-	RZERO
-
-u4zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     u4zero
-	LEAQ 31(SP), R13
-	ANDQ $-32, R13
-
-	PCALIGN $16
-u4block:
-	LEAQ    (SI)(R10*4), AX
-	TRANS4(2)
-	VMOVDQU rnib<>(SB), Y6
-	VMOVDQU reights<>(SB), Y7
-	NIBS(Y2, Y8, Y12)
-	NIBS(Y3, Y9, Y13)
-	NIBS(Y4, Y10, Y14)
-	NIBS(Y5, Y11, Y15)
-	VPSUBB  Y7, Y8, Y8
-	VPSUBB  Y7, Y9, Y9
-	VPSUBB  Y7, Y10, Y10
-	VPSUBB  Y7, Y11, Y11
-	VPSUBB  Y7, Y12, Y12
-	VPSUBB  Y7, Y13, Y13
-	VPSUBB  Y7, Y14, Y14
-	VPSUBB  Y7, Y15, Y15
-	VPADDB  Y9, Y8, Y0
-	VPADDB  Y11, Y10, Y1
-	VPADDB  Y13, Y12, Y2
-	VPADDB  Y15, Y14, Y3
-	VPADDB  Y1, Y0, Y0
-	VPADDB  Y3, Y2, Y2
-	VPADDB  Y2, Y0, Y0
-	VMOVDQU rones8<>(SB), Y1
-	VPMADDUBSW Y0, Y1, Y0
-	VMOVDQU rones16<>(SB), Y5
-	VPMADDWD Y5, Y0, Y0
-	VPSLLD  $7, Y0, Y7
-	RDW
-	VMOVDQU rx80<>(SB), Y4
-	MOVQ    DX, R9
-	MOVQ    DI, R14
-	MOVQ    BX, AX
-
-	PCALIGN $16
-u4col:
-	VPBROADCASTD 2(R9), Y0
-	VPXOR        Y4, Y0, Y0
-	VPMADDUBSW   Y8, Y0, Y0
-	VPBROADCASTD 6(R9), Y1
-	VPXOR        Y4, Y1, Y1
-	VPMADDUBSW   Y9, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPBROADCASTD 10(R9), Y1
-	VPXOR        Y4, Y1, Y1
-	VPMADDUBSW   Y10, Y1, Y1
-	VPBROADCASTD 14(R9), Y2
-	VPXOR        Y4, Y2, Y2
-	VPMADDUBSW   Y11, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPBROADCASTD 18(R9), Y1
-	VPXOR        Y4, Y1, Y1
-	VPMADDUBSW   Y12, Y1, Y1
-	VPBROADCASTD 22(R9), Y2
-	VPXOR        Y4, Y2, Y2
-	VPMADDUBSW   Y13, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPBROADCASTD 26(R9), Y2
-	VPXOR        Y4, Y2, Y2
-	VPMADDUBSW   Y14, Y2, Y2
-	VPBROADCASTD 30(R9), Y3
-	VPXOR        Y4, Y3, Y3
-	VPMADDUBSW   Y15, Y3, Y3
-	VPADDW       Y3, Y2, Y2
-	VPADDW       Y2, Y1, Y1
-	VPADDW       Y1, Y0, Y0
-	VPMADDWD     Y5, Y0, Y0
-	VPSUBD       Y7, Y0, Y1
-	FAC_Q4
-	RACC
-	JNZ u4col
-
-	ADDQ $18, SI
-	ADDQ $34, DX
-	DECQ R12
-	JNZ  u4block
-	VZEROUPPER
-	RET
-
-// v4: unsigned quants, signed activations broadcast from memory, o*sum(a)
-// subtracted as int16 word pairs.
-
-// CORR leaves in Y3 (every dword) the word pair sums of maddubs(o, a) of
+// CORR8 leaves in Y3 (every dword) the word pair sums of maddubs(o, a) of
 // the column block at R9 over its 8 dwords (o bytes in Y7).
 #define CORR8 \
 	VPMADDUBSW 2(R9), Y7, Y3;        \
@@ -588,20 +157,14 @@ u4col:
 	VPERM2I128 $0x01, Y3, Y3, Y2;    \
 	VPADDW     Y2, Y3, Y3
 
-// func rowsQ4_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ4_0Q8_0AVX2v4(SB), NOSPLIT, $0-64
+// func rowsQ4_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $0-64
 	RARGS
-	RZERO
-
-v4zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     v4zero
+	RZERO(q4zero)
 	VMOVDQU reights<>(SB), Y7
 
 	PCALIGN $16
-v4block:
+q4block:
 	LEAQ    (SI)(R10*4), AX
 	TRANS4(2)
 	VMOVDQU rnib<>(SB), Y6
@@ -616,7 +179,7 @@ v4block:
 	MOVQ    BX, AX
 
 	PCALIGN $16
-v4col:
+q4col:
 	VPBROADCASTD 2(R9), Y0
 	VPMADDUBSW   Y0, Y8, Y0
 	VPBROADCASTD 6(R9), Y1
@@ -645,12 +208,12 @@ v4col:
 	VPMADDWD     Y5, Y0, Y1
 	FAC_Q4
 	RACC
-	JNZ v4col
+	JNZ q4col
 
 	ADDQ $18, SI
 	ADDQ $34, DX
 	DECQ R12
-	JNZ  v4block
+	JNZ  q4block
 	VZEROUPPER
 	RET
 
@@ -692,20 +255,14 @@ GLOBL rbits<>(SB), RODATA|NOPTR, $64
 	VPAND    Y7, Y2, Y2;              \
 	VPOR     Y2, Y, Y
 
-// func rowsQ5_0Q8_0AVX2v4(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ5_0Q8_0AVX2v4(SB), NOSPLIT, $0-64
+// func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $0-64
 	RARGS
-	RZERO
-
-w5zero:
-	VMOVUPS Y0, (R14)
-	ADDQ    CX, R14
-	DECQ    AX
-	JNZ     w5zero
+	RZERO(q5zero)
 	VMOVDQU rsixteens<>(SB), Y7
 
 	PCALIGN $16
-w5block:
+q5block:
 	LEAQ    (SI)(R10*4), AX
 	TRANS4(6)
 	VMOVDQU rnib<>(SB), Y6
@@ -741,7 +298,7 @@ w5block:
 	MOVQ    BX, AX
 
 	PCALIGN $16
-w5col:
+q5col:
 	VPBROADCASTD 2(R9), Y0
 	VPMADDUBSW   Y0, Y8, Y0
 	VPBROADCASTD 6(R9), Y2
@@ -778,11 +335,90 @@ w5col:
 	VPADDD       Y0, Y1, Y1
 	FAC_DD
 	RACC
-	JNZ w5col
+	JNZ q5col
 
 	ADDQ $22, SI
 	ADDQ $34, DX
 	DECQ R12
-	JNZ  w5block
+	JNZ  q5block
 	VZEROUPPER
 	RET
+
+// Q8_0: both sides signed and any byte allowed (-128 included, where the
+// VPSIGNB trick for VPMADDUBSW fails), so the quants are sign-extended to
+// int16 and multiplied with VPMADDWD (exact): the 8 rows' weights go to
+// the scratch area once per block (row r at 64r(R13)), the column's
+// activations to Y0:Y1, and the rows' int32 lanes are reduced with a
+// VPHADDD tree (lane r = row r). (Transposing the rows as for Q4_0 needs
+// the activations as int16 dwords broadcast: from a stored copy that
+// measured slower, store forwarding; from registers it takes more
+// shuffles than the tree.)
+
+// UQ8 sign-extends a Q8_0 row block to the scratch (off = 64*row).
+#define UQ8(m1, m2, off) \
+	VPMOVSXBW m1, Y0;           \
+	VMOVDQU   Y0, (off)(R13);   \
+	VPMOVSXBW m2, Y1;           \
+	VMOVDQU   Y1, (off+32)(R13)
+
+// Q8ROW leaves in Y the int32 lanes of row r's sum with the column.
+#define Q8ROW(r, Y, T) \
+	VPMADDWD (64*(r))(R13), Y0, Y;    \
+	VPMADDWD (64*(r)+32)(R13), Y1, T; \
+	VPADDD   T, Y, Y
+
+// func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $544-64
+	RARGS
+	RZERO(q8zero)
+	LEAQ 31(SP), R13
+	ANDQ $-32, R13
+
+	PCALIGN $16
+q8block:
+	LEAQ (SI)(R10*4), AX
+	UQ8(2(SI), 18(SI), 0)
+	UQ8(2(SI)(R10*1), 18(SI)(R10*1), 64)
+	UQ8(2(SI)(R10*2), 18(SI)(R10*2), 128)
+	UQ8(2(SI)(R11*1), 18(SI)(R11*1), 192)
+	UQ8(2(AX), 18(AX), 256)
+	UQ8(2(AX)(R10*1), 18(AX)(R10*1), 320)
+	UQ8(2(AX)(R10*2), 18(AX)(R10*2), 384)
+	UQ8(2(AX)(R11*1), 18(AX)(R11*1), 448)
+	RDW
+	MOVQ DX, R9
+	MOVQ DI, R14
+	MOVQ BX, AX
+
+	PCALIGN $16
+q8col:
+	VPMOVSXBW  2(R9), Y0
+	VPMOVSXBW  18(R9), Y1
+	Q8ROW(0, Y2, Y7)
+	Q8ROW(1, Y3, Y8)
+	VPHADDD    Y3, Y2, Y2
+	Q8ROW(2, Y3, Y9)
+	Q8ROW(3, Y4, Y10)
+	VPHADDD    Y4, Y3, Y3
+	VPHADDD    Y3, Y2, Y2
+	Q8ROW(4, Y3, Y11)
+	Q8ROW(5, Y4, Y12)
+	VPHADDD    Y4, Y3, Y3
+	Q8ROW(6, Y4, Y13)
+	Q8ROW(7, Y5, Y14)
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y4, Y3, Y3
+	VPERM2I128 $0x21, Y3, Y2, Y4
+	VPBLENDD   $0xf0, Y3, Y2, Y1
+	VPADDD     Y4, Y1, Y1
+	FAC_DD
+	RACC
+	JNZ q8col
+
+	ADDQ $34, SI
+	ADDQ $34, DX
+	DECQ R12
+	JNZ  q8block
+	VZEROUPPER
+	RET
+
