@@ -18,6 +18,9 @@ func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStr
 //go:noescape
 func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
 
+//go:noescape
+func rowsQ8_0Q8_0x1AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+
 type asmRows func(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
 
 // spans reports whether buf holds cnt items of size bytes, stride bytes
@@ -55,5 +58,9 @@ func rowsQ5_0Q8_0avx2(out []float32, ldo int, w []byte, wStride int, a []byte, a
 }
 
 func rowsQ8_0Q8_0avx2(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
-	rowsDot(rowsQ8_0Q8_0AVX2, out, ldo, w, wStride, a, aStride, nb, n, sizeQ8_0)
+	k := rowsQ8_0Q8_0AVX2
+	if n == 1 {
+		k = rowsQ8_0Q8_0x1AVX2
+	}
+	rowsDot(k, out, ldo, w, wStride, a, aStride, nb, n, sizeQ8_0)
 }

@@ -422,3 +422,54 @@ q8col:
 	VZEROUPPER
 	RET
 
+
+// Q8R1 leaves in Y the int32 lanes of one row's sum with the column
+// (activations as int16 in Y0:Y1), the weights sign-extended on the fly.
+#define Q8R1(m1, m2, Y, T) \
+	VPMOVSXBW m1, Y;        \
+	VPMADDWD  Y0, Y, Y;     \
+	VPMOVSXBW m2, T;        \
+	VPMADDWD  Y1, T, T;     \
+	VPADDD    T, Y, Y
+
+// func rowsQ8_0Q8_0x1AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
+//
+// The one-column case (n == 1) of rowsQ8_0Q8_0AVX2 without the scratch
+// and with the sum in Y15: the same operations on the same values.
+TEXT ·rowsQ8_0Q8_0x1AVX2(SB), NOSPLIT, $0-64
+	RARGS
+	VXORPS Y15, Y15, Y15
+
+	PCALIGN $16
+q81block:
+	LEAQ       (SI)(R10*4), AX
+	VPMOVSXBW  2(DX), Y0
+	VPMOVSXBW  18(DX), Y1
+	Q8R1(2(SI), 18(SI), Y2, Y7)
+	Q8R1(2(SI)(R10*1), 18(SI)(R10*1), Y3, Y8)
+	VPHADDD    Y3, Y2, Y2
+	Q8R1(2(SI)(R10*2), 18(SI)(R10*2), Y3, Y9)
+	Q8R1(2(SI)(R11*1), 18(SI)(R11*1), Y4, Y10)
+	VPHADDD    Y4, Y3, Y3
+	VPHADDD    Y3, Y2, Y2
+	Q8R1(2(AX), 18(AX), Y3, Y11)
+	Q8R1(2(AX)(R10*1), 18(AX)(R10*1), Y4, Y12)
+	VPHADDD    Y4, Y3, Y3
+	Q8R1(2(AX)(R10*2), 18(AX)(R10*2), Y4, Y13)
+	Q8R1(2(AX)(R11*1), 18(AX)(R11*1), Y5, Y14)
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y4, Y3, Y3
+	VPERM2I128 $0x21, Y3, Y2, Y4
+	VPBLENDD   $0xf0, Y3, Y2, Y1
+	VPADDD     Y4, Y1, Y1
+	RDW
+	MOVQ       DX, R9
+	FAC_DD
+	VADDPS     Y1, Y15, Y15
+	ADDQ       $34, SI
+	ADDQ       $34, DX
+	DECQ       R12
+	JNZ        q81block
+	VMOVUPS    Y15, (DI)
+	VZEROUPPER
+	RET
