@@ -344,31 +344,89 @@ q5col:
 	VZEROUPPER
 	RET
 
-// Q8_0: both sides signed and any byte allowed (-128 included, where the
-// VPSIGNB trick for VPMADDUBSW fails), so the quants are sign-extended to
-// int16 and multiplied with VPMADDWD (exact): the 8 rows' weights go to
-// the scratch area once per block (row r at 64r(R13)), the column's
-// activations to Y0:Y1, and the rows' int32 lanes are reduced with a
-// VPHADDD tree (lane r = row r). (Transposing the rows as for Q4_0 needs
-// the activations as int16 dwords broadcast: from a stored copy that
-// measured slower, store forwarding; from registers it takes more
-// shuffles than the tree.)
+DATA rx80<>+0(SB)/8, $0x8080808080808080
+DATA rx80<>+8(SB)/8, $0x8080808080808080
+DATA rx80<>+16(SB)/8, $0x8080808080808080
+DATA rx80<>+24(SB)/8, $0x8080808080808080
+GLOBL rx80<>(SB), RODATA|NOPTR, $32
 
-// UQ8 sign-extends a Q8_0 row block to the scratch (off = 64*row).
-#define UQ8(m1, m2, off) \
-	VPMOVSXBW m1, Y0;           \
-	VMOVDQU   Y0, (off)(R13);   \
-	VPMOVSXBW m2, Y1;           \
-	VMOVDQU   Y1, (off+32)(R13)
+DATA rx81<>+0(SB)/8, $0x8181818181818181
+DATA rx81<>+8(SB)/8, $0x8181818181818181
+DATA rx81<>+16(SB)/8, $0x8181818181818181
+DATA rx81<>+24(SB)/8, $0x8181818181818181
+GLOBL rx81<>(SB), RODATA|NOPTR, $32
 
-// Q8ROW leaves in Y the int32 lanes of row r's sum with the column.
-#define Q8ROW(r, Y, T) \
-	VPMADDWD (64*(r))(R13), Y0, Y;    \
-	VPMADDWD (64*(r)+32)(R13), Y1, T; \
-	VPADDD   T, Y, Y
+DATA rones8<>+0(SB)/8, $0x0101010101010101
+DATA rones8<>+8(SB)/8, $0x0101010101010101
+DATA rones8<>+16(SB)/8, $0x0101010101010101
+DATA rones8<>+24(SB)/8, $0x0101010101010101
+GLOBL rones8<>(SB), RODATA|NOPTR, $32
+
+// Q8_0: both sides signed. The rows are transposed like Q4_0 (chunk c,
+// lane r = row r's int8 quants 4c..4c+3): |w| in Y8..Y15, w itself in the
+// scratch at 32c(R13). Per column and chunk: VPSIGNB gives a*sign(w),
+// VPMADDUBSW(|w|, a*sign(w)) the pair sums w*a (at most 2*128*127, no
+// saturation) and VPMADDWD with ones the int32 lanes. This is exact unless
+// an activation is -128 (VPSIGNB cannot negate it), so a column block
+// holding one takes a slower exact path: a' = max(a, -127), the same sums,
+// and sum w over the values where a = -128 (VPMADDUBSW of their 0/1 mask
+// with w, at most 2048 per word) subtracted: a*w = a'*w - w there.
+// Quantized activations (QuantizeQ8_0) never hold -128.
+
+// SCHUNK leaves in Y the int32 lanes of chunk c's sums with the column
+// (|w| chunk W, ones16 in Y5); M is a hook applied to the broadcast
+// activations.
+#define SCHUNK(c, W, Y, M) \
+	VPBROADCASTD (2+4*(c))(R9), Y;     \
+	M(Y);                              \
+	VPSIGNB      (32*(c))(R13), Y, Y;  \
+	VPMADDUBSW   Y, W, Y;              \
+	VPMADDWD     Y5, Y, Y
+
+#define NOCLAMP(Y)
+#define CLAMP(Y) VPMAXSB rx81<>(SB), Y, Y
+
+// SSUM leaves in Y1 the 8 rows' int32 sums (temporaries Y0, Y2, Y3).
+#define SSUM(M) \
+	SCHUNK(0, Y8, Y0, M);  \
+	SCHUNK(1, Y9, Y1, M);  \
+	VPADDD Y1, Y0, Y0;     \
+	SCHUNK(2, Y10, Y1, M); \
+	SCHUNK(3, Y11, Y2, M); \
+	VPADDD Y2, Y1, Y1;     \
+	VPADDD Y1, Y0, Y0;     \
+	SCHUNK(4, Y12, Y1, M); \
+	SCHUNK(5, Y13, Y2, M); \
+	VPADDD Y2, Y1, Y1;     \
+	SCHUNK(6, Y14, Y2, M); \
+	SCHUNK(7, Y15, Y3, M); \
+	VPADDD Y3, Y2, Y2;     \
+	VPADDD Y2, Y1, Y1;     \
+	VPADDD Y0, Y1, Y1
+
+// ECHUNK leaves in Y the int16 pair sums of w over chunk c's values where
+// a = -128 (rx80 in Y4).
+#define ECHUNK(c, Y) \
+	VPBROADCASTD (2+4*(c))(R9), Y;    \
+	VPCMPEQB     Y4, Y, Y;            \
+	VPAND        rones8<>(SB), Y, Y;  \
+	VPMADDUBSW   (32*(c))(R13), Y, Y
+
+// SCHUNKS transposes the 16 bytes at off of the 8 rows (chunks c..c+3)
+// to the scratch at 32c(R13) and their absolute values to W0..W3.
+#define SCHUNKS(off, c, W0, W1, W2, W3) \
+	TRANS4(off);                 \
+	VMOVDQU Y2, (32*(c))(R13);   \
+	VMOVDQU Y3, (32*(c)+32)(R13); \
+	VMOVDQU Y4, (32*(c)+64)(R13); \
+	VMOVDQU Y5, (32*(c)+96)(R13); \
+	VPABSB  Y2, W0;              \
+	VPABSB  Y3, W1;              \
+	VPABSB  Y4, W2;              \
+	VPABSB  Y5, W3
 
 // func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $544-64
+TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $288-64
 	RARGS
 	RZERO(q8zero)
 	LEAQ 31(SP), R13
@@ -376,41 +434,24 @@ TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $544-64
 
 	PCALIGN $16
 q8block:
-	LEAQ (SI)(R10*4), AX
-	UQ8(2(SI), 18(SI), 0)
-	UQ8(2(SI)(R10*1), 18(SI)(R10*1), 64)
-	UQ8(2(SI)(R10*2), 18(SI)(R10*2), 128)
-	UQ8(2(SI)(R11*1), 18(SI)(R11*1), 192)
-	UQ8(2(AX), 18(AX), 256)
-	UQ8(2(AX)(R10*1), 18(AX)(R10*1), 320)
-	UQ8(2(AX)(R10*2), 18(AX)(R10*2), 384)
-	UQ8(2(AX)(R11*1), 18(AX)(R11*1), 448)
+	LEAQ    (SI)(R10*4), AX
+	SCHUNKS(2, 0, Y8, Y9, Y10, Y11)
+	SCHUNKS(18, 4, Y12, Y13, Y14, Y15)
 	RDW
-	MOVQ DX, R9
-	MOVQ DI, R14
-	MOVQ BX, AX
+	VMOVDQU rones16<>(SB), Y5
+	VMOVDQU rx80<>(SB), Y4
+	MOVQ    DX, R9
+	MOVQ    DI, R14
+	MOVQ    BX, AX
 
 	PCALIGN $16
 q8col:
-	VPMOVSXBW  2(R9), Y0
-	VPMOVSXBW  18(R9), Y1
-	Q8ROW(0, Y2, Y7)
-	Q8ROW(1, Y3, Y8)
-	VPHADDD    Y3, Y2, Y2
-	Q8ROW(2, Y3, Y9)
-	Q8ROW(3, Y4, Y10)
-	VPHADDD    Y4, Y3, Y3
-	VPHADDD    Y3, Y2, Y2
-	Q8ROW(4, Y3, Y11)
-	Q8ROW(5, Y4, Y12)
-	VPHADDD    Y4, Y3, Y3
-	Q8ROW(6, Y4, Y13)
-	Q8ROW(7, Y5, Y14)
-	VPHADDD    Y5, Y4, Y4
-	VPHADDD    Y4, Y3, Y3
-	VPERM2I128 $0x21, Y3, Y2, Y4
-	VPBLENDD   $0xf0, Y3, Y2, Y1
-	VPADDD     Y4, Y1, Y1
+	VPCMPEQB 2(R9), Y4, Y0
+	VPTEST   Y0, Y0
+	JNZ      q8slow
+	SSUM(NOCLAMP)
+
+q8fac:
 	FAC_DD
 	RACC
 	JNZ q8col
@@ -422,6 +463,26 @@ q8col:
 	VZEROUPPER
 	RET
 
+q8slow:
+	SSUM(CLAMP)
+	ECHUNK(0, Y0)
+	ECHUNK(1, Y2)
+	VPADDW   Y2, Y0, Y0
+	ECHUNK(2, Y2)
+	ECHUNK(3, Y3)
+	VPADDW   Y3, Y2, Y2
+	VPADDW   Y2, Y0, Y0
+	ECHUNK(4, Y2)
+	ECHUNK(5, Y3)
+	VPADDW   Y3, Y2, Y2
+	VPADDW   Y2, Y0, Y0
+	ECHUNK(6, Y2)
+	ECHUNK(7, Y3)
+	VPADDW   Y3, Y2, Y2
+	VPADDW   Y2, Y0, Y0
+	VPMADDWD Y5, Y0, Y0
+	VPSUBD   Y0, Y1, Y1
+	JMP      q8fac
 
 // Q8R1 leaves in Y the int32 lanes of one row's sum with the column
 // (activations as int16 in Y0:Y1), the weights sign-extended on the fly.
@@ -473,3 +534,4 @@ q81block:
 	VMOVUPS    Y15, (DI)
 	VZEROUPPER
 	RET
+
