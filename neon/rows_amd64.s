@@ -28,7 +28,10 @@
 // over at most 16 (Q4_0) or 8 (Q5_0, two halves) values, at most
 // 16*8*128 = 8*16*128 = 16384 in magnitude, so the int16 arithmetic
 // (exact modulo 2^16) gives the right values, and VPMADDWD with ones
-// widens to int32. No per-column horizontal reduction.
+// widens to int32. No per-column horizontal reduction. Q8_0 (below) uses
+// the same transposition with VPSIGNB; its one-column kernel
+// (rowsQ8_0Q8_0x1AVX2) sign-extends the rows to int16 instead and reduces
+// them with a VPHADDD tree (cheaper when the unpacking is not shared).
 //
 // Registers: DI out, SI row 0's block, AX row 4's block (unpack) or the
 // columns left, R10 wStride, R11 3*wStride, DX column 0's block, R8
@@ -495,8 +498,9 @@ q8slow:
 
 // func rowsQ8_0Q8_0x1AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
 //
-// The one-column case (n == 1) of rowsQ8_0Q8_0AVX2 without the scratch
-// and with the sum in Y15: the same operations on the same values.
+// The one-column case (n == 1): the integer sums of the 8 rows (int16
+// VPMADDWD, exact for any bytes) reduced with a VPHADDD tree, the same
+// float operations as rowsQ8_0Q8_0AVX2 (the sum in Y15).
 TEXT ·rowsQ8_0Q8_0x1AVX2(SB), NOSPLIT, $0-64
 	RARGS
 	VXORPS Y15, Y15, Y15
