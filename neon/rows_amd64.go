@@ -32,8 +32,13 @@ func spans(buf, cnt, stride, size int) bool {
 	return stride >= 0 && buf >= size && (buf-size)/(cnt-1) >= stride
 }
 
-// rowsDot checks the arguments of a RowsFunc and runs the kernel k; it
-// panics with errShort (a caller bug) on short buffers.
+// rowsDot checks the arguments of a RowsFunc and runs the kernel k. It
+// panics with errShort (a caller bug, like an index out of range) unless
+// out holds n groups of RowGroup floats ldo apart, w RowGroup rows of nb
+// blocks of wSize bytes wStride apart and a n columns of nb Q8_0 blocks
+// aStride apart; the last row and column need only their nb blocks. Rows
+// and columns may overlap; output groups may not (ldo >= RowGroup when
+// n > 1). nb == 0 zeroes the outputs.
 func rowsDot(k asmRows, out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n, wSize int) {
 	if n < 1 || nb < 0 || nb > math.MaxInt/sizeQ8_0 || (n > 1 && ldo < RowGroup) ||
 		!spans(len(out), n, ldo, RowGroup) || !spans(len(w), RowGroup, wStride, nb*wSize) ||
