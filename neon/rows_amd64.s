@@ -74,6 +74,35 @@ GLOBL rones16<>(SB), RODATA|NOPTR, $32
 	MOVQ nb+48(FP), R12;      \
 	MOVQ n+56(FP), BX
 
+// PFINIT and PFNEXT prefetch the next row group while this one runs: the
+// 8 rows are read block by block, 8 streams wStride apart that the
+// hardware prefetchers follow badly, so each block step fetches its share
+// (8 blocks' worth of bytes, three cache lines) of the next group's
+// 8*wStride bytes, linearly. PFINIT keeps 8*wStride - 7*w in the frame so
+// that PFNEXT finds the address as 8*SI plus it; prefetches never fault,
+// so running past the matrix is harmless.
+// (T and U are temporaries.)
+#define PFINIT(T, U) \
+	LEAQ (R10*8), T; \
+	MOVQ SI, U;      \
+	SHLQ $3, U;      \
+	SUBQ SI, U;      \
+	SUBQ U, T;       \
+	MOVQ T, pf-8(SP)
+
+#define PFNEXT(T) \
+	MOVQ       pf-8(SP), T;  \
+	LEAQ       (T)(SI*8), T; \
+	PREFETCHT0 (T);          \
+	PREFETCHT0 64(T);        \
+	PREFETCHT0 128(T)
+
+// PFNEXT5 covers the 8*34 bytes of a Q8_0 block step.
+#define PFNEXT5(T) \
+	PFNEXT(T);               \
+	PREFETCHT0 192(T);       \
+	PREFETCHT0 256(T)
+
 // RZERO zeroes the n columns' 8 outputs.
 #define RZERO(loop) \
 	VXORPS  Y0, Y0, Y0; \
@@ -161,14 +190,16 @@ loop:                   \
 	VPADDW     Y2, Y3, Y3
 
 // func rowsQ4_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $0-64
+TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $8-64
 	RARGS
 	RZERO(q4zero)
 	VMOVDQU reights<>(SB), Y7
+	PFINIT(R13, R9)
 
 	PCALIGN $16
 q4block:
 	LEAQ    (SI)(R10*4), AX
+	PFNEXT(R13)
 	TRANS4(2)
 	VMOVDQU rnib<>(SB), Y6
 	NIBS(Y2, Y8, Y12)
@@ -259,14 +290,16 @@ GLOBL rbits<>(SB), RODATA|NOPTR, $64
 	VPOR     Y2, Y, Y
 
 // func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $0-64
+TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $8-64
 	RARGS
 	RZERO(q5zero)
 	VMOVDQU rsixteens<>(SB), Y7
+	PFINIT(R13, R9)
 
 	PCALIGN $16
 q5block:
 	LEAQ    (SI)(R10*4), AX
+	PFNEXT(R13)
 	TRANS4(6)
 	VMOVDQU rnib<>(SB), Y6
 	NIBS(Y2, Y8, Y12)
@@ -429,15 +462,17 @@ GLOBL rones8<>(SB), RODATA|NOPTR, $32
 	VPABSB  Y5, W3
 
 // func rowsQ8_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
-TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $288-64
+TEXT ·rowsQ8_0Q8_0AVX2(SB), NOSPLIT, $296-64
 	RARGS
 	RZERO(q8zero)
+	PFINIT(R13, R9)
 	LEAQ 31(SP), R13
 	ANDQ $-32, R13
 
 	PCALIGN $16
 q8block:
 	LEAQ    (SI)(R10*4), AX
+	PFNEXT5(R9)
 	SCHUNKS(2, 0, Y8, Y9, Y10, Y11)
 	SCHUNKS(18, 4, Y12, Y13, Y14, Y15)
 	RDW
@@ -501,13 +536,15 @@ q8slow:
 // The one-column case (n == 1): the integer sums of the 8 rows (int16
 // VPMADDWD, exact for any bytes) reduced with a VPHADDD tree, the same
 // float operations as rowsQ8_0Q8_0AVX2 (the sum in Y15).
-TEXT ·rowsQ8_0Q8_0x1AVX2(SB), NOSPLIT, $0-64
+TEXT ·rowsQ8_0Q8_0x1AVX2(SB), NOSPLIT, $8-64
 	RARGS
 	VXORPS Y15, Y15, Y15
+	PFINIT(R13, R9)
 
 	PCALIGN $16
 q81block:
 	LEAQ       (SI)(R10*4), AX
+	PFNEXT5(R13)
 	VPMOVSXBW  2(DX), Y0
 	VPMOVSXBW  18(DX), Y1
 	Q8R1(2(SI), 18(SI), Y2, Y7)

@@ -217,10 +217,25 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 func (m *Matrix) mulGroups(rows neon.RowsFunc, out []float32, ldo int, act []byte, n, r0, r1 int) {
 	rs, as, nb := m.rowSize, m.actSize, m.nb
 	g := r0
-	for ; g+neon.RowGroup <= r1; g += neon.RowGroup {
-		for j0 := 0; j0 < n; j0 += groupCols {
-			c := min(groupCols, n-j0)
-			rows(out[j0*ldo+g:], ldo, m.Data[g*rs:], rs, act[j0*as:], as, nb, c)
+	if n == 1 {
+		for ; g+neon.RowGroup <= r1; g += neon.RowGroup {
+			rows(out[g:], ldo, m.Data[g*rs:], rs, act, as, nb, 1)
+		}
+	} else {
+		// The kernels accumulate in their outputs: a compact buffer keeps
+		// the columns' accumulators in a few cache lines (out's columns
+		// are ldo floats apart, often a multiple of 4 KiB, and would all
+		// compete for the same L1 set).
+		acc := groupScratch.Get().(*[groupCols * neon.RowGroup]float32)
+		defer groupScratch.Put(acc)
+		for ; g+neon.RowGroup <= r1; g += neon.RowGroup {
+			for j0 := 0; j0 < n; j0 += groupCols {
+				c := min(groupCols, n-j0)
+				rows(acc[:], neon.RowGroup, m.Data[g*rs:], rs, act[j0*as:], as, nb, c)
+				for j := 0; j < c; j++ {
+					copy(out[(j0+j)*ldo+g:(j0+j)*ldo+g+neon.RowGroup], acc[j*neon.RowGroup:(j+1)*neon.RowGroup])
+				}
+			}
 		}
 	}
 	if g == r1 {
@@ -252,6 +267,9 @@ const (
 // buffer passed to a kernel through a function value escapes, so it comes
 // from a pool instead of the stack (no allocation in the steady state).
 var scratch = sync.Pool{New: func() any { return new([tileCols]float32) }}
+
+// groupScratch holds the compact outputs of the row-group path.
+var groupScratch = sync.Pool{New: func() any { return new([groupCols * neon.RowGroup]float32) }}
 
 // Mul computes out[j*Rows + r] = dot(row r, x row j) for all rows and the n
 // rows of x (n×Cols float32). It quantizes x into buf, growing it when it is
