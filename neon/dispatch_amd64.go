@@ -9,8 +9,14 @@ import "golang.org/x/sys/cpu"
 // (every AVX2 CPU has the latter two, but the check costs nothing).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// hasVNNI is the feature check of the "avx512vnni" set: the avx2 set plus
+// VPDPBUSD and friends on 256-bit registers (AVX-512 VNNI with the VL and
+// BW extensions; Zen 4, Ice Lake and later). The x/sys/cpu flags include
+// the operating system's support for the AVX-512 state.
+var hasVNNI = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
+
 func init() {
-	register(&Kernels{
+	avx := &Kernels{
 		Name:         "avx2",
 		DotQ4_0Q8_0:  dotQ4_0Q8_0avx2,
 		DotQ5_0Q8_0:  dotQ5_0Q8_0avx2,
@@ -27,5 +33,15 @@ func init() {
 		RMSNormScale: rmsNormScaleavx2,
 		DotF32F16:    dotF32F16avx2,
 		AxpyF16:      axpyF16avx2,
-	}, hasAVX2)
+	}
+	register(avx, hasAVX2)
+
+	// avx512vnni: the avx2 kernels with the integer dot products replaced
+	// where VPDPBUSD pays (registered after avx2, so preferred).
+	vnni := *avx
+	vnni.Name = "avx512vnni"
+	fill(&vnni, generic)
+	vnniRows(&vnni)
+	vnniKQuants(&vnni)
+	register(&vnni, hasVNNI)
 }

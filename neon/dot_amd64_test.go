@@ -37,12 +37,17 @@ func avxNeed(t testing.TB) *Kernels {
 	return k
 }
 
-// TestDispatchAMD64 asserts which set runs: "avx2" on a CPU with AVX2, FMA
-// and F16C (unless GEIST_KERNELS names another), generic otherwise.
+// TestDispatchAMD64 asserts which set runs: "avx512vnni" on a CPU with
+// AVX-512 VNNI, VL and BW besides the avx2 features, "avx2" on a CPU with
+// AVX2, FMA and F16C (unless GEIST_KERNELS names another), generic
+// otherwise.
 func TestDispatchAMD64(t *testing.T) {
 	want := "generic"
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
 		want = "avx2"
+	}
+	if hasVNNIFlags() {
+		want = "avx512vnni"
 	}
 	if byName(want) == nil {
 		t.Fatalf("set %q not available (have %v)", want, names())

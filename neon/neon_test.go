@@ -40,6 +40,9 @@ func expectedBest() string {
 			return "neon"
 		}
 	case "amd64":
+		if hasVNNIFlags() {
+			return "avx512vnni"
+		}
 		if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 			return "avx2"
 		}
