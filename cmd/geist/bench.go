@@ -25,6 +25,12 @@ type benchResult struct {
 	PPTokS     float64            `json:"pp_tok_s,omitempty"`
 	TGTokS     float64            `json:"tg_tok_s,omitempty"`
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
+	// With --membw: weight bytes one decode step reads, the machine's
+	// memory read bandwidth with this many threads, and the share of it
+	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
+	DecodeBytes int64   `json:"decode_bytes,omitempty"`
+	MemReadBps  float64 `json:"mem_read_bytes_s,omitempty"`
+	BWShare     float64 `json:"bandwidth_share,omitempty"`
 
 	Spec          string   `json:"spec,omitempty"`
 	Oracle        *float64 `json:"oracle,omitempty"`
@@ -66,6 +72,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
 	fixed := fs.Bool("spec-fixed", false, "with --spec/--oracle: verify every drafted token (no adaptive control)")
+	membw := fs.Bool("membw", false, "also measure the memory read bandwidth and the share of it decoding uses")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -123,6 +130,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps, *fixed)
 		} else {
 			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps)
+			if err == nil && *membw {
+				r.DecodeBytes = eng.Model().DecodeBytes()
+				r.MemReadBps = memReadBandwidth(t, max(*reps, 3))
+				r.BWShare = r.TGTokS * float64(r.DecodeBytes) / r.MemReadBps
+			}
 		}
 		eng.Close()
 		if err != nil {
@@ -313,6 +325,9 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		if c, ok := r.VerifyCost[strconv.Itoa(k)]; ok {
 			fmt.Fprintf(e.stdout, "  c(%d) %.2f", k, c)
 		}
+	}
+	if r.MemReadBps > 0 {
+		fmt.Fprintf(e.stdout, "  reads %.1f MB/token, memory %.1f GB/s, decode uses %.0f%%", float64(r.DecodeBytes)/1e6, r.MemReadBps/1e9, 100*r.BWShare)
 	}
 	fmt.Fprintln(e.stdout)
 }

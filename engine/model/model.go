@@ -343,3 +343,30 @@ func (m *Model) Params() int64 {
 	}
 	return n
 }
+
+// DecodeBytes is the number of weight bytes one decoding step reads: every
+// layer matrix and the output matrix, but only one row of the token
+// embedding (which, when tied, is the output matrix and counted once).
+func (m *Model) DecodeBytes() int64 {
+	var n int64
+	add := func(w *quant.Matrix) {
+		if w != nil {
+			n += int64(len(w.Data))
+		}
+	}
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		add(L.Wq)
+		add(L.Wk)
+		add(L.Wv)
+		add(L.Wo)
+		add(L.Wgate)
+		add(L.Wup)
+		add(L.Wdown)
+	}
+	add(m.Output)
+	if m.Output != m.TokEmbd {
+		n += int64(m.TokEmbd.RowBytes())
+	}
+	return n
+}
