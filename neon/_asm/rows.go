@@ -24,8 +24,17 @@ import "fmt"
 //
 // General registers: R0 out, R1 w, R2 a, R3 aStride, R4 nb, R5 n, R6
 // wStride, R7 ldo in bytes, R8-R15 the rows' block pointers, R16 the Q5_0
-// constants, R17 aStride-34, R20 the column's activation block, R21 its
-// output, R22 the columns left, R23 column 0's activation block.
+// constants, R17 aStride-34, R19 the prefetch pointer, R20 the column's
+// activation block, R21 its output, R22 the columns left, R23 column 0's
+// activation block.
+//
+// Prefetch: the eight rows are read block by block, eight streams wStride
+// apart that the hardware prefetchers follow badly (as on x86, see
+// ../rows_amd64.s), so each block step prefetches its share of the next
+// row group's 8*wStride bytes linearly: R19 starts at w + 8*wStride and
+// advances by 8 blocks' bytes (144, 176, 272) a block step, with one PRFM
+// PLDL1KEEP per 64-byte line (3, 3, 5). Prefetches never fault, so
+// running past the matrix is harmless.
 
 const rowsSig = "(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)"
 
@@ -85,8 +94,19 @@ func rowsUnpackQ5_0(a *asm, base string, d0, d1 int, tmp []int) {
 }
 
 // rowsBlock unpacks the current block of the eight rows (R8-R15, each
-// left at its next block) into V0-V15 and their scales into V16, V17.
-func (a *asm) rowsBlock(u rowsUnpack) {
+// left at its next block) into V0-V15 and their scales into V16, V17,
+// first prefetching the next group's share at R19 (advanced) for blocks
+// of wsize bytes.
+func (a *asm) rowsBlock(u rowsUnpack, wsize int) {
+	step := 8 * wsize
+	for off := 0; off < step; off += 64 {
+		if off == 0 {
+			a.l("PRFM (R19), PLDL1KEEP")
+		} else {
+			a.l("PRFM %d(R19), PLDL1KEEP", off)
+		}
+	}
+	a.l("ADD $%d, R19", step)
 	u.consts(a)
 	for r := 0; r < 8; r++ {
 		p := fmt.Sprintf("R%d", 8+r)
@@ -192,6 +212,7 @@ func (a *asm) rows32(k block32, t tier) {
 	for r := 1; r < 8; r++ {
 		a.l("ADD R6, R%d, R%d", 7+r, 8+r)
 	}
+	a.l("ADD R6<<3, R1, R19")
 	if k.name == "Q5_0" {
 		a.l("MOVD $q5consts<>(SB), R16")
 	}
@@ -204,7 +225,7 @@ func (a *asm) rows32(k block32, t tier) {
 	a.l("MOVD R2, R20")
 	a.l("PCALIGN $16")
 	a.l("block1:")
-	a.rowsBlock(u)
+	a.rowsBlock(u, k.wsize)
 	a.rowsColumn(k, t, false, false)
 	a.l("SUBS $1, R4")
 	a.l("BNE block1")
@@ -241,7 +262,7 @@ func (a *asm) rows32(k block32, t tier) {
 func (a *asm) rowsMulti(k block32, t tier, u rowsUnpack, sfx string, transposed bool) {
 	a.l("PCALIGN $16")
 	a.l("block%s:", sfx)
-	a.rowsBlock(u)
+	a.rowsBlock(u, k.wsize)
 	if transposed {
 		a.rowsTranspose()
 	}
