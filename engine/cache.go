@@ -2,6 +2,9 @@ package engine
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/geisten/geist/engine/chat"
@@ -23,32 +26,74 @@ type DraftStatsStore interface {
 	DraftStats(model []byte) ([]byte, bool)
 }
 
-// loadDraftStats restores the n-gram statistics of earlier runs.
+// loadDraftStats restores the drafting statistics of earlier runs: the
+// n-gram statistics and the controller's acceptance estimates.
 func (e *Engine) loadDraftStats() {
 	ds, ok := e.opt.Cache.(DraftStatsStore)
 	if !ok {
 		return
 	}
-	if b, ok := ds.DraftStats(e.id); ok {
-		if err := e.spec.ngram.UnmarshalBinary(b); err != nil {
-			e.log().Warn("n-gram statistics unusable, starting afresh", "err", err)
-		}
+	b, ok := ds.DraftStats(e.id)
+	if !ok {
+		return
+	}
+	ngram, accept, err := splitDraftStats(b)
+	if err == nil && len(ngram) > 0 {
+		err = e.spec.ngram.UnmarshalBinary(ngram)
+	}
+	if err == nil && len(accept) > 0 {
+		err = e.spec.ctrl.UnmarshalAcceptance(accept)
+	}
+	if err != nil {
+		e.log().Warn("drafting statistics unusable, starting afresh", "err", err)
 	}
 }
 
-// saveDraftStats persists the n-gram statistics.
+// saveDraftStats persists the drafting statistics.
 func (e *Engine) saveDraftStats() {
 	ds, ok := e.opt.Cache.(DraftStatsStore)
-	if !ok || e.spec.ngram.Len() == 0 {
+	if !ok {
 		return
 	}
-	b, err := e.spec.ngram.MarshalBinary()
-	if err == nil {
-		err = ds.PutDraftStats(e.id, b)
+	var ngram []byte
+	var err error
+	if e.spec.ngram.Len() > 0 {
+		if ngram, err = e.spec.ngram.MarshalBinary(); err != nil {
+			e.log().Warn("saving drafting statistics failed", "err", err)
+			return
+		}
 	}
-	if err != nil {
-		e.log().Warn("saving n-gram statistics failed", "err", err)
+	b := joinDraftStats(ngram, e.spec.ctrl.MarshalAcceptance())
+	if err := ds.PutDraftStats(e.id, b); err != nil {
+		e.log().Warn("saving drafting statistics failed", "err", err)
 	}
+}
+
+// draftStatsMagic heads the stored drafting statistics: the n-gram
+// statistics (length-prefixed, possibly empty), then the acceptance table.
+// A blob without it is the n-gram statistics alone (the first format).
+const draftStatsMagic = "GDS2"
+
+func joinDraftStats(ngram, accept []byte) []byte {
+	b := make([]byte, 0, 8+len(ngram)+len(accept))
+	b = append(b, draftStatsMagic...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ngram)))
+	b = append(b, ngram...)
+	return append(b, accept...)
+}
+
+func splitDraftStats(b []byte) (ngram, accept []byte, err error) {
+	if len(b) < 4 || string(b[:4]) != draftStatsMagic {
+		return b, nil, nil
+	}
+	if len(b) < 8 {
+		return nil, nil, errors.New("engine: drafting statistics truncated")
+	}
+	n := binary.LittleEndian.Uint32(b[4:])
+	if uint64(n) > uint64(len(b)-8) {
+		return nil, nil, fmt.Errorf("engine: drafting statistics: %d bytes of n-grams in %d", n, len(b)-8)
+	}
+	return b[8 : 8+n], b[8+n:], nil
 }
 
 // minRestore is the fewest tokens a restore from the prompt cache must add

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,7 @@ func TestDraftStatsPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	learned := e1.NgramCache().Len()
+	accept := e1.spec.ctrl.MarshalAcceptance()
 	e1.Close()
 	c1.Close()
 	c2, err := storage.OpenCache(filepath.Join(dir, "cache.db"), nil)
@@ -107,5 +109,27 @@ func TestDraftStatsPersist(t *testing.T) {
 	e2 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: c2})
 	if learned == 0 || e2.NgramCache().Len() != learned {
 		t.Errorf("n-gram contexts: learned %d, restored %d", learned, e2.NgramCache().Len())
+	}
+	if !bytes.Equal(e2.spec.ctrl.MarshalAcceptance(), accept) {
+		t.Error("the controller's acceptance estimates were not restored")
+	}
+}
+
+// TestDraftStatsFormats: the stored drafting statistics split back into
+// their parts; a blob of the first format is the n-gram statistics alone;
+// a damaged header is an error.
+func TestDraftStatsFormats(t *testing.T) {
+	ng, acc := []byte("NGRAM-BYTES"), []byte("ACCEPT")
+	a, b, err := splitDraftStats(joinDraftStats(ng, acc))
+	if err != nil || !bytes.Equal(a, ng) || !bytes.Equal(b, acc) {
+		t.Errorf("round trip: %q %q %v", a, b, err)
+	}
+	if a, b, err := splitDraftStats([]byte("GNG1old")); err != nil || string(a) != "GNG1old" || b != nil {
+		t.Errorf("first format: %q %q %v", a, b, err)
+	}
+	for _, x := range [][]byte{[]byte("GDS2"), []byte("GDS2\xff\xff\x00\x00abc")} {
+		if _, _, err := splitDraftStats(x); err == nil {
+			t.Errorf("%q: no error", x)
+		}
 	}
 }

@@ -1,6 +1,11 @@
 package spec
 
-import "math"
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
 
 // Limits of the controller's tables.
 const (
@@ -210,4 +215,54 @@ func (c *Controller) ExpectedGain(alpha float64, k int) float64 {
 		return float64(k+1) / c.relCost(k+1)
 	}
 	return (1 - math.Pow(alpha, float64(k+1))) / (1 - alpha) / c.relCost(k+1)
+}
+
+// acceptMagic heads the encoded acceptance table.
+const acceptMagic = "GACC"
+
+// MarshalAcceptance encodes the acceptance estimates of every drafter and
+// class (not the pass costs, which belong to the machine and its load at
+// the time), so that a restarted engine drafts as well as it did before
+// from its first step.
+func (c *Controller) MarshalAcceptance() []byte {
+	b := make([]byte, 0, 12+MaxDrafters*MaxClasses*16)
+	b = append(b, acceptMagic...)
+	b = binary.LittleEndian.AppendUint32(b, MaxDrafters)
+	b = binary.LittleEndian.AppendUint32(b, MaxClasses)
+	for d := range c.acc {
+		for k := range c.acc[d] {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k].succ))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k].trials))
+		}
+	}
+	return b
+}
+
+// UnmarshalAcceptance restores estimates encoded by MarshalAcceptance. It
+// rejects (and leaves the controller unchanged on) anything malformed:
+// another table shape, a wrong length, or counts that are not finite
+// numbers with 0 <= successes <= trials.
+func (c *Controller) UnmarshalAcceptance(b []byte) error {
+	if len(b) < 12 || string(b[:4]) != acceptMagic {
+		return errors.New("spec: acceptance table: bad header")
+	}
+	nd, nc := binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:])
+	if nd != MaxDrafters || nc != MaxClasses || len(b) != 12+MaxDrafters*MaxClasses*16 {
+		return fmt.Errorf("spec: acceptance table: %d×%d in %d bytes", nd, nc, len(b))
+	}
+	var acc [MaxDrafters][MaxClasses]rate
+	p := b[12:]
+	for d := range acc {
+		for k := range acc[d] {
+			s := math.Float64frombits(binary.LittleEndian.Uint64(p))
+			t := math.Float64frombits(binary.LittleEndian.Uint64(p[8:]))
+			p = p[16:]
+			if !(s >= 0 && t >= s && t < 1e9) {
+				return fmt.Errorf("spec: acceptance table: drafter %d class %d: %v of %v", d, k, s, t)
+			}
+			acc[d][k] = rate{s, t}
+		}
+	}
+	c.acc = acc
+	return nil
 }

@@ -98,3 +98,38 @@ func TestControllerDistrustsOneSlowPass(t *testing.T) {
 		t.Errorf("one slow pass of a new size stopped drafting: k = %d", k)
 	}
 }
+
+// TestAcceptanceRoundTrip: the acceptance table survives encoding, and
+// malformed tables are refused without touching the controller.
+func TestAcceptanceRoundTrip(t *testing.T) {
+	c := NewController(8)
+	for i := 0; i < 40; i++ {
+		c.Observe(0, 3, 4, 3)
+		c.Observe(1, 1, 2, 0)
+	}
+	b := c.MarshalAcceptance()
+	d := NewController(8)
+	if err := d.UnmarshalAcceptance(b); err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range [][2]int{{0, 3}, {1, 1}, {2, 0}} {
+		if got, want := d.Alpha(dc[0], dc[1]), c.Alpha(dc[0], dc[1]); got != want {
+			t.Errorf("drafter %d class %d: alpha %v after a round trip, want %v", dc[0], dc[1], got, want)
+		}
+	}
+	bad := [][]byte{nil, []byte("GACC"), b[:len(b)-1], append([]byte("XACC"), b[4:]...)}
+	nan := append([]byte(nil), b...)
+	for i := 12; i < 20; i++ {
+		nan[i] = 0xff // succ = NaN
+	}
+	bad = append(bad, nan)
+	for i, x := range bad {
+		e := NewController(8)
+		if err := e.UnmarshalAcceptance(x); err == nil {
+			t.Errorf("malformed table %d accepted", i)
+		}
+		if e.Alpha(0, 3) != NewController(8).Alpha(0, 3) {
+			t.Errorf("malformed table %d changed the controller", i)
+		}
+	}
+}
