@@ -1,0 +1,413 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512 VNNI (VL, BW) k-quant dots of one weight row with up to eight
+// activation columns, the avx512vnni set's DotQ4_KQ8_K and DotQ6_KQ8_K.
+// They compute exactly what dotQ4_KQ8_KAVX2 and dotQ6_KQ8_KAVX2 compute,
+// bit for bit: the same int32 lanes per super-block and column (integer
+// sums are exact, so their order is free), then the same float steps in
+// the same order. Two things change:
+//
+//   - each 256-value super-block is unpacked into registers instead of a
+//     scratch area: the eight 32-value sub-blocks of weights (unsigned
+//     bytes) into Y16..Y23, their int16 scale vectors into Y24..Y31
+//     (the EVEX-only registers), so a column reads only its activations;
+//   - per sub-block VPDPWSSD multiplies VPMADDUBSW's int16 pair sums by the
+//     scale vector and adds them to the int32 lanes in one instruction
+//     (AVX2: VPMADDWD then VPADDD). Two accumulators (even and odd
+//     sub-blocks) halve the dependency chain.
+//
+// Registers: DI out, SI weight block, DX block of column 0, R8 column
+// stride, CX blocks left, BX n (1..8), R9 current column's block, Y8..Y15
+// the column accumulators (8 float32 lanes each), Y0..Y4 temporaries,
+// Y5 the int16 vector applied to the Q8_K bsums, Y6 d, Y7 dmin (Q4_K).
+
+// vq4Shuf row k (32 bytes): VPSHUFB control that zero-extends byte k into
+// every word.
+DATA vq4Shuf<>+0(SB)/8, $0x8000800080008000
+DATA vq4Shuf<>+8(SB)/8, $0x8000800080008000
+DATA vq4Shuf<>+16(SB)/8, $0x8000800080008000
+DATA vq4Shuf<>+24(SB)/8, $0x8000800080008000
+DATA vq4Shuf<>+32(SB)/8, $0x8001800180018001
+DATA vq4Shuf<>+40(SB)/8, $0x8001800180018001
+DATA vq4Shuf<>+48(SB)/8, $0x8001800180018001
+DATA vq4Shuf<>+56(SB)/8, $0x8001800180018001
+DATA vq4Shuf<>+64(SB)/8, $0x8002800280028002
+DATA vq4Shuf<>+72(SB)/8, $0x8002800280028002
+DATA vq4Shuf<>+80(SB)/8, $0x8002800280028002
+DATA vq4Shuf<>+88(SB)/8, $0x8002800280028002
+DATA vq4Shuf<>+96(SB)/8, $0x8003800380038003
+DATA vq4Shuf<>+104(SB)/8, $0x8003800380038003
+DATA vq4Shuf<>+112(SB)/8, $0x8003800380038003
+DATA vq4Shuf<>+120(SB)/8, $0x8003800380038003
+DATA vq4Shuf<>+128(SB)/8, $0x8004800480048004
+DATA vq4Shuf<>+136(SB)/8, $0x8004800480048004
+DATA vq4Shuf<>+144(SB)/8, $0x8004800480048004
+DATA vq4Shuf<>+152(SB)/8, $0x8004800480048004
+DATA vq4Shuf<>+160(SB)/8, $0x8005800580058005
+DATA vq4Shuf<>+168(SB)/8, $0x8005800580058005
+DATA vq4Shuf<>+176(SB)/8, $0x8005800580058005
+DATA vq4Shuf<>+184(SB)/8, $0x8005800580058005
+DATA vq4Shuf<>+192(SB)/8, $0x8006800680068006
+DATA vq4Shuf<>+200(SB)/8, $0x8006800680068006
+DATA vq4Shuf<>+208(SB)/8, $0x8006800680068006
+DATA vq4Shuf<>+216(SB)/8, $0x8006800680068006
+DATA vq4Shuf<>+224(SB)/8, $0x8007800780078007
+DATA vq4Shuf<>+232(SB)/8, $0x8007800780078007
+DATA vq4Shuf<>+240(SB)/8, $0x8007800780078007
+DATA vq4Shuf<>+248(SB)/8, $0x8007800780078007
+GLOBL vq4Shuf<>(SB), RODATA|NOPTR, $256
+
+// vq6Shuf row k: VPSHUFB control that puts byte 2k into every byte of the
+// low lane and byte 2k+1 into every byte of the high lane (VPSRAW $8 then
+// sign-extends it into the words).
+DATA vq6Shuf<>+0(SB)/8, $0x0000000000000000
+DATA vq6Shuf<>+8(SB)/8, $0x0000000000000000
+DATA vq6Shuf<>+16(SB)/8, $0x0101010101010101
+DATA vq6Shuf<>+24(SB)/8, $0x0101010101010101
+DATA vq6Shuf<>+32(SB)/8, $0x0202020202020202
+DATA vq6Shuf<>+40(SB)/8, $0x0202020202020202
+DATA vq6Shuf<>+48(SB)/8, $0x0303030303030303
+DATA vq6Shuf<>+56(SB)/8, $0x0303030303030303
+DATA vq6Shuf<>+64(SB)/8, $0x0404040404040404
+DATA vq6Shuf<>+72(SB)/8, $0x0404040404040404
+DATA vq6Shuf<>+80(SB)/8, $0x0505050505050505
+DATA vq6Shuf<>+88(SB)/8, $0x0505050505050505
+DATA vq6Shuf<>+96(SB)/8, $0x0606060606060606
+DATA vq6Shuf<>+104(SB)/8, $0x0606060606060606
+DATA vq6Shuf<>+112(SB)/8, $0x0707070707070707
+DATA vq6Shuf<>+120(SB)/8, $0x0707070707070707
+DATA vq6Shuf<>+128(SB)/8, $0x0808080808080808
+DATA vq6Shuf<>+136(SB)/8, $0x0808080808080808
+DATA vq6Shuf<>+144(SB)/8, $0x0909090909090909
+DATA vq6Shuf<>+152(SB)/8, $0x0909090909090909
+DATA vq6Shuf<>+160(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA vq6Shuf<>+168(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA vq6Shuf<>+176(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA vq6Shuf<>+184(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA vq6Shuf<>+192(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA vq6Shuf<>+200(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA vq6Shuf<>+208(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA vq6Shuf<>+216(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA vq6Shuf<>+224(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA vq6Shuf<>+232(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA vq6Shuf<>+240(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vq6Shuf<>+248(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL vq6Shuf<>(SB), RODATA|NOPTR, $256
+
+DATA vnib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vnib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vnib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vnib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL vnib<>(SB), RODATA|NOPTR, $32
+
+// vq6Hi: bits 4 and 5 of every byte, where the two high bits of a Q6_K
+// value go.
+DATA vq6Hi<>+0(SB)/8, $0x3030303030303030
+DATA vq6Hi<>+8(SB)/8, $0x3030303030303030
+DATA vq6Hi<>+16(SB)/8, $0x3030303030303030
+DATA vq6Hi<>+24(SB)/8, $0x3030303030303030
+GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
+
+#define VARGS \
+	MOVQ out+0(FP), DI;        \
+	MOVQ w+8(FP), SI;          \
+	MOVQ a+16(FP), DX;         \
+	MOVQ aStride+24(FP), R8;   \
+	MOVQ nb+32(FP), CX;        \
+	MOVQ n+40(FP), BX
+
+#define VZERO8 \
+	VXORPS Y8, Y8, Y8;    \
+	VXORPS Y9, Y9, Y9;    \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Y12, Y12, Y12; \
+	VXORPS Y13, Y13, Y13; \
+	VXORPS Y14, Y14, Y14; \
+	VXORPS Y15, Y15, Y15
+
+// VHSUM stores the sum of the 8 lanes of acc (accx its low half) to
+// off(DI), in the avx2 kernels' order.
+#define VHSUM(acc, accx, off) \
+	VEXTRACTF128 $1, acc, X0; \
+	VADDPS accx, X0, X0;      \
+	VMOVHLPS X0, X0, X1;      \
+	VADDPS X1, X0, X0;        \
+	VMOVSHDUP X0, X1;         \
+	VADDSS X1, X0, X0;        \
+	VMOVSS X0, off(DI)
+
+// VEACHCOL runs COL(acc) for acc = Y8.. while fewer than n columns are
+// done, then jumps to next.
+#define VEACHCOL(COL, next) \
+	MOVQ DX, R9;      \
+	COL(Y8);          \
+	CMPQ BX, $1;      \
+	JEQ next;         \
+	COL(Y9);          \
+	CMPQ BX, $2;      \
+	JEQ next;         \
+	COL(Y10);         \
+	CMPQ BX, $3;      \
+	JEQ next;         \
+	COL(Y11);         \
+	CMPQ BX, $4;      \
+	JEQ next;         \
+	COL(Y12);         \
+	CMPQ BX, $5;      \
+	JEQ next;         \
+	COL(Y13);         \
+	CMPQ BX, $6;      \
+	JEQ next;         \
+	COL(Y14);         \
+	CMPQ BX, $7;      \
+	JEQ next;         \
+	COL(Y15)
+
+#define VSTOREALL(done) \
+	VHSUM(Y8, X8, 0);   \
+	CMPQ BX, $1;        \
+	JEQ done;           \
+	VHSUM(Y9, X9, 4);   \
+	CMPQ BX, $2;        \
+	JEQ done;           \
+	VHSUM(Y10, X10, 8); \
+	CMPQ BX, $3;        \
+	JEQ done;           \
+	VHSUM(Y11, X11, 12); \
+	CMPQ BX, $4;        \
+	JEQ done;           \
+	VHSUM(Y12, X12, 16); \
+	CMPQ BX, $5;        \
+	JEQ done;           \
+	VHSUM(Y13, X13, 20); \
+	CMPQ BX, $6;        \
+	JEQ done;           \
+	VHSUM(Y14, X14, 24); \
+	CMPQ BX, $7;        \
+	JEQ done;           \
+	VHSUM(Y15, X15, 28)
+
+// VSUMK leaves in Y0 the int32 lanes of sum scale*q*q8 over a super-block
+// (weights Y16..Y23, scale vectors Y24..Y31, q8 at 4(R9)): lane i gets
+// scale_k * (the 4 products of values 4i..4i+3 of sub-block k), as in the
+// avx2 kernels' VPMADDUBSW/VPMADDWD lanes. Even sub-blocks go to Y0, odd
+// ones to Y1.
+#define VSUMK \
+	VPMADDUBSW 4(R9), Y16, Y0;   \
+	VPMADDWD   Y24, Y0, Y0;      \
+	VPMADDUBSW 36(R9), Y17, Y1;  \
+	VPMADDWD   Y25, Y1, Y1;      \
+	VPMADDUBSW 68(R9), Y18, Y2;  \
+	VPDPWSSD   Y26, Y2, Y0;      \
+	VPMADDUBSW 100(R9), Y19, Y3; \
+	VPDPWSSD   Y27, Y3, Y1;      \
+	VPMADDUBSW 132(R9), Y20, Y2; \
+	VPDPWSSD   Y28, Y2, Y0;      \
+	VPMADDUBSW 164(R9), Y21, Y3; \
+	VPDPWSSD   Y29, Y3, Y1;      \
+	VPMADDUBSW 196(R9), Y22, Y2; \
+	VPDPWSSD   Y30, Y2, Y0;      \
+	VPMADDUBSW 228(R9), Y23, Y3; \
+	VPDPWSSD   Y31, Y3, Y1;      \
+	VPADDD     Y1, Y0, Y0
+
+// VCOLQ4K: acc += (d*yd) * sum - (dmin*yd) * (mins · bsums), the float
+// steps of the avx2 kernel.
+#define VCOLQ4K(acc) \
+	VSUMK;                      \
+	VMOVDQU  260(R9), Y2;       \
+	VPMADDWD Y5, Y2, Y2;        \
+	VCVTDQ2PS Y0, Y0;           \
+	VCVTDQ2PS Y2, Y2;           \
+	VBROADCASTSS (R9), Y3;      \
+	VMULPS Y6, Y3, Y4;          \
+	VMULPS Y7, Y3, Y3;          \
+	VFMADD231PS Y4, Y0, acc;    \
+	VFNMADD231PS Y3, Y2, acc;   \
+	ADDQ R8, R9
+
+// func dotQ4_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ4_KQ8_KVNNI(SB), NOSPLIT, $0-48
+	VARGS
+	VZERO8
+	TESTQ CX, CX
+	JZ    q4kdone
+
+	PCALIGN $16
+q4kloop:
+	// The 6-bit scales and mins (ggml's utmp shuffle): scales 0..3 in AX,
+	// 4..7 in R10; mins 0..3 in R9, 4..7 in R11.
+	MOVL 4(SI), AX
+	MOVL 8(SI), R9
+	MOVL 12(SI), R10
+	MOVL R10, R11
+	SHRL $4, R11
+	ANDL $0x0f0f0f0f, R11
+	MOVL R9, R12
+	SHRL $6, R12
+	ANDL $0x03030303, R12
+	SHLL $4, R12
+	ORL  R12, R11
+	ANDL $0x3f3f3f3f, R9
+	ANDL $0x0f0f0f0f, R10
+	MOVL AX, R12
+	SHRL $6, R12
+	ANDL $0x03030303, R12
+	SHLL $4, R12
+	ORL  R12, R10
+	ANDL $0x3f3f3f3f, AX
+	SHLQ $32, R10
+	ORQ  AX, R10
+	SHLQ $32, R11
+	ORQ  R9, R11
+
+	// Scale vectors: scale k zero-extended into all 16 words of Y24+k.
+	VMOVQ        R10, X1
+	VPBROADCASTQ X1, Y1
+	VPSHUFB      vq4Shuf<>+0(SB), Y1, Y24
+	VPSHUFB      vq4Shuf<>+32(SB), Y1, Y25
+	VPSHUFB      vq4Shuf<>+64(SB), Y1, Y26
+	VPSHUFB      vq4Shuf<>+96(SB), Y1, Y27
+	VPSHUFB      vq4Shuf<>+128(SB), Y1, Y28
+	VPSHUFB      vq4Shuf<>+160(SB), Y1, Y29
+	VPSHUFB      vq4Shuf<>+192(SB), Y1, Y30
+	VPSHUFB      vq4Shuf<>+224(SB), Y1, Y31
+
+	// Mins: min j in words 2j and 2j+1, against bsums 2j and 2j+1.
+	VMOVQ       R11, X2
+	VPMOVZXBW   X2, X2
+	VPUNPCKLWD  X2, X2, X3
+	VPUNPCKHWD  X2, X2, X4
+	VINSERTI128 $1, X4, Y3, Y5
+
+	// Weights: the low nibbles of 32 bytes are sub-block 2j, the high
+	// nibbles sub-block 2j+1.
+	VMOVDQU vnib<>(SB), Y4
+	VMOVDQU 16(SI), Y0
+	VMOVDQU 48(SI), Y1
+	VMOVDQU 80(SI), Y2
+	VMOVDQU 112(SI), Y3
+	VPANDD  Y4, Y0, Y16
+	VPANDD  Y4, Y1, Y18
+	VPANDD  Y4, Y2, Y20
+	VPANDD  Y4, Y3, Y22
+	VPSRLW  $4, Y0, Y0
+	VPSRLW  $4, Y1, Y1
+	VPSRLW  $4, Y2, Y2
+	VPSRLW  $4, Y3, Y3
+	VPANDD  Y4, Y0, Y17
+	VPANDD  Y4, Y1, Y19
+	VPANDD  Y4, Y2, Y21
+	VPANDD  Y4, Y3, Y23
+
+	VPBROADCASTW (SI), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 2(SI), X7
+	VCVTPH2PS    X7, Y7
+
+	VEACHCOL(VCOLQ4K, q4knext)
+
+q4knext:
+	ADDQ $144, SI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q4kloop
+
+q4kdone:
+	VSTOREALL(q4kret)
+
+q4kret:
+	VZEROUPPER
+	RET
+
+// VCOLQ6K: acc += (d*yd) * (sum scale*q*q8 - 32 * scales · bsums), the
+// float steps of the avx2 kernel.
+#define VCOLQ6K(acc) \
+	VSUMK;                      \
+	VMOVDQU  260(R9), Y2;       \
+	VPMADDWD Y5, Y2, Y2;        \
+	VPSLLD   $5, Y2, Y2;        \
+	VPSUBD   Y2, Y0, Y0;        \
+	VCVTDQ2PS Y0, Y0;           \
+	VBROADCASTSS (R9), Y3;      \
+	VMULPS Y6, Y3, Y3;          \
+	VFMADD231PS Y3, Y0, acc;    \
+	ADDQ R8, R9
+
+// VQ6SUB makes the weights dst of one sub-block: the low four bits from
+// lo (Y0 or Y1) shifted right by lsh, the two high bits from qh (Y2)
+// shifted by SHIFT $sh into bits 4..5; Y4 = nibble mask, Y5 = bits 4..5.
+#define VQ6SUB(lo, lsh, SHIFT, sh, dst) \
+	VPSRLW     $lsh, lo, Y3;  \
+	SHIFT      $sh, Y2, dst;  \
+	VPANDD     Y5, dst, dst;  \
+	VPTERNLOGD $0xf8, Y4, Y3, dst
+
+// VQ6HALF unpacks one 128-value half: ql at qoff(SI), qh at hoff(SI),
+// into the weights of sub-blocks d0..d3.
+#define VQ6HALF(qoff, hoff, d0, d1, d2, d3) \
+	VMOVDQU qoff(SI), Y0;          \
+	VMOVDQU (qoff+32)(SI), Y1;     \
+	VMOVDQU hoff(SI), Y2;          \
+	VQ6SUB(Y0, 0, VPSLLW, 4, d0);  \
+	VQ6SUB(Y1, 0, VPSLLW, 2, d1);  \
+	VQ6SUB(Y0, 4, VPSRLW, 0, d2);  \
+	VQ6SUB(Y1, 4, VPSRLW, 2, d3)
+
+// func dotQ6_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ6_KQ8_KVNNI(SB), NOSPLIT, $0-48
+	VARGS
+	VZERO8
+	TESTQ CX, CX
+	JZ    q6kdone
+
+	PCALIGN $16
+q6kloop:
+	VMOVDQU vnib<>(SB), Y4
+	VMOVDQU vq6Hi<>(SB), Y5
+	VQ6HALF(0, 128, Y16, Y17, Y18, Y19)
+	VQ6HALF(64, 160, Y20, Y21, Y22, Y23)
+
+	// Scale vectors: sub-block k covers scales 2k (low lane) and 2k+1
+	// (high lane), sign-extended to words.
+	VBROADCASTI128 192(SI), Y1
+	VPSHUFB        vq6Shuf<>+0(SB), Y1, Y24
+	VPSHUFB        vq6Shuf<>+32(SB), Y1, Y25
+	VPSHUFB        vq6Shuf<>+64(SB), Y1, Y26
+	VPSHUFB        vq6Shuf<>+96(SB), Y1, Y27
+	VPSHUFB        vq6Shuf<>+128(SB), Y1, Y28
+	VPSHUFB        vq6Shuf<>+160(SB), Y1, Y29
+	VPSHUFB        vq6Shuf<>+192(SB), Y1, Y30
+	VPSHUFB        vq6Shuf<>+224(SB), Y1, Y31
+	VPSRAW         $8, Y24, Y24
+	VPSRAW         $8, Y25, Y25
+	VPSRAW         $8, Y26, Y26
+	VPSRAW         $8, Y27, Y27
+	VPSRAW         $8, Y28, Y28
+	VPSRAW         $8, Y29, Y29
+	VPSRAW         $8, Y30, Y30
+	VPSRAW         $8, Y31, Y31
+
+	// The -32 offset through the bsums: scale i against bsum i.
+	VPMOVSXBW 192(SI), Y5
+
+	VPBROADCASTW 208(SI), X6
+	VCVTPH2PS    X6, Y6
+
+	VEACHCOL(VCOLQ6K, q6knext)
+
+q6knext:
+	ADDQ $210, SI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q6kloop
+
+q6kdone:
+	VSTOREALL(q6kret)
+
+q6kret:
+	VZEROUPPER
+	RET

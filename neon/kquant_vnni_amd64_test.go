@@ -1,0 +1,144 @@
+//go:build amd64 && !purego
+
+package neon
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func vnniNeed(t testing.TB) (vnni, avx *Kernels) {
+	t.Helper()
+	vnni, avx = byName("avx512vnni"), byName("avx2")
+	if vnni == nil || avx == nil {
+		t.Skip("avx512vnni: this CPU lacks AVX-512 VNNI, VL or BW")
+	}
+	return vnni, avx
+}
+
+// vnniKQuantKinds are the k-quant entries of avxQuantKinds.
+func vnniKQuantKinds() []avxQuantKind {
+	var ks []avxQuantKind
+	for _, q := range avxQuantKinds {
+		if q.name == "Q4_K" || q.name == "Q6_K" {
+			ks = append(ks, q)
+		}
+	}
+	return ks
+}
+
+// vnniSame checks that the avx512vnni k-quant dot gives the avx2 one's
+// bits for every column, with guards around the outputs.
+func vnniSame(t *testing.T, q avxQuantKind, vnni, avx *Kernels, w, a []byte, aStride, nb, n int) {
+	t.Helper()
+	want := make([]float32, n)
+	q.dot(avx)(want, w, a, aStride, nb, n)
+	got := make([]float32, n+2)
+	for i := range got {
+		got[i] = guard
+	}
+	q.dot(vnni)(got[1:n+1], w, a, aStride, nb, n)
+	if got[0] != guard || got[n+1] != guard {
+		t.Fatalf("%s nb=%d n=%d: wrote outside out", q.name, nb, n)
+	}
+	for j := 0; j < n; j++ {
+		if !sameBits(got[1+j], want[j]) {
+			t.Errorf("%s nb=%d n=%d col %d: avx512vnni %v (%08x), avx2 %v", q.name, nb, n, j, got[1+j], got[1+j], want[j])
+		}
+	}
+}
+
+// TestKQuantVNNIMatchesAVX2: the avx512vnni k-quant dots equal the avx2
+// ones bit for bit, on quantized activations and on random bytes
+// everywhere (both compute the same integer lanes for any bytes).
+func TestKQuantVNNIMatchesAVX2(t *testing.T) {
+	vnni, avx := vnniNeed(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, q := range vnniKQuantKinds() {
+		for _, nb := range []int{0, 1, 2, 3, 8} {
+			for n := 1; n <= 17; n++ {
+				if n > 9 && n != 16 && n != 17 {
+					continue
+				}
+				aStride := nb*q.aSize + r.IntN(3)*4
+				w := make([]byte, nb*q.wSize)
+				for i := 0; i < nb; i++ {
+					q.genBlock(r, w[i*q.wSize:(i+1)*q.wSize])
+				}
+				a := avxActs(r, q, nb, n, aStride)
+				vnniSame(t, q, vnni, avx, w, a, aStride, nb, n)
+
+				avxFill(r, w)
+				avxFill(r, a)
+				vnniSame(t, q, vnni, avx, w, a, aStride, nb, n)
+			}
+		}
+	}
+}
+
+// TestKQuantVNNIExtremes: weights and activations at the ends of their
+// ranges (constant weight bytes, quants -128 and 127, constant bsums).
+func TestKQuantVNNIExtremes(t *testing.T) {
+	vnni, avx := vnniNeed(t)
+	for _, q := range vnniKQuantKinds() {
+		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88, 0x3f, 0xc0} {
+			for _, ab := range []byte{0x80, 0x7f, 0x00, 0x81} {
+				nb, n := 3, 5
+				w := make([]byte, nb*q.wSize)
+				for i := range w {
+					w[i] = wb
+				}
+				for i := 0; i < nb; i++ {
+					b := w[i*q.wSize : (i+1)*q.wSize]
+					if q.name == "Q4_K" {
+						avxPutF16(b, 0.5)
+						avxPutF16(b[2:], 0.25)
+					} else {
+						avxPutF16(b[208:], 0.5)
+					}
+				}
+				a := make([]byte, n*nb*q.aSize)
+				for i := range a {
+					a[i] = ab
+				}
+				for j := 0; j < n*nb; j++ {
+					binary.LittleEndian.PutUint32(a[j*q.aSize:], math.Float32bits(0.125))
+				}
+				t.Run(fmt.Sprintf("%s/%02x/%02x", q.name, wb, ab), func(t *testing.T) {
+					vnniSame(t, q, vnni, avx, w, a, nb*q.aSize, nb, n)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkKQuantVNNI measures the k-quant dots of the avx2 and
+// avx512vnni sets side by side (2048 values, n columns); the bytes are the
+// weight bytes read.
+func BenchmarkKQuantVNNI(b *testing.B) {
+	vnni, avx := vnniNeed(b)
+	for _, q := range vnniKQuantKinds() {
+		for _, n := range []int{1, 2, 4, 8} {
+			nb := 2048 / q.qk
+			r := rand.New(rand.NewPCG(8, 9))
+			w := make([]byte, nb*q.wSize)
+			for i := 0; i < nb; i++ {
+				q.genBlock(r, w[i*q.wSize:(i+1)*q.wSize])
+			}
+			a := avxActs(r, q, nb, n, nb*q.aSize)
+			out := make([]float32, n)
+			for _, k := range []*Kernels{avx, vnni} {
+				dot := q.dot(k)
+				b.Run(fmt.Sprintf("%s/%s/n=%d", q.name, k.Name, n), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						dot(out, w, a, nb*q.aSize, nb, n)
+					}
+				})
+			}
+		}
+	}
+}
