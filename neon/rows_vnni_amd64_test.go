@@ -1,0 +1,160 @@
+//go:build amd64 && !purego
+
+package neon
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func rowsVNNINeed(t testing.TB) *Kernels {
+	t.Helper()
+	k := byName("avx512vnni")
+	if k == nil {
+		t.Skip("avx512vnni: this CPU lacks AVX-512 VNNI, VL or BW (or AVX2)")
+	}
+	return k
+}
+
+// TestRowsVNNIInstalled checks that the avx512vnni set has its own
+// row-group kernels, not the avx2 ones.
+func TestRowsVNNIInstalled(t *testing.T) {
+	k := rowsVNNINeed(t)
+	for _, rt := range rowsTypes {
+		f := rt.pick(k)
+		if f == nil || fmt.Sprintf("%p", f) == fmt.Sprintf("%p", rt.pick(avxNeed(t))) {
+			t.Errorf("%s: avx512vnni row-group kernel missing or the avx2 one", rt.dt.name)
+		}
+	}
+}
+
+// TestRowsVNNIExtremes runs the vnni row-group kernels on constant quant
+// bytes at the edges of the ranges (0x00, 0xff, 0x80, 0x7f, 0x88 weights;
+// -128, 127, 0, -1, -127 activations: the largest |sum u*a| and the o*sum a
+// corrections), one to nine columns, against the generic dots.
+func TestRowsVNNIExtremes(t *testing.T) {
+	k := rowsVNNINeed(t)
+	for _, rt := range rowsTypes {
+		dt := rt.dt
+		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
+			for _, ab := range []byte{0x80, 0x7f, 0x00, 0xff, 0x81} {
+				for _, nb := range []int{1, 3, 64} {
+					for _, n := range []int{1, 2, 3, 8, 9} {
+						w := make([]byte, RowGroup*nb*dt.wsize)
+						for i := range w {
+							w[i] = wb
+						}
+						a := make([]byte, n*nb*dt.asize)
+						for i := range a {
+							a[i] = ab
+						}
+						for b := 0; b < RowGroup*nb; b++ {
+							binary.LittleEndian.PutUint16(w[b*dt.wsize:], 0x3c00) // 1.0
+						}
+						for b := 0; b < n*nb; b++ {
+							binary.LittleEndian.PutUint16(a[b*dt.asize:], 0x3c00)
+						}
+						checkRows(t, k.Name, dt.name, rt.pick(k), rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRowsVNNIShort checks the vnni wrappers' length checks: exact-size
+// buffers run, one element short of out, w or a panics with errShort.
+func TestRowsVNNIShort(t *testing.T) {
+	k := rowsVNNINeed(t)
+	for _, rt := range rowsTypes {
+		dt := rt.dt
+		f := rt.pick(k)
+		for _, n := range []int{1, 2, 4, 9} {
+			nb, ldo, ws, as := 3, 9, 3*dt.wsize+1, 3*dt.asize+2
+			outLen := (n-1)*ldo + RowGroup
+			wLen := (RowGroup-1)*ws + nb*dt.wsize
+			aLen := (n-1)*as + nb*dt.asize
+			run := func(o, wl, al int) (err any) {
+				defer func() { err = recover() }()
+				f(make([]float32, o), ldo, make([]byte, wl), ws, make([]byte, al), as, nb, n)
+				return nil
+			}
+			if err := run(outLen, wLen, aLen); err != nil {
+				t.Fatalf("%s n=%d: exact-size buffers panicked: %v", dt.name, n, err)
+			}
+			for i, err := range []any{run(outLen-1, wLen, aLen), run(outLen, wLen-1, aLen), run(outLen, wLen, aLen-1)} {
+				if err != errShort {
+					t.Errorf("%s n=%d: buffer %d one short: got %v, want errShort", dt.name, n, i, err)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkRowsVNNI measures the row-group kernels of the avx2 and the
+// avx512vnni sets side by side: RowGroup rows × n columns per call, 64
+// blocks (2048 values) per row, from the cache; the bytes are the weight
+// bytes read.
+func BenchmarkRowsVNNI(b *testing.B) {
+	sets := []*Kernels{avxNeed(b), rowsVNNINeed(b)}
+	const nb = 64
+	for _, rt := range rowsTypes {
+		dt := rt.dt
+		r := rand.New(rand.NewPCG(12, 13))
+		wStride := nb * dt.wsize
+		w := make([]byte, 0, RowGroup*wStride)
+		for row := 0; row < RowGroup; row++ {
+			w = append(w, randWeights(r, dt, nb, 0)...)
+		}
+		for _, n := range []int{1, 2, 4, 8, 16, 64} {
+			aStride := nb * dt.asize
+			a := randActs(r, dt, nb, n, aStride, 0)
+			out := make([]float32, n*RowGroup)
+			for _, k := range sets {
+				rows := rt.pick(k)
+				b.Run(fmt.Sprintf("%s/n=%d/%s", dt.name, n, k.Name), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						rows(out, RowGroup, w, wStride, a, aStride, nb, n)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkRowsVNNIDRAM runs the Q4_0 row-group kernels over a matrix far
+// larger than the caches (65536 rows × 2048 values, 72 MiB), row group by
+// row group as MulRows does, n columns (compact outputs, ldo = RowGroup).
+func BenchmarkRowsVNNIDRAM(b *testing.B) {
+	sets := []*Kernels{avxNeed(b), rowsVNNINeed(b)}
+	const nb, nrows = 64, 65536
+	dt := rowsTypes[0].dt
+	r := rand.New(rand.NewPCG(14, 15))
+	rs := nb * dt.wsize
+	w := make([]byte, 0, nrows*rs)
+	for row := 0; row < 64; row++ {
+		w = append(w, randWeights(r, dt, nb, 0)...)
+	}
+	for len(w) < nrows*rs {
+		w = append(w, w[:min(len(w), nrows*rs-len(w))]...)
+	}
+	for _, n := range []int{1, 4, 8} {
+		as := nb * dt.asize
+		a := randActs(r, dt, nb, n, as, 0)
+		out := make([]float32, n*RowGroup)
+		for _, k := range sets {
+			rows := rowsTypes[0].pick(k)
+			b.Run(fmt.Sprintf("Q4_0/n=%d/%s", n, k.Name), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					for g := 0; g < nrows; g += RowGroup {
+						rows(out, RowGroup, w[g*rs:], rs, a, as, nb, n)
+					}
+				}
+			})
+		}
+	}
+}
