@@ -190,12 +190,12 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 	JEQ done;           \
 	VHSUM(Y15, X15, 28)
 
-// VSUMK leaves in Y0 the int32 lanes of sum scale*q*q8 over a super-block
+// VSUMKY leaves in Y0 the int32 lanes of sum scale*q*q8 over a super-block
 // (weights Y16..Y23, scale vectors Y24..Y31, q8 at 4(R9)): lane i gets
 // scale_k * (the 4 products of values 4i..4i+3 of sub-block k), as in the
 // avx2 kernels' VPMADDUBSW/VPMADDWD lanes. Even sub-blocks go to Y0, odd
 // ones to Y1.
-#define VSUMK \
+#define VSUMKY \
 	VPMADDUBSW 4(R9), Y16, Y0;   \
 	VPMADDWD   Y24, Y0, Y0;      \
 	VPMADDUBSW 36(R9), Y17, Y1;  \
@@ -214,10 +214,9 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 	VPDPWSSD   Y31, Y3, Y1;      \
 	VPADDD     Y1, Y0, Y0
 
-// VCOLQ4K: acc += (d*yd) * sum - (dmin*yd) * (mins · bsums), the float
+// VQ4TAIL (after VSUMKY/VSUMKZ): acc += (d*yd) * sum - (dmin*yd) * (mins · bsums), the float
 // steps of the avx2 kernel.
-#define VCOLQ4K(acc) \
-	VSUMK;                      \
+#define VQ4TAIL(acc) \
 	VMOVDQU  260(R9), Y2;       \
 	VPMADDWD Y5, Y2, Y2;        \
 	VCVTDQ2PS Y0, Y0;           \
@@ -229,104 +228,103 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 	VFNMADD231PS Y3, Y2, acc;   \
 	ADDQ R8, R9
 
-// func dotQ4_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
-TEXT ·dotQ4_KQ8_KVNNI(SB), NOSPLIT, $0-48
-	VARGS
-	VZERO8
-	TESTQ CX, CX
-	JZ    q4kdone
 
-	PCALIGN $16
-q4kloop:
-	// The 6-bit scales and mins (ggml's utmp shuffle): scales 0..3 in AX,
-	// 4..7 in R10; mins 0..3 in R9, 4..7 in R11.
-	MOVL 4(SI), AX
-	MOVL 8(SI), R9
-	MOVL 12(SI), R10
-	MOVL R10, R11
-	SHRL $4, R11
-	ANDL $0x0f0f0f0f, R11
-	MOVL R9, R12
-	SHRL $6, R12
-	ANDL $0x03030303, R12
-	SHLL $4, R12
-	ORL  R12, R11
-	ANDL $0x3f3f3f3f, R9
-	ANDL $0x0f0f0f0f, R10
-	MOVL AX, R12
-	SHRL $6, R12
-	ANDL $0x03030303, R12
-	SHLL $4, R12
-	ORL  R12, R10
-	ANDL $0x3f3f3f3f, AX
-	SHLQ $32, R10
-	ORQ  AX, R10
-	SHLQ $32, R11
-	ORQ  R9, R11
+// The zmm variants: sub-blocks 2j and 2j+1 side by side in Z16+2j (weights)
+// and Z24+2j (scale vectors), so one 512-bit VPMADDUBSW/VPDPWSSD pair
+// covers 64 values; the two 256-bit halves of the int32 lanes are added at
+// the end (the same integer lanes).
+#define VZPACK \
+	VINSERTI64X4 $1, Y17, Z16, Z16; \
+	VINSERTI64X4 $1, Y19, Z18, Z18; \
+	VINSERTI64X4 $1, Y21, Z20, Z20; \
+	VINSERTI64X4 $1, Y23, Z22, Z22; \
+	VINSERTI64X4 $1, Y25, Z24, Z24; \
+	VINSERTI64X4 $1, Y27, Z26, Z26; \
+	VINSERTI64X4 $1, Y29, Z28, Z28; \
+	VINSERTI64X4 $1, Y31, Z30, Z30
 
-	// Scale vectors: scale k zero-extended into all 16 words of Y24+k.
-	VMOVQ        R10, X1
-	VPBROADCASTQ X1, Y1
-	VPSHUFB      vq4Shuf<>+0(SB), Y1, Y24
-	VPSHUFB      vq4Shuf<>+32(SB), Y1, Y25
-	VPSHUFB      vq4Shuf<>+64(SB), Y1, Y26
-	VPSHUFB      vq4Shuf<>+96(SB), Y1, Y27
-	VPSHUFB      vq4Shuf<>+128(SB), Y1, Y28
-	VPSHUFB      vq4Shuf<>+160(SB), Y1, Y29
-	VPSHUFB      vq4Shuf<>+192(SB), Y1, Y30
-	VPSHUFB      vq4Shuf<>+224(SB), Y1, Y31
+#define VSUMKZ \
+	VPMADDUBSW 4(R9), Z16, Z0;   \
+	VPMADDWD   Z24, Z0, Z0;      \
+	VPMADDUBSW 68(R9), Z18, Z1;  \
+	VPDPWSSD   Z26, Z1, Z0;      \
+	VPMADDUBSW 132(R9), Z20, Z2; \
+	VPDPWSSD   Z28, Z2, Z0;      \
+	VPMADDUBSW 196(R9), Z22, Z3; \
+	VPDPWSSD   Z30, Z3, Z0;      \
+	VEXTRACTI64X4 $1, Z0, Y1;    \
+	VPADDD     Y1, Y0, Y0
 
-	// Mins: min j in words 2j and 2j+1, against bsums 2j and 2j+1.
-	VMOVQ       R11, X2
-	VPMOVZXBW   X2, X2
-	VPUNPCKLWD  X2, X2, X3
-	VPUNPCKHWD  X2, X2, X4
-	VINSERTI128 $1, X4, Y3, Y5
-
-	// Weights: the low nibbles of 32 bytes are sub-block 2j, the high
-	// nibbles sub-block 2j+1.
-	VMOVDQU vnib<>(SB), Y4
-	VMOVDQU 16(SI), Y0
-	VMOVDQU 48(SI), Y1
-	VMOVDQU 80(SI), Y2
-	VMOVDQU 112(SI), Y3
-	VPANDD  Y4, Y0, Y16
-	VPANDD  Y4, Y1, Y18
-	VPANDD  Y4, Y2, Y20
-	VPANDD  Y4, Y3, Y22
-	VPSRLW  $4, Y0, Y0
-	VPSRLW  $4, Y1, Y1
-	VPSRLW  $4, Y2, Y2
-	VPSRLW  $4, Y3, Y3
-	VPANDD  Y4, Y0, Y17
-	VPANDD  Y4, Y1, Y19
-	VPANDD  Y4, Y2, Y21
-	VPANDD  Y4, Y3, Y23
-
-	VPBROADCASTW (SI), X6
-	VCVTPH2PS    X6, Y6
-	VPBROADCASTW 2(SI), X7
+// VQ4UNPACK unpacks the Q4_K super-block at SI: the 6-bit scales and mins
+// (ggml's utmp shuffle: scales 0..3 in AX, 4..7 in R10, mins 0..3 in R9,
+// 4..7 in R11); scale k zero-extended into all 16 words of Y24+k; the
+// mins (min j in words 2j and 2j+1, against bsums 2j and 2j+1) in Y5; the
+// weights (the low nibbles of 32 bytes are sub-block 2j, the high nibbles
+// sub-block 2j+1) in Y16..Y23; d in Y6, dmin in Y7.
+#define VQ4UNPACK \
+	MOVL 4(SI), AX; \
+	MOVL 8(SI), R9; \
+	MOVL 12(SI), R10; \
+	MOVL R10, R11; \
+	SHRL $4, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL R9, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL  R12, R11; \
+	ANDL $0x3f3f3f3f, R9; \
+	ANDL $0x0f0f0f0f, R10; \
+	MOVL AX, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL  R12, R10; \
+	ANDL $0x3f3f3f3f, AX; \
+	SHLQ $32, R10; \
+	ORQ  AX, R10; \
+	SHLQ $32, R11; \
+	ORQ  R9, R11; \
+	VMOVQ        R10, X1; \
+	VPBROADCASTQ X1, Y1; \
+	VPSHUFB      vq4Shuf<>+0(SB), Y1, Y24; \
+	VPSHUFB      vq4Shuf<>+32(SB), Y1, Y25; \
+	VPSHUFB      vq4Shuf<>+64(SB), Y1, Y26; \
+	VPSHUFB      vq4Shuf<>+96(SB), Y1, Y27; \
+	VPSHUFB      vq4Shuf<>+128(SB), Y1, Y28; \
+	VPSHUFB      vq4Shuf<>+160(SB), Y1, Y29; \
+	VPSHUFB      vq4Shuf<>+192(SB), Y1, Y30; \
+	VPSHUFB      vq4Shuf<>+224(SB), Y1, Y31; \
+	VMOVQ       R11, X2; \
+	VPMOVZXBW   X2, X2; \
+	VPUNPCKLWD  X2, X2, X3; \
+	VPUNPCKHWD  X2, X2, X4; \
+	VINSERTI128 $1, X4, Y3, Y5; \
+	VMOVDQU vnib<>(SB), Y4; \
+	VMOVDQU 16(SI), Y0; \
+	VMOVDQU 48(SI), Y1; \
+	VMOVDQU 80(SI), Y2; \
+	VMOVDQU 112(SI), Y3; \
+	VPANDD  Y4, Y0, Y16; \
+	VPANDD  Y4, Y1, Y18; \
+	VPANDD  Y4, Y2, Y20; \
+	VPANDD  Y4, Y3, Y22; \
+	VPSRLW  $4, Y0, Y0; \
+	VPSRLW  $4, Y1, Y1; \
+	VPSRLW  $4, Y2, Y2; \
+	VPSRLW  $4, Y3, Y3; \
+	VPANDD  Y4, Y0, Y17; \
+	VPANDD  Y4, Y1, Y19; \
+	VPANDD  Y4, Y2, Y21; \
+	VPANDD  Y4, Y3, Y23; \
+	VPBROADCASTW (SI), X6; \
+	VCVTPH2PS    X6, Y6; \
+	VPBROADCASTW 2(SI), X7; \
 	VCVTPH2PS    X7, Y7
 
-	VEACHCOL(VCOLQ4K, q4knext)
-
-q4knext:
-	ADDQ $144, SI
-	ADDQ $292, DX
-	DECQ CX
-	JNZ  q4kloop
-
-q4kdone:
-	VSTOREALL(q4kret)
-
-q4kret:
-	VZEROUPPER
-	RET
-
-// VCOLQ6K: acc += (d*yd) * (sum scale*q*q8 - 32 * scales · bsums), the
+// VQ6TAIL (after VSUMKY/VSUMKZ): acc += (d*yd) * (sum scale*q*q8 - 32 * scales · bsums), the
 // float steps of the avx2 kernel.
-#define VCOLQ6K(acc) \
-	VSUMK;                      \
+#define VQ6TAIL(acc) \
 	VMOVDQU  260(R9), Y2;       \
 	VPMADDWD Y5, Y2, Y2;        \
 	VPSLLD   $5, Y2, Y2;        \
@@ -357,57 +355,139 @@ q4kret:
 	VQ6SUB(Y0, 4, VPSRLW, 0, d2);  \
 	VQ6SUB(Y1, 4, VPSRLW, 2, d3)
 
+// VQ6UNPACK unpacks the Q6_K super-block at SI: the weights in Y16..Y23;
+// the scale vectors in Y24..Y31 (sub-block k covers scales 2k in the low
+// lane and 2k+1 in the high lane, sign-extended to words); the scales as
+// words against the bsums (the -32 offset) in Y5; d in Y6.
+#define VQ6UNPACK \
+	VMOVDQU vnib<>(SB), Y4; \
+	VMOVDQU vq6Hi<>(SB), Y5; \
+	VQ6HALF(0, 128, Y16, Y17, Y18, Y19); \
+	VQ6HALF(64, 160, Y20, Y21, Y22, Y23); \
+	VBROADCASTI128 192(SI), Y1; \
+	VPSHUFB        vq6Shuf<>+0(SB), Y1, Y24; \
+	VPSHUFB        vq6Shuf<>+32(SB), Y1, Y25; \
+	VPSHUFB        vq6Shuf<>+64(SB), Y1, Y26; \
+	VPSHUFB        vq6Shuf<>+96(SB), Y1, Y27; \
+	VPSHUFB        vq6Shuf<>+128(SB), Y1, Y28; \
+	VPSHUFB        vq6Shuf<>+160(SB), Y1, Y29; \
+	VPSHUFB        vq6Shuf<>+192(SB), Y1, Y30; \
+	VPSHUFB        vq6Shuf<>+224(SB), Y1, Y31; \
+	VPSRAW         $8, Y24, Y24; \
+	VPSRAW         $8, Y25, Y25; \
+	VPSRAW         $8, Y26, Y26; \
+	VPSRAW         $8, Y27, Y27; \
+	VPSRAW         $8, Y28, Y28; \
+	VPSRAW         $8, Y29, Y29; \
+	VPSRAW         $8, Y30, Y30; \
+	VPSRAW         $8, Y31, Y31; \
+	VPMOVSXBW 192(SI), Y5; \
+	VPBROADCASTW 208(SI), X6; \
+	VCVTPH2PS    X6, Y6
+
+#define VCOLQ4KY(acc) VSUMKY; VQ4TAIL(acc)
+#define VCOLQ4KZ(acc) VSUMKZ; VQ4TAIL(acc)
+#define VCOLQ6KY(acc) VSUMKY; VQ6TAIL(acc)
+#define VCOLQ6KZ(acc) VSUMKZ; VQ6TAIL(acc)
+
+// func dotQ4_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ4_KQ8_KVNNI(SB), NOSPLIT, $0-48
+	VARGS
+	VZERO8
+	TESTQ CX, CX
+	JZ    q4ydone
+
+	PCALIGN $16
+q4yloop:
+	VQ4UNPACK
+	VEACHCOL(VCOLQ4KY, q4ynext)
+
+q4ynext:
+	ADDQ $144, SI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q4yloop
+
+q4ydone:
+	VSTOREALL(q4yret)
+
+q4yret:
+	VZEROUPPER
+	RET
+
+// func dotQ4_KQ8_KVNNIZ(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ4_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
+	VARGS
+	VZERO8
+	TESTQ CX, CX
+	JZ    q4zdone
+
+	PCALIGN $16
+q4zloop:
+	VQ4UNPACK
+	VZPACK
+	VEACHCOL(VCOLQ4KZ, q4znext)
+
+q4znext:
+	ADDQ $144, SI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q4zloop
+
+q4zdone:
+	VSTOREALL(q4zret)
+
+q4zret:
+	VZEROUPPER
+	RET
+
 // func dotQ6_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
 TEXT ·dotQ6_KQ8_KVNNI(SB), NOSPLIT, $0-48
 	VARGS
 	VZERO8
 	TESTQ CX, CX
-	JZ    q6kdone
+	JZ    q6ydone
 
 	PCALIGN $16
-q6kloop:
-	VMOVDQU vnib<>(SB), Y4
-	VMOVDQU vq6Hi<>(SB), Y5
-	VQ6HALF(0, 128, Y16, Y17, Y18, Y19)
-	VQ6HALF(64, 160, Y20, Y21, Y22, Y23)
+q6yloop:
+	VQ6UNPACK
+	VEACHCOL(VCOLQ6KY, q6ynext)
 
-	// Scale vectors: sub-block k covers scales 2k (low lane) and 2k+1
-	// (high lane), sign-extended to words.
-	VBROADCASTI128 192(SI), Y1
-	VPSHUFB        vq6Shuf<>+0(SB), Y1, Y24
-	VPSHUFB        vq6Shuf<>+32(SB), Y1, Y25
-	VPSHUFB        vq6Shuf<>+64(SB), Y1, Y26
-	VPSHUFB        vq6Shuf<>+96(SB), Y1, Y27
-	VPSHUFB        vq6Shuf<>+128(SB), Y1, Y28
-	VPSHUFB        vq6Shuf<>+160(SB), Y1, Y29
-	VPSHUFB        vq6Shuf<>+192(SB), Y1, Y30
-	VPSHUFB        vq6Shuf<>+224(SB), Y1, Y31
-	VPSRAW         $8, Y24, Y24
-	VPSRAW         $8, Y25, Y25
-	VPSRAW         $8, Y26, Y26
-	VPSRAW         $8, Y27, Y27
-	VPSRAW         $8, Y28, Y28
-	VPSRAW         $8, Y29, Y29
-	VPSRAW         $8, Y30, Y30
-	VPSRAW         $8, Y31, Y31
-
-	// The -32 offset through the bsums: scale i against bsum i.
-	VPMOVSXBW 192(SI), Y5
-
-	VPBROADCASTW 208(SI), X6
-	VCVTPH2PS    X6, Y6
-
-	VEACHCOL(VCOLQ6K, q6knext)
-
-q6knext:
+q6ynext:
 	ADDQ $210, SI
 	ADDQ $292, DX
 	DECQ CX
-	JNZ  q6kloop
+	JNZ  q6yloop
 
-q6kdone:
-	VSTOREALL(q6kret)
+q6ydone:
+	VSTOREALL(q6yret)
 
-q6kret:
+q6yret:
+	VZEROUPPER
+	RET
+
+// func dotQ6_KQ8_KVNNIZ(out *float32, w, a *byte, aStride, nb, n int)
+TEXT ·dotQ6_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
+	VARGS
+	VZERO8
+	TESTQ CX, CX
+	JZ    q6zdone
+
+	PCALIGN $16
+q6zloop:
+	VQ6UNPACK
+	VZPACK
+	VEACHCOL(VCOLQ6KZ, q6znext)
+
+q6znext:
+	ADDQ $210, SI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q6zloop
+
+q6zdone:
+	VSTOREALL(q6zret)
+
+q6zret:
 	VZEROUPPER
 	RET

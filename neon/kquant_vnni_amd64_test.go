@@ -19,6 +19,18 @@ func vnniNeed(t testing.TB) (vnni, avx *Kernels) {
 	return vnni, avx
 }
 
+// vnniVariants are the avx512vnni k-quant kernels, 256- and 512-bit, as
+// kernel sets (whichever the set installed), so the tests run both.
+func vnniVariants(t testing.TB) []*Kernels {
+	t.Helper()
+	vnni, _ := vnniNeed(t)
+	y, z := *vnni, *vnni
+	y.Name, z.Name = "avx512vnni-ymm", "avx512vnni-zmm"
+	y.DotQ4_KQ8_K, y.DotQ6_KQ8_K = dotQ4_KQ8_Kvnni, dotQ6_KQ8_Kvnni
+	z.DotQ4_KQ8_K, z.DotQ6_KQ8_K = dotQ4_KQ8_Kvnniz, dotQ6_KQ8_Kvnniz
+	return []*Kernels{&y, &z}
+}
+
 // vnniKQuantKinds are the k-quant entries of avxQuantKinds.
 func vnniKQuantKinds() []avxQuantKind {
 	var ks []avxQuantKind
@@ -46,7 +58,7 @@ func vnniSame(t *testing.T, q avxQuantKind, vnni, avx *Kernels, w, a []byte, aSt
 	}
 	for j := 0; j < n; j++ {
 		if !sameBits(got[1+j], want[j]) {
-			t.Errorf("%s nb=%d n=%d col %d: avx512vnni %v (%08x), avx2 %v", q.name, nb, n, j, got[1+j], got[1+j], want[j])
+			t.Errorf("%s nb=%d n=%d col %d: %s %v (%08x), avx2 %v (%08x)", q.name, nb, n, j, vnni.Name, got[1+j], math.Float32bits(got[1+j]), want[j], math.Float32bits(want[j]))
 		}
 	}
 }
@@ -55,7 +67,13 @@ func vnniSame(t *testing.T, q avxQuantKind, vnni, avx *Kernels, w, a []byte, aSt
 // ones bit for bit, on quantized activations and on random bytes
 // everywhere (both compute the same integer lanes for any bytes).
 func TestKQuantVNNIMatchesAVX2(t *testing.T) {
-	vnni, avx := vnniNeed(t)
+	_, avx := vnniNeed(t)
+	for _, vnni := range vnniVariants(t) {
+		t.Run(vnni.Name, func(t *testing.T) { vnniMatches(t, vnni, avx) })
+	}
+}
+
+func vnniMatches(t *testing.T, vnni, avx *Kernels) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, q := range vnniKQuantKinds() {
 		for _, nb := range []int{0, 1, 2, 3, 8} {
@@ -82,7 +100,13 @@ func TestKQuantVNNIMatchesAVX2(t *testing.T) {
 // TestKQuantVNNIExtremes: weights and activations at the ends of their
 // ranges (constant weight bytes, quants -128 and 127, constant bsums).
 func TestKQuantVNNIExtremes(t *testing.T) {
-	vnni, avx := vnniNeed(t)
+	_, avx := vnniNeed(t)
+	for _, vnni := range vnniVariants(t) {
+		t.Run(vnni.Name, func(t *testing.T) { vnniExtremes(t, vnni, avx) })
+	}
+}
+
+func vnniExtremes(t *testing.T, vnni, avx *Kernels) {
 	for _, q := range vnniKQuantKinds() {
 		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88, 0x3f, 0xc0} {
 			for _, ab := range []byte{0x80, 0x7f, 0x00, 0x81} {
@@ -119,7 +143,8 @@ func TestKQuantVNNIExtremes(t *testing.T) {
 // avx512vnni sets side by side (2048 values, n columns); the bytes are the
 // weight bytes read.
 func BenchmarkKQuantVNNI(b *testing.B) {
-	vnni, avx := vnniNeed(b)
+	_, avx := vnniNeed(b)
+	sets := append([]*Kernels{avx}, vnniVariants(b)...)
 	for _, q := range vnniKQuantKinds() {
 		for _, n := range []int{1, 2, 4, 8} {
 			nb := 2048 / q.qk
@@ -130,7 +155,7 @@ func BenchmarkKQuantVNNI(b *testing.B) {
 			}
 			a := avxActs(r, q, nb, n, nb*q.aSize)
 			out := make([]float32, n)
-			for _, k := range []*Kernels{avx, vnni} {
+			for _, k := range sets {
 				dot := q.dot(k)
 				b.Run(fmt.Sprintf("%s/%s/n=%d", q.name, k.Name, n), func(b *testing.B) {
 					b.SetBytes(int64(len(w)))
