@@ -110,6 +110,39 @@ DATA vq6Hi<>+16(SB)/8, $0x3030303030303030
 DATA vq6Hi<>+24(SB)/8, $0x3030303030303030
 GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 
+// Per-half word shift counts of the 512-bit unpacking (VPSRLVW/VPSLLVW):
+// vShr04 0 in the low 256 bits, 4 in the high; vShl42 4 and 2; vShr02 0
+// and 2.
+DATA vShr04<>+0(SB)/8, $0
+DATA vShr04<>+8(SB)/8, $0
+DATA vShr04<>+16(SB)/8, $0
+DATA vShr04<>+24(SB)/8, $0
+DATA vShr04<>+32(SB)/8, $0x0004000400040004
+DATA vShr04<>+40(SB)/8, $0x0004000400040004
+DATA vShr04<>+48(SB)/8, $0x0004000400040004
+DATA vShr04<>+56(SB)/8, $0x0004000400040004
+GLOBL vShr04<>(SB), RODATA|NOPTR, $64
+
+DATA vShl42<>+0(SB)/8, $0x0004000400040004
+DATA vShl42<>+8(SB)/8, $0x0004000400040004
+DATA vShl42<>+16(SB)/8, $0x0004000400040004
+DATA vShl42<>+24(SB)/8, $0x0004000400040004
+DATA vShl42<>+32(SB)/8, $0x0002000200020002
+DATA vShl42<>+40(SB)/8, $0x0002000200020002
+DATA vShl42<>+48(SB)/8, $0x0002000200020002
+DATA vShl42<>+56(SB)/8, $0x0002000200020002
+GLOBL vShl42<>(SB), RODATA|NOPTR, $64
+
+DATA vShr02<>+0(SB)/8, $0
+DATA vShr02<>+8(SB)/8, $0
+DATA vShr02<>+16(SB)/8, $0
+DATA vShr02<>+24(SB)/8, $0
+DATA vShr02<>+32(SB)/8, $0x0002000200020002
+DATA vShr02<>+40(SB)/8, $0x0002000200020002
+DATA vShr02<>+48(SB)/8, $0x0002000200020002
+DATA vShr02<>+56(SB)/8, $0x0002000200020002
+GLOBL vShr02<>(SB), RODATA|NOPTR, $64
+
 #define VARGS \
 	MOVQ out+0(FP), DI;        \
 	MOVQ w+8(FP), SI;          \
@@ -233,16 +266,6 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 // and Z24+2j (scale vectors), so one 512-bit VPMADDUBSW/VPDPWSSD pair
 // covers 64 values; the two 256-bit halves of the int32 lanes are added at
 // the end (the same integer lanes).
-#define VZPACK \
-	VINSERTI64X4 $1, Y17, Z16, Z16; \
-	VINSERTI64X4 $1, Y19, Z18, Z18; \
-	VINSERTI64X4 $1, Y21, Z20, Z20; \
-	VINSERTI64X4 $1, Y23, Z22, Z22; \
-	VINSERTI64X4 $1, Y25, Z24, Z24; \
-	VINSERTI64X4 $1, Y27, Z26, Z26; \
-	VINSERTI64X4 $1, Y29, Z28, Z28; \
-	VINSERTI64X4 $1, Y31, Z30, Z30
-
 #define VSUMKZ \
 	VPMADDUBSW 4(R9), Z16, Z0;   \
 	VPMADDWD   Z24, Z0, Z0;      \
@@ -261,7 +284,7 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 // mins (min j in words 2j and 2j+1, against bsums 2j and 2j+1) in Y5; the
 // weights (the low nibbles of 32 bytes are sub-block 2j, the high nibbles
 // sub-block 2j+1) in Y16..Y23; d in Y6, dmin in Y7.
-#define VQ4UNPACK \
+#define VQ4GPR \
 	MOVL 4(SI), AX; \
 	MOVL 8(SI), R9; \
 	MOVL 12(SI), R10; \
@@ -284,7 +307,10 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 	SHLQ $32, R10; \
 	ORQ  AX, R10; \
 	SHLQ $32, R11; \
-	ORQ  R9, R11; \
+	ORQ  R9, R11
+
+#define VQ4UNPACK \
+	VQ4GPR; \
 	VMOVQ        R10, X1; \
 	VPBROADCASTQ X1, Y1; \
 	VPSHUFB      vq4Shuf<>+0(SB), Y1, Y24; \
@@ -385,6 +411,79 @@ GLOBL vq6Hi<>(SB), RODATA|NOPTR, $32
 	VPBROADCASTW 208(SI), X6; \
 	VCVTPH2PS    X6, Y6
 
+// VQ4UNPACKZ is VQ4UNPACK for the 512-bit variant: sub-blocks 2j and 2j+1
+// (the low and high nibbles of 32 bytes) in the halves of Z16+2j, their
+// scale vectors in the halves of Z24+2j (rows 2j and 2j+1 of vq4Shuf
+// side by side), mins in Y5, d in Y6, dmin in Y7.
+#define VQ4UNPACKZ \
+	VQ4GPR; \
+	VMOVQ        R10, X1; \
+	VPBROADCASTQ X1, Z1; \
+	VPSHUFB      vq4Shuf<>+0(SB), Z1, Z24; \
+	VPSHUFB      vq4Shuf<>+64(SB), Z1, Z26; \
+	VPSHUFB      vq4Shuf<>+128(SB), Z1, Z28; \
+	VPSHUFB      vq4Shuf<>+192(SB), Z1, Z30; \
+	VMOVQ       R11, X2; \
+	VPMOVZXBW   X2, X2; \
+	VPUNPCKLWD  X2, X2, X3; \
+	VPUNPCKHWD  X2, X2, X4; \
+	VINSERTI128 $1, X4, Y3, Y5; \
+	VPBROADCASTQ vnib<>(SB), Z4; \
+	VMOVDQU64    vShr04<>(SB), Z3; \
+	VBROADCASTI64X4 16(SI), Z0; \
+	VPSRLVW      Z3, Z0, Z0; \
+	VPANDD       Z4, Z0, Z16; \
+	VBROADCASTI64X4 48(SI), Z1; \
+	VPSRLVW      Z3, Z1, Z1; \
+	VPANDD       Z4, Z1, Z18; \
+	VBROADCASTI64X4 80(SI), Z0; \
+	VPSRLVW      Z3, Z0, Z0; \
+	VPANDD       Z4, Z0, Z20; \
+	VBROADCASTI64X4 112(SI), Z1; \
+	VPSRLVW      Z3, Z1, Z1; \
+	VPANDD       Z4, Z1, Z22; \
+	VPBROADCASTW (SI), X6; \
+	VCVTPH2PS    X6, Y6; \
+	VPBROADCASTW 2(SI), X7; \
+	VCVTPH2PS    X7, Y7
+
+// VQ6HALFZ unpacks one 128-value half of Q6_K for the 512-bit variant: ql
+// (64 bytes) at qoff(SI), qh (32 bytes, both halves) at hoff(SI); sub-blocks
+// 0 and 1 of the half (low nibbles, qh bits 0..1 and 2..3) into d01, 2 and
+// 3 (high nibbles, qh bits 4..5 and 6..7) into d23. Z4 = nibble mask, Z5 =
+// bits 4..5.
+#define VQ6HALFZ(qoff, hoff, d01, d23) \
+	VMOVDQU64       qoff(SI), Z0;           \
+	VBROADCASTI64X4 hoff(SI), Z2;           \
+	VPSLLVW         vShl42<>(SB), Z2, d01;  \
+	VPANDD          Z5, d01, d01;           \
+	VPTERNLOGD      $0xf8, Z4, Z0, d01;     \
+	VPSRLW          $4, Z0, Z1;             \
+	VPSRLVW         vShr02<>(SB), Z2, d23;  \
+	VPANDD          Z5, d23, d23;           \
+	VPTERNLOGD      $0xf8, Z4, Z1, d23
+
+// VQ6UNPACKZ is VQ6UNPACK for the 512-bit variant: sub-blocks 2j and 2j+1
+// in the halves of Z16+2j, their scale vectors (scales 4j..4j+3 in the four
+// 128-bit lanes: rows 2j and 2j+1 of vq6Shuf side by side) in Z24+2j.
+#define VQ6UNPACKZ \
+	VPBROADCASTQ vnib<>(SB), Z4; \
+	VPBROADCASTQ vq6Hi<>(SB), Z5; \
+	VQ6HALFZ(0, 128, Z16, Z18); \
+	VQ6HALFZ(64, 160, Z20, Z22); \
+	VBROADCASTI32X4 192(SI), Z1; \
+	VPSHUFB        vq6Shuf<>+0(SB), Z1, Z24; \
+	VPSHUFB        vq6Shuf<>+64(SB), Z1, Z26; \
+	VPSHUFB        vq6Shuf<>+128(SB), Z1, Z28; \
+	VPSHUFB        vq6Shuf<>+192(SB), Z1, Z30; \
+	VPSRAW         $8, Z24, Z24; \
+	VPSRAW         $8, Z26, Z26; \
+	VPSRAW         $8, Z28, Z28; \
+	VPSRAW         $8, Z30, Z30; \
+	VPMOVSXBW 192(SI), Y5; \
+	VPBROADCASTW 208(SI), X6; \
+	VCVTPH2PS    X6, Y6
+
 #define VCOLQ4KY(acc) VSUMKY; VQ4TAIL(acc)
 #define VCOLQ4KZ(acc) VSUMKZ; VQ4TAIL(acc)
 #define VCOLQ6KY(acc) VSUMKY; VQ6TAIL(acc)
@@ -424,8 +523,7 @@ TEXT ·dotQ4_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
 
 	PCALIGN $16
 q4zloop:
-	VQ4UNPACK
-	VZPACK
+	VQ4UNPACKZ
 	VEACHCOL(VCOLQ4KZ, q4znext)
 
 q4znext:
@@ -475,8 +573,7 @@ TEXT ·dotQ6_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
 
 	PCALIGN $16
 q6zloop:
-	VQ6UNPACK
-	VZPACK
+	VQ6UNPACKZ
 	VEACHCOL(VCOLQ6KZ, q6znext)
 
 q6znext:
