@@ -36,6 +36,12 @@ type pool struct {
 // it parks: longer than the gaps between the jobs of one decoding step.
 const spinFor = 200 * time.Microsecond
 
+// yieldEvery is how many polls a spinning goroutine makes between yields
+// to the scheduler (a few microseconds): rare enough to cost nothing (a
+// yield takes the scheduler's locks), often enough that more threads than
+// processors still make progress.
+const yieldEvery = 4096
+
 func newPool(threads int) *pool {
 	if threads < 1 {
 		threads = 1
@@ -82,7 +88,9 @@ func (p *pool) await(i int, seen uint64) (uint64, bool) {
 				if time.Since(start) > spinFor {
 					break
 				}
-				runtime.Gosched()
+				if s%yieldEvery == 0 {
+					runtime.Gosched()
+				}
 			}
 		}
 		// Park. The flag is set before the last look at the counter and
@@ -137,7 +145,7 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 		fn(lo, hi)
 	}
 	for s := 1; p.left.Load() != 0; s++ {
-		if s%64 == 0 {
+		if s%yieldEvery == 0 {
 			runtime.Gosched()
 		}
 	}
