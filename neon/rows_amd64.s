@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // AVX2+F16C row-group kernels: RowGroup = 8 weight rows (wStride bytes
 // apart) times n activation columns (aStride bytes apart) of 32-value
@@ -37,146 +38,6 @@
 // columns left, R10 wStride, R11 3*wStride, DX column 0's block, R8
 // aStride, CX ldo*4, BX n, R12 blocks left, R9 the column's block, R14 the
 // column's outputs, R13 scratch (Q8_0).
-
-DATA rnib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rnib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rnib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA rnib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL rnib<>(SB), RODATA|NOPTR, $32
-
-DATA reights<>+0(SB)/8, $0x0808080808080808
-DATA reights<>+8(SB)/8, $0x0808080808080808
-DATA reights<>+16(SB)/8, $0x0808080808080808
-DATA reights<>+24(SB)/8, $0x0808080808080808
-GLOBL reights<>(SB), RODATA|NOPTR, $32
-
-DATA rsixteens<>+0(SB)/8, $0x1010101010101010
-DATA rsixteens<>+8(SB)/8, $0x1010101010101010
-DATA rsixteens<>+16(SB)/8, $0x1010101010101010
-DATA rsixteens<>+24(SB)/8, $0x1010101010101010
-GLOBL rsixteens<>(SB), RODATA|NOPTR, $32
-
-DATA rones16<>+0(SB)/8, $0x0001000100010001
-DATA rones16<>+8(SB)/8, $0x0001000100010001
-DATA rones16<>+16(SB)/8, $0x0001000100010001
-DATA rones16<>+24(SB)/8, $0x0001000100010001
-GLOBL rones16<>(SB), RODATA|NOPTR, $32
-
-#define RARGS \
-	MOVQ out+0(FP), DI;       \
-	MOVQ ldo+8(FP), CX;       \
-	SHLQ $2, CX;              \
-	MOVQ w+16(FP), SI;        \
-	MOVQ wStride+24(FP), R10; \
-	LEAQ (R10)(R10*2), R11;   \
-	MOVQ a+32(FP), DX;        \
-	MOVQ aStride+40(FP), R8;  \
-	MOVQ nb+48(FP), R12;      \
-	MOVQ n+56(FP), BX
-
-// PFINIT and PFNEXT prefetch the next row group while this one runs: the
-// 8 rows are read block by block, 8 streams wStride apart that the
-// hardware prefetchers follow badly, so each block step fetches its share
-// (8 blocks' worth of bytes, three cache lines) of the next group's
-// 8*wStride bytes, linearly. PFINIT keeps 8*wStride - 7*w in the frame so
-// that PFNEXT finds the address as 8*SI plus it; prefetches never fault,
-// so running past the matrix is harmless.
-// (T and U are temporaries.)
-#define PFINIT(T, U) \
-	LEAQ (R10*8), T; \
-	MOVQ SI, U;      \
-	SHLQ $3, U;      \
-	SUBQ SI, U;      \
-	SUBQ U, T;       \
-	MOVQ T, pf-8(SP)
-
-#define PFNEXT(T) \
-	MOVQ       pf-8(SP), T;  \
-	LEAQ       (T)(SI*8), T; \
-	PREFETCHT0 (T);          \
-	PREFETCHT0 64(T);        \
-	PREFETCHT0 128(T)
-
-// PFNEXT5 covers the 8*34 bytes of a Q8_0 block step.
-#define PFNEXT5(T) \
-	PFNEXT(T);               \
-	PREFETCHT0 192(T);       \
-	PREFETCHT0 256(T)
-
-// RZERO zeroes the n columns' 8 outputs.
-#define RZERO(loop) \
-	VXORPS  Y0, Y0, Y0; \
-	MOVQ    DI, R14;    \
-	MOVQ    BX, AX;     \
-loop:                   \
-	VMOVUPS Y0, (R14);  \
-	ADDQ    CX, R14;    \
-	DECQ    AX;         \
-	JNZ     loop
-
-// RDW gathers the F16 scales of the 8 rows' blocks into Y6 as float32
-// (AX = row 4's block; uses R9).
-#define RDW \
-	MOVWLZX (SI), R9;                  \
-	VMOVD   R9, X6;                    \
-	VPINSRW $1, (SI)(R10*1), X6, X6;   \
-	VPINSRW $2, (SI)(R10*2), X6, X6;   \
-	VPINSRW $3, (SI)(R11*1), X6, X6;   \
-	VPINSRW $4, (AX), X6, X6;          \
-	VPINSRW $5, (AX)(R10*1), X6, X6;   \
-	VPINSRW $6, (AX)(R10*2), X6, X6;   \
-	VPINSRW $7, (AX)(R11*1), X6, X6;   \
-	VCVTPH2PS X6, Y6
-
-// TRANS4 loads the 16 bytes at off of the 8 rows' blocks and transposes
-// them into Y2..Y5: lane r of Yk+2 = row r's dword k (uses Y0..Y5).
-#define TRANS4(off) \
-	VMOVDQU      off(SI), X0;                       \
-	VINSERTI128  $1, off(AX), Y0, Y0;               \
-	VMOVDQU      off(SI)(R10*1), X1;                \
-	VINSERTI128  $1, off(AX)(R10*1), Y1, Y1;        \
-	VMOVDQU      off(SI)(R10*2), X2;                \
-	VINSERTI128  $1, off(AX)(R10*2), Y2, Y2;        \
-	VMOVDQU      off(SI)(R11*1), X3;                \
-	VINSERTI128  $1, off(AX)(R11*1), Y3, Y3;        \
-	VPUNPCKLDQ   Y1, Y0, Y4;                        \
-	VPUNPCKHDQ   Y1, Y0, Y5;                        \
-	VPUNPCKLDQ   Y3, Y2, Y0;                        \
-	VPUNPCKHDQ   Y3, Y2, Y1;                        \
-	VPUNPCKLQDQ  Y0, Y4, Y2;                        \
-	VPUNPCKHQDQ  Y0, Y4, Y3;                        \
-	VPUNPCKLQDQ  Y1, Y5, Y4;                        \
-	VPUNPCKHQDQ  Y1, Y5, Y5
-
-// NIBS splits D (dword k of every row) into the low nibbles lo (chunk k)
-// and the high nibbles hi (chunk k+4), Y6 rnib.
-#define NIBS(D, lo, hi) \
-	VPAND  Y6, D, lo;  \
-	VPSRLW $4, D, D;   \
-	VPAND  Y6, D, hi
-
-// The float factors of the column (int sums in Y1, dw in Y6).
-#define FAC_Q4 \
-	VCVTDQ2PS    Y1, Y1;  \
-	VPBROADCASTW (R9), X3; \
-	VCVTPH2PS    X3, Y3;  \
-	VMULPS       Y6, Y1, Y1; \
-	VMULPS       Y3, Y1, Y1
-
-#define FAC_DD \
-	VCVTDQ2PS    Y1, Y1;  \
-	VPBROADCASTW (R9), X3; \
-	VCVTPH2PS    X3, Y3;  \
-	VMULPS       Y6, Y3, Y3; \
-	VMULPS       Y3, Y1, Y1
-
-// RACC adds Y1 to the column's outputs and steps to the next column.
-#define RACC \
-	VADDPS  (R14), Y1, Y1; \
-	VMOVUPS Y1, (R14);     \
-	ADDQ    R8, R9;        \
-	ADDQ    CX, R14;       \
-	DECQ    AX
 
 // CORR8 leaves in Y3 (every dword) the word pair sums of maddubs(o, a) of
 // the column block at R9 over its 8 dwords (o bytes in Y7).
@@ -250,44 +111,6 @@ q4col:
 	JNZ  q4block
 	VZEROUPPER
 	RET
-
-// rrep<k> repeats byte k of every dword 4 times (VPSHUFB control).
-DATA rrep<>+0(SB)/8, $0x0404040400000000
-DATA rrep<>+8(SB)/8, $0x0c0c0c0c08080808
-DATA rrep<>+16(SB)/8, $0x0404040400000000
-DATA rrep<>+24(SB)/8, $0x0c0c0c0c08080808
-DATA rrep<>+32(SB)/8, $0x0505050501010101
-DATA rrep<>+40(SB)/8, $0x0d0d0d0d09090909
-DATA rrep<>+48(SB)/8, $0x0505050501010101
-DATA rrep<>+56(SB)/8, $0x0d0d0d0d09090909
-DATA rrep<>+64(SB)/8, $0x0606060602020202
-DATA rrep<>+72(SB)/8, $0x0e0e0e0e0a0a0a0a
-DATA rrep<>+80(SB)/8, $0x0606060602020202
-DATA rrep<>+88(SB)/8, $0x0e0e0e0e0a0a0a0a
-DATA rrep<>+96(SB)/8, $0x0707070703030303
-DATA rrep<>+104(SB)/8, $0x0f0f0f0f0b0b0b0b
-DATA rrep<>+112(SB)/8, $0x0707070703030303
-DATA rrep<>+120(SB)/8, $0x0f0f0f0f0b0b0b0b
-GLOBL rrep<>(SB), RODATA|NOPTR, $128
-
-// rbits: byte k of every dword has bit k (low nibble), then bit k+4.
-DATA rbits<>+0(SB)/8, $0x0804020108040201
-DATA rbits<>+8(SB)/8, $0x0804020108040201
-DATA rbits<>+16(SB)/8, $0x0804020108040201
-DATA rbits<>+24(SB)/8, $0x0804020108040201
-DATA rbits<>+32(SB)/8, $0x8040201080402010
-DATA rbits<>+40(SB)/8, $0x8040201080402010
-DATA rbits<>+48(SB)/8, $0x8040201080402010
-DATA rbits<>+56(SB)/8, $0x8040201080402010
-GLOBL rbits<>(SB), RODATA|NOPTR, $64
-
-// HBIT ors 16 into the bytes of chunk Y whose bit (rbits at off) is set in
-// the repeated qh bytes of Y1 (Y7 rsixteens).
-#define HBIT(off, Y) \
-	VPAND    rbits<>+off(SB), Y1, Y2; \
-	VPCMPEQB rbits<>+off(SB), Y2, Y2; \
-	VPAND    Y7, Y2, Y2;              \
-	VPOR     Y2, Y, Y
 
 // func rowsQ5_0Q8_0AVX2(out *float32, ldo int, w *byte, wStride int, a *byte, aStride, nb, n int)
 TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $8-64
@@ -379,12 +202,6 @@ q5col:
 	JNZ  q5block
 	VZEROUPPER
 	RET
-
-DATA rx80<>+0(SB)/8, $0x8080808080808080
-DATA rx80<>+8(SB)/8, $0x8080808080808080
-DATA rx80<>+16(SB)/8, $0x8080808080808080
-DATA rx80<>+24(SB)/8, $0x8080808080808080
-GLOBL rx80<>(SB), RODATA|NOPTR, $32
 
 DATA rx81<>+0(SB)/8, $0x8181818181818181
 DATA rx81<>+8(SB)/8, $0x8181818181818181
