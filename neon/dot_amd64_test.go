@@ -669,6 +669,7 @@ func BenchmarkVectorAVX2(b *testing.B) {
 // row ("dot"), 64 blocks (2048 values) per row; the bytes are the weight
 // bytes read.
 func BenchmarkRowsAVX2(b *testing.B) {
+	needRows(b)
 	avx := avxNeed(b)
 	const nb = 64
 	for _, rt := range rowsTypes {
@@ -708,6 +709,7 @@ func BenchmarkRowsAVX2(b *testing.B) {
 // 0x80, 0x7f, 0x88 weights; -128, 127, 0, -1, -127 activations), one
 // column (the n == 1 kernels) and three, against the generic dots.
 func TestRowsAVX2Extremes(t *testing.T) {
+	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {
 		dt := rt.dt
@@ -740,6 +742,7 @@ func TestRowsAVX2Extremes(t *testing.T) {
 // TestRowsAVX2Short checks the wrappers' length checks: exact-size buffers
 // run, one element short of out, w or a panics with errShort.
 func TestRowsAVX2Short(t *testing.T) {
+	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {
 		dt := rt.dt

@@ -2,6 +2,7 @@ package neon
 
 import (
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -141,5 +142,14 @@ func checkRowsBytes(t *testing.T, data []byte, ncol uint8) {
 			ws := nb * dt.wsize
 			checkRows(t, k.Name, dt.name, f, rowsRef(dt.name), data[:RowGroup*ws], ws, data[RowGroup*ws:], nb*dt.asize, nb, n, RowGroup)
 		}
+	}
+}
+
+// needRows skips a test of the row-group kernels themselves when they are
+// switched off (RowGroupsEnv).
+func needRows(t testing.TB) {
+	t.Helper()
+	if os.Getenv(RowGroupsEnv) == "off" {
+		t.Skipf("%s=off: no row-group kernels", RowGroupsEnv)
 	}
 }

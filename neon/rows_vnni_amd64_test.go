@@ -11,6 +11,7 @@ import (
 
 func rowsVNNINeed(t testing.TB) *Kernels {
 	t.Helper()
+	needRows(t)
 	k := byName("avx512vnni")
 	if k == nil {
 		t.Skip("avx512vnni: this CPU lacks AVX-512 VNNI, VL or BW (or AVX2)")

@@ -114,6 +114,7 @@ func median(v []float64) float64 {
 // generic row-group reference, in thread CPU time (median of interleaved
 // rounds).
 func TestSpeedRows(t *testing.T) {
+	needRows(t)
 	if os.Getenv("GEIST_NEON_SPEED") == "" {
 		t.Skip("set GEIST_NEON_SPEED=1 to measure kernel speed ratios")
 	}
