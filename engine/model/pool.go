@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // pool is a persistent set of worker goroutines that split one range of
@@ -13,40 +12,47 @@ import (
 // in the State.
 //
 // A decoding step runs over a hundred short jobs back to back, so waking a
-// parked goroutine for each (a futex round trip through the OS scheduler,
-// tens of microseconds on a busy board) would eat a large share of a step.
-// Workers therefore spin on the job counter for a short while after each
-// job (spinFor) and only then park on their channel; the caller spins for
-// the workers to finish. An idle pool costs nothing once the spin ends.
+// parked goroutine for each (a futex round trip through the OS scheduler)
+// would eat a large share of a step. Workers therefore poll the job counter
+// for a short while after each job before they park, and the caller polls
+// for them to finish before it parks. The polls are bounded by count, not
+// by clock (reading the clock is a system call under emulation), and kept
+// short: when more goroutines want to run than there are processors (two
+// engines, a parallel test run, qemu), a long spin takes the processor from
+// the goroutine that has the work.
 type pool struct {
-	n     int           // workers, counting the calling goroutine
-	gen   atomic.Uint64 // job number: a new job increments it
-	left  atomic.Int32  // workers (besides the caller) still on the job
-	sleep []atomic.Bool // worker i is parked (or about to park) on wake[i]
-	wake  []chan struct{}
-	fn    func(lo, hi int)
-	total int
-	grain int
-	stop  chan struct{}
-	done  atomic.Bool
-	once  sync.Once
+	n       int           // workers, counting the calling goroutine
+	gen     atomic.Uint64 // job number: a new job increments it
+	left    atomic.Int32  // workers (besides the caller) still on the job
+	sleep   []atomic.Bool // worker i is parked (or about to park) on wake[i]
+	wake    []chan struct{}
+	waiting atomic.Bool   // the caller is parked (or about to park) on done
+	done    chan struct{} // the last worker to finish wakes the caller
+	fn      func(lo, hi int)
+	total   int
+	grain   int
+	stop    chan struct{}
+	stopped atomic.Bool
+	once    sync.Once
 }
 
-// spinFor is how long an idle worker keeps polling for the next job before
-// it parks: longer than the gaps between the jobs of one decoding step.
-const spinFor = 200 * time.Microsecond
-
-// yieldEvery is how many polls a spinning goroutine makes between yields
-// to the scheduler (a few microseconds): rare enough to cost nothing (a
-// yield takes the scheduler's locks), often enough that more threads than
-// processors still make progress.
-const yieldEvery = 4096
+const (
+	// workerPolls is how many times an idle worker polls for the next job
+	// before it parks (tens of microseconds natively: longer than the gaps
+	// between the jobs of one decoding step).
+	workerPolls = 1 << 17
+	// callerPolls is how many times the caller polls for the workers to
+	// finish before it parks.
+	callerPolls = 1 << 14
+	// yieldEvery is how many polls pass between yields to the scheduler.
+	yieldEvery = 1 << 12
+)
 
 func newPool(threads int) *pool {
 	if threads < 1 {
 		threads = 1
 	}
-	p := &pool{n: threads, stop: make(chan struct{})}
+	p := &pool{n: threads, stop: make(chan struct{}), done: make(chan struct{}, 1)}
 	p.wake = make([]chan struct{}, threads)
 	p.sleep = make([]atomic.Bool, threads)
 	for i := 1; i < threads; i++ {
@@ -68,29 +74,28 @@ func (p *pool) worker(i int) {
 		if lo < hi {
 			p.fn(lo, hi)
 		}
-		p.left.Add(-1)
+		if p.left.Add(-1) == 0 && p.waiting.Load() {
+			select {
+			case p.done <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
-// await returns the next job number after seen, spinning first and then
+// await returns the next job number after seen, polling first and then
 // parking; false when the pool is closed.
 func (p *pool) await(i int, seen uint64) (uint64, bool) {
 	for {
-		start := time.Now()
-		for s := 1; ; s++ {
+		for s := 1; s <= workerPolls; s++ {
 			if g := p.gen.Load(); g != seen {
 				return g, true
 			}
-			if s%256 == 0 {
-				if p.done.Load() {
+			if s%yieldEvery == 0 {
+				if p.stopped.Load() {
 					return 0, false
 				}
-				if time.Since(start) > spinFor {
-					break
-				}
-				if s%yieldEvery == 0 {
-					runtime.Gosched()
-				}
+				runtime.Gosched()
 			}
 		}
 		// Park. The flag is set before the last look at the counter and
@@ -144,18 +149,33 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 	if lo < hi {
 		fn(lo, hi)
 	}
+	p.wait()
+	p.fn = nil
+}
+
+// wait returns when every worker has finished the current job: polling,
+// then parked on done (same protocol as the workers' parking; a stale
+// wake-up just loops).
+func (p *pool) wait() {
 	for s := 1; p.left.Load() != 0; s++ {
 		if s%yieldEvery == 0 {
 			runtime.Gosched()
 		}
+		if s < callerPolls {
+			continue
+		}
+		p.waiting.Store(true)
+		if p.left.Load() != 0 {
+			<-p.done
+		}
+		p.waiting.Store(false)
 	}
-	p.fn = nil
 }
 
 // close stops the workers.
 func (p *pool) close() {
 	p.once.Do(func() {
-		p.done.Store(true)
+		p.stopped.Store(true)
 		close(p.stop)
 	})
 }
