@@ -186,3 +186,45 @@ loop:                   \
 	VPCMPEQB rbits<>+off(SB), Y2, Y2; \
 	VPAND    Y7, Y2, Y2;              \
 	VPOR     Y2, Y, Y
+
+// UNPACK_Q4 leaves the 8 rows' Q4_0 quants of the block at SI (AX = row
+// 4's block) transposed in Y8..Y15: lane r of Y8+c = row r's 4 unsigned
+// quants of values 4c..4c+3 (uses Y0..Y6).
+#define UNPACK_Q4 \
+	TRANS4(2); \
+	VMOVDQU rnib<>(SB), Y6; \
+	NIBS(Y2, Y8, Y12); \
+	NIBS(Y3, Y9, Y13); \
+	NIBS(Y4, Y10, Y14); \
+	NIBS(Y5, Y11, Y15)
+
+// UNPACK_Q5 is UNPACK_Q4 for Q5_0 blocks, the fifth bits (qh, gathered from
+// the 8 rows and spread by rrep/rbits) ored in as 16 (Y7 rsixteens).
+#define UNPACK_Q5 \
+	TRANS4(6); \
+	VMOVDQU rnib<>(SB), Y6; \
+	NIBS(Y2, Y8, Y12); \
+	NIBS(Y3, Y9, Y13); \
+	NIBS(Y4, Y10, Y14); \
+	NIBS(Y5, Y11, Y15); \
+	VMOVD 2(SI), X0; \
+	VPINSRD $1, 2(SI)(R10*1), X0, X0; \
+	VPINSRD $2, 2(SI)(R10*2), X0, X0; \
+	VPINSRD $3, 2(SI)(R11*1), X0, X0; \
+	VMOVD 2(AX), X1; \
+	VPINSRD $1, 2(AX)(R10*1), X1, X1; \
+	VPINSRD $2, 2(AX)(R10*2), X1, X1; \
+	VPINSRD $3, 2(AX)(R11*1), X1, X1; \
+	VINSERTI128 $1, X1, Y0, Y0; \
+	VPSHUFB rrep<>+0(SB), Y0, Y1; \
+	HBIT(0, Y8); \
+	HBIT(32, Y9); \
+	VPSHUFB rrep<>+32(SB), Y0, Y1; \
+	HBIT(0, Y10); \
+	HBIT(32, Y11); \
+	VPSHUFB rrep<>+64(SB), Y0, Y1; \
+	HBIT(0, Y12); \
+	HBIT(32, Y13); \
+	VPSHUFB rrep<>+96(SB), Y0, Y1; \
+	HBIT(0, Y14); \
+	HBIT(32, Y15)

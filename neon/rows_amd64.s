@@ -61,12 +61,7 @@ TEXT ·rowsQ4_0Q8_0AVX2(SB), NOSPLIT, $8-64
 q4block:
 	LEAQ    (SI)(R10*4), AX
 	PFNEXT(R13)
-	TRANS4(2)
-	VMOVDQU rnib<>(SB), Y6
-	NIBS(Y2, Y8, Y12)
-	NIBS(Y3, Y9, Y13)
-	NIBS(Y4, Y10, Y14)
-	NIBS(Y5, Y11, Y15)
+	UNPACK_Q4
 	RDW
 	VMOVDQU rones16<>(SB), Y5
 	MOVQ    DX, R9
@@ -123,33 +118,7 @@ TEXT ·rowsQ5_0Q8_0AVX2(SB), NOSPLIT, $8-64
 q5block:
 	LEAQ    (SI)(R10*4), AX
 	PFNEXT(R13)
-	TRANS4(6)
-	VMOVDQU rnib<>(SB), Y6
-	NIBS(Y2, Y8, Y12)
-	NIBS(Y3, Y9, Y13)
-	NIBS(Y4, Y10, Y14)
-	NIBS(Y5, Y11, Y15)
-	VMOVD       2(SI), X0
-	VPINSRD     $1, 2(SI)(R10*1), X0, X0
-	VPINSRD     $2, 2(SI)(R10*2), X0, X0
-	VPINSRD     $3, 2(SI)(R11*1), X0, X0
-	VMOVD       2(AX), X1
-	VPINSRD     $1, 2(AX)(R10*1), X1, X1
-	VPINSRD     $2, 2(AX)(R10*2), X1, X1
-	VPINSRD     $3, 2(AX)(R11*1), X1, X1
-	VINSERTI128 $1, X1, Y0, Y0
-	VPSHUFB     rrep<>+0(SB), Y0, Y1
-	HBIT(0, Y8)
-	HBIT(32, Y9)
-	VPSHUFB     rrep<>+32(SB), Y0, Y1
-	HBIT(0, Y10)
-	HBIT(32, Y11)
-	VPSHUFB     rrep<>+64(SB), Y0, Y1
-	HBIT(0, Y12)
-	HBIT(32, Y13)
-	VPSHUFB     rrep<>+96(SB), Y0, Y1
-	HBIT(0, Y14)
-	HBIT(32, Y15)
+	UNPACK_Q5
 	RDW
 	VMOVDQU rones16<>(SB), Y5
 	MOVQ    DX, R9
