@@ -34,6 +34,9 @@ type pool struct {
 	stop    chan struct{}
 	stopped atomic.Bool
 	once    sync.Once
+	// polls before parking: workerPolls and callerPolls, except in tests
+	// that exercise the parking paths.
+	workerPolls, callerPolls int
 }
 
 const (
@@ -48,11 +51,15 @@ const (
 	yieldEvery = 1 << 12
 )
 
-func newPool(threads int) *pool {
+func newPool(threads int) *pool { return newPollingPool(threads, workerPolls, callerPolls) }
+
+// newPollingPool is newPool with the poll counts given.
+func newPollingPool(threads, workerPolls, callerPolls int) *pool {
 	if threads < 1 {
 		threads = 1
 	}
-	p := &pool{n: threads, stop: make(chan struct{}), done: make(chan struct{}, 1)}
+	p := &pool{n: threads, stop: make(chan struct{}), done: make(chan struct{}, 1),
+		workerPolls: workerPolls, callerPolls: callerPolls}
 	p.wake = make([]chan struct{}, threads)
 	p.sleep = make([]atomic.Bool, threads)
 	for i := 1; i < threads; i++ {
@@ -87,7 +94,7 @@ func (p *pool) worker(i int) {
 // parking; false when the pool is closed.
 func (p *pool) await(i int, seen uint64) (uint64, bool) {
 	for {
-		for s := 1; s <= workerPolls; s++ {
+		for s := 1; s <= p.workerPolls; s++ {
 			if g := p.gen.Load(); g != seen {
 				return g, true
 			}
@@ -100,8 +107,15 @@ func (p *pool) await(i int, seen uint64) (uint64, bool) {
 		}
 		// Park. The flag is set before the last look at the counter and
 		// run reads it after bumping the counter, so a job is never
-		// missed; a wake-up without a new job just loops.
-		p.sleep[i].Store(true)
+		// missed; a wake-up without a new job just loops. The flag is set
+		// with a swap, not a store: this hand-over needs the store
+		// ordered before the following load, which arm64's STLR;LDAR
+		// promises but qemu's translation of them does not keep on an
+		// x86 host (the store can wait in the store buffer while the
+		// load runs ahead: both sides miss each other and the pool hangs,
+		// as it did once in CI). A swap is a locked instruction there and
+		// costs the same as a store natively.
+		p.sleep[i].Swap(true)
 		if g := p.gen.Load(); g != seen {
 			p.sleep[i].Store(false)
 			return g, true
@@ -161,10 +175,10 @@ func (p *pool) wait() {
 		if s%yieldEvery == 0 {
 			runtime.Gosched()
 		}
-		if s < callerPolls {
+		if s < p.callerPolls {
 			continue
 		}
-		p.waiting.Store(true)
+		p.waiting.Swap(true) // a swap for the reason given in await
 		if p.left.Load() != 0 {
 			<-p.done
 		}
