@@ -114,11 +114,14 @@ func newFlags(e *env, name, usage string) *pflag.FlagSet {
 	return fs
 }
 
-// parse parses args, turning flag errors into usage errors.
+// parse parses args, turning flag errors into usage errors. -h and --help
+// print the command's usage and flags.
 func parse(fs *pflag.FlagSet, args []string) error {
+	usage := fs.Usage
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
+			usage()
 			return err
 		}
 		return usageError{err}

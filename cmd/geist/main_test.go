@@ -256,3 +256,16 @@ func TestSessionContextOverflow(t *testing.T) {
 		t.Errorf("no turns dropped after 6 long turns in a 128-token context: %v", last)
 	}
 }
+
+// TestCommandHelp: -h and --help print each command's usage and flags and
+// exit 0.
+func TestCommandHelp(t *testing.T) {
+	for _, c := range commands {
+		for _, h := range []string{"-h", "--help"} {
+			code, out, errs := geist(t, "", c.name, h)
+			if code != 0 || !strings.Contains(out+errs, "usage: geist "+c.name) {
+				t.Errorf("geist %s %s: exit %d, output %q", c.name, h, code, out+errs)
+			}
+		}
+	}
+}
