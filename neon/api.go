@@ -48,6 +48,21 @@ type RowsFunc = func(out []float32, ldo int, w []byte, wStride int, a []byte, aS
 // RowGroup is the number of weight rows a RowsFunc computes per call.
 const RowGroup = 8
 
+// Tile is a row-group kernel over activations packed for it: Pack
+// rearranges n Q8_0 columns (a[j*aStride:], nb blocks each) into
+// dst[:TilePackSize*nb*n] once per matrix product, and Mul computes the
+// RowGroup weight rows w[r*wStride:] × those n columns into out[j*ldo+r]
+// from the packed form, as often as there are row groups. Mul's outputs
+// are bit-identical to the generic one-row dots, like a RowsFunc's.
+type Tile struct {
+	Pack func(dst, a []byte, aStride, nb, n int)
+	Mul  func(out []float32, ldo int, w []byte, wStride int, pack []byte, nb, n int)
+}
+
+// TilePackSize is the number of bytes a Tile's Pack writes per column and
+// block.
+const TilePackSize = 40
+
 // Kernels is one implementation of every kernel.
 type Kernels struct {
 	Name string // "generic", "neon", "neon-dotprod", "avx2"
@@ -67,6 +82,10 @@ type Kernels struct {
 	// over blocks, no fused multiply-add), so callers may mix them with
 	// Generic() for leftover rows and stay batch invariant.
 	RowsQ4_0Q8_0, RowsQ5_0Q8_0, RowsQ8_0Q8_0 RowsFunc
+	// Tile kernels for the same types (nil when the set has none), used
+	// instead of the row-group kernels for several columns: the
+	// activations' per-block work is done once per product by Pack.
+	TileQ4_0Q8_0, TileQ5_0Q8_0, TileQ8_0Q8_0 *Tile
 
 	// The same for the less common types (Q4_1/Q5_1 with Q8_1 activations).
 	DotQ4_1Q8_1, DotQ5_1Q8_1, DotQ2_KQ8_K, DotQ3_KQ8_K, DotQ5_KQ8_K, DotQ8_KQ8_K func(out []float32, w, a []byte, aStride, nb, n int)
@@ -102,6 +121,7 @@ func register(k *Kernels, ok bool) {
 	fill(k, generic)
 	if os.Getenv(RowGroupsEnv) == "off" {
 		k.RowsQ4_0Q8_0, k.RowsQ5_0Q8_0, k.RowsQ8_0Q8_0 = nil, nil, nil
+		k.TileQ4_0Q8_0, k.TileQ5_0Q8_0, k.TileQ8_0Q8_0 = nil, nil, nil
 	}
 	sets = append(sets, k)
 }

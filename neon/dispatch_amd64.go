@@ -42,6 +42,7 @@ func init() {
 	vnni.Name = "avx512vnni"
 	fill(&vnni, generic)
 	vnniRows(&vnni)
+	vnniTiles(&vnni)
 	vnniKQuants(&vnni)
 	register(&vnni, hasVNNI)
 }

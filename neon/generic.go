@@ -285,3 +285,78 @@ func axpyF16(out []float32, alpha float32, b []uint16) {
 		out[i] += float32(alpha * h2f(b[i]))
 	}
 }
+
+// GenericTile returns the reference implementation of the tile kernels, by
+// weight type name ("Q4_0", "Q5_0", "Q8_0"), for tests: the packed format
+// written and read in Go, the float steps those of the generic one-row
+// dots.
+func GenericTile(name string) *Tile {
+	var o int32
+	var quants func(w []byte, u *[32]int32)
+	switch name {
+	case "Q4_0":
+		o = 8
+		quants = func(w []byte, u *[32]int32) {
+			for j := 0; j < 16; j++ {
+				u[j], u[j+16] = int32(w[2+j]&0x0f), int32(w[2+j]>>4)
+			}
+		}
+	case "Q5_0":
+		o = 16
+		quants = func(w []byte, u *[32]int32) {
+			qh := binary.LittleEndian.Uint32(w[2:])
+			for j := 0; j < 16; j++ {
+				u[j] = int32(w[6+j]&0x0f) | int32(qh>>uint(j)&1)<<4
+				u[j+16] = int32(w[6+j]>>4) | int32(qh>>uint(j+16)&1)<<4
+			}
+		}
+	case "Q8_0":
+		o = 128
+		quants = func(w []byte, u *[32]int32) {
+			for j := 0; j < 32; j++ {
+				u[j] = int32(w[2+j] ^ 0x80)
+			}
+		}
+	default:
+		return nil
+	}
+	wsize := map[string]int{"Q4_0": sizeQ4_0, "Q5_0": sizeQ5_0, "Q8_0": sizeQ8_0}[name]
+	pack := func(dst, a []byte, aStride, nb, n int) {
+		for b := 0; b < nb; b++ {
+			for j := 0; j < n; j++ {
+				e, y := dst[(b*n+j)*TilePackSize:], a[j*aStride+b*sizeQ8_0:]
+				copy(e[:32], y[2:34])
+				var s int32
+				for _, q := range y[2:34] {
+					s += int32(int8(q))
+				}
+				binary.LittleEndian.PutUint32(e[32:], uint32(-o*s))
+				binary.LittleEndian.PutUint32(e[36:], math.Float32bits(f16at(y, 0)))
+			}
+		}
+	}
+	mul := func(out []float32, ldo int, w []byte, wStride int, pack []byte, nb, n int) {
+		var u [32]int32
+		for j := 0; j < n; j++ {
+			for r := 0; r < RowGroup; r++ {
+				var sumf float32
+				for b := 0; b < nb; b++ {
+					x, e := w[r*wStride+b*wsize:], pack[(b*n+j)*TilePackSize:]
+					quants(x, &u)
+					sumi := int32(binary.LittleEndian.Uint32(e[32:]))
+					for i := 0; i < 32; i++ {
+						sumi += u[i] * int32(int8(e[i]))
+					}
+					dw, da := f16at(x, 0), math.Float32frombits(binary.LittleEndian.Uint32(e[36:]))
+					if name == "Q4_0" {
+						sumf += float32(float32(sumi) * dw * da)
+					} else {
+						sumf += float32(float32(sumi) * (dw * da))
+					}
+				}
+				out[j*ldo+r] = sumf
+			}
+		}
+	}
+	return &Tile{Pack: pack, Mul: mul}
+}

@@ -116,10 +116,12 @@ loop:                   \
 	JNZ     loop
 
 // RDW gathers the F16 scales of the 8 rows' blocks into Y6 as float32
-// (AX = row 4's block; uses R9).
-#define RDW \
-	MOVWLZX (SI), R9;                  \
-	VMOVD   R9, X6;                    \
+// (AX = row 4's block; uses R9; RDWT uses T).
+#define RDW RDWT(R9)
+
+#define RDWT(T) \
+	MOVWLZX (SI), T;                   \
+	VMOVD   T, X6;                     \
 	VPINSRW $1, (SI)(R10*1), X6, X6;   \
 	VPINSRW $2, (SI)(R10*2), X6, X6;   \
 	VPINSRW $3, (SI)(R11*1), X6, X6;   \

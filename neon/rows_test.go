@@ -1,6 +1,7 @@
 package neon
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -10,10 +11,42 @@ import (
 var rowsTypes = []struct {
 	dt   dotType
 	pick func(*Kernels) RowsFunc
+	tile func(*Kernels) *Tile
 }{
-	{dotTypes[0], func(k *Kernels) RowsFunc { return k.RowsQ4_0Q8_0 }},
-	{dotTypes[1], func(k *Kernels) RowsFunc { return k.RowsQ5_0Q8_0 }},
-	{dotTypes[2], func(k *Kernels) RowsFunc { return k.RowsQ8_0Q8_0 }},
+	{dotTypes[0], func(k *Kernels) RowsFunc { return k.RowsQ4_0Q8_0 }, func(k *Kernels) *Tile { return k.TileQ4_0Q8_0 }},
+	{dotTypes[1], func(k *Kernels) RowsFunc { return k.RowsQ5_0Q8_0 }, func(k *Kernels) *Tile { return k.TileQ5_0Q8_0 }},
+	{dotTypes[2], func(k *Kernels) RowsFunc { return k.RowsQ8_0Q8_0 }, func(k *Kernels) *Tile { return k.TileQ8_0Q8_0 }},
+}
+
+// tileRows runs a Tile as a RowsFunc: Pack into a buffer with guard bytes
+// after it (which must survive), then Mul.
+func tileRows(t testing.TB, tl *Tile) RowsFunc {
+	return func(out []float32, ldo int, w []byte, wStride int, a []byte, aStride, nb, n int) {
+		size := TilePackSize * nb * n
+		buf := make([]byte, size+16)
+		for i := range buf {
+			buf[i] = 0xa5
+		}
+		tl.Pack(buf[:size], a, aStride, nb, n)
+		for i, b := range buf[size:] {
+			if b != 0xa5 {
+				t.Fatalf("tile Pack wrote past its %d bytes at %d", size, i)
+			}
+		}
+		tl.Mul(out, ldo, w, wStride, buf[:size], nb, n)
+	}
+}
+
+// rowsKernels returns a set's row-group kernel for a type and its tile
+// kernel as a RowsFunc, those it has, with names for messages.
+func rowsKernels(t testing.TB, k *Kernels, i int) (names []string, fs []RowsFunc) {
+	if f := rowsTypes[i].pick(k); f != nil {
+		names, fs = append(names, k.Name), append(fs, f)
+	}
+	if tl := rowsTypes[i].tile(k); tl != nil {
+		names, fs = append(names, k.Name+"/tile"), append(fs, tileRows(t, tl))
+	}
+	return names, fs
 }
 
 // checkRows runs one row-group kernel on RowGroup rows wStride bytes apart
@@ -63,36 +96,36 @@ func rowsRef(name string) func(w, a []byte, nb int) float32 {
 func TestRowsMatchGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	sets := append(Available(), &Kernels{Name: "reference", RowsQ4_0Q8_0: GenericRows("Q4_0"),
-		RowsQ5_0Q8_0: GenericRows("Q5_0"), RowsQ8_0Q8_0: GenericRows("Q8_0")})
+		RowsQ5_0Q8_0: GenericRows("Q5_0"), RowsQ8_0Q8_0: GenericRows("Q8_0"),
+		TileQ4_0Q8_0: GenericTile("Q4_0"), TileQ5_0Q8_0: GenericTile("Q5_0"), TileQ8_0Q8_0: GenericTile("Q8_0")})
 	ran := 0
 	for _, k := range sets {
-		for _, rt := range rowsTypes {
-			f := rt.pick(k)
-			if f == nil {
-				continue
-			}
-			ran++
-			dt := rt.dt
-			ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64}
-			if testing.Short() {
-				ns = []int{1, 2, 3, 4, 8, 9}
-			}
-			for _, nb := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64} {
-				for _, n := range ns {
-					wStride := nb*dt.wsize + r.IntN(3)*dt.wsize + r.IntN(2)
-					off := r.IntN(7)
-					wbuf := make([]byte, off+(RowGroup-1)*wStride+nb*dt.wsize+3)
-					for i := range wbuf {
-						wbuf[i] = byte(r.Uint32())
+		for ti, rt := range rowsTypes {
+			names, fs := rowsKernels(t, k, ti)
+			for fi, f := range fs {
+				ran++
+				dt := rt.dt
+				ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64}
+				if testing.Short() {
+					ns = []int{1, 2, 3, 4, 8, 9}
+				}
+				for _, nb := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64} {
+					for _, n := range ns {
+						wStride := nb*dt.wsize + r.IntN(3)*dt.wsize + r.IntN(2)
+						off := r.IntN(7)
+						wbuf := make([]byte, off+(RowGroup-1)*wStride+nb*dt.wsize+3)
+						for i := range wbuf {
+							wbuf[i] = byte(r.Uint32())
+						}
+						w := wbuf[off:]
+						for row := 0; row < RowGroup; row++ {
+							copy(w[row*wStride:], randWeights(r, dt, nb, 0))
+						}
+						aStride := nb*dt.asize + r.IntN(2)*dt.asize + r.IntN(3)
+						a := randActs(r, dt, nb, n, aStride, r.IntN(5))
+						ldo := RowGroup + r.IntN(3)*RowGroup + r.IntN(2)
+						checkRows(t, names[fi], dt.name, f, rowsRef(dt.name), w, wStride, a, aStride, nb, n, ldo)
 					}
-					w := wbuf[off:]
-					for row := 0; row < RowGroup; row++ {
-						copy(w[row*wStride:], randWeights(r, dt, nb, 0))
-					}
-					aStride := nb*dt.asize + r.IntN(2)*dt.asize + r.IntN(3)
-					a := randActs(r, dt, nb, n, aStride, r.IntN(5))
-					ldo := RowGroup + r.IntN(3)*RowGroup + r.IntN(2)
-					checkRows(t, k.Name, dt.name, f, rowsRef(dt.name), w, wStride, a, aStride, nb, n, ldo)
 				}
 			}
 		}
@@ -129,18 +162,17 @@ func TestRowsExactRandomBytes(t *testing.T) {
 func checkRowsBytes(t *testing.T, data []byte, ncol uint8) {
 	n := int(ncol%9) + 1
 	for _, k := range Available() {
-		for _, rt := range rowsTypes {
-			f := rt.pick(k)
-			if f == nil {
-				continue
+		for ti, rt := range rowsTypes {
+			names, fs := rowsKernels(t, k, ti)
+			for fi, f := range fs {
+				dt := rt.dt
+				nb := len(data) / (RowGroup*dt.wsize + n*dt.asize)
+				if nb == 0 {
+					continue
+				}
+				ws := nb * dt.wsize
+				checkRows(t, names[fi], dt.name, f, rowsRef(dt.name), data[:RowGroup*ws], ws, data[RowGroup*ws:], nb*dt.asize, nb, n, RowGroup)
 			}
-			dt := rt.dt
-			nb := len(data) / (RowGroup*dt.wsize + n*dt.asize)
-			if nb == 0 {
-				continue
-			}
-			ws := nb * dt.wsize
-			checkRows(t, k.Name, dt.name, f, rowsRef(dt.name), data[:RowGroup*ws], ws, data[RowGroup*ws:], nb*dt.asize, nb, n, RowGroup)
 		}
 	}
 }
@@ -151,5 +183,39 @@ func needRows(t testing.TB) {
 	t.Helper()
 	if os.Getenv(RowGroupsEnv) == "off" {
 		t.Skipf("%s=off: no row-group kernels", RowGroupsEnv)
+	}
+}
+
+// TestTilePackMatchesGeneric: every set's tile Pack writes the reference
+// packed bytes (quants, -o*sum, float32 scale) for random activations,
+// odd strides and offsets included.
+func TestTilePackMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	ran := 0
+	for _, k := range Available() {
+		for _, rt := range rowsTypes {
+			tl := rt.tile(k)
+			if tl == nil {
+				continue
+			}
+			ran++
+			ref := GenericTile(rt.dt.name)
+			for _, nb := range []int{1, 2, 7, 64} {
+				for _, n := range []int{1, 2, 3, 8, 9, 32} {
+					aStride := nb*sizeQ8_0 + r.IntN(3)
+					a := randActs(r, rt.dt, nb, n, aStride, r.IntN(5))
+					want := make([]byte, TilePackSize*nb*n)
+					got := make([]byte, len(want))
+					ref.Pack(want, a, aStride, nb, n)
+					tl.Pack(got, a, aStride, nb, n)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s %s nb=%d n=%d: packed bytes differ from the reference", k.Name, rt.dt.name, nb, n)
+					}
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Skip("no tile kernels in this build or on this CPU")
 	}
 }

@@ -37,8 +37,9 @@ func TestRowsVNNIInstalled(t *testing.T) {
 // corrections), one to nine columns, against the generic dots.
 func TestRowsVNNIExtremes(t *testing.T) {
 	k := rowsVNNINeed(t)
-	for _, rt := range rowsTypes {
+	for ti, rt := range rowsTypes {
 		dt := rt.dt
+		names, fs := rowsKernels(t, k, ti)
 		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
 			for _, ab := range []byte{0x80, 0x7f, 0x00, 0xff, 0x81} {
 				for _, nb := range []int{1, 3, 64} {
@@ -57,7 +58,9 @@ func TestRowsVNNIExtremes(t *testing.T) {
 						for b := 0; b < n*nb; b++ {
 							binary.LittleEndian.PutUint16(a[b*dt.asize:], 0x3c00)
 						}
-						checkRows(t, k.Name, dt.name, rt.pick(k), rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
+						for fi, f := range fs {
+							checkRows(t, names[fi], dt.name, f, rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
+						}
 					}
 				}
 			}
@@ -122,6 +125,17 @@ func BenchmarkRowsVNNI(b *testing.B) {
 					}
 				})
 			}
+			// The tile kernel, its activations packed once (as per matrix
+			// product, for every row group).
+			tl := rt.tile(sets[1])
+			pack := make([]byte, TilePackSize*nb*n)
+			tl.Pack(pack, a, aStride, nb, n)
+			b.Run(fmt.Sprintf("%s/n=%d/avx512vnni-tile", dt.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					tl.Mul(out, RowGroup, w, wStride, pack, nb, n)
+				}
+			})
 		}
 	}
 }

@@ -15,7 +15,12 @@ type kernel struct {
 	pick pickFunc
 	dot  dotFunc
 	rows rowsPick // the row-group kernel, nil for types without one
+	tile tilePick // the tile kernel, nil for types without one
 }
+
+// tilePick selects a weight type's tile kernel from a neon kernel set (nil
+// when the set has none).
+type tilePick func(k *neon.Kernels) *neon.Tile
 
 // rowsPick selects a weight type's row-group kernel from a neon kernel set
 // (nil when the set has none).
@@ -43,6 +48,10 @@ var kernels = func() map[Type]kernel {
 	rows(Q4_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ4_0Q8_0 })
 	rows(Q5_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ5_0Q8_0 })
 	rows(Q8_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ8_0Q8_0 })
+	tile := func(t Type, pick tilePick) { k := m[t]; k.tile = pick; m[t] = k }
+	tile(Q4_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ4_0Q8_0 })
+	tile(Q5_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ5_0Q8_0 })
+	tile(Q8_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ8_0Q8_0 })
 	return m
 }()
 
@@ -119,6 +128,7 @@ type Matrix struct {
 	nb      int      // blocks per row (elements for plain float types)
 	pick    pickFunc // the kernel of the active neon set
 	rows    rowsPick // the row-group kernel of the active set, if any
+	tile    tilePick // the tile kernel of the active set, if any
 }
 
 // NewMatrix wraps data as a rows×cols matrix of type t. It fails when t has
@@ -145,7 +155,7 @@ func NewMatrix(t Type, rows, cols int, data []byte) (*Matrix, error) {
 	}
 	return &Matrix{
 		Type: t, Rows: rows, Cols: cols, Data: data,
-		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick, rows: k.rows,
+		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick, rows: k.rows, tile: k.tile,
 	}, nil
 }
 
@@ -176,6 +186,12 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 	_ = out[(n-1)*ldo+r1-1]
 	_ = act[n*as-1]
 	ks := neon.Active()
+	if n > 1 && m.tile != nil && r1-r0 >= neon.RowGroup {
+		if tl := m.tile(ks); tl != nil {
+			m.mulTiles(tl, out, ldo, act, n, r0, r1)
+			return
+		}
+	}
 	if m.rows != nil {
 		if rows := m.rows(ks); rows != nil {
 			m.mulGroups(rows, out, ldo, act, n, r0, r1)
@@ -238,9 +254,39 @@ func (m *Matrix) mulGroups(rows neon.RowsFunc, out []float32, ldo int, act []byt
 			}
 		}
 	}
+	m.mulLeft(out, ldo, act, n, g, r1)
+}
+
+// mulTiles is MulRows with a tile kernel: the activations packed once per
+// chunk of groupCols columns, then neon.RowGroup rows at a time, and the
+// generic one-row kernel (whose results the tile kernels reproduce bit for
+// bit) for the rows left over at the end of the range.
+func (m *Matrix) mulTiles(tl *neon.Tile, out []float32, ldo int, act []byte, n, r0, r1 int) {
+	rs, as, nb := m.rowSize, m.actSize, m.nb
+	pb := packScratch.Get().(*[]byte)
+	defer packScratch.Put(pb)
+	if need := neon.TilePackSize * nb * min(n, groupCols); cap(*pb) < need {
+		*pb = make([]byte, need)
+	}
+	g0 := r0
+	for j0 := 0; j0 < n; j0 += groupCols {
+		c := min(groupCols, n-j0)
+		pack := (*pb)[:neon.TilePackSize*nb*c]
+		tl.Pack(pack, act[j0*as:], as, nb, c)
+		for g := r0; g+neon.RowGroup <= r1; g += neon.RowGroup {
+			tl.Mul(out[j0*ldo+g:], ldo, m.Data[g*rs:], rs, pack, nb, c)
+			g0 = g + neon.RowGroup
+		}
+	}
+	m.mulLeft(out, ldo, act, n, g0, r1)
+}
+
+// mulLeft computes rows [g, r1) with the generic one-row kernel.
+func (m *Matrix) mulLeft(out []float32, ldo int, act []byte, n, g, r1 int) {
 	if g == r1 {
 		return
 	}
+	rs, as, nb := m.rowSize, m.actSize, m.nb
 	dot := m.pick(neon.Generic())
 	buf := scratch.Get().(*[tileCols]float32)
 	defer scratch.Put(buf)
@@ -254,6 +300,10 @@ func (m *Matrix) mulGroups(rows neon.RowsFunc, out []float32, ldo int, act []byt
 		}
 	}
 }
+
+// packScratch holds the packed activations of the tile path; a buffer
+// grows to the largest product's size once and is reused after.
+var packScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 const (
 	// groupCols bounds the activation columns of one row-group call so

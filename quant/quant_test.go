@@ -383,3 +383,35 @@ func TestMulGroupsMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestMulTilesMatchesGeneric: the tile path (here with the reference tile
+// kernels) gives the generic set's bits for every row, the rows left over
+// after the last whole group included, for more columns than one packed
+// chunk holds.
+func TestMulTilesMatchesGeneric(t *testing.T) {
+	restore, err := neon.Use("generic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	r := rand.New(rand.NewPCG(12, 13))
+	const rows, cols, n = 37, 4 * 32, 2*groupCols + 5
+	for _, typ := range []Type{Q4_0, Q5_0, Q8_0} {
+		m := newTestMatrix(t, typ, rows, cols, r)
+		act := make([]byte, n*m.ActRowSize())
+		QuantizeActs(act, typ, randRow(r, n*cols, 1), n, cols)
+		want := make([]float32, n*rows)
+		m.MulRows(want, rows, act, n, 0, rows)
+		for _, nc := range []int{2, 9, n} {
+			got := make([]float32, n*rows)
+			for _, cut := range [][2]int{{0, 5}, {5, 21}, {21, rows}} {
+				m.mulTiles(neon.GenericTile(typ.String()), got, rows, act, nc, cut[0], cut[1])
+			}
+			for i := range got[:nc*rows] {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s n=%d: output %d (row %d, column %d) %v, generic %v", typ, nc, i, i%rows, i/rows, got[i], want[i])
+				}
+			}
+		}
+	}
+}
