@@ -230,3 +230,17 @@ loop:                   \
 	VPSHUFB rrep<>+96(SB), Y0, Y1; \
 	HBIT(0, Y14); \
 	HBIT(32, Y15)
+
+// UNPACK_Q8 transposes the 8 rows' Q8_0 quants into Y8..Y15 as unsigned
+// bytes w XOR 0x80 (Y7 rx80): o = 128.
+#define UNPACK_Q8 \
+	TRANS4(2);          \
+	VPXOR Y7, Y2, Y8;   \
+	VPXOR Y7, Y3, Y9;   \
+	VPXOR Y7, Y4, Y10;  \
+	VPXOR Y7, Y5, Y11;  \
+	TRANS4(18);         \
+	VPXOR Y7, Y2, Y12;  \
+	VPXOR Y7, Y3, Y13;  \
+	VPXOR Y7, Y4, Y14;  \
+	VPXOR Y7, Y5, Y15

@@ -131,54 +131,33 @@ blk:                           \
 	SUBQ $T, BX;               \
 	JMP  tile
 
+// TILES runs the tiles of 8, 4, 2 and 1 columns (labels are local to
+// each TEXT block) and returns.
+#define TILES(UNPACK, PFN, COL, wsz) \
+	TILE(8, t8, b8, t4, ZERO8, UNPACK, PFN, COLS8(COL), STORE8, wsz); \
+	TILE(4, t4, b4, t2, ZERO4, UNPACK, PFN, COLS4(COL), STORE4, wsz); \
+	TILE(2, t2, b2, t1, ZERO2, UNPACK, PFN, COLS2(COL), STORE2, wsz); \
+	TILE(1, t1, b1, end, ZERO1, UNPACK, PFN, COLS1(COL), STORE1, wsz); \
+end:                                                                 \
+	VZEROUPPER;                                                      \
+	RET
+
 // func tileQ4_0Q8_0VNNI(out *float32, ldo int, w *byte, wStride int, pack *byte, nb, n int)
 TEXT ·tileQ4_0Q8_0VNNI(SB), NOSPLIT, $8-56
 	TARGS
-	TILE(8, q4t8, q4b8, q4t4, ZERO8, UNPACK_Q4, PFNEXT, COLS8(TCOL4), STORE8, 18)
-	TILE(4, q4t4, q4b4, q4t2, ZERO4, UNPACK_Q4, PFNEXT, COLS4(TCOL4), STORE4, 18)
-	TILE(2, q4t2, q4b2, q4t1, ZERO2, UNPACK_Q4, PFNEXT, COLS2(TCOL4), STORE2, 18)
-	TILE(1, q4t1, q4b1, q4end, ZERO1, UNPACK_Q4, PFNEXT, COLS1(TCOL4), STORE1, 18)
-q4end:
-	VZEROUPPER
-	RET
+	TILES(UNPACK_Q4, PFNEXT, TCOL4, 18)
 
 // func tileQ5_0Q8_0VNNI(out *float32, ldo int, w *byte, wStride int, pack *byte, nb, n int)
 TEXT ·tileQ5_0Q8_0VNNI(SB), NOSPLIT, $8-56
 	TARGS
 	VMOVDQU rsixteens<>(SB), Y7
-	TILE(8, q5t8, q5b8, q5t4, ZERO8, UNPACK_Q5, PFNEXT, COLS8(TCOLD), STORE8, 22)
-	TILE(4, q5t4, q5b4, q5t2, ZERO4, UNPACK_Q5, PFNEXT, COLS4(TCOLD), STORE4, 22)
-	TILE(2, q5t2, q5b2, q5t1, ZERO2, UNPACK_Q5, PFNEXT, COLS2(TCOLD), STORE2, 22)
-	TILE(1, q5t1, q5b1, q5end, ZERO1, UNPACK_Q5, PFNEXT, COLS1(TCOLD), STORE1, 22)
-q5end:
-	VZEROUPPER
-	RET
-
-// UNPACK_Q8 transposes the 8 rows' Q8_0 quants into Y8..Y15 as unsigned
-// bytes w XOR 0x80 (Y7 rx80).
-#define UNPACK_Q8 \
-	TRANS4(2);          \
-	VPXOR Y7, Y2, Y8;   \
-	VPXOR Y7, Y3, Y9;   \
-	VPXOR Y7, Y4, Y10;  \
-	VPXOR Y7, Y5, Y11;  \
-	TRANS4(18);         \
-	VPXOR Y7, Y2, Y12;  \
-	VPXOR Y7, Y3, Y13;  \
-	VPXOR Y7, Y4, Y14;  \
-	VPXOR Y7, Y5, Y15
+	TILES(UNPACK_Q5, PFNEXT, TCOLD, 22)
 
 // func tileQ8_0Q8_0VNNI(out *float32, ldo int, w *byte, wStride int, pack *byte, nb, n int)
 TEXT ·tileQ8_0Q8_0VNNI(SB), NOSPLIT, $8-56
 	TARGS
 	VMOVDQU rx80<>(SB), Y7
-	TILE(8, q8t8, q8b8, q8t4, ZERO8, UNPACK_Q8, PFNEXT5, COLS8(TCOLD), STORE8, 34)
-	TILE(4, q8t4, q8b4, q8t2, ZERO4, UNPACK_Q8, PFNEXT5, COLS4(TCOLD), STORE4, 34)
-	TILE(2, q8t2, q8b2, q8t1, ZERO2, UNPACK_Q8, PFNEXT5, COLS2(TCOLD), STORE2, 34)
-	TILE(1, q8t1, q8b1, q8end, ZERO1, UNPACK_Q8, PFNEXT5, COLS1(TCOLD), STORE1, 34)
-q8end:
-	VZEROUPPER
-	RET
+	TILES(UNPACK_Q8, PFNEXT5, TCOLD, 34)
 
 DATA tones8<>+0(SB)/8, $0x0101010101010101
 DATA tones8<>+8(SB)/8, $0x0101010101010101

@@ -359,42 +359,29 @@ func BenchmarkMulRows(b *testing.B) {
 // left over after the last whole group included, for more columns than
 // one row-group call takes.
 func TestMulGroupsMatchesGeneric(t *testing.T) {
-	restore, err := neon.Use("generic")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer restore()
-	r := rand.New(rand.NewPCG(10, 11))
-	const rows, cols, n = 37, 4 * 32, 2*groupCols + 5
-	for _, typ := range []Type{Q4_0, Q5_0, Q8_0} {
-		m := newTestMatrix(t, typ, rows, cols, r)
-		act := make([]byte, n*m.ActRowSize())
-		QuantizeActs(act, typ, randRow(r, n*cols, 1), n, cols)
-		want := make([]float32, n*rows)
-		m.MulRows(want, rows, act, n, 0, rows)
-		got := make([]float32, n*rows)
-		for _, cut := range [][2]int{{0, 5}, {5, 21}, {21, rows}} {
-			m.mulGroups(neon.GenericRows(typ.String()), got, rows, act, n, cut[0], cut[1])
-		}
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s: output %d (row %d, column %d) %v, generic %v", typ, i, i%rows, i/rows, got[i], want[i])
-			}
-		}
-	}
+	checkPathMatchesGeneric(t, 10, func(m *Matrix, out []float32, ldo int, act []byte, n, r0, r1 int) {
+		m.mulGroups(neon.GenericRows(m.Type.String()), out, ldo, act, n, r0, r1)
+	})
 }
 
-// TestMulTilesMatchesGeneric: the tile path (here with the reference tile
-// kernels) gives the generic set's bits for every row, the rows left over
-// after the last whole group included, for more columns than one packed
-// chunk holds.
+// TestMulTilesMatchesGeneric: the same for the tile path (with the
+// reference tile kernels), for more columns than one packed chunk holds.
 func TestMulTilesMatchesGeneric(t *testing.T) {
+	checkPathMatchesGeneric(t, 12, func(m *Matrix, out []float32, ldo int, act []byte, n, r0, r1 int) {
+		m.mulTiles(neon.GenericTile(m.Type.String()), out, ldo, act, n, r0, r1)
+	})
+}
+
+// checkPathMatchesGeneric runs a MulRows path over three row ranges and
+// 2, 9 and 2*groupCols+5 columns, and compares every output with the
+// generic set's MulRows bit for bit.
+func checkPathMatchesGeneric(t *testing.T, seed uint64, path func(m *Matrix, out []float32, ldo int, act []byte, n, r0, r1 int)) {
 	restore, err := neon.Use("generic")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer restore()
-	r := rand.New(rand.NewPCG(12, 13))
+	r := rand.New(rand.NewPCG(seed, seed+1))
 	const rows, cols, n = 37, 4 * 32, 2*groupCols + 5
 	for _, typ := range []Type{Q4_0, Q5_0, Q8_0} {
 		m := newTestMatrix(t, typ, rows, cols, r)
@@ -405,7 +392,7 @@ func TestMulTilesMatchesGeneric(t *testing.T) {
 		for _, nc := range []int{2, 9, n} {
 			got := make([]float32, n*rows)
 			for _, cut := range [][2]int{{0, 5}, {5, 21}, {21, rows}} {
-				m.mulTiles(neon.GenericTile(typ.String()), got, rows, act, nc, cut[0], cut[1])
+				path(m, got, rows, act, nc, cut[0], cut[1])
 			}
 			for i := range got[:nc*rows] {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
