@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "dot_amd64.h"
 
 // AVX2+FMA+F16C float kernels: F32/F16 row dots with up to two columns,
 // and the per-token vector work. Lengths are in 8-element chunks; the Go
@@ -22,16 +23,6 @@
 	LEAQ    (DX)(R8*1), R9;     \
 	CMPQ    BX, $1;             \
 	CMOVQEQ DX, R9
-
-#define FZERO8 \
-	VXORPS Y8, Y8, Y8;    \
-	VXORPS Y9, Y9, Y9;    \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
-	VXORPS Y12, Y12, Y12; \
-	VXORPS Y13, Y13, Y13; \
-	VXORPS Y14, Y14, Y14; \
-	VXORPS Y15, Y15, Y15
 
 // FSUM4 stores (a0+a1)+(a2+a3), reduced in hsum_float_8 order, at off(DI).
 #define FSUM4(a0, a1, a2, a3, a0x, off) \
@@ -68,7 +59,7 @@
 // FLOATDOT is the body: CHUNK, the bytes per chunk and a label prefix.
 #define FLOATDOT(CHUNK, size, loop, tail, t1, t2, done, ret) \
 	FARGS;                     \
-	FZERO8;                    \
+	ZERO8;                     \
 	CMPQ CX, $4;               \
 	JLT  tail;                 \
 loop:                          \

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "dot_amd64.h"
 
 // AVX-512 VNNI (VL, BW) k-quant dots of one weight row with up to eight
 // activation columns, the avx512vnni set's DotQ4_KQ8_K and DotQ6_KQ8_K.
@@ -142,86 +143,6 @@ DATA vShr02<>+40(SB)/8, $0x0002000200020002
 DATA vShr02<>+48(SB)/8, $0x0002000200020002
 DATA vShr02<>+56(SB)/8, $0x0002000200020002
 GLOBL vShr02<>(SB), RODATA|NOPTR, $64
-
-#define VARGS \
-	MOVQ out+0(FP), DI;        \
-	MOVQ w+8(FP), SI;          \
-	MOVQ a+16(FP), DX;         \
-	MOVQ aStride+24(FP), R8;   \
-	MOVQ nb+32(FP), CX;        \
-	MOVQ n+40(FP), BX
-
-#define VZERO8 \
-	VXORPS Y8, Y8, Y8;    \
-	VXORPS Y9, Y9, Y9;    \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
-	VXORPS Y12, Y12, Y12; \
-	VXORPS Y13, Y13, Y13; \
-	VXORPS Y14, Y14, Y14; \
-	VXORPS Y15, Y15, Y15
-
-// VHSUM stores the sum of the 8 lanes of acc (accx its low half) to
-// off(DI), in the avx2 kernels' order.
-#define VHSUM(acc, accx, off) \
-	VEXTRACTF128 $1, acc, X0; \
-	VADDPS accx, X0, X0;      \
-	VMOVHLPS X0, X0, X1;      \
-	VADDPS X1, X0, X0;        \
-	VMOVSHDUP X0, X1;         \
-	VADDSS X1, X0, X0;        \
-	VMOVSS X0, off(DI)
-
-// VEACHCOL runs COL(acc) for acc = Y8.. while fewer than n columns are
-// done, then jumps to next.
-#define VEACHCOL(COL, next) \
-	MOVQ DX, R9;      \
-	COL(Y8);          \
-	CMPQ BX, $1;      \
-	JEQ next;         \
-	COL(Y9);          \
-	CMPQ BX, $2;      \
-	JEQ next;         \
-	COL(Y10);         \
-	CMPQ BX, $3;      \
-	JEQ next;         \
-	COL(Y11);         \
-	CMPQ BX, $4;      \
-	JEQ next;         \
-	COL(Y12);         \
-	CMPQ BX, $5;      \
-	JEQ next;         \
-	COL(Y13);         \
-	CMPQ BX, $6;      \
-	JEQ next;         \
-	COL(Y14);         \
-	CMPQ BX, $7;      \
-	JEQ next;         \
-	COL(Y15)
-
-#define VSTOREALL(done) \
-	VHSUM(Y8, X8, 0);   \
-	CMPQ BX, $1;        \
-	JEQ done;           \
-	VHSUM(Y9, X9, 4);   \
-	CMPQ BX, $2;        \
-	JEQ done;           \
-	VHSUM(Y10, X10, 8); \
-	CMPQ BX, $3;        \
-	JEQ done;           \
-	VHSUM(Y11, X11, 12); \
-	CMPQ BX, $4;        \
-	JEQ done;           \
-	VHSUM(Y12, X12, 16); \
-	CMPQ BX, $5;        \
-	JEQ done;           \
-	VHSUM(Y13, X13, 20); \
-	CMPQ BX, $6;        \
-	JEQ done;           \
-	VHSUM(Y14, X14, 24); \
-	CMPQ BX, $7;        \
-	JEQ done;           \
-	VHSUM(Y15, X15, 28)
 
 // VSUMKY leaves in Y0 the int32 lanes of sum scale*q*q8 over a super-block
 // (weights Y16..Y23, scale vectors Y24..Y31, q8 at 4(R9)): lane i gets
@@ -491,15 +412,15 @@ GLOBL vShr02<>(SB), RODATA|NOPTR, $64
 
 // func dotQ4_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
 TEXT ·dotQ4_KQ8_KVNNI(SB), NOSPLIT, $0-48
-	VARGS
-	VZERO8
+	ARGS
+	ZERO8
 	TESTQ CX, CX
 	JZ    q4ydone
 
 	PCALIGN $16
 q4yloop:
 	VQ4UNPACK
-	VEACHCOL(VCOLQ4KY, q4ynext)
+	EACHCOL(VCOLQ4KY, q4ynext)
 
 q4ynext:
 	ADDQ $144, SI
@@ -508,7 +429,7 @@ q4ynext:
 	JNZ  q4yloop
 
 q4ydone:
-	VSTOREALL(q4yret)
+	STOREALL(q4yret)
 
 q4yret:
 	VZEROUPPER
@@ -516,15 +437,15 @@ q4yret:
 
 // func dotQ4_KQ8_KVNNIZ(out *float32, w, a *byte, aStride, nb, n int)
 TEXT ·dotQ4_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
-	VARGS
-	VZERO8
+	ARGS
+	ZERO8
 	TESTQ CX, CX
 	JZ    q4zdone
 
 	PCALIGN $16
 q4zloop:
 	VQ4UNPACKZ
-	VEACHCOL(VCOLQ4KZ, q4znext)
+	EACHCOL(VCOLQ4KZ, q4znext)
 
 q4znext:
 	ADDQ $144, SI
@@ -533,7 +454,7 @@ q4znext:
 	JNZ  q4zloop
 
 q4zdone:
-	VSTOREALL(q4zret)
+	STOREALL(q4zret)
 
 q4zret:
 	VZEROUPPER
@@ -541,15 +462,15 @@ q4zret:
 
 // func dotQ6_KQ8_KVNNI(out *float32, w, a *byte, aStride, nb, n int)
 TEXT ·dotQ6_KQ8_KVNNI(SB), NOSPLIT, $0-48
-	VARGS
-	VZERO8
+	ARGS
+	ZERO8
 	TESTQ CX, CX
 	JZ    q6ydone
 
 	PCALIGN $16
 q6yloop:
 	VQ6UNPACK
-	VEACHCOL(VCOLQ6KY, q6ynext)
+	EACHCOL(VCOLQ6KY, q6ynext)
 
 q6ynext:
 	ADDQ $210, SI
@@ -558,7 +479,7 @@ q6ynext:
 	JNZ  q6yloop
 
 q6ydone:
-	VSTOREALL(q6yret)
+	STOREALL(q6yret)
 
 q6yret:
 	VZEROUPPER
@@ -566,15 +487,15 @@ q6yret:
 
 // func dotQ6_KQ8_KVNNIZ(out *float32, w, a *byte, aStride, nb, n int)
 TEXT ·dotQ6_KQ8_KVNNIZ(SB), NOSPLIT, $0-48
-	VARGS
-	VZERO8
+	ARGS
+	ZERO8
 	TESTQ CX, CX
 	JZ    q6zdone
 
 	PCALIGN $16
 q6zloop:
 	VQ6UNPACKZ
-	VEACHCOL(VCOLQ6KZ, q6znext)
+	EACHCOL(VCOLQ6KZ, q6znext)
 
 q6znext:
 	ADDQ $210, SI
@@ -583,7 +504,7 @@ q6znext:
 	JNZ  q6zloop
 
 q6zdone:
-	VSTOREALL(q6zret)
+	STOREALL(q6zret)
 
 q6zret:
 	VZEROUPPER
