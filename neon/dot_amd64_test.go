@@ -705,65 +705,78 @@ func BenchmarkRowsAVX2(b *testing.B) {
 }
 
 // TestRowsAVX2Extremes runs the avx2 row-group kernels on constant quant
-// bytes at the edges of the int16 ranges their sums rely on (0x00, 0xff,
-// 0x80, 0x7f, 0x88 weights; -128, 127, 0, -1, -127 activations), one
-// column (the n == 1 kernels) and three, against the generic dots.
+// bytes at the edges of the int16 ranges their sums rely on, one column
+// (the n == 1 kernels) and three (see checkRowsExtremes).
 func TestRowsAVX2Extremes(t *testing.T) {
 	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {
-		dt := rt.dt
-		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
-			for _, ab := range []byte{0x80, 0x7f, 0x00, 0xff, 0x81} {
-				for _, nb := range []int{1, 3, 64} {
-					for _, n := range []int{1, 3} {
-						w := make([]byte, RowGroup*nb*dt.wsize)
-						for i := range w {
-							w[i] = wb
-						}
-						a := make([]byte, n*nb*dt.asize)
-						for i := range a {
-							a[i] = ab
-						}
-						for b := 0; b < RowGroup*nb; b++ {
-							binary.LittleEndian.PutUint16(w[b*dt.wsize:], 0x3c00) // 1.0
-						}
-						for b := 0; b < n*nb; b++ {
-							binary.LittleEndian.PutUint16(a[b*dt.asize:], 0x3c00)
-						}
-						checkRows(t, avx.Name, dt.name, rt.pick(avx), rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
+		checkRowsExtremes(t, avx.Name, rt.dt, rt.pick(avx), []int{1, 3})
+	}
+}
+
+// checkRowsExtremes runs a row-group kernel (or a tile as one) on
+// constant quant bytes at the edges of the ranges (0x00, 0xff, 0x80, 0x7f,
+// 0x88 weights; -128, 127, 0, -1, -127 activations: the largest sums and
+// offset corrections), 1, 3 and 64 blocks and ns columns, against the
+// generic dots.
+func checkRowsExtremes(t *testing.T, name string, dt dotType, f RowsFunc, ns []int) {
+	t.Helper()
+	for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
+		for _, ab := range []byte{0x80, 0x7f, 0x00, 0xff, 0x81} {
+			for _, nb := range []int{1, 3, 64} {
+				for _, n := range ns {
+					w := make([]byte, RowGroup*nb*dt.wsize)
+					for i := range w {
+						w[i] = wb
 					}
+					a := make([]byte, n*nb*dt.asize)
+					for i := range a {
+						a[i] = ab
+					}
+					for b := 0; b < RowGroup*nb; b++ {
+						binary.LittleEndian.PutUint16(w[b*dt.wsize:], 0x3c00) // 1.0
+					}
+					for b := 0; b < n*nb; b++ {
+						binary.LittleEndian.PutUint16(a[b*dt.asize:], 0x3c00)
+					}
+					checkRows(t, name, dt.name, f, rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
 				}
 			}
 		}
 	}
 }
 
-// TestRowsAVX2Short checks the wrappers' length checks: exact-size buffers
-// run, one element short of out, w or a panics with errShort.
+// TestRowsAVX2Short checks the wrappers' length checks (checkRowsShort).
 func TestRowsAVX2Short(t *testing.T) {
 	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {
-		dt := rt.dt
-		f := rt.pick(avx)
-		for _, n := range []int{1, 4} {
-			nb, ldo, ws, as := 3, 9, 3*dt.wsize+1, 3*dt.asize+2
-			outLen := (n-1)*ldo + RowGroup
-			wLen := (RowGroup-1)*ws + nb*dt.wsize
-			aLen := (n-1)*as + nb*dt.asize
-			run := func(o, wl, al int) (err any) {
-				defer func() { err = recover() }()
-				f(make([]float32, o), ldo, make([]byte, wl), ws, make([]byte, al), as, nb, n)
-				return nil
-			}
-			if err := run(outLen, wLen, aLen); err != nil {
-				t.Fatalf("%s n=%d: exact-size buffers panicked: %v", dt.name, n, err)
-			}
-			for i, err := range []any{run(outLen-1, wLen, aLen), run(outLen, wLen-1, aLen), run(outLen, wLen, aLen-1)} {
-				if err != errShort {
-					t.Errorf("%s n=%d: buffer %d one short: got %v, want errShort", dt.name, n, i, err)
-				}
+		checkRowsShort(t, avx.Name, rt.dt, rt.pick(avx), []int{1, 4})
+	}
+}
+
+// checkRowsShort checks a row-group kernel's length checks for ns
+// columns: exact-size buffers run, one element short of out, w or a
+// panics with errShort.
+func checkRowsShort(t *testing.T, name string, dt dotType, f RowsFunc, ns []int) {
+	t.Helper()
+	for _, n := range ns {
+		nb, ldo, ws, as := 3, 9, 3*dt.wsize+1, 3*dt.asize+2
+		outLen := (n-1)*ldo + RowGroup
+		wLen := (RowGroup-1)*ws + nb*dt.wsize
+		aLen := (n-1)*as + nb*dt.asize
+		run := func(o, wl, al int) (err any) {
+			defer func() { err = recover() }()
+			f(make([]float32, o), ldo, make([]byte, wl), ws, make([]byte, al), as, nb, n)
+			return nil
+		}
+		if err := run(outLen, wLen, aLen); err != nil {
+			t.Fatalf("%s %s n=%d: exact-size buffers panicked: %v", name, dt.name, n, err)
+		}
+		for i, err := range []any{run(outLen-1, wLen, aLen), run(outLen, wLen-1, aLen), run(outLen, wLen, aLen-1)} {
+			if err != errShort {
+				t.Errorf("%s %s n=%d: buffer %d one short: got %v, want errShort", name, dt.name, n, i, err)
 			}
 		}
 	}

@@ -3,7 +3,6 @@
 package neon
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -31,68 +30,27 @@ func TestRowsVNNIInstalled(t *testing.T) {
 	}
 }
 
-// TestRowsVNNIExtremes runs the vnni row-group kernels on constant quant
-// bytes at the edges of the ranges (0x00, 0xff, 0x80, 0x7f, 0x88 weights;
-// -128, 127, 0, -1, -127 activations: the largest |sum u*a| and the o*sum a
-// corrections), one to nine columns, against the generic dots.
+// TestRowsVNNIExtremes runs the vnni row-group and tile kernels on
+// constant quant bytes at the edges of the ranges, one to nine columns
+// (see checkRowsExtremes).
 func TestRowsVNNIExtremes(t *testing.T) {
 	k := rowsVNNINeed(t)
 	for ti, rt := range rowsTypes {
-		dt := rt.dt
 		names, fs := rowsKernels(t, k, ti)
-		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
-			for _, ab := range []byte{0x80, 0x7f, 0x00, 0xff, 0x81} {
-				for _, nb := range []int{1, 3, 64} {
-					for _, n := range []int{1, 2, 3, 8, 9} {
-						w := make([]byte, RowGroup*nb*dt.wsize)
-						for i := range w {
-							w[i] = wb
-						}
-						a := make([]byte, n*nb*dt.asize)
-						for i := range a {
-							a[i] = ab
-						}
-						for b := 0; b < RowGroup*nb; b++ {
-							binary.LittleEndian.PutUint16(w[b*dt.wsize:], 0x3c00) // 1.0
-						}
-						for b := 0; b < n*nb; b++ {
-							binary.LittleEndian.PutUint16(a[b*dt.asize:], 0x3c00)
-						}
-						for fi, f := range fs {
-							checkRows(t, names[fi], dt.name, f, rowsRef(dt.name), w, nb*dt.wsize, a, nb*dt.asize, nb, n, RowGroup)
-						}
-					}
-				}
-			}
+		for fi, f := range fs {
+			checkRowsExtremes(t, names[fi], rt.dt, f, []int{1, 2, 3, 8, 9})
 		}
 	}
 }
 
-// TestRowsVNNIShort checks the vnni wrappers' length checks: exact-size
-// buffers run, one element short of out, w or a panics with errShort.
+// TestRowsVNNIShort checks the vnni row-group and tile wrappers' length
+// checks (checkRowsShort; a tile's Pack checks the activations).
 func TestRowsVNNIShort(t *testing.T) {
 	k := rowsVNNINeed(t)
-	for _, rt := range rowsTypes {
-		dt := rt.dt
-		f := rt.pick(k)
-		for _, n := range []int{1, 2, 4, 9} {
-			nb, ldo, ws, as := 3, 9, 3*dt.wsize+1, 3*dt.asize+2
-			outLen := (n-1)*ldo + RowGroup
-			wLen := (RowGroup-1)*ws + nb*dt.wsize
-			aLen := (n-1)*as + nb*dt.asize
-			run := func(o, wl, al int) (err any) {
-				defer func() { err = recover() }()
-				f(make([]float32, o), ldo, make([]byte, wl), ws, make([]byte, al), as, nb, n)
-				return nil
-			}
-			if err := run(outLen, wLen, aLen); err != nil {
-				t.Fatalf("%s n=%d: exact-size buffers panicked: %v", dt.name, n, err)
-			}
-			for i, err := range []any{run(outLen-1, wLen, aLen), run(outLen, wLen-1, aLen), run(outLen, wLen, aLen-1)} {
-				if err != errShort {
-					t.Errorf("%s n=%d: buffer %d one short: got %v, want errShort", dt.name, n, i, err)
-				}
-			}
+	for ti, rt := range rowsTypes {
+		names, fs := rowsKernels(t, k, ti)
+		for fi, f := range fs {
+			checkRowsShort(t, names[fi], rt.dt, f, []int{1, 2, 4, 9})
 		}
 	}
 }
