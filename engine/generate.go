@@ -473,23 +473,47 @@ func (g *generation) run(ctx context.Context, t int32) error {
 		batch = append(batch, draft...)
 		base := s.Len()
 		t0 := time.Now()
-		rows, err := s.Forward(batch, len(draft) > 0)
+		// Without a draft the pass returns the one row it needs; with one,
+		// the output head runs lazily over the rows the walk reaches.
+		var rows []float32
+		var err error
+		if len(draft) == 0 {
+			rows, err = s.Forward(batch, false)
+		} else {
+			err = s.ForwardRows(batch)
+		}
 		if err != nil {
 			e.cached = e.cached[:s.Len()]
 			return err
 		}
-		ctrl.ObservePass(len(batch), time.Since(t0).Seconds())
+		pass := time.Since(t0)
 		e.cached = append(e.cached[:base], batch...)
 		st.TargetPasses++
 		st.Drafted += len(draft)
 		if di >= 0 {
 			g.dstats[di].Drafted += len(draft)
 		}
-		// Walk the rows: row i predicts the token after batch[i].
+		// Walk the rows: row i predicts the token after batch[i]. rows
+		// holds rows [lo, hi) of the batch.
 		accepted := 0
 		var next int32 = -1
+		lo, hi := 0, len(rows)/nv
 		for i := 0; i <= len(draft); i++ {
-			row := rows[i*nv : (i+1)*nv]
+			if i >= hi {
+				n := len(batch) - i
+				if i == 0 {
+					n = min(n, headFirst)
+				}
+				t1 := time.Now()
+				if rows, err = s.Logits(i, i+n); err != nil {
+					s.Truncate(base)
+					e.cached = e.cached[:base]
+					return err
+				}
+				pass += time.Since(t1)
+				lo, hi = i, i+n
+			}
+			row := rows[(i-lo)*nv : (i-lo+1)*nv]
 			if i == len(draft) {
 				next = g.smp.Sample(row, g.history)
 				break
@@ -499,6 +523,7 @@ func (g *generation) run(ctx context.Context, t int32) error {
 			if ok {
 				accepted++
 				if err := g.emit(x); err != nil || g.done {
+					ctrl.ObservePass(len(batch), pass.Seconds())
 					g.settle(base, 1+accepted, di, len(draft), accepted)
 					return err
 				}
@@ -507,6 +532,7 @@ func (g *generation) run(ctx context.Context, t int32) error {
 			next = g.reject(dist, x)
 			break
 		}
+		ctrl.ObservePass(len(batch), pass.Seconds())
 		g.settle(base, 1+accepted, di, len(draft), accepted)
 		t = next
 		if err := g.emit(t); err != nil || g.done {
@@ -514,6 +540,14 @@ func (g *generation) run(ctx context.Context, t int32) error {
 		}
 	}
 }
+
+// headFirst is how many rows of a verification pass get their logits
+// first. The output head streams its whole weight matrix for every call,
+// and for a row or two that read is the cost (on a memory-bound board, and
+// for llama32-1b's 210 MB Q6_K head on the x86 development machine too),
+// while each further row adds compute: the rest of the rows are computed
+// only when the first drafts are accepted.
+const headFirst = 2
 
 // settle records a step's outcome and drops the rejected rows from the KV
 // cache: it keeps the fed token and the accepted drafts.

@@ -21,6 +21,7 @@ type State struct {
 	maxBatch int // tokens per forward pass
 	maxRows  int // tokens per pass whose logits are returned
 	n        int // positions filled
+	rows     int // tokens of the last ForwardRows batch whose logits Logits gives (0: none)
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
@@ -172,6 +173,7 @@ func (s *State) Truncate(n int) {
 	if n < s.n {
 		s.n = n
 	}
+	s.rows = 0
 }
 
 // Forward runs tokens through the model at positions Len()..Len()+len-1 and
@@ -180,25 +182,63 @@ func (s *State) Truncate(n int) {
 // otherwise the logits of the last token only, running longer inputs in
 // chunks of MaxBatch. The returned slice is reused by the next call.
 func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
-	if len(tokens) == 0 {
-		return nil, errors.New("model: forward pass over no tokens")
-	}
-	if s.n+len(tokens) > s.ctx {
-		return nil, fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.ctx)
+	if err := s.check(tokens); err != nil {
+		return nil, err
 	}
 	if all && len(tokens) > s.maxRows {
 		return nil, fmt.Errorf("model: logits of %d tokens requested, the state returns at most %d per pass", len(tokens), s.maxRows)
-	}
-	for _, t := range tokens {
-		if t < 0 || int(t) >= s.m.NVocab {
-			return nil, fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
-		}
 	}
 	for len(tokens) > s.maxBatch {
 		s.forward(tokens[:s.maxBatch], false)
 		tokens = tokens[s.maxBatch:]
 	}
 	return s.forward(tokens, all), nil
+}
+
+// ForwardRows runs tokens (at most MaxBatch and MaxLogitRows of them)
+// through the model like Forward, but computes no logits: Logits then
+// computes those of any rows of this batch, as often as asked, bit for bit
+// what Forward(tokens, true) returns for them (each output element has one
+// accumulation order whatever the batch). A verifier thus pays for the
+// output head only over the rows it reads: after a rejected draft token
+// the later rows are never needed.
+func (s *State) ForwardRows(tokens []int32) error {
+	if len(tokens) > s.maxBatch || len(tokens) > s.maxRows {
+		return fmt.Errorf("model: a batch of %d tokens for row logits, the state takes at most %d", len(tokens), min(s.maxBatch, s.maxRows))
+	}
+	if err := s.check(tokens); err != nil {
+		return err
+	}
+	s.layers(tokens)
+	s.rows = len(tokens)
+	return nil
+}
+
+// check validates a batch: not empty, room in the context, token ids in
+// the vocabulary.
+func (s *State) check(tokens []int32) error {
+	if len(tokens) == 0 {
+		return errors.New("model: forward pass over no tokens")
+	}
+	if s.n+len(tokens) > s.ctx {
+		return fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.ctx)
+	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= s.m.NVocab {
+			return fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
+		}
+	}
+	return nil
+}
+
+// Logits returns the logits of rows [lo, hi) of the batch of the last
+// ForwardRows ((hi-lo)×NVocab, reused by the next call). It fails when the
+// rows are not in that batch or another pass or a Truncate came since.
+func (s *State) Logits(lo, hi int) ([]float32, error) {
+	if lo < 0 || lo >= hi || hi > s.rows {
+		return nil, fmt.Errorf("model: logits of rows [%d,%d) asked, the last ForwardRows batch has %d", lo, hi, s.rows)
+	}
+	return s.head(lo, hi), nil
 }
 
 // mul computes out = x·wᵀ for n rows of x, quantizing x for w first (unless
@@ -219,6 +259,30 @@ func (s *State) mulRange(lo, hi int) {
 func sameAct(a, b *quant.Matrix) bool { return quant.ActType(a.Type) == quant.ActType(b.Type) }
 
 func (s *State) forward(tokens []int32, all bool) []float32 {
+	n := len(tokens)
+	s.layers(tokens)
+	if all {
+		return s.head(0, n)
+	}
+	return s.head(n-1, n)
+}
+
+// head computes the logits of rows [lo, hi) of the batch whose final
+// hidden states are in s.x.
+func (s *State) head(lo, hi int) []float32 {
+	m, c := s.m, &s.m.Config
+	E := c.NEmbd
+	for i := lo; i < hi; i++ {
+		RMSNorm(s.xb[(i-lo)*E:(i-lo+1)*E], s.x[i*E:(i+1)*E], m.OutNorm, c.NormEps)
+	}
+	s.mul(s.logits, m.Output, s.xb, hi-lo, false)
+	return s.logits[:(hi-lo)*c.NVocab]
+}
+
+// layers runs tokens through every layer, appending their keys and values
+// to the cache; their final hidden states stay in s.x.
+func (s *State) layers(tokens []int32) {
+	s.rows = 0
 	m, c := s.m, &s.m.Config
 	n, E := len(tokens), c.NEmbd
 	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
@@ -295,17 +359,6 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 		addTo(s.x[:n*E], s.proj[:n*E])
 	}
 	s.n += n
-
-	first := 0
-	if !all {
-		first = n - 1
-	}
-	rows := n - first
-	for i := first; i < n; i++ {
-		RMSNorm(s.xb[(i-first)*E:(i-first+1)*E], s.x[i*E:(i+1)*E], m.OutNorm, c.NormEps)
-	}
-	s.mul(s.logits, m.Output, s.xb, rows, false)
-	return s.logits[:rows*c.NVocab]
 }
 
 // attnRange computes the attention output of query heads [lo, hi) for

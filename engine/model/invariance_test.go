@@ -87,17 +87,83 @@ func batchInvarianceKV(t *testing.T, files []string, kv quant.Type) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					for j := 0; j < k; j++ {
-						got := lg[j*m.NVocab : (j+1)*m.NVocab]
-						want := ref[(start+j)*m.NVocab : (start+j+1)*m.NVocab]
-						for v := range got {
-							if math.Float32bits(got[v]) != math.Float32bits(want[v]) {
-								t.Fatalf("start %d, K=%d, row %d, token %d: batched %v, alone %v", start, k, j, v, got[v], want[v])
-							}
+					sameRows(t, "batched", lg, ref[start*m.NVocab:], 0, k, m.NVocab, start, k)
+					if k > 16 {
+						continue
+					}
+					// The same batch through ForwardRows, its logits asked
+					// in pieces (as a verifier does) and once more whole.
+					st.Truncate(start)
+					if err := st.ForwardRows(seq[start : start+k]); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range [][2]int{{0, min(2, k)}, {min(2, k), k}, {k - 1, k}, {0, k}} {
+						if r[0] >= r[1] {
+							continue
 						}
+						lg, err := st.Logits(r[0], r[1])
+						if err != nil {
+							t.Fatal(err)
+						}
+						sameRows(t, "ForwardRows+Logits", lg, ref[(start+r[0])*m.NVocab:], r[0], r[1], m.NVocab, start, k)
 					}
 				}
 			}
 		})
+	}
+}
+
+// sameRows compares rows [lo, hi) of a pass (got holds them from lo on,
+// want from row lo of the reference on) bit for bit.
+func sameRows(t *testing.T, what string, got, want []float32, lo, hi, nv, start, k int) {
+	t.Helper()
+	for j := 0; j < hi-lo; j++ {
+		for v := 0; v < nv; v++ {
+			if a, b := got[j*nv+v], want[j*nv+v]; math.Float32bits(a) != math.Float32bits(b) {
+				t.Fatalf("start %d, K=%d, row %d, token %d: %s %v, alone %v", start, k, lo+j, v, what, a, b)
+			}
+		}
+	}
+}
+
+// TestLogitsErrors: Logits refuses rows outside the last ForwardRows batch,
+// and any rows after a Truncate or a Forward; ForwardRows refuses batches
+// larger than its logits buffer.
+func TestLogitsErrors(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "models", "stories260K-F32.gguf"))
+	st, err := m.NewState(StateOptions{Ctx: 64, Batch: 8, LogitRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Logits(0, 1); err == nil {
+		t.Error("Logits before any ForwardRows succeeded")
+	}
+	if err := st.ForwardRows([]int32{1, 2, 3, 4, 5}); err == nil {
+		t.Error("ForwardRows of 5 tokens with 4 logit rows succeeded")
+	}
+	if err := st.ForwardRows([]int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]int{{-1, 1}, {0, 4}, {2, 2}, {3, 4}} {
+		if _, err := st.Logits(r[0], r[1]); err == nil {
+			t.Errorf("Logits(%d, %d) of a 3-token batch succeeded", r[0], r[1])
+		}
+	}
+	if _, err := st.Logits(1, 3); err != nil {
+		t.Errorf("Logits(1, 3): %v", err)
+	}
+	st.Truncate(2)
+	if _, err := st.Logits(0, 1); err == nil {
+		t.Error("Logits after Truncate succeeded")
+	}
+	if err := st.ForwardRows([]int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Forward([]int32{2}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Logits(0, 1); err == nil {
+		t.Error("Logits after Forward succeeded")
 	}
 }
