@@ -105,7 +105,7 @@ func TestRowsMatchGeneric(t *testing.T) {
 			for fi, f := range fs {
 				ran++
 				dt := rt.dt
-				ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64}
+				ns := []int{1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 16, 17, 24, 25, 64}
 				if testing.Short() {
 					ns = []int{1, 2, 3, 4, 8, 9}
 				}
@@ -160,7 +160,7 @@ func TestRowsExactRandomBytes(t *testing.T) {
 }
 
 func checkRowsBytes(t *testing.T, data []byte, ncol uint8) {
-	n := int(ncol%9) + 1
+	n := int(ncol%13) + 1
 	for _, k := range Available() {
 		for ti, rt := range rowsTypes {
 			names, fs := rowsKernels(t, k, ti)
