@@ -705,6 +705,14 @@ func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
 			s.send(topic, 1, false, payload)
 		}
 	}
+	// A request whose outcome is out is no longer running: whoever hears
+	// of it (an in-process submitter, an MQTT client) and then asks to
+	// cancel the running request must not reach this one.
+	s.mu.Lock()
+	if s.running == j {
+		s.running = nil
+	}
+	s.mu.Unlock()
 	quiet := false // an in-process request that is not published
 	if j.local != nil {
 		j.local.deliver(res, e)
