@@ -29,13 +29,7 @@
 	VADDPS       a1, a0, a0; \
 	VADDPS       a3, a2, a2; \
 	VADDPS       a2, a0, a0; \
-	VEXTRACTF128 $1, a0, X0; \
-	VADDPS       a0x, X0, X0; \
-	VMOVHLPS     X0, X0, X1; \
-	VADDPS       X1, X0, X0; \
-	VMOVSHDUP    X0, X1;     \
-	VADDSS       X1, X0, X0; \
-	VMOVSS       X0, off(DI)
+	HSUM(a0, a0x, off)
 
 #define FSTORE(done) \
 	FSUM4(Y8, Y9, Y10, Y11, X8, 0);    \

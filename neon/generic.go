@@ -292,9 +292,11 @@ func axpyF16(out []float32, alpha float32, b []uint16) {
 // dots.
 func GenericTile(name string) *Tile {
 	var o int32
+	var wsize int
 	var quants func(w []byte, u *[32]int32)
 	switch name {
 	case "Q4_0":
+		wsize = sizeQ4_0
 		o = 8
 		quants = func(w []byte, u *[32]int32) {
 			for j := 0; j < 16; j++ {
@@ -302,6 +304,7 @@ func GenericTile(name string) *Tile {
 			}
 		}
 	case "Q5_0":
+		wsize = sizeQ5_0
 		o = 16
 		quants = func(w []byte, u *[32]int32) {
 			qh := binary.LittleEndian.Uint32(w[2:])
@@ -311,6 +314,7 @@ func GenericTile(name string) *Tile {
 			}
 		}
 	case "Q8_0":
+		wsize = sizeQ8_0
 		o = 128
 		quants = func(w []byte, u *[32]int32) {
 			for j := 0; j < 32; j++ {
@@ -320,7 +324,6 @@ func GenericTile(name string) *Tile {
 	default:
 		return nil
 	}
-	wsize := map[string]int{"Q4_0": sizeQ4_0, "Q5_0": sizeQ5_0, "Q8_0": sizeQ8_0}[name]
 	pack := func(dst, a []byte, aStride, nb, n int) {
 		for b := 0; b < nb; b++ {
 			for j := 0; j < n; j++ {
