@@ -1,0 +1,633 @@
+package models
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/geisten/geist/engine/gguf"
+)
+
+// Progress is the state of a pull, reported to PullOptions.Progress. Its
+// JSON form is one of the progress objects Ollama's /api/pull streams:
+// status and, while bytes flow, digest, total and completed.
+type Progress struct {
+	Status    string `json:"status"`
+	Digest    string `json:"digest,omitempty"`
+	Total     int64  `json:"total,omitempty"`
+	Completed int64  `json:"completed,omitempty"`
+	// Start is Completed when the current transfer began: a resumed
+	// download starts past 0, so a rate is (Completed-Start)/elapsed.
+	Start int64 `json:"-"`
+	// Detail says why: the error a retry follows, that a download resumes.
+	Detail string `json:"-"`
+}
+
+// The statuses of a pull, besides "pulling <digest>" (Ollama's, the first
+// 12 hex digits of the SHA-256, or the model name when it is unknown)
+// while the file's bytes arrive.
+const (
+	StatusWaiting   = "waiting for another pull of the model"
+	StatusManifest  = "pulling manifest" // connecting, reading the response headers
+	StatusRehash    = "checking the partial download"
+	StatusRetrying  = "retrying"
+	StatusVerifying = "verifying sha256 digest"
+	StatusChecking  = "checking the gguf header"
+	StatusSuccess   = "success"
+)
+
+// PullOptions tunes Pull.
+type PullOptions struct {
+	Name     string // stored name; default: the file's name without .gguf
+	SHA256   string // expected SHA-256 (hex); default: the one the server vouches for, if any
+	HF       HF     // Hugging Face endpoint and token
+	Retries  int    // network failures retried, resuming where they stopped, before giving up
+	Wait     bool   // wait for another pull of the same model instead of failing with ErrBusy
+	Progress func(Progress)
+	Client   *http.Client // nil: one that honours HTTPS_PROXY
+	// UserAgent is sent with every request ("geist" when empty).
+	UserAgent string
+}
+
+// PullResult is what a pull stored.
+type PullResult struct {
+	Model    Model
+	UpToDate bool   // the stored file already had the remote's content: nothing was downloaded
+	Resumed  int64  // bytes of an earlier, interrupted download that were kept
+	Verified string // what the SHA-256 was checked against ("--sha256", "the server's digest"); "" when nothing vouched for it
+}
+
+var (
+	// ErrChecksum: the download's SHA-256 is not the expected one.
+	ErrChecksum = errors.New("models: sha256 mismatch")
+	// ErrNoSpace: the file system has too little room for the download.
+	ErrNoSpace = errors.New("models: not enough free disk space")
+	// ErrNotModel: the downloaded file is not a GGUF model geist can open.
+	ErrNotModel = errors.New("models: not a usable GGUF file")
+)
+
+// HTTPError is a response that ends a pull: the status, and the error in
+// words (naming the URL, and HF_TOKEN where a token would help).
+type HTTPError struct {
+	Status int
+	URL    string
+	Msg    string
+}
+
+func (e *HTTPError) Error() string { return e.Msg }
+
+// KeepFree is the space a pull leaves free on the file system, for the
+// sessions, the prompt cache and the system's logs.
+const KeepFree = 64 << 20
+
+const (
+	idleTimeout = 60 * time.Second // a transfer that stalls this long is retried
+	maxBackoff  = 30 * time.Second
+)
+
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// normalDigest accepts "HEX" or "sha256:HEX", any case.
+func normalDigest(s string) (string, error) {
+	d := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(s), "sha256:"))
+	if !hexRE.MatchString(d) {
+		return "", fmt.Errorf("sha256 %q is not 64 hexadecimal digits", s)
+	}
+	return d, nil
+}
+
+// Pull downloads src (see ParseSource) into the store. A download that
+// breaks off is kept as NAME.gguf.partial with its validator and resumed
+// with an HTTP range request, by the next attempt (o.Retries) or the next
+// pull; a remote file that changed in between starts over. The free space
+// is checked before the body is read. The file is accepted only if its
+// SHA-256 matches (o.SHA256, or what the server vouches for: Hugging Face's
+// X-Linked-Etag) and engine/gguf can open it; then it is renamed into place
+// atomically. A model whose stored digest is the remote's is up to date and
+// not downloaded again.
+func (s *Store) Pull(ctx context.Context, src string, o PullOptions) (PullResult, error) {
+	source, err := ParseSource(src, o.HF)
+	if err != nil {
+		return PullResult{}, err
+	}
+	name := o.Name
+	if name == "" {
+		if name, err = source.DefaultName(); err != nil {
+			return PullResult{}, err
+		}
+	} else if name, err = CheckName(name); err != nil {
+		return PullResult{}, err
+	}
+	p := &puller{s: s, src: source, name: name, o: o, final: s.file(name)}
+	if o.SHA256 != "" {
+		if p.want, err = normalDigest(o.SHA256); err != nil {
+			return PullResult{}, err
+		}
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return PullResult{}, err
+	}
+	var l *fileLock
+	if o.Wait {
+		l, err = waitLock(ctx, p.final+lockExt, func() {
+			p.report(Progress{Status: StatusWaiting, Detail: "another pull of " + name + " is running; waiting for it"})
+		})
+	} else {
+		l, err = tryLock(p.final + lockExt)
+	}
+	if err != nil {
+		if errors.Is(err, ErrBusy) {
+			return PullResult{}, fmt.Errorf("%w: %s", ErrBusy, name)
+		}
+		return PullResult{}, err
+	}
+	defer l.unlock()
+	return p.run(ctx)
+}
+
+// puller is one pull, run under the model's lock.
+type puller struct {
+	s     *Store
+	src   Source
+	name  string
+	o     PullOptions
+	final string // DIR/NAME.gguf
+	want  string // expected SHA-256 from the caller
+
+	have    record // the stored file's record, when there is one
+	hasFile bool
+
+	val     partialRecord // the partial download's validator
+	offset  int64         // bytes in the partial file
+	h       hash.Hash     // SHA-256 of the partial file's first hashed bytes
+	hashed  int64
+	resumed int64
+	digest  string // the SHA-256 the file should have (want, or the server's)
+	last    time.Time
+	// upToDate: the stored file is the remote's; nothing is downloaded.
+	upToDate bool
+}
+
+// partialRecord is NAME.gguf.partial.json: what the partial file is a
+// prefix of.
+type partialRecord struct {
+	URL          string `json:"url"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	SHA256       string `json:"sha256,omitempty"`
+	Size         int64  `json:"size"`
+}
+
+// remote is what the responses of one request said about the file.
+type remote struct {
+	sha256       string // from X-Linked-Etag, or an ETag of 64 hex digits (a Hugging Face LFS file)
+	size         int64  // X-Linked-Size; -1 when absent
+	etag         string // the final response's ETag
+	lastModified string
+}
+
+func (p *puller) report(pr Progress) {
+	if p.o.Progress != nil {
+		p.o.Progress(pr)
+	}
+}
+
+func (p *puller) partial() string { return p.final + partialExt }
+
+func (p *puller) run(ctx context.Context) (PullResult, error) {
+	if st, err := os.Stat(p.final); err == nil && st.Mode().IsRegular() {
+		p.hasFile = true
+		if r, ok := readRecord(p.final + recordExt); ok && r.Size == st.Size() {
+			p.have = r
+		}
+		// Asked for a digest the stored file has: nothing to fetch.
+		if p.want != "" && p.have.SHA256 == p.want {
+			return p.keep()
+		}
+	}
+	p.loadPartial()
+	tries, restarts := 0, 0
+	for {
+		err := p.attempt(ctx)
+		if err == nil {
+			break
+		}
+		var re retryable
+		if !errors.As(err, &re) {
+			return PullResult{}, p.failed(err)
+		}
+		if re.restart && restarts < 3 {
+			restarts++ // the remote changed under a partial download: start over at once
+			continue
+		}
+		if tries >= p.o.Retries || ctx.Err() != nil {
+			return PullResult{}, p.failed(re.err)
+		}
+		if re.progressed {
+			tries = 0
+		}
+		tries++
+		wait := p.s.retryDelay << min(tries-1, 5)
+		wait = min(wait, maxBackoff)
+		p.report(Progress{Status: StatusRetrying, Total: p.val.Size, Completed: p.offset,
+			Detail: fmt.Sprintf("%v; retrying in %v (%d of %d)", re.err, wait, tries, p.o.Retries)})
+		select {
+		case <-ctx.Done():
+			return PullResult{}, p.failed(ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	if p.upToDate {
+		return p.keep()
+	}
+	return p.finish()
+}
+
+// failed words an error that ends a pull with a partial file kept.
+func (p *puller) failed(err error) error {
+	if p.offset > 0 {
+		of := ""
+		if p.val.Size > 0 {
+			of = fmt.Sprintf(" of %s (%d%%)", byteSize(p.val.Size), p.offset*100/p.val.Size)
+		}
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
+		return fmt.Errorf("%w after %s%s; the same pull resumes it", err, byteSize(p.offset), of)
+	}
+	return err
+}
+
+// loadPartial takes up an earlier partial download of the same URL, or
+// clears it.
+func (p *puller) loadPartial() {
+	p.h, p.hashed = sha256.New(), 0
+	st, err := os.Stat(p.partial())
+	r, ok := readPartialRecord(p.partial() + recordExt)
+	if err != nil || !ok || r.URL != p.src.URL || (r.Size > 0 && st.Size() > r.Size) {
+		p.discardPartial()
+		return
+	}
+	p.val, p.offset = r, st.Size()
+}
+
+func readPartialRecord(path string) (partialRecord, bool) {
+	var r partialRecord
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) > 64<<10 {
+		return r, false
+	}
+	return r, json.Unmarshal(b, &r) == nil
+}
+
+func (p *puller) discardPartial() {
+	os.Remove(p.partial())
+	os.Remove(p.partial() + recordExt)
+	p.val, p.offset, p.resumed = partialRecord{}, 0, 0
+	p.h, p.hashed = sha256.New(), 0
+}
+
+// retryable marks a failure worth another attempt (the network, a server
+// error); progressed says the attempt got bytes before it failed, restart
+// that the partial download was dropped and the next attempt starts over.
+type retryable struct {
+	err        error
+	progressed bool
+	restart    bool
+}
+
+func (r retryable) Error() string { return r.err.Error() }
+
+// attempt makes one request and writes what it gets to the partial file.
+// It sets upToDate when the stored file is the remote's.
+func (p *puller) attempt(ctx context.Context) error {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.report(Progress{Status: StatusManifest})
+	resp, rem, err := p.get(actx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return retryable{err: fmt.Errorf("fetching %s: %w", p.src.URL, err)}
+	}
+	defer resp.Body.Close()
+	if p.want != "" && rem.sha256 != "" && rem.sha256 != p.want {
+		return fmt.Errorf("%w: the server says %s has sha256 %s, not the %s given; nothing was downloaded", ErrChecksum, p.src.URL, rem.sha256, p.want)
+	}
+	if p.isUpToDate(rem) {
+		p.upToDate = true
+		return nil
+	}
+	var total int64 = -1
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+		if p.offset > 0 {
+			// The server ignored the range, or If-Range found the file changed.
+			p.discardPartial()
+		}
+		total = resp.ContentLength
+		if total < 0 {
+			total = rem.size
+		}
+	case code == http.StatusPartialContent:
+		start, tot, ok := contentRange(resp.Header.Get("Content-Range"))
+		changed := (p.val.SHA256 != "" && rem.sha256 != "" && p.val.SHA256 != rem.sha256) ||
+			(p.val.ETag != "" && rem.etag != "" && p.val.ETag != rem.etag) ||
+			(p.val.Size > 0 && tot > 0 && p.val.Size != tot)
+		if !ok || start != p.offset || changed {
+			p.discardPartial()
+			return retryable{err: errors.New("the remote file changed since the partial download; starting over"), restart: true}
+		}
+		total = tot
+		if total < 0 {
+			total = p.val.Size
+		}
+		if p.resumed == 0 {
+			p.resumed = p.offset
+		}
+	case code == http.StatusRequestedRangeNotSatisfiable && p.val.Size > 0 && p.offset == p.val.Size:
+		return nil // the partial file is complete
+	case code == http.StatusRequestedRangeNotSatisfiable:
+		p.discardPartial()
+		return retryable{err: errors.New("the server refused to resume; starting over"), restart: true}
+	case code == http.StatusTooManyRequests || code >= 500:
+		return retryable{err: fmt.Errorf("HTTP %s from %s", resp.Status, resp.Request.URL.Host)}
+	default:
+		return p.httpError(resp)
+	}
+	if rem.sha256 == "" {
+		rem.sha256 = p.val.SHA256
+	}
+	p.digest = p.want
+	if p.digest == "" {
+		p.digest = rem.sha256
+	}
+	if total >= 0 {
+		need := total - p.offset
+		free, err := p.s.freeSpace(p.s.dir)
+		if err == nil && need+KeepFree > free {
+			return fmt.Errorf("%w in %s for %s: the download needs %s more and %s stay free, the file system has %s",
+				ErrNoSpace, p.s.dir, p.name, byteSize(need), byteSize(KeepFree), byteSize(free))
+		}
+	}
+	p.val = partialRecord{URL: p.src.URL, ETag: rem.etag, LastModified: rem.lastModified, SHA256: rem.sha256, Size: max(total, 0)}
+	if err := writeRecord(p.partial()+recordExt, p.val); err != nil {
+		return err
+	}
+	return p.receive(ctx, actx, cancel, resp.Body, total)
+}
+
+// isUpToDate says whether the stored file is the remote one.
+func (p *puller) isUpToDate(rem remote) bool {
+	if !p.hasFile || p.have.SHA256 == "" {
+		return false
+	}
+	if rem.sha256 != "" {
+		return rem.sha256 == p.have.SHA256
+	}
+	return p.have.ETag != "" && rem.etag == p.have.ETag && (rem.size < 0 || rem.size == p.have.Size)
+}
+
+// receive appends the body to the partial file, hashing as it goes.
+func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, body io.Reader, total int64) error {
+	f, err := os.OpenFile(p.partial(), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(p.offset); err != nil {
+		return err
+	}
+	if _, err := f.Seek(p.offset, io.SeekStart); err != nil {
+		return err
+	}
+	if err := p.rehash(total); err != nil {
+		return err
+	}
+	if p.offset == 0 {
+		var magic [4]byte
+		n, err := io.ReadFull(body, magic[:])
+		if err != nil || string(magic[:]) != gguf.Magic {
+			p.discardPartial()
+			return fmt.Errorf("%w: %s does not serve a GGUF file (it starts with %q)", ErrNotModel, p.src.URL, magic[:n])
+		}
+		if err := p.write(f, magic[:]); err != nil {
+			return err
+		}
+	}
+	// A transfer that stalls is cut and retried.
+	idle := time.AfterFunc(idleTimeout, cancel)
+	defer idle.Stop()
+	start := p.offset
+	label := "pulling " + p.name
+	if p.digest != "" {
+		label = "pulling " + p.digest[:12]
+	}
+	digest := ""
+	if p.digest != "" {
+		digest = "sha256:" + p.digest
+	}
+	detail := ""
+	if p.resumed > 0 && p.offset == p.resumed {
+		detail = "resuming at " + byteSize(p.offset)
+	}
+	p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start, Detail: detail})
+	buf := make([]byte, 256<<10)
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			idle.Reset(idleTimeout)
+			if total >= 0 && p.offset+int64(n) > total {
+				p.discardPartial()
+				return errors.New("the server sent more bytes than it announced")
+			}
+			if err := p.write(f, buf[:n]); err != nil {
+				return err
+			}
+			if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || p.offset == total {
+				p.last = now
+				p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start})
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if actx.Err() != nil {
+				rerr = fmt.Errorf("no data for %v", idleTimeout)
+			}
+			return retryable{err: fmt.Errorf("download broke off: %w", rerr), progressed: p.offset > start}
+		}
+	}
+	if total >= 0 && p.offset < total {
+		return retryable{err: fmt.Errorf("download broke off: %w", io.ErrUnexpectedEOF), progressed: p.offset > start}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	p.val.Size = p.offset
+	return f.Close()
+}
+
+func (p *puller) write(f *os.File, b []byte) error {
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("writing %s: %w", p.partial(), err)
+	}
+	p.h.Write(b)
+	p.offset += int64(len(b))
+	p.hashed = p.offset
+	return nil
+}
+
+// rehash feeds the hash the partial file's bytes it has not seen (those of
+// an earlier pull).
+func (p *puller) rehash(total int64) error {
+	if p.hashed == p.offset {
+		return nil
+	}
+	f, err := os.Open(p.partial())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	p.report(Progress{Status: StatusRehash, Total: max(total, 0), Completed: p.offset})
+	if _, err := f.Seek(p.hashed, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(p.h, f, p.offset-p.hashed); err != nil {
+		return fmt.Errorf("reading %s: %w", p.partial(), err)
+	}
+	p.hashed = p.offset
+	return nil
+}
+
+// finish verifies the complete partial file and moves it into place.
+func (p *puller) finish() (PullResult, error) {
+	if err := p.rehash(p.val.Size); err != nil {
+		return PullResult{}, err
+	}
+	p.report(Progress{Status: StatusVerifying, Total: p.offset, Completed: p.offset})
+	got := hex.EncodeToString(p.h.Sum(nil))
+	want, from := p.want, "--sha256"
+	if want == "" {
+		want, from = p.val.SHA256, "the server's digest"
+	}
+	if want != "" && got != want {
+		p.discardPartial()
+		return PullResult{}, fmt.Errorf("%w for %s: the download has %s, %s says %s; it was discarded and nothing was stored", ErrChecksum, p.name, got, from, want)
+	}
+	p.report(Progress{Status: StatusChecking})
+	if err := checkGGUF(p.partial()); err != nil {
+		p.discardPartial()
+		return PullResult{}, fmt.Errorf("%w: %s from %s: %v; it was discarded", ErrNotModel, p.name, p.src.URL, err)
+	}
+	if err := os.Rename(p.partial(), p.final); err != nil {
+		return PullResult{}, err
+	}
+	rec := record{Source: p.src.URL, SHA256: got, Size: p.offset, ETag: p.val.ETag, Pulled: time.Now().UTC()}
+	if err := writeRecord(p.final+recordExt, rec); err != nil {
+		return PullResult{}, err
+	}
+	os.Remove(p.partial() + recordExt)
+	if err := syncDir(p.s.dir); err != nil {
+		return PullResult{}, err
+	}
+	r, err := p.result(false)
+	if want != "" {
+		r.Verified = from
+	}
+	return r, err
+}
+
+// keep ends a pull whose stored file is already the remote's.
+func (p *puller) keep() (PullResult, error) {
+	p.discardPartial()
+	return p.result(true)
+}
+
+func (p *puller) result(upToDate bool) (PullResult, error) {
+	st, err := os.Stat(p.final)
+	if err != nil {
+		return PullResult{}, err
+	}
+	m := p.s.describe(p.name, p.final, st)
+	p.report(Progress{Status: StatusSuccess, Digest: digestOf(m.Digest), Total: m.Size, Completed: m.Size})
+	return PullResult{Model: m, UpToDate: upToDate, Resumed: p.resumed}, nil
+}
+
+func digestOf(hexDigest string) string {
+	if hexDigest == "" {
+		return ""
+	}
+	return "sha256:" + hexDigest
+}
+
+// checkGGUF opens the file as engine/gguf does when it loads a model:
+// magic, version, metadata, tensor table and that the tensor data lies in
+// the file.
+func checkGGUF(path string) error {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if n, ok := f.Int("split.count"); ok && n > 1 {
+		return fmt.Errorf("it is part of a model split into %d files; geist loads one file (join them with llama-gguf-split --merge)", n)
+	}
+	return nil
+}
+
+// contentRange parses "bytes START-END/TOTAL" (TOTAL may be "*": -1).
+func contentRange(s string) (start, total int64, ok bool) {
+	rest, found := strings.CutPrefix(s, "bytes ")
+	if !found {
+		return 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, false
+	}
+	a, _, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, false
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start < 0 {
+		return 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	return start, total, true
+}
+
+// byteSize formats n bytes for messages: "353.0 MiB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
