@@ -39,15 +39,26 @@ type inspectInfo struct {
 }
 
 func cmdInspect(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "inspect", "inspect MODEL [--json]")
+	fs := newFlags(e, "inspect", "inspect MODEL|-m MODEL [--json]")
+	path := fs.StringP("model", "m", "", "GGUF model file or stored model name (or the argument)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usagef("want exactly one MODEL argument, got %d", fs.NArg())
+	switch {
+	case fs.NArg() == 1 && *path == "":
+		p, err := modelStore(fs).Resolve(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		*path = p
+	case fs.NArg() != 0 || *path == "":
+		return usagef("want one MODEL, as the argument or -m, got %d arguments", fs.NArg())
 	}
-	path := fs.Arg(0)
+	return inspect(e, *path, *asJSON)
+}
+
+func inspect(e *env, path string, asJSON bool) error {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return err
@@ -81,7 +92,7 @@ func cmdInspect(_ context.Context, e *env, args []string) error {
 		info.Supported = true
 		fillConfig(&info, m.Config)
 	}
-	if *asJSON {
+	if asJSON {
 		b, _ := json.MarshalIndent(info, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
 		return nil

@@ -35,13 +35,15 @@ func init() {
 		{"run", "run -m MODEL [flags] PROMPT", "generate text from a prompt (PROMPT - reads stdin)", cmdRun},
 		{"tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT", "print token ids as a JSON array", cmdTokenize},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
-		{"inspect", "inspect MODEL [--json]", "describe a GGUF model file", cmdInspect},
+		{"inspect", "inspect MODEL|-m MODEL [--json]", "describe a GGUF model file", cmdInspect},
 		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},
 		{"synth", synthUsage, "write a GGUF with random weights in the shape of a real model", cmdSynth},
 		{"quantize", quantizeUsage, "convert an F32/F16/BF16 GGUF to Q4_0, Q8_0 or Q4_K_M", cmdQuantize},
 		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
 		{"gpio", gpioUsage, "list the board's GPIO lines, watch buttons", cmdGPIO},
 		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
+		{"pull", pullUsage, "download a model into the model store (Hugging Face or a URL)", cmdPull},
+		{"models", modelsUsage, "list and remove stored models", cmdModels},
 		{"version", "version", "print the version", cmdVersion},
 	}
 }
@@ -115,10 +117,12 @@ func newFlags(e *env, name, usage string) *pflag.FlagSet {
 }
 
 // parse parses args, turning flag errors into usage errors. -h and --help
-// print the command's usage and flags.
+// print the command's usage and flags. A stored model's name given to -m
+// becomes its file, for every command (models.go).
 func parse(fs *pflag.FlagSet, args []string) error {
 	usage := fs.Usage
 	fs.Usage = func() {}
+	addModelsDir(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			usage()
@@ -126,5 +130,5 @@ func parse(fs *pflag.FlagSet, args []string) error {
 		}
 		return usageError{err}
 	}
-	return nil
+	return resolveModelFlags(fs)
 }

@@ -416,17 +416,6 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 	if err := p.rehash(total); err != nil {
 		return err
 	}
-	if p.offset == 0 {
-		var magic [4]byte
-		n, err := io.ReadFull(body, magic[:])
-		if err != nil || string(magic[:]) != gguf.Magic {
-			p.discardPartial()
-			return fmt.Errorf("%w: %s does not serve a GGUF file (it starts with %q)", ErrNotModel, p.src.URL, magic[:n])
-		}
-		if err := p.write(f, magic[:]); err != nil {
-			return err
-		}
-	}
 	// A transfer that stalls is cut and retried.
 	idle := time.AfterFunc(idleTimeout, cancel)
 	defer idle.Stop()
@@ -444,6 +433,17 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 		detail = "resuming at " + byteSize(p.offset)
 	}
 	p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start, Detail: detail})
+	if p.offset == 0 {
+		var magic [4]byte
+		n, err := io.ReadFull(body, magic[:])
+		if err != nil || string(magic[:]) != gguf.Magic {
+			p.discardPartial()
+			return fmt.Errorf("%w: %s does not serve a GGUF file (it starts with %q)", ErrNotModel, p.src.URL, magic[:n])
+		}
+		if err := p.write(f, magic[:]); err != nil {
+			return err
+		}
+	}
 	buf := make([]byte, 256<<10)
 	for {
 		n, rerr := body.Read(buf)

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/geisten/geist/cmd/internal/models"
+)
+
+const modelsUsage = "models list|rm [NAME...] [--json] [--models-dir DIR]"
+
+// recommendedModels are small instruct models whose architecture and
+// tokenizer geist supports, in Q4_0 (README, "Models").
+var recommendedModels = []struct{ ref, about string }{
+	{"hf:bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q4_0.gguf", "Qwen2.5 0.5B Instruct, 353 MB"},
+	{"hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "Llama 3.2 1B Instruct, 773 MB"},
+}
+
+// modelsDirHelp describes --models-dir; the store lives in the data
+// directory unless the flag moves it.
+func modelsDirHelp() string {
+	return fmt.Sprintf("directory of stored models (default: DATA-DIR/models, %s)", filepath.Join(defaultDataDir(), "models"))
+}
+
+// modelStore is the store a command's flags point at: --models-dir, else
+// the models directory of --data-dir (when the command has it), else of
+// the default data directory.
+func modelStore(fs *pflag.FlagSet) *models.Store {
+	if f := fs.Lookup("models-dir"); f != nil && f.Value.String() != "" {
+		return models.New(f.Value.String())
+	}
+	if f := fs.Lookup("data-dir"); f != nil && f.Value.String() != "" {
+		return models.New(filepath.Join(f.Value.String(), "models"))
+	}
+	return models.New(filepath.Join(defaultDataDir(), "models"))
+}
+
+// modelFlagNames are the flags that take a model file, in every command.
+var modelFlagNames = []string{"model", "draft-model"}
+
+// addModelsDir gives every command that takes a model (-m) the
+// --models-dir flag its model names are looked up in. parse calls it
+// before parsing.
+func addModelsDir(fs *pflag.FlagSet) {
+	if fs.Lookup("model") != nil && fs.Lookup("models-dir") == nil {
+		fs.String("models-dir", "", modelsDirHelp())
+	}
+}
+
+// resolveModelFlags turns a stored model's name given to -m (or
+// --draft-model) into its file, for every command: parse calls it after
+// parsing. A value that is a file stays as it is.
+func resolveModelFlags(fs *pflag.FlagSet) error {
+	for _, name := range modelFlagNames {
+		f := fs.Lookup(name)
+		if f == nil || f.Value.String() == "" {
+			continue
+		}
+		p, err := modelStore(fs).Resolve(f.Value.String())
+		if err != nil {
+			return err
+		}
+		if p != f.Value.String() {
+			if err := f.Value.Set(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func cmdModels(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "models", modelsUsage)
+	asJSON := fs.Bool("json", false, "list: print a JSON array")
+	fs.String("models-dir", "", modelsDirHelp())
+	fs.String("data-dir", defaultDataDir(), "data directory (models are in its models/)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	store := modelStore(fs)
+	sub := "list"
+	if fs.NArg() > 0 {
+		sub = fs.Arg(0)
+	}
+	switch sub {
+	case "list", "ls":
+		if fs.NArg() > 1 {
+			return usagef("list takes no arguments")
+		}
+		return listModels(e, store, *asJSON)
+	case "rm", "remove":
+		if fs.NArg() < 2 {
+			return usagef("rm needs the NAME of a stored model (geist models list shows them)")
+		}
+		for _, ref := range fs.Args()[1:] {
+			name := ref
+			if strings.ContainsRune(ref, os.PathSeparator) {
+				n, ok := store.NameOf(ref)
+				if !ok {
+					return fmt.Errorf("%s is not in the model store %s: geist removes stored models only", ref, store.Dir())
+				}
+				name = n
+			}
+			if err := store.Remove(name); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "removed %s\n", name)
+		}
+		return nil
+	}
+	return usagef("unknown models command %q (want list or rm)", sub)
+}
+
+func listModels(e *env, store *models.Store, asJSON bool) error {
+	ms, err := store.List()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if ms == nil {
+			ms = []models.Model{}
+		}
+		b, _ := json.MarshalIndent(ms, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	if len(ms) == 0 {
+		fmt.Fprintf(e.stdout, "no models in %s; get one with\n  geist pull %s\n", store.Dir(), recommendedModels[0].ref)
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSIZE\tTYPE\tARCH\tQUANT\tPARAMS\tPATH")
+	for _, m := range ms {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, humanBytes(m.Size), m.Type,
+			dash(m.Architecture), dash(m.Quantization), dash(m.ParameterSize), m.Path)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.Problem != "" {
+			fmt.Fprintf(e.stdout, "%s: geist cannot run it: %s\n", m.Name, oneLine(m.Problem))
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

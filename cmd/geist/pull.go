@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/geisten/geist/cmd/internal/models"
+)
+
+const pullUsage = "pull [--name NAME] [--sha256 HEX] [--models-dir DIR] URL|hf:OWNER/REPO[@REVISION]/FILE.gguf"
+
+// cmdPull downloads a model into the store.
+func cmdPull(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "pull", pullUsage)
+	name := fs.String("name", "", "store the model under this name (default: the file name without .gguf)")
+	sum := fs.String("sha256", "", "expected SHA-256 of the file (default: the digest Hugging Face gives)")
+	retries := fs.Int("retries", 5, "network failures retried, resuming where the download stopped")
+	noWait := fs.Bool("no-wait", false, "fail instead of waiting while another pull of the same model runs")
+	fs.String("models-dir", "", modelsDirHelp())
+	fs.String("data-dir", defaultDataDir(), "data directory (models are in its models/)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want one URL or hf:OWNER/REPO/FILE.gguf, got %d arguments", fs.NArg())
+	}
+	if *retries < 0 {
+		return usagef("--retries %d must not be negative", *retries)
+	}
+	store := modelStore(fs)
+	pr := newPullReporter(e.stderr)
+	res, err := store.Pull(ctx, fs.Arg(0), models.PullOptions{
+		Name: *name, SHA256: *sum, HF: models.HFFromEnv(), Retries: *retries, Wait: !*noWait,
+		Progress: pr.report, UserAgent: "geist/" + versionString(),
+	})
+	pr.close()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted")
+		}
+		return err
+	}
+	m := res.Model
+	if res.UpToDate {
+		fmt.Fprintf(e.stdout, "%s is up to date (%s)\n", m.Name, m.Path)
+		return nil
+	}
+	desc := fmt.Sprintf("%s, %s %s %s model", humanBytes(m.Size), dash(m.Quantization), dash(m.Architecture), m.Type)
+	fmt.Fprintf(e.stdout, "pulled %s (%s) to %s\n", m.Name, desc, m.Path)
+	if res.Verified != "" {
+		fmt.Fprintf(e.stdout, "sha256 %s, verified against %s\n", m.Digest, res.Verified)
+	} else {
+		fmt.Fprintf(e.stdout, "sha256 %s (not verified: the server vouched for no digest; --sha256 checks one)\n", m.Digest)
+	}
+	if m.Problem != "" {
+		fmt.Fprintf(e.stderr, "warning: geist cannot run %s: %s\n", m.Name, oneLine(m.Problem))
+	} else {
+		chat := ""
+		if m.Type == "chat" {
+			chat = " --chat"
+		}
+		fmt.Fprintf(e.stdout, "run it: geist run -m %s%s \"Hello\"\n", m.Name, chat)
+	}
+	return nil
+}
+
+// pullReporter shows a pull's progress on stderr: a progress bar with
+// bytes, rate and time left on a terminal, else a plain line at each step
+// and every 10 seconds while bytes flow.
+type pullReporter struct {
+	w        io.Writer
+	tty      bool
+	bar      *progressbar.ProgressBar
+	barStart int64 // Completed when the bar was made
+	status   string
+	transfer bool // bytes are flowing (a bar or plain lines are shown)
+	lastLine time.Time
+	start    time.Time
+}
+
+// plainEvery is how often a plain progress line is printed.
+const plainEvery = 10 * time.Second
+
+func newPullReporter(w io.Writer) *pullReporter {
+	f, ok := w.(*os.File)
+	return &pullReporter{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+func (r *pullReporter) report(p models.Progress) {
+	if !strings.HasPrefix(p.Status, "pulling ") || p.Status == models.StatusManifest {
+		// A step: connecting, waiting, retrying, verifying, done.
+		r.close()
+		r.transfer = false
+		switch {
+		case p.Detail != "":
+			fmt.Fprintln(r.w, p.Detail)
+		case p.Status != r.status && p.Status != models.StatusManifest && p.Status != models.StatusSuccess:
+			fmt.Fprintln(r.w, p.Status)
+		}
+		r.status = p.Status
+		return
+	}
+	if !r.transfer {
+		// Bytes begin to flow: the first transfer, or one after a retry.
+		r.transfer, r.status, r.start, r.barStart = true, p.Status, time.Now(), p.Start
+		if p.Detail != "" {
+			fmt.Fprintln(r.w, p.Detail)
+		}
+		if !r.tty {
+			r.line(p)
+			return
+		}
+		max := int64(-1)
+		if p.Total > 0 {
+			max = p.Total - p.Start // the bar covers this transfer, so rate and time left are its own
+		}
+		r.bar = progressbar.NewOptions64(max,
+			progressbar.OptionSetWriter(r.w),
+			progressbar.OptionSetDescription(p.Status),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionUseIECUnits(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetWidth(r.barWidth()),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.w) }),
+		)
+	}
+	if r.bar != nil {
+		r.bar.Set64(p.Completed - r.barStart)
+		return
+	}
+	if time.Since(r.lastLine) >= plainEvery || p.Total > 0 && p.Completed == p.Total {
+		r.line(p)
+	}
+}
+
+// line prints one plain progress line: done, rate and time left.
+func (r *pullReporter) line(p models.Progress) {
+	r.lastLine = time.Now()
+	done := humanBytes(p.Completed)
+	if p.Total > 0 {
+		done = fmt.Sprintf("%s of %s (%d%%)", done, humanBytes(p.Total), p.Completed*100/p.Total)
+	}
+	rate := ""
+	if el := time.Since(r.start).Seconds(); el >= 0.5 && p.Completed > p.Start {
+		bps := float64(p.Completed-p.Start) / el
+		rate = fmt.Sprintf(", %s/s", humanBytes(int64(bps)))
+		if p.Total > 0 && p.Completed < p.Total {
+			rate += fmt.Sprintf(", %v left", time.Duration(float64(p.Total-p.Completed)/bps*float64(time.Second)).Round(time.Second))
+		}
+	}
+	fmt.Fprintf(r.w, "%s: %s%s\n", p.Status, done, rate)
+}
+
+// barWidth fits the bar beside its description and numbers (about 75
+// columns) on the terminal.
+func (r *pullReporter) barWidth() int {
+	cols := 80
+	if f, ok := r.w.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			cols = w
+		}
+	}
+	return min(max(cols-75, 10), 50)
+}
+
+func (r *pullReporter) close() {
+	if r.bar != nil {
+		if !r.bar.IsFinished() {
+			r.bar.Exit()
+		}
+		r.bar = nil
+	}
+}
