@@ -44,6 +44,7 @@ func init() {
 		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
 		{"pull", pullUsage, "download a model into the model store (Hugging Face or a URL)", cmdPull},
 		{"models", modelsUsage, "list and remove stored models", cmdModels},
+		{"init", initUsage, "write the sample configuration and the systemd unit", cmdInit},
 		{"version", "version", "print the version", cmdVersion},
 	}
 }

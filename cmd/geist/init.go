@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/geisten/geist/scripts"
+)
+
+const initUsage = "init [--dir DIR] [--force]"
+
+// cmdInit writes the sample configuration and the systemd unit the binary
+// carries, and says what to do next.
+func cmdInit(_ context.Context, e *env, args []string) error {
+	fs := newFlags(e, "init", initUsage)
+	dir := fs.String("dir", ".", "directory to write geist.toml and geist.service into")
+	force := fs.Bool("force", false, "overwrite existing files")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	files := []struct {
+		name, text string
+		mode       os.FileMode
+	}{
+		{"geist.toml", scripts.Config, 0o640}, // may come to hold a broker password
+		{"geist.service", scripts.Unit, 0o644},
+	}
+	if !*force {
+		for _, f := range files {
+			p := filepath.Join(*dir, f.name)
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("%s exists; not overwriting it (--force does)", p)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(*dir, f.name), []byte(f.text), f.mode); err != nil {
+			return err
+		}
+	}
+	conf, unit := filepath.Join(*dir, "geist.toml"), filepath.Join(*dir, "geist.service")
+	if abs, err := filepath.Abs(conf); err == nil {
+		conf, unit = abs, filepath.Join(filepath.Dir(abs), "geist.service")
+	}
+	fmt.Fprintf(e.stdout, `wrote %s and %s
+
+Next steps (scripts/INSTALL.md in the source tree explains each):
+  1. A model (0.5-3B instruct, Q4_0, suits a Pi 4 or 5):
+       sudo geist pull --models-dir /var/lib/geist/models %s
+  2. The configuration: set model (a path or a stored model's name), device,
+     and the [mqtt] broker and user:
+       $EDITOR %s
+  3. Try it in the foreground (Ctrl-C stops it):
+       geist serve --config %s
+  4. The service (it runs as the user geist and reads /etc/geist/geist.toml):
+       sudo useradd --system --home-dir /var/lib/geist --shell /usr/sbin/nologin geist
+       sudo install -d -o geist -g geist -m 0750 /var/lib/geist /var/lib/geist/models
+       sudo install -D -m 0640 -g geist %s /etc/geist/geist.toml
+       sudo install -m 0644 %s /etc/systemd/system/geist.service
+       sudo systemctl daemon-reload && sudo systemctl enable --now geist
+       journalctl -u geist -f
+`, conf, unit, recommendedModels[0].ref, conf, conf, conf, unit)
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so that a reader never sees half a file.
+func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
