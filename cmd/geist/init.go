@@ -57,21 +57,22 @@ func cmdInit(_ context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, `wrote %s and %s
 
 Next steps (scripts/INSTALL.md in the source tree explains each):
-  1. A model (0.5-3B instruct, Q4_0, suits a Pi 4 or 5):
-       sudo geist pull --models-dir /var/lib/geist/models %s
-  2. The configuration: set model (a path or a stored model's name), device,
-     and the [mqtt] broker and user:
-       $EDITOR %s
-  3. Try it in the foreground (Ctrl-C stops it):
-       geist serve --config %s
-  4. The service (it runs as the user geist and reads /etc/geist/geist.toml):
+  1. A user for the service and its state directory:
        sudo useradd --system --home-dir /var/lib/geist --shell /usr/sbin/nologin geist
        sudo install -d -o geist -g geist -m 0750 /var/lib/geist /var/lib/geist/models
+  2. A model (a 0.5-3B instruct model in Q4_0 suits a Pi 4 or 5):
+       sudo -u geist geist pull --models-dir /var/lib/geist/models %s
+  3. The configuration: model (the path geist pull printed), device, and the
+     [mqtt] broker and user:
+       $EDITOR %s
        sudo install -D -m 0640 -g geist %s /etc/geist/geist.toml
+  4. Try it in the foreground (Ctrl-C stops it):
+       sudo -u geist geist serve --config /etc/geist/geist.toml
+  5. The service:
        sudo install -m 0644 %s /etc/systemd/system/geist.service
        sudo systemctl daemon-reload && sudo systemctl enable --now geist
        journalctl -u geist -f
-`, conf, unit, recommendedModels[0].ref, conf, conf, conf, unit)
+`, conf, unit, recommendedModels[0].ref, conf, conf, unit)
 	return nil
 }
 
