@@ -8,6 +8,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/model"
 )
@@ -144,14 +145,4 @@ func fillConfig(info *inspectInfo, c model.Config) {
 	info.ContextLength, info.RopeBase, info.TiedOutput = c.CtxTrain, c.RopeBase, c.TiedOutput
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func humanBytes(n int64) string { return models.ByteSize(n) }

@@ -25,6 +25,9 @@ import (
 // full disk fails before the download, two pulls at once leave one good
 // file; geist models list shows it and geist run -m NAME uses it.
 func TestPullFromHuggingFace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native only (-short): cmd/internal/models tests the same paths on a small synthetic model")
+	}
 	model := zoo.Path(t, "models", "stories260K-F32.gguf")
 	data, err := os.ReadFile(model)
 	if err != nil {

@@ -119,12 +119,18 @@ func checkStored(t *testing.T, s *Store, name string, data []byte) Model {
 const key = "acme/tiny-GGUF/main/tiny-Q4_0.gguf"
 const src = "hf:acme/tiny-GGUF/tiny-Q4_0.gguf"
 
-func TestPullResumesAfterACutConnection(t *testing.T) {
-	srv := hftest.New(t)
-	data := testModel(t, 1)
+// cutServer serves a test model whose next download is cut off at 40%.
+func cutServer(t *testing.T, seed uint64) (srv *hftest.Server, data []byte, cut int64) {
+	srv = hftest.New(t)
+	data = testModel(t, seed)
 	srv.Put(key, hftest.File{Data: data})
-	cut := int64(len(data)) * 4 / 10
+	cut = int64(len(data)) * 4 / 10
 	srv.CutNext(cut)
+	return srv, data, cut
+}
+
+func TestPullResumesAfterACutConnection(t *testing.T) {
+	srv, data, cut := cutServer(t, 1)
 	s := newStore(t)
 	var log progressLog
 	res, err := s.Pull(context.Background(), src, PullOptions{HF: HF{Endpoint: srv.Endpoint()}, Retries: 2, Progress: log.add})
@@ -148,11 +154,7 @@ func TestPullResumesAfterACutConnection(t *testing.T) {
 }
 
 func TestPullResumesInTheNextPull(t *testing.T) {
-	srv := hftest.New(t)
-	data := testModel(t, 2)
-	srv.Put(key, hftest.File{Data: data})
-	cut := int64(len(data)) * 4 / 10
-	srv.CutNext(cut)
+	srv, data, cut := cutServer(t, 2)
 	s := newStore(t)
 	opt := PullOptions{HF: HF{Endpoint: srv.Endpoint()}}
 	_, err := s.Pull(context.Background(), src, opt)

@@ -259,12 +259,12 @@ func (p *puller) failed(err error) error {
 	if p.offset > 0 {
 		of := ""
 		if p.val.Size > 0 {
-			of = fmt.Sprintf(" of %s (%d%%)", byteSize(p.val.Size), p.offset*100/p.val.Size)
+			of = fmt.Sprintf(" of %s (%d%%)", ByteSize(p.val.Size), p.offset*100/p.val.Size)
 		}
 		if errors.Is(err, context.Canceled) {
 			err = errors.New("interrupted")
 		}
-		return fmt.Errorf("%w after %s%s; the same pull resumes it", err, byteSize(p.offset), of)
+		return fmt.Errorf("%w after %s%s; the same pull resumes it", err, ByteSize(p.offset), of)
 	}
 	return err
 }
@@ -379,7 +379,7 @@ func (p *puller) attempt(ctx context.Context) error {
 		free, err := p.s.freeSpace(p.s.dir)
 		if err == nil && need+KeepFree > free {
 			return fmt.Errorf("%w in %s for %s: the download needs %s more and %s stay free, the file system has %s",
-				ErrNoSpace, p.s.dir, p.name, byteSize(need), byteSize(KeepFree), byteSize(free))
+				ErrNoSpace, p.s.dir, p.name, ByteSize(need), ByteSize(KeepFree), ByteSize(free))
 		}
 	}
 	p.val = partialRecord{URL: p.src.URL, ETag: rem.etag, LastModified: rem.lastModified, SHA256: rem.sha256, Size: max(total, 0)}
@@ -430,7 +430,7 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 	}
 	detail := ""
 	if p.resumed > 0 && p.offset == p.resumed {
-		detail = "resuming at " + byteSize(p.offset)
+		detail = "resuming at " + ByteSize(p.offset)
 	}
 	p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start, Detail: detail})
 	if p.offset == 0 {
@@ -619,13 +619,13 @@ func contentRange(s string) (start, total int64, ok bool) {
 	return start, total, true
 }
 
-// byteSize formats n bytes for messages: "353.0 MiB".
-func byteSize(n int64) string {
+// ByteSize formats n bytes for people: "353.01 MiB".
+func ByteSize(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	case n >= 1<<10:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
