@@ -48,10 +48,13 @@
 //   - A dict literal ending in "}}" inside {{ }} (such as {{ {'a': {'b': 1}} }})
 //     ends the tag early and fails to parse.
 //   - An index past the end of a list gives undefined rather than an error.
-//   - No limits on recursion or output size: a template whose macro calls
-//     itself forever overflows the goroutine stack, which kills the process
-//     (Go cannot recover from that), and 'x' * 10**12 exhausts memory. Only
-//     range() is bounded here. Render templates from files you trust.
+//
+// The engine itself has no limits on recursion, work or size: this package
+// instruments every compiled template so that a hostile one (a model file
+// is untrusted input) fails with an error wrapping ErrLimit instead of
+// killing the process, within the Limits (see instrument.go). Compile's
+// trial renders run under the same limits, so a template that recurses or
+// loops without end is refused when the model loads.
 package chat
 
 import (
@@ -114,6 +117,7 @@ func (e *raisedError) Unwrap() error { return ErrRaised }
 type Template struct {
 	src  string
 	prog *jinja.Template
+	lim  Limits
 
 	// Capabilities found by trial renders at compile time, as llama.cpp's
 	// jinja::caps_get does.
@@ -122,10 +126,19 @@ type Template struct {
 }
 
 // Compile parses a chat template once so that it can be rendered many
-// times. An empty source compiles ChatML.
-func Compile(src string) (t *Template, err error) {
+// times, under DefaultLimits. An empty source compiles ChatML.
+func Compile(src string) (*Template, error) {
+	return CompileLimits(src, DefaultLimits)
+}
+
+// CompileLimits is Compile with the given limits on compiling and on
+// every render. A template whose trial renders exceed them is refused.
+func CompileLimits(src string, lim Limits) (t *Template, err error) {
 	if src == "" {
 		src = ChatML
+	}
+	if err := precheck(src, lim); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -134,11 +147,24 @@ func Compile(src string) (t *Template, err error) {
 	}()
 	prog, err := jinja.Compile(src)
 	if err != nil {
-		return nil, fmt.Errorf("chat: parse template: %w", err)
+		return nil, fmt.Errorf("chat: parse template: %w", oneLine(err))
 	}
-	t = &Template{src: src, prog: prog, systemRole: true}
-	t.probe()
+	if err := instrument(prog); err != nil {
+		return nil, err
+	}
+	t = &Template{src: src, prog: prog, lim: lim, systemRole: true}
+	if err := t.probe(); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// oneLine keeps an engine error on one line (it may quote template text).
+func oneLine(err error) error {
+	if msg := err.Error(); strings.ContainsAny(msg, "\r\n") {
+		return errors.New(strings.Join(strings.Fields(msg), " "))
+	}
+	return err
 }
 
 // Render compiles src and renders msgs with it. Use Compile to render one
@@ -217,6 +243,7 @@ func (t *Template) message(m Message) jinja.Value {
 
 // exec runs the template with llama.cpp's variables.
 func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
+	b := &budget{lim: t.lim}
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("chat: template engine failed while rendering: %v", r)
@@ -228,7 +255,9 @@ func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now ti
 		"datetime":        jinja.NewString(Strftime("%b %d %Y", now)),
 		"strftime_now":    strftimeNow(now),
 		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
-		"range":           jinja.NewCallable("range", boundedRange),
+		"range": jinja.NewCallable("range", func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
+			return boundedRange(b, args)
+		}),
 	}
 	for k, v := range extra {
 		if jv, ok := v.(jinja.Value); ok {
@@ -245,13 +274,23 @@ func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now ti
 	} else {
 		delete(data, "add_generation_prompt")
 	}
+	for k, v := range b.guards() {
+		data[k] = v
+	}
 	out, err = t.prog.RenderValues(data)
+	if b.err != nil {
+		// A limit, even where the engine discarded the error.
+		return "", b.err
+	}
+	if err == nil && len(out) > t.lim.Output {
+		return "", limitf("a prompt of %d bytes (limit %d)", len(out), t.lim.Output)
+	}
 	if err != nil {
 		var re *raisedError
 		if errors.As(err, &re) {
 			return "", re
 		}
-		return "", fmt.Errorf("chat: render template: %w", err)
+		return "", fmt.Errorf("chat: render template: %w", oneLine(err))
 	}
 	return out, nil
 }
@@ -273,8 +312,9 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 const maxRange = 1 << 20
 
 // boundedRange is Python's range(stop) / range(start, stop[, step]) over
-// integers, refusing lists longer than maxRange.
-func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+// integers, refusing lists longer than maxRange and charging b a step per
+// element.
+func boundedRange(b *budget, args []jinja.Value) (jinja.Value, error) {
 	var n [3]int64
 	for i, a := range args {
 		if i >= len(n) || !a.IsInt() {
@@ -306,6 +346,9 @@ func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, er
 	if count > maxRange {
 		return jinja.Undefined(), fmt.Errorf("range: %d elements exceed the limit of %d", count, maxRange)
 	}
+	if err := b.step(int64(count)); err != nil {
+		return jinja.Undefined(), err
+	}
 	items := make([]jinja.Value, count)
 	for i := range items {
 		items[i] = jinja.NewInt(start + int64(i)*step)
@@ -324,8 +367,10 @@ func strftimeNow(now time.Time) jinja.Value {
 
 // probe finds, as llama.cpp does when it loads a template, whether the
 // template uses a system message and whether it accepts a message's
-// content as a plain string.
-func (t *Template) probe() {
+// content as a plain string. Its renders may fail (a template may reject
+// the trial conversations), except by exceeding a limit: that refuses the
+// template.
+func (t *Template) probe() error {
 	now := time.Date(2024, time.July, 26, 0, 0, 0, 0, time.UTC)
 	// Content: llama.cpp passes typed content ([{type: text, text: ...}])
 	// to a template that fails on a plain string. This engine is more
@@ -336,9 +381,16 @@ func (t *Template) probe() {
 	// when a template prints content[0] whole).
 	const userMarker = "User message 5c0d2e"
 	plain := Message{Role: "user", Content: userMarker}
-	if out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil); err != nil || !strings.Contains(out, userMarker) {
+	out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
+	if errors.Is(err, ErrLimit) {
+		return err
+	}
+	if err != nil || !strings.Contains(out, userMarker) {
 		t.typedContent = true
 		out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
+		if errors.Is(err, ErrLimit) {
+			return err
+		}
 		t.typedContent = err == nil && strings.Contains(out, userMarker) && !strings.Contains(out, "'"+userMarker+"'")
 	}
 
@@ -347,6 +399,10 @@ func (t *Template) probe() {
 	const marker = "System message 7f3a91"
 	sys := Message{Role: "system", Content: marker}
 	msgs := []jinja.Value{t.message(sys), t.message(Message{Role: "user", Content: "User message"})}
-	out, err := t.exec(msgs, "", "", true, now, nil)
+	out, err = t.exec(msgs, "", "", true, now, nil)
+	if errors.Is(err, ErrLimit) {
+		return err
+	}
 	t.systemRole = err == nil && strings.Contains(out, marker)
+	return nil
 }

@@ -1,14 +1,17 @@
 package chat
 
 import (
-	"strings"
 	"testing"
 )
 
+// fuzzLimits are DefaultLimits scaled down so that a fuzzing run spends its
+// time on many templates rather than on a few that loop to the limit.
+var fuzzLimits = Limits{Source: 64 << 10, Nesting: 32, Steps: 1 << 16, Frames: 2048, Bytes: 4 << 20, Output: 1 << 20}
+
 // FuzzRender feeds arbitrary template text and message content through
-// Compile and Render: errors are fine, panics are not. (The engine has no
-// recursion limit, so the fuzzer can still find a fatal stack overflow
-// from an endlessly recursive macro; see the package documentation.)
+// Compile and Render: errors are fine; a crash, a hang or memory growth
+// past the limits is not. Recursion, loops and string building are
+// included: the guard bounds them.
 func FuzzRender(f *testing.F) {
 	for _, s := range []string{
 		ChatML,
@@ -19,18 +22,28 @@ func FuzzRender(f *testing.F) {
 		`{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% endif %}`,
 		`{{ (messages | selectattr('role', 'equalto', 'user') | list)[-1].content }}`,
 		`{% for k, v in {'a': 1}.items() %}{{ k }}{{ v }}{% endfor %}{{ 'x' * 3 }}{{ range(3) | list }}`,
+		hostile["macro recursion"],
+		hostile["caller recursion"],
+		hostile["recursion building"],
+		hostile["doubling"],
+		hostile["list cycle"],
+		hostile["dict cycle"],
+		hostile["slice bound"],
+		hostile["replace blowup"],
+		`{% macro f(n) %}{% for i in range(n) %}{{ f(n - 1) }}{% endfor %}{% endmacro %}{{ f(9) }}`,
+		`{% set l = [] %}{% for i in range(100) %}{% set _ = l.append(l|length) %}{% endfor %}{{ l|join('-') * 10 }}`,
 	} {
 		f.Add(s, "hello {{ }} {% %}")
 	}
 	f.Fuzz(func(t *testing.T, src, content string) {
-		if strings.Contains(src, "macro") || strings.Contains(src, "*") {
-			t.Skip() // unbounded recursion and repetition are known engine limits
-		}
-		tmpl, err := Compile(src)
+		tmpl, err := CompileLimits(src, fuzzLimits)
 		if err != nil {
 			return
 		}
 		msgs := []Message{{Role: "system", Content: content}, {Role: "user", Content: content}}
-		_, _ = tmpl.Render(msgs, Options{AddGenerationPrompt: true, BOS: "<s>", EOS: "</s>"})
+		out, err := tmpl.Render(msgs, Options{AddGenerationPrompt: true, BOS: "<s>", EOS: "</s>"})
+		if err == nil && len(out) > fuzzLimits.Output {
+			t.Fatalf("a %d-byte prompt passed the output limit", len(out))
+		}
 	})
 }
