@@ -27,6 +27,25 @@ const DefaultAlignment = 32
 // MaxDims is the most dimensions a tensor may have (GGML_MAX_DIMS).
 const MaxDims = 4
 
+// Bounds on what a file may ask the reader to allocate, checked before the
+// allocation. Real files are far inside them: a 262K-token vocabulary with
+// its scores, types and merges takes about 16 MiB of metadata, the largest
+// models a few thousand tensors and some fifty keys.
+const (
+	// MaxMetadata is the most bytes the metadata (keys and values) may
+	// take in the file. Decoded, it takes at most a few times that.
+	MaxMetadata = 256 << 20
+	// MaxKV is the most metadata entries a file may have.
+	MaxKV = 1 << 16
+	// MaxTensors is the most tensors a file may have.
+	MaxTensors = 1 << 20
+	// MaxArray is the most elements a metadata array may have.
+	MaxArray = 1 << 24
+)
+
+// maxMetadata is MaxMetadata, lowered by tests.
+var maxMetadata = MaxMetadata
+
 // ErrNotGGUF is returned for input that does not start with the GGUF magic.
 var ErrNotGGUF = errors.New("gguf: not a GGUF file (bad magic)")
 
@@ -269,16 +288,30 @@ func AsInt(v any) (int64, bool) {
 }
 
 // reader decodes little-endian values from a byte slice, tracking the
-// position for error messages. Every read checks the bytes that remain.
+// position for error messages. Every read checks the bytes that remain
+// before end, which is the end of b or, while the metadata is read, the
+// end of the MaxMetadata bytes after the header.
 type reader struct {
 	b   []byte
 	off int
+	end int
 }
 
-func (r *reader) remaining() int { return len(r.b) - r.off }
+func (r *reader) remaining() int { return r.end - r.off }
+
+// room describes the bytes that remain, for errors.
+func (r *reader) room() string {
+	if r.end < len(r.b) {
+		return fmt.Sprintf("%d bytes that remain of the %d-byte metadata limit", r.remaining(), maxMetadata)
+	}
+	return fmt.Sprintf("%d bytes that remain", r.remaining())
+}
 
 func (r *reader) need(n int, what string) error {
 	if n < 0 || n > r.remaining() {
+		if r.end < len(r.b) {
+			return fmt.Errorf("gguf: %s needs %d bytes at offset %d, more than the %s", what, n, r.off, r.room())
+		}
 		return fmt.Errorf("gguf: truncated: %s needs %d bytes at offset %d, %d remain", what, n, r.off, r.remaining())
 	}
 	return nil
@@ -302,13 +335,22 @@ func (r *reader) u64(what string) (uint64, error) {
 	return v, nil
 }
 
-func (r *reader) str(what string) (string, error) {
-	n, err := r.u64(what + " length")
-	if err != nil {
+// str reads a string; what (followed by idx unless idx < 0) names it in
+// errors, built only then: a vocabulary has hundreds of thousands.
+func (r *reader) str(what string, idx int) (string, error) {
+	name := func() string {
+		if idx < 0 {
+			return what
+		}
+		return fmt.Sprintf("%s %d", what, idx)
+	}
+	if r.remaining() < 8 {
+		_, err := r.u64(name() + " length")
 		return "", err
 	}
+	n, _ := r.u64("")
 	if n > uint64(r.remaining()) {
-		return "", fmt.Errorf("gguf: %s: string length %d exceeds the %d bytes that remain", what, n, r.remaining())
+		return "", fmt.Errorf("gguf: %s: string length %d exceeds the %s", name(), n, r.room())
 	}
 	s := string(r.b[r.off : r.off+int(n)])
 	r.off += int(n)
@@ -317,7 +359,7 @@ func (r *reader) str(what string) (string, error) {
 
 // Parse parses a whole GGUF file held in b. The tensors' Data alias b.
 func Parse(b []byte) (*File, error) {
-	r := &reader{b: b}
+	r := &reader{b: b, end: len(b)}
 	if len(b) < 4 || string(b[:4]) != Magic {
 		return nil, ErrNotGGUF
 	}
@@ -341,6 +383,12 @@ func Parse(b []byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if nKV > MaxKV {
+		return nil, fmt.Errorf("gguf: metadata count %d exceeds the limit of %d", nKV, MaxKV)
+	}
+	if nTensors > MaxTensors {
+		return nil, fmt.Errorf("gguf: tensor count %d exceeds the limit of %d", nTensors, MaxTensors)
+	}
 	// Each KV needs at least 8+4 bytes (key length, type) plus a value byte;
 	// each tensor at least 8+4+4+8 bytes.
 	if nKV > uint64(r.remaining())/13 {
@@ -357,8 +405,9 @@ func Parse(b []byte) (*File, error) {
 		data:        b,
 		Alignment:   DefaultAlignment,
 	}
+	r.end = min(len(b), r.off+maxMetadata)
 	for i := uint64(0); i < nKV; i++ {
-		key, err := r.str(fmt.Sprintf("metadata key %d", i))
+		key, err := r.str("metadata key", int(i))
 		if err != nil {
 			return nil, err
 		}
@@ -376,6 +425,7 @@ func Parse(b []byte) (*File, error) {
 		f.kvIndex[key] = len(f.KV)
 		f.KV = append(f.KV, KV{Key: key, Value: v})
 	}
+	r.end = len(b)
 	if v, ok := f.Value("general.alignment"); ok {
 		a, isU32 := v.(uint32)
 		if !isU32 {
@@ -441,7 +491,7 @@ func (r *reader) value(t ValueType, key string, depth int) (any, error) {
 	what := fmt.Sprintf("value of %q", key)
 	switch t {
 	case TypeString:
-		return r.str(what)
+		return r.str(what, -1)
 	case TypeArray:
 		if depth >= maxNesting {
 			return nil, fmt.Errorf("gguf: %q: arrays nested deeper than %d", key, maxNesting)
@@ -512,8 +562,11 @@ func (r *reader) array(et ValueType, n uint64, key string, depth int) (any, erro
 	if minSize == 0 {
 		return nil, fmt.Errorf("gguf: %q: array of unknown element type %d", key, uint32(et))
 	}
+	if n > MaxArray {
+		return nil, fmt.Errorf("gguf: %q: array of %d elements exceeds the limit of %d", key, n, MaxArray)
+	}
 	if n > uint64(r.remaining())/minSize {
-		return nil, fmt.Errorf("gguf: %q: array of %d %s elements exceeds the %d bytes that remain", key, n, et, r.remaining())
+		return nil, fmt.Errorf("gguf: %q: array of %d %s elements exceeds the %s", key, n, et, r.room())
 	}
 	cnt := int(n)
 	le := binary.LittleEndian
@@ -590,8 +643,9 @@ func (r *reader) array(et ValueType, n uint64, key string, depth int) (any, erro
 	}
 	if et == TypeString {
 		out := make([]string, cnt)
+		what := fmt.Sprintf("%q element", key)
 		for i := range out {
-			s, err := r.str(fmt.Sprintf("%q element %d", key, i))
+			s, err := r.str(what, i)
 			if err != nil {
 				return nil, err
 			}
@@ -611,7 +665,7 @@ func (r *reader) array(et ValueType, n uint64, key string, depth int) (any, erro
 }
 
 func (r *reader) tensorInfo(i uint64) (Tensor, error) {
-	name, err := r.str(fmt.Sprintf("tensor %d name", i))
+	name, err := r.str("name of tensor", int(i))
 	if err != nil {
 		return Tensor{}, err
 	}
