@@ -16,7 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Sessions database layout (schema 2):
+// Sessions database layout (schema 3):
 //
 //	meta/schema              uint32 big-endian schema version
 //	conversations/<id>/info  JSON convInfo
@@ -24,8 +24,9 @@ import (
 //	settings/<key>           value
 //
 // Schema 1 stored each turn as JSON (jsonTurnV1); its token-id arrays made
-// long turns about four times larger than the binary form.
-const sessionsSchema = 2
+// long turns about four times larger than the binary form. Schema 2 had no
+// turn count and size in convInfo (counting meant walking every turn).
+const sessionsSchema = 3
 
 var (
 	bktMeta     = []byte("meta")
@@ -46,6 +47,7 @@ type migration struct {
 // migrations is the read-only list of schema upgrades, in order.
 var migrations = []migration{
 	{from: 1, fn: migrateJSONTurns},
+	{from: 2, fn: migrateCounts},
 }
 
 // Options configures OpenSessions.
@@ -57,6 +59,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for created/updated/turn times; nil means time.Now.
 	Now func() time.Time
+	// Limits bound what the file holds; the zero value means
+	// DefaultSessionLimits.
+	Limits SessionLimits
+	// OnEvict, when set, is called after a write that evicted whole
+	// conversations to stay within Limits, with their ids (so that the
+	// caller can drop what it keeps for them, such as prompt-cache
+	// entries). It runs on the writing goroutine, outside any transaction.
+	OnEvict func(ids []string)
 }
 
 // Conversation is a conversation's metadata.
@@ -81,21 +91,33 @@ type Turn struct {
 }
 
 // convInfo is the stored form of Conversation (the id is the bucket name).
+// Turns and Bytes are kept up to date by every write (schema 3).
 type convInfo struct {
 	Model   string    `json:"model,omitempty"`
 	System  string    `json:"system,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
+	Turns   int       `json:"turns"`
+	Bytes   int64     `json:"bytes"`
 }
 
 // Sessions is the durable conversation store. Every method that returns
 // without error has committed and fsynced its change.
 type Sessions struct {
-	mu     sync.RWMutex // guards db against Close
-	db     *bolt.DB
-	log    *slog.Logger
-	now    func() time.Time
-	closed bool
+	mu      sync.RWMutex // guards db against Close
+	db      *bolt.DB
+	log     *slog.Logger
+	now     func() time.Time
+	lim     SessionLimits
+	onEvict func([]string)
+	closed  bool
+
+	// idx mirrors every conversation's update time and stored bytes, for
+	// eviction without a scan; guarded by the write transaction (bbolt
+	// runs one at a time) and read under mu.
+	imu   sync.Mutex
+	idx   map[string]convStat
+	total int64
 }
 
 // OpenSessions opens or creates the sessions database at path, migrating an
@@ -110,7 +132,7 @@ func openSessions(path string, opts *Options, migs []migration, current int) (*S
 	if opts == nil {
 		opts = &Options{}
 	}
-	s := &Sessions{log: opts.Logger, now: opts.Now}
+	s := &Sessions{log: opts.Logger, now: opts.Now, lim: opts.Limits.withDefaults(), onEvict: opts.OnEvict}
 	if s.log == nil {
 		s.log = discardLogger
 	}
@@ -127,6 +149,10 @@ func openSessions(path string, opts *Options, migs []migration, current int) (*S
 	}
 	s.db = db
 	if err := s.upgrade(path, migs, current); err != nil {
+		_ = guarded(db.Close)
+		return nil, sessionsErr(err)
+	}
+	if err := s.loadIndex(); err != nil {
 		_ = guarded(db.Close)
 		return nil, sessionsErr(err)
 	}
@@ -244,7 +270,7 @@ func (s *Sessions) update(fn func(tx *bolt.Tx) error) error {
 	if s.closed {
 		return ErrClosed
 	}
-	return sessionsErr(guarded(func() error { return s.db.Update(fn) }))
+	return sessionsErr(writeErr(guarded(func() error { return s.db.Update(fn) })))
 }
 
 func checkID(id string) error {
@@ -264,23 +290,35 @@ func conv(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
 }
 
 func readInfo(b *bolt.Bucket, id string) (Conversation, error) {
-	var ci convInfo
-	if err := json.Unmarshal(b.Get(keyInfo), &ci); err != nil {
-		return Conversation{}, fmt.Errorf("%w: conversation %q: bad metadata: %v", errDamaged, id, err)
+	ci, err := readConvInfo(b, id)
+	if err != nil {
+		return Conversation{}, err
 	}
-	c := Conversation{ID: id, Model: ci.Model, System: ci.System, Created: ci.Created, Updated: ci.Updated}
-	if t := b.Bucket(bktTurns); t != nil {
-		c.Turns = t.Stats().KeyN
-	}
-	return c, nil
+	return Conversation{ID: id, Model: ci.Model, System: ci.System, Created: ci.Created, Updated: ci.Updated, Turns: ci.Turns}, nil
 }
 
-func writeInfo(b *bolt.Bucket, c Conversation) error {
-	data, err := json.Marshal(convInfo{Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated})
-	if err != nil {
-		return fmt.Errorf("storage: %w", err)
+func readConvInfo(b *bolt.Bucket, id string) (convInfo, error) {
+	var ci convInfo
+	if err := json.Unmarshal(b.Get(keyInfo), &ci); err != nil {
+		return convInfo{}, fmt.Errorf("%w: conversation %q: bad metadata: %v", errDamaged, id, err)
 	}
-	return b.Put(keyInfo, data)
+	return ci, nil
+}
+
+// writeInfo stores c's metadata with the turn count and size of b's turns
+// (tally gives them; nil counts them).
+func writeInfo(b *bolt.Bucket, c Conversation, tally *convInfo) (convInfo, error) {
+	ci := convInfo{Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated}
+	if tally != nil {
+		ci.Turns, ci.Bytes = tally.Turns, tally.Bytes
+	} else {
+		ci.Turns, ci.Bytes = countTurns(b.Bucket(bktTurns))
+	}
+	data, err := json.Marshal(ci)
+	if err != nil {
+		return convInfo{}, fmt.Errorf("storage: %w", err)
+	}
+	return ci, b.Put(keyInfo, data)
 }
 
 // Create stores a new conversation with c's id, model and system prompt.
@@ -298,7 +336,7 @@ func (s *Sessions) Create(c Conversation) (Conversation, error) {
 		c.Updated = c.Created
 	}
 	c.Turns = 0
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.write(func(tx *bolt.Tx, w *writeState) error {
 		convs := tx.Bucket(bktConvs)
 		if convs.Bucket([]byte(c.ID)) != nil {
 			return fmt.Errorf("%w: %q", ErrExists, c.ID)
@@ -310,7 +348,12 @@ func (s *Sessions) Create(c Conversation) (Conversation, error) {
 		if _, err := b.CreateBucket(bktTurns); err != nil {
 			return fmt.Errorf("storage: %w", err)
 		}
-		return writeInfo(b, c)
+		ci, err := writeInfo(b, c, &convInfo{})
+		if err != nil {
+			return err
+		}
+		w.set(c.ID, ci)
+		return s.enforce(tx, w, c.ID, ci)
 	})
 	if err != nil {
 		return Conversation{}, err
@@ -390,10 +433,11 @@ func (s *Sessions) List() ([]Conversation, error) {
 
 // Delete removes a conversation and its turns.
 func (s *Sessions) Delete(id string) error {
-	return s.update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx, w *writeState) error {
 		if _, err := conv(tx, id); err != nil {
 			return err
 		}
+		w.remove(id)
 		return tx.Bucket(bktConvs).DeleteBucket([]byte(id))
 	})
 }
@@ -401,17 +445,21 @@ func (s *Sessions) Delete(id string) error {
 // SetMeta changes a conversation's model and system prompt and marks it
 // updated.
 func (s *Sessions) SetMeta(id, model, system string) error {
-	return s.update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx, w *writeState) error {
 		b, err := conv(tx, id)
 		if err != nil {
 			return err
 		}
-		c, err := readInfo(b, id)
+		ci, err := readConvInfo(b, id)
 		if err != nil {
 			return err
 		}
-		c.Model, c.System, c.Updated = model, system, s.now().UTC()
-		return writeInfo(b, c)
+		c := Conversation{ID: id, Model: model, System: system, Created: ci.Created, Updated: s.now().UTC()}
+		if ci, err = writeInfo(b, c, &ci); err != nil {
+			return err
+		}
+		w.set(id, ci)
+		return s.enforce(tx, w, id, ci)
 	})
 }
 
@@ -420,8 +468,12 @@ func (s *Sessions) SetMeta(id, model, system string) error {
 // the turns are on disk.
 func (s *Sessions) Append(id string, turns ...Turn) ([]uint64, error) {
 	seqs := make([]uint64, len(turns))
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.write(func(tx *bolt.Tx, w *writeState) error {
 		b, err := conv(tx, id)
+		if err != nil {
+			return err
+		}
+		ci, err := readConvInfo(b, id)
 		if err != nil {
 			return err
 		}
@@ -435,17 +487,24 @@ func (s *Sessions) Append(id string, turns ...Turn) ([]uint64, error) {
 			if t.Time.IsZero() {
 				t.Time = now
 			}
-			if err := tb.Put(seqKey(seq), encodeTurn(t)); err != nil {
+			v := encodeTurn(t)
+			if err := tb.Put(seqKey(seq), v); err != nil {
 				return fmt.Errorf("storage: %w", err)
 			}
+			ci.Turns++
+			ci.Bytes += turnCost(v)
 			seqs[i] = seq
 		}
-		c, err := readInfo(b, id)
-		if err != nil {
+		over := func(ci *convInfo) bool { return ci.Turns > s.lim.MaxTurns }
+		if err := trimTurns(b, &ci, s.lim.MaxTurns, over, w); err != nil {
 			return err
 		}
-		c.Updated = now
-		return writeInfo(b, c)
+		c := Conversation{ID: id, Model: ci.Model, System: ci.System, Created: ci.Created, Updated: now}
+		if ci, err = writeInfo(b, c, &ci); err != nil {
+			return err
+		}
+		w.set(id, ci)
+		return s.enforce(tx, w, id, ci)
 	})
 	if err != nil {
 		return nil, err
@@ -466,7 +525,7 @@ func (s *Sessions) ReplaceTurns(id string, turns []Turn) error {
 			last = t.Seq
 		}
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx, w *writeState) error {
 		b, err := conv(tx, id)
 		if err != nil {
 			return err
@@ -501,7 +560,19 @@ func (s *Sessions) ReplaceTurns(id string, turns []Turn) error {
 			return err
 		}
 		c.Updated = now
-		return writeInfo(b, c)
+		ci, err := writeInfo(b, c, nil)
+		if err != nil {
+			return err
+		}
+		over := func(ci *convInfo) bool { return ci.Turns > s.lim.MaxTurns }
+		if err := trimTurns(b, &ci, s.lim.MaxTurns, over, w); err != nil {
+			return err
+		}
+		if ci, err = writeInfo(b, c, &ci); err != nil {
+			return err
+		}
+		w.set(id, ci)
+		return s.enforce(tx, w, id, ci)
 	})
 }
 

@@ -285,7 +285,7 @@ func TestSessionsMigrateSchema1(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	lb.expect(t, "migrating sessions database", "from=1", "to=2")
+	lb.expect(t, "migrating sessions database", "from=1", "to=3")
 	if _, err := os.Stat(path + ".schema1.bak"); err != nil {
 		t.Fatalf("no backup before migration: %v", err)
 	}
