@@ -325,3 +325,45 @@ func TestDiskFull(t *testing.T) {
 	}
 	checkFile(t, path)
 }
+
+// TestCacheDeletePrefix: the entries a conversation left (all its prompts
+// start with its first turn) go; other conversations' entries and the
+// shared system prompt's stay.
+func TestCacheDeletePrefix(t *testing.T) {
+	c, _ := testCacheIn(t, memDir(t), &CacheOptions{MaxBytes: 64 << 20})
+	model := []byte("model")
+	system := []int32{1, 2, 3}
+	a := append(slices.Clone(system), 10, 11)
+	b := append(slices.Clone(system), 20, 21)
+	blob := make([]byte, 1000)
+	for _, toks := range [][]int32{system, a, append(slices.Clone(a), 12, 13), append(slices.Clone(a), 12, 13, 14), b, append(slices.Clone(b), 22)} {
+		if err := c.Put(model, toks, blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Put([]byte("other model"), a, blob); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.DeletePrefix(model, a)
+	if err != nil || n != 3 {
+		t.Fatalf("DeletePrefix = %d, %v; want 3", n, err)
+	}
+	for _, q := range []struct {
+		toks []int32
+		want int
+	}{
+		{append(slices.Clone(a), 12, 13, 14, 15), len(system)}, // only the system prompt is left
+		{append(slices.Clone(b), 22, 23), len(b) + 1},
+	} {
+		if got, _, ok := c.Lookup(model, q.toks); !ok || got != q.want {
+			t.Errorf("Lookup(%v) = %d, %v; want %d", q.toks, got, ok, q.want)
+		}
+	}
+	if got, _, ok := c.Lookup([]byte("other model"), a); !ok || got != len(a) {
+		t.Errorf("another model's entry: %d %v", got, ok)
+	}
+	if n, err := c.DeletePrefix(nil, a); err != nil || n != 1 {
+		t.Errorf("DeletePrefix over every model = %d, %v; want 1", n, err)
+	}
+	c.audit(t)
+}

@@ -1225,3 +1225,72 @@ func (c *Cache) compactLocked() error {
 	c.log.Info("storage: cache compacted", "path", c.path, "before", before, "after", after, "live", c.live.Load())
 	return nil
 }
+
+// DeletePrefix removes every entry of model whose tokens start with
+// prefix, returning how many went: the prompt states a conversation left
+// behind (its prompts all start with its own first turn), so that deleting
+// the conversation leaves none of its text in the cache. It reads every
+// entry record of model (their number is bounded by the budget). A nil
+// model means every model. An empty prefix removes nothing.
+func (c *Cache) DeletePrefix(model []byte, prefix []int32) (int, error) {
+	if len(prefix) == 0 {
+		return 0, nil
+	}
+	var (
+		freed   int64
+		removed int
+	)
+	err := c.run(0, true, func(tx *bolt.Tx) error {
+		var mks [][]byte
+		models := tx.Bucket(bktModels)
+		if model != nil {
+			mk := modelKey(model)
+			if models.Bucket(mk[:]) != nil {
+				mks = append(mks, mk[:])
+			}
+		} else if err := models.ForEachBucket(func(k []byte) error {
+			mks = append(mks, bytes.Clone(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, mk := range mks {
+			slots := models.Bucket(mk).Bucket(bktSlots)
+			if slots == nil {
+				continue
+			}
+			var match [][]byte
+			err := slots.ForEach(func(k, v []byte) error {
+				if len(k) != 13 || k[0] != 'p' || int(binary.BigEndian.Uint32(k[1:])) < len(prefix) {
+					return nil
+				}
+				e, err := decodeEntry(v)
+				if err != nil || len(e.tokens) < len(prefix) || equalTokens(e.tokens[:len(prefix)], prefix) {
+					// A damaged record may be one of them: it goes too.
+					match = append(match, bytes.Clone(k))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, slot := range match {
+				cost, found, err := deleteSlot(tx, mk, slot)
+				if err != nil {
+					return err
+				}
+				if found {
+					freed += cost
+					removed++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.live.Add(-freed)
+	c.entries.Add(-int64(removed))
+	return removed, nil
+}
