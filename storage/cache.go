@@ -197,7 +197,7 @@ func (c *Cache) openFile() error {
 
 // openChecked opens the file, verifies it and creates the layout.
 func (c *Cache) openChecked() (*bolt.DB, error) {
-	db, err := openBolt(c.path, c.timeout, bolt.FreelistMapType)
+	db, err := openBolt(c.path, c.timeout, bolt.FreelistMapType, false)
 	if err != nil {
 		return nil, err
 	}
@@ -1194,7 +1194,7 @@ func (c *Cache) compactLocked() error {
 	}
 	tmp := c.path + ".compact"
 	_ = os.Remove(tmp)
-	dst, err := openBolt(tmp, c.timeout, bolt.FreelistMapType)
+	dst, err := openBolt(tmp, c.timeout, bolt.FreelistMapType, false)
 	if err != nil {
 		return fmt.Errorf("storage: compact cache: %w", err)
 	}

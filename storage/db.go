@@ -60,12 +60,14 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 // ErrLocked. A panic inside bbolt (it panics on some damaged files) or a
 // memory fault on a truncated file comes back as an error wrapping
 // errDamaged.
-func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, readOnly bool) (db *bolt.DB, err error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+	if !readOnly {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("storage: %w", err)
+		}
 	}
 	defer func() {
 		// Name truncation, the commonest damage, rather than its symptom.
@@ -83,7 +85,7 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType) (d
 			db, err = nil, fmt.Errorf("%w: open %s: %s", errDamaged, path, describePanic(r))
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: freelist})
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: freelist, ReadOnly: readOnly})
 	switch {
 	case err == nil:
 		return db, nil

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -62,6 +64,10 @@ type Options struct {
 	// Limits bound what the file holds; the zero value means
 	// DefaultSessionLimits.
 	Limits SessionLimits
+	// ReadOnly opens an existing file for reading only: it never creates
+	// or changes one (ErrNoDatabase when there is none) and shares the
+	// file with other readers.
+	ReadOnly bool
 	// OnEvict, when set, is called after a write that evicted whole
 	// conversations to stay within Limits, with their ids (so that the
 	// caller can drop what it keeps for them, such as prompt-cache
@@ -90,9 +96,12 @@ type Turn struct {
 	Time   time.Time `json:"time"`
 }
 
-// convInfo is the stored form of Conversation (the id is the bucket name).
-// Turns and Bytes are kept up to date by every write (schema 3).
+// convInfo is the stored form of Conversation (the id is the bucket name,
+// and repeated in ID so that a salvage can name a conversation whose
+// parent page is lost). Turns and Bytes are kept up to date by every write
+// (schema 3).
 type convInfo struct {
+	ID      string    `json:"id"`
 	Model   string    `json:"model,omitempty"`
 	System  string    `json:"system,omitempty"`
 	Created time.Time `json:"created"`
@@ -139,7 +148,12 @@ func openSessions(path string, opts *Options, migs []migration, current int) (*S
 	if s.now == nil {
 		s.now = time.Now
 	}
-	db, err := openBolt(path, opts.Timeout, bolt.FreelistArrayType)
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+		}
+	}
+	db, err := openBolt(path, opts.Timeout, bolt.FreelistArrayType, opts.ReadOnly)
 	if err != nil {
 		return nil, sessionsErr(err)
 	}
@@ -148,7 +162,19 @@ func openSessions(path string, opts *Options, migs []migration, current int) (*S
 		return nil, sessionsErr(err)
 	}
 	s.db = db
-	if err := s.upgrade(path, migs, current); err != nil {
+	if opts.ReadOnly {
+		err = guarded(func() error {
+			return db.View(func(tx *bolt.Tx) error {
+				if v := schemaOf(tx); v != current {
+					return fmt.Errorf("storage: %s has sessions schema %d, this build reads %d (a geist serve or run upgrades it)", path, v, current)
+				}
+				return nil
+			})
+		})
+	} else {
+		err = s.upgrade(path, migs, current)
+	}
+	if err != nil {
 		_ = guarded(db.Close)
 		return nil, sessionsErr(err)
 	}
@@ -162,7 +188,7 @@ func openSessions(path string, opts *Options, migs []migration, current int) (*S
 // sessionsErr maps the internal damage marker to ErrCorrupt.
 func sessionsErr(err error) error {
 	if errors.Is(err, errDamaged) {
-		return fmt.Errorf("%w (move the file aside to start afresh): %v", ErrCorrupt, err)
+		return fmt.Errorf("%w (geist sessions salvage keeps what is readable): %v", ErrCorrupt, err)
 	}
 	return err
 }
@@ -308,7 +334,7 @@ func readConvInfo(b *bolt.Bucket, id string) (convInfo, error) {
 // writeInfo stores c's metadata with the turn count and size of b's turns
 // (tally gives them; nil counts them).
 func writeInfo(b *bolt.Bucket, c Conversation, tally *convInfo) (convInfo, error) {
-	ci := convInfo{Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated}
+	ci := convInfo{ID: c.ID, Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated}
 	if tally != nil {
 		ci.Turns, ci.Bytes = tally.Turns, tally.Bytes
 	} else {
