@@ -406,6 +406,7 @@ func readAll(b []byte, rep *SalvageReport) *salvaged {
 	// Conversations the damage cut off from the tree: every leaf page not
 	// free and not yet visited that holds a conversation's info and turns
 	// (the info names its conversation), or conversation elements.
+	outside := 0
 	for id := uint64(2); id < uint64(len(b)/p.pageSize); id++ {
 		off := id * uint64(p.pageSize)
 		if p.seen[id] || p.free[id] || ne.Uint64(b[off:]) != id || ne.Uint16(b[off+8:]) != pageLeaf {
@@ -427,7 +428,7 @@ func readAll(b []byte, rep *SalvageReport) *salvaged {
 			case flags&leafBucket != 0 && out.convs[string(key)] == nil && checkID(string(key)) == nil:
 				if c := quiet.conversationOf(val); c.info != nil && json.Valid(c.info) {
 					out.convs[string(key)] = c
-					p.problem("conversation %q found outside the tree (page %d)", key, id)
+					outside++
 				}
 			}
 		})
@@ -439,7 +440,10 @@ func readAll(b []byte, rep *SalvageReport) *salvaged {
 		c := &salvConv{turns: map[uint64][]byte{}}
 		quiet.tree(id, "conversation", 2, c.add(quiet))
 		out.convs[ci.ID] = c
-		p.problem("conversation %q found outside the tree (page %d)", ci.ID, id)
+		outside++
+	}
+	if outside > 0 {
+		p.problem("%d conversations were found by scanning the pages (damage cut them off from the tree)", outside)
 	}
 	return out
 }

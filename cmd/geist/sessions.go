@@ -81,8 +81,14 @@ type conversation struct {
 	dropped int
 }
 
+// historyBytes bounds the text of the history a run reads: more than any
+// context the board runs holds (128K tokens are about 512 KiB), so the
+// newest turns that fit are all there, and a conversation of 50,000 turns
+// costs what a short one does.
+const historyBytes = 1 << 20
+
 func loadConversation(db *storage.Sessions, id, model, system string) (*conversation, error) {
-	info, turns, err := db.Get(id)
+	info, turns, err := db.Recent(id, 0, historyBytes)
 	if errors.Is(err, storage.ErrNotFound) {
 		if info, err = db.Create(storage.Conversation{ID: id, Model: model, System: system}); err != nil {
 			return nil, err
@@ -136,31 +142,44 @@ func (c *conversation) record(user, answer string, answerTokens []int32) error {
 }
 
 func cmdSessions(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "sessions", "sessions list|show|delete|export [NAME] [--data-dir DIR] [--json]")
+	fs := newFlags(e, "sessions", "sessions list|show|delete|export|check|salvage [NAME] [--data-dir DIR] [--json]")
 	dir := fs.String("data-dir", defaultDataDir(), "directory of sessions.db")
 	asJSON := fs.Bool("json", false, "list as JSON")
+	force := fs.Bool("force", false, "salvage even a file that checks sound")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usagef("want a subcommand: list, show NAME, delete NAME or export NAME")
+		return usagef("want a subcommand: list, show NAME, delete NAME, export NAME, check or salvage")
 	}
 	sub, rest := fs.Arg(0), fs.Args()[1:]
-	needName := sub == "show" || sub == "delete" || sub == "export"
-	if needName != (len(rest) == 1) || len(rest) > 1 {
-		if needName {
+	switch sub {
+	case "show", "delete", "export":
+		if len(rest) != 1 {
 			return usagef("sessions %s needs exactly one NAME", sub)
 		}
-	}
-	switch sub {
-	case "list", "show", "delete", "export":
+	case "list", "check", "salvage":
+		if len(rest) != 0 {
+			return usagef("sessions %s takes no NAME", sub)
+		}
 	default:
-		return usagef("unknown subcommand %q (want list, show, delete or export)", sub)
+		return usagef("unknown subcommand %q (want list, show, delete, export, check or salvage)", sub)
 	}
-	if sub == "list" && len(rest) != 0 {
-		return usagef("sessions list takes no NAME")
+	path := filepath.Join(*dir, "sessions.db")
+	switch sub {
+	case "check":
+		return checkSessions(e, path)
+	case "salvage":
+		return salvageSessions(e, path, *force)
 	}
-	db, err := storage.OpenSessions(filepath.Join(*dir, "sessions.db"), nil)
+	// Only delete writes; no subcommand creates a database.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no sessions database at %s (geist run --session or geist serve creates one)", path)
+	}
+	db, err := storage.OpenSessions(path, &storage.Options{ReadOnly: sub != "delete"})
+	if errors.Is(err, storage.ErrNoDatabase) {
+		return fmt.Errorf("no sessions database at %s (geist run --session or geist serve creates one)", path)
+	}
 	if err != nil {
 		return err
 	}
@@ -208,4 +227,60 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 	default:
 		return db.Export(e.stdout, rest[0])
 	}
+}
+
+// checkSessions reports whether sessions.db is sound (exit status 0) or
+// damaged, missing or held by a running geist (1), changing nothing.
+func checkSessions(e *env, path string) error {
+	err := storage.CheckSessions(path)
+	switch {
+	case err == nil:
+		db, err := storage.OpenSessions(path, &storage.Options{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		n, bytes := db.Usage()
+		db.Close()
+		fmt.Fprintf(e.stdout, "%s: sound (%d conversations, %d bytes stored)\n", path, n, bytes)
+		return nil
+	case errors.Is(err, storage.ErrNoDatabase):
+		return fmt.Errorf("no sessions database at %s", path)
+	case errors.Is(err, storage.ErrCorrupt):
+		fmt.Fprintf(e.stdout, "%s: DAMAGED\n", path)
+		return fmt.Errorf("%w; 'geist sessions salvage --data-dir %s' copies it aside and keeps every readable conversation", err, filepath.Dir(path))
+	}
+	return err
+}
+
+// salvageSessions rebuilds a damaged sessions.db from what is readable,
+// after copying it aside.
+func salvageSessions(e *env, path string, force bool) error {
+	err := storage.CheckSessions(path)
+	switch {
+	case errors.Is(err, storage.ErrNoDatabase):
+		return fmt.Errorf("no sessions database at %s", path)
+	case errors.Is(err, storage.ErrLocked):
+		return fmt.Errorf("%w: stop geist serve before salvaging", err)
+	case err == nil && !force:
+		fmt.Fprintf(e.stdout, "%s: sound; nothing to salvage (--force salvages anyway)\n", path)
+		return nil
+	case err != nil && !errors.Is(err, storage.ErrCorrupt) && !force:
+		return err
+	}
+	rep, err := storage.SalvageSessions(path, nil)
+	if err != nil {
+		if rep.Aside != "" {
+			return fmt.Errorf("salvage failed (the damaged file is copied to %s): %w", rep.Aside, err)
+		}
+		return err
+	}
+	fmt.Fprintf(e.stdout, "copied the damaged file to %s\n", rep.Aside)
+	fmt.Fprintf(e.stdout, "kept %d conversations, %d turns, %d settings in %s\n", rep.Conversations, rep.Turns, rep.Settings, path)
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(e.stdout, "could not read (%d shown):\n", len(rep.Problems))
+		for _, p := range rep.Problems {
+			fmt.Fprintf(e.stdout, "  %s\n", p)
+		}
+	}
+	return nil
 }
