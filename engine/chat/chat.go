@@ -308,8 +308,9 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 }
 
 // maxRange bounds the list range() builds: the engine materializes it, so
-// range(10**12) in a hostile template would exhaust memory.
-const maxRange = 1 << 20
+// range(10**12) in a hostile template would exhaust memory (and each
+// element takes 24 bytes: 2^16 of them take 1.5 MiB).
+const maxRange = 1 << 16
 
 // boundedRange is Python's range(stop) / range(start, stop[, step]) over
 // integers, refusing lists longer than maxRange and charging b a step per
@@ -344,7 +345,7 @@ func boundedRange(b *budget, args []jinja.Value) (jinja.Value, error) {
 		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
 	}
 	if count > maxRange {
-		return jinja.Undefined(), fmt.Errorf("range: %d elements exceed the limit of %d", count, maxRange)
+		return jinja.Undefined(), b.fail(limitf("range() of %d elements (limit %d)", count, maxRange))
 	}
 	if err := b.step(int64(count)); err != nil {
 		return jinja.Undefined(), err

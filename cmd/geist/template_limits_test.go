@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/internal/zoo"
+)
+
+// TestHelperGeist is not a test: run by runGeistProcess in a child
+// process, it runs geist with the arguments in GEIST_HELPER_ARGS (split on
+// newlines) and exits with its status.
+func TestHelperGeist(t *testing.T) {
+	args := os.Getenv("GEIST_HELPER_ARGS")
+	if args == "" {
+		t.Skip("helper process only")
+	}
+	os.Exit(Main(t.Context(), strings.Split(args, "\n"), &env{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+// runGeistProcess runs geist args in a child process and returns its exit
+// status, its stderr and its peak resident set size in bytes.
+func runGeistProcess(t *testing.T, args ...string) (int, string, int64) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGeist$")
+	cmd.Env = append(os.Environ(), "GEIST_HELPER_ARGS="+strings.Join(args, "\n"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return code, stderr.String(), ru.Maxrss * 1024
+}
+
+// withTemplate writes a copy of the GGUF at src with its chat template
+// replaced by tmpl.
+func withTemplate(t *testing.T, src, tmpl string) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := gguf.NewBuilder()
+	b.CopyKV(f)
+	b.Set("tokenizer.chat_template", tmpl)
+	for _, tn := range f.Tensors {
+		if err := b.AddTensor(tn.Name, tn.Type, tn.Dims, tn.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "hostile.gguf")
+	if err := b.WriteFile(out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestHostileTemplateRefusedAtLoad: a model file whose chat template
+// recurses without end (a macro calling itself: before the guard, a fatal
+// Go stack overflow at 1 GB of RSS, and a crash loop under systemd) is
+// refused when geist loads it, with a one-line error, in a process whose
+// peak RSS stays under 100 MB. So is one that loops for hours or builds a
+// terabyte string.
+func TestHostileTemplateRefusedAtLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts geist processes; natively only")
+	}
+	model := zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+	code, errs, base := runGeistProcess(t, "run", "-m", model, "-n", "4", "--cache-size", "0", "Once upon a time")
+	if code != 0 {
+		t.Fatalf("the model as it is: exit %d: %s", code, errs)
+	}
+	t.Logf("stories260K as it is: peak RSS %.1f MB", float64(base)/1e6)
+	for name, tmpl := range map[string]string{
+		"recursion": `{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`,
+		"loop":      `{% for i in range(60000) %}{% for j in range(60000) %}{% endfor %}{% endfor %}`,
+		"string":    `{% set s = 'ab' %}{% for i in range(64) %}{% set s = s ~ s %}{% endfor %}{{ s }}`,
+	} {
+		path := withTemplate(t, model, tmpl)
+		code, errs, rss := runGeistProcess(t, "run", "-m", path, "-n", "4", "--cache-size", "0", "Once upon a time")
+		t.Logf("%s: exit %d, peak RSS %.1f MB: %s", name, code, float64(rss)/1e6, strings.TrimSpace(errs))
+		if code != 1 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "chat template") || !strings.Contains(errs, "exceeds a limit") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line about the template's limit", name, code, errs)
+		}
+		if rss > 100<<20 {
+			t.Errorf("%s: peak RSS %d MB, want under 100 MB", name, rss>>20)
+		}
+	}
+}
