@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -199,6 +200,9 @@ func verify(db *bolt.DB) error {
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
+	if err := guarded(func() error { return checkMapped(db.Path()) }); err != nil {
+		return err
+	}
 	return guarded(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			if tx.Size() > st.Size() {
@@ -216,6 +220,30 @@ func verify(db *bolt.DB) error {
 			return first
 		})
 	})
+}
+
+// checkMapped maps the file at path read-only and checks its page
+// structure (checkStructure) in this goroutine, where a memory fault is a
+// recoverable panic.
+func checkMapped(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	if st.Size() == 0 {
+		return nil
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("storage: map %s: %w", path, err)
+	}
+	defer syscall.Munmap(b)
+	return checkStructure(b)
 }
 
 // walk reads every key of b and its sub-buckets; values are not touched

@@ -558,3 +558,53 @@ func writeSalvaged(path string, found *salvaged, opts *Options, rep *SalvageRepo
 	}
 	return nil
 }
+
+// checkStructure walks every page reachable from the newest valid meta
+// page of the bbolt file held in b, and its freelist page, and returns the
+// first problem found (nil when none). bbolt's own tx.Check runs in a
+// goroutine of its own, where a panic or a memory fault on a damaged page
+// cannot be recovered and kills the process: this walk, run first in the
+// caller's goroutine, keeps Check to files whose pages are sound.
+func checkStructure(b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s", errDamaged, describePanic(r))
+		}
+	}()
+	rep := &SalvageReport{}
+	root, ps, freeID, ok := metaOf(b)
+	if !ok {
+		return fmt.Errorf("%w: no valid meta page", errDamaged)
+	}
+	if ps < 512 || ps > 1<<16 {
+		return fmt.Errorf("%w: page size %d", errDamaged, ps)
+	}
+	p := &pager{b: b, pageSize: ps, free: map[uint64]bool{}, seen: map[uint64]bool{}, rep: rep}
+	// Check reads both meta pages, whichever is current.
+	for id := range 2 {
+		off := id * ps
+		if off+16 > len(b) || ne.Uint64(b[off:]) != uint64(id) || ne.Uint16(b[off+8:]) != pageMeta {
+			p.problem("meta page %d: bad header", id)
+		}
+	}
+	if freeID != ^uint64(0) { // bbolt's "no freelist" (NoFreelistSync)
+		if fl := p.page(freeID); fl != nil && ne.Uint16(fl[8:]) != pageFreelist {
+			p.problem("page %d: not a freelist page (flags %#x)", freeID, ne.Uint16(fl[8:]))
+		}
+	}
+	var visit func(flags uint32, key, val []byte)
+	depth := 0
+	visit = func(flags uint32, key, val []byte) {
+		if flags&leafBucket == 0 || depth > 16 {
+			return
+		}
+		depth++
+		p.bucket(val, fmt.Sprintf("bucket %q", key), depth, visit)
+		depth--
+	}
+	p.bucket(root, "root", 0, visit)
+	if len(rep.Problems) > 0 {
+		return fmt.Errorf("%w: %s", errDamaged, rep.Problems[0])
+	}
+	return nil
+}
