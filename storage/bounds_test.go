@@ -15,18 +15,7 @@ import (
 // memSessions opens a sessions database in memory (see memDir).
 func memSessions(t *testing.T, opts *Options) (*Sessions, string) {
 	t.Helper()
-	path := filepath.Join(memDir(t), "sessions.db")
-	s, err := OpenSessions(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-		checkFile(t, path)
-	})
-	return s, path
+	return testSessionsIn(t, memDir(t), opts)
 }
 
 // clock is a fake clock advancing a second per reading.

@@ -81,7 +81,13 @@ func checkFile(t *testing.T, path string) {
 // checks it when the test ends.
 func testSessions(t *testing.T, opts *Options) (*Sessions, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sessions.db")
+	return testSessionsIn(t, t.TempDir(), opts)
+}
+
+// testSessionsIn is testSessions in dir.
+func testSessionsIn(t *testing.T, dir string, opts *Options) (*Sessions, string) {
+	t.Helper()
+	path := filepath.Join(dir, "sessions.db")
 	s, err := OpenSessions(path, opts)
 	if err != nil {
 		t.Fatal(err)

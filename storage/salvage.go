@@ -497,6 +497,10 @@ func writeSalvaged(path string, found *salvaged, opts *Options, rep *SalvageRepo
 	sort.Strings(ids)
 	err = s.update(func(tx *bolt.Tx) error {
 		for k, v := range found.settings {
+			if k == "" || len(k) > 1024 {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("a setting with a key of %d bytes, left out", len(k)))
+				continue
+			}
 			if err := tx.Bucket(bktSettings).Put([]byte(k), v); err != nil {
 				return err
 			}

@@ -401,34 +401,10 @@ func (s *Sessions) Info(id string) (Conversation, error) {
 	return c, err
 }
 
-// Get returns a conversation's metadata and its turns in order.
+// Get returns a conversation's metadata and its turns in order (Recent
+// reads only the newest).
 func (s *Sessions) Get(id string) (Conversation, []Turn, error) {
-	var (
-		c     Conversation
-		turns []Turn
-	)
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := conv(tx, id)
-		if err != nil {
-			return err
-		}
-		if c, err = readInfo(b, id); err != nil {
-			return err
-		}
-		turns = make([]Turn, 0, c.Turns)
-		return b.Bucket(bktTurns).ForEach(func(k, v []byte) error {
-			t, err := decodeTurn(k, v)
-			if err != nil {
-				return fmt.Errorf("%w: conversation %q: %v", errDamaged, id, err)
-			}
-			turns = append(turns, t)
-			return nil
-		})
-	})
-	if err != nil {
-		return Conversation{}, nil, err
-	}
-	return c, turns, nil
+	return s.Recent(id, 0, 0)
 }
 
 // List returns every conversation's metadata, most recently updated first.

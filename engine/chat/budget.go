@@ -228,41 +228,33 @@ func printed(v jinja.Value) string {
 // toInt and toFloat are the engine's numeric conversions (toInt64,
 // toFloat64) for the operands the guarded operators see.
 func toInt(v jinja.Value) int64 {
-	switch {
-	case v.IsInt():
-		return v.AsInt()
-	case v.IsFloat():
-		return int64(v.AsFloat())
-	case v.IsBool():
-		if v.AsBool() {
-			return 1
-		}
-		return 0
-	case v.IsString():
-		var n int64
-		fmt.Sscanf(v.AsString(), "%d", &n)
-		return n
-	}
-	return 0
+	i, _ := numbers(v)
+	return i
 }
 
 func toFloat(v jinja.Value) float64 {
+	_, f := numbers(v)
+	return f
+}
+
+func numbers(v jinja.Value) (int64, float64) {
 	switch {
-	case v.IsFloat():
-		return v.AsFloat()
 	case v.IsInt():
-		return float64(v.AsInt())
+		return v.AsInt(), float64(v.AsInt())
+	case v.IsFloat():
+		return int64(v.AsFloat()), v.AsFloat()
 	case v.IsBool():
 		if v.AsBool() {
-			return 1
+			return 1, 1
 		}
-		return 0
 	case v.IsString():
+		var n int64
 		var f float64
+		fmt.Sscanf(v.AsString(), "%d", &n)
 		fmt.Sscanf(v.AsString(), "%f", &f)
-		return f
+		return n, f
 	}
-	return 0
+	return 0, 0
 }
 
 // guards returns the functions instrument refers to, bound to b.
