@@ -4,8 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/geisten/geist/engine/gguf"
@@ -20,15 +20,26 @@ func TestHelperGeist(t *testing.T) {
 	if args == "" {
 		t.Skip("helper process only")
 	}
-	os.Exit(Main(t.Context(), strings.Split(args, "\n"), &env{os.Stdin, os.Stdout, os.Stderr}))
+	code := Main(t.Context(), strings.Split(args, "\n"), &env{os.Stdin, os.Stdout, os.Stderr})
+	// The peak of this process's own memory (its mm is new since exec;
+	// rusage's maxrss would also count the parent's, shared until then).
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				_ = os.WriteFile(os.Getenv("GEIST_HELPER_RSS"), []byte(strings.Fields(line)[1]), 0o600)
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 // runGeistProcess runs geist args in a child process and returns its exit
-// status, its stderr and its peak resident set size in bytes.
+// status, its stderr and its peak resident set size in bytes (VmHWM).
 func runGeistProcess(t *testing.T, args ...string) (int, string, int64) {
 	t.Helper()
+	rssFile := filepath.Join(t.TempDir(), "rss")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGeist$")
-	cmd.Env = append(os.Environ(), "GEIST_HELPER_ARGS="+strings.Join(args, "\n"))
+	cmd.Env = append(os.Environ(), "GEIST_HELPER_ARGS="+strings.Join(args, "\n"), "GEIST_HELPER_RSS="+rssFile)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -38,8 +49,15 @@ func runGeistProcess(t *testing.T, args ...string) (int, string, int64) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return code, stderr.String(), ru.Maxrss * 1024
+	b, err := os.ReadFile(rssFile)
+	if err != nil {
+		t.Fatalf("the child reported no peak RSS: %v (stderr %q)", err, stderr.String())
+	}
+	kb, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, stderr.String(), kb * 1024
 }
 
 // withTemplate writes a copy of the GGUF at src with its chat template
