@@ -122,14 +122,10 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 	if !ok || n <= reuse+minRestore/2 || n > len(toks) {
 		return reuse
 	}
-	got, err := e.state.Restore(blob)
-	if err != nil || got != n {
+	if err := e.state.Restore(toks[:n], blob); err != nil {
 		e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
-		e.state.Truncate(0)
-		e.cached = e.cached[:0]
-		return 0
+		return 0 // Restore left the state empty
 	}
-	e.cached = append(e.cached[:0], toks[:n]...)
 	return n
 }
 
@@ -155,7 +151,7 @@ func prefixKey(toks []int32) [32]byte {
 	return k
 }
 
-// snapshot stores the KV state of the first n cached tokens unless that
+// snapshot stores the KV state of the first n tokens of the state unless that
 // prefix is stored already or a write is still running. The copy is taken
 // now; the write happens on another goroutine.
 func (e *Engine) snapshot(n int) {
@@ -163,7 +159,7 @@ func (e *Engine) snapshot(n int) {
 	if e.opt.Cache == nil || n < minRestore || n > e.state.Len() {
 		return
 	}
-	toks := append([]int32(nil), e.cached[:n]...)
+	toks := append([]int32(nil), e.state.Tokens()[:n]...)
 	key := prefixKey(toks)
 	sn.mu.Lock()
 	if sn.busy || sn.stored[key] {

@@ -3,18 +3,77 @@ package engine
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/internal/zoo"
-	"github.com/geisten/geist/storage"
 )
 
-// TestPromptCacheRestore: greedy output after a restore from cache.db is
-// token-identical to a cold run, for every zoo model. The restored prefix
-// was computed by another process-like engine in other batches; batch
-// invariance makes the state bit-identical.
+// memCache is a PromptCache and DraftStatsStore in memory, standing in
+// for storage.Cache (whose own tests cover the file): the engine's tests
+// need no storage, and engines that share one memCache are processes
+// sharing cache.db.
+type memCache struct {
+	mu      sync.Mutex
+	entries []memEntry
+	stats   map[string][]byte
+}
+
+type memEntry struct {
+	model []byte
+	toks  []int32
+	blob  []byte
+}
+
+func (c *memCache) Lookup(model []byte, toks []int32) (int, []byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	best := -1
+	for i, en := range c.entries {
+		if bytes.Equal(en.model, model) && len(en.toks) <= len(toks) && slices.Equal(en.toks, toks[:len(en.toks)]) &&
+			(best < 0 || len(en.toks) > len(c.entries[best].toks)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0, nil, false
+	}
+	en := c.entries[best]
+	return len(en.toks), bytes.Clone(en.blob), true
+}
+
+func (c *memCache) Put(model []byte, toks []int32, blob []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = append(c.entries, memEntry{bytes.Clone(model), slices.Clone(toks), bytes.Clone(blob)})
+	return nil
+}
+
+func (c *memCache) PutDraftStats(model, data []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stats == nil {
+		c.stats = map[string][]byte{}
+	}
+	c.stats[string(model)] = bytes.Clone(data)
+	return nil
+}
+
+func (c *memCache) DraftStats(model []byte) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.stats[string(model)]
+	return bytes.Clone(b), ok
+}
+
+// TestPromptCacheRestore: greedy output after a restore from the prompt
+// cache is token-identical to a cold run, for every zoo model. The
+// restored prefix was computed by another engine (another process sharing
+// cache.db) in other batches; batch invariance makes the state
+// bit-identical.
 func TestPromptCacheRestore(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "models", "*.gguf"))
 	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
@@ -26,14 +85,7 @@ func TestPromptCacheRestore(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			open := func() *storage.Cache {
-				c, err := storage.OpenCache(filepath.Join(dir, "cache.db"), &storage.CacheOptions{MaxBytes: 256 << 20})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return c
-			}
+			cache := &memCache{}
 			req := func(q string) Request {
 				return Request{Messages: []chat.Message{{Role: "system", Content: system}, {Role: "user", Content: q}},
 					MaxTokens: n, Sampling: greedy(), Spec: SpecOptions{Mode: SpecOff}}
@@ -51,20 +103,16 @@ func TestPromptCacheRestore(t *testing.T) {
 				e0.Reset()
 				cold[q] = ids
 			}
-			// First process: fills cache.db (batch 7: other batches than the cold run).
-			c1 := open()
-			e1 := load(t, name, Options{Ctx: 512, Batch: 7, Cache: c1})
+			// First process: fills the cache (batch 7: other batches than the cold run).
+			e1 := load(t, name, Options{Ctx: 512, Batch: 7, Cache: cache})
 			r := req(questions[0])
 			if _, err := e1.Generate(t.Context(), r); err != nil {
 				t.Fatal(err)
 			}
 			e1.Close()
-			c1.Close()
 			// Second process: same system prompt, the other question, and
 			// the first question again.
-			c2 := open()
-			defer c2.Close()
-			e2 := load(t, name, Options{Ctx: 512, Batch: 32, Cache: c2})
+			e2 := load(t, name, Options{Ctx: 512, Batch: 32, Cache: cache})
 			for i, q := range []string{questions[1], questions[0]} {
 				e2.Reset()
 				r := req(q)
@@ -75,7 +123,7 @@ func TestPromptCacheRestore(t *testing.T) {
 					t.Fatal(err)
 				}
 				if st.ReusedTokens < minRestore {
-					t.Errorf("request %d: reused %d of %d prompt tokens: no restore from cache.db", i, st.ReusedTokens, st.PromptTokens)
+					t.Errorf("request %d: reused %d of %d prompt tokens: no restore from the cache", i, st.ReusedTokens, st.PromptTokens)
 				}
 				if !equal(ids, cold[q]) {
 					t.Errorf("request %d: after a restore\n got %v\nwant %v (cold)", i, ids, cold[q])
@@ -88,25 +136,15 @@ func TestPromptCacheRestore(t *testing.T) {
 // TestDraftStatsPersist: the n-gram statistics learned in one process draft
 // in the next one.
 func TestDraftStatsPersist(t *testing.T) {
-	dir := t.TempDir()
-	c1, err := storage.OpenCache(filepath.Join(dir, "cache.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e1 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: c1})
+	cache := &memCache{}
+	e1 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: cache})
 	if _, err := e1.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 64, Sampling: greedy()}); err != nil {
 		t.Fatal(err)
 	}
 	learned := e1.NgramCache().Len()
 	accept := e1.spec.ctrl.MarshalAcceptance()
 	e1.Close()
-	c1.Close()
-	c2, err := storage.OpenCache(filepath.Join(dir, "cache.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	e2 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: c2})
+	e2 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: cache})
 	if learned == 0 || e2.NgramCache().Len() != learned {
 		t.Errorf("n-gram contexts: learned %d, restored %d", learned, e2.NgramCache().Len())
 	}

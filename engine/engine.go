@@ -49,7 +49,6 @@ type Engine struct {
 	id       []byte      // model identity for the prompt cache
 	snap     snapshotter // background writes to the prompt cache
 	closed   bool
-	cached   []int32 // the tokens whose KV state the state holds
 	spec     specState
 	path     string
 	file     *gguf.File
@@ -130,7 +129,6 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, err
 	}
-	e.cached = make([]int32, 0, opt.Ctx)
 	if err := e.initSpec(); err != nil {
 		e.Close()
 		return nil, err
@@ -144,15 +142,13 @@ func Load(path string, opt Options) (*Engine, error) {
 	return e, nil
 }
 
-// State exposes the model state for benchmarks. After using it directly,
-// call Reset before the next Generate.
+// State exposes the model state for benchmarks. Generate reuses whatever
+// prefix of its prompt the state holds (State.Tokens), so a benchmark may
+// run passes directly between generations.
 func (e *Engine) State() *model.State { return e.state }
 
 // Reset forgets the KV state: the next request prefills from scratch.
-func (e *Engine) Reset() {
-	e.state.Truncate(0)
-	e.cached = e.cached[:0]
-}
+func (e *Engine) Reset() { e.state.Truncate(0) }
 
 func (e *Engine) log() *slog.Logger {
 	if e.opt.Logger != nil {
@@ -297,7 +293,6 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, top int) ([][]TokenL
 	}
 	s := e.state
 	s.Truncate(0)
-	e.cached = e.cached[:0]
 	out := make([][]TokenLogprob, 0, len(tokens))
 	lp := make([]float32, nv)
 	for i := 0; i < len(tokens); i += s.MaxLogitRows() {

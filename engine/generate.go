@@ -96,10 +96,9 @@ func (e *Engine) NgramCache() *spec.NgramCache { return e.spec.ngram }
 // draftModel drafts greedily with a smaller model that shares the target's
 // vocabulary. It keeps its own KV cache in step with the history.
 type draftModel struct {
-	file   *gguf.File
-	m      *model.Model
-	s      *model.State
-	cached []int32
+	file *gguf.File
+	m    *model.Model
+	s    *model.State
 }
 
 func loadDraft(path string, target *Engine) (*draftModel, error) {
@@ -121,7 +120,7 @@ func loadDraft(path string, target *Engine) (*draftModel, error) {
 		f.Close()
 		return nil, err
 	}
-	return &draftModel{file: f, m: m, s: s, cached: make([]int32, 0, target.opt.Ctx)}, nil
+	return &draftModel{file: f, m: m, s: s}, nil
 }
 
 func sameVocab(a, b *tokenizer.Tokenizer) error {
@@ -155,15 +154,13 @@ func (d *draftModel) Draft(history []int32, max int, dst []int32) ([]int32, int)
 	if max <= 0 {
 		return dst, 0
 	}
-	lcp := commonPrefix(d.cached, history)
+	lcp := commonPrefix(d.s.Tokens(), history)
 	if lcp == len(history) {
 		lcp-- // the last token must run again for its logits
 	}
 	d.s.Truncate(lcp)
-	d.cached = append(d.cached[:lcp], history[lcp:]...)
 	logits, err := d.s.Forward(history[lcp:], false)
 	if err != nil {
-		d.cached = d.cached[:0]
 		d.s.Truncate(0)
 		return dst, 0
 	}
@@ -176,7 +173,6 @@ func (d *draftModel) Draft(history []int32, max int, dst []int32) ([]int32, int)
 		if logits, err = d.s.Forward([]int32{t}, false); err != nil {
 			return dst, 0
 		}
-		d.cached = append(d.cached, t)
 	}
 }
 
@@ -196,17 +192,14 @@ func commonPrefix(a, b []int32) int {
 // in the first decoding step, together with a draft.)
 func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 	s := e.state
-	reuse := min(commonPrefix(e.cached, toks), s.Len())
+	reuse := commonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
 	reuse = e.restore(toks, reuse)
-	e.cached = append(e.cached[:reuse], toks[reuse:]...)
 	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {
-			e.cached = e.cached[:s.Len()]
 			return reuse, err
 		}
 		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
-			e.cached = e.cached[:s.Len()]
 			return reuse, err
 		}
 	}
@@ -483,11 +476,9 @@ func (g *generation) run(ctx context.Context, t int32) error {
 			err = s.ForwardRows(batch)
 		}
 		if err != nil {
-			e.cached = e.cached[:s.Len()]
 			return err
 		}
 		pass := time.Since(t0)
-		e.cached = append(e.cached[:base], batch...)
 		st.TargetPasses++
 		st.Drafted += len(draft)
 		if di >= 0 {
@@ -507,7 +498,6 @@ func (g *generation) run(ctx context.Context, t int32) error {
 				t1 := time.Now()
 				if rows, err = s.Logits(i, i+n); err != nil {
 					s.Truncate(base)
-					e.cached = e.cached[:base]
 					return err
 				}
 				pass += time.Since(t1)
@@ -554,7 +544,6 @@ const headFirst = 2
 func (g *generation) settle(base, keep, di, drafted, accepted int) {
 	e := g.e
 	e.state.Truncate(base + keep)
-	e.cached = e.cached[:base+keep]
 	g.st.Accepted += accepted
 	g.streak = drafted > 0 && accepted == drafted
 	if di >= 0 && drafted > 0 {

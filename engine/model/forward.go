@@ -17,11 +17,12 @@ var ErrContextFull = errors.New("model: context is full")
 // exactly as it would alone: the same kernels, the same accumulation order.
 type State struct {
 	m        *Model
-	ctx      int // positions the cache holds
-	maxBatch int // tokens per forward pass
-	maxRows  int // tokens per pass whose logits are returned
-	n        int // positions filled
-	rows     int // tokens of the last ForwardRows batch whose logits Logits gives (0: none)
+	ctx      int     // positions the cache holds
+	maxBatch int     // tokens per forward pass
+	maxRows  int     // tokens per pass whose logits are returned
+	n        int     // positions filled
+	rows     int     // tokens of the last ForwardRows batch whose logits Logits gives (0: none)
+	toks     []int32 // [ctx] the tokens at positions 0..n-1 (len n)
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
@@ -79,7 +80,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	c := &m.Config
 	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
-	s := &State{m: m, ctx: ctx, maxBatch: maxBatch}
+	s := &State{m: m, ctx: ctx, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
 	switch o.KVType {
 	case quant.F16, 0: // the zero Type (F32) means the default
 		s.kvType = quant.F16
@@ -156,6 +157,12 @@ func (s *State) Model() *Model { return s.m }
 // Len is the number of positions in the KV cache.
 func (s *State) Len() int { return s.n }
 
+// Tokens returns the tokens whose keys and values the cache holds, in
+// position order (Len of them). Forward, ForwardRows, Truncate and Restore
+// keep it in step with the cache; the slice is the state's own: read it,
+// do not keep it across a call that changes the state.
+func (s *State) Tokens() []int32 { return s.toks[:s.n:s.n] }
+
 // Ctx is the capacity of the KV cache in positions.
 func (s *State) Ctx() int { return s.ctx }
 
@@ -165,13 +172,14 @@ func (s *State) MaxBatch() int { return s.maxBatch }
 // MaxLogitRows is the most tokens of one pass Forward returns logits for.
 func (s *State) MaxLogitRows() int { return s.maxRows }
 
-// Truncate rewinds the KV cache to its first n positions.
+// Truncate rewinds the KV cache (and Tokens) to its first n positions.
 func (s *State) Truncate(n int) {
 	if n < 0 {
 		n = 0
 	}
 	if n < s.n {
 		s.n = n
+		s.toks = s.toks[:n]
 	}
 	s.rows = 0
 }
@@ -358,6 +366,7 @@ func (s *State) layers(tokens []int32) {
 		s.mul(s.proj, L.Wdown, s.gate, n, false)
 		addTo(s.x[:n*E], s.proj[:n*E])
 	}
+	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
 	s.n += n
 }
 

@@ -67,12 +67,25 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// Restore replaces the KV state with a snapshot and returns its number of
-// positions. A blob of another layout, type or length is an error and
-// leaves the state empty.
-func (s *State) Restore(blob []byte) (int, error) {
+// Restore replaces the KV state with a snapshot of the positions of
+// tokens, which become the state's Tokens. A blob of another layout or
+// type, or of another number of positions than len(tokens), is an error
+// and leaves the state empty.
+func (s *State) Restore(tokens []int32, blob []byte) error {
+	n, err := s.restore(blob)
+	if err == nil && n != len(tokens) {
+		n, err = 0, fmt.Errorf("%w: %d positions for %d tokens", ErrSnapshot, n, len(tokens))
+	}
+	s.n = n
+	s.toks = append(s.toks[:0], tokens[:n]...)
+	s.rows = 0
+	return err
+}
+
+// restore copies a snapshot's keys and values into the cache and returns
+// its number of positions.
+func (s *State) restore(blob []byte) (int, error) {
 	c := &s.m.Config
-	s.n = 0
 	if len(blob) < snapHeader || string(blob[:4]) != snapMagic {
 		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
 	}
@@ -99,7 +112,6 @@ func (s *State) Restore(blob []byte) (int, error) {
 				p = p[copy(s.vq[l][hh*s.ctx*s.vRow:(hh*s.ctx+n)*s.vRow], p):]
 			}
 		}
-		s.n = n
 		return n, nil
 	}
 	for l := 0; l < c.NLayer; l++ {
@@ -108,7 +120,6 @@ func (s *State) Restore(blob []byte) (int, error) {
 			p = readF16(s.vc[l][hh*s.ctx*c.HeadDimV:(hh*s.ctx+n)*c.HeadDimV], p)
 		}
 	}
-	s.n = n
 	return n, nil
 }
 
