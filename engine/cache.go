@@ -200,20 +200,28 @@ func (e *Engine) snapshot(n int) {
 // waitSnapshots blocks until background snapshot writes are done.
 func (e *Engine) waitSnapshots() { e.snap.wg.Wait() }
 
-// keepPrefix returns the token prefix worth caching for req besides the
-// whole conversation: the part the system prompt renders to, which every
-// request with the same system prompt shares.
-func (e *Engine) keepPrefix(req *Request, prompt []int32) int {
-	msgs := req.Messages
-	if len(msgs) == 0 && req.Chat && req.System != "" {
-		msgs = []chat.Message{{Role: "system", Content: req.System}}
-	}
-	if len(msgs) == 0 || msgs[0].Role != "system" {
+// sysPrefix remembers the tokens of the last system prompt keepPrefix
+// rendered alone, so that requests sharing it tokenize only their prompt.
+type sysPrefix struct {
+	system string
+	toks   []int32
+}
+
+// keepPrefix returns the token prefix worth caching besides the whole
+// conversation: the part the system prompt renders to, which every
+// request with the same system prompt shares. msgs are the messages the
+// prompt was rendered from.
+func (e *Engine) keepPrefix(msgs []chat.Message, prompt []int32) int {
+	if e.opt.Cache == nil || len(msgs) == 0 || msgs[0].Role != "system" {
 		return 0
 	}
-	text, err := e.renderMessages(msgs[:1], false)
-	if err != nil {
-		return 0
+	k := &e.sysKeep
+	if k.toks == nil || k.system != msgs[0].Content {
+		text, err := e.renderMessages(msgs[:1], false)
+		if err != nil {
+			return 0
+		}
+		k.system, k.toks = msgs[0].Content, e.encode(text)
 	}
-	return commonPrefix(e.tok.Encode(text, true, true), prompt)
+	return commonPrefix(k.toks, prompt)
 }

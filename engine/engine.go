@@ -50,6 +50,8 @@ type Engine struct {
 	snap     snapshotter // background writes to the prompt cache
 	closed   bool
 	spec     specState
+	sysKeep  sysPrefix                      // the system prompt's tokens, for the prompt cache
+	counts   struct{ renders, encodes int } // for tests: how often prompts were rendered and tokenized
 	path     string
 	file     *gguf.File
 	model    *model.Model
@@ -191,13 +193,27 @@ func (e *Engine) Ctx() int { return e.opt.Ctx }
 
 // Request is one generation.
 type Request struct {
-	Prompt    string         // raw prompt (used when Messages is empty)
-	Messages  []chat.Message // chat messages, rendered with the model's template
-	Chat      bool           // render Prompt (and System) as a one-turn chat
-	System    string         // system message for Chat
-	MaxTokens int            // most tokens to generate (0: until the context is full)
-	Sampling  sample.Params
-	Stop      []string // stop strings, besides the end-of-generation tokens
+	Prompt   string         // raw prompt, read as it is (used when Messages is empty and Chat is not set)
+	Messages []chat.Message // chat messages, rendered with the model's template
+	Chat     bool           // render Prompt (and System) as a one-turn chat
+	System   string         // system message for Chat
+	// History is how many of Messages, after a leading system message, are
+	// earlier turns of a conversation. While the prompt is longer than
+	// FitTokens, Generate leaves out the oldest of them, a whole exchange
+	// (up to and including an assistant message) at a time, and reports
+	// how many in Stats.DroppedTurns. The system message and the messages
+	// after the history are never left out.
+	History int
+	// FitTokens is the prompt length history is dropped to reach (0:
+	// MaxPromptTokens); a caller that wants room for the answer asks for
+	// less than the context.
+	FitTokens int
+	// MaxPromptTokens refuses longer prompts with ErrPromptTooLong (0, or
+	// more than the context takes: the context less one token).
+	MaxPromptTokens int
+	MaxTokens       int // most tokens to generate (0: until the context is full)
+	Sampling        sample.Params
+	Stop            []string // stop strings, besides the end-of-generation tokens
 	// OnText receives the generated text as it streams (the slice is reused:
 	// copy what you keep). Returning an error stops generation with it.
 	OnText func(text []byte) error
@@ -235,20 +251,16 @@ type DrafterStats struct {
 	Steps    int `json:"steps"`
 }
 
-// RenderPrompt returns the text the model reads for req: the chat template
-// applied to the messages, or the raw prompt.
-func (e *Engine) RenderPrompt(req *Request) (string, error) {
-	msgs := req.Messages
-	if len(msgs) == 0 && req.Chat {
-		if req.System != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
-		}
-		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
+// messages returns the chat messages of req, or nil for a raw prompt.
+func (req *Request) messages() []chat.Message {
+	if len(req.Messages) > 0 || !req.Chat {
+		return req.Messages
 	}
-	if len(msgs) == 0 {
-		return req.Prompt, nil
+	var msgs []chat.Message
+	if req.System != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
 	}
-	return e.renderMessages(msgs, true)
+	return append(msgs, chat.Message{Role: "user", Content: req.Prompt})
 }
 
 func (e *Engine) renderMessages(msgs []chat.Message, addGen bool) (string, error) {
@@ -259,17 +271,82 @@ func (e *Engine) renderMessages(msgs []chat.Message, addGen bool) (string, error
 	if id := e.tok.EOS(); id >= 0 {
 		opt.EOS = e.tok.TokenText(id)
 	}
+	e.counts.renders++
 	return e.template.Render(msgs, opt)
 }
 
-// Tokens tokenizes the prompt of req as generation reads it: special-token
-// text parsed, BOS as the vocab says.
+// encode tokenizes text as generation reads it: special-token text
+// parsed, BOS as the vocab says.
+func (e *Engine) encode(text string) []int32 {
+	e.counts.encodes++
+	return e.tok.Encode(text, true, true)
+}
+
+// Tokens tokenizes the prompt of req as generation reads it (the whole
+// prompt: no history is left out).
 func (e *Engine) Tokens(req *Request) ([]int32, error) {
-	text, err := e.RenderPrompt(req)
+	msgs := req.messages()
+	if len(msgs) == 0 {
+		return e.encode(req.Prompt), nil
+	}
+	text, err := e.renderMessages(msgs, true)
 	if err != nil {
 		return nil, err
 	}
-	return e.tok.Encode(text, true, true), nil
+	return e.encode(text), nil
+}
+
+// prompt renders and tokenizes the prompt of req once, and again only
+// when history must be left out to fit: then as often as exchanges are
+// dropped. It returns the tokens, the messages rendered (nil for a raw
+// prompt) and how many history messages were left out.
+func (e *Engine) prompt(req *Request) (toks []int32, msgs []chat.Message, dropped int, err error) {
+	limit := e.opt.Ctx - 1
+	if req.MaxPromptTokens > 0 {
+		limit = min(limit, req.MaxPromptTokens)
+	}
+	fit := limit
+	if req.FitTokens > 0 {
+		fit = min(fit, req.FitTokens)
+	}
+	msgs = req.messages()
+	if len(msgs) == 0 {
+		toks = e.encode(req.Prompt)
+	} else {
+		sys := 0
+		if msgs[0].Role == "system" {
+			sys = 1
+		}
+		history := min(max(req.History, 0), len(msgs)-sys)
+		for {
+			kept := msgs
+			if dropped > 0 {
+				kept = append(append(make([]chat.Message, 0, len(msgs)-dropped), msgs[:sys]...), msgs[sys+dropped:]...)
+			}
+			text, err := e.renderMessages(kept, true)
+			if err != nil {
+				return nil, nil, dropped, err
+			}
+			toks = e.encode(text)
+			if len(toks) <= fit || dropped == history {
+				msgs = kept
+				break
+			}
+			// Leave out the oldest exchange: messages up to and including
+			// the next assistant message.
+			dropped++
+			for dropped < history && msgs[sys+dropped-1].Role != "assistant" {
+				dropped++
+			}
+		}
+	}
+	if len(toks) == 0 {
+		return nil, nil, dropped, errors.New("engine: empty prompt")
+	}
+	if len(toks) > limit {
+		return toks, nil, dropped, fmt.Errorf("%w: %d prompt tokens, at most %d fit", ErrPromptTooLong, len(toks), limit)
+	}
+	return toks, msgs, dropped, nil
 }
 
 // TokenLogprob is one candidate next token with its natural log-probability.

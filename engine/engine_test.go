@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/internal/zoo"
 )
@@ -133,7 +136,7 @@ func TestPromptTooLong(t *testing.T) {
 func TestChatTemplateFallback(t *testing.T) {
 	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 256})
 	req := Request{Prompt: "hi", Chat: true, System: "be brief"}
-	p, err := e.RenderPrompt(&req)
+	p, err := e.renderMessages(req.messages(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,5 +205,74 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load(zoo.Path(t, "vocab", "ggml-vocab-llama-spm.gguf"), Options{}); err == nil {
 		t.Error("vocab-only file: no error")
+	}
+}
+
+// TestPromptTokenizedOnce is issue 11's counter test: a chat request (a
+// system prompt, a conversation's history, a new user turn) renders its
+// prompt with the template and tokenizes it exactly once when it fits;
+// only when history has to be left out is it rendered again, once per
+// exchange dropped. With a prompt cache, the system prompt alone is
+// tokenized once for the first request that carries it, not again.
+func TestPromptTokenizedOnce(t *testing.T) {
+	e := load(t, "stories260K-Q4_0", Options{Ctx: 1024})
+	system := chat.Message{Role: "system", Content: "You tell short stories."}
+	var history []chat.Message
+	for i := range 4 {
+		history = append(history,
+			chat.Message{Role: "user", Content: fmt.Sprintf("Story %d?", i)},
+			chat.Message{Role: "assistant", Content: "Lily went to the park."})
+	}
+	user := chat.Message{Role: "user", Content: "And another one?"}
+	msgs := slices.Concat([]chat.Message{system}, history, []chat.Message{user})
+	req := Request{Messages: msgs, History: len(history), MaxTokens: 4, Sampling: greedy()}
+	whole, err := e.Tokens(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.counts.renders, e.counts.encodes = 0, 0
+	st, err := e.Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.counts.renders != 1 || e.counts.encodes != 1 || st.DroppedTurns != 0 || st.PromptTokens != len(whole) {
+		t.Errorf("fits: rendered %d times, tokenized %d times, %d turns dropped, %d prompt tokens (want 1, 1, 0, %d)",
+			e.counts.renders, e.counts.encodes, st.DroppedTurns, st.PromptTokens, len(whole))
+	}
+	t.Logf("a chat request of %d messages (%d prompt tokens): rendered %d time, tokenized %d time",
+		len(msgs), st.PromptTokens, e.counts.renders, e.counts.encodes)
+
+	// Room for two of the four exchanges: the two oldest are left out, one
+	// render and tokenization each, and the prompt is that of the rest.
+	kept := slices.Concat([]chat.Message{system}, history[4:], []chat.Message{user})
+	want, _ := e.Tokens(&Request{Messages: kept})
+	req.FitTokens = len(want)
+	e.counts.renders, e.counts.encodes = 0, 0
+	if st, err = e.Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if st.DroppedTurns != 4 || st.PromptTokens != len(want) || e.counts.encodes != 3 {
+		t.Errorf("fitted: %d turns dropped, %d prompt tokens, tokenized %d times (want 4, %d, 3)", st.DroppedTurns, st.PromptTokens, e.counts.encodes, len(want))
+	}
+	// Nothing left to drop: too long.
+	least, _ := e.Tokens(&Request{Messages: []chat.Message{system, user}})
+	req.FitTokens, req.MaxPromptTokens = 0, len(least)-1
+	if st, err := e.Generate(t.Context(), req); !errors.Is(err, ErrPromptTooLong) || st.DroppedTurns != len(history) {
+		t.Errorf("history all dropped and still too long: %v, %d turns dropped", err, st.DroppedTurns)
+	}
+
+	// With a prompt cache the system prompt's own tokens are kept, for
+	// the prefix snapshot: computed for the first request only.
+	c := load(t, "stories260K-Q4_0", Options{Ctx: 1024, Cache: &memCache{}})
+	req = Request{Messages: msgs, History: len(history), MaxTokens: 4, Sampling: greedy()}
+	for i := range 2 {
+		c.counts.encodes = 0
+		if _, err := c.Generate(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		if want := 2 - i; c.counts.encodes != want {
+			t.Errorf("request %d with a prompt cache: tokenized %d times, want %d", i, c.counts.encodes, want)
+		}
 	}
 }

@@ -212,16 +212,10 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 // greedy decoding, the same distribution when sampling.
 func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	var st Stats
-	prompt, err := e.Tokens(&req)
+	prompt, msgs, dropped, err := e.prompt(&req)
+	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
 	if err != nil {
 		return st, err
-	}
-	if len(prompt) == 0 {
-		return st, errors.New("engine: empty prompt")
-	}
-	st.PromptTokens = len(prompt)
-	if len(prompt) >= e.opt.Ctx {
-		return st, fmt.Errorf("%w: %d tokens do not fit the context of %d", ErrPromptTooLong, len(prompt), e.opt.Ctx)
 	}
 	smp, err := sample.New(req.Sampling, e.model.NVocab)
 	if err != nil {
@@ -283,7 +277,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if err == nil {
 		// Keep the prefixes worth a restore: the system prompt and the
 		// whole conversation so far.
-		if k := e.keepPrefix(&req, prompt); k > 0 && k < len(prompt) {
+		if k := e.keepPrefix(msgs, prompt); k > 0 && k < len(prompt) {
 			e.snapshot(k)
 		}
 		e.snapshot(e.state.Len())

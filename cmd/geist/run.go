@@ -161,13 +161,14 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	var answer []byte
 	var answerIDs []int32
 	if conv != nil {
+		// Leave room for the answer: drop history until the prompt fits
+		// in what remains.
 		room := *n
 		if room <= 0 {
 			room = eng.Ctx() / 4
 		}
-		if req.Messages, err = conv.messages(eng, prompt, room); err != nil {
-			return err
-		}
+		req.Messages, req.History = conv.messages(prompt)
+		req.FitTokens = max(eng.Ctx()-room, 1)
 		text := req.OnText
 		req.OnText = func(b []byte) error { answer = append(answer, b...); return text(b) }
 		req.OnToken = func(id int32) { answerIDs = append(answerIDs, id) }
@@ -175,7 +176,6 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	st, err := eng.Generate(ctx, req)
 	out.Flush()
 	if conv != nil && err == nil {
-		st.DroppedTurns = conv.dropped
 		if err := conv.record(prompt, string(answer), answerIDs); err != nil {
 			return fmt.Errorf("saving the conversation: %w", err)
 		}

@@ -163,24 +163,12 @@ func (g *engineGenerator) Generate(ctx context.Context, req mqtt.Request, onDelt
 			return nil
 		},
 	}
-	for {
-		ereq.Messages = ereq.Messages[:0]
-		if system != "" && (len(turn) == 0 || turn[0].Role != "system") {
-			ereq.Messages = append(ereq.Messages, chat.Message{Role: "system", Content: system})
-		}
-		ereq.Messages = append(append(ereq.Messages, history...), turn...)
-		toks, err := g.eng.Tokens(&ereq)
-		if err != nil {
-			return mqtt.Result{}, err
-		}
-		if len(toks) <= g.maxPrompt {
-			break
-		}
-		if len(history) == 0 {
-			return mqtt.Result{}, fmt.Errorf("%w: %d prompt tokens, at most %d fit", mqtt.ErrTooLong, len(toks), g.maxPrompt)
-		}
-		history = history[min(2, len(history)):] // drop the oldest exchange
+	if system != "" && (len(turn) == 0 || turn[0].Role != "system") {
+		ereq.Messages = append(ereq.Messages, chat.Message{Role: "system", Content: system})
 	}
+	ereq.Messages = append(append(ereq.Messages, history...), turn...)
+	ereq.History = len(history)
+	ereq.MaxPromptTokens = g.maxPrompt
 	st, err := g.eng.Generate(ctx, ereq)
 	if err != nil {
 		if errors.Is(err, engine.ErrPromptTooLong) {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
@@ -74,11 +73,10 @@ func (d *dataFlags) openSessions() (*storage.Sessions, error) {
 
 // conversation is a session's history turned into chat messages.
 type conversation struct {
-	db      *storage.Sessions
-	id      string
-	system  string
-	turns   []storage.Turn
-	dropped int
+	db     *storage.Sessions
+	id     string
+	system string
+	turns  []storage.Turn
 }
 
 // historyBytes bounds the text of the history a run reads: more than any
@@ -105,33 +103,18 @@ func loadConversation(db *storage.Sessions, id, model, system string) (*conversa
 	return &conversation{db: db, id: id, system: info.System, turns: turns}, nil
 }
 
-// messages renders the conversation plus the new user text, dropping the
-// oldest turns (never the system prompt) until the prompt leaves room for
-// the answer.
-func (c *conversation) messages(eng *engine.Engine, user string, answerRoom int) ([]chat.Message, error) {
-	for {
-		var msgs []chat.Message
-		if c.system != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: c.system})
-		}
-		for _, t := range c.turns[c.dropped:] {
-			msgs = append(msgs, chat.Message{Role: t.Role, Content: t.Text})
-		}
-		msgs = append(msgs, chat.Message{Role: "user", Content: user})
-		toks, err := eng.Tokens(&engine.Request{Messages: msgs})
-		if err != nil {
-			return nil, err
-		}
-		if len(toks)+answerRoom <= eng.Ctx() || c.dropped == len(c.turns) {
-			return msgs, nil
-		}
-		// Drop the oldest exchange: turns up to and including the next
-		// assistant turn.
-		c.dropped++
-		for c.dropped < len(c.turns) && c.turns[c.dropped-1].Role != "assistant" {
-			c.dropped++
-		}
+// messages returns the conversation plus the new user text as chat
+// messages, and how many of them are history (which the engine leaves
+// out, oldest first, when the prompt is too long).
+func (c *conversation) messages(user string) ([]chat.Message, int) {
+	var msgs []chat.Message
+	if c.system != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: c.system})
 	}
+	for _, t := range c.turns {
+		msgs = append(msgs, chat.Message{Role: t.Role, Content: t.Text})
+	}
+	return append(msgs, chat.Message{Role: "user", Content: user}), len(c.turns)
 }
 
 func (c *conversation) record(user, answer string, answerTokens []int32) error {
