@@ -100,11 +100,6 @@ func splitDraftStats(b []byte) (ngram, accept []byte, err error) {
 // over the in-memory reuse to be worth reading a blob.
 const minRestore = 16
 
-// ModelID identifies the model file and the KV cache layout: a hash of the
-// GGUF header, metadata and tensor table, plus the KV type. A different
-// model, file or cache type never matches.
-func (e *Engine) ModelID() []byte { return e.id }
-
 func modelID(header []byte, kv quant.Type) []byte {
 	h := sha256.New()
 	h.Write(header)

@@ -141,12 +141,12 @@ func TestDraftStatsPersist(t *testing.T) {
 	if _, err := e1.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 64, Sampling: greedy()}); err != nil {
 		t.Fatal(err)
 	}
-	learned := e1.NgramCache().Len()
+	learned := e1.spec.ngram.Len()
 	accept := e1.spec.ctrl.MarshalAcceptance()
 	e1.Close()
 	e2 := load(t, "stories260K-Q4_0", Options{Ctx: 256, Cache: cache})
-	if learned == 0 || e2.NgramCache().Len() != learned {
-		t.Errorf("n-gram contexts: learned %d, restored %d", learned, e2.NgramCache().Len())
+	if learned == 0 || e2.spec.ngram.Len() != learned {
+		t.Errorf("n-gram contexts: learned %d, restored %d", learned, e2.spec.ngram.Len())
 	}
 	if !bytes.Equal(e2.spec.ctrl.MarshalAcceptance(), accept) {
 		t.Error("the controller's acceptance estimates were not restored")

@@ -185,9 +185,6 @@ func (e *Engine) Model() *model.Model { return e.model }
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
 
-// File returns the model's GGUF file.
-func (e *Engine) File() *gguf.File { return e.file }
-
 // Ctx is the context size in tokens.
 func (e *Engine) Ctx() int { return e.opt.Ctx }
 

@@ -90,9 +90,6 @@ func (e *Engine) initSpec() error {
 	return nil
 }
 
-// NgramCache returns the engine's n-gram statistics (to persist them).
-func (e *Engine) NgramCache() *spec.NgramCache { return e.spec.ngram }
-
 // draftModel drafts greedily with a smaller model that shares the target's
 // vocabulary. It keeps its own KV cache in step with the history.
 type draftModel struct {

@@ -167,19 +167,6 @@ func oneLine(err error) error {
 	return err
 }
 
-// Render compiles src and renders msgs with it. Use Compile to render one
-// template many times.
-func Render(src string, msgs []Message, opt Options) (string, error) {
-	t, err := Compile(src)
-	if err != nil {
-		return "", err
-	}
-	return t.Render(msgs, opt)
-}
-
-// Source returns the template text (ChatML when compiled from "").
-func (t *Template) Source() string { return t.src }
-
 // Render renders the conversation msgs as llama.cpp does.
 func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 	if t == nil || t.prog == nil {

@@ -103,7 +103,7 @@ func TestGuardKeepsSemantics(t *testing.T) {
 		{`{% for m in messages %}{{ loop.index }}{{ m.role|upper }}{% endfor %}{{ messages|length }}`, "1USER1"},
 		{`{{ ['a', 'b']|join(', ') }}|{{ [1, 2]|join }}|{{ {'a': 1}['a'] }}|{{ {'k' ~ 1: 2}['k1'] }}`, "a, b|12|1|2"},
 	} {
-		got, err := Render(c.src, []Message{{Role: "user", Content: "hi"}}, Options{})
+		got, err := render(c.src, []Message{{Role: "user", Content: "hi"}}, Options{})
 		if err != nil {
 			t.Errorf("%s: %v", c.src, err)
 			continue

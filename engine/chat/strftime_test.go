@@ -46,14 +46,14 @@ func TestStrftime(t *testing.T) {
 
 func TestStrftimeNowInTemplate(t *testing.T) {
 	now := time.Date(2024, time.July, 26, 8, 30, 0, 0, time.UTC)
-	got, err := Render(`{{ strftime_now('%d %b %Y') }}/{{ strftime_now("%B %d, %Y") }}`, nil, Options{Now: now})
+	got, err := render(`{{ strftime_now('%d %b %Y') }}/{{ strftime_now("%B %d, %Y") }}`, nil, Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "26 Jul 2024/July 26, 2024"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if _, err := Render(`{{ strftime_now() }}`, nil, Options{Now: now}); err == nil {
+	if _, err := render(`{{ strftime_now() }}`, nil, Options{Now: now}); err == nil {
 		t.Error("strftime_now() without a format: no error")
 	}
 }

@@ -251,16 +251,6 @@ func (f *File) Float(key string) (float64, bool) {
 	return float64(i), ok
 }
 
-// Bool returns the value of key if it is a bool.
-func (f *File) Bool(key string) (bool, bool) {
-	v, ok := f.Value(key)
-	if !ok {
-		return false, false
-	}
-	b, ok := v.(bool)
-	return b, ok
-}
-
 // AsInt converts an integer metadata value of any width to int64.
 func AsInt(v any) (int64, bool) {
 	switch x := v.(type) {

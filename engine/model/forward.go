@@ -151,9 +151,6 @@ func (m *Model) matrices() []*quant.Matrix {
 // Close stops the state's worker goroutines.
 func (s *State) Close() { s.pool.close() }
 
-// Model returns the model the state belongs to.
-func (s *State) Model() *Model { return s.m }
-
 // Len is the number of positions in the KV cache.
 func (s *State) Len() int { return s.n }
 

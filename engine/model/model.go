@@ -335,15 +335,6 @@ func Load(f *gguf.File) (*Model, error) {
 	return m, nil
 }
 
-// Params counts the model's parameters (elements of all tensors).
-func (m *Model) Params() int64 {
-	var n int64
-	for i := range m.File.Tensors {
-		n += m.File.Tensors[i].Elements()
-	}
-	return n
-}
-
 // DecodeBytes is the number of weight bytes one decoding step reads: every
 // layer matrix and the output matrix, but only one row of the token
 // embedding (which, when tied, is the output matrix and counted once).

@@ -150,9 +150,6 @@ func New(p Params, nVocab int) (*Sampler, error) {
 	return s, nil
 }
 
-// Params returns the parameters the Sampler was created with.
-func (s *Sampler) Params() Params { return s.p }
-
 // Sample picks the next token from logits given the token history (prompt
 // and generated tokens, oldest first; only the last RepeatLastN matter).
 // Only the first nVocab logits are considered and history ids outside the

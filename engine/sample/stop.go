@@ -69,16 +69,6 @@ func (m *StopMatcher) Flush() []byte {
 	return out
 }
 
-// Stopped reports whether a stop string was seen.
-func (m *StopMatcher) Stopped() bool { return m.stopped }
-
-// Reset clears pending text and the stopped state for a new generation.
-func (m *StopMatcher) Reset() {
-	m.buf = m.buf[:0]
-	m.start = 0
-	m.stopped = false
-}
-
 // partialStop returns the length of the longest suffix of the pending text
 // that is a proper prefix of a stop string.
 func (m *StopMatcher) partialStop() int {

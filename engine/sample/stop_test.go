@@ -97,15 +97,14 @@ func TestStopMatcherFlushAndReset(t *testing.T) {
 	if got := m.Flush(); len(got) != 0 {
 		t.Fatalf("second Flush = %q", got)
 	}
-	if _, stopped := m.Feed([]byte("xSTOP")); !stopped || !m.Stopped() {
+	if _, stopped := m.Feed([]byte("xSTOP")); !stopped {
 		t.Fatal("stop not seen")
 	}
 	if got := m.Flush(); got != nil {
 		t.Fatalf("Flush after stop = %q", got)
 	}
-	m.Reset()
-	if emit, stopped := m.Feed([]byte("fresh")); string(emit) != "fresh" || stopped {
-		t.Fatalf("after Reset: (%q, %v)", emit, stopped)
+	if emit, stopped := m.Feed([]byte("more")); emit != nil || !stopped {
+		t.Fatalf("after a stop: (%q, %v)", emit, stopped)
 	}
 }
 
@@ -167,7 +166,7 @@ func TestStopMatcherAllocs(t *testing.T) {
 	m := NewStopMatcher([]string{"<|im_end|>", "\n\nUser:"})
 	chunk := []byte("some tokens <|im")
 	m.Feed(chunk) // grow the buffer once
-	m.Reset()
+	m.Flush()
 	if a := testing.AllocsPerRun(100, func() {
 		m.Feed(chunk)
 		m.Flush()

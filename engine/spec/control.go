@@ -64,9 +64,6 @@ func NewController(maxDraft int) *Controller {
 	return &Controller{maxDraft: min(max(maxDraft, 0), MaxDraft)}
 }
 
-// MaxDraft is the most tokens the controller lets one step draft.
-func (c *Controller) MaxDraft() int { return c.maxDraft }
-
 // ObservePass records that a forward pass over k tokens took seconds. The
 // estimate follows the lower envelope of the measurements (it moves down
 // fast and up slowly), so that interference from other processes, which
@@ -206,15 +203,6 @@ func (c *Controller) Decide(d, class, available int) int {
 		c.idle = 0
 	}
 	return best
-}
-
-// ExpectedGain is the modelled speed-up of verifying k drafted tokens with
-// acceptance alpha: (1+α+…+α^k)/c(k+1).
-func (c *Controller) ExpectedGain(alpha float64, k int) float64 {
-	if alpha >= 1 {
-		return float64(k+1) / c.relCost(k+1)
-	}
-	return (1 - math.Pow(alpha, float64(k+1))) / (1 - alpha) / c.relCost(k+1)
 }
 
 // acceptMagic heads the encoded acceptance table.

@@ -118,11 +118,6 @@ func (t *Tokenizer) TokenToPiece(id int32, special bool) []byte {
 	return t.piece(id)
 }
 
-// AppendPiece appends TokenToPiece(id, special) to dst.
-func (t *Tokenizer) AppendPiece(dst []byte, id int32, special bool) []byte {
-	return append(dst, t.TokenToPiece(id, special)...)
-}
-
 // Detokenize renders ids as llama_detokenize does. removeSpecial drops a
 // leading BOS and trailing EOS when the vocabulary adds them; unparseSpecial
 // renders control tokens as their text. With a space prefix (SentencePiece)
@@ -246,9 +241,6 @@ func (d *Decoder) Flush() []byte {
 	d.npend = 0
 	return d.buf
 }
-
-// Reset drops any held-back bytes.
-func (d *Decoder) Reset() { d.npend = 0 }
 
 // completePrefix returns the length of b without a trailing UTF-8 sequence
 // that is valid so far but incomplete.

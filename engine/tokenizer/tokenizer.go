@@ -364,14 +364,6 @@ func (t *Tokenizer) TokenID(s string) (int32, bool) {
 	return id, ok
 }
 
-// Score returns the SentencePiece score of token id.
-func (t *Tokenizer) Score(id int32) float32 {
-	if id < 0 || int(id) >= len(t.score) {
-		return 0
-	}
-	return t.score[id]
-}
-
 func (t *Tokenizer) hasAttr(id int32, a uint16) bool {
 	return id >= 0 && int(id) < len(t.attr) && t.attr[id]&a != 0
 }
@@ -379,27 +371,11 @@ func (t *Tokenizer) hasAttr(id int32, a uint16) bool {
 // IsControl reports whether id is a control token (BOS, EOS, <|im_end|>, ...).
 func (t *Tokenizer) IsControl(id int32) bool { return t.hasAttr(id, attrControl) }
 
-// IsUserDefined reports whether id is a user-defined token.
-func (t *Tokenizer) IsUserDefined(id int32) bool { return t.hasAttr(id, attrUserDefined) }
-
-// IsByte reports whether id is a byte-fallback token such as <0x0A>.
-func (t *Tokenizer) IsByte(id int32) bool { return t.hasAttr(id, attrByte) }
-
 // IsEOG reports whether id ends generation (EOS, EOT, EOM and the tokens
 // llama.cpp recognises by text, such as <|im_end|> or <|endoftext|>).
 func (t *Tokenizer) IsEOG(id int32) bool {
 	_, ok := t.eog[id]
 	return ok
-}
-
-// EOG returns the end-of-generation ids in ascending order.
-func (t *Tokenizer) EOG() []int32 {
-	ids := make([]int32, 0, len(t.eog))
-	for id := range t.eog {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // BOS returns the beginning-of-sequence id, -1 if none.
@@ -411,20 +387,8 @@ func (t *Tokenizer) EOS() int32 { return t.eos }
 // EOT returns the end-of-turn id, -1 if none.
 func (t *Tokenizer) EOT() int32 { return t.eot }
 
-// EOM returns the end-of-message id, -1 if none.
-func (t *Tokenizer) EOM() int32 { return t.eom }
-
-// UNK returns the unknown-token id, -1 if none.
-func (t *Tokenizer) UNK() int32 { return t.unk }
-
 // NL returns the newline token id, -1 if none.
 func (t *Tokenizer) NL() int32 { return t.nl }
 
 // AddBOS reports whether Encode with addSpecial prepends BOS.
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
-
-// AddEOS reports whether Encode with addSpecial appends EOS.
-func (t *Tokenizer) AddEOS() bool { return t.addEOS }
-
-// Vocab returns the vocabulary the tokenizer was built from.
-func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
