@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -559,5 +560,37 @@ func TestServeButtonsWithoutBroker(t *testing.T) {
 	waitFor(t, 5*time.Second, "the ready LED after the answer", ready.lit)
 	if !strings.Contains(busy.history(), "LH") || !strings.Contains(logs.String(), "no MQTT broker configured") {
 		t.Errorf("busy LED %s; log:\n%s", busy.history(), logs.String())
+	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/mqtt")
+
+// TestDiscoveryButtonsGolden pins the discovery payload of a device with
+// buttons (their event entities) and the button event payloads, in
+// testdata/mqtt/discovery-buttons.golden.
+func TestDiscoveryButtonsGolden(t *testing.T) {
+	buttons := []firmware.Button{
+		{Name: "main", Pin: "GPIO17", Press: &firmware.Action{Do: firmware.ActionAsk, Prompt: "hi"}, DoublePress: &firmware.Action{Do: firmware.ActionEvent}},
+		{Name: "side-2", Pin: "GPIO22"},
+		{Name: "talk", Pin: "GPIO27", Talk: true},
+	}
+	p, err := mqtt.DiscoveryPayload(mqtt.DiscoveryInfo{Device: "kitchen", Version: "v1.2.3", Model: "stories260K-Q4_0",
+		Components: discoveryComponents("kitchen", buttons)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := append(p, '\n')
+	for _, k := range []firmware.Press{firmware.ShortPress, firmware.LongPress, firmware.DoublePress} {
+		got = fmt.Appendf(got, "%s %s\n", firmware.EventTopic("kitchen", "side-2"), firmware.EventPayload("side-2", k))
+	}
+	path := filepath.Join("..", "..", "testdata", "mqtt", "discovery-buttons.golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || string(got) != string(want) {
+		t.Errorf("discovery with buttons differs from %s (%v; rerun with -update if intended):\n%s", path, err, got)
 	}
 }

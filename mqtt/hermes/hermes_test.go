@@ -1,10 +1,14 @@
 package hermes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -347,5 +351,49 @@ func TestNewErrors(t *testing.T) {
 	q := byte(3)
 	if _, err := New(Config{QoS: &q}, g, nil); err == nil {
 		t.Error("qos 3 accepted")
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden file testdata/mqtt/hermes.golden")
+
+// TestHermesGolden pins the payloads the bridge publishes (tts/say in ASR
+// mode, endSession with and without the answer in dialogue mode) in
+// testdata/mqtt/hermes.golden; say ids read <id>.
+func TestHermesGolden(t *testing.T) {
+	var out bytes.Buffer
+	ids := regexp.MustCompile(`"id":"geist-[0-9a-z]+-[0-9]+"`)
+	for _, c := range []struct {
+		name  string
+		cfg   Config
+		topic string
+		in    map[string]any
+		until string
+		n     int
+	}{
+		{"asr", Config{Lang: "en"}, TopicTextCaptured, map[string]any{"text": "tell me a story", "siteId": "kitchen", "sessionId": "s-1"}, TopicSay, len(storySentences)},
+		{"dialogue", Config{Mode: ModeDialogue}, TopicIntentNotRecognized, map[string]any{"input": "tell me a story", "siteId": "default", "sessionId": "d-7"}, TopicEndSession, 1},
+		{"dialogue, answer in endSession", Config{Mode: ModeDialogue, AnswerInEndSession: true}, TopicIntentNotRecognized, map[string]any{"input": "tell me a story", "siteId": "default", "sessionId": "d-8"}, TopicEndSession, 1},
+	} {
+		r := newRig(t, c.cfg, 10*time.Millisecond)
+		r.gen.pause = time.Millisecond
+		r.publish(t, c.topic, c.in)
+		msgs, ok := r.rhasspy.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, c.until)) == c.n })
+		if !ok {
+			t.Fatalf("%s: %d messages", c.name, len(msgs))
+		}
+		fmt.Fprintf(&out, "## %s\n", c.name)
+		for _, m := range msgs {
+			fmt.Fprintf(&out, "< %s %s\n", m.Topic, ids.ReplaceAll(m.Payload, []byte(`"id":"<id>"`)))
+		}
+	}
+	path := filepath.Join("..", "..", "testdata", "mqtt", "hermes.golden")
+	if *update {
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("Hermes payloads differ from %s (%v; rerun with -update if intended):\n%s", path, err, out.Bytes())
 	}
 }
