@@ -49,7 +49,7 @@ vet:
 # Runs every fuzz target for FUZZTIME each.
 FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/chat:FuzzRender \
 	./engine/sample:FuzzDistribution ./engine/sample:FuzzStopMatcher ./quant:FuzzRows \
-	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./firmware/sentence:FuzzSplitter \
+	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./cmd/appliance/sentence:FuzzSplitter \
 	./storage:FuzzSalvage ./storage:FuzzDecodeTurn
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

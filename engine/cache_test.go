@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/chat"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // memCache is a PromptCache and DraftStatsStore in memory, standing in

@@ -12,7 +12,7 @@ import (
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 type golden struct {

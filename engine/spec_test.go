@@ -9,7 +9,7 @@ import (
 
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // copyHeavy are prompts whose answers repeat their input: retelling,

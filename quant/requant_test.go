@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/gguf"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/quant"
 )
 

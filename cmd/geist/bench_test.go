@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // TestBenchJSON: bench prints one JSON object per thread count with the

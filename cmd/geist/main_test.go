@@ -11,7 +11,7 @@ import (
 
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/tokenizer"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // geist runs the dispatcher like the binary would and returns its exit

@@ -15,7 +15,7 @@ import (
 
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/cmd/internal/models/hftest"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // TestPullFromHuggingFace pulls a zoo model from a local imitation of the

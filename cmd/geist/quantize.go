@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/geisten/geist/engine/convert"
+	"github.com/geisten/geist/cmd/internal/convert"
 )
 
 const quantizeUsage = "quantize [-t N] IN OUT TYPE"

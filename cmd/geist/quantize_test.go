@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // TestQuantizeCommand: geist quantize of the zoo's F32 tiny-llama writes
 // the same file llama-quantize wrote for each type (the type rules
-// themselves are tested in engine/convert).
+// themselves are tested in cmd/internal/convert).
 func TestQuantizeCommand(t *testing.T) {
 	src := zoo.Path(t, "models", "tiny-llama-F32.gguf")
 	dir := t.TempDir()

@@ -19,8 +19,8 @@ import (
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/firmware"
-	"github.com/geisten/geist/internal/zoo"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/engine/convert"
+	"github.com/geisten/geist/cmd/internal/convert"
 )
 
 const synthUsage = "synth --shape NAME --type TYPE -o FILE [--seed N] [--exact] [-t N]"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/engine/convert"
+	"github.com/geisten/geist/cmd/internal/convert"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/quant"
 )

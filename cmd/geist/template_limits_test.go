@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/gguf"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // TestHelperGeist is not a test: run by runGeistProcess in a child

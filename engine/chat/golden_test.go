@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 type goldenMessage struct {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/gguf"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 )
 
 // vocabTemplate reads a vocab file's chat template ("" when it has none)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/quant"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/sample"
-	"github.com/geisten/geist/internal/zoo"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/neon"
 	"github.com/geisten/geist/quant"
 )

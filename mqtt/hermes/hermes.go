@@ -23,7 +23,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/geisten/geist/firmware/sentence"
+	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
 // Hermes topics.

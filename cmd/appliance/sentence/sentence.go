@@ -1,5 +1,8 @@
 // Package sentence splits streamed text into sentences, so that speech
 // can start on the first sentence while the rest is still being generated.
+// It sits beside the appliance core so that every front end that speaks
+// (the device's voice, the Hermes bridge) shares it without importing
+// another front end.
 package sentence
 
 import (

@@ -1,7 +1,8 @@
 // Package convert writes GGUF model files: it quantizes F32/F16/BF16 files
 // to the mixes llama-quantize makes (Q4_0, Q8_0, Q4_K_M), and synthesizes
 // files with random weights in the exact shape of real models so anyone can
-// benchmark without downloading one.
+// benchmark without downloading one. These are offline tools of the
+// geist command, not part of the runtime engine.
 //
 // The per-tensor type rules follow llama.cpp's src/llama-quant.cpp
 // (llama_tensor_get_type): norms and other 1-D tensors keep their type, the
