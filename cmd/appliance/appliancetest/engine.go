@@ -1,0 +1,120 @@
+// Package appliancetest provides a scripted engine for tests of the
+// appliance core and of its front ends: fast, deterministic, and
+// controllable (slow, endless, failing) without a model.
+package appliancetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/geisten/geist/engine"
+)
+
+// Engine implements appliance.Engine. It answers " w0 w1 … wN-1." (Words
+// words, 3 when zero), one word every Delay, with PromptTokens 3,
+// GeneratedTokens Words and 100 tokens/s. The last message (or the raw
+// prompt) steers it:
+//
+//	"long"             1000 words: runs until cancelled, in practice
+//	containing TOOLONG engine.ErrPromptTooLong ("9999 tokens")
+//	containing PANIC   a panic
+//	containing FAIL    an error
+type Engine struct {
+	Words int
+	Delay time.Duration
+
+	mu       sync.Mutex
+	requests []engine.Request
+	gate     chan struct{}
+}
+
+// Requests returns the requests generated so far, in order.
+func (e *Engine) Requests() []engine.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.Request(nil), e.requests...)
+}
+
+// Hold makes the next generations wait before their first word until
+// Release is called.
+func (e *Engine) Hold() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gate == nil {
+		e.gate = make(chan struct{})
+	}
+}
+
+// Release lets held generations go on.
+func (e *Engine) Release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gate != nil {
+		close(e.gate)
+		e.gate = nil
+	}
+}
+
+// Prompt is the text that steers a request: the raw prompt or the last
+// message.
+func Prompt(req engine.Request) string {
+	if len(req.Messages) > 0 {
+		return req.Messages[len(req.Messages)-1].Content
+	}
+	return req.Prompt
+}
+
+// Generate implements appliance.Engine.
+func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats, error) {
+	e.mu.Lock()
+	e.requests = append(e.requests, req)
+	gate := e.gate
+	e.mu.Unlock()
+	p := Prompt(req)
+	switch {
+	case strings.Contains(p, "TOOLONG"):
+		return engine.Stats{PromptTokens: 9999}, fmt.Errorf("%w: 9999 tokens", engine.ErrPromptTooLong)
+	case strings.Contains(p, "PANIC"):
+		panic("appliancetest: asked to panic")
+	case strings.Contains(p, "FAIL"):
+		return engine.Stats{}, fmt.Errorf("appliancetest: asked to fail")
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return engine.Stats{}, ctx.Err()
+		}
+	}
+	words := e.Words
+	if words == 0 {
+		words = 3
+	}
+	n := words
+	if p == "long" {
+		n = 1000
+	}
+	if req.MaxTokens > 0 && n > req.MaxTokens {
+		n = req.MaxTokens
+	}
+	for i := range n {
+		select {
+		case <-ctx.Done():
+			return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
+		case <-time.After(e.Delay):
+		}
+		d := fmt.Sprintf(" w%d", i)
+		if i == n-1 {
+			d += "."
+		}
+		if req.OnText != nil {
+			if err := req.OnText([]byte(d)); err != nil {
+				return engine.Stats{}, err
+			}
+		}
+	}
+	return engine.Stats{PromptTokens: 3, GeneratedTokens: words, DecodeTokS: 100, StopReason: "eos"}, nil
+}

@@ -1,0 +1,636 @@
+// Package appliance is geist's core: every front end (MQTT, HTTP,
+// Wyoming, the buttons, push-to-talk, Hermes, the command line) enters
+// through it. It owns the bounded request queue and the worker that runs
+// the engine, admission (bad request, too long, busy, time to live),
+// cancellation, request ids and deduplication, sessions (loaded, fitted
+// into the context by the engine, saved), the prompt cache wiring
+// (OpenStorage) and the counters the state and metrics report. Its API is
+// plain Go: it speaks no protocol and touches no network or GPIO.
+//
+// A front end translates its protocol into a Request, calls Submit with
+// a Sink for the streamed text, and delivers the Ticket's Outcome. Watch
+// reports what happens (for state publishers, LEDs, metrics); Snapshot
+// returns the State.
+//
+// The package lives in cmd/appliance rather than cmd/internal: the front
+// ends mqtt and firmware sit outside cmd, and Go's internal rule would
+// keep them from importing it.
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/sample"
+)
+
+// Engine generates; *engine.Engine implements it. It is not safe for
+// concurrent use: the core calls it from one worker at a time.
+type Engine interface {
+	Generate(ctx context.Context, req engine.Request) (engine.Stats, error)
+}
+
+// Config configures a Core; zero values take the defaults noted.
+type Config struct {
+	Engine   Engine
+	Sessions SessionStore // nil: in memory (64 sessions of 20 messages)
+	Limits   Limits
+	Dedup    Dedup
+	// System is the default system message; Defaults the default
+	// generation options (MaxTokens aside: Limits.MaxTokens).
+	System   string
+	Defaults Options
+	// ShutdownGrace is how long the running request may finish once Run's
+	// context ends (10 s); then it is cancelled.
+	ShutdownGrace time.Duration
+	Model         string // model name, reported in the State
+	Version       string // geist's version, reported in the State
+	Logger        *slog.Logger
+}
+
+// Causes of a job's end other than success.
+var (
+	errCancelled = errors.New("cancelled")
+	errShutdown  = errors.New("geist is shutting down")
+	errTTL       = errors.New("time to live expired")
+)
+
+// job is a request (or control work) in the queue.
+type job struct {
+	req      Request
+	sink     Sink
+	ticket   *Ticket
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	unwatch  func() bool // stops watching the submitter's context
+	queued   time.Time
+	params   sample.Params
+	do       func() // control work run on the worker, in queue order
+	finished bool
+}
+
+// Core is the appliance core. Create it with New and run it with Run.
+type Core struct {
+	cfg      Config
+	log      *slog.Logger
+	sessions SessionStore
+
+	mu        sync.Mutex
+	queue     []*job
+	running   []*job
+	closing   bool
+	ran       bool
+	dashboard int // the dashboard conversation's number
+	seen      *seen
+	stats     counters
+	watchers  map[int]func(Event)
+	nextWatch int
+
+	wake     chan struct{}
+	stop     chan struct{} // closed when the workers must exit
+	workCtx  context.Context
+	workStop context.CancelCauseFunc
+	done     chan struct{} // closed when Run returned
+	started  time.Time
+}
+
+// counters feed the State; Core.mu guards them.
+type counters struct {
+	byOutcome                                 map[Source]map[string]int64
+	served, refused, failed, duplicates       int64
+	prompt, cached, generated, drafted, accep int64
+	lastTokS                                  float64
+}
+
+// New returns a Core for cfg. Requests may be submitted at once; they run
+// once Run is called.
+func New(cfg Config) (*Core, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("appliance: no engine")
+	}
+	cfg.Limits.defaults()
+	cfg.Dedup.defaults()
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if _, err := sampling(&cfg.Defaults, &Options{}); err != nil {
+		return nil, fmt.Errorf("appliance: default options: %s", err.Message)
+	}
+	c := &Core{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		sessions: cfg.Sessions,
+		seen:     newSeen(cfg.Dedup),
+		watchers: map[int]func(Event){},
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		started:  time.Now(),
+	}
+	if c.sessions == nil {
+		c.sessions = NewMemorySessions(64, 20)
+	}
+	c.stats.byOutcome = map[Source]map[string]int64{}
+	c.workCtx, c.workStop = context.WithCancelCause(context.Background())
+	return c, nil
+}
+
+// Limits returns the limits in force (defaults filled in).
+func (c *Core) Limits() Limits { return c.cfg.Limits }
+
+// Sessions returns the session store (to list and show conversations).
+func (c *Core) Sessions() SessionStore { return c.sessions }
+
+// Done is closed when Run has returned: every request has its outcome.
+func (c *Core) Done() <-chan struct{} { return c.done }
+
+// Run runs the worker until ctx ends, then shuts down gracefully: new
+// requests are refused as busy, queued ones end cancelled ("geist is
+// shutting down"), the running one may finish within ShutdownGrace and
+// is cancelled after it. Run returns when every request has its outcome.
+func (c *Core) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.ran {
+		c.mu.Unlock()
+		return errors.New("appliance: Run called twice")
+	}
+	c.ran = true
+	c.mu.Unlock()
+	defer close(c.done)
+	workers := make(chan struct{})
+	go func() {
+		defer close(workers)
+		c.worker(c.cfg.Engine)
+	}()
+	<-ctx.Done()
+	c.log.Info("shutting down: no new requests")
+	c.mu.Lock()
+	c.closing = true
+	queued := c.queue
+	c.queue = nil
+	running := len(c.running)
+	c.mu.Unlock()
+	c.emit(Event{Kind: EventChanged})
+	for _, j := range queued {
+		if j.do == nil {
+			j.cancel(errShutdown)
+			c.finish(j, Outcome{Err: errorf(CodeCancelled, "%v", errShutdown)})
+		}
+	}
+	if running > 0 {
+		c.log.Info("waiting for the running request", "grace", c.cfg.ShutdownGrace)
+	}
+	close(c.stop)
+	select {
+	case <-workers:
+	case <-time.After(c.cfg.ShutdownGrace):
+		c.workStop(errShutdown)
+		<-workers
+	}
+	c.workStop(errShutdown)
+	st := c.Snapshot()
+	c.log.Info("stopped", "served", st.Served, "refused", st.Refused, "failed", st.Failed)
+	return nil
+}
+
+// Submit queues r and returns at once. sink (may be nil) receives the
+// answer's text as it is generated. Ending ctx cancels the request: taken
+// out of the queue (outcome cancelled at once) or cancelled while it runs.
+//
+// A request that cannot be queued gets an *Error and no Ticket: invalid
+// (bad_request, too_long), the queue full or the core shutting down
+// (busy), or its id still queued or running (duplicate, naming that
+// request's State). None of these reserve the id. An id whose request
+// finished within the dedup window gets a done Ticket with the stored
+// outcome (Outcome.Replayed).
+func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error) {
+	now := time.Now()
+	if e := r.check(&c.cfg.Limits); e != nil {
+		c.count(r.Source, string(e.Code))
+		return nil, e
+	}
+	p, e := sampling(&c.cfg.Defaults, &r.Options)
+	if e != nil {
+		c.count(r.Source, string(e.Code))
+		return nil, e
+	}
+	client := r.ID != "" && !r.Generated
+	if r.ID == "" {
+		r.ID, r.Generated = NewID(), true
+	}
+	j := &job{req: r, sink: sink, ticket: newTicket(&r), queued: now, params: p}
+	j.ctx, j.cancel = c.jobContext(r.TTL, now)
+
+	c.mu.Lock()
+	if client {
+		if en := c.seen.lookup(r.ID, now); en != nil {
+			if en.out != nil {
+				c.countLocked(r.Source, "replayed")
+				c.mu.Unlock()
+				j.cancel(nil)
+				o := *en.out
+				o.Replayed = true
+				j.ticket.complete(o)
+				c.log.Info("duplicate request: stored outcome", "id", r.ID, "source", r.Source)
+				return j.ticket, nil
+			}
+			state := "queued"
+			if !slices.Contains(c.queue, en.job) {
+				state = "running"
+			}
+			c.countLocked(r.Source, string(CodeDuplicate))
+			c.mu.Unlock()
+			j.cancel(nil)
+			c.log.Info("duplicate request refused", "id", r.ID, "source", r.Source, "first", state)
+			return nil, &Error{Code: CodeDuplicate, Message: fmt.Sprintf("request %s is already %s", r.ID, state), State: state}
+		}
+	}
+	switch n := c.waitingLocked(); {
+	case c.closing:
+		c.countLocked(r.Source, string(CodeBusy))
+		c.mu.Unlock()
+		j.cancel(errShutdown)
+		return nil, errorf(CodeBusy, "%v", errShutdown)
+	case n >= c.cfg.Limits.Queue:
+		c.countLocked(r.Source, string(CodeBusy))
+		c.mu.Unlock()
+		j.cancel(errCancelled)
+		c.log.Info("queue full", "id", r.ID, "source", r.Source, "queued", n)
+		return nil, errorf(CodeBusy, "queue full (%d waiting); retry later or ask another device", n)
+	}
+	if client {
+		c.seen.reserve(r.ID, j, now)
+	}
+	// Under mu, so that finish (which stops it) cannot run before it is set.
+	j.unwatch = context.AfterFunc(ctx, func() { c.withdraw(j) })
+	c.queue = append(c.queue, j)
+	c.mu.Unlock()
+	c.log.Debug("request queued", "id", r.ID, "source", r.Source, "session", r.Session)
+	c.poke()
+	c.emit(Event{Kind: EventQueued, ID: r.ID, Source: r.Source, Session: r.Session})
+	return j.ticket, nil
+}
+
+// jobContext returns a job's context: ended by shutdown (past the grace)
+// and, with a ttl, at its deadline.
+func (c *Core) jobContext(ttl time.Duration, now time.Time) (context.Context, context.CancelCauseFunc) {
+	if ttl <= 0 {
+		return context.WithCancelCause(c.workCtx)
+	}
+	dctx, cancelDeadline := context.WithDeadlineCause(c.workCtx, now.Add(ttl), errTTL)
+	ctx, cancel := context.WithCancelCause(dctx)
+	return ctx, func(err error) { cancel(err); cancelDeadline() }
+}
+
+// Reject counts a request a front end refused before it reached the core
+// (a payload too broken to be a Request), so that the counters cover
+// every request.
+func (c *Core) Reject(src Source, code Code) { c.count(src, string(code)) }
+
+// Cancel cancels the request with id: taken out of the queue (outcome
+// cancelled at once) or cancelled while it runs. It reports whether the
+// request was queued or running.
+func (c *Core) Cancel(id string) bool {
+	c.mu.Lock()
+	var found *job
+	for i, j := range c.queue {
+		if j.do == nil && j.req.ID == id {
+			found = j
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			break
+		}
+	}
+	var running *job
+	for _, j := range c.running {
+		if j.req.ID == id {
+			running = j
+		}
+	}
+	c.mu.Unlock()
+	switch {
+	case found != nil:
+		found.cancel(errCancelled)
+		c.log.Info("queued request cancelled", "id", id)
+		c.finish(found, Outcome{Err: errorf(CodeCancelled, "cancelled while queued")})
+		return true
+	case running != nil:
+		c.log.Info("running request cancelled", "id", id)
+		running.cancel(errCancelled)
+		return true
+	}
+	c.log.Debug("cancel for an unknown or finished request", "id", id)
+	return false
+}
+
+// CancelRunning cancels the running requests, whatever their source;
+// queued ones stay queued. It reports whether one ran.
+func (c *Core) CancelRunning() bool {
+	c.mu.Lock()
+	running := append([]*job(nil), c.running...)
+	c.mu.Unlock()
+	for _, j := range running {
+		c.log.Info("running request cancelled", "id", j.req.ID, "source", j.req.Source)
+		j.cancel(errCancelled)
+	}
+	return len(running) > 0
+}
+
+// withdraw ends j because its submitter's context ended.
+func (c *Core) withdraw(j *job) {
+	c.mu.Lock()
+	queued := false
+	for i, q := range c.queue {
+		if q == j {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			queued = true
+			break
+		}
+	}
+	c.mu.Unlock()
+	j.cancel(errCancelled)
+	if queued {
+		c.log.Info("queued request withdrawn", "id", j.req.ID, "source", j.req.Source)
+		c.finish(j, Outcome{Err: errorf(CodeCancelled, "cancelled while queued")})
+	}
+}
+
+// DefaultSession is the conversation of the Home Assistant dashboard
+// ("dashboard-N"), which askers such as buttons share when they name no
+// session of their own.
+func (c *Core) DefaultSession() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return dashboardSession(c.dashboard)
+}
+
+func dashboardSession(n int) string { return fmt.Sprintf("dashboard-%d", n) }
+
+// NewConversation starts a new conversation. With an empty session it is
+// the dashboard's (DefaultSession changes at once); otherwise the named
+// session's history is forgotten, on the worker after the work already
+// queued, so a request queued before it still sees the history.
+func (c *Core) NewConversation(session string) {
+	if session == "" {
+		c.mu.Lock()
+		c.dashboard++
+		d := c.dashboard
+		c.mu.Unlock()
+		c.log.Info("new dashboard conversation", "session", dashboardSession(d))
+		c.emit(Event{Kind: EventChanged})
+		return
+	}
+	j := &job{req: Request{Session: session}, do: func() {
+		if err := c.sessions.Forget(session); err != nil {
+			c.log.Error("new conversation", "session", session, "err", err)
+			return
+		}
+		c.log.Info("new conversation", "session", session)
+	}}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, j) // control work is not bound by the queue length
+	c.mu.Unlock()
+	c.poke()
+}
+
+// Watch calls fn for every Event until stop is called. fn runs on the
+// goroutine where the change happened (a Submit caller, the worker) and
+// must return promptly; it may call Snapshot.
+func (c *Core) Watch(fn func(Event)) (stop func()) {
+	c.mu.Lock()
+	id := c.nextWatch
+	c.nextWatch++
+	c.watchers[id] = fn
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.watchers, id)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Core) emit(ev Event) {
+	c.mu.Lock()
+	fns := make([]func(Event), 0, len(c.watchers))
+	for _, id := range slices.Sorted(maps.Keys(c.watchers)) {
+		fns = append(fns, c.watchers[id])
+	}
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn(ev)
+	}
+}
+
+func (c *Core) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitingLocked counts the queued requests (not control work).
+func (c *Core) waitingLocked() int {
+	n := 0
+	for _, j := range c.queue {
+		if j.do == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// worker runs jobs on eng one at a time until stop is closed. Another
+// engine would run another worker over the same queue.
+func (c *Core) worker(eng Engine) {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+				continue
+			case <-c.stop:
+				return
+			}
+		}
+		j := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		if j.do != nil {
+			c.mu.Unlock()
+			j.do()
+			continue
+		}
+		c.running = append(c.running, j)
+		c.mu.Unlock()
+		c.run(eng, j)
+	}
+}
+
+// run generates j's answer and delivers its outcome.
+func (c *Core) run(eng Engine, j *job) {
+	defer j.cancel(nil)
+	if j.ctx.Err() != nil {
+		c.finish(j, Outcome{Err: c.ctxError(j)})
+		return
+	}
+	c.emit(Event{Kind: EventStarted, ID: j.req.ID, Source: j.req.Source, Session: j.req.Session})
+	o, err := c.safeGenerate(eng, j)
+	if err != nil {
+		var e *Error
+		switch {
+		case j.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, j.ctx.Err())):
+			e = c.ctxError(j)
+		case errors.Is(err, engine.ErrPromptTooLong):
+			e = errorf(CodeTooLong, "%s", strings.TrimPrefix(err.Error(), "engine: "))
+		case errors.As(err, &e):
+		default:
+			c.log.Error("generation failed", "id", j.req.ID, "source", j.req.Source, "err", err)
+			e = errorf(CodeInternal, "%v", err)
+		}
+		o.Err = e
+	} else {
+		c.log.Info("answered", "id", j.req.ID, "source", j.req.Source, "session", j.req.Session, "prompt_tokens", o.Usage.PromptTokens,
+			"generated_tokens", o.Usage.GeneratedTokens, "tok_s", round1(o.Usage.TokS), "ms", o.Usage.Duration.Milliseconds())
+	}
+	c.finish(j, o)
+}
+
+// safeGenerate generates, turning a panic into an internal error so that
+// one bad request does not take the appliance down.
+func (c *Core) safeGenerate(eng Engine, j *job) (o Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("generator panic: %v", r)
+		}
+	}()
+	return c.generate(eng, j)
+}
+
+func (c *Core) ctxError(j *job) *Error {
+	switch cause := context.Cause(j.ctx); {
+	case errors.Is(cause, errTTL) || errors.Is(cause, context.DeadlineExceeded):
+		return errorf(CodeTimeout, "time to live of %gs expired", j.req.TTL.Seconds())
+	case errors.Is(cause, errShutdown):
+		return errorf(CodeCancelled, "%v", errShutdown)
+	default:
+		return errorf(CodeCancelled, "cancelled")
+	}
+}
+
+// finish records j's outcome and delivers it: the job stops counting as
+// running first, so that whoever hears of the outcome and then cancels
+// "the running request" does not reach it.
+func (c *Core) finish(j *job, o Outcome) {
+	now := time.Now()
+	o.ID, o.Source, o.Session = j.req.ID, j.req.Source, j.req.Session
+	if o.Usage.Queued == 0 {
+		o.Usage.Queued = now.Sub(j.queued)
+	}
+	c.mu.Lock()
+	if j.finished {
+		c.mu.Unlock()
+		return
+	}
+	j.finished = true
+	for i, r := range c.running {
+		if r == j {
+			c.running = append(c.running[:i], c.running[i+1:]...)
+			break
+		}
+	}
+	if o.Err != nil {
+		c.countLocked(j.req.Source, string(o.Err.Code))
+	} else {
+		c.countLocked(j.req.Source, "answered")
+		s := &c.stats
+		s.lastTokS = o.Usage.TokS
+		s.prompt += int64(o.Usage.PromptTokens)
+		s.cached += int64(o.Usage.CachedTokens)
+		s.generated += int64(o.Usage.GeneratedTokens)
+		s.drafted += int64(o.Usage.Drafted)
+		s.accep += int64(o.Usage.Accepted)
+	}
+	if _, ok := c.seen.byID[j.req.ID]; ok {
+		stored := o
+		c.seen.finish(j.req.ID, &stored, now)
+	}
+	c.mu.Unlock()
+	if j.unwatch != nil {
+		j.unwatch()
+	}
+	c.emit(Event{Kind: EventFinished, ID: o.ID, Source: o.Source, Session: o.Session, Outcome: &o})
+	j.ticket.complete(o)
+}
+
+func (c *Core) count(src Source, outcome string) {
+	c.mu.Lock()
+	c.countLocked(src, outcome)
+	c.mu.Unlock()
+}
+
+func (c *Core) countLocked(src Source, outcome string) {
+	m := c.stats.byOutcome[src]
+	if m == nil {
+		m = map[string]int64{}
+		c.stats.byOutcome[src] = m
+	}
+	m[outcome]++
+	switch Code(outcome) {
+	case "answered":
+		c.stats.served++
+	case CodeBadRequest, CodeTooLong, CodeBusy:
+		c.stats.refused++
+	case CodeCancelled, CodeTimeout, CodeInternal:
+		c.stats.failed++
+	case CodeDuplicate, "replayed":
+		c.stats.duplicates++
+	}
+}
+
+// Snapshot returns the State now.
+func (c *Core) Snapshot() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &c.stats
+	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
+		Model: c.cfg.Model, Version: c.cfg.Version, Started: c.started, LastTokS: s.lastTokS,
+		Served: s.served, Refused: s.refused, Failed: s.failed, Duplicates: s.duplicates,
+		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, Drafted: s.drafted, Accepted: s.accep,
+		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
+	for _, j := range c.running {
+		st.Running = append(st.Running, j.req.ID)
+	}
+	for src, m := range s.byOutcome {
+		st.Requests[src] = maps.Clone(m)
+	}
+	if st.Busy {
+		st.State = "thinking"
+	}
+	if c.closing {
+		st.State = "stopping"
+	}
+	if s.drafted > 0 {
+		st.AcceptanceRate = float64(s.accep) / float64(s.drafted)
+	}
+	if s.prompt > 0 {
+		st.CacheHitRate = float64(s.cached) / float64(s.prompt)
+	}
+	return st
+}
+
+func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }

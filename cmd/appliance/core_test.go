@@ -1,0 +1,360 @@
+package appliance_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
+)
+
+func testLog() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// start runs a core over eng until the end of the test.
+func start(t *testing.T, eng appliance.Engine, mod func(*appliance.Config)) *appliance.Core {
+	t.Helper()
+	cfg := appliance.Config{Engine: eng, Logger: testLog(), ShutdownGrace: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := appliance.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func outcome(t *testing.T, tk *appliance.Ticket) appliance.Outcome {
+	t.Helper()
+	select {
+	case <-tk.Done():
+		return tk.Outcome()
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no outcome for %s", tk.ID)
+	}
+	return appliance.Outcome{}
+}
+
+func code(o appliance.Outcome) string {
+	if o.Err != nil {
+		return string(o.Err.Code)
+	}
+	return "answered"
+}
+
+func submit(t *testing.T, c *appliance.Core, r appliance.Request) *appliance.Ticket {
+	t.Helper()
+	tk, err := c.Submit(context.Background(), r, nil)
+	if err != nil {
+		t.Fatalf("%+v: %v", r, err)
+	}
+	return tk
+}
+
+func errCode(err error) appliance.Code {
+	var e *appliance.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func TestSubmitAnswers(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief" })
+	var streamed strings.Builder
+	tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "hello"}, func(d string) { streamed.WriteString(d) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := outcome(t, tk)
+	if o.Err != nil || o.Text != " w0 w1 w2 w3." || streamed.String() != o.Text || o.ID != tk.ID || !strings.HasPrefix(tk.ID, "g") ||
+		o.Source != appliance.SourceHTTP || o.Usage.GeneratedTokens != 4 || o.Usage.TokS != 100 {
+		t.Fatalf("outcome %+v, streamed %q", o, streamed.String())
+	}
+	req := eng.Requests()[0]
+	if len(req.Messages) != 2 || req.Messages[0].Role != "system" || req.Messages[0].Content != "be brief" || req.Messages[1].Content != "hello" || req.History != 0 {
+		t.Errorf("engine request %+v", req)
+	}
+	// Raw: the text is the prompt, no template, no system message.
+	o = outcome(t, submit(t, c, appliance.Request{Text: "Once upon", Raw: true}))
+	if req := eng.Requests()[1]; o.Err != nil || req.Prompt != "Once upon" || len(req.Messages) != 0 {
+		t.Errorf("raw: %+v %+v", o, req)
+	}
+	// Options reach the sampler; defaults and caps apply.
+	temp, seed := 0.0, uint64(7)
+	outcome(t, submit(t, c, appliance.Request{Text: "x", Options: appliance.Options{Temperature: &temp, Seed: &seed, MaxTokens: 1 << 20, Stop: []string{"END"}}}))
+	if req := eng.Requests()[2]; req.Sampling.Temperature != 0 || req.Sampling.Seed != 7 || req.MaxTokens != 512 || !slices.Equal(req.Stop, []string{"END"}) {
+		t.Errorf("options: %+v", req)
+	}
+	// Errors of the engine.
+	for text, want := range map[string]string{"TOOLONG": "too_long", "PANIC": "internal", "FAIL": "internal"} {
+		if o := outcome(t, submit(t, c, appliance.Request{Text: text})); code(o) != want {
+			t.Errorf("%s: %+v, want %s", text, o, want)
+		} else if text == "TOOLONG" && o.Err.Message != "prompt too long: 9999 tokens" {
+			t.Errorf("too long: %q", o.Err.Message)
+		}
+	}
+	st := c.Snapshot()
+	if st.Served != 3 || st.Refused != 1 || st.Failed != 2 || st.Requests[appliance.SourceHTTP]["answered"] != 1 || st.State != "idle" {
+		t.Errorf("state %+v", st)
+	}
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	c := start(t, &appliancetest.Engine{}, nil)
+	bad := 3.0
+	for _, r := range []appliance.Request{
+		{}, {Text: "  "}, {Text: "x", Session: "a b"}, {Text: "caf\xc3\x28"}, {ID: "a/b", Text: "x"},
+		{Text: "x", Messages: []appliance.Message{{Role: "user", Content: "y"}}},
+		{Messages: []appliance.Message{{Role: "robot", Content: "y"}}},
+		{Text: "x", Options: appliance.Options{Temperature: &bad}},
+		{Text: "x", TTL: 100 * time.Hour},
+		{Text: "x", Options: appliance.Options{MaxTokens: -1}},
+	} {
+		if _, err := c.Submit(context.Background(), r, nil); errCode(err) != appliance.CodeBadRequest || !errors.Is(err, appliance.ErrBadRequest) {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	if _, err := c.Submit(context.Background(), appliance.Request{Text: strings.Repeat("x", 2<<20)}, nil); errCode(err) != appliance.CodeTooLong {
+		t.Errorf("2 MiB: %v", err)
+	}
+}
+
+func TestQueueCancelWithdraw(t *testing.T) {
+	eng := &appliancetest.Engine{Delay: time.Millisecond}
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.Limits.Queue = 2 })
+	started := make(chan struct{})
+	var once sync.Once
+	run, err := c.Submit(context.Background(), appliance.Request{ID: "run", Text: "long"}, func(string) { once.Do(func() { close(started) }) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	q1, err1 := c.Submit(ctx, appliance.Request{ID: "q1", Text: "x"}, nil)
+	q2, err2 := c.Submit(context.Background(), appliance.Request{ID: "q2", Text: "x"}, nil)
+	_, err3 := c.Submit(context.Background(), appliance.Request{ID: "q3", Text: "x"}, nil)
+	if err1 != nil || err2 != nil || errCode(err3) != appliance.CodeBusy || !errors.Is(err3, appliance.ErrBusy) {
+		t.Fatalf("queue of 2: %v %v %v", err1, err2, err3)
+	}
+	if st := c.Snapshot(); st.Queue != 2 || !st.Busy || st.State != "thinking" || !slices.Equal(st.Running, []string{"run"}) {
+		t.Errorf("state %+v", st)
+	}
+	cancel() // withdraws q1 at once
+	if o := outcome(t, q1); code(o) != "cancelled" || o.Err.Message != "cancelled while queued" {
+		t.Errorf("withdrawn: %+v", o)
+	}
+	if !c.Cancel("q2") || c.Cancel("nope") {
+		t.Error("Cancel of a queued and an unknown id")
+	}
+	if o := outcome(t, q2); code(o) != "cancelled" {
+		t.Errorf("cancelled while queued: %+v", o)
+	}
+	// A busy refusal does not reserve its id: q3 can be retried at once.
+	q3, err := c.Submit(context.Background(), appliance.Request{ID: "q3", Text: "x"}, nil)
+	if err != nil {
+		t.Fatalf("retry after busy: %v", err)
+	}
+	if !c.CancelRunning() {
+		t.Error("nothing was running")
+	}
+	if o := outcome(t, run); code(o) != "cancelled" || o.Text == "" {
+		t.Errorf("cancelled while running: %+v", o)
+	}
+	if o := outcome(t, q3); code(o) != "answered" {
+		t.Errorf("q3: %+v", o)
+	}
+	if c.CancelRunning() {
+		t.Error("CancelRunning with nothing running reported true")
+	}
+}
+
+func TestTTL(t *testing.T) {
+	eng := &appliancetest.Engine{Delay: time.Millisecond}
+	c := start(t, eng, nil)
+	long := submit(t, c, appliance.Request{Text: "long", Options: appliance.Options{MaxTokens: 100}})
+	short := submit(t, c, appliance.Request{Text: "x", TTL: 20 * time.Millisecond})
+	if o := outcome(t, short); code(o) != "timeout" || !strings.Contains(o.Err.Message, "0.02s") {
+		t.Errorf("expired in the queue: %+v", o)
+	}
+	outcome(t, long)
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "long", TTL: 30 * time.Millisecond})); code(o) != "timeout" {
+		t.Errorf("expired while running: %+v", o)
+	}
+}
+
+// TestDedup: a repeated id is answered with the stored outcome once the
+// first request finished, refused as a duplicate naming its state while
+// it is queued or running; refused requests do not reserve their id.
+func TestDedup(t *testing.T) {
+	eng := &appliancetest.Engine{Delay: time.Millisecond}
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.Dedup.TTL = 300 * time.Millisecond })
+	eng.Hold()
+	a := submit(t, c, appliance.Request{ID: "a", Text: "x"})
+	b := submit(t, c, appliance.Request{ID: "b", Text: "x"})
+	time.Sleep(20 * time.Millisecond)
+	for id, state := range map[string]string{"a": "running", "b": "queued"} {
+		_, err := c.Submit(context.Background(), appliance.Request{ID: id, Text: "x"}, nil)
+		var e *appliance.Error
+		if !errors.As(err, &e) || e.Code != appliance.CodeDuplicate || e.State != state || !strings.Contains(e.Message, "already "+state) {
+			t.Errorf("%s again while %s: %v", id, state, err)
+		}
+	}
+	eng.Release()
+	first := outcome(t, a)
+	outcome(t, b)
+	again := submit(t, c, appliance.Request{ID: "a", Text: "something else"})
+	if o := outcome(t, again); !o.Replayed || o.Text != first.Text || o.ID != "a" || len(eng.Requests()) != 2 {
+		t.Errorf("finished id again: %+v (%d generations)", o, len(eng.Requests()))
+	}
+	// An invalid request or an engine refusal (too long) does not reserve its id.
+	if _, err := c.Submit(context.Background(), appliance.Request{ID: "v", Text: " "}, nil); err == nil {
+		t.Fatal("empty text accepted")
+	}
+	if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "TOOLONG"})); code(o) != "too_long" {
+		t.Fatalf("too long: %+v", o)
+	}
+	if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "x"})); code(o) != "answered" || o.Replayed {
+		t.Errorf("retried after refusals: %+v", o)
+	}
+	// After the window the id is new again.
+	time.Sleep(350 * time.Millisecond)
+	if o := outcome(t, submit(t, c, appliance.Request{ID: "a", Text: "x"})); o.Replayed {
+		t.Errorf("replayed after the window: %+v", o)
+	}
+	if st := c.Snapshot(); st.Duplicates != 3 {
+		t.Errorf("duplicates %d, want 3", st.Duplicates)
+	}
+}
+
+// TestSessions: a session's history goes to the engine as history (which
+// it may leave out to fit), the exchange is appended, and a new
+// conversation forgets it after the work queued before it.
+func TestSessions(t *testing.T) {
+	eng := &appliancetest.Engine{}
+	store := appliance.NewMemorySessions(8, 20)
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.Sessions = store; cfg.System = "sys" })
+	outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
+	outcome(t, submit(t, c, appliance.Request{Text: "two", Session: "s"}))
+	req := eng.Requests()[1]
+	if req.History != 2 || len(req.Messages) != 4 || req.Messages[1].Content != "one" || req.Messages[2].Role != "assistant" {
+		t.Errorf("second request: history %d, messages %+v", req.History, req.Messages)
+	}
+	// A request's own system message leads, before the history; the
+	// stored turn leaves it out.
+	outcome(t, submit(t, c, appliance.Request{Session: "s", Messages: []appliance.Message{{Role: "system", Content: "mine"}, {Role: "user", Content: "three"}}}))
+	req = eng.Requests()[2]
+	if req.Messages[0].Content != "mine" || req.History != 4 || req.Messages[5].Content != "three" {
+		t.Errorf("messages with a system message: %+v", req.Messages)
+	}
+	h, _ := store.Load("s")
+	if len(h) != 6 || h[4].Content != "three" {
+		t.Errorf("stored %+v", h)
+	}
+	// The forget runs on the worker between the requests queued around it.
+	eng.Hold()
+	first := submit(t, c, appliance.Request{Text: "four", Session: "s"})
+	c.NewConversation("s")
+	second := submit(t, c, appliance.Request{Text: "five", Session: "s"})
+	eng.Release()
+	outcome(t, first)
+	outcome(t, second)
+	reqs := eng.Requests()
+	if reqs[3].History != 6 || reqs[4].History != 0 {
+		t.Errorf("history before the new conversation %d, after %d", reqs[3].History, reqs[4].History)
+	}
+	list, _ := store.List()
+	if len(list) != 1 || list[0].ID != "s" || list[0].Messages != 2 {
+		t.Errorf("sessions %+v", list)
+	}
+	// The dashboard conversation.
+	d0 := c.DefaultSession()
+	c.NewConversation("")
+	if d1 := c.DefaultSession(); d1 == d0 || !strings.HasPrefix(d1, "dashboard-") || c.Snapshot().Session != d1 {
+		t.Errorf("default session %s → %s", d0, d1)
+	}
+}
+
+// TestWatch: every request reports queued, started and finished, in
+// order, with its outcome.
+func TestWatch(t *testing.T) {
+	c := start(t, &appliancetest.Engine{}, nil)
+	var mu sync.Mutex
+	var got []string
+	stop := c.Watch(func(ev appliance.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		s := ev.Kind.String() + " " + string(ev.Source)
+		if ev.Outcome != nil {
+			s += " " + code(*ev.Outcome)
+		}
+		got = append(got, s)
+	})
+	outcome(t, submit(t, c, appliance.Request{Source: appliance.SourceButton, Text: "x"}))
+	outcome(t, submit(t, c, appliance.Request{Source: appliance.SourceHermes, Text: "FAIL"}))
+	stop()
+	outcome(t, submit(t, c, appliance.Request{Text: "x"}))
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"queued button", "started button", "finished button answered", "queued hermes", "started hermes", "finished hermes internal"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestShutdown: queued requests end cancelled, the running one finishes
+// within the grace, later ones are busy.
+func TestShutdown(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 20, Delay: 5 * time.Millisecond}
+	c, err := appliance.New(appliance.Config{Engine: eng, Logger: testLog(), ShutdownGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	started := make(chan struct{})
+	var once sync.Once
+	run, _ := c.Submit(context.Background(), appliance.Request{Text: "x"}, func(string) { once.Do(func() { close(started) }) })
+	<-started
+	queued := submit(t, c, appliance.Request{Text: "x"})
+	var stopping bool
+	c.Watch(func(ev appliance.Event) {
+		if ev.Kind == appliance.EventChanged && c.Snapshot().State == "stopping" {
+			stopping = true
+		}
+	})
+	cancel()
+	if o := outcome(t, queued); code(o) != "cancelled" || o.Err.Message != "geist is shutting down" {
+		t.Errorf("queued at shutdown: %+v", o)
+	}
+	if o := outcome(t, run); code(o) != "answered" {
+		t.Errorf("running at shutdown: %+v", o)
+	}
+	<-done
+	<-c.Done()
+	if _, err := c.Submit(context.Background(), appliance.Request{Text: "x"}, nil); errCode(err) != appliance.CodeBusy {
+		t.Errorf("after shutdown: %v", err)
+	}
+	if !stopping {
+		t.Error("no stopping state reported")
+	}
+}

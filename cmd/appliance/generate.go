@@ -1,0 +1,98 @@
+package appliance
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
+)
+
+// generate runs j on eng: the session's history and the request rendered
+// through the model's chat template (the engine leaves out the oldest
+// history when the prompt is too long, rendering and tokenizing once when
+// it fits), the answer streamed to the sink, the exchange saved to the
+// session.
+func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
+	r := &j.req
+	ereq := engine.Request{
+		MaxTokens:       r.MaxTokens,
+		MaxPromptTokens: c.cfg.Limits.MaxPromptTokens,
+		Sampling:        j.params,
+		Stop:            r.Stop,
+	}
+	var turn []Message
+	if r.Raw {
+		ereq.Prompt = r.Text
+	} else {
+		var history []Message
+		if r.Session != "" {
+			h, err := c.sessions.Load(r.Session)
+			if err != nil {
+				return Outcome{}, fmt.Errorf("loading session %q: %w", r.Session, err)
+			}
+			history = h
+		}
+		system := c.cfg.System
+		if r.System != "" {
+			system = r.System
+		}
+		turn = r.Messages
+		if len(turn) == 0 {
+			turn = []Message{{Role: "user", Content: r.Text}}
+		}
+		if turn[0].Role == "system" {
+			system, turn = turn[0].Content, turn[1:]
+		}
+		msgs := make([]chat.Message, 0, 1+len(history)+len(turn))
+		if system != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: system})
+		}
+		for _, m := range history {
+			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+		}
+		for _, m := range turn {
+			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+		}
+		ereq.Messages, ereq.History = msgs, len(history)
+	}
+	var text strings.Builder
+	ereq.OnText = func(b []byte) error {
+		text.Write(b)
+		if j.sink != nil {
+			j.sink(string(b))
+		}
+		return nil
+	}
+	start := time.Now()
+	st, err := eng.Generate(j.ctx, ereq)
+	o := Outcome{Text: text.String(), Usage: usage(st, start.Sub(j.queued), time.Since(start))}
+	if err != nil {
+		return o, err
+	}
+	if r.Session != "" && !r.Raw {
+		if err := c.sessions.Append(r.Session, append(turn, Message{Role: "assistant", Content: o.Text})...); err != nil {
+			// The answer is generated: deliver it, and say that the
+			// conversation will not remember it.
+			c.log.Error("saving the session failed; the answer is delivered but not remembered", "session", r.Session, "err", err)
+		}
+	}
+	return o, nil
+}
+
+func usage(st engine.Stats, queued, took time.Duration) Usage {
+	u := Usage{
+		PromptTokens: st.PromptTokens, GeneratedTokens: st.GeneratedTokens, CachedTokens: st.ReusedTokens,
+		DroppedTurns: st.DroppedTurns, StopReason: st.StopReason, Queued: queued,
+		TTFT: time.Duration(st.TTFTms * float64(time.Millisecond)), Duration: took,
+		PrefillTokS: st.PrefillTokS, TokS: st.DecodeTokS, Drafted: st.Drafted, Accepted: st.Accepted,
+	}
+	if len(st.Drafters) > 0 {
+		u.Drafters = make(map[string]DrafterUsage, len(st.Drafters))
+		for k, d := range st.Drafters {
+			u.Drafters[k] = DrafterUsage{Drafted: d.Drafted, Accepted: d.Accepted, Steps: d.Steps}
+		}
+	}
+	return u
+}

@@ -1,0 +1,131 @@
+package appliance
+
+import "time"
+
+// Sink receives a request's answer as it is generated, piece by piece
+// (any split, even inside a UTF-8 sequence). It is called on the worker
+// goroutine, never after the request's Ticket is done, and must return
+// promptly: generation waits for it.
+type Sink func(delta string)
+
+// Usage are the statistics of one answer.
+type Usage struct {
+	PromptTokens    int
+	GeneratedTokens int
+	CachedTokens    int    // prompt tokens whose KV state was reused (memory or the prompt cache)
+	DroppedTurns    int    // oldest history messages left out to fit the context
+	StopReason      string // "eos", "stop", "length", "context"
+	Queued          time.Duration
+	TTFT            time.Duration // from the start of generation to the first token
+	Duration        time.Duration // of the generation (prefill and decoding)
+	PrefillTokS     float64
+	TokS            float64 // decoding speed
+	Drafted         int     // speculative decoding: tokens drafted
+	Accepted        int     // and accepted
+	Drafters        map[string]DrafterUsage
+}
+
+// DrafterUsage counts one drafter's proposals.
+type DrafterUsage struct {
+	Drafted, Accepted, Steps int
+}
+
+// Outcome is how a request ended: the answer, or Err.
+type Outcome struct {
+	ID      string
+	Source  Source
+	Session string
+	Text    string // the answer (on cancellation, what was generated so far)
+	Usage   Usage
+	Err     *Error // nil on success
+	// Replayed marks the stored outcome of an earlier request with the
+	// same id, answered again from the dedup window.
+	Replayed bool
+}
+
+// Ticket follows a submitted request.
+type Ticket struct {
+	ID      string // the request's id, assigned when it had none
+	Source  Source
+	Session string
+	done    chan struct{}
+	out     Outcome
+}
+
+func newTicket(r *Request) *Ticket {
+	return &Ticket{ID: r.ID, Source: r.Source, Session: r.Session, done: make(chan struct{})}
+}
+
+// Done is closed when the outcome is known.
+func (t *Ticket) Done() <-chan struct{} { return t.done }
+
+// Outcome waits for the request to end and returns how.
+func (t *Ticket) Outcome() Outcome {
+	<-t.done
+	return t.out
+}
+
+func (t *Ticket) complete(o Outcome) {
+	t.out = o
+	close(t.done)
+}
+
+// EventKind says what happened.
+type EventKind int
+
+// Kinds of events.
+const (
+	EventQueued   EventKind = iota + 1 // a request was accepted
+	EventStarted                       // a request started generating
+	EventFinished                      // a request ended (Outcome set)
+	EventChanged                       // something else in the State changed
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventQueued:
+		return "queued"
+	case EventStarted:
+		return "started"
+	case EventFinished:
+		return "finished"
+	case EventChanged:
+		return "changed"
+	}
+	return "unknown"
+}
+
+// Event is a change the core reports to its watchers.
+type Event struct {
+	Kind    EventKind
+	ID      string
+	Source  Source
+	Session string
+	Outcome *Outcome // EventFinished
+}
+
+// State is a snapshot of the core.
+type State struct {
+	State   string   // "idle", "thinking" or "stopping"
+	Busy    bool     // a request is generating
+	Queue   int      // requests waiting
+	Running []string // ids of the requests generating
+	Session string   // the default (dashboard) conversation
+	Model   string   // Config.Model
+	Version string   // Config.Version
+	Started time.Time
+
+	LastTokS       float64 // decoding speed of the last answer
+	AcceptanceRate float64 // accepted / drafted tokens, all answers
+	CacheHitRate   float64 // cached / prompt tokens, all answers
+
+	// Totals: answers; refusals (bad_request, too_long, busy); failures
+	// (cancelled, timeout, internal); duplicates (answered from the dedup
+	// window or refused as still running).
+	Served, Refused, Failed, Duplicates int64
+	// Requests counts outcomes by source and by outcome: "answered", or
+	// an error code.
+	Requests map[Source]map[string]int64
+
+	PromptTokens, CachedTokens, GeneratedTokens, Drafted, Accepted int64
+}

@@ -1,0 +1,299 @@
+package appliance
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/geisten/geist/engine/sample"
+)
+
+// Source names the front end a request came through. It labels the
+// counters (and, later, metrics) and tells front ends whose outcomes they
+// deliver: the MQTT front end publishes the answers of the device's own
+// triggers (buttons, push-to-talk), for instance.
+type Source string
+
+// The front ends.
+const (
+	SourceMQTT    Source = "mqtt"
+	SourceHTTP    Source = "http"
+	SourceWyoming Source = "wyoming"
+	SourceButton  Source = "button"
+	SourceVoice   Source = "voice" // push-to-talk on the device
+	SourceHermes  Source = "hermes"
+	SourceCLI     Source = "cli"
+)
+
+// Message is one chat message. Roles are system, user, assistant and tool.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Options are a request's generation settings; nil fields take the
+// Config's Defaults, and those llama.cpp's sampler defaults.
+type Options struct {
+	MaxTokens     int      // most tokens to generate; 0 or more than Limits.MaxTokens: Limits.MaxTokens
+	Temperature   *float64 // 0: greedy; [0, 2]
+	TopK          *int     // 0: off
+	TopP          *float64 // (0, 1]; 1: off
+	MinP          *float64 // [0, 1]; 0: off
+	RepeatPenalty *float64 // > 0; 1: off
+	Seed          *uint64  // nil: a fresh seed per request
+	Stop          []string // stop strings, besides the model's end of generation
+}
+
+// Request is one generation asked of the core.
+type Request struct {
+	// ID is the client's id: it deduplicates (see Config.Dedup) and
+	// cancels (Core.Cancel). Empty: the core assigns one (Ticket.ID) and
+	// nothing is deduplicated. At most 128 bytes, no '/', '+', '#',
+	// spaces or control characters (it may name an MQTT topic level).
+	ID string
+	// Generated says that the front end made ID up (it needed the id
+	// before Submit returned, to label streamed pieces): the request is
+	// not deduplicated.
+	Generated bool
+	Source    Source
+	// Text is one user turn; Messages is a whole chat instead (roles
+	// system, user, assistant, tool; a leading system message replaces
+	// System). Exactly one of them is set.
+	Text     string
+	Messages []Message
+	// Raw reads Text as the prompt itself: no chat template, no system
+	// message, no session (Ollama's raw mode).
+	Raw bool
+	// System replaces Config.System for this request ("" keeps it).
+	System string
+	// Session names the conversation whose history is rendered before the
+	// request and to which the exchange is appended; empty: stateless.
+	// The same characters as ID are allowed.
+	Session string
+	Options
+	// TTL bounds the time from Submit until the answer is complete, queue
+	// included; 0: Limits.DefaultTTL; more than Limits.MaxTTL is refused.
+	TTL time.Duration
+}
+
+// Code classifies an error outcome.
+type Code string
+
+// Error codes. The string values are the MQTT contract's (and what HTTP
+// front ends map to status codes).
+const (
+	CodeBadRequest Code = "bad_request" // invalid request
+	CodeTooLong    Code = "too_long"    // the prompt (or a payload) is too long
+	CodeBusy       Code = "busy"        // queue full, or shutting down
+	CodeCancelled  Code = "cancelled"   // cancelled by a client, a button or shutdown
+	CodeTimeout    Code = "timeout"     // the time to live expired
+	CodeInternal   Code = "internal"    // anything else (logged)
+	CodeDuplicate  Code = "duplicate"   // the id belongs to a request still queued or running
+)
+
+// Error is an error outcome: a code and a message for people. For
+// CodeDuplicate, State is the first request's state ("queued" or
+// "running").
+type Error struct {
+	Code    Code
+	Message string
+	State   string
+}
+
+func (e *Error) Error() string { return "appliance: " + string(e.Code) + ": " + e.Message }
+
+// Is matches targets with the same code, such as ErrBusy.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Message == "" && t.Code == e.Code
+}
+
+// Errors to match outcomes with errors.Is.
+var (
+	ErrBadRequest = &Error{Code: CodeBadRequest}
+	ErrTooLong    = &Error{Code: CodeTooLong}
+	ErrBusy       = &Error{Code: CodeBusy}
+	ErrCancelled  = &Error{Code: CodeCancelled}
+	ErrTimeout    = &Error{Code: CodeTimeout}
+	ErrInternal   = &Error{Code: CodeInternal}
+	ErrDuplicate  = &Error{Code: CodeDuplicate}
+)
+
+func errorf(code Code, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// refusal reports whether code refuses a request before any work (it
+// then does not reserve the request's id).
+func refusal(code Code) bool {
+	return code == CodeBadRequest || code == CodeTooLong || code == CodeBusy
+}
+
+// Limits bound what requests may ask; zero values take the defaults noted.
+type Limits struct {
+	Queue           int           // requests waiting behind the running ones (8)
+	MaxTokens       int           // the default and cap of Options.MaxTokens (512)
+	MaxPromptTokens int           // most prompt tokens (0: the context less one)
+	DefaultTTL      time.Duration // when a request gives none (5 min; negative: none)
+	MaxTTL          time.Duration // longest TTL accepted (24 h)
+	MaxInput        int           // bytes of text, messages and stop strings (1 MiB)
+	MaxMessages     int           // messages of one request (256)
+}
+
+func (l *Limits) defaults() {
+	if l.Queue <= 0 {
+		l.Queue = 8
+	}
+	if l.MaxTokens <= 0 {
+		l.MaxTokens = 512
+	}
+	switch {
+	case l.DefaultTTL < 0:
+		l.DefaultTTL = 0
+	case l.DefaultTTL == 0:
+		l.DefaultTTL = 5 * time.Minute
+	}
+	if l.MaxTTL <= 0 {
+		l.MaxTTL = 24 * time.Hour
+	}
+	if l.MaxInput <= 0 {
+		l.MaxInput = 1 << 20
+	}
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = 256
+	}
+}
+
+// maxIDLen bounds ids and session names.
+const maxIDLen = 128
+
+// CheckID reports whether s may be a request id or a session name: 1 to
+// 128 bytes of UTF-8 without '/', '+', '#', spaces or control characters.
+// what names the field in the error.
+func CheckID(what, s string) error {
+	switch {
+	case s == "":
+		return errorf(CodeBadRequest, "%s is empty", what)
+	case len(s) > maxIDLen:
+		return errorf(CodeBadRequest, "%s is longer than %d bytes", what, maxIDLen)
+	case !utf8.ValidString(s):
+		return errorf(CodeBadRequest, "%s is not valid UTF-8", what)
+	}
+	for _, r := range s {
+		if r == '/' || r == '+' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return errorf(CodeBadRequest, "%s %q contains %q (not allowed: / + # spaces and control characters)", what, s, r)
+		}
+	}
+	return nil
+}
+
+// NewID returns a random request id: "g" and 16 hex digits.
+func NewID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "g" + hex.EncodeToString(b[:])
+}
+
+// check validates r against lim and fills in its defaults.
+func (r *Request) check(lim *Limits) *Error {
+	if r.ID != "" {
+		if err := CheckID("id", r.ID); err != nil {
+			return err.(*Error)
+		}
+	}
+	if r.Session != "" {
+		if err := CheckID("session", r.Session); err != nil {
+			return err.(*Error)
+		}
+	}
+	size := len(r.System)
+	switch {
+	case len(r.Messages) > 0 && r.Text != "":
+		return errorf(CodeBadRequest, "give either text or messages, not both")
+	case len(r.Messages) > 0:
+		if r.Raw {
+			return errorf(CodeBadRequest, "a raw request takes text, not messages")
+		}
+		if len(r.Messages) > lim.MaxMessages {
+			return errorf(CodeBadRequest, "%d messages exceed the limit of %d", len(r.Messages), lim.MaxMessages)
+		}
+		for i, m := range r.Messages {
+			switch m.Role {
+			case "system", "user", "assistant", "tool":
+			default:
+				return errorf(CodeBadRequest, "messages[%d].role %q is not system, user, assistant or tool", i, m.Role)
+			}
+			if !utf8.ValidString(m.Content) {
+				return errorf(CodeBadRequest, "messages[%d].content is not valid UTF-8", i)
+			}
+			size += len(m.Content)
+		}
+	case strings.TrimSpace(r.Text) == "":
+		return errorf(CodeBadRequest, "empty text")
+	case !utf8.ValidString(r.Text):
+		return errorf(CodeBadRequest, "text is not valid UTF-8")
+	}
+	size += len(r.Text)
+	for _, s := range r.Stop {
+		size += len(s)
+	}
+	if size > lim.MaxInput {
+		return errorf(CodeTooLong, "%d bytes of input exceed the limit of %d", size, lim.MaxInput)
+	}
+	if !utf8.ValidString(r.System) {
+		return errorf(CodeBadRequest, "system is not valid UTF-8")
+	}
+	if r.MaxTokens < 0 {
+		return errorf(CodeBadRequest, "max_tokens %d must not be negative", r.MaxTokens)
+	}
+	if r.MaxTokens == 0 || r.MaxTokens > lim.MaxTokens {
+		r.MaxTokens = lim.MaxTokens
+	}
+	switch {
+	case r.TTL < 0 || r.TTL > lim.MaxTTL:
+		return errorf(CodeBadRequest, "ttl %gs must be in (0, %g]", r.TTL.Seconds(), lim.MaxTTL.Seconds())
+	case r.TTL == 0:
+		r.TTL = lim.DefaultTTL
+	}
+	return nil
+}
+
+// sampling returns the sampler settings of o over those of def over
+// llama.cpp's defaults, and checks them.
+func sampling(def, o *Options) (sample.Params, *Error) {
+	p := sample.DefaultParams()
+	p.Seed = uint64(time.Now().UnixNano())
+	for _, x := range []*Options{def, o} {
+		if x.Temperature != nil {
+			p.Temperature = float32(*x.Temperature)
+		}
+		if x.TopK != nil {
+			p.TopK = *x.TopK
+		}
+		if x.TopP != nil {
+			p.TopP = float32(*x.TopP)
+		}
+		if x.MinP != nil {
+			p.MinP = float32(*x.MinP)
+		}
+		if x.RepeatPenalty != nil {
+			p.RepeatPenalty = float32(*x.RepeatPenalty)
+		}
+		if x.Seed != nil {
+			p.Seed = *x.Seed
+		}
+	}
+	if o.Temperature != nil && (math.IsNaN(*o.Temperature) || *o.Temperature > 2) {
+		return p, errorf(CodeBadRequest, "temperature %g must be in [0, 2]", *o.Temperature)
+	}
+	if err := p.Validate(); err != nil {
+		return p, errorf(CodeBadRequest, "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "sample: "), "invalid parameters: "))
+	}
+	return p, nil
+}

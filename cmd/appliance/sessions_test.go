@@ -1,0 +1,88 @@
+package appliance
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/geisten/geist/storage"
+)
+
+// TestDBSessions: the durable session store keeps a conversation across a
+// restart (reopen), trims to max_history, lists and forgets.
+func TestDBSessions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	open := func() *dbSessions {
+		db, err := storage.OpenSessions(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &dbSessions{db: db, model: "m.gguf", maxHistory: 4}
+	}
+	s := open()
+	if h, err := s.Load("kitchen"); err != nil || h != nil {
+		t.Fatalf("unknown session: %v %v", h, err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := s.Append("kitchen", Message{Role: "user", Content: "q"}, Message{Role: "assistant", Content: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s = open() // the appliance was unplugged
+	defer s.Close()
+	h, err := s.Load("kitchen")
+	if err != nil || len(h) != 4 || h[0].Role != "user" || h[3].Content != "a" {
+		t.Fatalf("after reopen: %v %v", h, err)
+	}
+	if list, err := s.List(); err != nil || len(list) != 1 || list[0].ID != "kitchen" || list[0].Messages != 6 {
+		t.Errorf("list: %+v %v", list, err)
+	}
+	if err := s.Forget("kitchen"); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := s.Load("kitchen"); h != nil {
+		t.Errorf("after Forget: %v", h)
+	}
+}
+
+func TestMemorySessions(t *testing.T) {
+	m := NewMemorySessions(2, 3)
+	m.Append("a", Message{Role: "user", Content: "1"}, Message{Role: "assistant", Content: "2"})
+	m.Append("a", Message{Role: "user", Content: "3"}, Message{Role: "assistant", Content: "4"})
+	h, _ := m.Load("a")
+	if len(h) != 3 || h[0].Content != "2" {
+		t.Errorf("history %v", h)
+	}
+	m.Append("b", Message{Role: "user", Content: "x"})
+	m.Load("a")
+	m.Append("c", Message{Role: "user", Content: "y"}) // evicts b, the least recently used
+	if h, _ := m.Load("b"); h != nil {
+		t.Errorf("b kept: %v", h)
+	}
+	if h, _ := m.Load("a"); len(h) != 3 {
+		t.Errorf("a lost: %v", h)
+	}
+	if none := NewMemorySessions(2, 0); none.Append("x", Message{Role: "user", Content: "1"}) != nil {
+		t.Error("append")
+	} else if h, _ := none.Load("x"); len(h) != 0 {
+		t.Errorf("max history 0 kept %v", h)
+	}
+}
+
+// TestOpenStorage: with a directory, sessions and the prompt cache are
+// files; without one (or an unusable one), sessions live in memory and
+// there is no prompt cache.
+func TestOpenStorage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s := OpenStorage(dir, StorageOptions{CacheSize: 64 << 20, MaxHistory: 20})
+	if _, ok := s.Sessions.(*dbSessions); !ok || s.Cache == nil {
+		t.Errorf("with a directory: %T, cache %v", s.Sessions, s.Cache)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := OpenStorage("", StorageOptions{CacheSize: 1 << 20})
+	if _, ok := m.Sessions.(*MemorySessions); !ok || m.Cache != nil {
+		t.Errorf("without a directory: %T, cache %v", m.Sessions, m.Cache)
+	}
+}
