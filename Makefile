@@ -38,9 +38,9 @@ test-a76:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -short -timeout 30m -exec '$(QEMU) -cpu cortex-a76' $(PKGS)
 
 # The race detector needs cgo (and a C compiler); the packages with
-# concurrency: storage, the MQTT service, the daemon, the engine.
+# concurrency: storage, the appliance core, the front ends, the daemon, the engine.
 test-race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -short ./storage/... ./mqtt/... ./firmware/... ./engine ./cmd/geist
+	CGO_ENABLED=1 $(GO) test -race -count=1 -short ./storage/... ./cmd/appliance/... ./mqtt/... ./firmware/... ./engine ./cmd/geist
 
 vet:
 	$(GO) vet $(PKGS)

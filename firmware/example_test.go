@@ -6,26 +6,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/firmware"
 )
 
-// daemon stands for geist serve: it implements firmware.Actions (and,
-// with the same Ask, voice.Asker).
-type daemon struct{ log *slog.Logger }
-
-func (d *daemon) Ask(ctx context.Context, session, prompt string) {
-	// Enqueue a request like an MQTT ask (answer published, spoken);
-	// never wait for the answer here.
-}
-func (d *daemon) Cancel(ctx context.Context)                          {}
-func (d *daemon) NewConversation(ctx context.Context, session string) {}
-func (d *daemon) Event(ctx context.Context, button string, kind firmware.Press) {
-	// publish firmware.EventPayload(button, kind) on
-	// firmware.EventTopic(device, button), QoS 0, not retained.
-}
-
-// Example shows how the daemon wires buttons and LEDs: a board without
-// GPIO is logged, not fatal.
+// Example shows how the daemon wires buttons and LEDs to the appliance
+// core: presses ask through the core, the LEDs follow every generation
+// of the core (whichever front end asked), and a board without GPIO is
+// logged, not fatal.
 func Example() {
 	cfg := firmware.Config{
 		Buttons: []firmware.Button{{
@@ -38,6 +27,11 @@ func Example() {
 		LEDs: firmware.LEDConfig{Red: "GPIO5", Green: "GPIO6", Blue: "GPIO13"},
 	}
 	log := slog.Default()
+	core, err := appliance.New(appliance.Config{Engine: &appliancetest.Engine{}}) // the model, in geist serve
+	if err != nil {
+		log.Error("core", "err", err)
+		return
+	}
 	dev, err := firmware.Open(cfg, log)
 	if errors.Is(err, firmware.ErrUnavailable) {
 		log.Warn(err.Error()) // "firmware: GPIO unavailable: pins not found: ..."
@@ -47,10 +41,9 @@ func Example() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	go dev.Run(ctx, &daemon{log}, nil)
-
-	// Around every generation (from any source):
-	end := dev.LEDs().Begin()
-	end(nil) // or the generation's error: the LEDs blink it
-	<-ctx.Done()
+	go core.Run(ctx)
+	stop := dev.LEDs().Follow(core)
+	defer stop()
+	trig := firmware.NewTriggers(firmware.TriggersConfig{Core: core, LEDs: dev.LEDs(), Logger: log})
+	dev.Run(ctx, trig, nil)
 }

@@ -71,14 +71,6 @@ func newLEDs(cfg LEDConfig, pins [3]gpio.PinIO, log *slog.Logger) *LEDs {
 	return &LEDs{cfg: cfg, pins: pins, log: log, wake: make(chan struct{}, 1)}
 }
 
-// NewLEDs returns LEDs driving pins (ready, busy, error; or red, green,
-// blue when cfg names RGB pins). Nil pins are not driven. Device.LEDs is
-// the usual way to get them; NewLEDs is for callers that find pins
-// themselves.
-func NewLEDs(cfg LEDConfig, pins [3]gpio.PinIO, log *slog.Logger) *LEDs {
-	return newLEDs(cfg, pins, log)
-}
-
 // Begin marks a generation as running and returns the function to call
 // when it ends, with its error (nil, or a context cancellation, is not a
 // failure). The returned function is idempotent.

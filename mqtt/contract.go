@@ -1,8 +1,10 @@
-// Package mqtt is geist's MQTT contract: it parses and validates requests,
-// queues them for one worker, streams answers, cancels, expires and
-// deduplicates work, publishes availability and state, and announces the
-// device to Home Assistant. It knows nothing of the engine: the work is done
-// by a Generator the caller supplies.
+// Package mqtt is geist's MQTT front end: it parses and validates
+// requests, hands them to the appliance core (which queues, runs,
+// cancels, expires and deduplicates them), streams and publishes the
+// answers, publishes availability and state, announces the device to
+// Home Assistant and publishes the device's button presses. It keeps no
+// queue and no sessions; the Hermes bridge to voice pipelines is in
+// mqtt/hermes.
 //
 // Topics (<dev> is the device name):
 //
@@ -20,6 +22,7 @@
 //	geist/<dev>/cmd/ask        Home Assistant text entity: plain text, dashboard session
 //	geist/<dev>/cmd/cancel     Home Assistant button: cancel the running request
 //	geist/<dev>/cmd/new_conversation  Home Assistant button: start a new dashboard session
+//	geist/<dev>/button/<name>  a button's presses {"event_type","button"} (Home Assistant event entity)
 //
 // A payload larger than Config.MaxPayload is refused with too_long (not
 // bad_request): the request may be well formed, it is only too big.
@@ -27,9 +30,6 @@ package mqtt
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,26 +37,24 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/geisten/geist/cmd/appliance"
 )
 
-// Error codes carried in error payloads.
+// Error codes carried in error payloads: the appliance core's.
 const (
-	CodeBadRequest = "bad_request"
-	CodeTooLong    = "too_long"
-	CodeBusy       = "busy"
-	CodeCancelled  = "cancelled"
-	CodeTimeout    = "timeout"
-	CodeInternal   = "internal"
+	CodeBadRequest = string(appliance.CodeBadRequest)
+	CodeTooLong    = string(appliance.CodeTooLong)
+	CodeBusy       = string(appliance.CodeBusy)
+	CodeCancelled  = string(appliance.CodeCancelled)
+	CodeTimeout    = string(appliance.CodeTimeout)
+	CodeInternal   = string(appliance.CodeInternal)
+	CodeDuplicate  = string(appliance.CodeDuplicate) // the id's request is still queued or running
 )
-
-// ErrTooLong is what a Generator wraps when the prompt does not fit (more
-// prompt tokens than the limit or the context); it becomes too_long.
-var ErrTooLong = errors.New("mqtt: prompt too long")
 
 // Error is a contract error: a code from the list above and a message for
-// people. A Generator may return one to choose the code.
+// people.
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -66,6 +64,15 @@ func (e *Error) Error() string { return "mqtt: " + e.Code + ": " + e.Message }
 
 func errorf(code, format string, a ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// contractError is the payload form of an error of the core.
+func contractError(err error) *Error {
+	var e *appliance.Error
+	if errors.As(err, &e) {
+		return &Error{Code: string(e.Code), Message: e.Message}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
 // Message is one chat message of a request.
@@ -99,24 +106,11 @@ type Usage struct {
 	TokS            float64 `json:"tok_s"`
 	Drafted         int     `json:"drafted"`
 	Accepted        int     `json:"accepted"`
-	// CachedTokens are prompt tokens a prompt cache served; they feed the
-	// cache hit rate in the state and are not part of the answer payload.
-	CachedTokens int `json:"-"`
 }
 
-// Result is what a Generator returns.
-type Result struct {
-	Text  string
-	Usage Usage
-}
-
-// Generator does the work. Generate is called from one goroutine at a
-// time; it streams text through onDelta (any split, even inside a UTF-8
-// sequence is tolerated) and returns the whole answer. It returns an error
-// wrapping ErrTooLong when the prompt does not fit, ctx.Err() when ctx ends,
-// or an *Error to choose the code; any other error becomes internal.
-type Generator interface {
-	Generate(ctx context.Context, req Request, onDelta func(string)) (Result, error)
+func usageOf(u appliance.Usage) Usage {
+	return Usage{PromptTokens: u.PromptTokens, GeneratedTokens: u.GeneratedTokens,
+		TTFTms: round1(float64(u.TTFT.Microseconds()) / 1000), TokS: round1(u.TokS), Drafted: u.Drafted, Accepted: u.Accepted}
 }
 
 // Answer is the final payload of a request.
@@ -153,7 +147,6 @@ type Limits struct {
 }
 
 const (
-	maxIDLen      = 128
 	maxTopicLen   = 512
 	maxMessages   = 256
 	maxTTLDefault = 24 * time.Hour
@@ -329,18 +322,11 @@ func probeAddress(payload []byte, req *Request) {
 	}
 }
 
-// checkID accepts ids and session names that are safe as a topic level.
+// checkID accepts ids and session names that are safe as a topic level
+// (the core's rule).
 func checkID(field, s string) *Error {
-	if s == "" {
-		return errorf(CodeBadRequest, "%s is empty", field)
-	}
-	if len(s) > maxIDLen {
-		return errorf(CodeBadRequest, "%s is longer than %d bytes", field, maxIDLen)
-	}
-	for _, r := range s {
-		if r == '/' || r == '+' || r == '#' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return errorf(CodeBadRequest, "%s %q contains %q (not allowed: / + # spaces and control characters)", field, s, r)
-		}
+	if err := appliance.CheckID(field, s); err != nil {
+		return contractError(err)
 	}
 	return nil
 }
@@ -412,9 +398,5 @@ func jsonKind(k string) string {
 	return k
 }
 
-// NewID returns a random request id.
-func NewID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "g" + hex.EncodeToString(b[:])
-}
+// NewID returns a random request id (the core's form).
+func NewID() string { return appliance.NewID() }

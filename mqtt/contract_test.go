@@ -79,26 +79,6 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestSeenSet(t *testing.T) {
-	s := newSeenSet(3, time.Minute)
-	t0 := time.Unix(0, 0)
-	if !s.add("a", t0) || s.add("a", t0) {
-		t.Fatal("a: want new then duplicate")
-	}
-	s.add("b", t0)
-	s.add("c", t0)
-	s.add("d", t0) // evicts a (bounded)
-	if s.len() != 3 || !s.add("a", t0) {
-		t.Errorf("want a forgotten after eviction, len %d", s.len())
-	}
-	if s.add("d", t0.Add(30*time.Second)) {
-		t.Error("d forgotten too early")
-	}
-	if !s.add("d", t0.Add(2*time.Minute)) {
-		t.Error("d not forgotten after the ttl")
-	}
-}
-
 func TestChunker(t *testing.T) {
 	now := time.Unix(0, 0)
 	clock := func() time.Time { return now }

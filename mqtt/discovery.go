@@ -1,6 +1,10 @@
 package mqtt
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
 
 // Topics are the topics of one device.
 type Topics struct {
@@ -41,10 +45,81 @@ type DiscoveryInfo struct {
 	URL      string // origin url
 	Prefix   string // discovery prefix, "homeassistant" when empty
 	Hardware string // optional hardware description
-	// Components are further components merged into "cmps" by key (they
-	// replace built-in ones of the same key); each gets the device's
-	// availability unless it sets its own.
-	Components map[string]map[string]any
+	// Buttons get one event entity each, fed by ButtonTopic.
+	Buttons []Button
+}
+
+// Button is one of the device's buttons as Home Assistant sees it: an
+// event entity named after it, reporting EventTypes ("press",
+// "long_press", "double_press"). A button without event types (a
+// push-to-talk button) gets no entity.
+type Button struct {
+	Name       string
+	EventTypes []string
+}
+
+// checkButton accepts button names that are safe as a topic level and in
+// an entity id.
+func checkButton(name string) error {
+	if name == "" || strings.ContainsAny(name, "/+#") || strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return fmt.Errorf("mqtt: button name %q is not usable in a topic", name)
+	}
+	return nil
+}
+
+// ButtonTopic is the topic a button's presses are published on:
+// geist/<device>/button/<button>, the state topic of its Home Assistant
+// event entity.
+func ButtonTopic(device, button string) string {
+	return "geist/" + device + "/button/" + button
+}
+
+// ButtonPayload is the JSON published on ButtonTopic for a press, as Home
+// Assistant's MQTT event platform expects: {"event_type":"press","button":"main"}.
+func ButtonPayload(button, eventType string) []byte {
+	b, _ := json.Marshal(struct {
+		EventType string `json:"event_type"`
+		Button    string `json:"button"`
+	}{eventType, button})
+	return b
+}
+
+// buttonComponents returns the event entities of buttons, keyed by
+// component id, with the device's availability.
+func buttonComponents(device string, buttons []Button, avail []obj) obj {
+	out := obj{}
+	dev := sanitize(device)
+	for _, b := range buttons {
+		if len(b.EventTypes) == 0 {
+			continue
+		}
+		id := "button_" + sanitize(b.Name)
+		uid := "geist_" + dev + "_" + id
+		out[id] = obj{
+			"p":                 "event",
+			"name":              "Button " + b.Name,
+			"unique_id":         uid,
+			"default_entity_id": "event." + strings.ReplaceAll(strings.ToLower(uid), "-", "_"),
+			"device_class":      "button",
+			"state_topic":       ButtonTopic(device, b.Name),
+			"event_types":       b.EventTypes,
+			"icon":              "mdi:gesture-tap-button",
+			"availability":      avail,
+		}
+	}
+	return out
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
 }
 
 type obj = map[string]any
@@ -153,15 +228,8 @@ func DiscoveryPayload(d DiscoveryInfo) ([]byte, error) {
 			"icon":        "mdi:message-reply-text-outline",
 		}),
 	}
-	for k, c := range d.Components {
-		m := obj{}
-		for ck, cv := range c {
-			m[ck] = cv
-		}
-		if _, ok := m["availability"]; !ok {
-			m["availability"] = avail
-		}
-		cmps[k] = m
+	for k, c := range buttonComponents(d.Device, d.Buttons, avail) {
+		cmps[k] = c
 	}
 	payload := obj{
 		"dev":  dev,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
 
@@ -35,8 +37,8 @@ func TestContractGolden(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/gold/#", "gold/#")
-	s := startService(t, Config{Broker: b.URL, Device: "gold", Version: "v1", Model: "m", ChunkInterval: time.Hour},
-		fakeGen{words: 3, delay: time.Millisecond})
+	_, core := startService(t, Config{Broker: b.URL, Device: "gold", Version: "v1", Model: "m", ChunkInterval: time.Hour},
+		&appliancetest.Engine{Words: 3, Delay: time.Millisecond}, nil)
 	steps := []goldenStep{
 		{name: "JSON ask, streamed, in a session", topic: "geist/gold/ask", payload: `{"id":"a1","text":"hello","stream":true,"session":"s"}`, until: "geist/gold/answer/a1"},
 		{name: "JSON ask without id", topic: "geist/gold/ask", payload: `{"text":"hello","max_tokens":5}`, until: "geist/gold/answer"},
@@ -61,7 +63,11 @@ func TestContractGolden(t *testing.T) {
 			c.Publish(t, "geist/gold/cmd/ask", []byte("Another one"))
 		}, until: "geist/gold/answer"},
 		{name: "in-process request, published (a button)", do: func(t *testing.T) {
-			goldenButtonAsk(t, s)
+			tk, err := core.Submit(context.Background(), appliance.Request{Source: appliance.SourceButton, Text: "hello", Session: "kitchen"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Outcome()
 		}, until: "geist/gold/answer"},
 	}
 	asked := []string{"geist/gold/ask", "geist/gold/cancel", "geist/gold/cmd/ask", "geist/gold/cmd/new_conversation"}
@@ -112,13 +118,4 @@ func TestContractGolden(t *testing.T) {
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("the contract's payloads differ from %s (rerun with -update if intended):\n%s", path, out.Bytes())
 	}
-}
-
-// goldenButtonAsk asks as a button does, with the answer published.
-func goldenButtonAsk(t *testing.T, s *Service) {
-	ch, err := s.Submit(context.Background(), Request{Text: "hello", Session: "kitchen"}, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-ch
 }

@@ -14,13 +14,15 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/geisten/geist/cmd/appliance"
 )
 
 // Config configures a Service. Zero values take the defaults noted.
 type Config struct {
 	// Broker is tcp://host:1883, ssl://host:8883, ws://host:9001/mqtt;
-	// empty runs the service offline: no MQTT at all, only the worker for
-	// in-process requests (Submit), so buttons and voice keep working.
+	// required (without a broker there is no MQTT front end at all: the
+	// core, buttons and voice work without one).
 	Broker   string
 	Username string
 	Password string
@@ -35,23 +37,18 @@ type Config struct {
 	Pool            bool   // also serve $share/geist/geist/pool/ask
 	Version         string // reported in discovery and state
 	Model           string // model name, reported in discovery and state
-	// Components are further Home Assistant discovery components (such as
-	// the button event entities of package firmware), merged into the
-	// device's "cmps" by key; each gets the device's availability unless
-	// it sets its own.
-	Components map[string]map[string]any
+	// Buttons are the device's buttons: each gets a Home Assistant event
+	// entity fed by PublishPress.
+	Buttons []Button
 	// OnCancel, when set, is called (from the MQTT client's goroutine; it
 	// must return promptly) after Home Assistant's Cancel button cancelled
 	// the running request, so the daemon can also stop what else it does
 	// for an answer (speech).
 	OnCancel func()
 
-	QueueLen      int           // requests waiting behind the running one (8)
-	Limits        Limits        // MaxPayload 64 KiB, MaxTokens 512, DefaultTTL 5 min, MaxTTL 24 h
+	MaxPayload    int           // largest ask payload in bytes (64 KiB); larger ones are too_long
 	ChunkInterval time.Duration // streamed chunk batching (50 ms)
-	DedupSize     int           // ids remembered (4096)
-	DedupTTL      time.Duration // how long (10 min)
-	ShutdownGrace time.Duration // how long the running request may finish at shutdown (10 s)
+	ShutdownGrace time.Duration // how long answers still being generated are waited for at shutdown (10 s)
 	BirthDelay    time.Duration // republish on HA birth after a random delay up to this (3 s)
 	StateInterval time.Duration // least time between state publications (250 ms)
 
@@ -67,7 +64,8 @@ func (c *Config) defaults() error {
 		return err
 	}
 	switch {
-	case c.Broker == "": // offline
+	case c.Broker == "":
+		return errors.New("mqtt: no broker URL")
 	case strings.HasPrefix(c.Broker, "tcp://"), strings.HasPrefix(c.Broker, "ssl://"),
 		strings.HasPrefix(c.Broker, "tls://"), strings.HasPrefix(c.Broker, "ws://"),
 		strings.HasPrefix(c.Broker, "wss://"), strings.HasPrefix(c.Broker, "mqtt://"),
@@ -78,25 +76,16 @@ func (c *Config) defaults() error {
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return errors.New("mqtt: a client certificate needs both a cert file and a key file")
 	}
+	for _, b := range c.Buttons {
+		if err := checkButton(b.Name); err != nil {
+			return err
+		}
+	}
 	if c.DiscoveryPrefix == "" {
 		c.DiscoveryPrefix = "homeassistant"
 	}
-	if c.QueueLen <= 0 {
-		c.QueueLen = 8
-	}
-	if c.Limits.MaxPayload <= 0 {
-		c.Limits.MaxPayload = 64 << 10
-	}
-	if c.Limits.MaxTokens <= 0 {
-		c.Limits.MaxTokens = 512
-	}
-	if c.Limits.DefaultTTL < 0 {
-		c.Limits.DefaultTTL = 0
-	} else if c.Limits.DefaultTTL == 0 {
-		c.Limits.DefaultTTL = 5 * time.Minute
-	}
-	if c.Limits.MaxTTL <= 0 {
-		c.Limits.MaxTTL = maxTTLDefault
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = 64 << 10
 	}
 	setDur := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -104,16 +93,12 @@ func (c *Config) defaults() error {
 		}
 	}
 	setDur(&c.ChunkInterval, 50*time.Millisecond)
-	setDur(&c.DedupTTL, 10*time.Minute)
 	setDur(&c.ShutdownGrace, 10*time.Second)
 	setDur(&c.BirthDelay, 3*time.Second)
 	setDur(&c.StateInterval, 250*time.Millisecond)
 	setDur(&c.ConnectTimeout, 10*time.Second)
 	setDur(&c.MaxReconnectInterval, 30*time.Second)
 	setDur(&c.PublishTimeout, 5*time.Second)
-	if c.DedupSize <= 0 {
-		c.DedupSize = 4096
-	}
 	if c.ClientID == "" {
 		c.ClientID = ClientID(c.Device)
 	}
@@ -138,79 +123,58 @@ func checkDevice(dev string) error {
 	return nil
 }
 
-// Causes of a job's end other than success.
-var (
-	errCancelled = errors.New("cancelled by request")
-	errShutdown  = errors.New("geist is shutting down")
-	errTTL       = errors.New("time to live expired")
-)
-
-type job struct {
-	req    Request
-	topic  string
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	local  *localJob // set for in-process requests (Submit)
-	do     func()    // set for control work run on the worker (NewConversation)
+// Core is what the MQTT front end asks of the appliance core
+// (*appliance.Core implements it).
+type Core interface {
+	Submit(ctx context.Context, r appliance.Request, sink appliance.Sink) (*appliance.Ticket, error)
+	Cancel(id string) bool
+	CancelRunning() bool
+	NewConversation(session string)
+	DefaultSession() string
+	Snapshot() appliance.State
+	Watch(fn func(appliance.Event)) (stop func())
+	Reject(src appliance.Source, code appliance.Code)
+	Limits() appliance.Limits
 }
 
-// Stats count what a Service did.
-type Stats struct {
-	Served, Refused, Failed, Duplicates int64
-}
-
-// Service answers requests over MQTT with one worker.
+// Service is the MQTT front end of one device.
 type Service struct {
 	cfg    Config
-	gen    Generator
+	core   Core
+	lim    Limits
 	log    *slog.Logger
 	t      Topics
 	client paho.Client
-	seen   *seenSet
 
-	mu        sync.Mutex
-	queue     []*job
-	running   *job
-	closing   bool
-	dashboard int // dashboard conversation number, bumped by "new conversation"
-	lastTokS  float64
-	drafted   int64
-	accepted  int64
-	prompt    int64
-	cached    int64
-	lastErr   string
+	mu      sync.Mutex
+	closing bool
 
-	wake      chan struct{}
 	dirty     chan struct{}
-	stop      chan struct{} // closed when the worker must exit
-	workCtx   context.Context
-	workStop  context.CancelCauseFunc
+	stop      chan struct{} // closed when the service stops
 	connected atomic.Bool
-	stats     struct{ served, refused, failed, dups atomic.Int64 }
+	replies   sync.WaitGroup // goroutines waiting for an answer to publish
 	bg        sync.WaitGroup
-	offline   bool // no broker: nothing is published
+	unwatch   func()
 }
 
-// New returns a Service for gen. It does not connect until Run.
-func New(cfg Config, gen Generator) (*Service, error) {
-	if gen == nil {
-		return nil, errors.New("mqtt: nil generator")
+// New returns a Service for core. It does not connect until Run.
+func New(cfg Config, core Core) (*Service, error) {
+	if core == nil {
+		return nil, errors.New("mqtt: nil core")
 	}
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	cl := core.Limits()
 	s := &Service{
 		cfg:   cfg,
-		gen:   gen,
+		core:  core,
+		lim:   Limits{MaxPayload: cfg.MaxPayload, MaxTokens: cl.MaxTokens, DefaultTTL: cl.DefaultTTL, MaxTTL: cl.MaxTTL},
 		log:   cfg.Logger.With("device", cfg.Device),
 		t:     TopicsFor(cfg.Device, cfg.DiscoveryPrefix),
-		seen:  newSeenSet(cfg.DedupSize, cfg.DedupTTL),
-		wake:  make(chan struct{}, 1),
 		dirty: make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
-	s.offline = cfg.Broker == ""
-	s.workCtx, s.workStop = context.WithCancelCause(context.Background())
 	opts, err := s.clientOptions()
 	if err != nil {
 		return nil, err
@@ -227,11 +191,6 @@ func (s *Service) ClientID() string { return s.cfg.ClientID }
 
 // Connected reports whether the service is connected to the broker now.
 func (s *Service) Connected() bool { return s.connected.Load() }
-
-// Stats returns the counters.
-func (s *Service) Stats() Stats {
-	return Stats{s.stats.served.Load(), s.stats.refused.Load(), s.stats.failed.Load(), s.stats.dups.Load()}
-}
 
 func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	c := &s.cfg
@@ -272,39 +231,30 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	return o, nil
 }
 
-// Run connects (retrying in the background until the broker answers),
-// serves until ctx ends, then shuts down gracefully: it stops taking work,
-// refuses what is queued, lets the running request finish within
-// ShutdownGrace (then cancels it), publishes offline and disconnects.
+// Run connects (retrying in the background until the broker answers) and
+// serves until ctx ends, then shuts down: it stops taking asks, waits
+// (up to ShutdownGrace) for the answers still being generated and
+// publishes them, publishes the final state and offline, and
+// disconnects. Stop the core first (or together): it ends the queued and
+// running requests.
 func (s *Service) Run(ctx context.Context) error {
-	if s.offline {
-		s.log.Info("mqtt off (no broker): serving in-process requests only")
-	} else {
-		s.log.Info("mqtt connecting", "broker", s.cfg.Broker, "client_id", s.cfg.ClientID)
-		s.client.Connect() // with ConnectRetry the token completes only once connected
-	}
-	workerDone := make(chan struct{})
-	go func() {
-		defer close(workerDone)
-		s.worker()
-	}()
+	s.log.Info("mqtt connecting", "broker", s.cfg.Broker, "client_id", s.cfg.ClientID)
+	s.client.Connect() // with ConnectRetry the token completes only once connected
+	s.unwatch = s.core.Watch(s.onEvent)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		s.statePublisher()
 	}()
 	<-ctx.Done()
-	s.shutdown(workerDone)
+	s.shutdown()
 	return nil
 }
 
-func (s *Service) shutdown(workerDone chan struct{}) {
-	s.log.Info("mqtt shutting down: no new work")
+func (s *Service) shutdown() {
+	s.log.Info("mqtt shutting down: no new asks")
 	s.mu.Lock()
 	s.closing = true
-	queued := s.queue
-	s.queue = nil
-	running := s.running
 	s.mu.Unlock()
 	if s.connected.Load() {
 		filters := []string{s.t.Ask, s.t.CmdAsk}
@@ -313,34 +263,23 @@ func (s *Service) shutdown(workerDone chan struct{}) {
 		}
 		s.client.Unsubscribe(filters...).WaitTimeout(s.cfg.PublishTimeout)
 	}
-	for _, j := range queued {
-		if j.do != nil {
-			continue // control work is dropped with the rest
-		}
-		j.cancel(errShutdown)
-		s.reply(j, nil, errorf(CodeCancelled, "%v", errShutdown))
-	}
-	if running != nil {
-		s.log.Info("waiting for the running request", "id", running.req.ID, "grace", s.cfg.ShutdownGrace)
-	}
-	close(s.stop)
+	replied := make(chan struct{})
+	go func() { s.replies.Wait(); close(replied) }()
 	select {
-	case <-workerDone:
+	case <-replied:
 	case <-time.After(s.cfg.ShutdownGrace):
-		s.workStop(errShutdown)
-		<-workerDone
+		s.log.Warn("mqtt: answers still being generated are not published", "grace", s.cfg.ShutdownGrace)
 	}
-	s.workStop(errShutdown)
+	s.unwatch()
+	close(s.stop)
 	if s.connected.Load() {
 		s.publishState()
 		s.client.Publish(s.t.Status, 1, true, "offline").WaitTimeout(s.cfg.PublishTimeout)
 	}
-	if !s.offline {
-		s.client.Disconnect(250)
-	}
+	s.client.Disconnect(250)
 	s.connected.Store(false)
 	s.bg.Wait()
-	s.log.Info("mqtt stopped", "served", s.stats.served.Load(), "refused", s.stats.refused.Load())
+	s.log.Info("mqtt stopped")
 }
 
 func (s *Service) onConnect() {
@@ -382,7 +321,7 @@ func (s *Service) onConnect() {
 func (s *Service) announce() {
 	if s.cfg.Discovery {
 		p, err := DiscoveryPayload(DiscoveryInfo{Device: s.cfg.Device, Version: s.cfg.Version,
-			Model: s.cfg.Model, Prefix: s.cfg.DiscoveryPrefix, Components: s.cfg.Components})
+			Model: s.cfg.Model, Prefix: s.cfg.DiscoveryPrefix, Buttons: s.cfg.Buttons})
 		if err != nil {
 			s.log.Error("discovery payload", "err", err)
 		} else {
@@ -395,9 +334,6 @@ func (s *Service) announce() {
 // publish sends without waiting long: QoS 0 not at all, QoS 1 up to
 // PublishTimeout (a token is not a delivery receipt anyway).
 func (s *Service) publish(topic string, qos byte, retain bool, payload []byte) {
-	if s.offline {
-		return
-	}
 	tok := s.client.Publish(topic, qos, retain, payload)
 	if qos == 0 {
 		return
@@ -419,18 +355,16 @@ func (s *Service) onMessage(topic string, payload []byte) {
 	case s.t.Cancel:
 		s.handleCancel(payload)
 	case s.t.CmdAsk:
-		s.mu.Lock()
-		sess := fmt.Sprintf("dashboard-%d", s.dashboard)
-		s.mu.Unlock()
+		sess := s.core.DefaultSession()
 		s.handleAsk(payload, func(r *Request) { r.Session = sess })
 	case s.t.CmdCancel:
 		s.log.Info("cancel button")
-		s.CancelRunning()
+		s.core.CancelRunning()
 		if s.cfg.OnCancel != nil {
 			s.cfg.OnCancel()
 		}
 	case s.t.CmdNewConversation:
-		s.NewConversation("")
+		s.core.NewConversation("")
 	case s.t.HAStatus:
 		if string(bytes.TrimSpace(payload)) == "online" {
 			d := time.Duration(rand.Int64N(int64(s.cfg.BirthDelay)))
@@ -459,52 +393,67 @@ func (s *Service) onMessage(topic string, payload []byte) {
 }
 
 func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
-	now := time.Now()
-	req, perr := Parse(payload, s.cfg.Limits, now)
+	req, perr := Parse(payload, s.lim, time.Now())
 	if perr != nil {
-		if req.ID != "" && !req.Generated && !s.seen.add(req.ID, now) {
-			s.stats.dups.Add(1)
-			return // a redelivery of a request already refused
-		}
-		s.stats.refused.Add(1)
+		s.core.Reject(appliance.SourceMQTT, appliance.Code(perr.Code))
 		s.log.Info("request refused", "id", req.ID, "code", perr.Code, "err", perr.Message)
-		s.refuse(&job{req: req, topic: s.answerTopic(req)}, perr)
-		return
-	}
-	if !req.Generated && !s.seen.add(req.ID, now) {
-		s.stats.dups.Add(1)
-		s.log.Info("duplicate request ignored", "id", req.ID)
+		s.reply(req.ID, s.answerTopic(req), nil, perr, false)
 		return
 	}
 	if adjust != nil {
 		adjust(&req)
 	}
-	j := s.newJob(req, now)
 	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
-		j.cancel(errShutdown)
-		s.stats.refused.Add(1)
-		s.refuse(j, errorf(CodeBusy, "%v", errShutdown))
-		return
-	case s.waitingLocked() >= s.cfg.QueueLen:
-		n := s.waitingLocked()
-		s.mu.Unlock()
-		j.cancel(errCancelled)
-		s.stats.refused.Add(1)
-		s.log.Info("queue full", "id", req.ID, "queued", n)
-		s.refuse(j, errorf(CodeBusy, "queue full (%d waiting); retry later or ask another device", n))
-		return
+	closing := s.closing
+	if !closing {
+		s.replies.Add(1) // under mu: shutdown sets closing before it waits
 	}
-	s.queue = append(s.queue, j)
 	s.mu.Unlock()
-	s.log.Debug("request queued", "id", req.ID, "stream", req.Stream)
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	topic := s.answerTopic(req)
+	if closing {
+		s.core.Reject(appliance.SourceMQTT, appliance.CodeBusy)
+		s.reply(req.ID, topic, nil, errorf(CodeBusy, "geist is shutting down"), false)
+		return
 	}
-	s.markDirty()
+	var ch *chunker
+	var sink appliance.Sink
+	if req.Stream {
+		stream := topic + "/stream"
+		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta string) {
+			b, _ := json.Marshal(Chunk{ID: req.ID, Seq: seq, Delta: delta})
+			s.send(stream, 0, false, b)
+		})
+		sink = ch.add
+	}
+	tk, err := s.core.Submit(context.Background(), req.core(), sink)
+	if err != nil {
+		s.replies.Done()
+		s.log.Info("request refused", "id", req.ID, "err", err)
+		s.reply(req.ID, topic, nil, contractError(err), false)
+		return
+	}
+	s.log.Debug("request queued", "id", req.ID, "stream", req.Stream)
+	// Handlers never block: the answer is published when it is complete.
+	go func() {
+		defer s.replies.Done()
+		o := tk.Outcome()
+		if ch != nil && o.Err == nil && !o.Replayed {
+			ch.flush()
+		}
+		s.deliver(topic, o)
+	}()
+}
+
+// core is req as a request of the appliance core.
+func (r *Request) core() appliance.Request {
+	a := appliance.Request{ID: r.ID, Generated: r.Generated, Source: appliance.SourceMQTT, Text: r.Text,
+		System: r.System, Session: r.Session, TTL: r.TTL}
+	a.MaxTokens = r.MaxTokens
+	a.Temperature = r.Temperature
+	for _, m := range r.Messages {
+		a.Messages = append(a.Messages, appliance.Message{Role: m.Role, Content: m.Content})
+	}
+	return a
 }
 
 func (s *Service) handleCancel(payload []byte) {
@@ -516,54 +465,16 @@ func (s *Service) handleCancel(payload []byte) {
 		dec := json.NewDecoder(bytes.NewReader(payload))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
-			s.refuse(&job{topic: s.t.Error}, errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)))
+			s.reply("", s.t.Error, nil, errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)), false)
 			return
 		}
 		id = c.ID
 	}
 	if e := checkID("id", id); e != nil {
-		s.refuse(&job{topic: s.t.Error}, errorf(CodeBadRequest, "cancel: %s", e.Message))
+		s.reply("", s.t.Error, nil, errorf(CodeBadRequest, "cancel: %s", e.Message), false)
 		return
 	}
-	s.mu.Lock()
-	var found *job
-	for i, j := range s.queue {
-		if j.req.ID == id {
-			found = j
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			break
-		}
-	}
-	running := s.running
-	s.mu.Unlock()
-	switch {
-	case found != nil:
-		found.cancel(errCancelled)
-		s.log.Info("queued request cancelled", "id", id)
-		s.refuse(found, errorf(CodeCancelled, "cancelled while queued"))
-		s.markDirty()
-	case running != nil && running.req.ID == id:
-		s.log.Info("running request cancelled", "id", id)
-		running.cancel(errCancelled)
-	default:
-		s.log.Debug("cancel for an unknown or finished request", "id", id)
-	}
-}
-
-// newJob returns the job for req with its context: cancelled by the
-// service's shutdown and, with a TTL, at req's deadline.
-func (s *Service) newJob(req Request, now time.Time) *job {
-	j := &job{req: req, topic: s.answerTopic(req)}
-	if req.TTL > 0 {
-		var cancel context.CancelFunc
-		j.ctx, cancel = context.WithDeadlineCause(s.workCtx, now.Add(req.TTL), errTTL)
-		inner, cancelCause := context.WithCancelCause(j.ctx)
-		j.ctx = inner
-		j.cancel = func(err error) { cancelCause(err); cancel() }
-	} else {
-		j.ctx, j.cancel = context.WithCancelCause(s.workCtx)
-	}
-	return j
+	s.core.Cancel(id)
 }
 
 func (s *Service) answerTopic(r Request) string {
@@ -578,126 +489,50 @@ func (s *Service) answerTopic(r Request) string {
 	return s.t.Answer + "/" + r.ID
 }
 
-// worker runs jobs one at a time until stop is closed and the queue is
-// empty.
-func (s *Service) worker() {
-	for {
-		s.mu.Lock()
-		if len(s.queue) > 0 {
-			j := s.queue[0]
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
-			if j.do != nil {
-				s.mu.Unlock()
-				j.do()
-				continue
-			}
-			s.running = j
-			s.mu.Unlock()
-			s.markDirty()
-			s.run(j)
-			s.mu.Lock()
-			s.running = nil
-			s.mu.Unlock()
-			s.markDirty()
-			continue
-		}
-		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-s.stop:
-			return
-		}
-	}
-}
-
-func (s *Service) run(j *job) {
-	defer j.cancel(nil)
-	if err := j.ctx.Err(); err != nil {
-		s.reply(j, nil, s.ctxError(j))
+// onEvent follows the core: every change may change the state, and the
+// answers to the device's own triggers (buttons, push-to-talk) are
+// published on the answer topic, as answer events and as the last answer.
+func (s *Service) onEvent(ev appliance.Event) {
+	s.markDirty()
+	if ev.Kind != appliance.EventFinished {
 		return
 	}
-	var onDelta func(string)
-	var ch *chunker
-	if j.req.Stream {
-		stream := j.topic + "/stream"
-		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta string) {
-			b, _ := json.Marshal(Chunk{ID: j.req.ID, Seq: seq, Delta: delta})
-			s.send(stream, 0, false, b)
-		})
-		onDelta = ch.add
-	} else {
-		onDelta = func(string) {}
-	}
-	if j.local != nil && j.local.onDelta != nil {
-		inner, local := onDelta, j.local.onDelta
-		onDelta = func(d string) { inner(d); local(d) }
-	}
-	start := time.Now()
-	res, err := s.safeGenerate(j, onDelta)
-	if err != nil {
-		var e *Error
-		switch {
-		case j.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, j.ctx.Err())):
-			e = s.ctxError(j)
-		case errors.Is(err, ErrTooLong):
-			e = errorf(CodeTooLong, "%v", strings.TrimPrefix(err.Error(), "mqtt: "))
-		case errors.As(err, &e):
-		default:
-			s.log.Error("generation failed", "id", j.req.ID, "err", err)
-			e = errorf(CodeInternal, "%v", err)
-		}
-		s.reply(j, nil, e)
+	if src := ev.Outcome.Source; src != appliance.SourceButton && src != appliance.SourceVoice {
 		return
 	}
-	if ch != nil {
-		ch.flush()
-	}
+	// Watchers return promptly: the publication waits for the broker on
+	// a goroutine of its own.
+	o := *ev.Outcome
 	s.mu.Lock()
-	s.lastTokS = res.Usage.TokS
-	s.drafted += int64(res.Usage.Drafted)
-	s.accepted += int64(res.Usage.Accepted)
-	s.prompt += int64(res.Usage.PromptTokens)
-	s.cached += int64(res.Usage.CachedTokens)
-	s.mu.Unlock()
-	s.log.Info("answered", "id", j.req.ID, "session", j.req.Session, "prompt_tokens", res.Usage.PromptTokens,
-		"generated_tokens", res.Usage.GeneratedTokens, "tok_s", round1(res.Usage.TokS), "ms", time.Since(start).Milliseconds())
-	s.reply(j, &res, nil)
-}
-
-// safeGenerate calls the generator, turning a panic into an internal error
-// so one bad request does not take the appliance down.
-func (s *Service) safeGenerate(j *job, onDelta func(string)) (res Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("generator panic: %v", r)
-		}
-	}()
-	return s.gen.Generate(j.ctx, j.req, onDelta)
-}
-
-func (s *Service) ctxError(j *job) *Error {
-	switch cause := context.Cause(j.ctx); {
-	case errors.Is(cause, errTTL) || errors.Is(cause, context.DeadlineExceeded):
-		return errorf(CodeTimeout, "time to live of %gs expired", j.req.TTL.Seconds())
-	case errors.Is(cause, errShutdown):
-		return errorf(CodeCancelled, "%v", errShutdown)
-	default:
-		return errorf(CodeCancelled, "cancelled")
+	closing := s.closing
+	if !closing {
+		s.replies.Add(1) // under mu: shutdown sets closing before it waits
 	}
+	s.mu.Unlock()
+	if closing {
+		return
+	}
+	go func() {
+		defer s.replies.Done()
+		s.deliver(s.t.Answer, o)
+	}()
 }
 
-// refuse answers j with e from a paho handler: it publishes without
-// waiting for the broker, so the handler never blocks.
-func (s *Service) refuse(j *job, e *Error) { s.respond(j, nil, e, false) }
+// deliver publishes an outcome on topic, waiting (up to PublishTimeout)
+// for the broker to take it.
+func (s *Service) deliver(topic string, o appliance.Outcome) {
+	if o.Err != nil {
+		s.reply(o.ID, topic, nil, &Error{Code: string(o.Err.Code), Message: o.Err.Message}, true)
+		return
+	}
+	s.reply(o.ID, topic, &Answer{ID: o.ID, Text: o.Text, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}, nil, true)
+}
 
-// reply publishes the answer or the error of j from the worker, waiting
-// (up to PublishTimeout) for the broker to take it.
-func (s *Service) reply(j *job, res *Result, e *Error) { s.respond(j, res, e, true) }
-
-// respond publishes the answer or the error of j, and for answers the
-// last-answer sensor and the answer event.
-func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
+// reply publishes the answer a or the error e of request id on topic,
+// and for answers the last-answer sensor and the answer event. With
+// wait it waits for the broker to take them (up to PublishTimeout); paho
+// handlers never wait.
+func (s *Service) reply(id, topic string, a *Answer, e *Error, wait bool) {
 	pub := func(topic string, payload []byte) {
 		if wait {
 			s.publish(topic, 1, false, payload)
@@ -705,57 +540,36 @@ func (s *Service) respond(j *job, res *Result, e *Error, wait bool) {
 			s.send(topic, 1, false, payload)
 		}
 	}
-	// A request whose outcome is out is no longer running: whoever hears
-	// of it (an in-process submitter, an MQTT client) and then asks to
-	// cancel the running request must not reach this one.
-	s.mu.Lock()
-	if s.running == j {
-		s.running = nil
-	}
-	s.mu.Unlock()
-	quiet := false // an in-process request that is not published
-	if j.local != nil {
-		j.local.deliver(res, e)
-		quiet = !j.local.publish
-	}
 	if e != nil {
-		if e.Code != CodeBusy && e.Code != CodeBadRequest && e.Code != CodeTooLong {
-			s.stats.failed.Add(1)
-		}
-		s.mu.Lock()
-		s.lastErr = e.Code
-		s.mu.Unlock()
-		if quiet {
-			return
-		}
-		b, _ := json.Marshal(ErrorReply{ID: j.req.ID, Error: e, ServedBy: s.cfg.Device})
-		pub(j.topic, b)
-		if j.req.ID != "" {
-			ev, _ := json.Marshal(map[string]any{"event_type": "error", "id": j.req.ID, "code": e.Code, "message": e.Message})
+		b, _ := json.Marshal(ErrorReply{ID: id, Error: e, ServedBy: s.cfg.Device})
+		pub(topic, b)
+		if id != "" {
+			ev, _ := json.Marshal(map[string]any{"event_type": "error", "id": id, "code": e.Code, "message": e.Message})
 			s.send(s.t.Event, 0, false, ev)
 		}
 		return
 	}
-	s.stats.served.Add(1)
-	if quiet {
-		return
-	}
-	a := Answer{ID: j.req.ID, Text: res.Text, Done: true, Session: j.req.Session, Usage: res.Usage, ServedBy: s.cfg.Device}
-	a.Usage.TokS = round1(a.Usage.TokS)
-	a.Usage.TTFTms = round1(a.Usage.TTFTms)
 	b, _ := json.Marshal(a)
-	pub(j.topic, b)
+	pub(topic, b)
 	last, _ := json.Marshal(map[string]any{"id": a.ID, "text": a.Text, "session": a.Session})
 	s.send(s.t.LastAnswer, 0, true, last)
 	ev, _ := json.Marshal(map[string]any{"event_type": "answer", "id": a.ID, "text": truncate(a.Text, 1024), "session": a.Session})
 	s.send(s.t.Event, 0, false, ev)
 }
 
-// send publishes without waiting (nothing when offline).
+// send publishes without waiting.
 func (s *Service) send(topic string, qos byte, retain bool, payload []byte) {
-	if !s.offline {
-		s.client.Publish(topic, qos, retain, payload)
+	s.client.Publish(topic, qos, retain, payload)
+}
+
+// PublishPress publishes a press of one of Config.Buttons (event type
+// "press", "long_press", "double_press") for its Home Assistant event
+// entity, without waiting; nothing happens while disconnected.
+func (s *Service) PublishPress(button, eventType string) {
+	if !s.connected.Load() {
+		return
 	}
+	s.client.Publish(ButtonTopic(s.cfg.Device, button), 0, false, ButtonPayload(button, eventType))
 }
 
 func (s *Service) markDirty() {
@@ -803,24 +617,10 @@ type State struct {
 
 // CurrentState returns the state as it would be published now.
 func (s *Service) CurrentState() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := State{State: "idle", Busy: s.running != nil, Queue: s.waitingLocked(), Model: s.cfg.Model,
-		TokS: round1(s.lastTokS), Served: s.stats.served.Load(), Refused: s.stats.refused.Load(),
-		Failed: s.stats.failed.Load(), Session: fmt.Sprintf("dashboard-%d", s.dashboard), Version: s.cfg.Version}
-	if st.Busy {
-		st.State = "thinking"
-	}
-	if s.closing {
-		st.State = "stopping"
-	}
-	if s.drafted > 0 {
-		st.AcceptanceRate = float64(s.accepted) / float64(s.drafted)
-	}
-	if s.prompt > 0 {
-		st.CacheHitRate = float64(s.cached) / float64(s.prompt)
-	}
-	return st
+	c := s.core.Snapshot()
+	return State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
+		AcceptanceRate: c.AcceptanceRate, CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
+		Failed: c.Failed, Session: c.Session, Version: s.cfg.Version}
 }
 
 func (s *Service) publishState() {

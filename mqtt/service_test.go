@@ -15,41 +15,13 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/mqtt")
-
-// fakeGen writes "w0 w1 ... w<n-1>." one word per delay.
-type fakeGen struct {
-	words int
-	delay time.Duration
-}
-
-func (g fakeGen) Generate(ctx context.Context, req Request, onDelta func(string)) (Result, error) {
-	if strings.Contains(req.Text, "TOOLONG") {
-		return Result{}, fmt.Errorf("%w: 9999 tokens", ErrTooLong)
-	}
-	words := g.words
-	if req.Text == "long" {
-		words = 1000 // runs until cancelled
-	}
-	var b strings.Builder
-	for i := range words {
-		select {
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		case <-time.After(g.delay):
-		}
-		d := fmt.Sprintf(" w%d", i)
-		if i == words-1 {
-			d += "."
-		}
-		b.WriteString(d)
-		onDelta(d)
-	}
-	return Result{Text: b.String(), Usage: Usage{PromptTokens: 3, GeneratedTokens: g.words, TokS: 100}}, nil
-}
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -58,28 +30,40 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// startService runs a Service until the end of the test and waits until
-// it is connected.
-func startService(t *testing.T, cfg Config, gen Generator) *Service {
+// startService runs an appliance core over eng and a Service on it until
+// the end of the test, and waits until it is connected. mod adjusts the
+// core's configuration.
+func startService(t *testing.T, cfg Config, eng *appliancetest.Engine, mod func(*appliance.Config)) (*Service, *appliance.Core) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
 	cfg.MaxReconnectInterval = 500 * time.Millisecond
-	s, err := New(cfg, gen)
+	cc := appliance.Config{Engine: eng, Logger: cfg.Logger}
+	if mod != nil {
+		mod(&cc)
+	}
+	core, err := appliance.New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, core)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { core.Run(ctx); close(done) }()
+	mctx, mcancel := context.WithCancel(context.Background())
+	mdone := make(chan struct{})
+	go func() { s.Run(mctx); close(mdone) }()
+	t.Cleanup(func() { cancel(); <-done; mcancel(); <-mdone })
 	for deadline := time.Now().Add(10 * time.Second); !s.Connected(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("service did not connect")
 		}
 	}
-	return s
+	return s, core
 }
 
 func decode[T any](t testing.TB, b []byte) T {
@@ -131,10 +115,44 @@ func TestDiscoveryGolden(t *testing.T) {
 	}
 }
 
+// TestDiscoveryButtonsGolden pins the discovery payload of a device with
+// buttons (their event entities; a push-to-talk button reports no events
+// and gets none) and the button event payloads, in
+// testdata/mqtt/discovery-buttons.golden.
+func TestDiscoveryButtonsGolden(t *testing.T) {
+	buttons := []Button{
+		{Name: "main", EventTypes: []string{"press", "long_press", "double_press"}},
+		{Name: "side-2", EventTypes: []string{"press", "long_press"}},
+		{Name: "talk"},
+	}
+	p, err := DiscoveryPayload(DiscoveryInfo{Device: "kitchen", Version: "v1.2.3", Model: "stories260K-Q4_0", Buttons: buttons})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := append(p, '\n')
+	for _, k := range []string{"press", "long_press", "double_press"} {
+		got = fmt.Appendf(got, "%s %s\n", ButtonTopic("kitchen", "side-2"), ButtonPayload("side-2", k))
+	}
+	path := filepath.Join("..", "testdata", "mqtt", "discovery-buttons.golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("discovery with buttons differs from %s (%v; rerun with -update if intended):\n%s", path, err, got)
+	}
+}
+
 func TestStateGolden(t *testing.T) {
 	// The state payload's shape is part of the contract (the discovery
 	// templates read it).
-	s, err := New(Config{Broker: "tcp://127.0.0.1:1", Device: "kitchen", Model: "m", Version: "v"}, fakeGen{})
+	core, err := appliance.New(appliance.Config{Engine: &appliancetest.Engine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: "tcp://127.0.0.1:1", Device: "kitchen", Model: "m", Version: "v"}, core)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +170,8 @@ func TestStateGolden(t *testing.T) {
 
 func TestServiceAskStreamCancelBusyTTL(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
-	s := startService(t, Config{Broker: b.URL, Device: "dev1", QueueLen: 2, ChunkInterval: time.Millisecond}, fakeGen{words: 20, delay: 5 * time.Millisecond})
+	s, _ := startService(t, Config{Broker: b.URL, Device: "dev1", ChunkInterval: time.Millisecond}, &appliancetest.Engine{Words: 20, Delay: 5 * time.Millisecond},
+		func(c *appliance.Config) { c.Limits.Queue = 2 })
 	tp := s.Topics()
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/dev1/answer/#", "geist/dev1/error", "geist/dev1/answer")
@@ -239,12 +258,14 @@ func TestServiceAskStreamCancelBusyTTL(t *testing.T) {
 	if e := mqtttest.On(msgs, "geist/dev1/error"); len(e) != 1 || decode[ErrorReply](t, e[0].Payload).Error.Code != CodeBadRequest {
 		t.Errorf("error topic: %v", e)
 	}
-	// A redelivered bad request is not answered twice either.
+	// A refused request does not reserve its id: sent again, it is
+	// refused again; corrected, it is answered.
 	c.Publish(t, tp.Ask, []byte(`{"id":"e1","text":5}`))
-	c.Publish(t, tp.Ask, []byte(`{"id":"ok2","text":"fine"}`))
-	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return code(m, "ok2") != "" })
-	if n := len(mqtttest.On(msgs, "geist/dev1/answer/e1")); n != 1 || code(msgs, "ok2") != "answer" {
-		t.Errorf("e1 answered %d times, ok2 %q", n, code(msgs, "ok2"))
+	c.Publish(t, tp.Ask, []byte(`{"id":"e1","text":"fine"}`))
+	msgs, _ = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/e1")) == 3 })
+	if e1 := mqtttest.On(msgs, "geist/dev1/answer/e1"); len(e1) != 3 || decode[ErrorReply](t, e1[1].Payload).Error.Code != CodeBadRequest ||
+		decode[Answer](t, e1[2].Payload).Text == "" {
+		t.Errorf("e1 again: %d replies", len(e1))
 	}
 }
 
@@ -252,8 +273,8 @@ func TestServiceDiscoveryAndBirth(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "homeassistant/device/#", "geist/dev2/status", "geist/dev2/state")
-	s := startService(t, Config{Broker: b.URL, Device: "dev2", Discovery: true, Version: "v1.2.3",
-		Model: "stories260K-Q4_0", BirthDelay: 50 * time.Millisecond}, fakeGen{words: 3})
+	s, _ := startService(t, Config{Broker: b.URL, Device: "dev2", Discovery: true, Version: "v1.2.3",
+		Model: "stories260K-Q4_0", BirthDelay: 50 * time.Millisecond}, &appliancetest.Engine{}, nil)
 	want, _ := DiscoveryPayload(DiscoveryInfo{Device: "dev2", Version: "v1.2.3", Model: "stories260K-Q4_0"})
 	disc := s.Topics().Discovery
 	if disc != "homeassistant/device/geist_dev2/config" {
@@ -291,7 +312,11 @@ func TestServiceOfflineOnShutdown(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/dev3/status")
-	s, err := New(Config{Broker: b.URL, Device: "dev3", Logger: testLogger(t)}, fakeGen{words: 3})
+	core, err := appliance.New(appliance.Config{Engine: &appliancetest.Engine{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: b.URL, Device: "dev3", Logger: testLogger(t)}, core)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +342,7 @@ func TestEmbeddedBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	startService(t, Config{Broker: e.URL(), Device: "emb", Username: "u", Password: "secret"}, fakeGen{words: 3})
+	startService(t, Config{Broker: e.URL(), Device: "emb", Username: "u", Password: "secret"}, &appliancetest.Engine{}, nil)
 	c := mqtttest.NewClient(t, e.URL(), func(o *paho.ClientOptions) { o.SetUsername("u").SetPassword("secret") })
 	c.Subscribe(t, "geist/emb/answer/#")
 	c.Publish(t, "geist/emb/ask", []byte(`{"id":"e1","text":"hi"}`))
@@ -328,5 +353,58 @@ func TestEmbeddedBroker(t *testing.T) {
 	if tok := anon.Connect(); tok.WaitTimeout(5*time.Second) && tok.Error() == nil {
 		anon.Disconnect(0)
 		t.Error("anonymous client admitted by an embedded broker with credentials")
+	}
+}
+
+// TestDeviceAnswersPublished: the answers to the device's own triggers
+// (buttons, push-to-talk) are published on the answer topic, as answer
+// events and as the last answer; those of other front ends (Hermes, HTTP)
+// are not.
+func TestDeviceAnswersPublished(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	_, core := startService(t, Config{Broker: b.URL, Device: "loc"}, &appliancetest.Engine{Words: 4, Delay: time.Millisecond}, nil)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/loc/answer/#", "geist/loc/answer", "geist/loc/event", "geist/loc/last_answer")
+	ask := func(src appliance.Source) appliance.Outcome {
+		tk, err := core.Submit(context.Background(), appliance.Request{Source: src, Text: "hello", Session: "kitchen"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.Outcome()
+	}
+	o := ask(appliance.SourceButton)
+	msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool {
+		return len(mqtttest.On(m, "geist/loc/answer")) > 0 && len(mqtttest.On(m, "geist/loc/event")) > 0
+	})
+	if !ok {
+		t.Fatalf("answer not published: %v", msgs)
+	}
+	a := decode[Answer](t, mqtttest.On(msgs, "geist/loc/answer")[0].Payload)
+	if a.Text != o.Text || a.ID != o.ID || a.Session != "kitchen" || !a.Done || a.ServedBy != "loc" {
+		t.Errorf("published answer %+v", a)
+	}
+	c.Reset()
+	ask(appliance.SourceHermes)
+	ask(appliance.SourceHTTP)
+	time.Sleep(200 * time.Millisecond)
+	if m := c.Messages(); len(m) != 0 {
+		t.Errorf("Hermes and HTTP answers published %d messages: %s", len(m), m[0].Payload)
+	}
+	ask(appliance.SourceVoice)
+	if _, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/loc/answer")) > 0 }); !ok {
+		t.Error("push-to-talk answer not published")
+	}
+}
+
+func TestOnCancelHook(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	called := make(chan struct{}, 1)
+	startService(t, Config{Broker: b.URL, Device: "hook", OnCancel: func() { called <- struct{}{} }}, &appliancetest.Engine{}, nil)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Publish(t, "geist/hook/cmd/cancel", []byte("PRESS"))
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnCancel not called for Home Assistant's Cancel button")
 	}
 }

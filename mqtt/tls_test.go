@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
 
@@ -65,7 +67,7 @@ func TestServiceTLSClientCert(t *testing.T) {
 		port, filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")))
 	url := fmt.Sprintf("ssl://127.0.0.1:%d", port)
 	startService(t, Config{Broker: url, Device: "tls", CAFile: filepath.Join(dir, "ca.pem"),
-		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client.key")}, fakeGen{words: 3})
+		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client.key")}, &appliancetest.Engine{}, nil)
 	c := mqtttest.NewClient(t, b.URL) // plain tcp listener of the same broker
 	c.Subscribe(t, "geist/tls/answer/#")
 	c.Publish(t, "geist/tls/ask", []byte(`{"id":"t1","text":"hi"}`))
@@ -73,7 +75,11 @@ func TestServiceTLSClientCert(t *testing.T) {
 		t.Fatalf("no answer over TLS: %v", msgs)
 	}
 	// Without the client certificate the broker refuses the connection.
-	s, err := New(Config{Broker: url, Device: "nocert", CAFile: filepath.Join(dir, "ca.pem"), Logger: testLogger(t)}, fakeGen{})
+	core, err := appliance.New(appliance.Config{Engine: &appliancetest.Engine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: url, Device: "nocert", CAFile: filepath.Join(dir, "ca.pem"), Logger: testLogger(t)}, core)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +93,7 @@ func TestServiceTLSClientCert(t *testing.T) {
 func TestServiceWebSocket(t *testing.T) {
 	port := mqtttest.FreePort(t)
 	b := mqtttest.StartMosquitto(t, fmt.Sprintf("listener %d 127.0.0.1\nprotocol websockets", port))
-	startService(t, Config{Broker: fmt.Sprintf("ws://127.0.0.1:%d", port), Device: "ws"}, fakeGen{words: 3})
+	startService(t, Config{Broker: fmt.Sprintf("ws://127.0.0.1:%d", port), Device: "ws"}, &appliancetest.Engine{}, nil)
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/ws/answer/#")
 	c.Publish(t, "geist/ws/ask", []byte(`{"id":"w1","text":"hi"}`))
@@ -100,7 +106,11 @@ func TestServiceWebSocket(t *testing.T) {
 // retrying, and stops promptly.
 func TestServiceBrokerDown(t *testing.T) {
 	port := mqtttest.FreePort(t)
-	s, err := New(Config{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", port), Device: "down", Logger: testLogger(t)}, fakeGen{})
+	core, err := appliance.New(appliance.Config{Engine: &appliancetest.Engine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: fmt.Sprintf("tcp://127.0.0.1:%d", port), Device: "down", Logger: testLogger(t)}, core)
 	if err != nil {
 		t.Fatal(err)
 	}

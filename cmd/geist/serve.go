@@ -16,12 +16,12 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/spf13/pflag"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/hermes"
-	"github.com/geisten/geist/storage"
 )
 
 const serveUsage = "serve [--config FILE] [-m MODEL] [--broker URL] [--device NAME] [--data-dir DIR] [flags]"
@@ -80,24 +80,42 @@ func newLogger(w io.Writer, c *serveConfig) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opt))
 }
 
-// mqttConfig turns the serve configuration into the mqtt service's.
-func (c *serveConfig) mqttConfig(broker string, log *slog.Logger) mqtt.Config {
+// coreConfig turns the serve configuration into the appliance core's.
+func (c *serveConfig) coreConfig(eng appliance.Engine, sessions appliance.SessionStore, log *slog.Logger) appliance.Config {
+	temp := c.Generation.Temperature
+	return appliance.Config{
+		Engine: eng, Sessions: sessions,
+		Limits: appliance.Limits{
+			Queue:           c.Limits.Queue,
+			MaxTokens:       c.Limits.MaxTokens,
+			MaxPromptTokens: c.Limits.MaxPromptTokens,
+			DefaultTTL:      seconds(c.Limits.TTL),
+		},
+		System:        c.Generation.System,
+		Defaults:      appliance.Options{Temperature: &temp},
+		ShutdownGrace: max(seconds(c.Limits.ShutdownGrace), time.Millisecond),
+		Model:         modelName(c.Model),
+		Version:       versionString(),
+		Logger:        log,
+	}
+}
+
+// mqttConfig turns the serve configuration into the MQTT front end's.
+func (c *serveConfig) mqttConfig(broker string, buttons []mqtt.Button, log *slog.Logger) mqtt.Config {
 	m := c.MQTT
 	return mqtt.Config{
 		Broker: broker, Username: m.Username, Password: m.Password,
 		CAFile: m.CAFile, CertFile: m.CertFile, KeyFile: m.KeyFile, ClientID: m.ClientID,
 		Device: c.Device, Discovery: m.Discovery, DiscoveryPrefix: m.DiscoveryPrefix, Pool: m.Pool,
-		Version: versionString(), Model: strings.TrimSuffix(filepath.Base(c.Model), ".gguf"),
-		QueueLen: c.Limits.Queue,
-		Limits: mqtt.Limits{
-			MaxPayload: c.Limits.MaxPayload,
-			MaxTokens:  c.Limits.MaxTokens,
-			DefaultTTL: seconds(c.Limits.TTL),
-		},
+		Version: versionString(), Model: modelName(c.Model), Buttons: buttons,
+		MaxPayload:    c.Limits.MaxPayload,
 		ShutdownGrace: max(seconds(c.Limits.ShutdownGrace), time.Millisecond),
 		Logger:        log,
 	}
 }
+
+// modelName is the model file's name without directory and .gguf.
+func modelName(path string) string { return strings.TrimSuffix(filepath.Base(path), ".gguf") }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
@@ -114,11 +132,13 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 type serveHooks struct {
 	// openGPIO opens the buttons and LEDs (firmware.Open when nil).
 	openGPIO func(firmware.Config, *slog.Logger) (*firmware.Device, error)
-	// wrapGen wraps the model's generator (nothing when nil).
-	wrapGen func(mqtt.Generator) mqtt.Generator
+	// wrapEngine wraps the engine the core runs (nothing when nil).
+	wrapEngine func(appliance.Engine) appliance.Engine
 }
 
-// serve runs the daemon until ctx ends.
+// serve runs the daemon until ctx ends: the appliance core over the
+// engine, and the front ends around it (MQTT, buttons and LEDs, voice,
+// Hermes), each talking to the core and to nothing else.
 func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHooks) error {
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
@@ -126,46 +146,27 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 	}
 	start := time.Now()
-	opt := engine.Options{Threads: c.Threads, Ctx: c.Ctx, KVType: c.KVType, Logger: log.With("component", "engine")}
-	// The prompt cache and the sessions live in the data directory; without
-	// one (or when a file cannot be opened) they stay in memory.
-	var sessions SessionStore = newMemSessions(c.Generation.MaxSessions, c.Generation.MaxHistory)
-	if c.DataDir != "" {
-		if c.CacheSize > 0 {
-			cache, err := storage.OpenCache(filepath.Join(c.DataDir, "cache.db"), &storage.CacheOptions{MaxBytes: c.CacheSize, Logger: log.With("component", "cache")})
-			if err != nil {
-				log.Warn("prompt cache unavailable, continuing without it", "err", err)
-			} else {
-				defer cache.Close()
-				opt.Cache = cache
-			}
-		}
-		db, err := storage.OpenSessions(filepath.Join(c.DataDir, "sessions.db"), &storage.Options{Logger: log.With("component", "sessions")})
-		if err != nil {
-			log.Warn("sessions database unavailable, keeping sessions in memory", "err", err)
-		} else {
-			sessions = &dbSessions{db: db, model: c.Model, maxHistory: c.Generation.MaxHistory}
-		}
-	} else {
-		log.Warn("no data directory: sessions and the prompt cache stay in memory (set --data-dir)")
-	}
-	if cl, ok := sessions.(io.Closer); ok { // a durable store closes its database last
-		defer cl.Close()
-	}
-	eng, err := engine.Load(c.Model, opt)
+	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
+		MaxHistory: c.Generation.MaxHistory, Model: c.Model, Logger: log})
+	defer store.Close() // after the engine (which writes the cache) and the core (the sessions)
+	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: c.Ctx, KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", time.Since(start).Milliseconds(),
-		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", opt.Cache != nil)
-	var gen mqtt.Generator = newEngineGenerator(eng, sessions, c)
-	if hooks.wrapGen != nil {
-		gen = hooks.wrapGen(gen)
+		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
+	var ae appliance.Engine = eng
+	if hooks.wrapEngine != nil {
+		ae = hooks.wrapEngine(ae)
+	}
+	core, err := appliance.New(c.coreConfig(ae, store.Sessions, log))
+	if err != nil {
+		return err
 	}
 
 	// Buttons and LEDs. A board without the pins is not fatal: the error
-	// says what is missing and MQTT keeps being served.
+	// says what is missing and the rest keeps serving.
 	var dev *firmware.Device
 	if gpioConfigured(c.GPIO) {
 		open := hooks.openGPIO
@@ -182,7 +183,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			log.Warn("GPIO: "+strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on", "buttons_found", d.Buttons())
 		}
 		dev = d
-		gen = ledGenerator{gen, dev.LEDs()}
+		defer dev.LEDs().Follow(core)() // every generation, whichever front end asked
 	}
 
 	broker := c.MQTT.Broker
@@ -197,39 +198,54 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			broker = emb.URL()
 		}
 	}
-	if broker == "" {
-		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one (buttons and voice keep working)")
-	}
-	mc := c.mqttConfig(broker, log)
-	mc.Components = discoveryComponents(c.Device, foundButtons(c.GPIO, dev))
-	t := &triggers{device: c.Device, log: log.With("component", "triggers")}
-	mc.OnCancel = t.stopOutputs // Home Assistant's Cancel button also stops speech
-	svc, err := mqtt.New(mc, gen)
-	if err != nil {
-		return err
-	}
-	t.svc = svc
+	var triggers *firmware.Triggers
+	tc := firmware.TriggersConfig{Core: core, Logger: log.With("component", "triggers")}
 	if dev != nil {
-		t.leds = dev.LEDs()
+		tc.LEDs = dev.LEDs()
 	}
 	if c.Voice.Speech != nil {
-		if t.speaker, err = voice.NewSpeaker(*c.Voice.Speech, log.With("component", "speech")); err != nil {
+		if tc.Speaker, err = voice.NewSpeaker(*c.Voice.Speech, log.With("component", "speech")); err != nil {
 			return err
 		}
 	}
+	var svc *mqtt.Service
+	if broker == "" {
+		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one (buttons and voice keep working)")
+	} else {
+		mc := c.mqttConfig(broker, mqttButtons(c.GPIO, dev), log)
+		mc.OnCancel = func() {
+			if t := triggers; t != nil {
+				t.StopOutputs() // Home Assistant's Cancel button also stops speech
+			}
+		}
+		if svc, err = mqtt.New(mc, core); err != nil {
+			return err
+		}
+		tc.OnPress = func(button string, kind firmware.Press) { svc.PublishPress(button, kind.String()) }
+	}
+	triggers = firmware.NewTriggers(tc)
+	var ptt *voice.PushToTalk
 	if c.Voice.Talk != nil {
-		if t.ptt, err = voice.NewPushToTalk(*c.Voice.Talk, t, log.With("component", "push-to-talk")); err != nil {
+		if ptt, err = voice.NewPushToTalk(*c.Voice.Talk, triggers.Voice(), log.With("component", "push-to-talk")); err != nil {
 			return err
 		}
+		triggers.OnCancel(ptt.Cancel)
 	}
+	var bridge *hermes.Bridge
 	var hopts *paho.ClientOptions
 	if c.Hermes != nil {
-		if t.bridge, err = hermes.New(c.Hermes.Config, t, log); err != nil {
+		if bridge, err = hermes.New(c.Hermes.Config, hermes.CoreAnswerer(core), log); err != nil {
 			return err
 		}
-		if hopts, err = hermesOptions(c, c.Hermes, broker, svc.ClientID()); err != nil {
+		clientID := c.MQTT.ClientID
+		if clientID == "" {
+			clientID = mqtt.ClientID(c.Device)
+		}
+		if hopts, err = hermesOptions(c, c.Hermes, broker, clientID); err != nil {
 			log.Error(err.Error() + "; the Hermes bridge is off")
-			t.bridge = nil
+			bridge = nil
+		} else {
+			triggers.OnCancel(bridge.Cancel)
 		}
 	}
 	if c.Voice.Talk != nil && !slices.ContainsFunc(c.GPIO.Buttons, func(b firmware.Button) bool { return b.Talk }) {
@@ -237,28 +253,35 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	log.Info("device triggers", "on", describeDevice(c, dev))
 
-	// The triggers stop with ctx; the service finishes (or cancels) the
-	// running request within the shutdown grace and publishes offline.
+	// The front ends stop with ctx; the core finishes (or cancels) the
+	// running request within the shutdown grace; the MQTT front end
+	// publishes the last answers, then offline.
 	var wg sync.WaitGroup
-	if t.speaker != nil {
-		wg.Go(func() { t.speaker.Run(ctx) })
+	if tc.Speaker != nil {
+		wg.Go(func() { tc.Speaker.Run(ctx) })
 	}
 	if dev != nil {
 		var talker firmware.Talker
-		if t.ptt != nil {
-			talker = t.ptt
+		if ptt != nil {
+			talker = ptt
 		}
-		wg.Go(func() { dev.Run(ctx, t, talker) })
+		wg.Go(func() { dev.Run(ctx, triggers, talker) })
 	}
-	if t.bridge != nil {
-		wg.Go(func() { t.bridge.Connect(ctx, hopts) })
+	if bridge != nil {
+		wg.Go(func() { bridge.Connect(ctx, hopts) })
 	}
-	err = svc.Run(ctx)
+	mctx, stopMQTT := context.WithCancel(context.Background())
+	defer stopMQTT()
+	if svc != nil {
+		wg.Go(func() { svc.Run(mctx) })
+	}
+	err = core.Run(ctx)
+	stopMQTT()
 	wg.Wait()
-	if t.ptt != nil {
-		t.ptt.Wait()
+	if ptt != nil {
+		ptt.Wait()
 	}
-	t.wg.Wait()
+	triggers.Wait()
 	log.Info("stopped")
 	return err
 }

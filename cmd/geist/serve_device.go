@@ -1,168 +1,31 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/geisten/geist/firmware"
-	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"
-	"github.com/geisten/geist/mqtt/hermes"
 )
 
-// The device triggers of geist serve (issue 7): buttons, status LEDs,
-// push-to-talk, speech out and the Hermes bridge. Every generation, from
-// whichever trigger, runs on the mqtt service's one worker (Submit), so
-// the engine is never used concurrently and the LEDs see all of them.
-
-// ledGenerator shows every generation on the status LEDs: busy while it
-// runs, then ready, or a blinking error when it failed (a cancellation is
-// not a failure).
-type ledGenerator struct {
-	mqtt.Generator
-	leds *firmware.LEDs
-}
-
-func (g ledGenerator) Generate(ctx context.Context, req mqtt.Request, onDelta func(string)) (mqtt.Result, error) {
-	end := g.leds.Begin()
-	res, err := g.Generator.Generate(ctx, req, onDelta)
-	end(err)
-	return res, err
-}
-
-// Forget passes new conversations through to the wrapped generator.
-func (g ledGenerator) Forget(session string) error {
-	if f, ok := g.Generator.(mqtt.Forgetter); ok {
-		return f.Forget(session)
-	}
-	return errors.New("the generator keeps no sessions")
-}
-
-// triggers implements firmware.Actions (buttons), voice.Asker
-// (push-to-talk) and hermes.Answerer (the Hermes bridge) on top of the
-// mqtt service.
-type triggers struct {
-	svc     *mqtt.Service
-	device  string
-	log     *slog.Logger
-	leds    *firmware.LEDs    // nil without GPIO configuration
-	speaker *voice.Speaker    // nil: answers are not spoken
-	ptt     *voice.PushToTalk // nil: no push-to-talk
-	bridge  *hermes.Bridge    // nil: no Hermes bridge
-	wg      sync.WaitGroup    // goroutines waiting for answers
-}
-
-// Ask asks prompt in session (empty: the dashboard's conversation): the
-// answer is published on geist/<dev>/answer and as an answer event, and
-// spoken when speech is configured. It returns at once.
-func (t *triggers) Ask(ctx context.Context, session, prompt string) {
-	if session == "" {
-		session = t.svc.DefaultSession()
-	}
-	var st *voice.Stream
-	var onDelta func(string)
-	if t.speaker != nil {
-		st = t.speaker.Stream()
-		onDelta = func(d string) { st.Write([]byte(d)) }
-	}
-	ch, err := t.svc.Submit(ctx, mqtt.Request{Text: prompt, Session: session}, onDelta, true)
-	if err != nil {
-		t.log.Warn("ask refused", "session", session, "err", err)
-		if t.leds != nil {
-			t.leds.Fail(err)
-		}
-		return
-	}
-	t.log.Info("ask", "session", session, "prompt", prompt)
-	t.wg.Go(func() {
-		o := <-ch
-		if o.Err != nil {
-			t.log.Info("ask ended without an answer", "session", session, "code", o.Err.Code, "err", o.Err.Message)
-			return
-		}
-		if st != nil {
-			st.Close() // speak the rest
-		}
-	})
-}
-
-// Cancel cancels the running generation (from any source), the speech
-// queue, a push-to-talk recording and the Hermes answer in progress.
-func (t *triggers) Cancel(context.Context) {
-	ran := t.svc.CancelRunning()
-	t.stopOutputs()
-	t.log.Info("cancel", "was_running", ran)
-}
-
-// stopOutputs stops the speech queue, a push-to-talk recording and the
-// Hermes answer in progress.
-func (t *triggers) stopOutputs() {
-	if t.speaker != nil {
-		t.speaker.Cancel()
-	}
-	if t.ptt != nil {
-		t.ptt.Cancel()
-	}
-	if t.bridge != nil {
-		t.bridge.Cancel()
-	}
-}
-
-// NewConversation forgets session (empty: starts a new dashboard
-// conversation).
-func (t *triggers) NewConversation(_ context.Context, session string) {
-	t.svc.NewConversation(session)
-}
-
-// Event publishes a press for Home Assistant's event entity.
-func (t *triggers) Event(_ context.Context, button string, kind firmware.Press) {
-	t.log.Info("button", "button", button, "press", kind.String())
-	t.svc.Publish(firmware.EventTopic(t.device, button), 0, false, firmware.EventPayload(button, kind))
-}
-
-// Answer runs a Hermes question on the service's worker and returns when
-// the answer is complete. The answer is spoken by the voice pipeline
-// (hermes/tts/say), not published on geist's answer topic.
-func (t *triggers) Answer(ctx context.Context, session, question string, onText func([]byte) error) error {
-	ch, err := t.svc.Submit(ctx, mqtt.Request{Text: question, Session: session}, func(d string) { onText([]byte(d)) }, false)
-	if err != nil {
-		return err
-	}
-	if o := <-ch; o.Err != nil {
-		return o.Err
-	}
-	return nil
-}
-
-// foundButtons returns the configured buttons whose pins were found.
-func foundButtons(cfg firmware.Config, dev *firmware.Device) []firmware.Button {
+// mqttButtons describes the configured buttons whose pins were found to
+// the MQTT front end, for their Home Assistant event entities.
+func mqttButtons(cfg firmware.Config, dev *firmware.Device) []mqtt.Button {
 	if dev == nil {
 		return nil
 	}
 	names := dev.Buttons()
-	var out []firmware.Button
+	var out []mqtt.Button
 	for _, b := range cfg.Buttons {
 		if slices.Contains(names, b.Name) {
-			out = append(out, b)
+			out = append(out, mqtt.Button{Name: b.Name, EventTypes: firmware.EventTypes(b)})
 		}
 	}
 	return out
-}
-
-// discoveryComponents turns the button event entities into the mqtt
-// package's component maps.
-func discoveryComponents(device string, buttons []firmware.Button) map[string]map[string]any {
-	if len(buttons) == 0 {
-		return nil
-	}
-	return firmware.DiscoveryComponents(device, buttons)
 }
 
 // hermesOptions returns the paho options of the Hermes bridge's own

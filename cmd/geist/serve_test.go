@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
-	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -110,39 +110,52 @@ func loadStories(t *testing.T, ctx int) *engine.Engine {
 	return eng
 }
 
-// throttled slows a generator down per streamed piece, so cancelling and
+// throttled slows an engine down per streamed piece, so cancelling and
 // killing the broker land in the middle of a generation on any machine.
 type throttled struct {
-	mqtt.Generator
+	appliance.Engine
 	delay time.Duration
 }
 
-func (g throttled) Generate(ctx context.Context, req mqtt.Request, onDelta func(string)) (mqtt.Result, error) {
-	return g.Generator.Generate(ctx, req, func(s string) { time.Sleep(g.delay); onDelta(s) })
+func (g throttled) Generate(ctx context.Context, req engine.Request) (engine.Stats, error) {
+	onText := req.OnText
+	req.OnText = func(b []byte) error { time.Sleep(g.delay); return onText(b) }
+	return g.Engine.Generate(ctx, req)
 }
 
-// startService runs an mqtt.Service over the engine until the end of the
-// test (or until the returned stop is called) and waits until it is
-// connected.
-func startService(t *testing.T, broker, dev string, gen mqtt.Generator, mod func(*mqtt.Config)) (*mqtt.Service, func()) {
+// startService runs the appliance core over eng and an mqtt.Service on it
+// until the end of the test (or until the returned stop is called), and
+// waits until it is connected. The core samples greedily and keeps
+// sessions in memory.
+func startService(t *testing.T, broker, dev string, eng appliance.Engine, mod func(*appliance.Config, *mqtt.Config)) (*mqtt.Service, *appliance.Core, func()) {
 	t.Helper()
-	cfg := mqtt.Config{Broker: broker, Device: dev, Logger: testLog(), MaxReconnectInterval: 300 * time.Millisecond,
-		Limits: mqtt.Limits{MaxTokens: 64}, ShutdownGrace: 2 * time.Second}
+	temp := 0.0
+	cc := appliance.Config{Engine: eng, Sessions: appliance.NewMemorySessions(16, 20), Logger: testLog(),
+		Defaults: appliance.Options{Temperature: &temp}, Limits: appliance.Limits{MaxTokens: 64}, ShutdownGrace: 2 * time.Second}
+	mc := mqtt.Config{Broker: broker, Device: dev, Logger: testLog(), MaxReconnectInterval: 300 * time.Millisecond, ShutdownGrace: 2 * time.Second}
 	if mod != nil {
-		mod(&cfg)
+		mod(&cc, &mc)
 	}
-	s, err := mqtt.New(cfg, gen)
+	core, err := appliance.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, err := mqtt.New(mc, core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As geist serve does: the MQTT front end stops after the core, so
+	// that it publishes the last outcomes.
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	mctx, mcancel := context.WithCancel(context.Background())
+	sdone, cdone := make(chan struct{}), make(chan struct{})
+	go func() { s.Run(mctx); close(sdone) }()
+	go func() { core.Run(ctx); mcancel(); close(cdone) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() { once.Do(func() { cancel(); <-cdone; <-sdone }) }
 	t.Cleanup(stop)
 	waitFor(t, 10*time.Second, "service connected", s.Connected)
-	return s, stop
+	return s, core, stop
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -152,12 +165,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
-}
-
-func newGen(eng *engine.Engine) *engineGenerator {
-	c := defaultServeConfig()
-	c.Generation.Temperature = 0
-	return newEngineGenerator(eng, newMemSessions(16, 20), &c)
 }
 
 // reply is an answer or an error payload.
@@ -324,7 +331,7 @@ func TestServeWithoutBroker(t *testing.T) {
 func TestServeBadInput(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	eng := loadStories(t, 256)
-	startService(t, b.URL, "bad", newGen(eng), nil)
+	startService(t, b.URL, "bad", eng, nil)
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/bad/#")
 	long := strings.Repeat("Lily and Ben played in the park with a big red ball. ", 60)
@@ -367,8 +374,10 @@ func TestServeBadInput(t *testing.T) {
 func TestServeCancelBusyTTL(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	eng := loadStories(t, 512)
-	gen := throttled{newGen(eng), 3 * time.Millisecond}
-	startService(t, b.URL, "cbt", gen, func(c *mqtt.Config) { c.QueueLen = 2; c.Limits.MaxTokens = 400 })
+	startService(t, b.URL, "cbt", throttled{eng, 3 * time.Millisecond}, func(c *appliance.Config, _ *mqtt.Config) {
+		c.Limits.Queue = 2
+		c.Limits.MaxTokens = 400
+	})
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/cbt/#")
 	ask := func(id, extra string) {
@@ -408,21 +417,33 @@ func TestServeBrokerRestartAndDedup(t *testing.T) {
 	skipIfEmulated(t)
 	b := mqtttest.StartMosquitto(t)
 	eng := loadStories(t, 512)
-	s, _ := startService(t, b.URL, "rs", throttled{newGen(eng), 5 * time.Millisecond}, func(c *mqtt.Config) { c.Limits.MaxTokens = 300 })
+	s, core, _ := startService(t, b.URL, "rs", throttled{eng, 5 * time.Millisecond}, func(c *appliance.Config, _ *mqtt.Config) { c.Limits.MaxTokens = 300 })
 	c := mqtttest.NewClient(t, b.URL)
 	c.Subscribe(t, "geist/rs/answer/#")
 
-	// Dedup: the same id twice (as a QoS 1 redelivery would) gives one answer.
-	c.Publish(t, "geist/rs/ask", []byte(`{"id":"d1","text":"Once upon a time","max_tokens":5}`))
-	c.Publish(t, "geist/rs/ask", []byte(`{"id":"d1","text":"Once upon a time","max_tokens":5}`))
-	waitReply(t, c, "geist/rs/answer/d1", 10*time.Second)
-	c.Publish(t, "geist/rs/ask", []byte(`{"id":"d2","text":"Once upon a time","max_tokens":5}`))
-	waitReply(t, c, "geist/rs/answer/d2", 10*time.Second) // d2 after d1: any second d1 would be here by now
-	if n := len(mqtttest.On(c.Messages(), "geist/rs/answer/d1")); n != 1 {
-		t.Errorf("d1 answered %d times", n)
+	// Dedup: the same id again while the first request runs (as a QoS 1
+	// redelivery would) is refused as a duplicate naming its state; once
+	// it finished, the stored answer is published again.
+	d1 := []byte(`{"id":"d1","text":"Once upon a time","max_tokens":40}`)
+	c.Publish(t, "geist/rs/ask", d1)
+	c.Publish(t, "geist/rs/ask", d1)
+	msgs, ok := c.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/rs/answer/d1")) == 2 })
+	if !ok {
+		t.Fatalf("d1: %d replies", len(mqtttest.On(msgs, "geist/rs/answer/d1")))
 	}
-	if st := s.Stats(); st.Duplicates != 1 {
-		t.Errorf("stats %+v", st)
+	first := replies(t, msgs, "geist/rs/answer/d1")
+	if first[0].code() != mqtt.CodeDuplicate || !strings.Contains(first[0].Error.Message, "already") || first[1].code() != "answer" {
+		t.Errorf("d1 twice: %+v", first)
+	}
+	c.Publish(t, "geist/rs/ask", d1)
+	msgs, _ = c.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/rs/answer/d1")) == 3 })
+	if r := replies(t, msgs, "geist/rs/answer/d1"); len(r) != 3 || r[2].code() != "answer" || r[2].Text != first[1].Text {
+		t.Errorf("d1 after it finished: %+v", r)
+	}
+	c.Publish(t, "geist/rs/ask", []byte(`{"id":"d2","text":"Once upon a time","max_tokens":5}`))
+	waitReply(t, c, "geist/rs/answer/d2", 10*time.Second)
+	if st := core.Snapshot(); st.Duplicates != 2 || st.Served != 2 {
+		t.Errorf("state %+v", st)
 	}
 
 	// Kill the broker in the middle of a stream and bring it back.
@@ -442,10 +463,10 @@ func TestServeBrokerRestartAndDedup(t *testing.T) {
 		t.Errorf("next: %+v", r)
 	}
 	time.Sleep(300 * time.Millisecond)
-	msgs := c.Messages()
-	for _, id := range []string{"d1", "d2", "next"} {
-		if n := len(mqtttest.On(msgs, "geist/rs/answer/"+id)); n != 1 {
-			t.Errorf("%s answered %d times", id, n)
+	msgs = c.Messages()
+	for id, want := range map[string]int{"d1": 3, "d2": 1, "next": 1} {
+		if n := len(mqtttest.On(msgs, "geist/rs/answer/"+id)); n != want {
+			t.Errorf("%s answered %d times, want %d", id, n, want)
 		}
 	}
 	mid := replies(t, msgs, "geist/rs/answer/mid")
@@ -457,9 +478,9 @@ func TestServeBrokerRestartAndDedup(t *testing.T) {
 
 func TestServePoolSplit(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
-	pool := func(c *mqtt.Config) { c.Pool = true; c.Limits.MaxTokens = 8; c.QueueLen = 20 }
-	s1, _ := startService(t, b.URL, "p1", newGen(loadStories(t, 256)), pool)
-	s2, _ := startService(t, b.URL, "p2", newGen(loadStories(t, 256)), pool)
+	pool := func(c *appliance.Config, m *mqtt.Config) { m.Pool = true; c.Limits.MaxTokens = 8; c.Limits.Queue = 20 }
+	s1, _, _ := startService(t, b.URL, "p1", loadStories(t, 256), pool)
+	s2, _, _ := startService(t, b.URL, "p2", loadStories(t, 256), pool)
 	if s1.ClientID() == s2.ClientID() {
 		t.Fatalf("same client id %s", s1.ClientID())
 	}
@@ -502,7 +523,7 @@ func TestServeLoad(t *testing.T) {
 	c.Subscribe(t, "geist/load/answer/#")
 	runtime.GC()
 	baseline := runtime.NumGoroutine()
-	_, stop := startService(t, b.URL, "load", newGen(eng), func(c *mqtt.Config) { c.Limits.MaxTokens = 24; c.QueueLen = 8 })
+	_, _, stop := startService(t, b.URL, "load", eng, func(c *appliance.Config, _ *mqtt.Config) { c.Limits.MaxTokens = 24; c.Limits.Queue = 8 })
 
 	heap := func() uint64 {
 		runtime.GC()
@@ -572,25 +593,6 @@ func TestServeLoad(t *testing.T) {
 		t.Errorf("goroutines: %d before the service, %d after it stopped:\n%s", baseline, now, buf[:runtime.Stack(buf, true)])
 	} else {
 		t.Logf("goroutines: %d before the service, %d after it stopped", baseline, now)
-	}
-}
-
-func TestMemSessions(t *testing.T) {
-	m := newMemSessions(2, 3)
-	m.Append("a", chat.Message{Role: "user", Content: "1"}, chat.Message{Role: "assistant", Content: "2"})
-	m.Append("a", chat.Message{Role: "user", Content: "3"}, chat.Message{Role: "assistant", Content: "4"})
-	h, _ := m.Load("a")
-	if len(h) != 3 || h[0].Content != "2" {
-		t.Errorf("history %v", h)
-	}
-	m.Append("b", chat.Message{Role: "user", Content: "x"})
-	m.Load("a")
-	m.Append("c", chat.Message{Role: "user", Content: "y"}) // evicts b, the least recently used
-	if h, _ := m.Load("b"); h != nil {
-		t.Errorf("b kept: %v", h)
-	}
-	if h, _ := m.Load("a"); len(h) != 3 {
-		t.Errorf("a lost: %v", h)
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 )
 
 // Asker asks a transcript in a session. It must return promptly (start
-// the generation, do not wait for the answer). firmware.Actions has the
-// same method, so the daemon implements both at once.
+// the generation, do not wait for the answer). firmware.Triggers.Voice
+// returns the one that asks the appliance core.
 type Asker interface {
 	Ask(ctx context.Context, session, prompt string)
 }

@@ -23,6 +23,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
@@ -87,9 +88,35 @@ type Config struct {
 // Answerer generates an answer to question in the geist session, passing
 // the answer's text to onText as it streams, and returns when the answer
 // is complete (or ctx is cancelled). It is called from Run's goroutine,
-// never from a paho handler.
+// never from a paho handler. CoreAnswerer asks the appliance core.
 type Answerer interface {
 	Answer(ctx context.Context, session, question string, onText func([]byte) error) error
+}
+
+// Core is what the bridge asks of the appliance core (*appliance.Core
+// implements it).
+type Core interface {
+	Submit(ctx context.Context, r appliance.Request, sink appliance.Sink) (*appliance.Ticket, error)
+}
+
+// CoreAnswerer returns an Answerer that asks core, as requests of the
+// Hermes source: they share the core's queue with every other front end,
+// and their answers are spoken by the voice pipeline, not published on
+// geist's answer topic.
+func CoreAnswerer(core Core) Answerer { return coreAnswerer{core} }
+
+type coreAnswerer struct{ core Core }
+
+func (a coreAnswerer) Answer(ctx context.Context, session, question string, onText func([]byte) error) error {
+	tk, err := a.core.Submit(ctx, appliance.Request{Source: appliance.SourceHermes, Session: session, Text: question},
+		func(d string) { onText([]byte(d)) })
+	if err != nil {
+		return err
+	}
+	if o := tk.Outcome(); o.Err != nil {
+		return o.Err
+	}
+	return nil
 }
 
 // Bridge is a Hermes bridge. Create it with New, subscribe with Subscribe
