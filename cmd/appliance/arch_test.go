@@ -1,0 +1,300 @@
+package appliance_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The architecture of the module: one row per package (paths relative to
+// the module), what it may import of the module and of third parties;
+// the standard library is always allowed (net is forbidden below where
+// it must not be). TestArchitecture holds every package of the module to
+// its row and to the rules after it, replacing per-folder import tests
+// (tailscale's tstest/deptest is the model).
+var architecture = map[string]struct {
+	mod []string // module packages it may import ("*": any)
+	ext []string // third-party import path prefixes it may import
+}{
+	// Kernels and formats.
+	"neon":        {[]string{"neon/ggml"}, []string{"golang.org/x/sys/cpu"}},
+	"neon/ggml":   {nil, nil}, // ggml's block sizes, fp16, scale unpackers (issue 16)
+	"quant":       {[]string{"neon"}, nil},
+	"engine/gguf": {[]string{"quant"}, []string{"golang.org/x/sys/unix"}},
+	// The engine: what runs at inference time.
+	"engine/tokenizer": {nil, nil},
+	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
+	"engine/sample":    {nil, nil},
+	"engine/spec":      {nil, nil},
+	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, nil},
+	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "quant"}, nil},
+	"engine/zoo":       {nil, nil}, // test helper: finds the conformance zoo
+	// Storage: opaque records in bbolt files.
+	"storage": {nil, []string{"go.etcd.io/bbolt"}},
+	// The appliance core and what front ends share beside it.
+	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/sample", "storage"}, nil},
+	"cmd/appliance/sentence":      {nil, nil},
+	"cmd/appliance/appliancetest": {[]string{"engine"}, nil}, // test helper: a scripted engine
+	// Front ends: one protocol or device each, through the core.
+	"mqtt":                 {[]string{"cmd/appliance"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
+	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
+	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}}, // test helper: Mosquitto and a client
+	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
+	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
+	"cmd/internal/httpapi": {[]string{"cmd/appliance"}, nil}, // issue 12; its libraries join its row
+	"cmd/internal/wyoming": {[]string{"cmd/appliance"}, nil}, // issue 13
+	// Offline tools of the geist command, the model store, the files the
+	// binary carries, and the command.
+	"cmd/internal/convert":       {[]string{"engine/gguf", "quant"}, nil},
+	"cmd/internal/models":        {[]string{"engine/gguf", "engine/model", "quant"}, []string{"golang.org/x/sys/unix"}},
+	"cmd/internal/models/hftest": {nil, nil}, // test helper: a Hugging Face stand-in
+	"scripts":                    {nil, nil},
+	"cmd/geist":                  {[]string{"*"}, []string{"*"}},
+}
+
+// testHelpers may be imported by any package's tests.
+var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/appliancetest", "cmd/internal/models/hftest"}
+
+// testExtra are further module packages a package's tests may import.
+var testExtra = map[string][]string{
+	"quant":                {"engine/gguf"}, // reads the zoo's models
+	"engine/chat":          {"engine/gguf"}, // reads the zoo's templates
+	"engine/model":         {"engine/sample"},
+	"engine/tokenizer":     {"engine/gguf"},                // reads vocabularies from GGUF files
+	"cmd/internal/convert": {"engine", "engine/tokenizer"}, // converted files load and tokenize
+}
+
+// forbidden are dependencies (direct or not) a package must not have, by
+// path prefix: layers below never reach up, front ends never reach each
+// other.
+var forbidden = []struct {
+	pkgs []string // packages the rule applies to, by prefix
+	deps []string // dependencies they must not have, by prefix
+	why  string
+}{
+	{[]string{"engine"}, []string{"storage", "mqtt", "firmware", "cmd"}, "the engine imports no front end, no storage, no command"},
+	{[]string{"neon"}, []string{"quant"}, "the kernels do not know the block formats' package"},
+	{[]string{"storage"}, []string{"engine", "mqtt", "firmware", "cmd", "neon", "quant"}, "storage keeps opaque records"},
+	{[]string{"cmd/appliance"}, []string{"mqtt", "firmware", "cmd/internal", "cmd/geist", "net", "github.com/eclipse/paho.mqtt.golang", "periph.io"}, "the core speaks no protocol and touches no network or GPIO"},
+	{[]string{"mqtt"}, []string{"firmware", "cmd/internal", "cmd/geist"}, "front ends import none of each other"},
+	{[]string{"firmware"}, []string{"mqtt", "cmd/internal", "cmd/geist", "github.com/eclipse/paho.mqtt.golang"}, "front ends import none of each other"},
+	{[]string{"cmd/internal/httpapi"}, []string{"mqtt", "firmware", "cmd/internal/wyoming", "cmd/geist"}, "front ends import none of each other"},
+	{[]string{"cmd/internal/wyoming"}, []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/geist"}, "front ends import none of each other"},
+}
+
+// frontEnds import the core, not storage.
+var frontEnds = []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}
+
+type listedPackage struct {
+	ImportPath   string
+	Standard     bool
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+	Deps         []string
+}
+
+// modulePackages lists the module's packages with go list.
+func modulePackages(t *testing.T) (module string, pkgs map[string]*listedPackage) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || len(bytes.TrimSpace(out)) == 0 {
+		t.Skipf("go env GOMOD: %v (the architecture test needs the go command)", err)
+	}
+	root := filepath.Dir(string(bytes.TrimSpace(out)))
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if out, err = cmd.Output(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	mod, err := exec.Command("go", "list", "-m").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	module = strings.TrimSpace(string(mod))
+	pkgs = map[string]*listedPackage{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = &p
+	}
+	return module, pkgs
+}
+
+func hasPrefix(path string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p == "*" || path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// archViolations checks every package of pkgs against the architecture
+// and returns what breaks it.
+func archViolations(module string, pkgs map[string]*listedPackage) []string {
+	var bad []string
+	rel := func(path string) (string, bool) {
+		if path == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(path, module+"/")
+		return r, ok
+	}
+	isStd := func(path string) bool {
+		first, _, _ := strings.Cut(path, "/")
+		return !strings.Contains(first, ".")
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range pkgs {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		p := pkgs[name]
+		row, ok := architecture[name]
+		if !ok {
+			bad = append(bad, name+": not in the architecture table (cmd/appliance/arch_test.go): add a row saying what it may import")
+			continue
+		}
+		check := func(imports []string, extra []string, what string) {
+			for _, imp := range imports {
+				if r, inMod := rel(imp); inMod {
+					if r != name && !hasPrefix(r, row.mod) && !slices.Contains(extra, r) {
+						bad = append(bad, name+": "+what+" "+r+", which is not in its row of the architecture table (may import: "+strings.Join(row.mod, ", ")+")")
+					}
+					continue
+				}
+				if what == "imports" && !isStd(imp) && !hasPrefix(imp, row.ext) {
+					bad = append(bad, name+": imports "+imp+", a third-party package not in its row of the architecture table")
+				}
+			}
+		}
+		check(p.Imports, nil, "imports")
+		check(append(p.TestImports, p.XTestImports...), append(slices.Clone(testHelpers), testExtra[name]...), "tests import")
+		if hasPrefix(name, frontEnds) {
+			for _, imp := range p.Imports {
+				if r, _ := rel(imp); hasPrefix(r, []string{"storage"}) {
+					bad = append(bad, name+": imports storage; front ends reach storage only through the core")
+				}
+			}
+		}
+		for _, f := range forbidden {
+			if !hasPrefix(name, f.pkgs) {
+				continue
+			}
+			for _, d := range p.Deps {
+				r, inMod := rel(d)
+				if !inMod {
+					r = d
+				}
+				if hasPrefix(r, f.deps) && r != name {
+					bad = append(bad, name+": depends on "+r+" (via "+strings.Join(importPath(module, pkgs, p.ImportPath, d), " -> ")+"): "+f.why)
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// importPath returns a chain of imports from one package to a dependency.
+func importPath(module string, pkgs map[string]*listedPackage, from, to string) []string {
+	byPath := map[string]*listedPackage{}
+	for _, p := range pkgs {
+		byPath[p.ImportPath] = p
+	}
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var chain []string
+			for c := cur; c != ""; c = prev[c] {
+				chain = append(chain, strings.TrimPrefix(c, module+"/"))
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		p := byPath[cur]
+		if p == nil {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = cur
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return []string{strings.TrimPrefix(from, module+"/"), "…", strings.TrimPrefix(to, module+"/")}
+}
+
+// TestArchitecture: every package of the module keeps to its row of the
+// architecture table and to the forbidden dependencies.
+func TestArchitecture(t *testing.T) {
+	module, pkgs := modulePackages(t)
+	for _, v := range archViolations(module, pkgs) {
+		t.Error(v)
+	}
+	var names []string
+	for n := range pkgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t.Logf("%d packages checked: %s", len(names), strings.Join(names, " "))
+}
+
+// TestArchitectureCatches: the test fails on forbidden imports: the MQTT
+// front end importing firmware (and so another front end), the engine
+// importing storage, the kernels importing quant, a front end importing
+// storage directly, and a package missing from the table.
+func TestArchitectureCatches(t *testing.T) {
+	module, pkgs := modulePackages(t)
+	add := func(from, to string) func() {
+		p := pkgs[from]
+		imports, deps := p.Imports, p.Deps
+		p.Imports = append(slices.Clone(p.Imports), module+"/"+to)
+		p.Deps = append(slices.Clone(p.Deps), module+"/"+to)
+		return func() { p.Imports, p.Deps = imports, deps }
+	}
+	for _, c := range []struct {
+		from, to string
+		want     []string
+	}{
+		{"mqtt", "firmware", []string{"mqtt: imports firmware, which is not in its row", "mqtt: depends on firmware (via mqtt -> firmware): front ends import none of each other"}},
+		{"engine", "storage", []string{"engine: imports storage, which is not in its row", "engine: depends on storage (via engine -> storage): the engine imports no front end, no storage, no command"}},
+		{"neon", "quant", []string{"neon: depends on quant"}},
+		{"firmware", "storage", []string{"firmware: imports storage; front ends reach storage only through the core"}},
+	} {
+		undo := add(c.from, c.to)
+		got := strings.Join(archViolations(module, pkgs), "\n")
+		undo()
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s importing %s: violations\n%s\nlack %q", c.from, c.to, got, w)
+			}
+		}
+		t.Logf("%s importing %s:\n%s", c.from, c.to, got)
+	}
+	pkgs["newpkg"] = &listedPackage{ImportPath: module + "/newpkg"}
+	if got := strings.Join(archViolations(module, pkgs), "\n"); !strings.Contains(got, "newpkg: not in the architecture table") {
+		t.Errorf("a package missing from the table: %s", got)
+	}
+}
