@@ -318,9 +318,6 @@ func (c *Cache) Close() error {
 	return err
 }
 
-// Path returns the cache file's path.
-func (c *Cache) Path() string { return c.path }
-
 // Stats returns counters and sizes.
 func (c *Cache) Stats() CacheStats {
 	s := CacheStats{

@@ -33,9 +33,6 @@ type SessionInfo struct {
 	Updated  time.Time
 }
 
-// ErrNoSession is returned for an unknown session.
-var ErrNoSession = errors.New("appliance: no such session")
-
 // MemorySessions is a SessionStore in memory: at most maxSessions
 // sessions (the least recently used goes first), each trimmed to its last
 // maxHistory messages (0: none are kept).
