@@ -1,7 +1,6 @@
 package firmware
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -19,24 +18,6 @@ import (
 	"github.com/geisten/geist/firmware/voice"
 )
 
-// logBuffer is a log sink safe for the logger and the test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
@@ -53,8 +34,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // LED too; a long press cancels it (no error blink).
 func TestTriggersWithoutBroker(t *testing.T) {
 	eng := &appliancetest.Engine{Words: 6, Delay: 2 * time.Millisecond}
-	logs := &logBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
+	logFile := filepath.Join(t.TempDir(), "log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log := slog.New(slog.NewTextHandler(f, nil))
+	logs := func() string { b, _ := os.ReadFile(logFile); return string(b) }
 	core, err := appliance.New(appliance.Config{Engine: eng, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +83,7 @@ func TestTriggersWithoutBroker(t *testing.T) {
 
 	// A short press: asked as a button in its session, answered, spoken, logged.
 	press(btn, 50*time.Millisecond)
-	waitUntil(t, "the answer", func() bool { return strings.Contains(logs.String(), `msg=answer source=button session=kitchen`) })
+	waitUntil(t, "the answer", func() bool { return strings.Contains(logs(), `msg=answer source=button session=kitchen`) })
 	waitUntil(t, "the speech", func() bool {
 		b, _ := os.ReadFile(spoken)
 		return strings.Join(strings.Fields(string(b)), " ") == "w0 w1 w2 w3 w4 w5."
@@ -132,5 +119,5 @@ func TestTriggersWithoutBroker(t *testing.T) {
 	if strings.Join(presses, ",") != "main press,main long_press" {
 		t.Errorf("presses %q", presses)
 	}
-	t.Logf("log:\n%s", logs.String())
+	t.Logf("log:\n%s", logs())
 }
