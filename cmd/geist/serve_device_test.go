@@ -71,6 +71,21 @@ func (p *recPin) reset() {
 
 func (p *recPin) lit() bool { return p.Read() == gpio.High }
 
+// fakeGPIO is a serve hook that opens the device on pins instead of the
+// board's.
+func fakeGPIO(pins ...gpio.PinIO) func(firmware.Config, *slog.Logger) (*firmware.Device, error) {
+	return func(fc firmware.Config, log *slog.Logger) (*firmware.Device, error) {
+		return firmware.OpenWith(fc, func(name string) gpio.PinIO {
+			for _, p := range pins {
+				if p.Name() == name {
+					return p
+				}
+			}
+			return nil
+		}, len(pins), log)
+	}
+}
+
 // hold presses an active-low button (pull-up, to ground) for d and
 // releases it; the release is debounced before hold returns.
 func hold(p *gpiotest.Pin, d time.Duration) {
@@ -169,16 +184,7 @@ command = ["sh", "-c", "cat >> %s"]
 	pins := []gpio.PinIO{btn, talk, ready, busy, fail}
 	var slow atomic.Bool
 	hooks := serveHooks{
-		openGPIO: func(fc firmware.Config, log *slog.Logger) (*firmware.Device, error) {
-			return firmware.OpenWith(fc, func(name string) gpio.PinIO {
-				for _, p := range pins {
-					if p.Name() == name {
-						return p
-					}
-				}
-				return nil
-			}, len(pins), log)
-		},
+		openGPIO:   fakeGPIO(pins...),
 		wrapEngine: func(e appliance.Engine) appliance.Engine { return slowEngine{e, &slow} },
 	}
 	logs := &syncBuffer{}
@@ -542,16 +548,9 @@ func TestServeButtonsWithoutBroker(t *testing.T) {
 	btn := &gpiotest.Pin{N: "GPIO17", EdgesChan: make(chan gpio.Level)}
 	ready, busy := newRecPin("GPIO5"), newRecPin("GPIO6")
 	pins := []gpio.PinIO{btn, ready, busy}
-	hooks := serveHooks{openGPIO: func(fc firmware.Config, log *slog.Logger) (*firmware.Device, error) {
-		return firmware.OpenWith(fc, func(name string) gpio.PinIO {
-			for _, p := range pins {
-				if p.Name() == name {
-					return p
-				}
-			}
-			return nil
-		}, len(pins), log)
-	}}
+	// 5 ms a piece: the tiny model would be done before the LED loop
+	// looked.
+	hooks := serveHooks{openGPIO: fakeGPIO(pins...), wrapEngine: func(e appliance.Engine) appliance.Engine { return throttled{e, 5 * time.Millisecond} }}
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
