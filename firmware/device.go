@@ -12,20 +12,20 @@ import (
 	"periph.io/x/conn/v3/gpio"
 )
 
-// Actions is what the daemon does for button presses. Every method must
-// return promptly: Ask starts a generation (or queues it) and returns; it
-// must not wait for the answer. Methods are called from one goroutine, in
-// press order.
+// Actions is what the daemon does for button presses (Triggers, on the
+// appliance core). Every method must return promptly: Ask starts a
+// generation (or queues it) and returns; it must not wait for the answer.
+// Methods are called from one goroutine, in press order.
 type Actions interface {
 	// Ask asks prompt in session (empty: the default session); the answer
-	// is published and spoken as for any other request.
+	// is spoken (and published, with a broker) as for any other request.
 	Ask(ctx context.Context, session, prompt string)
 	// Cancel cancels the running generation, if any.
 	Cancel(ctx context.Context)
 	// NewConversation forgets the history of session.
 	NewConversation(ctx context.Context, session string)
-	// Event publishes a press (for Home Assistant's event entities; see
-	// EventTopic and EventPayload). It is called for every press, before
+	// Event reports a press (the MQTT front end publishes it for Home
+	// Assistant's event entities). It is called for every press, before
 	// the press's action.
 	Event(ctx context.Context, button string, kind Press)
 }
