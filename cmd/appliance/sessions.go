@@ -124,17 +124,23 @@ type dbSessions struct {
 	maxHistory int
 }
 
-// Load implements SessionStore.
+// maxHistoryBytes bounds the history text a request reads back: more
+// than any context geist runs takes.
+const maxHistoryBytes = 1 << 20
+
+// Load implements SessionStore: it reads only the newest maxHistory
+// turns (and at most maxHistoryBytes of them), however long the
+// conversation.
 func (d *dbSessions) Load(id string) ([]Message, error) {
-	_, turns, err := d.db.Get(id)
+	if d.maxHistory <= 0 {
+		return nil, nil
+	}
+	_, turns, err := d.db.Recent(id, d.maxHistory, maxHistoryBytes)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
-	}
-	if d.maxHistory >= 0 && len(turns) > d.maxHistory {
-		turns = turns[len(turns)-d.maxHistory:]
 	}
 	msgs := make([]Message, len(turns))
 	for i, t := range turns {
