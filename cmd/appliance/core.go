@@ -75,6 +75,9 @@ type job struct {
 	params   sample.Params
 	do       func() // control work run on the worker, in queue order
 	finished bool
+	// announced is closed once EventQueued is out: the job's later events
+	// wait for it, so that watchers see queued, started, finished in order.
+	announced chan struct{}
 }
 
 // Core is the appliance core. Create it with New and run it with Run.
@@ -229,7 +232,7 @@ func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error
 	if r.ID == "" {
 		r.ID, r.Generated = NewID(), true
 	}
-	j := &job{req: r, sink: sink, ticket: newTicket(&r), queued: now, params: p}
+	j := &job{req: r, sink: sink, ticket: newTicket(&r), queued: now, params: p, announced: make(chan struct{})}
 	j.ctx, j.cancel = c.jobContext(r.TTL, now)
 
 	c.mu.Lock()
@@ -279,6 +282,7 @@ func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error
 	c.log.Debug("request queued", "id", r.ID, "source", r.Source, "session", r.Session)
 	c.poke()
 	c.emit(Event{Kind: EventQueued, ID: r.ID, Source: r.Source, Session: r.Session})
+	close(j.announced)
 	return j.ticket, nil
 }
 
@@ -488,6 +492,7 @@ func (c *Core) run(eng Engine, j *job) {
 		c.finish(j, Outcome{Err: c.ctxError(j)})
 		return
 	}
+	<-j.announced
 	c.emit(Event{Kind: EventStarted, ID: j.req.ID, Source: j.req.Source, Session: j.req.Session})
 	o, err := c.safeGenerate(eng, j)
 	if err != nil {
@@ -572,6 +577,9 @@ func (c *Core) finish(j *job, o Outcome) {
 	c.mu.Unlock()
 	if j.unwatch != nil {
 		j.unwatch()
+	}
+	if j.announced != nil {
+		<-j.announced
 	}
 	c.emit(Event{Kind: EventFinished, ID: o.ID, Source: o.Source, Session: o.Session, Outcome: &o})
 	j.ticket.complete(o)
