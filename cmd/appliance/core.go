@@ -96,6 +96,8 @@ type Core struct {
 	stats     counters
 	watchers  map[int]func(Event)
 	nextWatch int
+	degraded  map[Part]string // SetDegraded's
+	saveErr   string          // why the last session save failed ("" once one works)
 
 	wake     chan struct{}
 	stop     chan struct{} // closed when the workers must exit
@@ -136,6 +138,7 @@ func New(cfg Config) (*Core, error) {
 		sessions: cfg.Sessions,
 		seen:     newSeen(cfg.Dedup),
 		watchers: map[int]func(Event){},
+		degraded: map[Part]string{},
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -411,6 +414,31 @@ func (c *Core) NewConversation(session string) {
 	c.poke()
 }
 
+// SetDegraded records that part works less than configured, and why, in
+// words safe to show to any client (no file paths: the details belong in
+// the log); an empty reason says it works again. The State reports it;
+// watchers hear an EventChanged when it changes. Storage save failures
+// the core notices itself (see Outcome.Warning).
+func (c *Core) SetDegraded(p Part, reason string) {
+	c.mu.Lock()
+	old := c.degraded[p]
+	if reason == "" {
+		delete(c.degraded, p)
+	} else {
+		c.degraded[p] = reason
+	}
+	c.mu.Unlock()
+	if old == reason {
+		return
+	}
+	if reason == "" {
+		c.log.Info("working again", "part", p)
+	} else {
+		c.log.Warn("degraded", "part", p, "reason", reason)
+	}
+	c.emit(Event{Kind: EventChanged})
+}
+
 // Watch calls fn for every Event until stop is called. fn runs on the
 // goroutine where the change happened (a Submit caller, the worker) and
 // must return promptly; it may call Snapshot.
@@ -625,6 +653,15 @@ func (c *Core) Snapshot() State {
 	}
 	for src, m := range s.byOutcome {
 		st.Requests[src] = maps.Clone(m)
+	}
+	if len(c.degraded) > 0 || c.saveErr != "" {
+		st.Degraded = maps.Clone(c.degraded)
+		if st.Degraded == nil {
+			st.Degraded = map[Part]string{}
+		}
+		if st.Degraded[PartStorage] == "" && c.saveErr != "" {
+			st.Degraded[PartStorage] = c.saveErr
+		}
 	}
 	if st.Busy {
 		st.State = "thinking"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -356,5 +357,41 @@ func TestShutdown(t *testing.T) {
 	}
 	if !stopping {
 		t.Error("no stopping state reported")
+	}
+}
+
+// TestDegraded: SetDegraded shows in the State and tells the watchers
+// once per change; an empty reason clears it.
+func TestDegraded(t *testing.T) {
+	c := start(t, &appliancetest.Engine{}, nil)
+	if d := c.Snapshot().Degraded; d != nil {
+		t.Fatalf("degraded at start: %v", d)
+	}
+	var changes int
+	var mu sync.Mutex
+	stop := c.Watch(func(ev appliance.Event) {
+		if ev.Kind == appliance.EventChanged {
+			mu.Lock()
+			changes++
+			mu.Unlock()
+		}
+	})
+	defer stop()
+	c.SetDegraded(appliance.PartBroker, "not connected")
+	c.SetDegraded(appliance.PartBroker, "not connected") // no change
+	c.SetDegraded(appliance.PartGPIO, "button talk missing")
+	want := map[appliance.Part]string{appliance.PartBroker: "not connected", appliance.PartGPIO: "button talk missing"}
+	if d := c.Snapshot().Degraded; !maps.Equal(d, want) {
+		t.Errorf("degraded %v, want %v", d, want)
+	}
+	c.SetDegraded(appliance.PartBroker, "")
+	c.SetDegraded(appliance.PartGPIO, "")
+	if d := c.Snapshot().Degraded; d != nil {
+		t.Errorf("degraded after clearing: %v", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if changes != 4 {
+		t.Errorf("%d change events, want 4", changes)
 	}
 }

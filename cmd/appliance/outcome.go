@@ -38,6 +38,10 @@ type Outcome struct {
 	Text    string // the answer (on cancellation, what was generated so far)
 	Usage   Usage
 	Err     *Error // nil on success
+	// Warning, on success, says what went wrong beside the answer: the
+	// answer is delivered all the same (CodeNotSaved: the conversation
+	// does not remember it).
+	Warning *Error
 	// Replayed marks the stored outcome of an earlier request with the
 	// same id, answered again from the dedup window.
 	Replayed bool
@@ -128,4 +132,25 @@ type State struct {
 	Requests map[Source]map[string]int64
 
 	PromptTokens, CachedTokens, GeneratedTokens, Drafted, Accepted int64
+
+	// Degraded names the parts that work less than configured, each with
+	// why, in words safe to show to any client (no paths); nil when
+	// everything works. See Part and Core.SetDegraded.
+	Degraded map[Part]string
 }
+
+// Part names a part of the appliance that can be degraded while the rest
+// keeps serving.
+type Part string
+
+// The parts whose degradation the State reports.
+const (
+	// PartStorage: sessions.db could not be opened (conversations live
+	// in memory until a restart) or the last session save failed (disk
+	// full, write error) and no save has worked since.
+	PartStorage Part = "storage"
+	// PartBroker: an MQTT broker is configured but not connected.
+	PartBroker Part = "broker"
+	// PartGPIO: buttons or LEDs are configured but missing or unusable.
+	PartGPIO Part = "gpio"
+)

@@ -95,6 +95,9 @@ const (
 	CodeTimeout    Code = "timeout"     // the time to live expired
 	CodeInternal   Code = "internal"    // anything else (logged)
 	CodeDuplicate  Code = "duplicate"   // the id belongs to a request still queued or running
+	// CodeNotSaved is a warning (Outcome.Warning), not an error: the
+	// answer is delivered, but the conversation could not save it.
+	CodeNotSaved Code = "not_saved"
 )
 
 // Error is an error outcome: a code and a message for people. For
