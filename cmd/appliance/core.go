@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -439,6 +440,22 @@ func (c *Core) SetDegraded(p Part, reason string) {
 	c.emit(Event{Kind: EventChanged})
 }
 
+// storageFailed records why the last session read or save failed, or
+// with "" that a save worked again (the State's PartStorage).
+func (c *Core) storageFailed(why string) {
+	c.mu.Lock()
+	old := c.saveErr
+	c.saveErr = why
+	c.mu.Unlock()
+	if old == why {
+		return
+	}
+	if why == "" {
+		c.log.Info("sessions are saved again")
+	}
+	c.emit(Event{Kind: EventChanged})
+}
+
 // Watch calls fn for every Event until stop is called. fn runs on the
 // goroutine where the change happened (a Submit caller, the worker) and
 // must return promptly; it may call Snapshot.
@@ -530,10 +547,16 @@ func (c *Core) run(eng Engine, j *job) {
 			e = c.ctxError(j)
 		case errors.Is(err, engine.ErrPromptTooLong):
 			e = errorf(CodeTooLong, "%s", strings.TrimPrefix(err.Error(), "engine: "))
+		case errors.Is(err, chat.ErrLimit):
+			// The chat template blew up on this conversation (it passed
+			// its trial renders at load): the request is too big for it.
+			c.log.Warn("chat template limit", "id", j.req.ID, "source", j.req.Source, "err", err)
+			e = errorf(CodeTooLong, "the conversation exceeds a limit of the model's chat template")
 		case errors.As(err, &e):
 		default:
+			// The details (paths, internals) go to the log, not to clients.
 			c.log.Error("generation failed", "id", j.req.ID, "source", j.req.Source, "err", err)
-			e = errorf(CodeInternal, "%v", err)
+			e = errorf(CodeInternal, "generation failed (details in the device's log)")
 		}
 		o.Err = e
 	} else {

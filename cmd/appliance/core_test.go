@@ -3,6 +3,7 @@ package appliance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/storage"
 )
 
 func testLog() *slog.Logger {
@@ -393,5 +395,77 @@ func TestDegraded(t *testing.T) {
 	defer mu.Unlock()
 	if changes != 4 {
 		t.Errorf("%d change events, want 4", changes)
+	}
+}
+
+// failingStore fails Append (and Load, when loadErr is set) with errors
+// that name a file, as storage's do.
+type failingStore struct {
+	*appliance.MemorySessions
+	mu                 sync.Mutex
+	appendErr, loadErr error
+}
+
+func (f *failingStore) Append(id string, msgs ...appliance.Message) error {
+	f.mu.Lock()
+	err := f.appendErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.MemorySessions.Append(id, msgs...)
+}
+
+func (f *failingStore) Load(id string) ([]appliance.Message, error) {
+	f.mu.Lock()
+	err := f.loadErr
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return f.MemorySessions.Load(id)
+}
+
+func (f *failingStore) set(appendErr, loadErr error) {
+	f.mu.Lock()
+	f.appendErr, f.loadErr = appendErr, loadErr
+	f.mu.Unlock()
+}
+
+// TestSaveFails: a failed session save still delivers the answer, with
+// the warning not_saved in words without the file's path; the State
+// reports storage degraded until a save works again. A failed read is an
+// internal error, also without the path.
+func TestSaveFails(t *testing.T) {
+	store := &failingStore{MemorySessions: appliance.NewMemorySessions(8, 20)}
+	c := start(t, &appliancetest.Engine{}, func(cfg *appliance.Config) { cfg.Sessions = store })
+	store.set(fmt.Errorf("storage: no space left to save: %w: write /var/lib/geist/sessions.db: no space left on device", storage.ErrDiskFull), nil)
+	o := outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
+	if o.Err != nil || o.Text == "" || o.Warning == nil || o.Warning.Code != appliance.CodeNotSaved {
+		t.Fatalf("outcome of a failed save: %+v", o)
+	}
+	if strings.Contains(o.Warning.Message, "/") || !strings.Contains(o.Warning.Message, "disk is full") {
+		t.Errorf("warning %q", o.Warning.Message)
+	}
+	if d := c.Snapshot().Degraded[appliance.PartStorage]; d != "the last session save failed: the device's disk is full" {
+		t.Errorf("degraded storage %q", d)
+	}
+	store.set(nil, fmt.Errorf("storage: %w: page 7 of /var/lib/geist/sessions.db", storage.ErrCorrupt))
+	o = outcome(t, submit(t, c, appliance.Request{Text: "two", Session: "s"}))
+	if code(o) != "internal" || strings.Contains(o.Err.Message, "/") || !strings.Contains(o.Err.Message, "damaged") {
+		t.Errorf("outcome of a failed read: %+v", o.Err)
+	}
+	store.set(nil, nil)
+	o = outcome(t, submit(t, c, appliance.Request{Text: "three", Session: "s"}))
+	if o.Err != nil || o.Warning != nil {
+		t.Errorf("outcome of a save that works: %+v", o)
+	}
+	if d := c.Snapshot().Degraded; d != nil {
+		t.Errorf("degraded after a save worked: %v", d)
+	}
+	// Other failures: no internals either.
+	o = outcome(t, submit(t, c, appliance.Request{Text: "FAIL"}))
+	if code(o) != "internal" || o.Err.Message != "generation failed (details in the device's log)" {
+		t.Errorf("failed generation: %+v", o.Err)
 	}
 }

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -30,7 +29,10 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		if r.Session != "" {
 			h, err := c.sessions.Load(r.Session)
 			if err != nil {
-				return Outcome{}, fmt.Errorf("loading session %q: %w", r.Session, err)
+				why := storageProblem(err)
+				c.log.Error("reading the session failed", "session", r.Session, "err", err)
+				c.storageFailed("reading a conversation failed: " + why)
+				return Outcome{}, errorf(CodeInternal, "the conversation's history could not be read: %s", why)
 			}
 			history = h
 		}
@@ -74,8 +76,14 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	if r.Session != "" && !r.Raw {
 		if err := c.sessions.Append(r.Session, append(turn, Message{Role: "assistant", Content: o.Text})...); err != nil {
 			// The answer is generated: deliver it, and say that the
-			// conversation will not remember it.
+			// conversation will not remember it. The error itself (with
+			// the file's path) goes to the log only.
+			why := storageProblem(err)
 			c.log.Error("saving the session failed; the answer is delivered but not remembered", "session", r.Session, "err", err)
+			o.Warning = errorf(CodeNotSaved, "the answer was not saved to the conversation: %s", why)
+			c.storageFailed("the last session save failed: " + why)
+		} else {
+			c.storageFailed("")
 		}
 	}
 	return o, nil

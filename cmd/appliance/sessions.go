@@ -189,3 +189,17 @@ func (d *dbSessions) List() ([]SessionInfo, error) {
 }
 
 func (d *dbSessions) Close() error { return d.db.Close() }
+
+// storageProblem says what went wrong with a session store in words safe
+// for any client: the error itself names files.
+func storageProblem(err error) string {
+	switch {
+	case errors.Is(err, storage.ErrDiskFull):
+		return "the device's disk is full"
+	case errors.Is(err, storage.ErrWrite):
+		return "the device's storage cannot be written"
+	case errors.Is(err, storage.ErrCorrupt):
+		return "the sessions database is damaged"
+	}
+	return "a storage error (details in the device's log)"
+}
