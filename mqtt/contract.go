@@ -121,6 +121,9 @@ type Answer struct {
 	Session  string `json:"session,omitempty"`
 	Usage    Usage  `json:"usage"`
 	ServedBy string `json:"served_by"`
+	// Warning says what went wrong beside a delivered answer
+	// (not_saved: the conversation does not remember it).
+	Warning *Error `json:"warning,omitempty"`
 }
 
 // Chunk is one streamed piece of an answer.

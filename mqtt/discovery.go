@@ -205,6 +205,15 @@ func DiscoveryPayload(d DiscoveryInfo) ([]byte, error) {
 			"value_template": "{{ 'ON' if value_json.busy else 'OFF' }}",
 			"device_class":   "running",
 		}),
+		// Degraded parts (storage, broker, gpio) with why, as attributes.
+		id + "_problem": comp("binary_sensor", "problem", "Problem", obj{
+			"state_topic":              t.State,
+			"value_template":           "{{ 'ON' if value_json.degraded is defined else 'OFF' }}",
+			"json_attributes_topic":    t.State,
+			"json_attributes_template": "{{ value_json.degraded | default({}) | tojson }}",
+			"device_class":             "problem",
+			"entity_category":          "diagnostic",
+		}),
 		id + "_cancel": comp("button", "cancel", "Cancel", obj{
 			"command_topic": t.CmdCancel,
 			"payload_press": "PRESS",

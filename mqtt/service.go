@@ -525,7 +525,11 @@ func (s *Service) deliver(topic string, o appliance.Outcome) {
 		s.reply(o.ID, topic, nil, &Error{Code: string(o.Err.Code), Message: o.Err.Message}, true)
 		return
 	}
-	s.reply(o.ID, topic, &Answer{ID: o.ID, Text: o.Text, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}, nil, true)
+	a := &Answer{ID: o.ID, Text: o.Text, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}
+	if w := o.Warning; w != nil {
+		a.Warning = &Error{Code: string(w.Code), Message: w.Message}
+	}
+	s.reply(o.ID, topic, a, nil, true)
 }
 
 // reply publishes the answer a or the error e of request id on topic,
@@ -613,6 +617,9 @@ type State struct {
 	Failed         int64   `json:"failed"`
 	Session        string  `json:"session"` // the dashboard conversation
 	Version        string  `json:"version"`
+	// Degraded names the parts working less than configured (storage,
+	// broker, gpio) and why; absent when everything works.
+	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
 // CurrentState returns the state as it would be published now.
@@ -620,7 +627,18 @@ func (s *Service) CurrentState() State {
 	c := s.core.Snapshot()
 	return State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
 		AcceptanceRate: c.AcceptanceRate, CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
-		Failed: c.Failed, Session: c.Session, Version: s.cfg.Version}
+		Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded)}
+}
+
+func degraded(m map[appliance.Part]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for p, why := range m {
+		out[string(p)] = why
+	}
+	return out
 }
 
 func (s *Service) publishState() {
