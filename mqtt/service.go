@@ -614,6 +614,7 @@ type State struct {
 	CacheHitRate   float64 `json:"cache_hit_rate"`
 	Served         int64   `json:"served"`
 	Refused        int64   `json:"refused"`
+	Cancelled      int64   `json:"cancelled"`
 	Failed         int64   `json:"failed"`
 	Session        string  `json:"session"` // the dashboard conversation
 	Version        string  `json:"version"`
@@ -627,7 +628,7 @@ func (s *Service) CurrentState() State {
 	c := s.core.Snapshot()
 	return State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
 		AcceptanceRate: c.AcceptanceRate, CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
-		Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded)}
+		Cancelled: c.Cancelled, Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded)}
 }
 
 func degraded(m map[appliance.Part]string) map[string]string {

@@ -110,10 +110,10 @@ type Core struct {
 
 // counters feed the State; Core.mu guards them.
 type counters struct {
-	byOutcome                                 map[Source]map[string]int64
-	served, refused, failed, duplicates       int64
-	prompt, cached, generated, drafted, accep int64
-	lastTokS                                  float64
+	byOutcome                                      map[Source]map[string]int64
+	served, refused, cancelled, failed, duplicates int64
+	prompt, cached, generated, drafted, accep      int64
+	lastTokS                                       float64
 }
 
 // New returns a Core for cfg. Requests may be submitted at once; they run
@@ -207,7 +207,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.workStop(errShutdown)
 	st := c.Snapshot()
-	c.log.Info("stopped", "served", st.Served, "refused", st.Refused, "failed", st.Failed)
+	c.log.Info("stopped", "served", st.Served, "refused", st.Refused, "cancelled", st.Cancelled, "failed", st.Failed)
 	return nil
 }
 
@@ -654,7 +654,9 @@ func (c *Core) countLocked(src Source, outcome string) {
 		c.stats.served++
 	case CodeBadRequest, CodeTooLong, CodeBusy:
 		c.stats.refused++
-	case CodeCancelled, CodeTimeout, CodeInternal:
+	case CodeCancelled: // asked for: not a failure
+		c.stats.cancelled++
+	case CodeTimeout, CodeInternal:
 		c.stats.failed++
 	case CodeDuplicate, "replayed":
 		c.stats.duplicates++
@@ -668,7 +670,7 @@ func (c *Core) Snapshot() State {
 	s := &c.stats
 	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
 		Model: c.cfg.Model, Version: c.cfg.Version, Started: c.started, LastTokS: s.lastTokS,
-		Served: s.served, Refused: s.refused, Failed: s.failed, Duplicates: s.duplicates,
+		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
 		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, Drafted: s.drafted, Accepted: s.accep,
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
 	for _, j := range c.running {

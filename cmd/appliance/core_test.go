@@ -185,6 +185,10 @@ func TestQueueCancelWithdraw(t *testing.T) {
 	if o := outcome(t, q3); code(o) != "answered" {
 		t.Errorf("q3: %+v", o)
 	}
+	// Cancellations are asked for: counted apart, never as failures.
+	if st := c.Snapshot(); st.Cancelled != 3 || st.Failed != 0 || st.Refused != 1 || st.Served != 1 {
+		t.Errorf("counters after three cancellations: %+v", st)
+	}
 	if c.CancelRunning() {
 		t.Error("CancelRunning with nothing running reported true")
 	}

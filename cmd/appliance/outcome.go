@@ -123,10 +123,11 @@ type State struct {
 	AcceptanceRate float64 // accepted / drafted tokens, all answers
 	CacheHitRate   float64 // cached / prompt tokens, all answers
 
-	// Totals: answers; refusals (bad_request, too_long, busy); failures
-	// (cancelled, timeout, internal); duplicates (answered from the dedup
-	// window or refused as still running).
-	Served, Refused, Failed, Duplicates int64
+	// Totals: answers; refusals (bad_request, too_long, busy);
+	// cancellations (by a client, a button, Ctrl-C or shutdown: asked
+	// for, so not failures); failures (timeout, internal); duplicates
+	// (answered from the dedup window or refused as still running).
+	Served, Refused, Cancelled, Failed, Duplicates int64
 	// Requests counts outcomes by source and by outcome: "answered", or
 	// an error code.
 	Requests map[Source]map[string]int64
