@@ -27,7 +27,7 @@ func cmdGPIO(ctx context.Context, e *env, args []string) error {
 	case "watch":
 		return gpioWatch(ctx, e, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprintf(e.stderr, "usage: geist %s\n", gpioUsage)
+		fmt.Fprintf(e.stdout, "usage: geist %s\n", gpioUsage)
 		return nil
 	}
 	return usagef("unknown gpio command %q (want list or watch)", args[0])

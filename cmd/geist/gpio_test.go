@@ -16,7 +16,7 @@ import (
 func gpioCmd(t *testing.T, args ...string) (error, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := cmdGPIO(context.Background(), &env{strings.NewReader(""), &out, &errb}, args)
+	err := cmdGPIO(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
 	return err, out.String(), errb.String()
 }
 

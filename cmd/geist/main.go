@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -21,6 +22,11 @@ var version = ""
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// interrupts, when set, lets an interactive command take Ctrl-C
+	// (SIGINT) over until release is called: fn runs for each one instead
+	// of ending the command's context (the chat stops the answer being
+	// generated and keeps the conversation). Nil in tests run in-process.
+	interrupts func(fn func()) (release func())
 }
 
 type command struct {
@@ -57,22 +63,58 @@ func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], &env{os.Stdin, os.Stdout, os.Stderr})
-	stop()
-	os.Exit(code)
+func main() { os.Exit(mainProcess(os.Args[1:])) }
+
+// mainProcess runs geist as a process: SIGTERM, and SIGINT unless a
+// command took it over (env.interrupts), end the command's context.
+func mainProcess(args []string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var mu sync.Mutex
+	var handler func()
+	go func() {
+		for sig := range sigs {
+			mu.Lock()
+			h := handler
+			mu.Unlock()
+			if sig == os.Interrupt && h != nil {
+				h()
+				continue
+			}
+			cancel()
+		}
+	}()
+	interrupts := func(fn func()) func() {
+		mu.Lock()
+		handler = fn
+		mu.Unlock()
+		return func() {
+			mu.Lock()
+			handler = nil
+			mu.Unlock()
+		}
+	}
+	return Main(ctx, args, &env{os.Stdin, os.Stdout, os.Stderr, interrupts})
 }
 
-// Main dispatches a command line and returns the exit status: 0 on success,
-// 1 on failure, 2 on a usage error. Every error is one line on stderr.
+// Main dispatches a command line and returns the exit status: 0 on success
+// (and for --help, printed on stdout), 1 on failure, 2 on a usage error
+// (one line on stderr). Every error is one line on stderr.
 func Main(ctx context.Context, args []string, e *env) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	switch {
+	case len(args) == 0:
 		printUsage(e.stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1:
+		printUsage(e.stdout)
 		return 0
+	case args[0] == "help":
+		return Main(ctx, []string{args[1], "--help"}, e)
+	case args[0] == "--version" || args[0] == "-V":
+		args = []string{"version"}
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -91,6 +133,10 @@ func Main(ctx context.Context, args []string, e *env) int {
 			return 1
 		}
 	}
+	if strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(e.stderr, "geist: unknown flag %q before the command (run 'geist help')\n", args[0])
+		return 2
+	}
 	fmt.Fprintf(e.stderr, "geist: unknown command %q (run 'geist help')\n", args[0])
 	return 2
 }
@@ -103,15 +149,18 @@ func printUsage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "geist COMMAND --help describes a command; geist --version prints the version.")
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
+// newFlags returns a flag set that reports errors instead of exiting. Its
+// usage (-h, --help) goes to stdout: asked for, it is the output.
 func newFlags(e *env, name, usage string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(e.stdout)
 	fs.SortFlags = false
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: geist %s\n", usage)
+		fmt.Fprintf(e.stdout, "usage: geist %s\n", usage)
 		fs.PrintDefaults()
 	}
 	return fs

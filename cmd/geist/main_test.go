@@ -19,7 +19,7 @@ import (
 func geist(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), args, &env{strings.NewReader(stdin), &out, &errb})
+	code := Main(context.Background(), args, &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb})
 	return code, out.String(), errb.String()
 }
 
@@ -257,15 +257,39 @@ func TestSessionContextOverflow(t *testing.T) {
 	}
 }
 
-// TestCommandHelp: -h and --help print each command's usage and flags and
-// exit 0.
+// TestCommandHelp: -h and --help print each command's usage and flags
+// once, on stdout, and exit 0; a usage error is one line on stderr, exit 2.
 func TestCommandHelp(t *testing.T) {
 	for _, c := range commands {
 		for _, h := range []string{"-h", "--help"} {
 			code, out, errs := geist(t, "", c.name, h)
-			if code != 0 || !strings.Contains(out+errs, "usage: geist "+c.name) {
-				t.Errorf("geist %s %s: exit %d, output %q", c.name, h, code, out+errs)
+			if code != 0 || strings.Count(out, "usage: geist "+c.name) != 1 || errs != "" {
+				t.Errorf("geist %s %s: exit %d, stdout %q, stderr %q", c.name, h, code, out, errs)
 			}
+		}
+		if c.name == "version" || c.name == "gpio" {
+			continue
+		}
+		code, out, errs := geist(t, "", c.name, "--no-such-flag")
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "unknown flag") {
+			t.Errorf("geist %s --no-such-flag: exit %d, stdout %q, stderr %q", c.name, code, out, errs)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		if code, out, errs := geist(t, "", args...); code != 0 || !strings.Contains(out, "usage: geist COMMAND") || errs != "" {
+			t.Errorf("geist %v: exit %d, %q %q", args, code, out, errs)
+		}
+	}
+	if code, out, _ := geist(t, "", "help", "run"); code != 0 || !strings.Contains(out, "usage: geist run") {
+		t.Errorf("geist help run: exit %d, %q", code, out)
+	}
+	if code, out, errs := geist(t, ""); code != 2 || out != "" || !strings.Contains(errs, "usage: geist COMMAND") {
+		t.Errorf("geist alone: exit %d, %q %q", code, out, errs)
+	}
+	_, v, _ := geist(t, "", "version")
+	for _, args := range [][]string{{"--version"}, {"-V"}} {
+		if code, out, _ := geist(t, "", args...); code != 0 || out != v || !strings.HasPrefix(out, "geist ") {
+			t.Errorf("geist %v: exit %d, %q (version: %q)", args, code, out, v)
 		}
 	}
 }

@@ -152,7 +152,7 @@ func TestPullFromHuggingFace(t *testing.T) {
 		pull := func(i int) {
 			defer wg.Done()
 			codes[i] = Main(context.Background(), []string{"pull", "--models-dir", dir, "hf:geist/stories-GGUF/twice.gguf"},
-				&env{strings.NewReader(""), &outs[i], &errss[i]})
+				&env{stdin: strings.NewReader(""), stdout: &outs[i], stderr: &errss[i]})
 		}
 		wg.Add(1)
 		go pull(0)

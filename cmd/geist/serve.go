@@ -14,7 +14,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/spf13/pflag"
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
@@ -34,11 +33,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	configPath := fs.String("config", "", "TOML configuration file (flags override it)")
 	probe.bind(fs)
 	if err := parse(fs, args); err != nil {
-		if err == pflag.ErrHelp {
-			fmt.Fprintf(e.stderr, "usage: geist %s\n", serveUsage)
-			fs.PrintDefaults()
-		}
-		return probe, err
+		return probe, err // parse printed the usage for --help
 	}
 	if fs.NArg() > 0 {
 		return probe, usagef("unexpected arguments %q", fs.Args())
@@ -56,7 +51,9 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	if err := parse(fs2, args); err != nil {
 		return c, err
 	}
-	c.applyDeviceFlags(fs2)
+	if err := c.applyDeviceFlags(fs2); err != nil {
+		return c, usageError{err}
+	}
 	if err := c.validate(); err != nil {
 		return c, usageError{err}
 	}

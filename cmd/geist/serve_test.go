@@ -74,7 +74,7 @@ func runServe(t *testing.T, args ...string) (stop func() int, logs *syncBuffer) 
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() {
-		code <- Main(ctx, append([]string{"serve"}, args...), &env{strings.NewReader(""), io.Discard, logs})
+		code <- Main(ctx, append([]string{"serve"}, args...), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
 	}()
 	var once sync.Once
 	var rc int
@@ -305,7 +305,7 @@ func TestServeConfig(t *testing.T) {
 	}
 	good := filepath.Join(dir, "good.toml")
 	os.WriteFile(good, []byte("model = \"a.gguf\"\ndevice = \"filedev\"\n[limits]\nqueue = 3\nmax_tokens = 99\n"), 0o600)
-	e := &env{strings.NewReader(""), io.Discard, io.Discard}
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
 	c, err := parseServe(e, []string{"--config", good, "--queue", "5"})
 	if err != nil {
 		t.Fatal(err)

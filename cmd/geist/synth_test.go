@@ -29,7 +29,7 @@ func testShapes(name string) (convert.Shape, error) {
 func synthCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{strings.NewReader(""), &out, &errb}
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
 	code := 0
 	if err := runSynth(context.Background(), e, args, testShapes); err != nil {
 		code = 1

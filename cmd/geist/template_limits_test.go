@@ -20,7 +20,7 @@ func TestHelperGeist(t *testing.T) {
 	if args == "" {
 		t.Skip("helper process only")
 	}
-	code := Main(t.Context(), strings.Split(args, "\n"), &env{os.Stdin, os.Stdout, os.Stderr})
+	code := mainProcess(strings.Split(args, "\n"))
 	// The peak of this process's own memory (its mm is new since exec;
 	// rusage's maxrss would also count the parent's, shared until then).
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
