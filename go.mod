@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/ardanlabs/jinja v1.8.0
 	github.com/eclipse/paho.mqtt.golang v1.5.1
+	github.com/mattn/go-shellwords v1.0.16
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/pflag v1.1.0

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mattn/go-shellwords"
 	"github.com/spf13/pflag"
 
+	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt/hermes"
@@ -115,7 +117,9 @@ func defaultServeConfig() serveConfig {
 			ShutdownGrace: 10,
 		},
 		Generation: generationSection{
-			Temperature: 0.7,
+			// One default for run, chat and serve: llama.cpp's (and
+			// Ollama's) 0.8, sample.DefaultParams.
+			Temperature: float64(sample.DefaultParams().Temperature),
 			MaxHistory:  20,
 			MaxSessions: 64,
 		},
@@ -189,19 +193,37 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.hermesMode, "hermes-mode", "", "asr (answer every hermes/asr/textCaptured) or dialogue (intentNotRecognized); implies --hermes")
 	fs.StringSliceVar(&f.hermesSites, "hermes-site", nil, "siteIds to answer (repeat or comma-separate; default: all); implies --hermes")
 	fs.StringVar(&f.hermesLang, "hermes-lang", "", "language sent with hermes/tts/say; implies --hermes")
-	fs.StringVar(&f.speech, "speech", "", "speak device answers with this command, split at spaces (\"espeak-ng -v en-us\"; {text} or stdin)")
+	fs.StringVar(&f.speech, "speech", "", "speak device answers with this command, split into words as a shell would (\"espeak-ng -v en-us\"; {text} or stdin)")
 	fs.StringVar(&f.speechPlay, "speech-play", "", "pipe the speech command's output into this player (\"aplay -q -r 22050 -f S16_LE -t raw\")")
-	fs.StringVar(&f.talkCapture, "talk-capture", "", "push-to-talk capture command, split at spaces, recording into {file}")
-	fs.StringVar(&f.talkSTT, "talk-stt", "", "push-to-talk speech-to-text command, split at spaces, reading {file}, printing the transcript")
+	fs.StringVar(&f.talkCapture, "talk-capture", "", "push-to-talk capture command, split as a shell would, recording into {file}")
+	fs.StringVar(&f.talkSTT, "talk-stt", "", "push-to-talk speech-to-text command, split as a shell would, reading {file}, printing the transcript")
 	fs.StringVar(&f.talkSession, "talk-session", "", "session of push-to-talk questions (default: the dashboard's)")
+}
+
+// splitCommand splits a command flag into words as a POSIX shell would
+// (quotes and backslashes; no variables, globs or substitutions), so a
+// path with a space can be quoted: --speech "piper -m '/opt/my voices/x.onnx'".
+// {text} and {file} stay words of their own, replaced later.
+func splitCommand(flag, s string) ([]string, error) {
+	w, err := shellwords.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: %v", flag, s, err)
+	}
+	return w, nil
 }
 
 // applyDeviceFlags applies the device-trigger flags that were given
 // (fs.Changed) over the configuration file's sections.
-func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) {
+func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) error {
 	f := c.flags
 	if f == nil {
-		return
+		return nil
+	}
+	var errs []error
+	split := func(flag, s string) []string {
+		w, err := splitCommand(flag, s)
+		errs = append(errs, err)
+		return w
 	}
 	if fs.Changed("gpio") && !f.gpio {
 		c.GPIO = firmware.Config{}
@@ -234,10 +256,10 @@ func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) {
 			c.Voice.Speech = &voice.SpeakerConfig{}
 		}
 		if fs.Changed("speech") {
-			c.Voice.Speech.Command = strings.Fields(f.speech)
+			c.Voice.Speech.Command = split("speech", f.speech)
 		}
 		if fs.Changed("speech-play") {
-			c.Voice.Speech.Play = strings.Fields(f.speechPlay)
+			c.Voice.Speech.Play = split("speech-play", f.speechPlay)
 		}
 		if len(c.Voice.Speech.Command) == 0 {
 			c.Voice.Speech = nil // --speech "" turns speech off
@@ -249,15 +271,16 @@ func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) {
 		}
 		t := c.Voice.Talk
 		if fs.Changed("talk-capture") {
-			t.Capture = strings.Fields(f.talkCapture)
+			t.Capture = split("talk-capture", f.talkCapture)
 		}
 		if fs.Changed("talk-stt") {
-			t.STT = strings.Fields(f.talkSTT)
+			t.STT = split("talk-stt", f.talkSTT)
 		}
 		if fs.Changed("talk-session") {
 			t.Session = f.talkSession
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // loadServeConfig reads a TOML file over c. Unknown keys are an error that

@@ -173,7 +173,7 @@ session = "voice"
 [voice.speech]
 command = ["sh", "-c", "cat >> %s"]
 `, model, b.URL, spoken)), 0o600)
-	cfg, err := parseServe(&env{strings.NewReader(""), io.Discard, io.Discard}, []string{"--config", conf})
+	cfg, err := parseServe(&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--config", conf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ long_press = { do = "cancel" }
 
 func TestServeDeviceConfig(t *testing.T) {
 	dir := t.TempDir()
-	e := &env{strings.NewReader(""), io.Discard, io.Discard}
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte("model = \"m.gguf\"\n"+body), 0o600)
@@ -433,6 +433,16 @@ username = "u"
 	c, err = parseServe(e, []string{"-m", "m.gguf", "--hermes-broker", "tcp://h:1", "--talk-capture", "arecord {file}", "--talk-stt", "whisper-cli -f {file}"})
 	if err != nil || c.Hermes == nil || c.Hermes.Broker != "tcp://h:1" || c.Voice.Talk == nil || c.Voice.Talk.STT[2] != "{file}" {
 		t.Errorf("flags alone: %v %+v %+v", err, c.Hermes, c.Voice.Talk)
+	}
+	// Command flags are split as a shell would: a quoted path with a
+	// space stays one word; {text} stays a word of its own.
+	c, err = parseServe(e, []string{"-m", "m.gguf", "--speech", `piper -m '/opt/my voices/en.onnx' --text "{text}"`, "--speech-play", `aplay\ x -q`})
+	if err != nil || !slices.Equal(c.Voice.Speech.Command, []string{"piper", "-m", "/opt/my voices/en.onnx", "--text", "{text}"}) ||
+		!slices.Equal(c.Voice.Speech.Play, []string{"aplay x", "-q"}) {
+		t.Errorf("quoted command words: %v %q %q", err, c.Voice.Speech.Command, c.Voice.Speech.Play)
+	}
+	if code, _, errs := geist(t, "", "serve", "-m", "m.gguf", "--speech", `espeak-ng "unclosed`); code != 2 || !strings.Contains(errs, "--speech") {
+		t.Errorf("an unclosed quote: status %d, %q", code, errs)
 	}
 
 	// Mistakes are usage errors that name the problem.
