@@ -55,12 +55,29 @@ func parseInts(s, name string) ([]int, error) {
 	return out, nil
 }
 
+// parseThreads reads -t: one thread count or a comma-separated list, 0
+// meaning all performance cores (engine.DefaultThreads), as in run.
+func parseThreads(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, usagef("--threads: %q is not a thread count or a comma-separated list of them", s)
+		}
+		if n == 0 {
+			n = engine.DefaultThreads()
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json] [--spec MODE --prompt-file FILE] [--oracle ALPHA]")
 	path := fs.StringP("model", "m", "", "GGUF model file")
 	pp := fs.IntP("n-prompt", "p", 128, "prompt tokens for the prefill test (0: skip)")
 	tg := fs.IntP("n-gen", "n", 64, "tokens for the decode test (0: skip)")
-	threads := fs.StringP("threads", "t", strconv.Itoa(engine.DefaultThreads()), "thread counts, comma-separated")
+	threads := fs.StringP("threads", "t", "0", "threads for matrix products, as in run (0: all performance cores); a comma-separated list (-t 1,2) measures each")
 	batch := fs.String("batch", "1,2,4,8", "batch sizes K for the verification cost c(K)")
 	reps := fs.IntP("repetitions", "r", 3, "repetitions of each measurement (the best counts)")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
@@ -90,7 +107,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if *path == "" {
 		return usagef("no model given (-m MODEL)")
 	}
-	ths, err := parseInts(*threads, "threads")
+	ths, err := parseThreads(*threads)
 	if err != nil {
 		return err
 	}

@@ -143,6 +143,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	out := bufio.NewWriter(e.stdout)
+	var last byte = '\n' // the last byte written: the output ends with a newline
 	req := engine.Request{
 		Prompt:    prompt,
 		Chat:      *chatMode,
@@ -152,6 +153,10 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		Stop:      *stops,
 		Spec:      so,
 		OnText: func(b []byte) error {
+			if len(b) == 0 {
+				return nil
+			}
+			last = b[len(b)-1]
 			if _, err := out.Write(b); err != nil {
 				return err
 			}
@@ -174,6 +179,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		req.OnToken = func(id int32) { answerIDs = append(answerIDs, id) }
 	}
 	st, err := eng.Generate(ctx, req)
+	// Like ollama, end the output with a newline (on a terminal and in a
+	// pipe alike) unless the text ended with one, also when interrupted,
+	// so that the shell prompt or the next line starts on a line of its own.
+	if last != '\n' {
+		out.WriteByte('\n')
+	}
 	out.Flush()
 	if conv != nil && err == nil {
 		if err := conv.record(prompt, string(answer), answerIDs); err != nil {
@@ -186,7 +197,6 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintln(e.stdout)
 	if *stats {
 		b, _ := json.Marshal(st)
 		fmt.Fprintf(e.stderr, "%s\n", b)
