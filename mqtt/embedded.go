@@ -22,17 +22,10 @@ type Embedded struct {
 // address it requires username and password and refuses to start without
 // them, so it is never an open broker on the network.
 func StartEmbedded(addr, username, password string, log *slog.Logger) (*Embedded, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("mqtt: embedded broker address %q: %w", addr, err)
+	if err := CheckEmbedded(addr, username, password); err != nil {
+		return nil, err
 	}
-	loopback := host == "localhost"
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		loopback = true
-	}
-	if !loopback && (username == "" || password == "") {
-		return nil, fmt.Errorf("mqtt: the embedded broker on %s (not loopback) needs a username and a password", addr)
-	}
+	var err error
 	if log == nil {
 		log = slog.Default()
 	}
@@ -62,6 +55,24 @@ func StartEmbedded(addr, username, password string, log *slog.Logger) (*Embedded
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
 	return &Embedded{srv: srv, addr: real}, nil
+}
+
+// CheckEmbedded checks the embedded broker's settings without starting
+// it: addr is host:port, and an address other than loopback needs a
+// username and a password.
+func CheckEmbedded(addr, username, password string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("mqtt: embedded broker address %q: %w", addr, err)
+	}
+	loopback := host == "localhost"
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		loopback = true
+	}
+	if !loopback && (username == "" || password == "") {
+		return fmt.Errorf("mqtt: the embedded broker on %s (not loopback) needs a username and a password", addr)
+	}
+	return nil
 }
 
 // Addr is the address the broker listens on.

@@ -20,9 +20,11 @@ import (
 
 // Config configures a Service. Zero values take the defaults noted.
 type Config struct {
-	// Broker is tcp://host:1883, ssl://host:8883, ws://host:9001/mqtt;
-	// required (without a broker there is no MQTT front end at all: the
-	// core, buttons and voice work without one).
+	// Broker is mqtt://host (port 1883), mqtts://host (TLS, 8883),
+	// tcp:// and ssl:// alike, or ws://host:9001/mqtt, wss://; the
+	// default port is filled in (NormalizeBroker). Required (without a
+	// broker there is no MQTT front end at all: the core, buttons and
+	// voice work without one).
 	Broker   string
 	Username string
 	Password string
@@ -53,7 +55,8 @@ type Config struct {
 	StateInterval time.Duration // least time between state publications (250 ms)
 
 	ConnectTimeout       time.Duration // per attempt (10 s)
-	MaxReconnectInterval time.Duration // reconnect back-off cap (30 s)
+	MaxReconnectInterval time.Duration // reconnect back-off cap (30 s); attempts wait 1 s, 2 s, 4 s ... up to it
+	SlowConnect          time.Duration // an attempt still unanswered after this is logged (4 s)
 	PublishTimeout       time.Duration // wait for the broker to take a QoS 1 message (5 s)
 
 	Logger *slog.Logger // slog.Default() when nil
@@ -63,16 +66,11 @@ func (c *Config) defaults() error {
 	if err := checkDevice(c.Device); err != nil {
 		return err
 	}
-	switch {
-	case c.Broker == "":
-		return errors.New("mqtt: no broker URL")
-	case strings.HasPrefix(c.Broker, "tcp://"), strings.HasPrefix(c.Broker, "ssl://"),
-		strings.HasPrefix(c.Broker, "tls://"), strings.HasPrefix(c.Broker, "ws://"),
-		strings.HasPrefix(c.Broker, "wss://"), strings.HasPrefix(c.Broker, "mqtt://"),
-		strings.HasPrefix(c.Broker, "mqtts://"):
-	default:
-		return fmt.Errorf("mqtt: broker URL %q: want tcp://, ssl://, ws:// or wss://", c.Broker)
+	b, err := NormalizeBroker(c.Broker)
+	if err != nil {
+		return err
 	}
+	c.Broker = b
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return errors.New("mqtt: a client certificate needs both a cert file and a key file")
 	}
@@ -98,6 +96,7 @@ func (c *Config) defaults() error {
 	setDur(&c.StateInterval, 250*time.Millisecond)
 	setDur(&c.ConnectTimeout, 10*time.Second)
 	setDur(&c.MaxReconnectInterval, 30*time.Second)
+	setDur(&c.SlowConnect, 4*time.Second)
 	setDur(&c.PublishTimeout, 5*time.Second)
 	if c.ClientID == "" {
 		c.ClientID = ClientID(c.Device)
@@ -137,6 +136,14 @@ type Core interface {
 	Limits() appliance.Limits
 }
 
+// linkReporter is a Core that hears of the broker link (*appliance.Core
+// does: its State reports it, as Links["mqtt"] and, while it is down,
+// as the degraded part "broker").
+type linkReporter interface {
+	SetLink(name string, l appliance.Link)
+	SetDegraded(p appliance.Part, reason string)
+}
+
 // Service is the MQTT front end of one device.
 type Service struct {
 	cfg    Config
@@ -151,7 +158,9 @@ type Service struct {
 
 	dirty     chan struct{}
 	stop      chan struct{} // closed when the service stops
+	lost      chan struct{} // the connection was lost: connect again
 	connected atomic.Bool
+	link      LinkState      // under mu
 	replies   sync.WaitGroup // goroutines waiting for an answer to publish
 	bg        sync.WaitGroup
 	unwatch   func()
@@ -174,7 +183,9 @@ func New(cfg Config, core Core) (*Service, error) {
 		t:     TopicsFor(cfg.Device, cfg.DiscoveryPrefix),
 		dirty: make(chan struct{}, 1),
 		stop:  make(chan struct{}),
+		lost:  make(chan struct{}, 1),
 	}
+	s.link = LinkState{Broker: cfg.Broker, Since: time.Now(), Reason: ReasonConnecting}
 	opts, err := s.clientOptions()
 	if err != nil {
 		return nil, err
@@ -211,10 +222,11 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	// Handlers run in arrival order on paho's router goroutine (so the
 	// queue keeps the order requests came in); they never wait on a token.
 	o.SetOrderMatters(true)
-	o.SetAutoReconnect(true)
-	o.SetConnectRetry(true)
-	o.SetConnectRetryInterval(min(2*time.Second, c.MaxReconnectInterval))
-	o.SetMaxReconnectInterval(c.MaxReconnectInterval)
+	// The service connects and reconnects itself (connectLoop): paho's
+	// own retry loops keep the reason of a failure to themselves (a
+	// debug line at most), so a wrong password looked like silence.
+	o.SetAutoReconnect(false)
+	o.SetConnectRetry(false)
 	o.SetConnectTimeout(c.ConnectTimeout)
 	o.SetKeepAlive(30 * time.Second)
 	o.SetPingTimeout(10 * time.Second)
@@ -223,12 +235,116 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	o.SetOnConnectHandler(func(paho.Client) { s.onConnect() })
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
 		s.connected.Store(false)
+		s.setLink(LinkState{Reason: ReasonLost, Err: errText(err)})
 		s.log.Warn("mqtt connection lost, reconnecting", "broker", c.Broker, "err", err)
-	})
-	o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) {
-		s.log.Info("mqtt reconnecting", "broker", c.Broker)
+		select {
+		case s.lost <- struct{}{}:
+		default:
+		}
 	})
 	return o, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Link returns the state of the connection to the broker.
+func (s *Service) Link() LinkState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.link
+}
+
+// setLink records the link's state (Broker and Since filled in) and
+// tells the core.
+func (s *Service) setLink(l LinkState) {
+	l.Broker = s.cfg.Broker
+	s.mu.Lock()
+	if l.Connected != s.link.Connected || s.link.Since.IsZero() {
+		l.Since = time.Now()
+	} else {
+		l.Since = s.link.Since
+	}
+	s.link = l
+	s.mu.Unlock()
+	if r, ok := s.core.(linkReporter); ok {
+		detail := l.Reason
+		if l.Err != "" {
+			detail += ": " + l.Err
+		}
+		r.SetLink("mqtt", appliance.Link{Up: l.Connected, Since: l.Since, Target: l.Broker, Reason: l.Reason, Detail: detail, NextRetry: l.NextRetry})
+		switch {
+		case l.Connected, l.Reason == ReasonStopped:
+			r.SetDegraded(appliance.PartBroker, "")
+		case l.Reason != ReasonConnecting || l.Attempts > 0:
+			// The reason in a few words only: safe for any client.
+			r.SetDegraded(appliance.PartBroker, "not connected: "+l.Reason)
+		}
+	}
+}
+
+// connectLoop connects to the broker and, whenever the connection is
+// lost, again, until ctx ends. A failed attempt is logged at WARN with
+// the reason the broker or the network gave and the time of the next
+// one; attempts back off from 1 s to MaxReconnectInterval. An attempt
+// that the broker leaves unanswered for SlowConnect is logged too, so a
+// broker that drops packets shows within seconds of the start.
+func (s *Service) connectLoop(ctx context.Context) {
+	failed := 0
+	for {
+		select {
+		case <-s.lost: // a loss already handled by connecting again
+		default:
+		}
+		tok := s.client.Connect()
+		slow := time.NewTimer(s.cfg.SlowConnect)
+		select {
+		case <-tok.Done():
+		case <-slow.C:
+			s.setLink(LinkState{Reason: ReasonConnecting, Attempts: failed})
+			s.log.Warn("mqtt broker not answering yet, still trying", "broker", s.cfg.Broker, "waited", s.cfg.SlowConnect, "timeout", s.cfg.ConnectTimeout)
+			select {
+			case <-tok.Done():
+			case <-ctx.Done():
+				return
+			}
+		case <-ctx.Done():
+			slow.Stop()
+			return
+		}
+		slow.Stop()
+		if err := tok.Error(); err != nil {
+			failed++
+			wait := backoff(failed, s.cfg.MaxReconnectInterval)
+			next := time.Now().Add(wait)
+			reason := classifyFor(s.cfg.Broker, err)
+			s.setLink(LinkState{Reason: reason, Err: err.Error(), Attempts: failed, NextRetry: next})
+			args := []any{"broker", s.cfg.Broker, "reason", reason, "err", err, "attempt", failed,
+				"retry_in", wait.String(), "next_retry", next.Format("15:04:05")}
+			if h := hint(reason); h != "" {
+				args = append(args, "hint", h)
+			}
+			s.log.Warn("mqtt broker connection failed", args...)
+			select {
+			case <-time.After(wait):
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Connected (onConnect subscribed and announced); wait until the
+		// connection is lost, then connect again at once.
+		failed = 0
+		select {
+		case <-s.lost:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Run connects (retrying in the background until the broker answers) and
@@ -239,9 +355,13 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 // running requests.
 func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("mqtt connecting", "broker", s.cfg.Broker, "client_id", s.cfg.ClientID)
-	s.client.Connect() // with ConnectRetry the token completes only once connected
+	s.setLink(LinkState{Reason: ReasonConnecting})
 	s.unwatch = s.core.Watch(s.onEvent)
-	s.bg.Add(1)
+	s.bg.Add(2)
+	go func() {
+		defer s.bg.Done()
+		s.connectLoop(ctx)
+	}()
 	go func() {
 		defer s.bg.Done()
 		s.statePublisher()
@@ -278,6 +398,7 @@ func (s *Service) shutdown() {
 	}
 	s.client.Disconnect(250)
 	s.connected.Store(false)
+	s.setLink(LinkState{Reason: ReasonStopped})
 	s.bg.Wait()
 	s.log.Info("mqtt stopped")
 }
@@ -303,7 +424,14 @@ func (s *Service) onConnect() {
 		}
 		s.log.Error("mqtt subscribe failed", "attempt", attempt, "err", tok.Error())
 		if attempt == 5 || !s.client.IsConnectionOpen() {
-			return // the next (re)connect subscribes again
+			// Connect again (connectLoop), which subscribes again.
+			s.client.Disconnect(100)
+			s.setLink(LinkState{Reason: "subscribe failed", Err: errText(tok.Error())})
+			select {
+			case s.lost <- struct{}{}:
+			default:
+			}
+			return
 		}
 		select {
 		case <-time.After(time.Second):
@@ -312,6 +440,7 @@ func (s *Service) onConnect() {
 		}
 	}
 	s.connected.Store(true)
+	s.setLink(LinkState{Connected: true})
 	s.log.Info("mqtt connected", "broker", s.cfg.Broker, "subscriptions", len(subs))
 	s.publish(s.t.Status, 1, true, []byte("online"))
 	s.announce()

@@ -99,6 +99,7 @@ type Core struct {
 	nextWatch int
 	degraded  map[Part]string // SetDegraded's
 	saveErr   string          // why the last session save failed ("" once one works)
+	links     map[string]Link
 
 	wake     chan struct{}
 	stop     chan struct{} // closed when the workers must exit
@@ -415,6 +416,19 @@ func (c *Core) NewConversation(session string) {
 	c.poke()
 }
 
+// SetLink records the state of a front end's connection (name "mqtt" for
+// the broker) for the State, and reports the change to the watchers. A
+// front end calls it when the link comes up or goes down.
+func (c *Core) SetLink(name string, l Link) {
+	c.mu.Lock()
+	if c.links == nil {
+		c.links = map[string]Link{}
+	}
+	c.links[name] = l
+	c.mu.Unlock()
+	c.emit(Event{Kind: EventChanged})
+}
+
 // SetDegraded records that part works less than configured, and why, in
 // words safe to show to any client (no file paths: the details belong in
 // the log); an empty reason says it works again. The State reports it;
@@ -693,6 +707,9 @@ func (c *Core) Snapshot() State {
 	}
 	if c.closing {
 		st.State = "stopping"
+	}
+	if len(c.links) > 0 {
+		st.Links = maps.Clone(c.links)
 	}
 	if s.drafted > 0 {
 		st.AcceptanceRate = float64(s.accep) / float64(s.drafted)

@@ -138,6 +138,22 @@ type State struct {
 	// why, in words safe to show to any client (no paths); nil when
 	// everything works. See Part and Core.SetDegraded.
 	Degraded map[Part]string
+	// Links are the front ends' connections to the outside, by name
+	// ("mqtt": the broker), as they report them (Core.SetLink).
+	Links map[string]Link
+}
+
+// Link is the state of a front end's connection to something outside it,
+// such as the MQTT broker.
+type Link struct {
+	Up     bool
+	Since  time.Time // when it came up or went down
+	Target string    // what it connects to (the broker URL)
+	// While down: why, in a few words ("not authorised", "unreachable",
+	// "connecting"), the same with the error, and the next attempt.
+	Reason    string
+	Detail    string
+	NextRetry time.Time
 }
 
 // Part names a part of the appliance that can be degraded while the rest

@@ -3,6 +3,9 @@
 package mqtttest
 
 import (
+	"crypto/rand"
+	"crypto/sha512"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -59,6 +62,33 @@ func FreePort(t testing.TB) int {
 // (further listeners, TLS settings).
 func StartMosquitto(t testing.TB, extra ...string) *Mosquitto {
 	t.Helper()
+	return startMosquitto(t, "allow_anonymous true\n", extra)
+}
+
+// StartMosquittoWithPassword starts Mosquitto as StartMosquitto does, but
+// admitting only user with password (a password file, no anonymous
+// clients), as a broker set up for Home Assistant is.
+func StartMosquittoWithPassword(t testing.TB, user, password string, extra ...string) *Mosquitto {
+	t.Helper()
+	pw := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(pw, []byte(PasswordLine(user, password)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startMosquitto(t, fmt.Sprintf("allow_anonymous false\npassword_file %s\n", pw), extra)
+}
+
+// PasswordLine is a line of a Mosquitto password file for user: the
+// "$6$" format (SHA-512 over the password and a random salt) that
+// mosquitto_passwd wrote before 2.0 and every Mosquitto reads.
+func PasswordLine(user, password string) string {
+	salt := make([]byte, 12)
+	rand.Read(salt)
+	h := sha512.Sum512(append([]byte(password), salt...))
+	return fmt.Sprintf("%s:$6$%s$%s", user, base64.StdEncoding.EncodeToString(salt), base64.StdEncoding.EncodeToString(h[:]))
+}
+
+func startMosquitto(t testing.TB, auth string, extra []string) *Mosquitto {
+	t.Helper()
 	bin := MosquittoBin()
 	if bin == "" {
 		t.Skip("mosquitto not found (install the mosquitto package or set MOSQUITTO)")
@@ -73,8 +103,8 @@ func StartMosquitto(t testing.TB, extra ...string) *Mosquitto {
 	if u, err := user.Current(); err == nil {
 		conf = "user " + u.Username + "\n"
 	}
-	conf += fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n"+
-		"max_queued_messages 10000\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\n", port, m.log)
+	conf += fmt.Sprintf("listener %d 127.0.0.1\n%spersistence false\n"+
+		"max_queued_messages 10000\nlog_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\n", port, auth, m.log)
 	conf += strings.Join(extra, "\n") + "\n"
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -275,4 +305,55 @@ func On(msgs []Msg, topic string) []Msg {
 		}
 	}
 	return out
+}
+
+// Log is a buffer that a logger writes and a test reads at the same time.
+type Log struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Silent listens on a free loopback port, accepts connections and never
+// answers them (a broker that hangs), until the end of the test. It
+// returns the address.
+func Silent(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
