@@ -13,6 +13,7 @@ import (
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
+	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/hermes"
 )
 
@@ -39,7 +40,10 @@ type serveConfig struct {
 	Voice  voice.Config    `toml:"voice"`
 	Hermes *hermesSection  `toml:"hermes"`
 
-	flags *deviceFlags // the device-trigger flags, applied over the file
+	flags      *deviceFlags // the device-trigger flags, applied over the file
+	modelErr   error        // the model named no file and no stored model
+	check      bool         // serve --check
+	configPath string       // --config
 }
 
 // hermesSection is [hermes]: the bridge's settings and, for a broker of
@@ -98,7 +102,7 @@ type generationSection struct {
 func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Device:    defaultDevice(),
-		DataDir:   os.Getenv("STATE_DIRECTORY"), // systemd's StateDirectory=
+		DataDir:   defaultDataDir(), // the same as every other command's
 		CacheSize: 1 << 30,
 		KVType:    "f16",
 		LogLevel:  "info",
@@ -148,7 +152,7 @@ func defaultDevice() string {
 func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.Model, "model", "m", c.Model, "GGUF model file")
 	fs.StringVar(&c.Device, "device", c.Device, "device name in topics and Home Assistant ids, unique per broker ([a-zA-Z0-9_-]; default: the host name)")
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state (sessions, prompt cache); $STATE_DIRECTORY by default")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of sessions.db, cache.db, models/ and geist.sock, as for every command (\"\": sessions in memory, no prompt cache)")
 	fs.IntVarP(&c.Threads, "threads", "t", c.Threads, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&c.Ctx, "ctx", c.Ctx, "context size in tokens (0: the model's, at most 4096)")
 	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
@@ -157,7 +161,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
 	m := &c.MQTT
-	fs.StringVar(&m.Broker, "broker", m.Broker, "MQTT broker URL: tcp://host:1883, ssl://host:8883, ws://host:9001 (empty: MQTT off)")
+	fs.StringVar(&m.Broker, "broker", m.Broker, "MQTT broker URL: mqtt://host (port 1883), mqtts://host (TLS, 8883), ws://host:9001 (empty: MQTT off)")
 	fs.StringVar(&m.Username, "mqtt-username", m.Username, "MQTT user name")
 	fs.StringVar(&m.Password, "mqtt-password", m.Password, "MQTT password (prefer --mqtt-password-file)")
 	fs.StringVar(&m.PasswordFile, "mqtt-password-file", m.PasswordFile, "file holding the MQTT password")
@@ -326,8 +330,27 @@ func (c *serveConfig) validate() error {
 	if g := c.Generation; g.Temperature < 0 || g.Temperature > 2 || g.MaxHistory < 0 || g.MaxSessions < 1 {
 		errs = append(errs, errors.New("generation: temperature must be in [0, 2], max_history not negative, max_sessions positive"))
 	}
-	if c.MQTT.Password != "" && c.MQTT.PasswordFile != "" {
+	m := &c.MQTT
+	if m.Password != "" && m.PasswordFile != "" {
 		errs = append(errs, errors.New("give mqtt password or password_file, not both"))
+	}
+	// The broker and the embedded broker's rules are checked here, before
+	// the model loads, rather than when MQTT starts.
+	if m.Broker != "" {
+		b, err := mqtt.NormalizeBroker(m.Broker)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mqtt broker: %s", strings.TrimPrefix(err.Error(), "mqtt: ")))
+		} else {
+			m.Broker = b
+		}
+	}
+	if m.Embedded {
+		if err := mqtt.CheckEmbedded(m.EmbeddedAddr, m.Username, m.Password+m.PasswordFile); err != nil {
+			errs = append(errs, errors.New(strings.TrimPrefix(err.Error(), "mqtt: ")))
+		}
+	}
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		errs = append(errs, errors.New("mqtt: a client certificate needs both cert_file and key_file"))
 	}
 	errs = append(errs, c.validateDevice()...)
 	return errors.Join(errs...)
@@ -375,6 +398,14 @@ func (c *serveConfig) validateDevice() []error {
 		}
 		if h.SessionPrefix != "" && !validSession(h.SessionPrefix) {
 			errs = append(errs, fmt.Errorf("hermes: session_prefix %q: no spaces, /, + or #", h.SessionPrefix))
+		}
+		if h.Broker != "" {
+			b, err := mqtt.NormalizeBroker(h.Broker)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("hermes broker: %s", strings.TrimPrefix(err.Error(), "mqtt: ")))
+			} else {
+				h.Broker = b
+			}
 		}
 		if h.QoS != nil && *h.QoS > 2 {
 			errs = append(errs, fmt.Errorf("hermes: qos %d: want 0, 1 or 2", *h.QoS))

@@ -42,6 +42,12 @@ func modelStore(fs *pflag.FlagSet) *models.Store {
 	return models.New(filepath.Join(defaultDataDir(), "models"))
 }
 
+// modelRefError is a model name that names no stored model (and no file).
+type modelRefError struct{ err error }
+
+func (m modelRefError) Error() string { return m.err.Error() }
+func (m modelRefError) Unwrap() error { return m.err }
+
 // modelFlagNames are the flags that take a model file, in every command.
 var modelFlagNames = []string{"model", "draft-model"}
 
@@ -65,7 +71,7 @@ func resolveModelFlags(fs *pflag.FlagSet) error {
 		}
 		p, err := modelStore(fs).Resolve(f.Value.String())
 		if err != nil {
-			return err
+			return modelRefError{err}
 		}
 		if p != f.Value.String() {
 			if err := f.Value.Set(p); err != nil {

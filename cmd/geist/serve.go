@@ -31,41 +31,58 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	probe := defaultServeConfig()
 	fs := newFlags(e, "serve", serveUsage)
 	configPath := fs.String("config", "", "TOML configuration file (flags override it)")
+	check := fs.Bool("check", false, "check the configuration, the model file, the data directory, the broker, the GPIO pins, the voice commands and the listening addresses, print one line each, and exit (1 if one fails) without serving")
 	probe.bind(fs)
-	if err := parse(fs, args); err != nil {
+	var me modelRefError
+	if err := parse(fs, args); err != nil && !errors.As(err, &me) {
 		return probe, err // parse printed the usage for --help
 	}
 	if fs.NArg() > 0 {
 		return probe, usagef("unexpected arguments %q", fs.Args())
 	}
 	c := defaultServeConfig()
+	c.check, c.configPath = *check, *configPath
 	if *configPath != "" {
 		if err := loadServeConfig(*configPath, &c); err != nil {
-			return c, usageError{err}
+			return c, usageError{configError{err}}
 		}
 	}
 	// Second pass: the flags over the file.
 	fs2 := newFlags(e, "serve", serveUsage)
 	fs2.String("config", "", "")
+	fs2.Bool("check", false, "")
 	c.bind(fs2)
 	if err := parse(fs2, args); err != nil {
-		return c, err
+		// A model name the store does not have is reported with the other
+		// checks (serve --check) and before anything loads.
+		var me modelRefError
+		if !errors.As(err, &me) {
+			return c, err
+		}
+		c.modelErr = me.err
 	}
 	if err := c.applyDeviceFlags(fs2); err != nil {
-		return c, usageError{err}
+		return c, usageError{configError{err}}
 	}
 	if err := c.validate(); err != nil {
-		return c, usageError{err}
+		return c, usageError{configError{err}}
 	}
 	if c.MQTT.PasswordFile != "" {
 		b, err := os.ReadFile(c.MQTT.PasswordFile)
 		if err != nil {
-			return c, fmt.Errorf("mqtt password file: %w", err)
+			return c, configError{fmt.Errorf("mqtt password file: %w", err)}
 		}
 		c.MQTT.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	return c, nil
 }
+
+// configError is a configuration geist serve cannot use (as opposed to a
+// mistyped flag): serve --check reports it as its failed config check.
+type configError struct{ err error }
+
+func (c configError) Error() string { return c.err.Error() }
+func (c configError) Unwrap() error { return c.err }
 
 func newLogger(w io.Writer, c *serveConfig) *slog.Logger {
 	var lv slog.Level
@@ -118,8 +135,16 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
 	c, err := parseServe(e, args)
+	var ce configError
+	if err != nil && c.check && errors.As(err, &ce) {
+		printConfigFailure(e.stdout, ce.err)
+		return errors.New("the configuration failed its check")
+	}
 	if err != nil {
 		return err
+	}
+	if c.check {
+		return serveCheck(e, &c, c.configPath)
 	}
 	return serve(ctx, &c, newLogger(e.stderr, &c), serveHooks{})
 }
@@ -137,6 +162,9 @@ type serveHooks struct {
 // engine, and the front ends around it (MQTT, buttons and LEDs, voice,
 // Hermes), each talking to the core and to nothing else.
 func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHooks) error {
+	if c.modelErr != nil {
+		return c.modelErr
+	}
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
 			return fmt.Errorf("data dir: %w", err)

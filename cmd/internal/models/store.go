@@ -309,6 +309,22 @@ func (s *Store) describe(name, path string, st fs.FileInfo) Model {
 	return m
 }
 
+// Describe reads what the header of the model file at path says, as List
+// does for stored models (Problem says why geist cannot run it), for any
+// path: serve --check uses it.
+func Describe(path string) (Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Model{}, err
+	}
+	if st.IsDir() {
+		return Model{}, fmt.Errorf("%s is a directory, not a model file", path)
+	}
+	m := Model{Name: strings.TrimSuffix(filepath.Base(path), Ext), Path: path, Size: st.Size(), Modified: st.ModTime()}
+	describeGGUF(&m)
+	return m, nil
+}
+
 // describeGGUF fills the header's part of m.
 func describeGGUF(m *Model) {
 	f, err := gguf.Open(m.Path)
