@@ -61,12 +61,13 @@ Next steps (scripts/INSTALL.md in the source tree explains each):
        sudo useradd --system --home-dir /var/lib/geist --shell /usr/sbin/nologin geist
        sudo install -d -o geist -g geist -m 0750 /var/lib/geist /var/lib/geist/models
   2. A model (a 0.5-3B instruct model in Q4_0 suits a Pi 4 or 5):
-       sudo -u geist geist pull --models-dir /var/lib/geist/models %s
-  3. The configuration: model (the path geist pull printed), device, and the
+       sudo -u geist geist pull %s
+  3. The configuration: model (the name geist pull printed), device, and the
      [mqtt] broker and user:
        $EDITOR %s
        sudo install -D -m 0640 -g geist %s /etc/geist/geist.toml
-  4. Try it in the foreground (Ctrl-C stops it):
+  4. Check it, then try it in the foreground (Ctrl-C stops it):
+       sudo -u geist geist serve --config /etc/geist/geist.toml --check
        sudo -u geist geist serve --config /etc/geist/geist.toml
   5. The service:
        sudo install -m 0644 %s /etc/systemd/system/geist.service

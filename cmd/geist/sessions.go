@@ -7,27 +7,43 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
 
-// defaultDataDir is where sessions.db and cache.db live: $STATE_DIRECTORY
-// (systemd's, for the service), else $XDG_DATA_HOME/geist, else
-// ~/.local/share/geist, else /var/lib/geist.
+// serviceDir is the service's data directory: systemd's
+// StateDirectory=geist, and the home of the geist system user that
+// scripts/INSTALL.md creates.
+const serviceDir = "/var/lib/geist"
+
+// defaultDataDir is the one data directory of every command (sessions.db,
+// cache.db, models/, geist.sock): $STATE_DIRECTORY (set by systemd for the
+// service), else $XDG_DATA_HOME/geist, else /var/lib/geist for the
+// service's user (whose home it is, so that `sudo -u geist geist ...`
+// finds what the service keeps), else ~/.local/share/geist, else
+// /var/lib/geist.
 func defaultDataDir() string {
 	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		// systemd may pass several, separated by colons: the first is ours.
+		d, _, _ = strings.Cut(d, ":")
 		return d
 	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "geist")
 	}
+	// The account database rather than $HOME, which sudo may keep.
+	if u, err := user.Current(); err == nil && filepath.Clean(u.HomeDir) == serviceDir {
+		return serviceDir
+	}
 	if h, err := os.UserHomeDir(); err == nil && h != "" && h != "/" {
 		return filepath.Join(h, ".local", "share", "geist")
 	}
-	return "/var/lib/geist"
+	return serviceDir
 }
 
 // dataFlags are the storage flags of run.
