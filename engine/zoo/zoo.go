@@ -47,3 +47,28 @@ func repoRoot() (string, error) {
 		d = p
 	}
 }
+
+// Peer returns the path of a program of the peers folder (the real
+// clients and servers protocols are tested against): $GEIST_PEER, or
+// "peer" beside the zoo (../shared/peer). It skips the test, naming the
+// variable, when the program is absent.
+func Peer(t testing.TB, name string) string {
+	t.Helper()
+	d := os.Getenv("GEIST_PEER")
+	if d == "" {
+		z := os.Getenv("GEIST_ZOO")
+		if z == "" {
+			root, err := repoRoot()
+			if err != nil {
+				t.Skipf("GEIST_PEER unset and repository root not found: %v", err)
+			}
+			z = filepath.Join(root, "..", "shared", "zoo")
+		}
+		d = filepath.Join(z, "..", "peer")
+	}
+	p := filepath.Join(d, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("GEIST_PEER: %s not found in %s (set GEIST_PEER to the peers folder)", name, d)
+	}
+	return p
+}
