@@ -49,7 +49,8 @@ var architecture = map[string]struct {
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
 	"cmd/internal/httpapi": {[]string{"cmd/appliance"}, nil}, // issue 12; its libraries join its row
-	"cmd/internal/wyoming": {[]string{"cmd/appliance"}, nil}, // issue 13
+	// issue 13: the Wyoming server and its mDNS responder.
+	"cmd/internal/wyoming": {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	// Offline tools of the geist command, the model store, the files the
 	// binary carries, and the command.
 	"cmd/internal/convert":       {[]string{"engine/gguf", "quant"}, nil},
