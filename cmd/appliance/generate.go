@@ -61,6 +61,13 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	}
 	var text strings.Builder
 	ereq.OnText = func(b []byte) error {
+		// A cancelled request stops at the next piece, also inside a
+		// speculative step that accepted several drafted tokens (the
+		// engine looks at ctx once per step): nothing more reaches the
+		// sink once Cancel returned.
+		if err := j.ctx.Err(); err != nil {
+			return err
+		}
 		text.Write(b)
 		if j.sink != nil {
 			j.sink(string(b))
