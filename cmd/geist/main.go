@@ -39,6 +39,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"run", "run -m MODEL [flags] PROMPT", "generate text from a prompt (PROMPT - reads stdin)", cmdRun},
+		{"chat", chatUsage, "chat with a model interactively (or answer stdin's lines)", cmdChat},
 		{"tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT", "print token ids as a JSON array", cmdTokenize},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL|-m MODEL [--json]", "describe a GGUF model file", cmdInspect},

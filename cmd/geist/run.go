@@ -80,8 +80,17 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if fs.NArg() == 0 && *chatMode {
+		// geist run --chat without a prompt: the interactive chat.
+		mf.draftModel = sf.draftModel
+		p := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP, RepeatPenalty: *rep, Seed: uint64(max(*seed, 0))}
+		if err := p.Validate(); err != nil {
+			return usageError{err}
+		}
+		return chatFromRun(ctx, e, mf, df, p, *seed >= 0, *system, *n)
+	}
 	if fs.NArg() != 1 {
-		return usagef("want exactly one PROMPT argument (- reads stdin), got %d", fs.NArg())
+		return usagef("want exactly one PROMPT argument (- reads stdin; geist chat, or run --chat without one, chats), got %d", fs.NArg())
 	}
 	prompt := fs.Arg(0)
 	if prompt == "-" {

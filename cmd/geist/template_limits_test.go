@@ -20,6 +20,7 @@ func TestHelperGeist(t *testing.T) {
 	if args == "" {
 		t.Skip("helper process only")
 	}
+	setupHelperChat()
 	code := mainProcess(strings.Split(args, "\n"))
 	// The peak of this process's own memory (its mm is new since exec;
 	// rusage's maxrss would also count the parent's, shared until then).
