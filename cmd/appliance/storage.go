@@ -73,6 +73,16 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 	return s
 }
 
+// DB returns the sessions database when the sessions live in sessions.db
+// (nil when they are in memory), for commands that read it while the
+// core runs (the daemon's control socket).
+func (s *Storage) DB() *storage.Sessions {
+	if d, ok := s.Sessions.(*dbSessions); ok {
+		return d.db
+	}
+	return nil
+}
+
 // Close closes the files (after the engine, which writes the cache, and
 // the core, which writes the sessions, have stopped).
 func (s *Storage) Close() error {

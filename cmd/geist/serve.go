@@ -174,6 +174,15 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
 		MaxHistory: c.Generation.MaxHistory, Model: c.Model, Logger: log})
 	defer store.Close() // after the engine (which writes the cache) and the core (the sessions)
+	if db := store.DB(); db != nil {
+		// geist sessions list|show|export|delete ask the daemon here.
+		ctl, err := startControl(c.DataDir, db, log)
+		if err != nil {
+			log.Warn("no control socket: geist sessions cannot reach this daemon", "err", err)
+		} else {
+			defer ctl.Close() // before the store closes
+		}
+	}
 	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: c.Ctx, KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
 	if err != nil {
 		return err

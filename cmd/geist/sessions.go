@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,7 +144,7 @@ func (c *conversation) record(user, answer string, answerTokens []int32) error {
 func cmdSessions(_ context.Context, e *env, args []string) error {
 	fs := newFlags(e, "sessions", "sessions list|show|delete|export|check|salvage [NAME] [--data-dir DIR] [--json]")
 	dir := fs.String("data-dir", defaultDataDir(), "directory of sessions.db")
-	asJSON := fs.Bool("json", false, "list as JSON")
+	asJSON := fs.Bool("json", false, "list and show as JSON (show --json prints what export does)")
 	force := fs.Bool("force", false, "salvage even a file that checks sound")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -171,32 +172,37 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 	case "salvage":
 		return salvageSessions(e, path, *force)
 	}
-	// Only delete writes; no subcommand creates a database.
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no sessions database at %s (geist run --session or geist serve creates one)", path)
+	// A running geist serve holds sessions.db: ask it through its
+	// control socket. Otherwise read the file (only delete writes; no
+	// subcommand creates a database).
+	var src sessionSource
+	if d := dialDaemon(*dir); d != nil {
+		src = d
+	} else {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no sessions database at %s (geist chat --session, run --session or serve creates one)", path)
+		}
+		db, err := storage.OpenSessions(path, &storage.Options{ReadOnly: sub != "delete"})
+		switch {
+		case errors.Is(err, storage.ErrNoDatabase):
+			return fmt.Errorf("no sessions database at %s (geist chat --session, run --session or serve creates one)", path)
+		case errors.Is(err, storage.ErrLocked):
+			return fmt.Errorf("%w; a geist chat or run --session is using it (a running geist serve would answer on %s)", err, filepath.Join(*dir, socketName))
+		case err != nil:
+			return err
+		}
+		defer db.Close()
+		src = fileSessions{db}
 	}
-	db, err := storage.OpenSessions(path, &storage.Options{ReadOnly: sub != "delete"})
-	if errors.Is(err, storage.ErrNoDatabase) {
-		return fmt.Errorf("no sessions database at %s (geist run --session or geist serve creates one)", path)
-	}
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	switch sub {
 	case "list":
-		list, err := db.List()
+		rows, err := src.List()
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			type row struct {
-				storage.Conversation
-				Turns int `json:"turns"`
-			}
-			rows := make([]row, len(list))
-			for i, c := range list {
-				rows[i] = row{c, c.Turns}
+			if rows == nil {
+				rows = []sessionRow{}
 			}
 			b, _ := json.Marshal(rows)
 			fmt.Fprintf(e.stdout, "%s\n", b)
@@ -204,27 +210,35 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 		}
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tTURNS\tUPDATED\tMODEL")
-		for _, c := range list {
+		for _, c := range rows {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", c.ID, c.Turns, c.Updated.Local().Format("2006-01-02 15:04"), filepath.Base(c.Model))
 		}
 		return w.Flush()
 	case "show":
-		info, turns, err := db.Get(rest[0])
-		if err != nil {
+		var b bytes.Buffer
+		if err := src.Export(&b, rest[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "session %s (%d turns, model %s)\n", info.ID, len(turns), filepath.Base(info.Model))
-		if info.System != "" {
-			fmt.Fprintf(e.stdout, "\n[system]\n%s\n", info.System)
+		if *asJSON {
+			_, err := e.stdout.Write(b.Bytes())
+			return err
 		}
-		for _, t := range turns {
+		var doc sessionDoc
+		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+			return fmt.Errorf("reading conversation %s: %w", rest[0], err)
+		}
+		fmt.Fprintf(e.stdout, "session %s (%d turns, model %s)\n", doc.ID, len(doc.Turns), filepath.Base(doc.Model))
+		if doc.System != "" {
+			fmt.Fprintf(e.stdout, "\n[system]\n%s\n", doc.System)
+		}
+		for _, t := range doc.Turns {
 			fmt.Fprintf(e.stdout, "\n[%s]\n%s\n", t.Role, t.Text)
 		}
 		return nil
 	case "delete":
-		return db.Delete(rest[0])
+		return src.Delete(rest[0])
 	default:
-		return db.Export(e.stdout, rest[0])
+		return src.Export(e.stdout, rest[0])
 	}
 }
 

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/geisten/geist/engine/zoo"
+	"github.com/geisten/geist/mqtt/mqtttest"
 	"github.com/geisten/geist/storage"
 	bolt "go.etcd.io/bbolt"
 )
@@ -116,5 +121,75 @@ func TestSessionsCheckSalvage(t *testing.T) {
 	aside, _ := filepath.Glob(path + ".damaged-*")
 	if len(aside) != 1 {
 		t.Errorf("copies aside: %v", aside)
+	}
+}
+
+// TestSessionsWhileServing: while geist serve holds sessions.db, the
+// sessions commands reach its conversations through the daemon's control
+// socket (mode 0600); once it stopped, they read the file again.
+func TestSessionsWhileServing(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/ctl/answer/#")
+	dir := t.TempDir()
+	stop, logs := runServe(t, "-m", model, "--broker", b.URL, "--device", "ctl", "--data-dir", dir, "--temp", "0", "--max-tokens", "12")
+	waitForLog(t, logs, 20*time.Second, "the broker connection", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	for _, id := range []string{"a1", "a2"} {
+		c.Publish(t, "geist/ctl/ask", []byte(fmt.Sprintf(`{"id":%q,"text":"Once upon a time","session":"kitchen"}`, id)))
+		if r := waitReply(t, c, "geist/ctl/answer/"+id, 20*time.Second); r.code() != "answer" {
+			t.Fatalf("%s: %+v", id, r)
+		}
+	}
+	sock := filepath.Join(dir, "geist.sock")
+	if st, err := os.Stat(sock); err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket: %v %v", st, err)
+	}
+	code, out, errs := geist(t, "", "sessions", "--data-dir", dir, "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^kitchen\s+4\s`).MatchString(out) {
+		t.Fatalf("list while serving: exit %d, %q %q", code, out, errs)
+	}
+	t.Logf("geist sessions list (geist serve running):\n%s", out)
+	code, out, _ = geist(t, "", "sessions", "--data-dir", dir, "show", "kitchen")
+	if code != 0 || !strings.HasPrefix(out, "session kitchen (4 turns, model "+serveModel+")") || strings.Count(out, "[user]\nOnce upon a time") != 2 {
+		t.Errorf("show while serving: %q", out)
+	}
+	code, js, _ := geist(t, "", "sessions", "--data-dir", dir, "show", "--json", "kitchen")
+	_, exp, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "kitchen")
+	var doc sessionDoc
+	if code != 0 || js != exp || json.Unmarshal([]byte(js), &doc) != nil || doc.ID != "kitchen" || len(doc.Turns) != 4 {
+		t.Errorf("show --json %q, export %q", js, exp)
+	}
+	if code, _, errs := geist(t, "", "sessions", "--data-dir", dir, "show", "nosuch"); code != 1 || !strings.Contains(errs, "not found") {
+		t.Errorf("show of a missing conversation: %d %q", code, errs)
+	}
+	code, out, _ = geist(t, "", "sessions", "--data-dir", dir, "list", "--json")
+	var rows []struct {
+		ID    string `json:"id"`
+		Turns int    `json:"turns"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].ID != "kitchen" || rows[0].Turns != 4 {
+		t.Errorf("list --json while serving: %q", out)
+	}
+	if code, _, errs := geist(t, "", "sessions", "--data-dir", dir, "delete", "kitchen"); code != 0 {
+		t.Errorf("delete while serving: %q", errs)
+	}
+	c.Publish(t, "geist/ctl/ask", []byte(`{"id":"a3","text":"Once upon a time","session":"porch"}`))
+	waitReply(t, c, "geist/ctl/answer/a3", 20*time.Second)
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exit %d", code)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket outlived the daemon: %v", err)
+	}
+	// Without the daemon: the file, read-only.
+	code, out, _ = geist(t, "", "sessions", "--data-dir", dir, "list")
+	if code != 0 || !strings.Contains(out, "porch") || strings.Contains(out, "kitchen") {
+		t.Errorf("list after serve stopped: %q", out)
+	}
+	// A socket left by a daemon that died is not mistaken for one.
+	os.WriteFile(sock, nil, 0o600)
+	if code, out, _ := geist(t, "", "sessions", "--data-dir", dir, "list"); code != 0 || !strings.Contains(out, "porch") {
+		t.Errorf("list with a stale socket file: %q", out)
 	}
 }
