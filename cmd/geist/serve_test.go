@@ -400,6 +400,26 @@ func TestServeCancelBusyTTL(t *testing.T) {
 	chunks := len(mqtttest.On(c.Messages(), "geist/cbt/answer/run/stream"))
 	t.Logf("cancelled after %d chunks", chunks)
 
+	// Duplicate ids: q3, refused as busy, is retried at once with the
+	// same id and answered (a refusal reserves nothing); q1, finished,
+	// asked again gets its stored answer, the same text.
+	ask("q3", `,"max_tokens":8`)
+	ask("q1", `,"max_tokens":8`)
+	msgs, ok := c.Wait(10*time.Second, func(m []mqtttest.Msg) bool {
+		return len(mqtttest.On(m, "geist/cbt/answer/q3")) == 2 && len(mqtttest.On(m, "geist/cbt/answer/q1")) == 2
+	})
+	if !ok {
+		t.Fatalf("retries: q3 %d replies, q1 %d", len(mqtttest.On(msgs, "geist/cbt/answer/q3")), len(mqtttest.On(msgs, "geist/cbt/answer/q1")))
+	}
+	q3, q1 := replies(t, msgs, "geist/cbt/answer/q3"), replies(t, msgs, "geist/cbt/answer/q1")
+	if q3[0].code() != mqtt.CodeBusy || q3[1].code() != "answer" || q3[1].Text == "" {
+		t.Errorf("q3 busy, then retried with the same id: %+v", q3)
+	}
+	if q1[0].code() != "answer" || q1[1].code() != "answer" || q1[1].Text != q1[0].Text || q1[1].Usage != q1[0].Usage {
+		t.Errorf("q1 answered, then asked again: %+v", q1)
+	}
+	t.Logf("q3: %s, then (same id, at once) %s %q; q1 again: the stored answer %q", q3[0].Error.Message, q3[1].code(), q3[1].Text, q1[1].Text)
+
 	// An expired TTL: queued behind a long request for longer than it lives.
 	c.Reset()
 	ask("long", `,"max_tokens":100`)
