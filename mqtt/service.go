@@ -278,7 +278,8 @@ func (s *Service) setLink(l LinkState) {
 		}
 		r.SetLink("mqtt", appliance.Link{Up: l.Connected, Since: l.Since, Target: l.Broker, Reason: l.Reason, Detail: detail, NextRetry: l.NextRetry})
 		switch {
-		case l.Connected, l.Reason == ReasonStopped:
+		case l.Reason == ReasonStopped: // shutting down: no news for the state
+		case l.Connected:
 			r.SetDegraded(appliance.PartBroker, "")
 		case l.Reason != ReasonConnecting || l.Attempts > 0:
 			// The reason in a few words only: safe for any client.
