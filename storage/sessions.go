@@ -578,8 +578,9 @@ func (s *Sessions) ReplaceTurns(id string, turns []Turn) error {
 	})
 }
 
-// exportDoc is the JSON form written by Export.
-type exportDoc struct {
+// ExportDoc is the JSON form of a conversation that Export writes (and
+// that readers of it, such as geist sessions show, decode).
+type ExportDoc struct {
 	ID      string    `json:"id"`
 	Model   string    `json:"model,omitempty"`
 	System  string    `json:"system,omitempty"`
@@ -595,7 +596,7 @@ func (s *Sessions) Export(w io.Writer, id string) error {
 	if err != nil {
 		return err
 	}
-	doc := exportDoc{ID: c.ID, Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated, Turns: turns}
+	doc := ExportDoc{ID: c.ID, Model: c.Model, System: c.System, Created: c.Created, Updated: c.Updated, Turns: turns}
 	if doc.Turns == nil {
 		doc.Turns = []Turn{}
 	}

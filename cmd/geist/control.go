@@ -41,14 +41,7 @@ type sessionRow struct {
 }
 
 // sessionDoc is a conversation as sessions export writes it.
-type sessionDoc struct {
-	ID      string         `json:"id"`
-	Model   string         `json:"model,omitempty"`
-	System  string         `json:"system,omitempty"`
-	Created time.Time      `json:"created"`
-	Updated time.Time      `json:"updated"`
-	Turns   []storage.Turn `json:"turns"`
-}
+type sessionDoc = storage.ExportDoc
 
 // sessionSource is where the sessions commands read: the daemon or the
 // file.
