@@ -18,6 +18,7 @@ require (
 	golang.org/x/net v0.53.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
+	golang.org/x/time v0.16.0
 	periph.io/x/conn/v3 v3.7.2
 	periph.io/x/host/v3 v3.8.5
 )

@@ -43,9 +43,10 @@ var architecture = map[string]struct {
 	"cmd/appliance/sentence":      {nil, nil},
 	"cmd/appliance/appliancetest": {[]string{"engine"}, nil}, // test helper: a scripted engine
 	// Front ends: one protocol or device each, through the core.
-	"mqtt":                 {[]string{"cmd/appliance"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
-	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
-	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}}, // test helper: Mosquitto and a client
+	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
+	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
+	"mqtt/guard":           {nil, []string{"github.com/eclipse/paho.mqtt.golang", "golang.org/x/time/rate"}}, // bounds what MQTT clients read
+	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
 	"cmd/internal/httpapi": {[]string{"cmd/appliance"}, nil}, // issue 12; its libraries join its row

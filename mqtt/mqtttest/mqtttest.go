@@ -18,6 +18,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // Mosquitto is a broker process the test owns.
@@ -356,4 +357,65 @@ func Silent(t testing.TB) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// PublishLarge publishes a payload of size bytes on topic at QoS 0 (head,
+// then spaces) over a raw MQTT connection of its own, streaming it, so
+// that the test process never holds the payload. It returns once the
+// broker has processed the publication (a PINGREQ sent after it was
+// answered).
+func PublishLarge(t testing.TB, url, topic string, retain bool, head []byte, size int) {
+	t.Helper()
+	addr := strings.TrimPrefix(url, "tcp://")
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Minute))
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.CleanSession, cp.Keepalive = "MQTT", 4, true, 60
+	cp.ClientIdentifier = fmt.Sprintf("large-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if err := cp.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := packets.ReadPacket(c); err != nil || p.(*packets.ConnackPacket).ReturnCode != 0 {
+		t.Fatalf("mqtttest: connect for a large publication: %v %v", p, err)
+	}
+	// The fixed header and topic, then the payload in pieces.
+	rem := 2 + len(topic) + size
+	hdr := []byte{packets.Publish << 4}
+	if retain {
+		hdr[0] |= 1
+	}
+	for n := rem; ; {
+		d := byte(n & 0x7f)
+		n >>= 7
+		if n > 0 {
+			d |= 0x80
+		}
+		hdr = append(hdr, d)
+		if n == 0 {
+			break
+		}
+	}
+	hdr = append(hdr, byte(len(topic)>>8), byte(len(topic)))
+	hdr = append(hdr, topic...)
+	hdr = append(hdr, head[:min(len(head), size)]...)
+	if _, err := c.Write(hdr); err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat(" ", 64<<10))
+	for left := size - min(len(head), size); left > 0; left -= min(left, len(chunk)) {
+		if _, err := c.Write(chunk[:min(left, len(chunk))]); err != nil {
+			t.Fatalf("mqtttest: large publication: %v", err)
+		}
+	}
+	if err := packets.NewControlPacket(packets.Pingreq).Write(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packets.ReadPacket(c); err != nil {
+		t.Fatalf("mqtttest: no PINGRESP after a large publication: %v", err)
+	}
+	packets.NewControlPacket(packets.Disconnect).Write(c)
 }
