@@ -10,7 +10,7 @@
 //
 //	geist/<dev>/ask            requests, QoS 1: JSON or plain UTF-8 text
 //	geist/pool/ask             pooled requests, through $share/geist/geist/pool/ask
-//	geist/<dev>/answer/<id>    answers and errors (or the request's reply_to), QoS 1
+//	geist/<dev>/answer/<id>    answers and errors (or the request's reply_to, under geist/<dev>/reply/), QoS 1
 //	<answer topic>/stream      streamed chunks {"id","seq","delta"}, QoS 0
 //	geist/<dev>/answer         answers to plain-text requests and requests without id
 //	geist/<dev>/error          errors for payloads too broken to carry an id
@@ -25,7 +25,11 @@
 //	geist/<dev>/button/<name>  a button's presses {"event_type","button"} (Home Assistant event entity)
 //
 // A payload larger than Config.MaxPayload is refused with too_long (not
-// bad_request): the request may be well formed, it is only too big.
+// bad_request): the request may be well formed, it is only too big. Every
+// topic's cap is applied before paho reads the payload (mqtt/guard), the
+// id of a refused payload is looked for in its first 4 KiB only, refusals
+// are rate-limited per topic, retained messages on command topics are
+// ignored, and reply_to is confined to Config.ReplyPrefix.
 package mqtt
 
 import (
@@ -35,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -147,6 +152,10 @@ type Limits struct {
 	MaxTokens  int           // cap on max_tokens (and its default)
 	DefaultTTL time.Duration // when the request gives no ttl_s; 0: none
 	MaxTTL     time.Duration // longest ttl_s accepted
+	// ReplyPrefixes confine reply_to: it must start with one of them
+	// (and go on after it). None: any topic without wildcards and not
+	// starting with $.
+	ReplyPrefixes []string
 }
 
 const (
@@ -178,14 +187,11 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	trimmed := bytes.TrimSpace(payload)
 	isJSON := len(trimmed) > 0 && trimmed[0] == '{'
 	if lim.MaxPayload > 0 && len(payload) > lim.MaxPayload {
-		if isJSON {
-			probeAddress(payload, &req)
-		}
-		return req, errorf(CodeTooLong, "payload of %d bytes exceeds the limit of %d bytes", len(payload), lim.MaxPayload)
+		return TooLong(payload, int64(len(payload)), lim)
 	}
 	if !utf8.Valid(payload) {
 		if isJSON {
-			probeAddress(payload, &req)
+			probeAddress(payload, lim, &req)
 		}
 		return req, errorf(CodeBadRequest, "payload is not valid UTF-8 (byte offset %d)", firstInvalid(payload))
 	}
@@ -211,7 +217,7 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		}
 	}
 	if err != nil {
-		probeAddress(payload, &req)
+		probeAddress(payload, lim, &req)
 		return req, errorf(CodeBadRequest, "%s", describeJSONError(err))
 	}
 	// The address first, so every later error reaches the client.
@@ -222,7 +228,7 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		req.ID = *w.ID
 	}
 	if w.ReplyTo != nil {
-		if e := checkTopic(*w.ReplyTo); e != nil {
+		if e := checkTopic(*w.ReplyTo, lim.ReplyPrefixes); e != nil {
 			return req, e
 		}
 		req.ReplyTo = *w.ReplyTo
@@ -305,23 +311,60 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	return req, nil
 }
 
-// probeAddress fills req.ID and req.ReplyTo from a payload that failed
-// validation, when they are usable, so the error reaches the client.
-func probeAddress(payload []byte, req *Request) {
-	var p struct {
-		ID      any `json:"id"`
-		ReplyTo any `json:"reply_to"`
+// TooLong is the refusal of a payload of size bytes over lim.MaxPayload
+// of which head is the beginning (all of it, or what mqtt/guard kept):
+// the id and reply_to are looked for in head alone.
+func TooLong(head []byte, size int64, lim Limits) (Request, *Error) {
+	var req Request
+	if t := bytes.TrimSpace(head); len(t) > 0 && t[0] == '{' {
+		probeAddress(head, lim, &req)
 	}
-	if json.NewDecoder(bytes.NewReader(payload)).Decode(&p) != nil {
+	return req, errorf(CodeTooLong, "payload of %d bytes exceeds the limit of %d bytes", size, lim.MaxPayload)
+}
+
+// probeBytes bounds the part of a refused payload searched for its id.
+const probeBytes = 4 << 10
+
+// probeAddress fills req.ID and req.ReplyTo from a payload that failed
+// validation, when they are usable, so the error reaches the client. It
+// reads the top-level members of the first probeBytes bytes only, one at
+// a time, and stops at the first that does not parse: an id after a
+// megabyte of text is not found, and the error goes to the error topic.
+func probeAddress(payload []byte, lim Limits, req *Request) {
+	if len(payload) > probeBytes {
+		payload = payload[:probeBytes]
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return
 	}
-	id, ok := p.ID.(string)
-	if !ok || checkID("id", id) != nil || strings.ContainsRune(id, utf8.RuneError) {
+	var id, replyTo string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		// encoding/json matches member names without regard to case.
+		switch {
+		case strings.EqualFold(key, "id"):
+			id = ""
+			json.Unmarshal(v, &id)
+		case strings.EqualFold(key, "reply_to"):
+			replyTo = ""
+			json.Unmarshal(v, &replyTo)
+		}
+	}
+	if checkID("id", id) != nil || strings.ContainsRune(id, utf8.RuneError) {
 		return
 	}
 	req.ID = id
-	if rt, ok := p.ReplyTo.(string); ok && checkTopic(rt) == nil && !strings.ContainsRune(rt, utf8.RuneError) {
-		req.ReplyTo = rt
+	if replyTo != "" && checkTopic(replyTo, lim.ReplyPrefixes) == nil && !strings.ContainsRune(replyTo, utf8.RuneError) {
+		req.ReplyTo = replyTo
 	}
 }
 
@@ -334,18 +377,20 @@ func checkID(field, s string) *Error {
 	return nil
 }
 
-// checkTopic accepts reply_to topics geist may publish to: no wildcards,
-// not a $SYS-like topic, not Home Assistant's discovery tree.
-func checkTopic(s string) *Error {
+// checkTopic accepts reply_to topics geist may publish to: under one of
+// prefixes (when there are any), no wildcards, not a $SYS-like topic.
+func checkTopic(s string, prefixes []string) *Error {
 	switch {
 	case s == "":
 		return errorf(CodeBadRequest, "reply_to is empty")
 	case len(s) > maxTopicLen:
 		return errorf(CodeBadRequest, "reply_to is longer than %d bytes", maxTopicLen)
 	case strings.ContainsAny(s, "+#\x00"):
-		return errorf(CodeBadRequest, "reply_to %q contains a wildcard or NUL", s)
+		return errorf(CodeBadRequest, "reply_to %.64q contains a wildcard or NUL", s)
 	case strings.HasPrefix(s, "$"):
-		return errorf(CodeBadRequest, "reply_to %q starts with $", s)
+		return errorf(CodeBadRequest, "reply_to %.64q starts with $", s)
+	case len(prefixes) > 0 && !slices.ContainsFunc(prefixes, func(p string) bool { return len(s) > len(p) && strings.HasPrefix(s, p) }):
+		return errorf(CodeBadRequest, "reply_to %.64q is not under %s (the reply topics this device publishes to)", s, strings.Join(prefixes, " or "))
 	}
 	return nil
 }
@@ -376,7 +421,12 @@ func describeJSONError(err error) string {
 	case errors.As(err, &se):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+		// The name is the sender's: echo only a short one.
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if len(name) > 34 {
+			return fmt.Sprintf("unknown field (a name of %d bytes)", len(name)-2)
+		}
+		return "unknown field " + name
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return "invalid JSON: unexpected end of input"
 	}

@@ -7,17 +7,17 @@ import (
 	"time"
 )
 
-var testLimits = Limits{MaxPayload: 64 << 10, MaxTokens: 100, DefaultTTL: time.Minute, MaxTTL: time.Hour}
+var testLimits = Limits{MaxPayload: 64 << 10, MaxTokens: 100, DefaultTTL: time.Minute, MaxTTL: time.Hour, ReplyPrefixes: []string{"geist/d/reply/"}}
 
 func TestParseValid(t *testing.T) {
 	now := time.Unix(1000, 0)
-	r, e := Parse([]byte(`{"id":"a1","text":"hi","session":"s","system":"be brief","max_tokens":500,"temperature":0.5,"stream":true,"reply_to":"my/answers","ttl_s":2.5}`), testLimits, now)
+	r, e := Parse([]byte(`{"id":"a1","text":"hi","session":"s","system":"be brief","max_tokens":500,"temperature":0.5,"stream":true,"reply_to":"geist/d/reply/my","ttl_s":2.5}`), testLimits, now)
 	if e != nil {
 		t.Fatal(e)
 	}
 	if r.ID != "a1" || r.Generated || r.Text != "hi" || r.Session != "s" || r.System != "be brief" ||
 		r.MaxTokens != 100 || r.Temperature == nil || *r.Temperature != 0.5 || !r.Stream ||
-		r.ReplyTo != "my/answers" || r.TTL != 2500*time.Millisecond || r.Plain || !r.Received.Equal(now) {
+		r.ReplyTo != "geist/d/reply/my" || r.TTL != 2500*time.Millisecond || r.Plain || !r.Received.Equal(now) {
 		t.Errorf("parsed %+v", r)
 	}
 	r, e = Parse([]byte("  Tell me a story.\n"), testLimits, now)
@@ -35,8 +35,10 @@ func TestParseErrors(t *testing.T) {
 	cases := []struct {
 		name, payload, code, msg, id string
 	}{
-		{"invalid JSON", `{"id":"x","text":`, CodeBadRequest, "unexpected end", ""},
-		{"invalid JSON syntax", `{"id":"x" "text":"a"}`, CodeBadRequest, "invalid JSON", ""},
+		{"invalid JSON", `{"id":"x","text":`, CodeBadRequest, "unexpected end", "x"},
+		{"invalid JSON syntax", `{"id":"x" "text":"a"}`, CodeBadRequest, "invalid JSON", "x"},
+		{"invalid JSON, id after the break", `{"text":"a",, "id":"x"}`, CodeBadRequest, "invalid JSON", ""},
+		{"id after 4 KiB", `{"text":"` + strings.Repeat("a", 5000) + `","id":"x",}`, CodeBadRequest, "invalid JSON", ""},
 		{"trailing data", `{"id":"x","text":"a"} {}`, CodeBadRequest, "after the JSON", "x"},
 		{"wrong type text", `{"id":"x","text":5}`, CodeBadRequest, "wrong type for text", "x"},
 		{"wrong type max_tokens", `{"id":"x","text":"a","max_tokens":"many"}`, CodeBadRequest, "wrong type for max_tokens", "x"},
@@ -61,6 +63,9 @@ func TestParseErrors(t *testing.T) {
 		{"id with slash", `{"id":"a/b","text":"a"}`, CodeBadRequest, "id", ""},
 		{"reply_to wildcard", `{"id":"x","text":"a","reply_to":"a/#"}`, CodeBadRequest, "wildcard", "x"},
 		{"reply_to $", `{"id":"x","text":"a","reply_to":"$SYS/x"}`, CodeBadRequest, "starts with $", "x"},
+		{"reply_to outside the prefix", `{"id":"x","text":"a","reply_to":"geist/d/ask"}`, CodeBadRequest, "not under geist/d/reply/", "x"},
+		{"reply_to the prefix itself", `{"id":"x","text":"a","reply_to":"geist/d/reply/"}`, CodeBadRequest, "not under", "x"},
+		{"unknown field, long name", `{"id":"x","text":"a","` + strings.Repeat("n", 100) + `":1}`, CodeBadRequest, "unknown field (a name of 100 bytes)", "x"},
 		{"session with space", `{"id":"x","text":"a","session":"a b"}`, CodeBadRequest, "session", "x"},
 	}
 	for _, c := range cases {

@@ -9,6 +9,7 @@ import (
 // Topics are the topics of one device.
 type Topics struct {
 	Ask, PoolAsk, PoolShared, Answer, Error, Cancel string
+	Reply, PoolReply                                string // reply_to prefixes: geist/<dev>/reply/, geist/pool/reply/
 	Status, State, LastAnswer, Event                string
 	CmdAsk, CmdCancel, CmdNewConversation           string
 	Discovery, HAStatus                             string
@@ -23,6 +24,8 @@ func TopicsFor(dev, prefix string) Topics {
 		PoolAsk:            "geist/pool/ask",
 		PoolShared:         "$share/geist/geist/pool/ask",
 		Answer:             b + "answer",
+		Reply:              b + "reply/",
+		PoolReply:          "geist/pool/reply/",
 		Error:              b + "error",
 		Cancel:             b + "cancel",
 		Status:             b + "status",

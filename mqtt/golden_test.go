@@ -43,14 +43,17 @@ func TestContractGolden(t *testing.T) {
 		{name: "JSON ask, streamed, in a session", topic: "geist/gold/ask", payload: `{"id":"a1","text":"hello","stream":true,"session":"s"}`, until: "geist/gold/answer/a1"},
 		{name: "JSON ask without id", topic: "geist/gold/ask", payload: `{"text":"hello","max_tokens":5}`, until: "geist/gold/answer"},
 		{name: "plain text", topic: "geist/gold/ask", payload: "plain question", until: "geist/gold/answer"},
-		{name: "reply_to", topic: "geist/gold/ask", payload: `{"id":"r1","text":"hello","reply_to":"gold/replies","stream":true}`, until: "gold/replies"},
+		{name: "reply_to", topic: "geist/gold/ask", payload: `{"id":"r1","text":"hello","reply_to":"geist/gold/reply/kitchen","stream":true}`, until: "geist/gold/reply/kitchen"},
+		{name: "reply_to outside the reply topics", topic: "geist/gold/ask", payload: `{"id":"r2","text":"hello","reply_to":"homeassistant/device/x/config"}`, until: "geist/gold/answer/r2"},
 		{name: "messages", topic: "geist/gold/ask", payload: `{"id":"m1","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`, until: "geist/gold/answer/m1"},
 		{name: "bad request with an id", topic: "geist/gold/ask", payload: `{"id":"e1","text":5}`, until: "geist/gold/answer/e1"},
 		{name: "bad request without an id", topic: "geist/gold/ask", payload: `{"text":`, until: "geist/gold/error"},
 		{name: "unknown field", topic: "geist/gold/ask", payload: `{"id":"e2","text":"a","temp":1}`, until: "geist/gold/answer/e2"},
+		{name: "unknown field with a long name", topic: "geist/gold/ask", payload: `{"id":"e5","text":"a","` + strings.Repeat("n", 1000) + `":1}`, until: "geist/gold/answer/e5"},
 		{name: "payload too long", topic: "geist/gold/ask", payload: `{"id":"e3","text":"` + strings.Repeat("x", 70<<10) + `"}`, until: "geist/gold/answer/e3"},
 		{name: "prompt too long", topic: "geist/gold/ask", payload: `{"id":"e4","text":"TOOLONG"}`, until: "geist/gold/answer/e4"},
 		{name: "bad cancel", topic: "geist/gold/cancel", payload: `{"id":"a b"}`, until: "geist/gold/error"},
+		{name: "cancel too long", topic: "geist/gold/cancel", payload: `{"id":"x","` + strings.Repeat("n", 2000) + `":1}`, until: "geist/gold/error"},
 		{name: "cancelled while running", do: func(t *testing.T) {
 			c.Publish(t, "geist/gold/ask", []byte(`{"id":"c1","text":"long","stream":true}`))
 			time.Sleep(100 * time.Millisecond) // "long" takes a second and more

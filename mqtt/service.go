@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/mqtt/guard"
 )
 
 // Config configures a Service. Zero values take the defaults noted.
@@ -48,11 +49,26 @@ type Config struct {
 	// for an answer (speech).
 	OnCancel func()
 
-	MaxPayload    int           // largest ask payload in bytes (64 KiB); larger ones are too_long
-	ChunkInterval time.Duration // streamed chunk batching (50 ms)
-	ShutdownGrace time.Duration // how long answers still being generated are waited for at shutdown (10 s)
-	BirthDelay    time.Duration // republish on HA birth after a random delay up to this (3 s)
-	StateInterval time.Duration // least time between state publications (250 ms)
+	MaxPayload int // largest ask payload in bytes (64 KiB); larger ones are too_long
+	// ReplyPrefix confines reply_to (geist/<device>/reply/); requests
+	// naming another topic are refused. With Pool, geist/pool/reply/ is
+	// accepted too. It must end in "/" and cover none of geist's own
+	// topics nor Home Assistant's discovery tree.
+	ReplyPrefix string
+	// RefusalRate and RefusalBurst bound the refusals answered (and
+	// logged one by one) per topic: a token bucket (1 per second, 20 at
+	// once); the rest are counted and logged once per RefusalReport (10 s).
+	RefusalRate   float64
+	RefusalBurst  int
+	RefusalReport time.Duration
+	// RepublishInterval is the least time between two republications of
+	// discovery and state that Home Assistant's birth messages ask for
+	// (30 s); births meanwhile are coalesced into one pending republication.
+	RepublishInterval time.Duration
+	ChunkInterval     time.Duration // streamed chunk batching (50 ms)
+	ShutdownGrace     time.Duration // how long answers still being generated are waited for at shutdown (10 s)
+	BirthDelay        time.Duration // republish on HA birth after a random delay up to this (3 s)
+	StateInterval     time.Duration // least time between state publications (250 ms)
 
 	ConnectTimeout       time.Duration // per attempt (10 s)
 	MaxReconnectInterval time.Duration // reconnect back-off cap (30 s); attempts wait 1 s, 2 s, 4 s ... up to it
@@ -85,6 +101,19 @@ func (c *Config) defaults() error {
 	if c.MaxPayload <= 0 {
 		c.MaxPayload = 64 << 10
 	}
+	t := TopicsFor(c.Device, c.DiscoveryPrefix)
+	if c.ReplyPrefix == "" {
+		c.ReplyPrefix = t.Reply
+	}
+	if err := checkReplyPrefix(c.ReplyPrefix, t); err != nil {
+		return err
+	}
+	if c.RefusalRate <= 0 {
+		c.RefusalRate = 1
+	}
+	if c.RefusalBurst <= 0 {
+		c.RefusalBurst = 20
+	}
 	setDur := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -94,6 +123,8 @@ func (c *Config) defaults() error {
 	setDur(&c.ShutdownGrace, 10*time.Second)
 	setDur(&c.BirthDelay, 3*time.Second)
 	setDur(&c.StateInterval, 250*time.Millisecond)
+	setDur(&c.RefusalReport, 10*time.Second)
+	setDur(&c.RepublishInterval, 30*time.Second)
 	setDur(&c.ConnectTimeout, 10*time.Second)
 	setDur(&c.MaxReconnectInterval, 30*time.Second)
 	setDur(&c.SlowConnect, 4*time.Second)
@@ -118,6 +149,24 @@ func checkDevice(dev string) error {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
 			return fmt.Errorf("mqtt: device name %q: only letters, digits, _ and - are allowed (Home Assistant ids)", dev)
 		}
+	}
+	return nil
+}
+
+// checkReplyPrefix refuses reply prefixes that would let a client make
+// geist publish to its own command topics (an answer on geist/<dev>/ask
+// would be asked again) or into Home Assistant's discovery tree.
+func checkReplyPrefix(p string, t Topics) error {
+	if !strings.HasSuffix(p, "/") || strings.HasPrefix(p, "$") || strings.ContainsAny(p, "+#\x00") || len(p) > maxTopicLen/2 {
+		return fmt.Errorf("mqtt: reply prefix %q: want a topic prefix ending in / without wildcards or a leading $", p)
+	}
+	for _, own := range []string{t.Ask, t.PoolAsk, t.Cancel, t.CmdAsk, t.CmdCancel, t.CmdNewConversation, t.Status, t.State, t.Discovery, t.HAStatus} {
+		if strings.HasPrefix(own, p) {
+			return fmt.Errorf("mqtt: reply prefix %q covers geist's own topic %s", p, own)
+		}
+	}
+	if dp := t.HAStatus[:strings.LastIndexByte(t.HAStatus, '/')+1]; strings.HasPrefix(p, dp) {
+		return fmt.Errorf("mqtt: reply prefix %q is inside Home Assistant's discovery tree %s", p, dp)
 	}
 	return nil
 }
@@ -156,6 +205,14 @@ type Service struct {
 	mu      sync.Mutex
 	closing bool
 
+	refusals *guard.Refusals
+	// Home Assistant's birth messages: one republication pending at a
+	// time, at least RepublishInterval apart (mu guards).
+	republishPending bool
+	lastRepublish    time.Time
+	births           atomic.Int64 // birth messages received
+	republished      atomic.Int64 // republications they caused
+
 	dirty     chan struct{}
 	stop      chan struct{} // closed when the service stops
 	lost      chan struct{} // the connection was lost: connect again
@@ -175,15 +232,22 @@ func New(cfg Config, core Core) (*Service, error) {
 		return nil, err
 	}
 	cl := core.Limits()
+	t := TopicsFor(cfg.Device, cfg.DiscoveryPrefix)
+	prefixes := []string{cfg.ReplyPrefix}
+	if cfg.Pool {
+		prefixes = append(prefixes, t.PoolReply)
+	}
+	log := cfg.Logger.With("device", cfg.Device)
 	s := &Service{
-		cfg:   cfg,
-		core:  core,
-		lim:   Limits{MaxPayload: cfg.MaxPayload, MaxTokens: cl.MaxTokens, DefaultTTL: cl.DefaultTTL, MaxTTL: cl.MaxTTL},
-		log:   cfg.Logger.With("device", cfg.Device),
-		t:     TopicsFor(cfg.Device, cfg.DiscoveryPrefix),
-		dirty: make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		lost:  make(chan struct{}, 1),
+		cfg:      cfg,
+		core:     core,
+		lim:      Limits{MaxPayload: cfg.MaxPayload, MaxTokens: cl.MaxTokens, DefaultTTL: cl.DefaultTTL, MaxTTL: cl.MaxTTL, ReplyPrefixes: prefixes},
+		log:      log,
+		t:        t,
+		refusals: guard.NewRefusals(cfg.RefusalRate, cfg.RefusalBurst, cfg.RefusalReport, log),
+		dirty:    make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		lost:     make(chan struct{}, 1),
 	}
 	s.link = LinkState{Broker: cfg.Broker, Since: time.Now(), Reason: ReasonConnecting}
 	opts, err := s.clientOptions()
@@ -231,7 +295,9 @@ func (s *Service) clientOptions() (*paho.ClientOptions, error) {
 	o.SetKeepAlive(30 * time.Second)
 	o.SetPingTimeout(10 * time.Second)
 	o.SetWriteTimeout(c.PublishTimeout)
-	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.onMessage(m.Topic(), m.Payload()) })
+	// Every publication is bounded by its topic before paho reads it.
+	o.SetCustomOpenConnectionFn(guard.Open(s.payloadLimit))
+	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.onMessage(m.Topic(), m.Payload(), m.Retained()) })
 	o.SetOnConnectHandler(func(paho.Client) { s.onConnect() })
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
 		s.connected.Store(false)
@@ -475,18 +541,66 @@ func (s *Service) publish(topic string, qos byte, retain bool, payload []byte) {
 	}
 }
 
+// Payload limits of the topics other than the ask topics (MaxPayload).
+const (
+	maxCmdAsk   = 4 << 10 // Home Assistant's text entity: at most 255 characters
+	maxCancel   = 1 << 10 // {"id": ...} with an id of at most 128 bytes
+	maxCommand  = 64      // PRESS
+	maxHAStatus = 64      // online, offline
+)
+
+// payloadLimit is the largest payload taken on topic: anything larger
+// reaches onMessage as mqtt/guard's stand-in, never whole.
+func (s *Service) payloadLimit(topic string) int {
+	switch topic {
+	case s.t.Ask, s.t.PoolAsk:
+		return s.cfg.MaxPayload
+	case s.t.CmdAsk:
+		return min(maxCmdAsk, s.cfg.MaxPayload)
+	case s.t.Cancel:
+		return maxCancel
+	case s.t.HAStatus:
+		return maxHAStatus
+	}
+	return maxCommand
+}
+
 // onMessage runs on paho's goroutines: it decodes, enqueues and returns.
-func (s *Service) onMessage(topic string, payload []byte) {
+// A retained message on a command topic is old (it was stored by the
+// broker before geist subscribed): it is not run, so a restart does not
+// ask, cancel or republish again.
+func (s *Service) onMessage(topic string, payload []byte, retained bool) {
+	if retained {
+		switch topic {
+		case s.t.Ask, s.t.PoolAsk, s.t.Cancel, s.t.CmdAsk, s.t.CmdCancel, s.t.CmdNewConversation:
+			if s.refusals.Allow(topic) {
+				s.log.Warn("retained message on a command topic ignored (clear it: mosquitto_pub -r -n -t TOPIC)", "topic", topic, "bytes", len(payload))
+			}
+			return
+		case s.t.HAStatus:
+			return // geist announces itself on every connect anyway
+		}
+	}
+	if size, _, over := guard.Oversized(payload); over && topic != s.t.Ask && topic != s.t.PoolAsk && topic != s.t.CmdAsk {
+		s.core.Reject(appliance.SourceMQTT, appliance.CodeTooLong)
+		if s.refusals.Allow(topic) {
+			s.log.Info("message refused: payload too large", "topic", topic, "bytes", size, "limit", s.payloadLimit(topic))
+			if topic == s.t.Cancel {
+				s.reply("", s.t.Error, nil, errorf(CodeTooLong, "cancel: payload of %d bytes exceeds the limit of %d bytes", size, maxCancel), false)
+			}
+		}
+		return
+	}
 	switch topic {
 	case s.t.Ask:
-		s.handleAsk(payload, nil)
+		s.handleAsk(topic, payload, nil)
 	case s.t.PoolAsk:
-		s.handleAsk(payload, nil)
+		s.handleAsk(topic, payload, nil)
 	case s.t.Cancel:
 		s.handleCancel(payload)
 	case s.t.CmdAsk:
 		sess := s.core.DefaultSession()
-		s.handleAsk(payload, func(r *Request) { r.Session = sess })
+		s.handleAsk(topic, payload, func(r *Request) { r.Session = sess })
 	case s.t.CmdCancel:
 		s.log.Info("cancel button")
 		s.core.CancelRunning()
@@ -497,37 +611,65 @@ func (s *Service) onMessage(topic string, payload []byte) {
 		s.core.NewConversation("")
 	case s.t.HAStatus:
 		if string(bytes.TrimSpace(payload)) == "online" {
-			d := time.Duration(rand.Int64N(int64(s.cfg.BirthDelay)))
-			s.log.Info("home assistant is online: republishing discovery", "after", d)
-			s.mu.Lock()
-			closing := s.closing
-			if !closing {
-				s.bg.Add(1) // under mu: shutdown sets closing before it waits on bg
-			}
-			s.mu.Unlock()
-			if closing {
-				return
-			}
-			go func() {
-				defer s.bg.Done()
-				select {
-				case <-time.After(d):
-					s.announce()
-				case <-s.stop:
-				}
-			}()
+			s.births.Add(1)
+			s.scheduleRepublish()
 		}
 	default:
 		s.log.Debug("mqtt message on an unexpected topic", "topic", topic)
 	}
 }
 
-func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
-	req, perr := Parse(payload, s.lim, time.Now())
+// scheduleRepublish republishes discovery and the state after Home
+// Assistant's birth message, after a random delay (up to BirthDelay, so a
+// room of devices does not answer at once) and at least
+// RepublishInterval after the last one. Births while one is pending join
+// it: a flood of them costs one republication per interval.
+func (s *Service) scheduleRepublish() {
+	s.mu.Lock()
+	if s.closing || s.republishPending {
+		s.mu.Unlock()
+		return
+	}
+	s.republishPending = true
+	d := time.Duration(rand.Int64N(int64(s.cfg.BirthDelay)))
+	if wait := time.Until(s.lastRepublish.Add(s.cfg.RepublishInterval)); wait > d {
+		d = wait
+	}
+	s.bg.Add(1) // under mu: shutdown sets closing before it waits on bg
+	s.mu.Unlock()
+	s.log.Info("home assistant is online: republishing discovery", "after", d.Round(time.Millisecond))
+	go func() {
+		defer s.bg.Done()
+		select {
+		case <-time.After(d):
+			s.mu.Lock()
+			s.republishPending, s.lastRepublish = false, time.Now()
+			s.mu.Unlock()
+			s.republished.Add(1)
+			s.announce()
+		case <-s.stop:
+		}
+	}()
+}
+
+// Births returns how many Home Assistant birth messages arrived and how
+// many republications they caused.
+func (s *Service) Births() (births, republished int64) {
+	return s.births.Load(), s.republished.Load()
+}
+
+func (s *Service) handleAsk(topic string, payload []byte, adjust func(*Request)) {
+	var req Request
+	var perr *Error
+	if size, head, over := guard.Oversized(payload); over {
+		lim := s.lim
+		lim.MaxPayload = s.payloadLimit(topic)
+		req, perr = TooLong(head, size, lim)
+	} else {
+		req, perr = Parse(payload, s.lim, time.Now())
+	}
 	if perr != nil {
-		s.core.Reject(appliance.SourceMQTT, appliance.Code(perr.Code))
-		s.log.Info("request refused", "id", req.ID, "code", perr.Code, "err", perr.Message)
-		s.reply(req.ID, s.answerTopic(req), nil, perr, false)
+		s.refuse(topic, req, perr)
 		return
 	}
 	if adjust != nil {
@@ -539,16 +681,15 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 		s.replies.Add(1) // under mu: shutdown sets closing before it waits
 	}
 	s.mu.Unlock()
-	topic := s.answerTopic(req)
 	if closing {
-		s.core.Reject(appliance.SourceMQTT, appliance.CodeBusy)
-		s.reply(req.ID, topic, nil, errorf(CodeBusy, "geist is shutting down"), false)
+		s.refuse(topic, req, errorf(CodeBusy, "geist is shutting down"))
 		return
 	}
+	answer := s.answerTopic(req)
 	var ch *chunker
 	var sink appliance.Sink
 	if req.Stream {
-		stream := topic + "/stream"
+		stream := answer + "/stream"
 		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta string) {
 			b, _ := json.Marshal(Chunk{ID: req.ID, Seq: seq, Delta: delta})
 			s.send(stream, 0, false, b)
@@ -558,8 +699,11 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 	tk, err := s.core.Submit(context.Background(), req.core(), sink)
 	if err != nil {
 		s.replies.Done()
-		s.log.Info("request refused", "id", req.ID, "err", err)
-		s.reply(req.ID, topic, nil, contractError(err), false)
+		// The core counted it.
+		if s.refusals.Allow(topic) {
+			s.log.Info("request refused", "id", req.ID, "err", err)
+			s.reply(req.ID, answer, nil, contractError(err), false)
+		}
 		return
 	}
 	s.log.Debug("request queued", "id", req.ID, "stream", req.Stream)
@@ -570,8 +714,19 @@ func (s *Service) handleAsk(payload []byte, adjust func(*Request)) {
 		if ch != nil && o.Err == nil && !o.Replayed {
 			ch.flush()
 		}
-		s.deliver(topic, o)
+		s.deliver(answer, o)
 	}()
+}
+
+// refuse counts a request refused before it reached the core and answers
+// it, within the refusal rate of its topic.
+func (s *Service) refuse(topic string, req Request, e *Error) {
+	s.core.Reject(appliance.SourceMQTT, appliance.Code(e.Code))
+	if !s.refusals.Allow(topic) {
+		return
+	}
+	s.log.Info("request refused", "topic", topic, "id", req.ID, "code", e.Code, "err", e.Message)
+	s.reply(req.ID, s.answerTopic(req), nil, e, false)
 }
 
 // core is req as a request of the appliance core.
@@ -595,16 +750,23 @@ func (s *Service) handleCancel(payload []byte) {
 		dec := json.NewDecoder(bytes.NewReader(payload))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
-			s.reply("", s.t.Error, nil, errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)), false)
+			s.refuseCancel(errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)))
 			return
 		}
 		id = c.ID
 	}
 	if e := checkID("id", id); e != nil {
-		s.reply("", s.t.Error, nil, errorf(CodeBadRequest, "cancel: %s", e.Message), false)
+		s.refuseCancel(errorf(CodeBadRequest, "cancel: %s", e.Message))
 		return
 	}
 	s.core.Cancel(id)
+}
+
+func (s *Service) refuseCancel(e *Error) {
+	if s.refusals.Allow(s.t.Cancel) {
+		s.log.Info("cancel refused", "err", e.Message)
+		s.reply("", s.t.Error, nil, e, false)
+	}
 }
 
 func (s *Service) answerTopic(r Request) string {

@@ -81,6 +81,7 @@ type mqttSection struct {
 	Pool            bool   `toml:"pool"`
 	Embedded        bool   `toml:"embedded"`
 	EmbeddedAddr    string `toml:"embedded_addr"`
+	ReplyPrefix     string `toml:"reply_prefix"` // reply_to must start with it (geist/<device>/reply/)
 }
 
 type limitsSection struct {
@@ -174,6 +175,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.Pool, "pool", m.Pool, "also serve pooled requests on geist/pool/ask (shared subscription)")
 	fs.BoolVar(&m.Embedded, "mqtt-embedded", m.Embedded, "run an in-process MQTT broker (the device is its own hub)")
 	fs.StringVar(&m.EmbeddedAddr, "mqtt-embedded-addr", m.EmbeddedAddr, "address of the embedded broker (not loopback: needs a username and password)")
+	fs.StringVar(&m.ReplyPrefix, "reply-prefix", m.ReplyPrefix, "topics a request's reply_to may name start with this (default geist/<device>/reply/; geist/pool/reply/ too with --pool)")
 
 	l := &c.Limits
 	fs.IntVar(&l.Queue, "queue", l.Queue, "requests that may wait behind the running one (more: busy)")

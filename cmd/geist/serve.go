@@ -123,6 +123,7 @@ func (c *serveConfig) mqttConfig(broker string, buttons []mqtt.Button, log *slog
 		Device: c.Device, Discovery: m.Discovery, DiscoveryPrefix: m.DiscoveryPrefix, Pool: m.Pool,
 		Version: versionString(), Model: modelName(c.Model), Buttons: buttons,
 		MaxPayload:    c.Limits.MaxPayload,
+		ReplyPrefix:   m.ReplyPrefix,
 		ShutdownGrace: max(seconds(c.Limits.ShutdownGrace), time.Millisecond),
 		Logger:        log,
 	}

@@ -336,7 +336,7 @@ func TestServeBadInput(t *testing.T) {
 	c.Subscribe(t, "geist/bad/#")
 	long := strings.Repeat("Lily and Ben played in the park with a big red ball. ", 60)
 	cases := []struct{ name, id, payload, code string }{
-		{"invalid JSON", "", `{"id":"b0","text":"hi"`, mqtt.CodeBadRequest},
+		{"invalid JSON", "b0", `{"id":"b0","text":"hi"`, mqtt.CodeBadRequest},
 		{"wrong type", "b1", `{"id":"b1","text":["hi"]}`, mqtt.CodeBadRequest},
 		{"wrong type max_tokens", "b2", `{"id":"b2","text":"hi","max_tokens":"ten"}`, mqtt.CodeBadRequest},
 		{"unknown field", "b3", `{"id":"b3","text":"hi","temp":1}`, mqtt.CodeBadRequest},
@@ -505,11 +505,11 @@ func TestServePoolSplit(t *testing.T) {
 		t.Fatalf("same client id %s", s1.ClientID())
 	}
 	c := mqtttest.NewClient(t, b.URL)
-	c.Subscribe(t, "test/pool/#")
+	c.Subscribe(t, "geist/pool/reply/#")
 	time.Sleep(100 * time.Millisecond)
 	const n = 20
 	for i := range n {
-		c.Publish(t, "geist/pool/ask", []byte(fmt.Sprintf(`{"id":"p%d","text":"Once upon a time","reply_to":"test/pool/p%d"}`, i, i)))
+		c.Publish(t, "geist/pool/ask", []byte(fmt.Sprintf(`{"id":"p%d","text":"Once upon a time","reply_to":"geist/pool/reply/p%d"}`, i, i)))
 	}
 	msgs, ok := c.Wait(30*time.Second, func(m []mqtttest.Msg) bool { return len(m) >= n })
 	if !ok {
@@ -519,7 +519,7 @@ func TestServePoolSplit(t *testing.T) {
 	msgs = c.Messages()
 	by := map[string]int{}
 	for i := range n {
-		rs := replies(t, msgs, fmt.Sprintf("test/pool/p%d", i))
+		rs := replies(t, msgs, fmt.Sprintf("geist/pool/reply/p%d", i))
 		if len(rs) != 1 || rs[0].code() != "answer" {
 			t.Errorf("p%d: %d replies %+v", i, len(rs), rs)
 			continue
