@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,7 +215,14 @@ func NewClient(t testing.TB, url string, opts ...func(*paho.ClientOptions)) *Cli
 		tc.cond = make(chan struct{})
 		tc.mu.Unlock()
 	})
+	var connects atomic.Int32
 	o.SetOnConnectHandler(func(c paho.Client) {
+		// paho runs this on a goroutine of its own, possibly after the
+		// test's first Subscribe: subscribing again then would have the
+		// broker send the retained messages twice. Only reconnects need it.
+		if connects.Add(1) == 1 {
+			return
+		}
 		tc.mu.Lock()
 		subs := make(map[string]byte, len(tc.subs))
 		for k, v := range tc.subs {
