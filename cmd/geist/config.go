@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -33,6 +34,7 @@ type serveConfig struct {
 	MQTT       mqttSection       `toml:"mqtt"`
 	Limits     limitsSection     `toml:"limits"`
 	Generation generationSection `toml:"generation"`
+	Wyoming    wyomingSection    `toml:"wyoming"`
 
 	// Device triggers (issue 7): buttons and LEDs, voice on the device,
 	// the Hermes (Rhasspy) bridge. A nil part is off.
@@ -84,6 +86,14 @@ type mqttSection struct {
 	ReplyPrefix     string `toml:"reply_prefix"` // reply_to must start with it (geist/<device>/reply/)
 }
 
+// wyomingSection is [wyoming]: the Wyoming conversation service for
+// Home Assistant (issue 13).
+type wyomingSection struct {
+	Addr      string   `toml:"addr"`      // host:port to listen on; "": off
+	MDNS      bool     `toml:"mdns"`      // announce it over mDNS as _wyoming._tcp
+	Languages []string `toml:"languages"` // languages advertised; empty: any
+}
+
 type limitsSection struct {
 	Queue           int     `toml:"queue"`
 	MaxPayload      int     `toml:"max_payload"`
@@ -128,6 +138,7 @@ func defaultServeConfig() serveConfig {
 			MaxHistory:  20,
 			MaxSessions: 64,
 		},
+		Wyoming: wyomingSection{MDNS: true},
 	}
 }
 
@@ -190,6 +201,11 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.System, "system", g.System, "default system message")
 	fs.IntVar(&g.MaxHistory, "max-history", g.MaxHistory, "messages of a session's history kept")
 	fs.IntVar(&g.MaxSessions, "max-sessions", g.MaxSessions, "sessions kept in memory")
+
+	w := &c.Wyoming
+	fs.StringVar(&w.Addr, "wyoming", w.Addr, "serve Wyoming (Home Assistant's conversation agents) on this host:port, e.g. 0.0.0.0:10500 (empty: off)")
+	fs.BoolVar(&w.MDNS, "wyoming-mdns", w.MDNS, "announce the Wyoming service over mDNS (_wyoming._tcp) so Home Assistant discovers it")
+	fs.StringSliceVar(&w.Languages, "wyoming-lang", w.Languages, "languages the Wyoming service offers answers in (repeat or comma-separate; default: any)")
 
 	f := &deviceFlags{gpio: true, hermes: c.Hermes != nil}
 	c.flags = f
@@ -331,6 +347,11 @@ func (c *serveConfig) validate() error {
 	}
 	if g := c.Generation; g.Temperature < 0 || g.Temperature > 2 || g.MaxHistory < 0 || g.MaxSessions < 1 {
 		errs = append(errs, errors.New("generation: temperature must be in [0, 2], max_history not negative, max_sessions positive"))
+	}
+	if w := c.Wyoming; w.Addr != "" {
+		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("wyoming: addr %q: want host:port, e.g. 0.0.0.0:10500", w.Addr))
+		}
 	}
 	m := &c.MQTT
 	if m.Password != "" && m.PasswordFile != "" {

@@ -199,6 +199,11 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	if err != nil {
 		return err
 	}
+	wy, err := startWyoming(c, core, log)
+	if err != nil {
+		return err
+	}
+	defer wy.close()
 
 	// Buttons and LEDs. A board without the pins is not fatal: the error
 	// says what is missing and the rest keeps serving.
@@ -244,9 +249,12 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 	}
 	var svc *mqtt.Service
-	if broker == "" {
+	switch {
+	case broker == "" && wy != nil:
+		log.Info("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off")
+	case broker == "":
 		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one (buttons and voice keep working)")
-	} else {
+	default:
 		mc := c.mqttConfig(broker, mqttButtons(c.GPIO, dev), log)
 		mc.OnCancel = func() {
 			if t := triggers; t != nil {
@@ -310,6 +318,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	if svc != nil {
 		wg.Go(func() { svc.Run(mctx) })
 	}
+	wy.run(ctx, mctx, &wg, log)
 	err = core.Run(ctx)
 	stopMQTT()
 	wg.Wait()

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/wyoming"
+)
+
+// wyomingFront is the Wyoming conversation service of geist serve and
+// its mDNS advertisement.
+type wyomingFront struct {
+	srv *wyoming.Server
+	ln  net.Listener
+	adv *wyoming.Advertiser // nil: not advertised
+}
+
+// startWyoming listens on [wyoming] addr; nil when it is empty.
+func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyomingFront, error) {
+	w := c.Wyoming
+	if w.Addr == "" {
+		return nil, nil
+	}
+	lim := c.Limits.MaxPayload
+	srv, err := wyoming.New(wyoming.Config{
+		Model: modelName(c.Model), Version: versionString(), Languages: w.Languages,
+		Description: "geist on " + c.Device + ": " + modelName(c.Model) + ", offline",
+		Limits:      wyoming.Limits{MaxLine: lim, MaxData: lim, MaxPayload: lim},
+		Logger:      log.With("component", "wyoming"),
+	}, core)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", w.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("wyoming: %w", err)
+	}
+	f := &wyomingFront{srv: srv, ln: ln}
+	addr := ln.Addr().(*net.TCPAddr)
+	log.Info("Wyoming conversation service listening", "addr", addr.String())
+	if !w.MDNS {
+		return f, nil
+	}
+	if addr.IP.IsLoopback() {
+		log.Info("Wyoming service on a loopback address: not announced over mDNS")
+		return f, nil
+	}
+	ips := wyoming.InterfaceIPs
+	if !addr.IP.IsUnspecified() {
+		ips = func() []net.IP { return []net.IP{addr.IP} }
+	}
+	f.adv, err = wyoming.NewAdvertiser(wyoming.AdvertiseConfig{
+		Instance: "geist-" + c.Device, Port: addr.Port, IPs: ips,
+		TXT:    []string{"version=" + versionString(), "model=" + truncateTXT(modelName(c.Model))},
+		Logger: log.With("component", "mdns"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// truncateTXT keeps a TXT value within its record's 255 bytes.
+func truncateTXT(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
+
+// run serves until mctx ends (after the core stopped, so that the last
+// answers go out) and advertises until ctx ends (the goodbye goes out at
+// once on shutdown).
+func (f *wyomingFront) run(ctx, mctx context.Context, wg *sync.WaitGroup, log *slog.Logger) {
+	if f == nil {
+		return
+	}
+	wg.Go(func() {
+		if err := f.srv.Serve(mctx, f.ln); err != nil {
+			log.Error(err.Error())
+		}
+	})
+	if f.adv != nil {
+		wg.Go(func() { f.adv.Run(ctx) })
+	}
+}
+
+// close closes the listener if serve returns before serving.
+func (f *wyomingFront) close() {
+	if f != nil {
+		f.ln.Close()
+	}
+}
