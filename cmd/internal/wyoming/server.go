@@ -463,6 +463,9 @@ wait:
 		return false
 	default:
 		started = true
+		if o.Warning != nil {
+			log.Info("wyoming: answered with a warning", "warning", o.Warning.Message)
+		}
 		if !c.write("handled", handled{Text: strings.TrimSpace(o.Text), Context: reply}) {
 			return false
 		}
