@@ -106,6 +106,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 			return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
 		case <-time.After(e.Delay):
 		}
+		if req.OnToken != nil {
+			req.OnToken(int32(i))
+		}
 		d := fmt.Sprintf(" w%d", i)
 		if i == n-1 {
 			d += "."
