@@ -55,6 +55,10 @@ type Config struct {
 	Model         string // model name, reported in the State
 	Version       string // geist's version, reported in the State
 	Logger        *slog.Logger
+
+	// RecentText keeps each finished request's question and answer (a
+	// few KiB each) in Recent, for a status page allowed to show them.
+	RecentText bool
 }
 
 // Causes of a job's end other than success.
@@ -79,6 +83,8 @@ type job struct {
 	// announced is closed once EventQueued is out: the job's later events
 	// wait for it, so that watchers see queued, started, finished in order.
 	announced chan struct{}
+	started   time.Time // when the worker took it (Core.mu)
+	progress  progress  // tokens generated so far
 }
 
 // Core is the appliance core. Create it with New and run it with Run.
@@ -100,6 +106,8 @@ type Core struct {
 	degraded  map[Part]string // SetDegraded's
 	saveErr   string          // why the last session save failed ("" once one works)
 	links     map[string]Link
+	// recent holds the last finished requests.
+	recent recentRing
 
 	wake     chan struct{}
 	stop     chan struct{} // closed when the workers must exit
@@ -539,6 +547,7 @@ func (c *Core) worker(eng Engine) {
 			continue
 		}
 		c.running = append(c.running, j)
+		j.started = time.Now()
 		c.mu.Unlock()
 		c.run(eng, j)
 	}
@@ -635,6 +644,9 @@ func (c *Core) finish(j *job, o Outcome) {
 		s.drafted += int64(o.Usage.Drafted)
 		s.accep += int64(o.Usage.Accepted)
 	}
+	if j.do == nil {
+		c.recent.add(record(j, &o, now, c.cfg.RecentText))
+	}
 	if _, ok := c.seen.byID[j.req.ID]; ok {
 		stored := o
 		c.seen.finish(j.req.ID, &stored, now)
@@ -690,6 +702,7 @@ func (c *Core) Snapshot() State {
 	for _, j := range c.running {
 		st.Running = append(st.Running, j.req.ID)
 	}
+	st.Jobs = c.jobsLocked()
 	for src, m := range s.byOutcome {
 		st.Requests[src] = maps.Clone(m)
 	}

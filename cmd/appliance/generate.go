@@ -59,6 +59,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 		ereq.Messages, ereq.History = msgs, len(history)
 	}
+	ereq.OnToken = func(int32) { j.progress.token() }
 	var text strings.Builder
 	ereq.OnText = func(b []byte) error {
 		// A cancelled request stops at the next piece, also inside a

@@ -141,6 +141,10 @@ type State struct {
 	// Links are the front ends' connections to the outside, by name
 	// ("mqtt": the broker), as they report them (Core.SetLink).
 	Links map[string]Link
+
+	// Jobs are the running requests (with their progress), then the
+	// queued ones.
+	Jobs []JobState
 }
 
 // Link is the state of a front end's connection to something outside it,
