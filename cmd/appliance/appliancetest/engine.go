@@ -6,6 +6,7 @@ package appliancetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -25,10 +26,15 @@ import (
 type Engine struct {
 	Words int
 	Delay time.Duration
+	// Varied makes the statistics differ from answer to answer, as a
+	// real engine's do (decode speed, prompt tokens and their reuse,
+	// drafted and accepted tokens), for status pages and their charts.
+	Varied bool
 
 	mu       sync.Mutex
 	requests []engine.Request
 	gate     chan struct{}
+	answers  int
 }
 
 // Requests returns the requests generated so far, in order.
@@ -119,5 +125,17 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 			}
 		}
 	}
-	return engine.Stats{PromptTokens: 3, GeneratedTokens: words, DecodeTokS: 100, StopReason: "eos"}, nil
+	st := engine.Stats{PromptTokens: 3, GeneratedTokens: words, DecodeTokS: 100, StopReason: "eos"}
+	if e.Varied {
+		e.mu.Lock()
+		e.answers++
+		k := float64(e.answers)
+		e.mu.Unlock()
+		st.PromptTokens = 40 + 20*e.answers
+		st.ReusedTokens = int(float64(st.PromptTokens) * (0.3 + 0.6*math.Abs(math.Sin(k))))
+		st.DecodeTokS = 18 + 6*math.Sin(k/2)
+		st.Drafted = words
+		st.Accepted = int(float64(words) * (0.45 + 0.4*math.Abs(math.Cos(k/3))))
+	}
+	return st, nil
 }
