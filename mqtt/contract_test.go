@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
 var testLimits = Limits{MaxPayload: 64 << 10, MaxTokens: 100, DefaultTTL: time.Minute, MaxTTL: time.Hour, ReplyPrefixes: []string{"geist/d/reply/"}}
@@ -112,8 +114,8 @@ func TestChunker(t *testing.T) {
 			t.Errorf("seq %v", seqs)
 		}
 	}
-	if n := completeUTF8([]byte("a\xe2\x98")); n != 1 {
-		t.Errorf("completeUTF8 = %d", n)
+	if n := sentence.WholeRunes([]byte("a\xe2\x98")); n != 1 {
+		t.Errorf("WholeRunes = %d", n)
 	}
 	if !bytes.Equal([]byte(truncate("aé", 2)), []byte("a")) {
 		t.Error("truncate split a rune")

@@ -3,7 +3,8 @@ package mqtt
 import (
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
 // chunker batches streamed text into chunks: it emits what it holds at the
@@ -26,7 +27,7 @@ func newChunker(interval time.Duration, now func() time.Time, emit func(int, str
 // add takes the next piece of text.
 func (c *chunker) add(delta string) {
 	c.buf = append(c.buf, delta...)
-	n := completeUTF8(c.buf)
+	n := sentence.WholeRunes(c.buf)
 	if n == 0 {
 		return
 	}
@@ -48,20 +49,6 @@ func (c *chunker) flushN(n int) {
 	c.seq++
 	c.buf = append(c.buf[:0], c.buf[n:]...)
 	c.last = c.now()
-}
-
-// completeUTF8 is the length of the longest prefix of b that does not end
-// inside a UTF-8 sequence.
-func completeUTF8(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }
 
 func endsSentence(b []byte) bool {

@@ -219,3 +219,18 @@ func endsSentence(before, after string) bool {
 	}
 	return true
 }
+
+// WholeRunes returns the length of b's longest prefix that does not end
+// inside a UTF-8 sequence: what a front end may send of streamed text
+// now, keeping the rest for the next piece (invalid bytes count as whole).
+func WholeRunes(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
+}

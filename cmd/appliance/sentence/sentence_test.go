@@ -120,3 +120,16 @@ func FuzzSplitter(f *testing.F) {
 		}
 	})
 }
+
+func TestWholeRunes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0}, {"abc", 3}, {"a\xe2\x98", 1}, {"a\xe2\x98\x83", 4}, {"\xf0\x9f\x95", 0}, {"x\xff", 2}, {"é", 2}, {"\xc3", 0},
+	} {
+		if got := WholeRunes([]byte(c.in)); got != c.want {
+			t.Errorf("WholeRunes(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

@@ -28,9 +28,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
 // Core is what the server needs of the appliance core.
@@ -357,25 +357,11 @@ func (st *stream) take(final bool) string {
 	defer st.mu.Unlock()
 	n := len(st.pending)
 	if !final {
-		n = wholeRunes(st.pending)
+		n = sentence.WholeRunes(st.pending)
 	}
 	s := string(st.pending[:n])
 	st.pending = append(st.pending[:0], st.pending[n:]...)
 	return s
-}
-
-// wholeRunes returns the length of b's longest prefix that does not end
-// inside a UTF-8 sequence.
-func wholeRunes(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }
 
 // transcript asks the core and answers: handled-start, handled-chunk…,
