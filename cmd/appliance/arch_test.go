@@ -51,7 +51,8 @@ var architecture = map[string]struct {
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
 	"cmd/internal/httpapi": {[]string{"cmd/appliance"}, nil}, // issue 12; its libraries join its row
 	// issue 13: the Wyoming server and its mDNS responder.
-	"cmd/internal/wyoming": {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
+	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
+	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
 	// Offline tools of the geist command, the model store, the files the
 	// binary carries, and the command.
 	"cmd/internal/convert":       {[]string{"engine/gguf", "quant"}, nil},
@@ -62,7 +63,7 @@ var architecture = map[string]struct {
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/appliancetest", "cmd/internal/models/hftest"}
+var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/appliancetest", "cmd/internal/models/hftest", "cmd/internal/wyoming/wyomingtest"}
 
 // testExtra are further module packages a package's tests may import.
 var testExtra = map[string][]string{

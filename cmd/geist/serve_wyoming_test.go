@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,32 +15,9 @@ import (
 
 	"github.com/hashicorp/mdns"
 
+	"github.com/geisten/geist/cmd/internal/wyoming/wyomingtest"
 	"github.com/geisten/geist/engine/zoo"
 )
-
-// wyomingAsk runs the reference Wyoming client (peer/wyoming-ask.py).
-func wyomingAsk(t *testing.T, addr string, args ...string) (typ string, data map[string]any) {
-	t.Helper()
-	script := zoo.Peer(t, "wyoming-ask.py")
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: the reference Wyoming client needs it")
-	}
-	cmd := exec.Command(py, append([]string{script, addr}, args...)...)
-	cmd.Env = append(os.Environ(), "WYOMING_TIMEOUT=60")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("wyoming-ask.py %s: %v", strings.Join(args, " "), err)
-	}
-	var ev struct {
-		Type string         `json:"type"`
-		Data map[string]any `json:"data"`
-	}
-	if err := json.Unmarshal(out, &ev); err != nil {
-		t.Fatalf("wyoming-ask.py printed %q: %v", out, err)
-	}
-	return ev.Type, ev.Data
-}
 
 // geist serve --wyoming with the zoo's model: the reference client's
 // describe shows the handle program; ask answers what geist run answers
@@ -74,7 +49,7 @@ func TestServeWyoming(t *testing.T) {
 	})
 	addr := "127.0.0.1:" + port
 
-	typ, data := wyomingAsk(t, addr, "describe")
+	typ, data := wyomingtest.Ask(t, addr, "describe")
 	h, _ := data["handle"].([]any)
 	if typ != "info" || len(h) != 1 {
 		t.Fatalf("describe: %s %v", typ, data)
@@ -85,7 +60,7 @@ func TestServeWyoming(t *testing.T) {
 		t.Errorf("handle program %v", prog)
 	}
 
-	typ, data = wyomingAsk(t, addr, "ask", prompt)
+	typ, data = wyomingtest.Ask(t, addr, "ask", prompt)
 	if typ != "handled" || data["text"] != want {
 		t.Errorf("Wyoming answered %s %q; geist run --chat --temp 0 -n 40: %q", typ, data["text"], want)
 	}
@@ -97,7 +72,7 @@ func TestServeWyoming(t *testing.T) {
 	got := make([]string, 2)
 	for i := range got {
 		wg.Go(func() {
-			typ, data := wyomingAsk(t, addr, "ask", prompt, fmt.Sprintf("parallel-%d", i))
+			typ, data := wyomingtest.Ask(t, addr, "ask", prompt, fmt.Sprintf("parallel-%d", i))
 			got[i] = typ + ": " + fmt.Sprint(data["text"])
 		})
 	}

@@ -1,7 +1,6 @@
 package wyoming
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,8 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
-	"github.com/geisten/geist/engine/zoo"
+	"github.com/geisten/geist/cmd/internal/wyoming/wyomingtest"
+	"github.com/geisten/geist/mqtt/mqtttest"
 )
 
 // The server tests run the real appliance core over the scripted engine
@@ -27,29 +26,11 @@ import (
 // wyoming-ask.py) and, for what that client does not show (the streamed
 // events, malformed input), with raw events.
 
-// syncBuffer collects the logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testServer struct {
 	addr string
 	core *appliance.Core
 	eng  *appliancetest.Engine
-	logs *syncBuffer
+	logs *mqtttest.Log
 	srv  *Server
 	stop func() // stops the server (and then the core)
 }
@@ -58,7 +39,7 @@ type testServer struct {
 // end of the test.
 func start(t *testing.T, eng *appliancetest.Engine, mod func(*appliance.Config, *Config)) *testServer {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &mqtttest.Log{}
 	var w io.Writer = logs
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, os.Stderr)
@@ -108,31 +89,10 @@ func start(t *testing.T, eng *appliancetest.Engine, mod func(*appliance.Config, 
 	return ts
 }
 
-// peer runs the reference client: wyoming-ask.py ADDR args...; it
-// returns the event it printed.
-func peer(t *testing.T, addr string, args ...string) (typ string, data map[string]any) {
+// peer runs the reference client: wyoming-ask.py ADDR args....
+func peer(t *testing.T, addr string, args ...string) (string, map[string]any) {
 	t.Helper()
-	script := zoo.Peer(t, "wyoming-ask.py")
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: the reference Wyoming client needs it")
-	}
-	cmd := exec.Command(py, append([]string{script, addr}, args...)...)
-	cmd.Env = append(os.Environ(), "WYOMING_TIMEOUT=20")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("wyoming-ask.py %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
-	}
-	var ev struct {
-		Type string         `json:"type"`
-		Data map[string]any `json:"data"`
-	}
-	if err := json.Unmarshal(out, &ev); err != nil {
-		t.Fatalf("wyoming-ask.py printed %q: %v", out, err)
-	}
-	return ev.Type, ev.Data
+	return wyomingtest.Ask(t, addr, args...)
 }
 
 // client is a raw Wyoming client for the tests.
