@@ -454,6 +454,7 @@ func (b *budget) guards() map[string]jinja.Value {
 		}
 		return pass(v, n)
 	})
+	g[guardPrefix+"pytojson"] = jinja.NewCallable("tojson", pyToJSON)
 	fn("tojson", func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
 		n, height, err := b.measureHeight(v)

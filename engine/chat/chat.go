@@ -58,8 +58,10 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -80,6 +82,12 @@ const ChatML = "{%- for message in messages -%}\n" +
 type Message struct {
 	Role    string // "system", "user", "assistant", "tool", ...
 	Content string
+	// ToolCalls are an assistant message's calls of tools; ToolName and
+	// ToolCallID say which call a "tool" message answers. See the
+	// message dicts in tools.go.
+	ToolCalls  []ToolCall
+	ToolName   string
+	ToolCallID string
 }
 
 // Options are the per-render inputs besides the messages.
@@ -101,6 +109,12 @@ type Options struct {
 	// string, []any, map[string]any (converted with its keys sorted) or a
 	// jinja.Value (used as is, e.g. a dict whose key order matters).
 	Extra map[string]any
+	// Tools are the tool definitions the model may call, each a JSON
+	// object as the client sent it (OpenAI's and Ollama's
+	// {"type": "function", "function": {...}}), given to the template as
+	// its tools variable, keys in the order sent. None: tools stays
+	// undefined.
+	Tools []json.RawMessage
 }
 
 // ErrRaised is wrapped by the error Render returns when the template calls
@@ -123,6 +137,7 @@ type Template struct {
 	// jinja::caps_get does.
 	systemRole   bool // the template uses a system message's content
 	typedContent bool // the template needs content as [{type: text, text: ...}]
+	tools        bool // the template prints the tools it is given
 }
 
 // Compile parses a chat template once so that it can be rendered many
@@ -176,8 +191,23 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	list := t.messages(msgs)
-	out, err := t.exec(list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, opt.Extra)
+	list, err := t.messages(msgs)
+	if err != nil {
+		return "", err
+	}
+	extra := opt.Extra
+	if len(opt.Tools) > 0 {
+		tools, err := toolValues(opt.Tools)
+		if err != nil {
+			return "", err
+		}
+		extra = maps.Clone(extra)
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["tools"] = tools
+	}
+	out, err := t.exec(list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
 	if err != nil {
 		return "", err
 	}
@@ -189,7 +219,7 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 
 // messages applies llama.cpp's message fixes and converts msgs to engine
 // values.
-func (t *Template) messages(msgs []Message) []jinja.Value {
+func (t *Template) messages(msgs []Message) ([]jinja.Value, error) {
 	ms := make([]Message, len(msgs))
 	copy(ms, msgs)
 	// llama.cpp maps developer to system for every template but GPT-OSS's.
@@ -208,12 +238,18 @@ func (t *Template) messages(msgs []Message) []jinja.Value {
 	}
 	out := make([]jinja.Value, len(ms))
 	for i, m := range ms {
-		out[i] = t.message(m)
+		v, err := t.message(m)
+		if err != nil {
+			return nil, fmt.Errorf("chat: message %d: %w", i, err)
+		}
+		out[i] = v
 	}
-	return out
+	return out, nil
 }
 
-func (t *Template) message(m Message) jinja.Value {
+// message builds the dict a template sees for m: role and content, and
+// the tool fields only when set (templates test 'tool_calls' in message).
+func (t *Template) message(m Message) (jinja.Value, error) {
 	v := jinja.NewDict()
 	d := v.AsDict()
 	d.Set("role", jinja.NewString(m.Role))
@@ -225,7 +261,10 @@ func (t *Template) message(m Message) jinja.Value {
 	} else {
 		d.Set("content", jinja.NewString(m.Content))
 	}
-	return v
+	if err := toolFields(d, m); err != nil {
+		return jinja.Undefined(), err
+	}
+	return v, nil
 }
 
 // exec runs the template with llama.cpp's variables.
@@ -368,14 +407,15 @@ func (t *Template) probe() error {
 	// reach it (and not merely the printed form of the part's dict, as
 	// when a template prints content[0] whole).
 	const userMarker = "User message 5c0d2e"
-	plain := Message{Role: "user", Content: userMarker}
-	out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
+	plain := t.mustMessage(Message{Role: "user", Content: userMarker})
+	out, err := t.exec([]jinja.Value{plain}, "", "", true, now, nil)
 	if errors.Is(err, ErrLimit) {
 		return err
 	}
 	if err != nil || !strings.Contains(out, userMarker) {
 		t.typedContent = true
-		out, err := t.exec([]jinja.Value{t.message(plain)}, "", "", true, now, nil)
+		plain = t.mustMessage(Message{Role: "user", Content: userMarker})
+		out, err := t.exec([]jinja.Value{plain}, "", "", true, now, nil)
 		if errors.Is(err, ErrLimit) {
 			return err
 		}
@@ -385,12 +425,17 @@ func (t *Template) probe() error {
 	// System role: llama.cpp watches whether the template reads the system
 	// message's content; here, whether a unique content reaches the output.
 	const marker = "System message 7f3a91"
-	sys := Message{Role: "system", Content: marker}
-	msgs := []jinja.Value{t.message(sys), t.message(Message{Role: "user", Content: "User message"})}
+	msgs := []jinja.Value{t.mustMessage(Message{Role: "system", Content: marker}), t.mustMessage(Message{Role: "user", Content: "User message"})}
 	out, err = t.exec(msgs, "", "", true, now, nil)
 	if errors.Is(err, ErrLimit) {
 		return err
 	}
 	t.systemRole = err == nil && strings.Contains(out, marker)
-	return nil
+	return t.probeTools(now)
+}
+
+// mustMessage is message for messages without tool fields (no error).
+func (t *Template) mustMessage(m Message) jinja.Value {
+	v, _ := t.message(m)
+	return v
 }

@@ -399,6 +399,10 @@ func (in *instrumenter) rewrite(v, s reflect.Value) {
 		switch {
 		case guardedFilters[name] != "":
 			input.Set(in.filterArgs(input, guardedFilters[name], field(s, "args"), field(s, "kwargs")))
+			if name == "tojson" {
+				// Hugging Face's tojson (pyToJSON), not the engine's.
+				field(s, "name").SetString(guardPrefix + "pytojson")
+			}
 		case stringFilters[name]:
 			input.Set(in.filter(input, guardPrefix+"str"))
 		default:
