@@ -2,14 +2,18 @@
 // Jinja2 template in the Hugging Face transformers dialect) into the prompt
 // text that llama.cpp would build for the same conversation.
 //
-// The template language itself is executed by github.com/ardanlabs/jinja.
+// The template language itself is executed by github.com/ardanlabs/jinja,
+// with Hugging Face transformers' tojson (Python's json.dumps without HTML
+// escaping, keys in insertion order; pyjson.go) in place of the engine's,
+// and the request's tools (Options.Tools) as the tools variable, so that
+// tool definitions reach the prompt exactly as transformers renders them.
 // This package adds what llama.cpp puts around the engine
 // (common/chat.cpp, common_chat_templates_apply_jinja):
 //
 //   - the variables it passes: messages, bos_token, eos_token,
 //     enable_thinking (true), add_generation_prompt (only when true; it is
-//     undefined otherwise), date_string and datetime (today's date), and no
-//     tools (the variable is undefined);
+//     undefined otherwise), date_string and datetime (today's date), and
+//     tools only when there are some (undefined otherwise);
 //   - the functions raise_exception and strftime_now, the latter reading
 //     Options.Now so that a prompt can be reproduced;
 //   - its message fixes: a "developer" role becomes "system", and a system
@@ -34,9 +38,6 @@
 // filter could be supplied as a variable of the same name (the engine falls
 // back to one), but no template at hand needs those listed below.
 //
-//   - tojson(indent=N) sorts the keys and escapes <, > and & as \u003c...
-//     (Llama 3.1/3.2 print tool definitions this way); without indent it
-//     keeps the order and matches Python.
 //   - None prints as "" rather than "None" ('a' ~ none, dict.get of a
 //     missing key, a macro argument defaulting to none); 1.0 and 10/5 print
 //     as "1" and "2" rather than "1.0" and "2.0".

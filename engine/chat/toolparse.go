@@ -1,0 +1,266 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+)
+
+// ToolParser separates tool calls from a model's streamed answer. Feed it
+// the text as it is generated (Add) and once more at the end (Flush); it
+// returns the text that is plain content, holding back what may still
+// turn out to be a tool call, and the calls as soon as they are complete.
+//
+// It reads both of ToolFormat's forms (or the one given): calls tagged
+// <tool_call>{"name": ..., "arguments": {...}}</tool_call> anywhere in the
+// answer, and an answer that is a JSON object {"name": ..., "parameters"
+// (or "arguments"): {...}}, optionally after <|python_tag|>, several
+// separated by ';' or newlines. A JSON answer counts as calls only when
+// every object names one of the tools offered (a model asked for JSON may
+// well answer with a JSON object). Whatever does not parse as a call
+// comes back as content, unchanged: a malformed call is never lost and
+// never an error. White space around calls is dropped.
+type ToolParser struct {
+	format  ToolFormat
+	tools   map[string]bool
+	pending string // text not yet returned
+	inCall  bool   // inside <tool_call>, pending holds its body
+	mode    int    // answer start: undecided, json, text
+	space   string // white space cut before the open call
+	after   bool   // a call just ended: white space after it is dropped
+	calls   int    // calls returned so far
+}
+
+const (
+	startUndecided = iota
+	startJSON
+	startText
+)
+
+const (
+	callOpen  = "<tool_call>"
+	callClose = "</tool_call>"
+	pythonTag = "<|python_tag|>"
+)
+
+// NewToolParser returns a parser for a model writing calls in format,
+// offered the tools named.
+func NewToolParser(format ToolFormat, tools []string) *ToolParser {
+	p := &ToolParser{format: format, tools: map[string]bool{}}
+	for _, t := range tools {
+		p.tools[t] = true
+	}
+	if format == ToolsTagged {
+		p.mode = startText
+	}
+	return p
+}
+
+// ToolNames returns the function names of tool definitions
+// ({"type": "function", "function": {"name": ...}}), skipping what has none.
+func ToolNames(tools []json.RawMessage) []string {
+	var names []string
+	for _, t := range tools {
+		var d struct {
+			Name     string `json:"name"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(t, &d) == nil {
+			if d.Function.Name != "" {
+				names = append(names, d.Function.Name)
+			} else if d.Name != "" {
+				names = append(names, d.Name)
+			}
+		}
+	}
+	return names
+}
+
+// Add takes the next piece of the answer.
+func (p *ToolParser) Add(text string) (content string, calls []ToolCall) {
+	p.pending += text
+	return p.step(false)
+}
+
+// Flush ends the answer: what is held back is returned, as calls if it
+// parses as complete calls, else as content.
+func (p *ToolParser) Flush() (content string, calls []ToolCall) {
+	return p.step(true)
+}
+
+func (p *ToolParser) step(final bool) (string, []ToolCall) {
+	var out strings.Builder
+	var calls []ToolCall
+	emit := out.WriteString
+	for {
+		if p.mode == startUndecided {
+			trimmed := strings.TrimLeftFunc(p.pending, unicode.IsSpace)
+			switch {
+			case trimmed == "" && !final:
+				return out.String(), calls
+			case strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, pythonTag):
+				p.mode = startJSON
+			case !final && strings.HasPrefix(pythonTag, trimmed):
+				return out.String(), calls // maybe the tag
+			default:
+				p.mode = startText
+			}
+		}
+		if p.mode == startJSON {
+			if !final {
+				return out.String(), calls // decided at the end
+			}
+			if cs, ok := p.parseJSONAnswer(p.pending); ok {
+				calls = append(calls, cs...)
+				p.calls += len(cs)
+				p.pending = ""
+				return out.String(), calls
+			}
+			p.mode = startText
+			if p.format == ToolsJSON {
+				emit(p.pending)
+				p.pending = ""
+				return out.String(), calls
+			}
+		}
+		if p.inCall {
+			end := strings.Index(p.pending, callClose)
+			if end < 0 && !final {
+				return out.String(), calls
+			}
+			body, rest := p.pending, ""
+			if end >= 0 {
+				body, rest = p.pending[:end], p.pending[end+len(callClose):]
+			}
+			if c, ok := p.parseCall(body, false); ok {
+				calls = append(calls, c)
+				p.calls++
+				p.after = true
+			} else {
+				closing := ""
+				if end >= 0 {
+					closing = callClose
+				}
+				emit(p.space + callOpen + body + closing)
+			}
+			p.pending, p.inCall, p.space = rest, false, ""
+			continue
+		}
+		if p.after {
+			p.pending = strings.TrimLeftFunc(p.pending, unicode.IsSpace)
+			if p.pending == "" && !final {
+				return out.String(), calls
+			}
+			p.after = p.pending == ""
+		}
+		// Plain text, watching for <tool_call>.
+		if p.format != ToolsJSON {
+			if i := strings.Index(p.pending, callOpen); i >= 0 {
+				text := strings.TrimRightFunc(p.pending[:i], unicode.IsSpace)
+				emit(text)
+				p.space = p.pending[len(text):i]
+				p.pending, p.inCall = p.pending[i+len(callOpen):], true
+				continue
+			}
+		}
+		if final {
+			if p.calls > 0 {
+				emit(strings.TrimRightFunc(p.pending, unicode.IsSpace))
+			} else {
+				emit(p.pending)
+			}
+			p.pending = ""
+			return out.String(), calls
+		}
+		// Hold back trailing white space (it may precede a call) and a
+		// tail that may be the start of <tool_call>.
+		cut := len(p.pending)
+		if p.format != ToolsJSON {
+			cut -= partialSuffix(p.pending, callOpen)
+		}
+		cut = len(strings.TrimRightFunc(p.pending[:cut], unicode.IsSpace))
+		emit(p.pending[:cut])
+		p.pending = p.pending[cut:]
+		return out.String(), calls
+	}
+}
+
+// partialSuffix is the length of the longest suffix of s that is a proper
+// prefix of tag.
+func partialSuffix(s, tag string) int {
+	for n := min(len(tag)-1, len(s)); n > 0; n-- {
+		if strings.HasSuffix(s, tag[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// parseJSONAnswer reads a whole answer as JSON tool calls: after an
+// optional <|python_tag|>, one or more objects separated by white space or
+// ';', each naming an offered tool.
+func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(strings.TrimPrefix(s, pythonTag))
+	dec := json.NewDecoder(strings.NewReader(s))
+	var calls []ToolCall
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		c, ok := p.parseCall(string(raw), true)
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+		rest := strings.TrimLeftFunc(s[dec.InputOffset():], func(r rune) bool { return unicode.IsSpace(r) || r == ';' })
+		if rest == "" {
+			return calls, true
+		}
+		s = rest
+		dec = json.NewDecoder(strings.NewReader(s))
+	}
+}
+
+// parseCall reads one call object: {"name": NAME, "arguments" or
+// "parameters": OBJECT (or a JSON string holding one)}. With offered, the
+// name must be one of the tools offered.
+func (p *ToolParser) parseCall(body string, offered bool) (ToolCall, bool) {
+	var c struct {
+		Name       string          `json:"name"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(body)))
+	if err := dec.Decode(&c); err != nil || dec.More() || c.Name == "" {
+		return ToolCall{}, false
+	}
+	if _, err := dec.Token(); err == nil {
+		return ToolCall{}, false // trailing data
+	}
+	if offered && !p.tools[c.Name] {
+		return ToolCall{}, false
+	}
+	args := c.Arguments
+	if args == nil {
+		args = c.Parameters
+	}
+	args = bytes.TrimSpace(args)
+	if len(args) > 0 && args[0] == '"' {
+		var s string
+		if json.Unmarshal(args, &s) == nil {
+			args = json.RawMessage(s)
+		}
+	}
+	switch {
+	case len(args) == 0 || string(args) == "null":
+		args = json.RawMessage("{}")
+	case args[0] != '{' || !json.Valid(args):
+		return ToolCall{}, false
+	}
+	return ToolCall{Name: c.Name, Arguments: args}, true
+}

@@ -1,0 +1,124 @@
+package chat
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func parseAll(format ToolFormat, tools []string, pieces []string) (string, []ToolCall) {
+	p := NewToolParser(format, tools)
+	var content strings.Builder
+	var calls []ToolCall
+	for _, s := range pieces {
+		c, cs := p.Add(s)
+		content.WriteString(c)
+		calls = append(calls, cs...)
+	}
+	c, cs := p.Flush()
+	content.WriteString(c)
+	return content.String(), append(calls, cs...)
+}
+
+// splits returns text whole, byte by byte, and in pieces of 3 and 7.
+func splits(text string) [][]string {
+	out := [][]string{{text}}
+	for _, n := range []int{1, 3, 7} {
+		var ps []string
+		for i := 0; i < len(text); i += n {
+			ps = append(ps, text[i:min(i+n, len(text))])
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+func TestToolParser(t *testing.T) {
+	tools := []string{"HassTurnOn", "get_weather"}
+	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
+	for _, c := range []struct {
+		name    string
+		format  ToolFormat
+		text    string
+		content string
+		calls   []ToolCall
+	}{
+		{"plain", ToolsTagged, "The light is on.", "The light is on.", nil},
+		{"one tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>", "",
+			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`)}},
+		{"two tagged after text", ToolsTagged, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\", \"days\": 2}}\n</tool_call>", "Sure.",
+			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln", "days": 2}`)}},
+		{"malformed tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", nil},
+		{"unclosed tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {}}", "", []ToolCall{call("HassTurnOn", `{}`)}},
+		{"unclosed broken", ToolsTagged, "<tool_call>\n{\"name\": \"Has", "<tool_call>\n{\"name\": \"Has", nil},
+		{"a lone <", ToolsTagged, "x < y and <tool", "x < y and <tool", nil},
+		{"string arguments", ToolsTagged, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}</tool_call>", "",
+			[]ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"llama json", ToolsJSON, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"llama python tag, two", ToolsJSON, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"HassTurnOn\", \"parameters\": {}}", "",
+			[]ToolCall{call("get_weather", `{"city": "Paris"}`), call("HassTurnOn", `{}`)}},
+		{"llama unknown tool is content", ToolsJSON, "{\"name\": \"launch\", \"parameters\": {}}", "{\"name\": \"launch\", \"parameters\": {}}", nil},
+		{"llama malformed is content", ToolsJSON, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", nil},
+		{"llama text", ToolsJSON, "It is sunny in Paris.", "It is sunny in Paris.", nil},
+		{"json answer, not a call", ToolsAny, "{\"age\": 22}", "{\"age\": 22}", nil},
+		{"any: tagged", ToolsAny, "ok <tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>", "ok", []ToolCall{call("x", `{}`)}},
+		{"trailing space kept without calls", ToolsTagged, "Hello \n", "Hello \n", nil},
+	} {
+		for _, ps := range splits(c.text) {
+			content, calls := parseAll(c.format, tools, ps)
+			if content != c.content || !reflect.DeepEqual(calls, c.calls) {
+				t.Errorf("%s (pieces of %d): got %q %s, want %q %s", c.name, len(ps[0]), content, fmtCalls(calls), c.content, fmtCalls(c.calls))
+			}
+		}
+	}
+}
+
+func fmtCalls(cs []ToolCall) string {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.Name + string(c.Arguments) + " ")
+	}
+	return "[" + b.String() + "]"
+}
+
+// TestToolParserStreams: text before a call streams before the call is
+// complete; a call is returned as soon as its closing tag arrives.
+func TestToolParserStreams(t *testing.T) {
+	p := NewToolParser(ToolsTagged, nil)
+	if c, _ := p.Add("The kitchen"); c != "The kitchen" {
+		t.Errorf("plain text held back: %q", c)
+	}
+	if c, _ := p.Add(" light <tool"); c != " light" {
+		t.Errorf("got %q, want the text before the possible tag", c)
+	}
+	if c, cs := p.Add("_call>{\"name\": \"a\", \"arguments\": {}}"); c != "" || cs != nil {
+		t.Errorf("an open call leaked: %q %v", c, cs)
+	}
+	if _, cs := p.Add("</tool_call>"); len(cs) != 1 || cs[0].Name != "a" {
+		t.Errorf("call not returned at its closing tag: %v", cs)
+	}
+}
+
+func FuzzToolParser(f *testing.F) {
+	f.Add("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", 3)
+	f.Add("{\"name\": \"a\", \"parameters\": {\"x\": [1, 2]}};{", 1)
+	f.Add("text <tool_call> <tool_call></tool_call>", 2)
+	f.Fuzz(func(t *testing.T, text string, n int) {
+		n = max(1, n%17)
+		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON} {
+			var ps []string
+			for i := 0; i < len(text); i += n {
+				ps = append(ps, text[i:min(i+n, len(text))])
+			}
+			c1, k1 := parseAll(format, []string{"a"}, ps)
+			c2, k2 := parseAll(format, []string{"a"}, []string{text})
+			if c1 != c2 || !reflect.DeepEqual(k1, k2) {
+				t.Fatalf("%v: streamed %q %v, whole %q %v", format, c1, k1, c2, k2)
+			}
+			if len(k1) == 0 && c1 != text && strings.TrimSpace(c1) != strings.TrimSpace(text) {
+				t.Fatalf("%v: no calls, but content %q differs from the text %q", format, c1, text)
+			}
+		}
+	})
+}
