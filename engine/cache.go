@@ -205,18 +205,23 @@ type sysPrefix struct {
 // keepPrefix returns the token prefix worth caching besides the whole
 // conversation: the part the system prompt renders to, which every
 // request with the same system prompt shares. msgs are the messages the
-// prompt was rendered from.
-func (e *Engine) keepPrefix(msgs []chat.Message, prompt []int32) int {
+// prompt was rendered from; the request's tools render with the system
+// prompt (a template may put them there, as Qwen's do).
+func (e *Engine) keepPrefix(req *Request, msgs []chat.Message, prompt []int32) int {
 	if e.opt.Cache == nil || len(msgs) == 0 || msgs[0].Role != "system" {
 		return 0
 	}
 	k := &e.sysKeep
-	if k.toks == nil || k.system != msgs[0].Content {
-		text, err := e.renderMessages(msgs[:1], false)
+	key := msgs[0].Content
+	for _, t := range req.Tools {
+		key += "\x00" + string(t)
+	}
+	if k.toks == nil || k.system != key {
+		text, err := e.renderMessages(req, msgs[:1], false)
 		if err != nil {
 			return 0
 		}
-		k.system, k.toks = msgs[0].Content, e.encode(text)
+		k.system, k.toks = key, e.encode(text)
 	}
 	return commonPrefix(k.toks, prompt)
 }

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,6 +180,10 @@ func (e *Engine) Close() error {
 // performance cores).
 func DefaultThreads() int { return runtime.GOMAXPROCS(0) }
 
+// Template returns the model's compiled chat template (ChatML when the
+// file has none).
+func (e *Engine) Template() *chat.Template { return e.template }
+
 // Model returns the loaded model.
 func (e *Engine) Model() *model.Model { return e.model }
 
@@ -194,6 +199,11 @@ type Request struct {
 	Messages []chat.Message // chat messages, rendered with the model's template
 	Chat     bool           // render Prompt (and System) as a one-turn chat
 	System   string         // system message for Chat
+	// Tools are tool definitions (JSON objects) for the chat template's
+	// tools variable; TemplateVars further template variables
+	// (chat.Options.Extra).
+	Tools        []json.RawMessage
+	TemplateVars map[string]any
 	// History is how many of Messages, after a leading system message, are
 	// earlier turns of a conversation. While the prompt is longer than
 	// FitTokens, Generate leaves out the oldest of them, a whole exchange
@@ -260,8 +270,8 @@ func (req *Request) messages() []chat.Message {
 	return append(msgs, chat.Message{Role: "user", Content: req.Prompt})
 }
 
-func (e *Engine) renderMessages(msgs []chat.Message, addGen bool) (string, error) {
-	opt := chat.Options{AddGenerationPrompt: addGen}
+func (e *Engine) renderMessages(req *Request, msgs []chat.Message, addGen bool) (string, error) {
+	opt := chat.Options{AddGenerationPrompt: addGen, Tools: req.Tools, Extra: req.TemplateVars}
 	if id := e.tok.BOS(); id >= 0 {
 		opt.BOS = e.tok.TokenText(id)
 	}
@@ -286,7 +296,7 @@ func (e *Engine) Tokens(req *Request) ([]int32, error) {
 	if len(msgs) == 0 {
 		return e.encode(req.Prompt), nil
 	}
-	text, err := e.renderMessages(msgs, true)
+	text, err := e.renderMessages(req, msgs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +330,7 @@ func (e *Engine) prompt(req *Request) (toks []int32, msgs []chat.Message, droppe
 			if dropped > 0 {
 				kept = append(append(make([]chat.Message, 0, len(msgs)-dropped), msgs[:sys]...), msgs[sys+dropped:]...)
 			}
-			text, err := e.renderMessages(kept, true)
+			text, err := e.renderMessages(req, kept, true)
 			if err != nil {
 				return nil, nil, dropped, err
 			}

@@ -136,7 +136,7 @@ func TestPromptTooLong(t *testing.T) {
 func TestChatTemplateFallback(t *testing.T) {
 	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 256})
 	req := Request{Prompt: "hi", Chat: true, System: "be brief"}
-	p, err := e.renderMessages(req.messages(), true)
+	p, err := e.renderMessages(&req, req.messages(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -274,7 +274,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if err == nil {
 		// Keep the prefixes worth a restore: the system prompt and the
 		// whole conversation so far.
-		if k := e.keepPrefix(msgs, prompt); k > 0 && k < len(prompt) {
+		if k := e.keepPrefix(&req, msgs, prompt); k > 0 && k < len(prompt) {
 			e.snapshot(k)
 		}
 		e.snapshot(e.state.Len())
