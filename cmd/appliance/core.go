@@ -54,7 +54,13 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Model         string // model name, reported in the State
 	Version       string // geist's version, reported in the State
-	Logger        *slog.Logger
+	// ModelLoad is how long loading the model took, reported in the
+	// State (metrics).
+	ModelLoad time.Duration
+	// Storage, if set, reports its prompt cache in the State (it does not
+	// replace Sessions).
+	Storage *Storage
+	Logger  *slog.Logger
 
 	// RecentText keeps each finished request's question and answer (a
 	// few KiB each) in Recent, for a status page allowed to show them.
@@ -691,11 +697,22 @@ func (c *Core) countLocked(src Source, outcome string) {
 
 // Snapshot returns the State now.
 func (c *Core) Snapshot() State {
+	// The stores have locks of their own: ask them before taking c.mu.
+	sessions := -1
+	if sc, ok := c.sessions.(sessionCounter); ok {
+		sessions = sc.Count()
+	}
+	var cache *CacheStats
+	if c.cfg.Storage != nil {
+		if cs, ok := c.cfg.Storage.CacheStats(); ok {
+			cache = &cs
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := &c.stats
 	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
-		Model: c.cfg.Model, Version: c.cfg.Version, Started: c.started, LastTokS: s.lastTokS,
+		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS,
 		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
 		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, Drafted: s.drafted, Accepted: s.accep,
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
@@ -730,6 +747,7 @@ func (c *Core) Snapshot() State {
 	if s.prompt > 0 {
 		st.CacheHitRate = float64(s.cached) / float64(s.prompt)
 	}
+	st.Sessions, st.Cache = sessions, cache
 	return st
 }
 

@@ -52,12 +52,13 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 			msgs = append(msgs, chat.Message{Role: "system", Content: system})
 		}
 		for _, m := range history {
-			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+			msgs = append(msgs, chatMessage(m))
 		}
 		for _, m := range turn {
-			msgs = append(msgs, chat.Message{Role: m.Role, Content: m.Content})
+			msgs = append(msgs, chatMessage(m))
 		}
 		ereq.Messages, ereq.History = msgs, len(history)
+		ereq.Tools, ereq.TemplateVars = r.Tools, r.TemplateVars
 	}
 	ereq.OnToken = func(int32) { j.progress.token() }
 	var text strings.Builder
@@ -95,6 +96,14 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 	}
 	return o, nil
+}
+
+func chatMessage(m Message) chat.Message {
+	cm := chat.Message{Role: m.Role, Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
+	for _, c := range m.ToolCalls {
+		cm.ToolCalls = append(cm.ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return cm
 }
 
 func usage(st engine.Stats, queued, took time.Duration) Usage {

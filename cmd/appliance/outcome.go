@@ -118,6 +118,13 @@ type State struct {
 	Model   string   // Config.Model
 	Version string   // Config.Version
 	Started time.Time
+	// ModelLoad is Config.ModelLoad: how long loading the model took.
+	ModelLoad time.Duration
+	// Sessions is the number of conversations the session store holds
+	// (-1 when the store cannot count them cheaply).
+	Sessions int
+	// Cache is the prompt cache's counters (nil: no prompt cache).
+	Cache *CacheStats
 
 	LastTokS       float64 // decoding speed of the last answer
 	AcceptanceRate float64 // accepted / drafted tokens, all answers

@@ -3,6 +3,7 @@ package appliance
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -35,6 +36,19 @@ const (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are an assistant message's calls of tools; ToolName and
+	// ToolCallID say which call a tool message answers. Sessions keep
+	// role and content only.
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolName   string     `json:"tool_name,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a call of a tool, as the model made it.
+type ToolCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"` // a JSON object (or a string holding one)
 }
 
 // Options are a request's generation settings; nil fields take the
@@ -70,6 +84,14 @@ type Request struct {
 	// Raw reads Text as the prompt itself: no chat template, no system
 	// message, no session (Ollama's raw mode).
 	Raw bool
+	// Tools are the tools the model may call, each a JSON object as the
+	// client sent it ({"type": "function", "function": {...}}), rendered
+	// through the model's chat template. The answer's text carries any
+	// calls as the model wrote them (chat.ToolParser reads them).
+	Tools []json.RawMessage
+	// TemplateVars are further chat template variables (llama.cpp's
+	// chat_template_kwargs), such as "enable_thinking": false.
+	TemplateVars map[string]any
 	// System replaces Config.System for this request ("" keeps it).
 	System string
 	// Session names the conversation whose history is rendered before the
@@ -145,8 +167,9 @@ type Limits struct {
 	MaxPromptTokens int           // most prompt tokens (0: the context less one)
 	DefaultTTL      time.Duration // when a request gives none (5 min; negative: none)
 	MaxTTL          time.Duration // longest TTL accepted (24 h)
-	MaxInput        int           // bytes of text, messages and stop strings (1 MiB)
+	MaxInput        int           // bytes of text, messages, tools and stop strings (1 MiB)
 	MaxMessages     int           // messages of one request (256)
+	MaxTools        int           // tools of one request (128)
 }
 
 func (l *Limits) defaults() {
@@ -170,6 +193,9 @@ func (l *Limits) defaults() {
 	}
 	if l.MaxMessages <= 0 {
 		l.MaxMessages = 256
+	}
+	if l.MaxTools <= 0 {
+		l.MaxTools = 128
 	}
 }
 
@@ -235,7 +261,16 @@ func (r *Request) check(lim *Limits) *Error {
 			if !utf8.ValidString(m.Content) {
 				return errorf(CodeBadRequest, "messages[%d].content is not valid UTF-8", i)
 			}
-			size += len(m.Content)
+			size += len(m.Content) + len(m.ToolName) + len(m.ToolCallID)
+			for j, c := range m.ToolCalls {
+				if c.Name == "" {
+					return errorf(CodeBadRequest, "messages[%d].tool_calls[%d] has no function name", i, j)
+				}
+				if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+					return errorf(CodeBadRequest, "messages[%d].tool_calls[%d].arguments is not valid JSON", i, j)
+				}
+				size += len(c.ID) + len(c.Name) + len(c.Arguments)
+			}
 		}
 	case strings.TrimSpace(r.Text) == "":
 		return errorf(CodeBadRequest, "empty text")
@@ -243,6 +278,18 @@ func (r *Request) check(lim *Limits) *Error {
 		return errorf(CodeBadRequest, "text is not valid UTF-8")
 	}
 	size += len(r.Text)
+	if len(r.Tools) > 0 && r.Raw {
+		return errorf(CodeBadRequest, "a raw request takes no tools (they are rendered through the chat template)")
+	}
+	if len(r.Tools) > lim.MaxTools {
+		return errorf(CodeBadRequest, "%d tools exceed the limit of %d", len(r.Tools), lim.MaxTools)
+	}
+	for i, t := range r.Tools {
+		if !json.Valid(t) || len(t) == 0 || t[0] != '{' {
+			return errorf(CodeBadRequest, "tools[%d] is not a JSON object", i)
+		}
+		size += len(t)
+	}
 	for _, s := range r.Stop {
 		size += len(s)
 	}

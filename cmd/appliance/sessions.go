@@ -115,6 +115,16 @@ func (m *MemorySessions) List() ([]SessionInfo, error) {
 	return out, nil
 }
 
+// Count returns the number of sessions held (State.Sessions).
+func (m *MemorySessions) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
+}
+
+// sessionCounter is a SessionStore that can count its sessions cheaply.
+type sessionCounter interface{ Count() int }
+
 // dbSessions is the durable SessionStore: conversations in sessions.db,
 // so an unplugged appliance remembers them. Every Append has committed
 // (and fsynced) when it returns.
@@ -186,6 +196,12 @@ func (d *dbSessions) List() ([]SessionInfo, error) {
 	}
 	slices.SortStableFunc(out, func(a, b SessionInfo) int { return b.Updated.Compare(a.Updated) })
 	return out, nil
+}
+
+// Count returns the number of stored conversations (State.Sessions).
+func (d *dbSessions) Count() int {
+	n, _ := d.db.Usage()
+	return n
 }
 
 func (d *dbSessions) Close() error { return d.db.Close() }

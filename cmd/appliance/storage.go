@@ -83,6 +83,18 @@ func (s *Storage) DB() *storage.Sessions {
 	return nil
 }
 
+// CacheStats are the prompt cache's counters and sizes (State.Cache).
+type CacheStats = storage.CacheStats
+
+// CacheStats returns the prompt cache's counters, and false when there
+// is no prompt cache.
+func (s *Storage) CacheStats() (CacheStats, bool) {
+	if c, ok := s.Cache.(*storage.Cache); ok && c != nil {
+		return c.Stats(), true
+	}
+	return CacheStats{}, false
+}
+
 // Close closes the files (after the engine, which writes the cache, and
 // the core, which writes the sessions, have stopped).
 func (s *Storage) Close() error {
