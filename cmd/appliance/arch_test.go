@@ -49,7 +49,7 @@ var architecture = map[string]struct {
 	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
-	"cmd/internal/httpapi": {[]string{"cmd/appliance"}, nil}, // issue 12; its libraries join its row
+	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls
 	// issue 13: the Wyoming server and its mDNS responder.
 	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
@@ -72,6 +72,7 @@ var testExtra = map[string][]string{
 	"engine/model":         {"engine/sample"},
 	"engine/tokenizer":     {"engine/gguf"},                // reads vocabularies from GGUF files
 	"cmd/internal/convert": {"engine", "engine/tokenizer"}, // converted files load and tokenize
+	"cmd/internal/httpapi": {"engine"},                     // scripted engines see engine.Request
 }
 
 // forbidden are dependencies (direct or not) a package must not have, by

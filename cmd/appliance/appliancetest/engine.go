@@ -30,6 +30,10 @@ type Engine struct {
 	// real engine's do (decode speed, prompt tokens and their reuse,
 	// drafted and accepted tokens), for status pages and their charts.
 	Varied bool
+	// Script, if set, answers instead: the pieces it returns are streamed
+	// one every Delay (a model's output with tool calls, say); it sees the
+	// request (messages, tools) as the engine would.
+	Script func(req engine.Request) []string
 
 	mu       sync.Mutex
 	requests []engine.Request
@@ -94,6 +98,22 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 		case <-ctx.Done():
 			return engine.Stats{}, ctx.Err()
 		}
+	}
+	if e.Script != nil {
+		pieces := e.Script(req)
+		for i, p := range pieces {
+			select {
+			case <-ctx.Done():
+				return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
+			case <-time.After(e.Delay):
+			}
+			if req.OnText != nil {
+				if err := req.OnText([]byte(p)); err != nil {
+					return engine.Stats{}, err
+				}
+			}
+		}
+		return engine.Stats{PromptTokens: 3, GeneratedTokens: len(pieces), DecodeTokS: 100, TTFTms: 1, StopReason: "eos"}, nil
 	}
 	words := e.Words
 	if words == 0 {

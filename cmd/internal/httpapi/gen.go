@@ -1,0 +1,301 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/chat"
+)
+
+// piece is what a generation produced since the last one: content,
+// thinking, and tool calls complete by now.
+type piece struct {
+	content, thinking string
+	calls             []chat.ToolCall
+}
+
+func (p *piece) empty() bool { return p.content == "" && p.thinking == "" && len(p.calls) == 0 }
+
+// genOptions say how to read a generation's text.
+type genOptions struct {
+	tools    []string // names of the tools offered: parse calls when non-nil
+	thinking bool     // move a leading <think>...</think> block to thinking
+}
+
+// textSplitter turns the raw text of an answer into pieces.
+type textSplitter struct {
+	tools *chat.ToolParser
+	think *thinkSplitter
+}
+
+func (s *Server) splitter(o genOptions) *textSplitter {
+	ts := &textSplitter{}
+	if o.tools != nil {
+		ts.tools = chat.NewToolParser(s.cfg.Model.ToolFormat, o.tools)
+	}
+	if o.thinking {
+		ts.think = &thinkSplitter{}
+	}
+	return ts
+}
+
+func (ts *textSplitter) add(text string, final bool) piece {
+	var p piece
+	if ts.think != nil {
+		p.thinking, text = ts.think.add(text, final)
+	}
+	if ts.tools == nil {
+		p.content = text
+		return p
+	}
+	var c string
+	var calls []chat.ToolCall
+	if text != "" {
+		c, calls = ts.tools.Add(text)
+	}
+	if final {
+		c2, calls2 := ts.tools.Flush()
+		c, calls = c+c2, append(calls, calls2...)
+	}
+	p.content, p.calls = c, calls
+	return p
+}
+
+// thinkSplitter moves a thinking block at the start of an answer
+// (<think>...</think>, Qwen 3, DeepSeek-R1) out of the content.
+type thinkSplitter struct {
+	pending string
+	state   int // 0: start undecided, 1: thinking, 2: content
+}
+
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+func (t *thinkSplitter) add(text string, final bool) (thinking, content string) {
+	t.pending += text
+	for {
+		switch t.state {
+		case 0:
+			trimmed := strings.TrimLeft(t.pending, " \t\r\n")
+			switch {
+			case strings.HasPrefix(trimmed, thinkOpen):
+				t.pending, t.state = trimmed[len(thinkOpen):], 1
+				continue
+			case !final && strings.HasPrefix(thinkOpen, trimmed):
+				return "", ""
+			}
+			t.state = 2
+		case 1:
+			if i := strings.Index(t.pending, thinkClose); i >= 0 {
+				thinking += t.pending[:i]
+				t.pending, t.state = strings.TrimLeft(t.pending[i+len(thinkClose):], " \t\r\n"), 2
+				continue
+			}
+			keep := 0
+			if !final {
+				keep = partialSuffix(t.pending, thinkClose)
+			}
+			thinking += t.pending[:len(t.pending)-keep]
+			t.pending = t.pending[len(t.pending)-keep:]
+			return thinking, ""
+		case 2:
+			content, t.pending = t.pending, ""
+			return thinking, content
+		}
+	}
+}
+
+func partialSuffix(s, tag string) int {
+	for n := min(len(tag)-1, len(s)); n > 0; n-- {
+		if strings.HasSuffix(s, tag[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// pipe carries text from the core's worker (the Sink, which must not
+// block) to the handler goroutine, which writes it to the network.
+type pipe struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	wake chan struct{}
+}
+
+func newPipe() *pipe { return &pipe{wake: make(chan struct{}, 1)} }
+
+func (p *pipe) sink(delta string) {
+	p.mu.Lock()
+	p.buf.WriteString(delta)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pipe) take() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.buf.String()
+	p.buf.Reset()
+	return s
+}
+
+// generation is one request of the core as the handler sees it.
+type generation struct {
+	s       *Server
+	start   time.Time
+	ticket  *appliance.Ticket
+	pipe    *pipe
+	cancel  context.CancelFunc
+	split   *textSplitter
+	wrote   bool // a chunk went out (the status is sent)
+	writeOK bool
+}
+
+// submit hands req to the core, cancelled when the client goes away (or
+// a write to it fails). A refusal comes back as an *appliance.Error.
+func (s *Server) submit(r *http.Request, req appliance.Request, o genOptions) (*generation, error) {
+	req.Source = appliance.SourceHTTP
+	ctx, cancel := context.WithCancel(r.Context())
+	g := &generation{s: s, start: time.Now(), pipe: newPipe(), cancel: cancel, split: s.splitter(o), writeOK: true}
+	t, err := s.core.Submit(ctx, req, g.pipe.sink)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	g.ticket = t
+	return g, nil
+}
+
+// stream delivers the generation as it goes: write is called with every
+// non-empty piece and must write and flush it (returning the error of a
+// write that failed: the request is cancelled). It returns the outcome
+// and the last piece (what the end of the answer released).
+func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (appliance.Outcome, piece) {
+	defer g.cancel()
+	rc := http.NewResponseController(w)
+	send := func(p piece) {
+		if p.empty() || !g.writeOK {
+			return
+		}
+		rc.SetWriteDeadline(time.Now().Add(g.s.cfg.WriteTimeout))
+		if err := write(p); err != nil {
+			g.writeOK = false
+			g.cancel()
+			return
+		}
+		g.wrote = true
+		rc.Flush()
+	}
+	for {
+		select {
+		case <-g.pipe.wake:
+			send(g.split.add(g.pipe.take(), false))
+		case <-g.ticket.Done():
+			o := g.ticket.Outcome()
+			last := g.split.add(g.pipe.take(), true)
+			if o.Err == nil {
+				send(piece{content: last.content, thinking: last.thinking})
+				last.content, last.thinking = "", ""
+			}
+			return o, last
+		}
+	}
+}
+
+// wait waits for the whole answer.
+func (g *generation) wait() (appliance.Outcome, piece) {
+	defer g.cancel()
+	o := g.ticket.Outcome()
+	return o, g.split.add(o.Text, true)
+}
+
+// refusal writes the HTTP form of a core error (before anything else
+// was written).
+func (s *Server) refusal(w http.ResponseWriter, err error) {
+	var e *appliance.Error
+	if !errors.As(err, &e) {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	status := statusOf(e.Code)
+	if e.Code == appliance.CodeBusy {
+		s.busy(w, e.Message)
+		return
+	}
+	writeError(w, status, e.Message)
+}
+
+// statusOf maps the core's error codes to HTTP statuses.
+func statusOf(c appliance.Code) int {
+	switch c {
+	case appliance.CodeBadRequest, appliance.CodeTooLong:
+		return http.StatusBadRequest
+	case appliance.CodeBusy:
+		return http.StatusServiceUnavailable
+	case appliance.CodeDuplicate:
+		return http.StatusConflict
+	case appliance.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case appliance.CodeCancelled:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// doneReason is Ollama's done_reason (and, via finishReason, OpenAI's)
+// for the engine's stop reason.
+func doneReason(o *appliance.Outcome, calls bool) string {
+	switch {
+	case calls:
+		return "stop"
+	case o.Usage.StopReason == "length" || o.Usage.StopReason == "context":
+		return "length"
+	}
+	return "stop"
+}
+
+// timings are the measured durations of an answer, Ollama's way.
+type timings struct {
+	TotalDuration      int64 `json:"total_duration,omitempty"`
+	LoadDuration       int64 `json:"load_duration,omitempty"`
+	PromptEvalCount    int   `json:"prompt_eval_count,omitempty"`
+	PromptEvalDuration int64 `json:"prompt_eval_duration,omitempty"`
+	EvalCount          int   `json:"eval_count,omitempty"`
+	EvalDuration       int64 `json:"eval_duration,omitempty"`
+}
+
+// timingsOf measures o: total from the request's arrival, load as the
+// time the request waited for the engine (the model stays loaded),
+// prompt evaluation as the time to the first token (prefill), evaluation
+// as the decoding after it.
+func (g *generation) timingsOf(o *appliance.Outcome) timings {
+	u := &o.Usage
+	eval := u.Duration - u.TTFT
+	if eval <= 0 && u.GeneratedTokens > 0 {
+		eval = time.Nanosecond
+	}
+	return timings{
+		TotalDuration:      int64(time.Since(g.start)),
+		LoadDuration:       int64(u.Queued),
+		PromptEvalCount:    u.PromptTokens,
+		PromptEvalDuration: int64(u.TTFT),
+		EvalCount:          u.GeneratedTokens,
+		EvalDuration:       int64(eval),
+	}
+}
+
+// errorText is the message of a failed outcome for a client.
+func errorText(e *appliance.Error) string {
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
