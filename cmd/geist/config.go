@@ -22,6 +22,7 @@ import (
 // scripts/geist.toml) whose every setting is also a flag; flags win.
 type serveConfig struct {
 	Model     string `toml:"model"`
+	ModelsDir string `toml:"models_dir"` // the model store (/api/pull, -m NAME); default DATA-DIR/models
 	Device    string `toml:"device"`
 	DataDir   string `toml:"data_dir"`
 	Threads   int    `toml:"threads"`
@@ -32,6 +33,7 @@ type serveConfig struct {
 	LogFormat string `toml:"log_format"`
 
 	MQTT       mqttSection       `toml:"mqtt"`
+	HTTP       httpSection       `toml:"http"`
 	Limits     limitsSection     `toml:"limits"`
 	Generation generationSection `toml:"generation"`
 	Wyoming    wyomingSection    `toml:"wyoming"`
@@ -124,6 +126,7 @@ func defaultServeConfig() serveConfig {
 			Pool:            true,
 			EmbeddedAddr:    "127.0.0.1:1883",
 		},
+		HTTP: httpSection{Addr: "127.0.0.1:11434", MaxBody: 512 << 10},
 		Limits: limitsSection{
 			Queue:         8,
 			MaxPayload:    64 << 10,
@@ -163,6 +166,7 @@ func defaultDevice() string {
 // value in c.
 func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.Model, "model", "m", c.Model, "GGUF model file")
+	fs.StringVar(&c.ModelsDir, "models-dir", c.ModelsDir, modelsDirHelp())
 	fs.StringVar(&c.Device, "device", c.Device, "device name in topics and Home Assistant ids, unique per broker ([a-zA-Z0-9_-]; default: the host name)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of sessions.db, cache.db, models/ and geist.sock, as for every command (\"\": sessions in memory, no prompt cache)")
 	fs.IntVarP(&c.Threads, "threads", "t", c.Threads, "threads for matrix products (0: all performance cores)")
@@ -187,6 +191,12 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.Embedded, "mqtt-embedded", m.Embedded, "run an in-process MQTT broker (the device is its own hub)")
 	fs.StringVar(&m.EmbeddedAddr, "mqtt-embedded-addr", m.EmbeddedAddr, "address of the embedded broker (not loopback: needs a username and password)")
 	fs.StringVar(&m.ReplyPrefix, "reply-prefix", m.ReplyPrefix, "topics a request's reply_to may name start with this (default geist/<device>/reply/; geist/pool/reply/ too with --pool)")
+
+	h := &c.HTTP
+	fs.StringVar(&h.Addr, "http", h.Addr, "address of the Ollama/OpenAI HTTP API, metrics and health checks (\"\": off)")
+	fs.StringSliceVar(&h.Allow, "http-allow", h.Allow, "networks (CIDR, comma-separated) besides loopback allowed to use the HTTP API, e.g. 192.168.1.0/24")
+	fs.StringVar(&h.TokenFile, "http-token-file", h.TokenFile, "file holding a bearer token every non-loopback HTTP request must carry")
+	fs.Int64Var(&h.MaxBody, "http-max-body", h.MaxBody, "largest HTTP request body in bytes (more: 413)")
 
 	l := &c.Limits
 	fs.IntVar(&l.Queue, "queue", l.Queue, "requests that may wait behind the running one (more: busy)")
@@ -347,6 +357,9 @@ func (c *serveConfig) validate() error {
 	}
 	if g := c.Generation; g.Temperature < 0 || g.Temperature > 2 || g.MaxHistory < 0 || g.MaxSessions < 1 {
 		errs = append(errs, errors.New("generation: temperature must be in [0, 2], max_history not negative, max_sessions positive"))
+	}
+	if err := c.HTTP.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if w := c.Wyoming; w.Addr != "" {
 		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/httpapi"
+	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
@@ -157,6 +160,9 @@ type serveHooks struct {
 	openGPIO func(firmware.Config, *slog.Logger) (*firmware.Device, error)
 	// wrapEngine wraps the engine the core runs (nothing when nil).
 	wrapEngine func(appliance.Engine) appliance.Engine
+	// mountHTTP, if set, sees the HTTP server before it serves (tests
+	// learn its address; other front ends mount their handlers here).
+	mountHTTP func(*httpapi.Server)
 }
 
 // serve runs the daemon until ctx ends: the appliance core over the
@@ -189,13 +195,16 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		return err
 	}
 	defer eng.Close()
-	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", time.Since(start).Milliseconds(),
+	loadTime := time.Since(start)
+	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
 	var ae appliance.Engine = eng
 	if hooks.wrapEngine != nil {
 		ae = hooks.wrapEngine(ae)
 	}
-	core, err := appliance.New(c.coreConfig(ae, store.Sessions, log))
+	cc := c.coreConfig(ae, store.Sessions, log)
+	cc.ModelLoad, cc.Storage = loadTime, store
+	core, err := appliance.New(cc)
 	if err != nil {
 		return err
 	}
@@ -204,6 +213,28 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		return err
 	}
 	defer wy.close()
+
+	// The HTTP API (Ollama, OpenAI, metrics, health): the listener opens
+	// before the other front ends start, so a taken port fails at once.
+	var web *httpapi.Server
+	var webLn net.Listener
+	if c.HTTP.Addr != "" {
+		hc, err := c.httpConfig(core, eng, models.New(c.modelsDir()), loadTime, log)
+		if err != nil {
+			return err
+		}
+		if web, err = httpapi.New(hc); err != nil {
+			return err
+		}
+		web.Check("storage", true, storageCheck(c.DataDir))
+		if hooks.mountHTTP != nil {
+			hooks.mountHTTP(web)
+		}
+		if webLn, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
+			return fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", err)
+		}
+		defer webLn.Close()
+	}
 
 	// Buttons and LEDs. A board without the pins is not fatal: the error
 	// says what is missing and the rest keeps serving.
@@ -250,10 +281,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	var svc *mqtt.Service
 	switch {
-	case broker == "" && wy != nil:
-		log.Info("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off")
+	case broker == "" && (wy != nil || web != nil):
+		log.Info("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off", "http", c.HTTP.Addr, "wyoming", c.Wyoming.Addr)
 	case broker == "":
-		log.Warn("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off; serving nothing over the network until restarted with one (buttons and voice keep working)")
+		log.Warn("no MQTT broker configured (--broker or [mqtt] broker), no HTTP API and no Wyoming: serving nothing over the network until restarted with one (buttons and voice keep working)")
 	default:
 		mc := c.mqttConfig(broker, mqttButtons(c.GPIO, dev), log)
 		mc.OnCancel = func() {
@@ -319,6 +350,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		wg.Go(func() { svc.Run(mctx) })
 	}
 	wy.run(ctx, mctx, &wg, log)
+	if web != nil {
+		wg.Go(func() {
+			if err := web.Serve(ctx, webLn); err != nil {
+				log.Error("HTTP API stopped", "err", err)
+			}
+		})
+	}
 	err = core.Run(ctx)
 	stopMQTT()
 	wg.Wait()

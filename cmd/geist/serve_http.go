@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/httpapi"
+	"github.com/geisten/geist/cmd/internal/models"
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/gguf"
+)
+
+// httpSection is [http]: the Ollama/OpenAI API, metrics and health
+// checks (issue 12).
+type httpSection struct {
+	Addr      string   `toml:"addr"`       // listen address; "" turns the HTTP API off
+	Allow     []string `toml:"allow"`      // networks (CIDR) besides loopback allowed in
+	TokenFile string   `toml:"token_file"` // bearer token required from non-loopback clients
+	MaxBody   int64    `toml:"max_body"`   // largest request body in bytes
+}
+
+func (h *httpSection) validate() error {
+	if _, err := httpapi.ParseAllow(h.Allow); err != nil {
+		return err
+	}
+	if h.MaxBody < 1 {
+		return errors.New("http: max_body must be positive")
+	}
+	return nil
+}
+
+// httpConfig builds the HTTP front end's configuration: the loaded
+// model's description (from its GGUF header and chat template), the model
+// store for /api/pull, and the token.
+func (c *serveConfig) httpConfig(core *appliance.Core, eng *engine.Engine, store *models.Store, load time.Duration, log *slog.Logger) (httpapi.Config, error) {
+	allow, err := httpapi.ParseAllow(c.HTTP.Allow)
+	if err != nil {
+		return httpapi.Config{}, err
+	}
+	token := ""
+	if c.HTTP.TokenFile != "" {
+		b, err := os.ReadFile(c.HTTP.TokenFile)
+		if err != nil {
+			return httpapi.Config{}, fmt.Errorf("http token file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return httpapi.Config{}, fmt.Errorf("http token file %s is empty", c.HTTP.TokenFile)
+		}
+	}
+	m, err := c.loadedModel(eng, store, load)
+	if err != nil {
+		return httpapi.Config{}, err
+	}
+	return httpapi.Config{
+		Core: core, Model: m, Store: modelStoreAdapter{store}, Allow: allow, Token: token,
+		MaxBody: c.HTTP.MaxBody, Version: versionString(), Logger: log.With("component", "http"),
+	}, nil
+}
+
+// loadedModel describes the running model for the HTTP API.
+func (c *serveConfig) loadedModel(eng *engine.Engine, store *models.Store, load time.Duration) (httpapi.Model, error) {
+	name := modelName(c.Model)
+	if n, ok := store.NameOf(c.Model); ok {
+		name = n
+	}
+	d, _ := models.Describe(c.Model)
+	if n, err := models.CheckName(name); err == nil {
+		if sm, err := store.Get(n); err == nil && sm.Path != "" {
+			d.Digest = sm.Digest
+		}
+	}
+	m := describedModel(d)
+	m.Name = name
+	m.ContextLength = eng.Ctx()
+	m.LoadDuration = load
+	m.System = c.Generation.System
+	m.Parameters = fmt.Sprintf("temperature %g\nnum_ctx %d\nnum_predict %d", c.Generation.Temperature, eng.Ctx(), c.Limits.MaxTokens)
+	tmpl := eng.Template()
+	m.Template = tmpl.Source()
+	m.ToolFormat = tmpl.ToolFormat()
+	m.Capabilities = []string{"completion"}
+	if tmpl.SupportsTools() {
+		m.Capabilities = append(m.Capabilities, "tools")
+	}
+	if tmpl.SupportsThinking() {
+		m.Capabilities = append(m.Capabilities, "thinking")
+	}
+	info, err := modelInfo(c.Model, false)
+	if err != nil {
+		return m, err
+	}
+	m.Info = info
+	if v, ok := info[d.Architecture+".embedding_length"]; ok {
+		m.EmbeddingLength = toInt(v)
+	}
+	if v, ok := info["general.license"].(string); ok {
+		m.License = v
+	}
+	path := c.Model
+	m.VerboseInfo = func() map[string]any {
+		v, err := modelInfo(path, true)
+		if err != nil {
+			return info
+		}
+		return v
+	}
+	tok := eng.Tokenizer()
+	var bos, eos string
+	if id := tok.BOS(); id >= 0 {
+		bos = tok.TokenText(id)
+	}
+	if id := tok.EOS(); id >= 0 {
+		eos = tok.TokenText(id)
+	}
+	m.Tokenize = func(text string, addBOS bool) []int {
+		ids := tok.Encode(text, addBOS, true)
+		out := make([]int, len(ids))
+		for i, id := range ids {
+			out[i] = int(id)
+		}
+		return out
+	}
+	m.Detokenize = func(ids []int) string {
+		in := make([]int32, 0, len(ids))
+		for _, id := range ids {
+			if id >= 0 && id < tok.NTokens() {
+				in = append(in, int32(id))
+			}
+		}
+		return tok.Detokenize(in, false, true)
+	}
+	system := c.Generation.System
+	m.RenderPrompt = func(sys, prompt string) (string, error) {
+		if sys == "" {
+			sys = system
+		}
+		var msgs []chat.Message
+		if sys != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: sys})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: prompt})
+		return tmpl.Render(msgs, chat.Options{AddGenerationPrompt: true, BOS: bos, EOS: eos})
+	}
+	return m, nil
+}
+
+func describedModel(d models.Model) httpapi.Model {
+	return httpapi.Model{Name: d.Name, Size: d.Size, Digest: d.Digest, ModifiedAt: d.Modified, Family: d.Architecture,
+		ParameterSize: d.ParameterSize, Quantization: d.Quantization}
+}
+
+func toInt(v any) int {
+	switch x := v.(type) {
+	case uint32:
+		return int(x)
+	case int32:
+		return int(x)
+	case uint64:
+		return int(x)
+	case int64:
+		return int(x)
+	}
+	return 0
+}
+
+// modelInfo is Ollama's model_info: the GGUF metadata, the chat template
+// aside (shown as the template) and, unless verbose, arrays of more than
+// 64 elements (the vocabulary) as empty lists.
+func modelInfo(path string, verbose bool) (map[string]any, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := make(map[string]any, len(f.KV))
+	for _, kv := range f.KV {
+		if kv.Key == "tokenizer.chat_template" {
+			continue
+		}
+		v := kv.Value
+		if n := arrayLen(v); n > 64 && !verbose {
+			v = []any{}
+		}
+		out[kv.Key] = v
+	}
+	var params int64
+	for i := range f.Tensors {
+		params += f.Tensors[i].Elements()
+	}
+	if _, ok := out["general.parameter_count"]; !ok && params > 0 {
+		out["general.parameter_count"] = params
+	}
+	return out, nil
+}
+
+func arrayLen(v any) int {
+	switch x := v.(type) {
+	case []string:
+		return len(x)
+	case []float32:
+		return len(x)
+	case []int32:
+		return len(x)
+	case []uint32:
+		return len(x)
+	case []any:
+		return len(x)
+	case []uint8:
+		return len(x)
+	case []int8:
+		return len(x)
+	case []int64:
+		return len(x)
+	case []float64:
+		return len(x)
+	case []bool:
+		return len(x)
+	}
+	return 0
+}
+
+// modelStoreAdapter gives the HTTP API the model store.
+type modelStoreAdapter struct{ s *models.Store }
+
+func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
+	n, err := models.CheckName(strings.TrimSpace(name))
+	if err != nil {
+		return httpapi.Model{}, false, nil
+	}
+	m, err := a.s.Get(n)
+	if errors.Is(err, models.ErrNotFound) {
+		return httpapi.Model{}, false, nil
+	}
+	if err != nil {
+		return httpapi.Model{}, false, err
+	}
+	hm := describedModel(m)
+	hm.Name = n
+	if info, err := modelInfo(m.Path, false); err == nil {
+		hm.Info = info
+		if t, ok := info["general.license"].(string); ok {
+			hm.License = t
+		}
+	}
+	if f, err := gguf.Open(m.Path); err == nil {
+		hm.Template, _ = f.String("tokenizer.chat_template")
+		if v, ok := f.Int(m.Architecture + ".context_length"); ok {
+			hm.ContextLength = int(v)
+		}
+		f.Close()
+	}
+	hm.Capabilities = []string{"completion"}
+	if t, err := chat.Compile(hm.Template); err == nil {
+		if t.SupportsTools() {
+			hm.Capabilities = append(hm.Capabilities, "tools")
+		}
+		if t.SupportsThinking() {
+			hm.Capabilities = append(hm.Capabilities, "thinking")
+		}
+	}
+	return hm, true, nil
+}
+
+func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(httpapi.PullProgress)) error {
+	if _, err := models.ParseSource(src, models.HFFromEnv()); err != nil {
+		return fmt.Errorf("%w: %v; geist pulls GGUF files from Hugging Face (hf:OWNER/REPO/FILE.gguf) or an https URL, not Ollama's library", httpapi.ErrBadSource, err)
+	}
+	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(),
+		Progress: func(p models.Progress) {
+			progress(httpapi.PullProgress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed})
+		}})
+	return err
+}
+
+// storageCheck is /readyz's storage check: the data directory takes a
+// file (sessions and the prompt cache can be written).
+func storageCheck(dir string) func(context.Context) error {
+	return func(context.Context) error {
+		if dir == "" {
+			return nil // sessions in memory, no prompt cache: nothing to write
+		}
+		f, err := os.CreateTemp(dir, ".geist-ready-*")
+		if err != nil {
+			return fmt.Errorf("data directory %s is not writable: %v", dir, err)
+		}
+		name := f.Name()
+		f.Close()
+		os.Remove(name)
+		return nil
+	}
+}
+
+// modelsDirOf is the model store of the serve configuration: the data
+// directory's models/ (or the default data directory's).
+func (c *serveConfig) modelsDir() string {
+	if c.ModelsDir != "" {
+		return c.ModelsDir
+	}
+	dir := c.DataDir
+	if dir == "" {
+		dir = defaultDataDir()
+	}
+	return filepath.Join(dir, "models")
+}
