@@ -173,7 +173,7 @@ session = "voice"
 [voice.speech]
 command = ["sh", "-c", "cat >> %s"]
 `, model, b.URL, spoken)), 0o600)
-	cfg, err := parseServe(&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--config", conf})
+	cfg, err := parseServe(&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--config", conf, "--http", "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,6 +546,7 @@ func TestServeHermes(t *testing.T) {
 func TestServeButtonsWithoutBroker(t *testing.T) {
 	model := zoo.Path(t, "models", serveModel)
 	cfg := defaultServeConfig()
+	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Model, cfg.Device, cfg.Ctx, cfg.Threads = model, "solo", 256, 1
 	cfg.Limits.MaxTokens = 16
 	cfg.Generation.Temperature = 0

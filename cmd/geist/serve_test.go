@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,10 @@ func runServe(t *testing.T, args ...string) (stop func() int, logs *syncBuffer) 
 	logs = &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--http") }) {
+		// Not Ollama's port, which a developer's Ollama (or another test) may hold.
+		args = append([]string{"--http", "127.0.0.1:0"}, args...)
+	}
 	go func() {
 		code <- Main(ctx, append([]string{"serve"}, args...), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
 	}()
