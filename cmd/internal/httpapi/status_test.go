@@ -1,0 +1,237 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
+)
+
+func statusCore(t *testing.T, eng *appliancetest.Engine, text bool) *appliance.Core {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c, err := appliance.New(appliance.Config{Engine: eng, Logger: log, Model: "stories260K-Q4_0", Version: "v-test",
+		RecentText: text, ShutdownGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+// statusSSE is one event of the feed.
+type statusSSE struct {
+	Event string
+	Data  string
+}
+
+// statusFeed reads events from the feed into a channel.
+func statusFeed(t *testing.T, body io.Reader) <-chan statusSSE {
+	ch := make(chan statusSSE, 64)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev statusSSE
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.Event = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				ev.Data = line[len("data: "):]
+			case line == "" && ev.Event != "":
+				ch <- ev
+				ev = statusSSE{}
+			}
+		}
+	}()
+	return ch
+}
+
+func statusNext(t *testing.T, ch <-chan statusSSE, kind string) statusSSE {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("feed ended before a %s event", kind)
+			}
+			if ev.Event == kind {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func TestStatusFeed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		eng := &appliancetest.Engine{Words: 6, Delay: 20 * time.Millisecond}
+		core := statusCore(t, eng, allow)
+		p := NewStatusPage(StatusConfig{ShowText: allow, MaxFeeds: 2, Tick: 50 * time.Millisecond}, core)
+		mux := http.NewServeMux()
+		p.Register(mux)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+
+		tk, _ := core.Submit(context.Background(), appliance.Request{Source: appliance.SourceCLI, Text: "before"}, nil)
+		<-tk.Done()
+		resp, err := http.Get(srv.URL + "/api/geist/events?text=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Fatalf("content type %q", ct)
+		}
+		feed := statusFeed(t, resp.Body)
+		var st statusState
+		json.Unmarshal([]byte(statusNext(t, feed, "state").Data), &st)
+		if st.Model != "stories260K-Q4_0" || st.Served != 1 || st.TextOK != allow || st.State != "idle" {
+			t.Errorf("first state %+v", st)
+		}
+		var recent []statusRecord
+		json.Unmarshal([]byte(statusNext(t, feed, "recent").Data), &recent)
+		if len(recent) != 1 || recent[0].Source != "cli" || recent[0].Generated != 6 || (recent[0].Question == "before") != allow {
+			t.Errorf("recent %+v (texts allowed: %v)", recent, allow)
+		}
+
+		// A request while the feed is open: states with its progress,
+		// then the finished request.
+		tk, _ = core.Submit(context.Background(), appliance.Request{Source: appliance.SourceWyoming, Text: "during"}, nil)
+		sawRunning := false
+		for !sawRunning {
+			json.Unmarshal([]byte(statusNext(t, feed, "state").Data), &st)
+			sawRunning = len(st.Jobs) == 1 && st.Jobs[0].State == "running" && st.Jobs[0].Source == "wyoming"
+		}
+		var rec statusRecord
+		json.Unmarshal([]byte(statusNext(t, feed, "request").Data), &rec)
+		if rec.Source != "wyoming" || rec.Outcome != "answered" || rec.Generated != 6 || rec.TokS != 100 ||
+			(rec.Answer == " w0 w1 w2 w3 w4 w5.") != allow {
+			t.Errorf("finished request %+v", rec)
+		}
+		// Feeds are bounded.
+		second, _ := http.Get(srv.URL + "/api/geist/events")
+		third, _ := http.Get(srv.URL + "/api/geist/events")
+		if third.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("a third feed past MaxFeeds 2: %s", third.Status)
+		}
+		second.Body.Close()
+		third.Body.Close()
+	}
+}
+
+func TestStatusPageHeaders(t *testing.T) {
+	p := NewStatusPage(StatusConfig{}, statusCore(t, &appliancetest.Engine{}, false))
+	mux := http.NewServeMux()
+	p.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	body := rec.Body.String()
+	csp := rec.Header().Get("Content-Security-Policy")
+	if rec.Code != 200 || !strings.HasPrefix(body, "<!doctype html>") || !strings.Contains(csp, "default-src 'none'") {
+		t.Fatalf("GET /: %d, CSP %q", rec.Code, csp)
+	}
+	// The policy allows exactly the page's inline script and style.
+	for _, tag := range []string{"script", "style"} {
+		i := strings.Index(body, "<"+tag+">") + len(tag) + 2
+		j := strings.Index(body, "</"+tag+">")
+		sum := sha256.Sum256([]byte(body[i:j]))
+		if !strings.Contains(csp, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'") {
+			t.Errorf("CSP %q lacks the hash of the page's %s", csp, tag)
+		}
+	}
+	// Nothing in the page names another host.
+	for _, bad := range []string{"http://", "https://", "//cdn", "@import", "src=\""} {
+		if strings.Contains(strings.ReplaceAll(body, "http://www.w3.org/2000/svg", ""), bad) {
+			t.Errorf("the page contains %q", bad)
+		}
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/nothing", nil))
+	if rec.Code != 404 {
+		t.Errorf("GET /nothing: %d", rec.Code)
+	}
+}
+
+// statusChatStandIn is a minimal Ollama /api/chat and /api/tags over the
+// core, for the page's tests.
+func statusChatStandIn(core *appliance.Core) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"models":[{"name":"stories260K-Q4_0:latest","model":"stories260K-Q4_0:latest"}]}`)
+	})
+	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string              `json:"model"`
+			Messages []appliance.Message `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, `{"error":"bad json"}`, 400)
+			return
+		}
+		var mu sync.Mutex
+		pieces := make(chan string, 1024)
+		tk, err := core.Submit(r.Context(), appliance.Request{Source: appliance.SourceHTTP, Messages: req.Messages}, func(d string) {
+			mu.Lock()
+			defer mu.Unlock()
+			pieces <- d
+		})
+		if err != nil {
+			w.WriteHeader(503)
+			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(w)
+		flush := func() { w.(http.Flusher).Flush() }
+		for {
+			select {
+			case d := <-pieces:
+				enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": d}, "done": false})
+				flush()
+				continue
+			case <-tk.Done():
+			}
+			break
+		}
+		for len(pieces) > 0 {
+			enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": <-pieces}, "done": false})
+		}
+		o := tk.Outcome()
+		enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": ""}, "done": true,
+			"eval_count": o.Usage.GeneratedTokens, "eval_duration": o.Usage.Duration.Nanoseconds()})
+		flush()
+	})
+	return mux
+}
+
+func statusLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
