@@ -73,10 +73,12 @@ func NewStatusPage(cfg StatusConfig, core StatusCore) *StatusPage {
 	return &StatusPage{core: core, cfg: cfg, csp: pagePolicy(statusHTML), feeds: make(chan struct{}, cfg.MaxFeeds)}
 }
 
-// Register mounts GET / (the page) and GET /api/geist/events (the feed).
-func (p *StatusPage) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", p.ServePage)
-	mux.HandleFunc("GET /api/geist/events", p.ServeEvents)
+// Register mounts GET / (the page) and GET /api/geist/events (the feed)
+// on mux: an *http.ServeMux, or the Server, whose Handle puts them
+// behind its guard.
+func (p *StatusPage) Register(mux interface{ Handle(string, http.Handler) }) {
+	mux.Handle("GET /{$}", http.HandlerFunc(p.ServePage))
+	mux.Handle("GET /api/geist/events", http.HandlerFunc(p.ServeEvents))
 }
 
 var inlineBlock = regexp.MustCompile(`(?s)<(script|style)>(.*?)</(?:script|style)>`)
