@@ -101,6 +101,44 @@ func TestStatusPageInBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	base, _ := url.Parse(srv.URL)
 
+	// A geist started with an access token: the API wants it, the page
+	// (which holds nothing secret) loads without it and asks for it.
+	t.Run("token", func(t *testing.T) {
+		guarded := http.NewServeMux()
+		guarded.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/") && r.Header.Get("Authorization") != "Bearer s3cret" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="geist"`)
+				http.Error(w, `{"error":"a bearer token is required"}`, http.StatusUnauthorized)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		}))
+		gsrv := httptest.NewServer(guarded)
+		defer gsrv.Close()
+		tab, cancel := chromedp.NewContext(bctx)
+		defer cancel()
+		ctx, tcancel := context.WithTimeout(tab, 30*time.Second)
+		defer tcancel()
+		poll := func(what, expr string) {
+			t.Helper()
+			if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(10*time.Millisecond))); err != nil {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(gsrv.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		poll("the token form", `!document.getElementById("token-form").hidden && document.getElementById("state").textContent === "offline"`)
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#token"), "s3cret"), chromedp.Click(chromedp.CSS("#token-form button"))); err != nil {
+			t.Fatal(err)
+		}
+		poll("the feed with the token", `document.getElementById("token-form").hidden && document.getElementById("state").textContent === "idle"`)
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#prompt"), "with a token"), chromedp.Click(chromedp.CSS("#send"))); err != nil {
+			t.Fatal(err)
+		}
+		poll("an answer with the token", `!document.querySelector(".msg.assistant[data-streaming]") && !!document.querySelector(".msg.assistant") && document.querySelector(".msg.assistant").textContent.includes("w13.")`)
+	})
+
 	shots := os.Getenv("GEIST_SCREENSHOTS")
 	for _, vp := range []struct {
 		name          string
