@@ -43,6 +43,10 @@ type StatusConfig struct {
 	// ChatModel is the model name the page's chat sends to /api/chat
 	// (the name /api/tags lists; the page asks /api/tags first).
 	ChatModel string
+	// Plain, if set, answers GET / for clients that do not ask for HTML
+	// (curl, scripts and Ollama clients probing "Ollama is running"):
+	// only browsers get the page.
+	Plain http.Handler
 	// MaxFeeds bounds the live feeds open at once (16); more get 503.
 	MaxFeeds int
 	// Tick is how often the feed sends the state while a request runs
@@ -100,8 +104,13 @@ func pagePolicy(html []byte) string {
 		"; style-src " + strings.Join(styles, " ") + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-// ServePage serves the page.
+// ServePage serves the page to browsers (Accept: text/html), and hands
+// other clients to Plain.
 func (p *StatusPage) ServePage(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.Plain != nil && !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		p.cfg.Plain.ServeHTTP(w, r)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", p.csp)

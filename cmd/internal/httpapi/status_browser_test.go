@@ -94,9 +94,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 		<-tk.Done()
 	}
 
-	mux := http.NewServeMux()
-	NewStatusPage(StatusConfig{ShowText: true, Tick: 100 * time.Millisecond}, core).Register(mux)
-	mux.Handle("/api/", statusChatStandIn(core))
+	// The HTTP front end (its Ollama /api/chat and /api/tags, its guard)
+	// with the page mounted, as geist serve mounts it.
+	web, err := New(Config{Core: core, Model: Model{Name: "stories260K-Q4_0", Family: "llama", ContextLength: 512}, Version: "v-test", Logger: statusLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewStatusPage(StatusConfig{ShowText: true, Tick: 100 * time.Millisecond, Plain: http.NotFoundHandler()}, core).Register(web)
+	mux := web.Handler()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	base, _ := url.Parse(srv.URL)

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -144,11 +143,20 @@ func TestStatusFeed(t *testing.T) {
 }
 
 func TestStatusPageHeaders(t *testing.T) {
-	p := NewStatusPage(StatusConfig{}, statusCore(t, &appliancetest.Engine{}, false))
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "Ollama is running") })
+	p := NewStatusPage(StatusConfig{Plain: plain}, statusCore(t, &appliancetest.Engine{}, false))
 	mux := http.NewServeMux()
 	p.Register(mux)
+	// curl, scripts and Ollama clients keep the liveness text.
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Body.String() != "Ollama is running" {
+		t.Errorf("GET / without Accept: text/html: %q", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	mux.ServeHTTP(rec, req)
 	body := rec.Body.String()
 	csp := rec.Header().Get("Content-Security-Policy")
 	if rec.Code != 200 || !strings.HasPrefix(body, "<!doctype html>") || !strings.Contains(csp, "default-src 'none'") {
@@ -174,59 +182,6 @@ func TestStatusPageHeaders(t *testing.T) {
 	if rec.Code != 404 {
 		t.Errorf("GET /nothing: %d", rec.Code)
 	}
-}
-
-// statusChatStandIn is a minimal Ollama /api/chat and /api/tags over the
-// core, for the page's tests.
-func statusChatStandIn(core *appliance.Core) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"models":[{"name":"stories260K-Q4_0:latest","model":"stories260K-Q4_0:latest"}]}`)
-	})
-	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model    string              `json:"model"`
-			Messages []appliance.Message `json:"messages"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, `{"error":"bad json"}`, 400)
-			return
-		}
-		var mu sync.Mutex
-		pieces := make(chan string, 1024)
-		tk, err := core.Submit(r.Context(), appliance.Request{Source: appliance.SourceHTTP, Messages: req.Messages}, func(d string) {
-			mu.Lock()
-			defer mu.Unlock()
-			pieces <- d
-		})
-		if err != nil {
-			w.WriteHeader(503)
-			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
-			return
-		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		enc := json.NewEncoder(w)
-		flush := func() { w.(http.Flusher).Flush() }
-		for {
-			select {
-			case d := <-pieces:
-				enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": d}, "done": false})
-				flush()
-				continue
-			case <-tk.Done():
-			}
-			break
-		}
-		for len(pieces) > 0 {
-			enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": <-pieces}, "done": false})
-		}
-		o := tk.Outcome()
-		enc.Encode(map[string]any{"model": req.Model, "message": map[string]string{"role": "assistant", "content": ""}, "done": true,
-			"eval_count": o.Usage.GeneratedTokens, "eval_duration": o.Usage.Duration.Nanoseconds()})
-		flush()
-	})
-	return mux
 }
 
 func statusLogger() *slog.Logger {
