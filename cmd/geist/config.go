@@ -197,6 +197,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&h.Allow, "http-allow", h.Allow, "networks (CIDR, comma-separated) besides loopback allowed to use the HTTP API, e.g. 192.168.1.0/24")
 	fs.StringVar(&h.TokenFile, "http-token-file", h.TokenFile, "file holding a bearer token every non-loopback HTTP request must carry")
 	fs.Int64Var(&h.MaxBody, "http-max-body", h.MaxBody, "largest HTTP request body in bytes (more: 413)")
+	fs.BoolVar(&h.PageTexts, "http-page-texts", h.PageTexts, "let the status page at / show the questions and answers of recent requests (when its reader asks)")
 
 	l := &c.Limits
 	fs.IntVar(&l.Queue, "queue", l.Queue, "requests that may wait behind the running one (more: busy)")

@@ -114,6 +114,7 @@ func (c *serveConfig) coreConfig(eng appliance.Engine, sessions appliance.Sessio
 		Model:         modelName(c.Model),
 		Version:       versionString(),
 		Logger:        log,
+		RecentText:    c.HTTP.PageTexts && c.HTTP.Addr != "",
 	}
 }
 
@@ -227,6 +228,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			return err
 		}
 		web.Check("storage", true, storageCheck(c.DataDir))
+		mountPage(web, c, core, log)
 		if hooks.mountHTTP != nil {
 			hooks.mountHTTP(web)
 		}

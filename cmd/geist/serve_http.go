@@ -25,6 +25,9 @@ type httpSection struct {
 	Allow     []string `toml:"allow"`      // networks (CIDR) besides loopback allowed in
 	TokenFile string   `toml:"token_file"` // bearer token required from non-loopback clients
 	MaxBody   int64    `toml:"max_body"`   // largest request body in bytes
+	// PageTexts lets the status page at / show the questions and answers
+	// of recent requests (the core keeps them only then).
+	PageTexts bool `toml:"page_texts"`
 }
 
 func (h *httpSection) validate() error {
