@@ -40,7 +40,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(rec, http.StatusForbidden, fmt.Sprintf("%s is not allowed to use this geist (start geist with --http-allow listing its network)", peer))
 			return
 		}
-		if s.cfg.Token != "" && !loopback && !s.tokenOK(r) {
+		if s.cfg.Token != "" && !loopback && !s.tokenOK(r) && !publicPage(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="geist"`)
 			writeError(rec, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN, the contents of geist's --http-token-file)")
 			return

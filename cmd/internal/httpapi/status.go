@@ -104,6 +104,14 @@ func pagePolicy(html []byte) string {
 		"; style-src " + strings.Join(styles, " ") + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
+// publicPage reports a request for GET / (or HEAD): the page, static and
+// without data, or the liveness text. It passes the token check (not the
+// allow-list), so that a browser on the LAN can load the page, which then
+// asks for the token and sends it with every request that reads or asks.
+func publicPage(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/"
+}
+
 // ServePage serves the page to browsers (Accept: text/html), and hands
 // other clients to Plain.
 func (p *StatusPage) ServePage(w http.ResponseWriter, r *http.Request) {

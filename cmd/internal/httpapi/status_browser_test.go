@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -106,19 +107,21 @@ func TestStatusPageInBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	base, _ := url.Parse(srv.URL)
 
-	// A geist started with an access token: the API wants it, the page
-	// (which holds nothing secret) loads without it and asks for it.
+	// A geist started with an access token, seen from the LAN (the
+	// guard's peer address is rewritten to 192.168.1.7): the page loads
+	// without the token and asks for it; the feed and the chat want it.
 	t.Run("token", func(t *testing.T) {
-		guarded := http.NewServeMux()
-		guarded.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.URL.Path, "/api/") && r.Header.Get("Authorization") != "Bearer s3cret" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="geist"`)
-				http.Error(w, `{"error":"a bearer token is required"}`, http.StatusUnauthorized)
-				return
-			}
-			mux.ServeHTTP(w, r)
+		guarded, err := New(Config{Core: core, Model: Model{Name: "stories260K-Q4_0"}, Version: "v-test", Logger: statusLogger(),
+			Token: "s3cret", Allow: []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		NewStatusPage(StatusConfig{Tick: 100 * time.Millisecond}, core).Register(guarded)
+		h := guarded.Handler()
+		gsrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.RemoteAddr = "192.168.1.7:40000"
+			h.ServeHTTP(w, r)
 		}))
-		gsrv := httptest.NewServer(guarded)
 		defer gsrv.Close()
 		tab, cancel := chromedp.NewContext(bctx)
 		defer cancel()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -189,4 +190,43 @@ func statusLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// With a token, GET / (the page, or the liveness text) passes the token
+// check but not the allow-list; the feed needs the token.
+func TestStatusPageBehindGuard(t *testing.T) {
+	core := statusCore(t, &appliancetest.Engine{}, false)
+	web, err := New(Config{Core: core, Model: Model{Name: "tiny"}, Version: "v-test", Logger: statusLogger(),
+		Token: "s3cret", Allow: []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewStatusPage(StatusConfig{}, core).Register(web)
+	h := web.Handler()
+	for _, c := range []struct {
+		method, path, remote, auth string
+		status                     int
+	}{
+		{"GET", "/", "192.168.1.7:1234", "", 200},
+		{"HEAD", "/", "192.168.1.7:1234", "", 200},
+		{"GET", "/", "10.0.0.1:1234", "", 403},
+		{"GET", "/api/geist/events", "192.168.1.7:1234", "", 401},
+		{"GET", "/api/geist/events", "192.168.1.7:1234", "Bearer s3cret", 200},
+		{"GET", "/api/tags", "192.168.1.7:1234", "", 401},
+		{"GET", "/index.html", "192.168.1.7:1234", "", 401},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		r := httptest.NewRequestWithContext(ctx, c.method, c.path, nil)
+		r.RemoteAddr = c.remote
+		r.Header.Set("Accept", "text/html")
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		cancel()
+		if w.Code != c.status {
+			t.Errorf("%s %s from %s %q: %d, want %d", c.method, c.path, c.remote, c.auth, w.Code, c.status)
+		}
+	}
 }
