@@ -77,15 +77,7 @@ func statusBrowser(t *testing.T) context.Context {
 func TestStatusPageInBrowser(t *testing.T) {
 	bctx := statusBrowser(t)
 	eng := &appliancetest.Engine{Words: 14, Delay: 40 * time.Millisecond, Varied: true}
-	core, err := appliance.New(appliance.Config{Engine: eng, Model: "stories260K-Q4_0", Version: "v-test", RecentText: true,
-		Logger: statusLogger(), ShutdownGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, ccancel := context.WithCancel(context.Background())
-	cdone := make(chan struct{})
-	go func() { core.Run(cctx); close(cdone) }()
-	t.Cleanup(func() { ccancel(); <-cdone })
+	core := statusCore(t, eng, true)
 	// Some history for the charts and the table, from other front ends.
 	for i, src := range []appliance.Source{appliance.SourceWyoming, appliance.SourceMQTT, appliance.SourceButton, appliance.SourceWyoming, appliance.SourceMQTT} {
 		tk, err := core.Submit(context.Background(), appliance.Request{Source: src, Text: fmt.Sprintf("question %d", i)}, nil)

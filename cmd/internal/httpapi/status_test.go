@@ -22,11 +22,7 @@ import (
 
 func statusCore(t *testing.T, eng *appliancetest.Engine, text bool) *appliance.Core {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	c, err := appliance.New(appliance.Config{Engine: eng, Logger: log, Model: "stories260K-Q4_0", Version: "v-test",
+	c, err := appliance.New(appliance.Config{Engine: eng, Logger: statusLogger(), Model: "stories260K-Q4_0", Version: "v-test",
 		RecentText: text, ShutdownGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
