@@ -25,6 +25,7 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/sentence"
+	"github.com/geisten/geist/mqtt/guard"
 )
 
 // Hermes topics.
@@ -83,7 +84,19 @@ type Config struct {
 	Queue int `json:"queue,omitempty" yaml:"queue,omitempty" toml:"queue,omitempty"`
 	// QoS for subscriptions and publications (default 1).
 	QoS *byte `json:"qos,omitempty" yaml:"qos,omitempty" toml:"qos,omitempty"`
+	// MaxPayload bounds a transcript message (textCaptured,
+	// intentNotRecognized) in bytes (default 64 KiB: a minute of speech
+	// with Rhasspy's per-token details is a few KiB); larger ones are
+	// dropped unread. Other Hermes messages are bounded to 4 KiB.
+	MaxPayload int `json:"max_payload,omitempty" yaml:"max_payload,omitempty" toml:"max_payload,omitempty"`
 }
+
+// maxControl bounds the Hermes messages that carry no transcript
+// (sayFinished, sessionEnded).
+const maxControl = 4 << 10
+
+// logText bounds the transcript text a log line shows.
+const logText = 200
 
 // Answerer generates an answer to question in the geist session, passing
 // the answer's text to onText as it streams, and returns when the answer
@@ -128,6 +141,8 @@ type Bridge struct {
 	qos  byte
 	jobs chan job
 
+	refused *guard.Refusals // warnings about dropped messages, per topic
+
 	mu       sync.Mutex
 	finished map[string]chan struct{} // say id → closed on sayFinished
 	cancel   context.CancelFunc       // cancels the answer in progress
@@ -161,6 +176,9 @@ func New(cfg Config, a Answerer, log *slog.Logger) (*Bridge, error) {
 	if cfg.Queue <= 0 {
 		cfg.Queue = 8
 	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = 64 << 10
+	}
 	qos := byte(1)
 	if cfg.QoS != nil {
 		if *cfg.QoS > 2 {
@@ -171,8 +189,19 @@ func New(cfg Config, a Answerer, log *slog.Logger) (*Bridge, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Bridge{cfg: cfg, ans: a, log: log.With("component", "hermes"), qos: qos,
+	log = log.With("component", "hermes")
+	return &Bridge{cfg: cfg, ans: a, log: log, qos: qos, refused: guard.NewRefusals(1, 10, 10*time.Second, log),
 		jobs: make(chan job, cfg.Queue), finished: map[string]chan struct{}{}}, nil
+}
+
+// PayloadLimit is the largest payload the bridge takes on topic; Connect
+// applies it before paho reads a message (mqtt/guard).
+func (b *Bridge) PayloadLimit(topic string) int {
+	switch topic {
+	case TopicTextCaptured, TopicIntentNotRecognized:
+		return b.cfg.MaxPayload
+	}
+	return maxControl
 }
 
 // Topics returns the topics the bridge subscribes to.
@@ -227,11 +256,31 @@ type incoming struct {
 	} `json:"termination"`
 }
 
-// handle runs in paho's goroutine: decode, filter, enqueue, return.
+// handle runs in paho's goroutine: bound, decode, filter, enqueue, return.
+// A retained transcript (stored by the broker before the bridge
+// subscribed) is old: it is not answered.
 func (b *Bridge) handle(_ paho.Client, m paho.Message) {
+	topic, payload := m.Topic(), m.Payload()
+	if size, _, over := guard.Oversized(payload); over || len(payload) > b.PayloadLimit(topic) {
+		if !over {
+			size = int64(len(payload))
+		}
+		if b.refused.Allow(topic) {
+			b.log.Warn("message dropped: payload too large", "topic", topic, "bytes", size, "limit", b.PayloadLimit(topic))
+		}
+		return
+	}
+	if m.Retained() && topic != TopicSayFinished {
+		if b.refused.Allow(topic) {
+			b.log.Warn("retained message ignored (clear it: mosquitto_pub -r -n -t TOPIC)", "topic", topic)
+		}
+		return
+	}
 	var in incoming
-	if err := json.Unmarshal(m.Payload(), &in); err != nil {
-		b.log.Warn("undecodable message", "topic", m.Topic(), "err", err)
+	if err := json.Unmarshal(payload, &in); err != nil {
+		if b.refused.Allow(topic) {
+			b.log.Warn("undecodable message", "topic", topic, "bytes", len(payload), "err", err)
+		}
 		return
 	}
 	if m.Topic() == TopicSayFinished {
@@ -276,7 +325,9 @@ func (b *Bridge) handle(_ paho.Client, m paho.Message) {
 	select {
 	case b.jobs <- j:
 	default:
-		b.log.Warn("busy: transcript dropped", "site", j.siteID, "text", j.text)
+		if b.refused.Allow("busy") {
+			b.log.Warn("busy: transcript dropped", "site", j.siteID, "text", clip(j.text))
+		}
 	}
 }
 
@@ -313,9 +364,11 @@ func (b *Bridge) Run(ctx context.Context, c paho.Client) error {
 
 // Connect creates a client from opts that subscribes on every connect,
 // connects (retrying in the background when the broker is down), and
-// answers until ctx is done; then it disconnects. Use it when the Hermes
-// broker is not the daemon's own (Rhasspy's internal broker).
+// answers until ctx is done; then it disconnects. Every message is
+// bounded by PayloadLimit before paho reads it (Connect sets the options'
+// connection function: mqtt/guard's).
 func (b *Bridge) Connect(ctx context.Context, opts *paho.ClientOptions) error {
+	opts.SetCustomOpenConnectionFn(guard.Open(b.PayloadLimit))
 	opts.SetOnConnectHandler(b.OnConnect(opts.OnConnect))
 	opts.SetConnectRetry(true).SetAutoReconnect(true)
 	c := paho.NewClient(opts)
@@ -338,7 +391,7 @@ func (b *Bridge) answer(ctx context.Context, c paho.Client, j job) {
 		return
 	}
 	session := b.Session(j.siteID, j.sessionID)
-	b.log.Info("question", "site", j.siteID, "session", session, "text", j.text)
+	b.log.Info("question", "site", j.siteID, "session", session, "text", clip(j.text))
 	actx, cancel := context.WithCancel(ctx)
 	b.mu.Lock()
 	b.cancel = cancel
@@ -458,4 +511,16 @@ func (b *Bridge) publish(c paho.Client, topic string, v any) {
 	} else if err := tok.Error(); err != nil {
 		b.log.Warn("publish failed", "topic", topic, "err", err)
 	}
+}
+
+// clip shortens a transcript for a log line.
+func clip(s string) string {
+	if len(s) <= logText {
+		return s
+	}
+	i := logText
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + fmt.Sprintf("…(%d bytes)", len(s))
 }

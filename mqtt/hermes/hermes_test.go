@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -395,5 +396,55 @@ func TestHermesGolden(t *testing.T) {
 	want, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("Hermes payloads differ from %s (%v; rerun with -update if intended):\n%s", path, err, out.Bytes())
+	}
+}
+
+// TestHugeTranscriptDropped: a 10 MB textCaptured is dropped before paho
+// reads it (a few KiB allocated, not 20 MB), and the next transcript is
+// answered.
+func TestHugeTranscriptDropped(t *testing.T) {
+	r := newRig(t, Config{NoPacing: true}, 0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	mqtttest.PublishLarge(t, r.broker.URL, TopicTextCaptured, false, []byte(`{"siteId":"default","text":"`), 10_000_000)
+	r.publish(t, TopicTextCaptured, map[string]any{"text": "hello", "siteId": "default"})
+	if _, ok := r.rhasspy.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(sayings(t, m)) == len(storySentences) }); !ok {
+		t.Fatal("the transcript after the huge one was not answered")
+	}
+	runtime.ReadMemStats(&after)
+	alloc := int64(after.TotalAlloc - before.TotalAlloc)
+	t.Logf("10 MB transcript dropped; allocated meanwhile: %d KiB", alloc>>10)
+	if asked := r.gen.Asked(); len(asked) != 1 || asked[0] != "hermes-default: hello" {
+		t.Errorf("asked %q", asked)
+	}
+	if alloc > 4<<20 {
+		t.Errorf("allocated %d KiB", alloc>>10)
+	}
+}
+
+// TestRetainedTranscriptIgnored: a transcript retained on the broker
+// before the bridge connected is not answered.
+func TestRetainedTranscriptIgnored(t *testing.T) {
+	broker := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, broker.URL)
+	if tok := c.Paho().Publish(TopicTextCaptured, 1, true, `{"text":"old question","siteId":"default"}`); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	gen := &slowGen{pieces: story}
+	b, err := New(Config{NoPacing: true}, gen, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- b.Connect(ctx, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("hermes-retained"))
+	}()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	<-done
+	if asked := gen.Asked(); len(asked) != 0 {
+		t.Errorf("retained transcript answered: %q", asked)
 	}
 }
