@@ -15,6 +15,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/geisten/geist/mqtt/guard"
 )
 
 // Default ports filled in when a broker URL names none.
@@ -206,7 +208,8 @@ func Check(cfg Config, timeout time.Duration) (string, error) {
 	o := paho.NewClientOptions().AddBroker(cfg.Broker).SetClientID(id).
 		SetUsername(cfg.Username).SetPassword(cfg.Password).
 		SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).
-		SetConnectTimeout(timeout).SetWriteTimeout(timeout)
+		SetConnectTimeout(timeout).SetWriteTimeout(timeout).
+		SetCustomOpenConnectionFn(guard.Open(func(string) int { return maxCancel })) // retained messages are not read
 	if cfg.CAFile != "" || cfg.CertFile != "" {
 		tc, err := tlsConfig(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
 		if err != nil {

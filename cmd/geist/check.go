@@ -155,7 +155,7 @@ func (c *serveConfig) checkBroker() (string, error) {
 func (c *serveConfig) checkHermesBroker() (string, error) {
 	h := c.Hermes
 	detail, err := mqtt.Check(mqtt.Config{Broker: h.Broker, Username: h.Username, Password: h.Password, Device: c.Device,
-		ClientID: h.ClientID}, checkTimeout)
+		ClientID: h.ClientID, CAFile: h.CAFile, CertFile: h.CertFile, KeyFile: h.KeyFile}, checkTimeout)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", h.Broker, err)
 	}

@@ -48,15 +48,23 @@ type serveConfig struct {
 	modelErr   error        // the model named no file and no stored model
 	check      bool         // serve --check
 	configPath string       // --config
+	// filePassword: the configuration file holds a password itself;
+	// warnings are said once the log exists (readCredentials).
+	filePassword bool
+	warnings     []string
 }
 
 // hermesSection is [hermes]: the bridge's settings and, for a broker of
 // its own (Rhasspy's), the credentials to connect with.
 type hermesSection struct {
 	hermes.Config
-	ClientID string `toml:"client_id"` // default: geist's client id + "-hermes"
-	Username string `toml:"username"`
-	Password string `toml:"password"`
+	ClientID     string `toml:"client_id"` // default: geist's client id + "-hermes"
+	Username     string `toml:"username"`
+	Password     string `toml:"password"`
+	PasswordFile string `toml:"password_file"` // default: $CREDENTIALS_DIRECTORY/hermes-password when there
+	CAFile       string `toml:"ca_file"`       // for ssl:// with a private CA
+	CertFile     string `toml:"cert_file"`     // client certificate, with key_file
+	KeyFile      string `toml:"key_file"`
 }
 
 // deviceFlags are the device-trigger settings reachable as flags. The
@@ -66,6 +74,8 @@ type deviceFlags struct {
 	gpio                                 bool
 	hermes                               bool
 	hermesBroker, hermesMode, hermesLang string
+	hermesPasswordFile, hermesCA         string
+	hermesCert, hermesKey                string
 	hermesSites                          []string
 	speech, speechPlay                   string
 	talkCapture, talkSTT, talkSession    string
@@ -226,6 +236,10 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.hermesMode, "hermes-mode", "", "asr (answer every hermes/asr/textCaptured) or dialogue (intentNotRecognized); implies --hermes")
 	fs.StringSliceVar(&f.hermesSites, "hermes-site", nil, "siteIds to answer (repeat or comma-separate; default: all); implies --hermes")
 	fs.StringVar(&f.hermesLang, "hermes-lang", "", "language sent with hermes/tts/say; implies --hermes")
+	fs.StringVar(&f.hermesPasswordFile, "hermes-password-file", "", "file holding the Hermes broker's password (with [hermes] username)")
+	fs.StringVar(&f.hermesCA, "hermes-ca", "", "CA certificates (PEM) for an ssl:// Hermes broker")
+	fs.StringVar(&f.hermesCert, "hermes-cert", "", "client certificate (PEM) for the Hermes broker")
+	fs.StringVar(&f.hermesKey, "hermes-key", "", "client key (PEM) for the Hermes broker")
 	fs.StringVar(&f.speech, "speech", "", "speak device answers with this command, split into words as a shell would (\"espeak-ng -v en-us\"; {text} or stdin)")
 	fs.StringVar(&f.speechPlay, "speech-play", "", "pipe the speech command's output into this player (\"aplay -q -r 22050 -f S16_LE -t raw\")")
 	fs.StringVar(&f.talkCapture, "talk-capture", "", "push-to-talk capture command, split as a shell would, recording into {file}")
@@ -279,6 +293,15 @@ func (c *serveConfig) applyDeviceFlags(fs *pflag.FlagSet) error {
 		}
 		if fs.Changed("hermes-lang") {
 			h.Lang = f.hermesLang
+		}
+		for _, x := range []struct {
+			flag     string
+			dst, val *string
+		}{{"hermes-password-file", &h.PasswordFile, &f.hermesPasswordFile}, {"hermes-ca", &h.CAFile, &f.hermesCA},
+			{"hermes-cert", &h.CertFile, &f.hermesCert}, {"hermes-key", &h.KeyFile, &f.hermesKey}} {
+			if fs.Changed(x.flag) {
+				*x.dst = *x.val
+			}
 		}
 	}
 	if fs.Changed("hermes") && !f.hermes {
@@ -446,6 +469,15 @@ func (c *serveConfig) validateDevice() []error {
 		}
 		if h.QoS != nil && *h.QoS > 2 {
 			errs = append(errs, fmt.Errorf("hermes: qos %d: want 0, 1 or 2", *h.QoS))
+		}
+		if h.Password != "" && h.PasswordFile != "" {
+			errs = append(errs, errors.New("hermes: give password or password_file, not both"))
+		}
+		if (h.CertFile == "") != (h.KeyFile == "") {
+			errs = append(errs, errors.New("hermes: a client certificate needs both cert_file and key_file"))
+		}
+		if h.Broker == "" && (h.Username != "" || h.Password != "" || h.PasswordFile != "" || h.CAFile != "" || h.CertFile != "") {
+			errs = append(errs, errors.New("hermes: username, password, ca_file and cert_file are for a broker of its own ([hermes] broker); without one the bridge uses [mqtt]'s"))
 		}
 	}
 	return errs

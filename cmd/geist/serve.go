@@ -49,6 +49,7 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 		if err := loadServeConfig(*configPath, &c); err != nil {
 			return c, usageError{configError{err}}
 		}
+		c.filePassword = c.MQTT.Password != "" || c.Hermes != nil && c.Hermes.Password != ""
 	}
 	// Second pass: the flags over the file.
 	fs2 := newFlags(e, "serve", serveUsage)
@@ -70,12 +71,11 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	if err := c.validate(); err != nil {
 		return c, usageError{configError{err}}
 	}
-	if c.MQTT.PasswordFile != "" {
-		b, err := os.ReadFile(c.MQTT.PasswordFile)
-		if err != nil {
-			return c, configError{fmt.Errorf("mqtt password file: %w", err)}
-		}
-		c.MQTT.Password = strings.TrimRight(string(b), "\r\n")
+	if fs2.Changed("mqtt-password") {
+		c.warnings = append(c.warnings, "--mqtt-password shows the password to every user of this machine (ps): use --mqtt-password-file or systemd's LoadCredential=")
+	}
+	if err := c.readCredentials(); err != nil {
+		return c, configError{err}
 	}
 	return c, nil
 }
@@ -172,6 +172,9 @@ type serveHooks struct {
 func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHooks) error {
 	if c.modelErr != nil {
 		return c.modelErr
+	}
+	for _, w := range c.warnings {
+		log.Warn(w)
 	}
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {

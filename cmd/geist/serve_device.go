@@ -38,6 +38,13 @@ func hermesOptions(c *serveConfig, h *hermesSection, broker, clientID string) (*
 		o.AddBroker(h.Broker)
 		o.SetUsername(h.Username)
 		o.SetPassword(h.Password)
+		if h.CAFile != "" || h.CertFile != "" {
+			tc, err := mqtt.TLSConfig(h.CAFile, h.CertFile, h.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("hermes: %w", err)
+			}
+			o.SetTLSConfig(tc)
+		}
 	case broker == "":
 		return nil, errors.New("hermes: no broker: set [hermes] broker (--hermes-broker) or geist's [mqtt] broker")
 	default:
