@@ -354,5 +354,13 @@ func TestCacheDeletePrefix(t *testing.T) {
 	if n, err := c.DeletePrefix(nil, a); err != nil || n != 1 {
 		t.Errorf("DeletePrefix over every model = %d, %v; want 1", n, err)
 	}
+	// Several prefixes at once (a conversation's turns): b's two entries
+	// go, the system prompt's stays.
+	if n, err := c.DeletePrefix(model, []int32{9, 9}, b, nil); err != nil || n != 2 {
+		t.Errorf("DeletePrefix of two prefixes = %d, %v; want 2", n, err)
+	}
+	if got, _, ok := c.Lookup(model, append(slices.Clone(b), 22)); !ok || got != len(system) {
+		t.Errorf("after deleting b: Lookup = %d, %v; want the system prompt's %d", got, ok, len(system))
+	}
 	c.audit(t)
 }

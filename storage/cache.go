@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1223,15 +1224,29 @@ func (c *Cache) compactLocked() error {
 	return nil
 }
 
-// DeletePrefix removes every entry of model whose tokens start with
-// prefix, returning how many went: the prompt states a conversation left
-// behind (its prompts all start with its own first turn), so that deleting
-// the conversation leaves none of its text in the cache. It reads every
+// DeletePrefix removes every entry of model whose tokens start with one
+// of prefixes, in one transaction, returning how many went: the prompt
+// states a conversation left behind (its prompts all start with its
+// system prompt and one of its own turns), so that deleting the
+// conversation leaves none of its text in the cache. It reads every
 // entry record of model (their number is bounded by the budget). A nil
-// model means every model. An empty prefix removes nothing.
-func (c *Cache) DeletePrefix(model []byte, prefix []int32) (int, error) {
-	if len(prefix) == 0 {
+// model means every model. Empty prefixes remove nothing.
+func (c *Cache) DeletePrefix(model []byte, prefixes ...[]int32) (int, error) {
+	prefixes = slices.DeleteFunc(slices.Clone(prefixes), func(p []int32) bool { return len(p) == 0 })
+	if len(prefixes) == 0 {
 		return 0, nil
+	}
+	shortest := len(prefixes[0])
+	for _, p := range prefixes {
+		shortest = min(shortest, len(p))
+	}
+	matches := func(toks []int32) bool {
+		for _, p := range prefixes {
+			if len(toks) >= len(p) && equalTokens(toks[:len(p)], p) {
+				return true
+			}
+		}
+		return false
 	}
 	var (
 		freed   int64
@@ -1258,11 +1273,11 @@ func (c *Cache) DeletePrefix(model []byte, prefix []int32) (int, error) {
 			}
 			var match [][]byte
 			err := slots.ForEach(func(k, v []byte) error {
-				if len(k) != 13 || k[0] != 'p' || int(binary.BigEndian.Uint32(k[1:])) < len(prefix) {
+				if len(k) != 13 || k[0] != 'p' || int(binary.BigEndian.Uint32(k[1:])) < shortest {
 					return nil
 				}
 				e, err := decodeEntry(v)
-				if err != nil || len(e.tokens) < len(prefix) || equalTokens(e.tokens[:len(prefix)], prefix) {
+				if err != nil || len(e.tokens) < shortest || matches(e.tokens) {
 					// A damaged record may be one of them: it goes too.
 					match = append(match, bytes.Clone(k))
 				}
