@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,13 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 			return nil, fmt.Errorf("storage: %w", err)
 		}
 	}
+	panicked := false
 	defer func() {
+		// Runs last, when bbolt's frames are gone (not in the recovering
+		// call, which runs on top of them).
+		if panicked {
+			awaitRelease(path)
+		}
 		// Name truncation, the commonest damage, rather than its symptom.
 		// (Only now: before bbolt holds the lock, another process may be
 		// writing the file.)
@@ -84,6 +91,7 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("%w: open %s: %s", errDamaged, path, describePanic(r))
+			panicked = true
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: freelist, ReadOnly: readOnly})
@@ -101,6 +109,64 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 		// bbolt reports other structural problems (file size too small,
 		// unreadable freelist) as plain errors.
 		return nil, fmt.Errorf("%w: open %s: %v", errDamaged, path, err)
+	}
+}
+
+// awaitRelease waits (up to DefaultTimeout) until the file lock that a
+// bbolt.Open which panicked left behind is gone. The panic unwound past
+// bbolt's own cleanup: its memory map of the file stays, and its
+// descriptor, unreachable, is closed by its finalizer once the collector
+// finds it. The map keeps the open file (and with it the lock) alive in
+// the kernel even then, so it is unmapped first (found by the file's
+// inode in /proc/self/maps: nothing reachable points into it). Without
+// this the process could not salvage the file it just found damaged.
+func awaitRelease(path string) {
+	unmapLeaked(path)
+	for deadline := time.Now().Add(DefaultTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close() // releases the lock just taken
+		if err == nil {
+			return
+		}
+	}
+}
+
+// unmapLeaked unmaps this process's memory maps of the file at path.
+func unmapLeaked(path string) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return // not Linux
+	}
+	// start-end perms offset dev inode path
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[5] != abs || f[4] != strconv.FormatUint(sys.Ino, 10) {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		syscall.Syscall(syscall.SYS_MUNMAP, uintptr(start), uintptr(end-start), 0)
 	}
 }
 

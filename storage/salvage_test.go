@@ -246,3 +246,37 @@ func TestReadOnlyNeverCreates(t *testing.T) {
 		t.Errorf("the directory was created: %v", err)
 	}
 }
+
+// TestSalvageAfterFailedOpen: the process whose OpenSessions found the
+// file damaged (bbolt panicked inside Open, leaving its descriptor, lock
+// and memory map behind) salvages it at once and opens the result.
+func TestSalvageAfterFailedOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	s, err := OpenSessions(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		id := fmt.Sprintf("c%03d", i)
+		s.Create(Conversation{ID: id})
+		s.Append(id, Turn{Role: "user", Text: "q"})
+	}
+	s.Close()
+	st, _ := os.Stat(path)
+	os.Truncate(path, st.Size()/2)
+	if _, err := OpenSessions(path, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open of the truncated file: %v", err)
+	}
+	rep, err := SalvageSessions(path, nil)
+	if err != nil {
+		t.Fatalf("salvage in the same process: %v", err)
+	}
+	s, err = OpenSessions(path, nil)
+	if err != nil {
+		t.Fatalf("open after salvage: %v", err)
+	}
+	defer s.Close()
+	if n, _ := s.Usage(); n != rep.Conversations || n == 0 {
+		t.Errorf("%d conversations open, %d salvaged", n, rep.Conversations)
+	}
+}
