@@ -58,7 +58,8 @@ type Config struct {
 	// State (metrics).
 	ModelLoad time.Duration
 	// Storage, if set, reports its prompt cache in the State (it does not
-	// replace Sessions).
+	// replace Sessions); deleting a conversation deletes what its prompt
+	// cache keeps of it.
 	Storage *Storage
 	Logger  *slog.Logger
 
@@ -163,6 +164,7 @@ func New(cfg Config) (*Core, error) {
 	if c.sessions == nil {
 		c.sessions = NewMemorySessions(64, 20)
 	}
+	c.dashboard = c.storedDashboard()
 	c.stats.byOutcome = map[Source]map[string]int64{}
 	c.workCtx, c.workStop = context.WithCancelCause(context.Background())
 	return c, nil
@@ -405,29 +407,32 @@ func dashboardSession(n int) string { return fmt.Sprintf("dashboard-%d", n) }
 // queued, so a request queued before it still sees the history.
 func (c *Core) NewConversation(session string) {
 	if session == "" {
-		c.mu.Lock()
-		c.dashboard++
-		d := c.dashboard
-		c.mu.Unlock()
+		d := c.nextDashboard()
 		c.log.Info("new dashboard conversation", "session", dashboardSession(d))
 		c.emit(Event{Kind: EventChanged})
 		return
 	}
-	j := &job{req: Request{Session: session}, do: func() {
-		if err := c.sessions.Forget(session); err != nil {
+	c.control(func() {
+		if err := c.forget(session); err != nil {
 			c.log.Error("new conversation", "session", session, "err", err)
 			return
 		}
 		c.log.Info("new conversation", "session", session)
-	}}
+	})
+}
+
+// control queues fn to run on the worker after the work already queued
+// (not bound by the queue length); false when the core is shutting down.
+func (c *Core) control(fn func()) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return
+		return false
 	}
-	c.queue = append(c.queue, j) // control work is not bound by the queue length
+	c.queue = append(c.queue, &job{do: fn})
 	c.mu.Unlock()
 	c.poke()
+	return true
 }
 
 // SetLink records the state of a front end's connection (name "mqtt" for

@@ -16,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
 
@@ -471,5 +472,71 @@ func TestSaveFails(t *testing.T) {
 	o = outcome(t, submit(t, c, appliance.Request{Text: "FAIL"}))
 	if code(o) != "internal" || o.Err.Message != "generation failed (details in the device's log)" {
 		t.Errorf("failed generation: %+v", o.Err)
+	}
+}
+
+// prefixEngine is the scripted engine with the engine's prefix methods:
+// a conversation's prefix is its messages' contents joined, as tokens.
+type prefixEngine struct{ appliancetest.Engine }
+
+func (*prefixEngine) ModelID() []byte { return []byte("model") }
+
+func (*prefixEngine) ConversationPrefix(msgs []chat.Message) ([]int32, error) {
+	var toks []int32
+	for _, m := range msgs {
+		for _, r := range m.Role + ":" + m.Content {
+			toks = append(toks, r)
+		}
+	}
+	return toks, nil
+}
+
+// dropCache records DeletePrefix calls (and is a PromptCache).
+type dropCache struct {
+	mu       sync.Mutex
+	model    string
+	prefixes []string
+}
+
+func (*dropCache) Lookup([]byte, []int32) (int, []byte, bool) { return 0, nil, false }
+func (*dropCache) Put([]byte, []int32, []byte) error          { return nil }
+func (d *dropCache) DeletePrefix(model []byte, prefixes ...[]int32) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.model = string(model)
+	for _, p := range prefixes {
+		d.prefixes = append(d.prefixes, string(p))
+	}
+	return len(prefixes), nil
+}
+
+// TestDeleteSessionDropsCache: deleting a conversation deletes the
+// prompt-cache entries of its prompts (each begins with the system
+// message and one of its user turns), after the work queued before it.
+func TestDeleteSessionDropsCache(t *testing.T) {
+	eng := &prefixEngine{}
+	cache := &dropCache{}
+	store := appliance.NewMemorySessions(8, 20)
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.Sessions = store; cfg.System = "sys"; cfg.Storage = &appliance.Storage{Cache: cache} })
+	outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
+	eng.Hold()
+	last := submit(t, c, appliance.Request{Text: "two", Session: "s"})
+	done := make(chan error)
+	go func() { done <- c.DeleteSession(context.Background(), "s") }()
+	time.Sleep(50 * time.Millisecond)
+	eng.Release()
+	outcome(t, last)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := store.Load("s"); h != nil {
+		t.Errorf("history after delete: %v", h)
+	}
+	want := []string{"system:sysuser:two", "system:sysuser:one"}
+	if cache.model != "model" || !slices.Equal(cache.prefixes, want) {
+		t.Errorf("dropped %q of %q, want %q", cache.prefixes, cache.model, want)
+	}
+	if err := c.DeleteSession(context.Background(), "a/b"); errCode(err) != appliance.CodeBadRequest {
+		t.Errorf("bad session name: %v", err)
 	}
 }

@@ -1,9 +1,14 @@
 package appliance
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/storage"
 )
 
@@ -85,4 +90,92 @@ func TestOpenStorage(t *testing.T) {
 	if _, ok := m.Sessions.(*MemorySessions); !ok || m.Cache != nil {
 		t.Errorf("without a directory: %T, cache %v", m.Sessions, m.Cache)
 	}
+}
+
+// TestOpenStorageSalvages: a damaged sessions.db is salvaged at start
+// (copied aside, what is readable kept) and opened; the conversations
+// before the damage are there.
+func TestOpenStorageSalvages(t *testing.T) {
+	dir := t.TempDir()
+	s := OpenStorage(dir, StorageOptions{MaxHistory: 20})
+	for i := range 200 {
+		if err := s.Sessions.Append(fmt.Sprintf("s%03d", i), Message{Role: "user", Content: strings.Repeat("question ", 20)}, Message{Role: "assistant", Content: "answer"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	path := filepath.Join(dir, "sessions.db")
+	st, _ := os.Stat(path)
+	if err := os.Truncate(path, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	s = OpenStorage(dir, StorageOptions{MaxHistory: 20})
+	list, err := s.Sessions.List()
+	if _, ok := s.Sessions.(*dbSessions); !ok || err != nil || s.Problem != "" {
+		t.Fatalf("after salvage: %T, %v, problem %q", s.Sessions, err, s.Problem)
+	}
+	aside, _ := filepath.Glob(path + ".damaged-*")
+	t.Logf("kept %d of 200 conversations; damaged copy %v", len(list), aside)
+	if len(list) == 0 || len(aside) != 1 {
+		t.Errorf("kept %d conversations, copies aside %v", len(list), aside)
+	}
+	whole := 0
+	for _, c := range list {
+		h, err := s.Sessions.Load(c.ID)
+		if err != nil || len(h) != c.Messages {
+			t.Errorf("%s: %d messages read, %d listed, %v", c.ID, len(h), c.Messages, err)
+		}
+		if len(h) == 2 {
+			whole++
+		}
+	}
+	if whole < 100 {
+		t.Errorf("%d whole conversations kept", whole)
+	}
+	s.Close()
+	if err := storage.CheckSessions(path); err != nil {
+		t.Errorf("the salvaged file: %v", err)
+	}
+}
+
+// TestOpenStorageLimits: the session limits reach sessions.db.
+func TestOpenStorageLimits(t *testing.T) {
+	s := OpenStorage(t.TempDir(), StorageOptions{MaxHistory: 20, SessionLimits: storage.SessionLimits{MaxConversations: 5, MaxTurns: 4}})
+	defer s.Close()
+	for i := range 20 {
+		for range 3 {
+			s.Sessions.Append(fmt.Sprintf("s%02d", i), Message{Role: "user", Content: "q"}, Message{Role: "assistant", Content: "a"})
+		}
+	}
+	list, _ := s.Sessions.List()
+	if len(list) != 5 || list[0].ID != "s19" || list[0].Messages != 4 {
+		t.Errorf("kept %+v", list)
+	}
+}
+
+// TestDashboardPersisted: the dashboard conversation's number survives a
+// restart, so an old dashboard conversation does not come back.
+func TestDashboardPersisted(t *testing.T) {
+	dir := t.TempDir()
+	for round, want := range []string{"dashboard-2", "dashboard-3"} {
+		s := OpenStorage(dir, StorageOptions{MaxHistory: 20})
+		c, err := New(Config{Engine: nopEngine{}, Sessions: s.Sessions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			c.NewConversation("")
+		}
+		c.NewConversation("")
+		if got := c.DefaultSession(); got != want {
+			t.Errorf("round %d: %s, want %s", round, got, want)
+		}
+		s.Close()
+	}
+}
+
+type nopEngine struct{}
+
+func (nopEngine) Generate(context.Context, engine.Request) (engine.Stats, error) {
+	return engine.Stats{}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/storage"
@@ -18,7 +19,11 @@ type StorageOptions struct {
 	MaxSessions int    // sessions kept when they live in memory (64)
 	MaxHistory  int    // messages of a session's history kept and rendered (0: none)
 	Model       string // recorded with new sessions
-	Logger      *slog.Logger
+	// SessionLimits bound sessions.db (storage.DefaultSessionLimits for
+	// zero fields): turns per conversation, conversations, bytes; the
+	// oldest go first.
+	SessionLimits storage.SessionLimits
+	Logger        *slog.Logger
 }
 
 // Storage is the appliance's state: conversations and the prompt cache.
@@ -28,7 +33,11 @@ type Storage struct {
 	Sessions SessionStore
 	// Cache keeps KV states of prompt prefixes across restarts, for
 	// engine.Options.Cache (nil: none).
-	Cache   engine.PromptCache
+	Cache engine.PromptCache
+	// Problem says, in words safe for any client, why the sessions live
+	// in memory although a data directory was given ("" when they do
+	// not): the core reports it as PartStorage degraded.
+	Problem string
 	closers []io.Closer
 }
 
@@ -51,6 +60,7 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		log.Warn("data directory unusable: sessions and the prompt cache stay in memory", "err", err)
+		s.Problem = "the data directory is unusable: conversations are kept in memory until a restart"
 		return s
 	}
 	if o.CacheSize > 0 {
@@ -62,9 +72,13 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 			s.closers = append(s.closers, cache)
 		}
 	}
-	db, err := storage.OpenSessions(filepath.Join(dir, "sessions.db"), &storage.Options{Logger: log.With("component", "sessions")})
+	db, err := openSessions(filepath.Join(dir, "sessions.db"), o, log)
 	if err != nil {
-		log.Warn("sessions database unavailable, keeping sessions in memory", "err", err)
+		log.Warn("sessions database unavailable, keeping sessions in memory until a restart", "err", err)
+		s.Problem = "the sessions database cannot be opened: conversations are kept in memory until a restart"
+		if errors.Is(err, storage.ErrCorrupt) {
+			s.Problem = "the sessions database is damaged beyond salvage: conversations are kept in memory until a restart"
+		}
 	} else {
 		d := &dbSessions{db: db, model: o.Model, maxHistory: o.MaxHistory}
 		s.Sessions = d
@@ -93,6 +107,35 @@ func (s *Storage) CacheStats() (CacheStats, bool) {
 		return c.Stats(), true
 	}
 	return CacheStats{}, false
+}
+
+// openSessions opens sessions.db within the limits. A damaged file is
+// salvaged first: copied aside, every readable conversation kept, what
+// could not be read logged; then it is opened again.
+func openSessions(path string, o StorageOptions, log *slog.Logger) (*storage.Sessions, error) {
+	opts := &storage.Options{Logger: log.With("component", "sessions"), Limits: o.SessionLimits,
+		OnEvict: func(ids []string) {
+			if len(ids) == 0 {
+				return
+			}
+			log.Info("oldest conversations removed to stay within the session limits", "conversations", len(ids), "first", ids[0])
+		}}
+	db, err := storage.OpenSessions(path, opts)
+	if !errors.Is(err, storage.ErrCorrupt) {
+		return db, err
+	}
+	log.Error("the sessions database is damaged: salvaging what is readable", "path", path, "err", err)
+	rep, serr := storage.SalvageSessions(path, opts)
+	if serr != nil {
+		log.Error("salvaging the sessions database failed", "path", path, "err", serr)
+		return nil, err
+	}
+	args := []any{"copy", rep.Aside, "conversations", rep.Conversations, "turns", rep.Turns, "settings", rep.Settings, "unreadable", len(rep.Problems)}
+	for i, p := range rep.Problems[:min(len(rep.Problems), 5)] {
+		args = append(args, "problem_"+strconv.Itoa(i+1), p)
+	}
+	log.Warn("sessions database salvaged: the damaged file is kept aside; 'geist sessions check' checks the new one", args...)
+	return storage.OpenSessions(path, opts)
 }
 
 // Close closes the files (after the engine, which writes the cache, and

@@ -16,6 +16,7 @@ import (
 	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/hermes"
+	"github.com/geisten/geist/storage"
 )
 
 // serveConfig is geist serve's configuration: a TOML file (see
@@ -37,6 +38,7 @@ type serveConfig struct {
 	Limits     limitsSection     `toml:"limits"`
 	Generation generationSection `toml:"generation"`
 	Wyoming    wyomingSection    `toml:"wyoming"`
+	Sessions   sessionsSection   `toml:"sessions"`
 
 	// Device triggers (issue 7): buttons and LEDs, voice on the device,
 	// the Hermes (Rhasspy) bridge. A nil part is off.
@@ -113,6 +115,18 @@ type limitsSection struct {
 	MaxTokens       int     `toml:"max_tokens"`
 	TTL             float64 `toml:"ttl_s"`
 	ShutdownGrace   float64 `toml:"shutdown_grace_s"`
+}
+
+// sessionsSection is [sessions]: the bounds of sessions.db (0: the
+// defaults, storage.DefaultSessionLimits); the oldest go first.
+type sessionsSection struct {
+	MaxTurns         int   `toml:"max_turns"`         // turns kept per conversation (1000)
+	MaxConversations int   `toml:"max_conversations"` // conversations kept (1000)
+	MaxBytes         int64 `toml:"max_bytes"`         // bytes of turns kept (128 MiB)
+}
+
+func (s sessionsSection) limits() storage.SessionLimits {
+	return storage.SessionLimits{MaxTurns: s.MaxTurns, MaxConversations: s.MaxConversations, MaxBytes: s.MaxBytes}
 }
 
 type generationSection struct {
@@ -227,6 +241,11 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&w.Addr, "wyoming", w.Addr, "serve Wyoming (Home Assistant's conversation agents) on this host:port, e.g. 0.0.0.0:10500 (empty: off)")
 	fs.BoolVar(&w.MDNS, "wyoming-mdns", w.MDNS, "announce the Wyoming service over mDNS (_wyoming._tcp) so Home Assistant discovers it")
 	fs.StringSliceVar(&w.Languages, "wyoming-lang", w.Languages, "languages the Wyoming service offers answers in (repeat or comma-separate; default: any)")
+
+	ss := &c.Sessions
+	fs.IntVar(&ss.MaxTurns, "sessions-max-turns", ss.MaxTurns, "turns kept per conversation in sessions.db, the oldest go first (0: 1000)")
+	fs.IntVar(&ss.MaxConversations, "sessions-max-conversations", ss.MaxConversations, "conversations kept in sessions.db, the least recently used go first (0: 1000)")
+	fs.Int64Var(&ss.MaxBytes, "sessions-max-bytes", ss.MaxBytes, "bytes of conversation text kept in sessions.db (0: 128 MiB)")
 
 	f := &deviceFlags{gpio: true, hermes: c.Hermes != nil}
 	c.flags = f
@@ -378,6 +397,9 @@ func (c *serveConfig) validate() error {
 	l := c.Limits
 	if l.Queue < 1 || l.MaxPayload < 1 || l.MaxTokens < 1 || l.MaxPromptTokens < 0 || !(l.TTL > 0) || l.ShutdownGrace < 0 {
 		errs = append(errs, errors.New("limits: queue, max_payload, max_tokens and ttl_s must be positive; max_prompt_tokens and shutdown_grace_s not negative"))
+	}
+	if ss := c.Sessions; ss.MaxTurns < 0 || ss.MaxConversations < 0 || ss.MaxBytes < 0 {
+		errs = append(errs, errors.New("sessions: max_turns, max_conversations and max_bytes must not be negative"))
 	}
 	if g := c.Generation; g.Temperature < 0 || g.Temperature > 2 || g.MaxHistory < 0 || g.MaxSessions < 1 {
 		errs = append(errs, errors.New("generation: temperature must be in [0, 2], max_history not negative, max_sessions positive"))

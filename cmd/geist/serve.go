@@ -183,7 +183,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	start := time.Now()
 	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
-		MaxHistory: c.Generation.MaxHistory, Model: c.Model, Logger: log})
+		MaxHistory: c.Generation.MaxHistory, Model: c.Model, SessionLimits: c.Sessions.limits(), Logger: log})
 	defer store.Close() // after the engine (which writes the cache) and the core (the sessions)
 	if db := store.DB(); db != nil {
 		// geist sessions list|show|export|delete ask the daemon here.
@@ -211,6 +211,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	core, err := appliance.New(cc)
 	if err != nil {
 		return err
+	}
+	if store.Problem != "" {
+		core.SetDegraded(appliance.PartStorage, store.Problem)
 	}
 	wy, err := startWyoming(c, core, log)
 	if err != nil {
@@ -255,8 +258,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			return fmt.Errorf("gpio: %w", err)
 		case errors.Is(err, firmware.ErrUnavailable):
 			log.Warn(strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on without them", "buttons_found", d.Buttons())
+			core.SetDegraded(appliance.PartGPIO, "the configured buttons and LEDs are unavailable on this board")
 		case err != nil: // pins found but not all usable: not fatal either
 			log.Warn("GPIO: "+strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on", "buttons_found", d.Buttons())
+			core.SetDegraded(appliance.PartGPIO, fmt.Sprintf("some configured pins are unusable (buttons working: %s)", strings.Join(d.Buttons(), ", ")))
 		}
 		dev = d
 		defer dev.LEDs().Follow(core)() // every generation, whichever front end asked

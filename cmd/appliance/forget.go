@@ -1,0 +1,186 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/geisten/geist/engine/chat"
+)
+
+// cacheDropper deletes prompt-cache entries by token prefix
+// (*storage.Cache).
+type cacheDropper interface {
+	DeletePrefix(model []byte, prefixes ...[]int32) (int, error)
+}
+
+// conversationPrefixer gives the token prefix of a conversation's
+// prompts (*engine.Engine).
+type conversationPrefixer interface {
+	ModelID() []byte
+	ConversationPrefix(msgs []chat.Message) ([]int32, error)
+}
+
+// turnLister returns every stored message of a conversation, not only
+// the history a request reads.
+type turnLister interface {
+	Turns(id string) ([]Message, error)
+}
+
+// counterStore keeps counters across restarts.
+type counterStore interface {
+	Counter(key string) (int, error)
+	Increment(key string) (int, error)
+}
+
+// dashboardKey is the setting holding the dashboard conversation's
+// number, so that a restart does not bring an old conversation back.
+const dashboardKey = "dashboard"
+
+// maxForgetPrefixes bounds the user turns whose prompt-cache entries a
+// deleted conversation drops (the newest): one render and tokenization
+// each.
+const maxForgetPrefixes = 256
+
+// DeleteSession deletes conversation id and what the prompt cache keeps
+// of it, on the worker after the work already queued (a request queued
+// before still sees the history), and returns when that is done. Use it
+// rather than deleting from the session store directly while the core
+// runs.
+func (c *Core) DeleteSession(ctx context.Context, id string) error {
+	if err := CheckID("session", id); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	if !c.control(func() { done <- c.forget(id) }) {
+		return errorf(CodeBusy, "%v", errShutdown)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// forget drops session's prompt-cache entries, then the session. It runs
+// on the worker: the engine renders and tokenizes for it.
+func (c *Core) forget(session string) error {
+	c.dropCached(session)
+	return c.sessions.Forget(session)
+}
+
+// dropCached deletes the prompt-cache entries of session's prompts: each
+// prompt begins with the system message and one of the conversation's
+// user turns (the first, or a later one once older history is left out).
+// Entries of prompts with a system message of the request's own are not
+// found; the cache's budget ages them out.
+func (c *Core) dropCached(session string) {
+	if c.cfg.Storage == nil {
+		return
+	}
+	drop, ok := c.cfg.Storage.Cache.(cacheDropper)
+	eng, ok2 := c.cfg.Engine.(conversationPrefixer)
+	if !ok || !ok2 {
+		return
+	}
+	var msgs []Message
+	var err error
+	if tl, ok := c.sessions.(turnLister); ok {
+		msgs, err = tl.Turns(session)
+	} else {
+		msgs, err = c.sessions.Load(session)
+	}
+	if err != nil || len(msgs) == 0 {
+		return
+	}
+	var users []string
+	for i := len(msgs) - 1; i >= 0 && len(users) < maxForgetPrefixes; i-- {
+		if m := msgs[i]; m.Role == "user" && !slices.Contains(users, m.Content) {
+			users = append(users, m.Content)
+		}
+	}
+	var prefixes [][]int32
+	for _, u := range users {
+		cm := make([]chat.Message, 0, 2)
+		if c.cfg.System != "" {
+			cm = append(cm, chat.Message{Role: "system", Content: c.cfg.System})
+		}
+		p, err := eng.ConversationPrefix(append(cm, chat.Message{Role: "user", Content: u}))
+		if err == nil && len(p) > 0 {
+			prefixes = append(prefixes, p)
+		}
+	}
+	n, err := drop.DeletePrefix(eng.ModelID(), prefixes...)
+	if err != nil {
+		c.log.Warn("dropping the conversation's prompt-cache entries failed", "session", session, "err", err)
+		return
+	}
+	c.log.Info("prompt-cache entries of the conversation dropped", "session", session, "entries", n, "turns", len(prefixes))
+}
+
+// storedDashboard is the dashboard conversation's number kept by the
+// session store (0 without one).
+func (c *Core) storedDashboard() int {
+	cs, ok := c.sessions.(counterStore)
+	if !ok {
+		return 0
+	}
+	n, err := cs.Counter(dashboardKey)
+	if err != nil {
+		c.log.Warn("reading the dashboard conversation's number", "err", err)
+	}
+	return n
+}
+
+// nextDashboard starts a new dashboard conversation and returns its
+// number, kept across restarts when the store can.
+func (c *Core) nextDashboard() int {
+	if cs, ok := c.sessions.(counterStore); ok {
+		n, err := cs.Increment(dashboardKey)
+		if err == nil {
+			c.mu.Lock()
+			c.dashboard = max(c.dashboard, n)
+			c.mu.Unlock()
+			return n
+		}
+		c.log.Warn("saving the dashboard conversation's number failed; it counts on in memory", "err", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dashboard++
+	return c.dashboard
+}
+
+// Counter implements counterStore.
+func (d *dbSessions) Counter(key string) (int, error) {
+	v, ok, err := d.db.Setting(key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, errors.New("appliance: setting " + key + " is not a number")
+	}
+	return n, nil
+}
+
+// Increment implements counterStore.
+func (d *dbSessions) Increment(key string) (int, error) {
+	n, err := d.db.Increment(key)
+	return int(n), err
+}
+
+// Turns implements turnLister.
+func (d *dbSessions) Turns(id string) ([]Message, error) {
+	_, turns, err := d.db.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]Message, len(turns))
+	for i, t := range turns {
+		msgs[i] = Message{Role: t.Role, Content: t.Text}
+	}
+	return msgs, nil
+}
