@@ -13,8 +13,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/storage"
 )
 
@@ -74,6 +76,7 @@ type controlServer struct {
 	srv  *http.Server
 	path string
 	done chan struct{}
+	core atomic.Pointer[appliance.Core] // deletes go through it once it exists
 }
 
 // startControl listens on dir/geist.sock and serves db's conversations
@@ -117,15 +120,26 @@ func startControl(dir string, db *storage.Sessions, log *slog.Logger) (*controlS
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b.Bytes())
 	})
+	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		path: path, done: make(chan struct{})}
 	mux.HandleFunc("DELETE /v1/sessions/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := src.Delete(r.PathValue("name")); err != nil {
+		name := r.PathValue("name")
+		var err error
+		if core := s.core.Load(); core != nil {
+			// Through the core: after the requests queued before, and
+			// with the conversation's prompt-cache entries.
+			if _, err = db.Info(name); err == nil {
+				err = core.DeleteSession(r.Context(), name)
+			}
+		} else {
+			err = src.Delete(name)
+		}
+		if err != nil {
 			controlError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
-		path: path, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

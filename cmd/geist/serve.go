@@ -185,10 +185,11 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
 		MaxHistory: c.Generation.MaxHistory, Model: c.Model, SessionLimits: c.Sessions.limits(), Logger: log})
 	defer store.Close() // after the engine (which writes the cache) and the core (the sessions)
+	var ctl *controlServer
 	if db := store.DB(); db != nil {
 		// geist sessions list|show|export|delete ask the daemon here.
-		ctl, err := startControl(c.DataDir, db, log)
-		if err != nil {
+		var err error
+		if ctl, err = startControl(c.DataDir, db, log); err != nil {
 			log.Warn("no control socket: geist sessions cannot reach this daemon", "err", err)
 		} else {
 			defer ctl.Close() // before the store closes
@@ -214,6 +215,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	if store.Problem != "" {
 		core.SetDegraded(appliance.PartStorage, store.Problem)
+	}
+	if ctl != nil {
+		ctl.core.Store(core)
 	}
 	wy, err := startWyoming(c, core, log)
 	if err != nil {
