@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // version is set with -ldflags "-X main.version=..."; see versionString.
@@ -67,11 +68,15 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 func main() { os.Exit(mainProcess(os.Args[1:])) }
 
 // mainProcess runs geist as a process: SIGTERM, and SIGINT unless a
-// command took it over (env.interrupts), end the command's context.
+// command took it over (env.interrupts), end the command's context, so
+// that it finishes or cancels its work within its grace (geist serve:
+// shutdown_grace_s). A second one while it does exits at once, with
+// 128 + the signal's number and a line on stderr: an operator who
+// insists is not kept waiting.
 func mainProcess(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	var mu sync.Mutex
@@ -84,6 +89,9 @@ func mainProcess(args []string) int {
 			if sig == os.Interrupt && h != nil {
 				h()
 				continue
+			}
+			if ctx.Err() != nil {
+				os.Exit(exitAtOnce(os.Stderr, sig))
 			}
 			cancel()
 		}
@@ -99,6 +107,18 @@ func mainProcess(args []string) int {
 		}
 	}
 	return Main(ctx, args, &env{os.Stdin, os.Stdout, os.Stderr, interrupts})
+}
+
+// exitAtOnce says that a second signal ends geist without finishing and
+// returns the exit status: 128 + the signal's number, as a shell reports
+// a process the signal killed.
+func exitAtOnce(w io.Writer, sig os.Signal) int {
+	n := 15
+	if s, ok := sig.(syscall.Signal); ok {
+		n = int(s)
+	}
+	fmt.Fprintf(w, "geist: %s again while shutting down: exiting now without waiting for the running work (status %d)\n", unix.SignalName(syscall.Signal(n)), 128+n)
+	return 128 + n
 }
 
 // Main dispatches a command line and returns the exit status: 0 on success

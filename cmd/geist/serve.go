@@ -87,9 +87,13 @@ type configError struct{ err error }
 func (c configError) Error() string { return c.err.Error() }
 func (c configError) Unwrap() error { return c.err }
 
-func newLogger(w io.Writer, c *serveConfig) *slog.Logger {
-	var lv slog.Level
-	lv.UnmarshalText([]byte(c.LogLevel))
+// newLogger returns serve's logger at c's level, which lv (when not nil)
+// can change while it runs (SIGHUP).
+func newLogger(w io.Writer, c *serveConfig, lv *slog.LevelVar) *slog.Logger {
+	if lv == nil {
+		lv = new(slog.LevelVar)
+	}
+	lv.Set(logLevel(c.LogLevel))
 	opt := &slog.HandlerOptions{Level: lv}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opt))
@@ -151,8 +155,15 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	if c.check {
 		return serveCheck(e, &c, c.configPath)
 	}
-	return serve(ctx, &c, newLogger(e.stderr, &c), serveHooks{})
+	lv := new(slog.LevelVar)
+	log := newLogger(e.stderr, &c, lv)
+	watchHangups(ctx, args, &c, lv, log)
+	return serve(ctx, &c, log, serveHooks{wrapEngine: testServeEngine})
 }
+
+// testServeEngine, nil but in the fault suite's geist processes
+// (TestHelperGeist), slows the engine of geist serve down.
+var testServeEngine func(appliance.Engine) appliance.Engine
 
 // serveHooks let tests replace the hardware and slow the model down; the
 // zero value is production.
