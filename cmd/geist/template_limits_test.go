@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -21,6 +23,9 @@ func TestHelperGeist(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	setupHelperChat()
+	if d, err := time.ParseDuration(os.Getenv("GEIST_HELPER_SERVE_DELAY")); err == nil {
+		testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, d} }
+	}
 	code := mainProcess(strings.Split(args, "\n"))
 	// The peak of this process's own memory (its mm is new since exec;
 	// rusage's maxrss would also count the parent's, shared until then).
