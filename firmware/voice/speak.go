@@ -206,9 +206,52 @@ func (s *Speaker) Run(ctx context.Context) {
 	}
 }
 
+// speechArgv is command with the sentence in place of {text}, such that
+// a sentence starting with "-" is never read as an option (a model's
+// answer is untrusted text: "--output=/etc/..." must be spoken, not
+// obeyed). A {text} argument of its own after a non-option gets "--"
+// before it, unless the command has one already: getopt-style programs
+// (espeak-ng, espeak, spd-say) take what follows as operands. One right
+// after an option ("--text", "{text}") is that option's value, which
+// getopt takes whatever it starts with; in case the option takes none,
+// a sentence starting with "-" gets a leading space there (speech
+// engines skip it). Inside a longer argument ("--text={text}") nothing is
+// needed. Programs that know no "--" should read the text on stdin
+// (leave {text} out).
+func speechArgv(command []string, text string) (argv []string, asArg bool) {
+	argv = make([]string, 0, len(command)+1)
+	dashed := false
+	for i, a := range command {
+		if a == "--" {
+			dashed = true
+		}
+		if i == 0 || a != TextPlaceholder {
+			if strings.Contains(a, TextPlaceholder) {
+				asArg = true
+				a = strings.ReplaceAll(a, TextPlaceholder, text)
+			}
+			argv = append(argv, a)
+			continue
+		}
+		asArg = true
+		switch prev := command[i-1]; {
+		case dashed:
+		case strings.HasPrefix(prev, "-") && i > 1:
+			if strings.HasPrefix(text, "-") {
+				text = " " + text
+			}
+		default:
+			argv = append(argv, "--")
+			dashed = true
+		}
+		argv = append(argv, text)
+	}
+	return argv, asArg
+}
+
 // speak runs the speech program (and the player) for one sentence.
 func (s *Speaker) speak(ctx context.Context, text string) error {
-	argv, asArg := expand(s.cfg.Command, TextPlaceholder, text)
+	argv, asArg := speechArgv(s.cfg.Command, text)
 	stderr := &tailBuffer{max: 512}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	ownGroup(cmd)

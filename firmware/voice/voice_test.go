@@ -364,3 +364,29 @@ func TestNewErrors(t *testing.T) {
 		t.Error("NewPushToTalk without an asker")
 	}
 }
+
+// TestSpeechArgv: a sentence starting with "-" reaches the speech program
+// as text, never as an option.
+func TestSpeechArgv(t *testing.T) {
+	const evil = "--output=/etc/passwd is what it said."
+	for _, tc := range []struct {
+		command []string
+		want    []string
+		asArg   bool
+	}{
+		{[]string{"espeak-ng", "-v", "en-us", "{text}"}, []string{"espeak-ng", "-v", "en-us", "--", evil}, true},
+		{[]string{"espeak-ng", "{text}"}, []string{"espeak-ng", "--", evil}, true},
+		{[]string{"espeak-ng", "--", "{text}"}, []string{"espeak-ng", "--", evil}, true},
+		{[]string{"say", "--text", "{text}"}, []string{"say", "--text", " " + evil}, true},
+		{[]string{"say", "--text={text}"}, []string{"say", "--text=" + evil}, true},
+		{[]string{"piper", "-m", "voice.onnx"}, []string{"piper", "-m", "voice.onnx"}, false},
+	} {
+		got, asArg := speechArgv(tc.command, evil)
+		if !slices.Equal(got, tc.want) || asArg != tc.asArg {
+			t.Errorf("%q: %q %v, want %q %v", tc.command, got, asArg, tc.want, tc.asArg)
+		}
+	}
+	if got, _ := speechArgv([]string{"say", "-t", "{text}"}, "Hello."); !slices.Equal(got, []string{"say", "-t", "Hello."}) {
+		t.Errorf("an ordinary sentence changed: %q", got)
+	}
+}
