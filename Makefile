@@ -50,7 +50,8 @@ vet:
 FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/chat:FuzzRender \
 	./engine/sample:FuzzDistribution ./engine/sample:FuzzStopMatcher ./quant:FuzzRows \
 	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./cmd/appliance/sentence:FuzzSplitter \
-	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent
+	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent \
+	./mqtt/guard:FuzzWrap ./mqtt:FuzzParse ./mqtt:FuzzCancel ./mqtt/hermes:FuzzHandle
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -311,6 +311,26 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	return req, nil
 }
 
+// ParseCancel reads a cancel payload: {"id": "..."} or the bare id.
+func ParseCancel(payload []byte) (string, *Error) {
+	id := string(bytes.TrimSpace(payload))
+	if strings.HasPrefix(id, "{") {
+		var c struct {
+			ID string `json:"id"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(payload))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return "", errorf(CodeBadRequest, "cancel: %s", describeJSONError(err))
+		}
+		id = c.ID
+	}
+	if e := checkID("id", id); e != nil {
+		return "", errorf(CodeBadRequest, "cancel: %s", e.Message)
+	}
+	return id, nil
+}
+
 // TooLong is the refusal of a payload of size bytes over lim.MaxPayload
 // of which head is the beginning (all of it, or what mqtt/guard kept):
 // the id and reply_to are looked for in head alone.

@@ -742,21 +742,9 @@ func (r *Request) core() appliance.Request {
 }
 
 func (s *Service) handleCancel(payload []byte) {
-	id := string(bytes.TrimSpace(payload))
-	if strings.HasPrefix(id, "{") {
-		var c struct {
-			ID string `json:"id"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(payload))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			s.refuseCancel(errorf(CodeBadRequest, "cancel: %s", describeJSONError(err)))
-			return
-		}
-		id = c.ID
-	}
-	if e := checkID("id", id); e != nil {
-		s.refuseCancel(errorf(CodeBadRequest, "cancel: %s", e.Message))
+	id, e := ParseCancel(payload)
+	if e != nil {
+		s.refuseCancel(e)
 		return
 	}
 	s.core.Cancel(id)
