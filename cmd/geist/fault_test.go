@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/hermes"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -400,6 +401,60 @@ func garblePage(t *testing.T, path string) int {
 	}
 	t.Fatal("no page whose damage shows")
 	return 0
+}
+
+// TestFaultDeleteDropsCache: deleting a conversation (geist sessions
+// delete while geist serve runs) deletes its prompts from cache.db too;
+// the system prompt's entry, shared with every conversation, stays.
+func TestFaultDeleteDropsCache(t *testing.T) {
+	skipFaults(t)
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/del/#")
+	cfg, dataDir := faultConfig(t, b.URL, "del", "")
+	const system = "You are a storyteller. Tell short stories about Lily, Ben, their dog and the big red ball in the park."
+	const question = "Once upon a time there was a little girl named Lily who loved to play outside."
+	stop, logs := runServe(t, "--config", cfg, "--cache-size", "67108864", "--system", system)
+	waitFor(t, 20*time.Second, "connected", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	for i, q := range []string{question, "What did Lily and Ben do with the ball after that?"} {
+		c.Publish(t, "geist/del/ask", []byte(fmt.Sprintf(`{"id":"d%d","text":%q,"session":"kitchen"}`, i, q)))
+		if r := waitReply(t, c, fmt.Sprintf("geist/del/answer/d%d", i), 20*time.Second); r.code() != "answer" {
+			t.Fatalf("ask %d: %+v", i, r)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the engine writes snapshots in the background
+	if code, _, errs := geist(t, "", "sessions", "--data-dir", dataDir, "delete", "kitchen"); code != 0 {
+		t.Fatalf("sessions delete: %s", errs)
+	}
+	waitFor(t, 5*time.Second, "the cache entries dropped", func() bool {
+		return strings.Contains(logs.String(), "prompt-cache entries of the conversation dropped")
+	})
+	stop()
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "prompt-cache entries of the conversation dropped") {
+			line = l
+		}
+	}
+	eng := loadStories(t, 256)
+	prefix, err := eng.ConversationPrefix([]chat.Message{{Role: "system", Content: system}, {Role: "user", Content: question}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, _ := eng.ConversationPrefix([]chat.Message{{Role: "system", Content: system}})
+	cache, err := storage.OpenCache(filepath.Join(dataDir, "cache.db"), &storage.CacheOptions{MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	n, _, ok := cache.Lookup(eng.ModelID(), append(prefix, 1, 2, 3))
+	t.Logf("deleted conversation: %s; longest cached prefix of its first prompt now %d tokens (its own prefix %d, the system prompt %d)", strings.TrimSpace(line[strings.Index(line, "msg="):]), n, len(prefix), len(sys))
+	if !strings.Contains(line, "entries=") || strings.Contains(line, "entries=0 ") {
+		t.Errorf("no entry dropped: %s", line)
+	}
+	if ok && n > len(sys)+1 {
+		t.Errorf("a prefix of %d tokens of the deleted conversation is still cached", n)
+	}
 }
 
 // TestFaultDiskFull: with the data directory on a full file system, an
