@@ -517,7 +517,11 @@ func TestDeleteSessionDropsCache(t *testing.T) {
 	eng := &prefixEngine{}
 	cache := &dropCache{}
 	store := appliance.NewMemorySessions(8, 20)
-	c := start(t, eng, func(cfg *appliance.Config) { cfg.Sessions = store; cfg.System = "sys"; cfg.Storage = &appliance.Storage{Cache: cache} })
+	c := start(t, eng, func(cfg *appliance.Config) {
+		cfg.Sessions = store
+		cfg.System = "sys"
+		cfg.Storage = &appliance.Storage{Cache: cache}
+	})
 	outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
 	eng.Hold()
 	last := submit(t, c, appliance.Request{Text: "two", Session: "s"})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
 )
 
 // check is one health or readiness check.
@@ -26,8 +28,12 @@ func (s *Server) Check(name string, readiness bool, fn func(context.Context) err
 
 // healthReport is the body of /healthz and /readyz.
 type healthReport struct {
-	Status string            `json:"status"` // "ok" or "fail"
+	Status string            `json:"status"` // "ok", "degraded" (serving, with 200) or "fail"
 	Checks map[string]string `json:"checks"` // by name: "ok" or what failed
+	// Degraded names the parts working less than configured (storage,
+	// broker, gpio) and why: geist serves on without them, so the status
+	// code stays 200.
+	Degraded map[appliance.Part]string `json:"degraded,omitempty"`
 }
 
 func (s *Server) runChecks(ctx context.Context, readiness bool) (healthReport, bool) {
@@ -49,6 +55,9 @@ func (s *Server) runChecks(ctx context.Context, readiness bool) (healthReport, b
 			continue
 		}
 		rep.Checks[c.name] = "ok"
+	}
+	if rep.Degraded = s.core.Snapshot().Degraded; len(rep.Degraded) > 0 {
+		rep.Status = "degraded"
 	}
 	if !ok {
 		rep.Status = "fail"

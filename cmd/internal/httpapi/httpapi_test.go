@@ -430,3 +430,23 @@ func TestDisconnectCancels(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestHealthDegraded: a degraded part shows in /healthz and /readyz
+// (status "degraded", still 200: geist serves on) and as
+// geist_degraded{part} 1 in /metrics.
+func TestHealthDegraded(t *testing.T) {
+	ts := newTestServer(t, nil, nil)
+	if _, body := ts.do(t, "GET", "/metrics", ""); !strings.Contains(body, `geist_degraded{part="storage"} 0`) {
+		t.Errorf("metrics without degradation:\n%s", body)
+	}
+	ts.core.SetDegraded(appliance.PartStorage, "the last session save failed: the device's disk is full")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, body := ts.do(t, "GET", path, "")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"degraded":{"storage":"the last session save failed: the device's disk is full"}`) {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	if _, body := ts.do(t, "GET", "/metrics", ""); !strings.Contains(body, `geist_degraded{part="storage"} 1`) || !strings.Contains(body, `geist_degraded{part="broker"} 0`) {
+		t.Errorf("metrics with storage degraded:\n%s", body)
+	}
+}

@@ -130,6 +130,7 @@ type stateCollector struct{ s *Server }
 var (
 	descRequests = prometheus.NewDesc("geist_requests_total", "Requests by front end (source) and outcome: answered, replayed, or an error code (bad_request, too_long, busy, cancelled, timeout, internal, duplicate).", []string{"source", "outcome"}, nil)
 	descQueue    = prometheus.NewDesc("geist_queue_depth", "Requests waiting in the queue.", nil, nil)
+	descDegraded = prometheus.NewDesc("geist_degraded", "1 while a part works less than configured (storage: sessions in memory or the last save failed; broker: not connected; gpio: pins missing), else 0.", []string{"part"}, nil)
 	descRunning  = prometheus.NewDesc("geist_requests_running", "Requests generating now.", nil, nil)
 	descTokens   = prometheus.NewDesc("geist_tokens_total", "Tokens of answered requests by kind: prompt, cached (prompt tokens whose KV state was reused), generated, drafted, accepted.", []string{"kind"}, nil)
 	descSessions = prometheus.NewDesc("geist_sessions", "Conversations the session store holds.", nil, nil)
@@ -143,7 +144,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descQueue, descRunning, descTokens, descSessions, descLoad, descUp, descLastTokS, descCacheOps, descCacheEv, descCacheB, descCacheN} {
+	for _, d := range []*prometheus.Desc{descRequests, descQueue, descDegraded, descRunning, descTokens, descSessions, descLoad, descUp, descLastTokS, descCacheOps, descCacheEv, descCacheB, descCacheN} {
 		ch <- d
 	}
 }
@@ -156,6 +157,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.Queue))
+	for _, p := range []appliance.Part{appliance.PartStorage, appliance.PartBroker, appliance.PartGPIO} {
+		v := 0.0
+		if st.Degraded[p] != "" {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descDegraded, prometheus.GaugeValue, v, string(p))
+	}
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(len(st.Running)))
 	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "generated": st.GeneratedTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
 		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, float64(n), kind)
