@@ -82,7 +82,9 @@ func TestHugeBodies(t *testing.T) {
 	runtime.GC()
 	after := rssKiB()
 	t.Logf("RSS %d KiB before, %d KiB after the huge bodies (+%d KiB)", before, after, after-before)
-	if before > 0 && after-before > 8<<10 {
+	// Under emulation (-short) the RSS is qemu's too, whose translation
+	// cache grows as new code runs: only native runs hold it to a bound.
+	if before > 0 && after-before > 8<<10 && !testing.Short() {
 		t.Errorf("RSS grew by %d KiB", after-before)
 	}
 }
