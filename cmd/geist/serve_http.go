@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -160,16 +161,12 @@ func describedModel(d models.Model) httpapi.Model {
 		ParameterSize: d.ParameterSize, Quantization: d.Quantization}
 }
 
+// toInt reads an integer metadata value.
 func toInt(v any) int {
-	switch x := v.(type) {
-	case uint32:
-		return int(x)
-	case int32:
-		return int(x)
-	case uint64:
-		return int(x)
-	case int64:
-		return int(x)
+	if rv := reflect.ValueOf(v); rv.CanInt() {
+		return int(rv.Int())
+	} else if rv.CanUint() {
+		return int(rv.Uint())
 	}
 	return 0
 }
@@ -204,28 +201,10 @@ func modelInfo(path string, verbose bool) (map[string]any, error) {
 	return out, nil
 }
 
+// arrayLen is the length of a metadata array (0 for other values).
 func arrayLen(v any) int {
-	switch x := v.(type) {
-	case []string:
-		return len(x)
-	case []float32:
-		return len(x)
-	case []int32:
-		return len(x)
-	case []uint32:
-		return len(x)
-	case []any:
-		return len(x)
-	case []uint8:
-		return len(x)
-	case []int8:
-		return len(x)
-	case []int64:
-		return len(x)
-	case []float64:
-		return len(x)
-	case []bool:
-		return len(x)
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		return rv.Len()
 	}
 	return 0
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -218,22 +217,6 @@ func (g *generation) wait() (appliance.Outcome, piece) {
 	defer g.cancel()
 	o := g.ticket.Outcome()
 	return o, g.split.add(o.Text, true)
-}
-
-// refusal writes the HTTP form of a core error (before anything else
-// was written).
-func (s *Server) refusal(w http.ResponseWriter, err error) {
-	var e *appliance.Error
-	if !errors.As(err, &e) {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	status := statusOf(e.Code)
-	if e.Code == appliance.CodeBusy {
-		s.busy(w, e.Message)
-		return
-	}
-	writeError(w, status, e.Message)
 }
 
 // statusOf maps the core's error codes to HTTP statuses.

@@ -26,25 +26,35 @@ type showResponse struct {
 	ModifiedAt   time.Time      `json:"modified_at,omitempty"`
 }
 
+// modelRequest decodes a request naming a model (model, or the older
+// name) into v; it answers the errors itself.
+func (s *Server) modelRequest(w http.ResponseWriter, r *http.Request, v any, names func() (model, name string)) (string, bool) {
+	if eb := s.decode(w, r, v); eb != nil {
+		writeError(w, eb.status, eb.msg)
+		return "", false
+	}
+	model, name := names()
+	if model == "" {
+		model = name
+	}
+	if strings.TrimSpace(model) == "" {
+		writeError(w, http.StatusBadRequest, "model is required")
+		return "", false
+	}
+	return model, true
+}
+
 // show describes the loaded model, or a stored one.
 func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	var req showRequest
-	if eb := s.decode(w, r, &req); eb != nil {
-		writeError(w, eb.status, eb.msg)
-		return
-	}
-	name := req.Model
-	if name == "" {
-		name = req.Name
-	}
-	if strings.TrimSpace(name) == "" {
-		writeError(w, http.StatusBadRequest, "model is required")
+	name, ok := s.modelRequest(w, r, &req, func() (string, string) { return req.Model, req.Name })
+	if !ok {
 		return
 	}
 	m := s.cfg.Model
 	if !s.isLoaded(name) {
-		var ok bool
 		var err error
+		ok = false
 		if s.cfg.Store != nil {
 			m, ok, err = s.cfg.Store.Get(name)
 		}
@@ -104,16 +114,8 @@ type pullRequest struct {
 // model it started with.
 func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 	var req pullRequest
-	if eb := s.decode(w, r, &req); eb != nil {
-		writeError(w, eb.status, eb.msg)
-		return
-	}
-	src := req.Model
-	if src == "" {
-		src = req.Name
-	}
-	if strings.TrimSpace(src) == "" {
-		writeError(w, http.StatusBadRequest, "model is required")
+	src, ok := s.modelRequest(w, r, &req, func() (string, string) { return req.Model, req.Name })
+	if !ok {
 		return
 	}
 	if s.isLoaded(src) {

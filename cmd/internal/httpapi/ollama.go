@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,28 +102,34 @@ func badf(format string, a ...any) *badRequest {
 	return &badRequest{http.StatusBadRequest, fmt.Sprintf(format, a...)}
 }
 
-// refuse writes a refusal of a generation request and counts it in the
-// core's state.
-func (s *Server) refuse(w http.ResponseWriter, err error) {
+// errorWriter writes an error body in one API's shape (Ollama's or
+// OpenAI's).
+type errorWriter func(w http.ResponseWriter, status int, msg string)
+
+// refuse writes the refusal of a generation request in Ollama's shape.
+func (s *Server) refuse(w http.ResponseWriter, err error) { s.refuseAs(w, err, writeError) }
+
+// refuseAs writes a refusal with write and counts it in the core's state
+// (the core counts its own refusals).
+func (s *Server) refuseAs(w http.ResponseWriter, err error, write errorWriter) {
 	var b *badRequest
 	var eb *errBody
+	var ae *appliance.Error
 	switch {
 	case errors.As(err, &b):
-		if b.status == http.StatusNotFound {
-			s.core.Reject(appliance.SourceHTTP, appliance.CodeBadRequest)
-		} else {
-			s.core.Reject(appliance.SourceHTTP, appliance.CodeBadRequest)
-		}
-		writeError(w, b.status, b.msg)
+		s.core.Reject(appliance.SourceHTTP, appliance.CodeBadRequest)
+		write(w, b.status, b.msg)
 	case errors.As(err, &eb):
 		code := appliance.CodeBadRequest
 		if eb.status == http.StatusRequestEntityTooLarge {
 			code = appliance.CodeTooLong
 		}
 		s.core.Reject(appliance.SourceHTTP, code)
-		writeError(w, eb.status, eb.msg)
+		write(w, eb.status, eb.msg)
+	case errors.As(err, &ae):
+		s.failedAs(w, ae, write)
 	default:
-		s.refusal(w, err)
+		write(w, http.StatusInternalServerError, err.Error())
 	}
 }
 
@@ -368,13 +375,18 @@ func (s *Server) loadOnly(w http.ResponseWriter, c *ollamaCommon, chatForm bool)
 }
 
 // failed answers a request whose generation failed before anything was
-// streamed.
-func (s *Server) failed(w http.ResponseWriter, e *appliance.Error) {
+// streamed, in Ollama's shape.
+func (s *Server) failed(w http.ResponseWriter, e *appliance.Error) { s.failedAs(w, e, writeError) }
+
+// failedAs writes a failed outcome with write: busy (and shutting down)
+// as 503 with Retry-After.
+func (s *Server) failedAs(w http.ResponseWriter, e *appliance.Error, write errorWriter) {
+	status := statusOf(e.Code)
 	if e.Code == appliance.CodeBusy || e.Code == appliance.CodeCancelled && strings.Contains(e.Message, "shutting down") {
-		s.busy(w, e.Message)
-		return
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
 	}
-	writeError(w, statusOf(e.Code), e.Message)
+	write(w, status, e.Message)
 }
 
 // finishStream ends an NDJSON stream: the final object, or the error (as

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -43,35 +42,10 @@ func writeOpenAIError(w http.ResponseWriter, status int, msg string) {
 }
 
 // openaiRefuse writes a refusal in OpenAI's shape and counts it.
-func (s *Server) openaiRefuse(w http.ResponseWriter, err error) {
-	var b *badRequest
-	var eb *errBody
-	var ae *appliance.Error
-	switch {
-	case errors.As(err, &b):
-		s.core.Reject(appliance.SourceHTTP, appliance.CodeBadRequest)
-		writeOpenAIError(w, b.status, b.msg)
-	case errors.As(err, &eb):
-		code := appliance.CodeBadRequest
-		if eb.status == http.StatusRequestEntityTooLarge {
-			code = appliance.CodeTooLong
-		}
-		s.core.Reject(appliance.SourceHTTP, code)
-		writeOpenAIError(w, eb.status, eb.msg)
-	case errors.As(err, &ae):
-		s.openaiFailed(w, ae)
-	default:
-		writeOpenAIError(w, http.StatusInternalServerError, err.Error())
-	}
-}
+func (s *Server) openaiRefuse(w http.ResponseWriter, err error) { s.refuseAs(w, err, writeOpenAIError) }
 
 func (s *Server) openaiFailed(w http.ResponseWriter, e *appliance.Error) {
-	status := statusOf(e.Code)
-	if e.Code == appliance.CodeBusy || e.Code == appliance.CodeCancelled && strings.Contains(e.Message, "shutting down") {
-		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", fmt.Sprint(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
-	}
-	writeOpenAIError(w, status, e.Message)
+	s.failedAs(w, e, writeOpenAIError)
 }
 
 // openaiMessage is a message of OpenAI's chat completions.
@@ -93,31 +67,41 @@ type openaiToolCall struct {
 	} `json:"function"`
 }
 
-type openaiChatRequest struct {
-	Model         string            `json:"model"`
-	Messages      []openaiMessage   `json:"messages"`
-	Tools         []json.RawMessage `json:"tools"`
-	ToolChoice    json.RawMessage   `json:"tool_choice"`
-	Stream        bool              `json:"stream"`
+// openaiCommon are the fields chat completions and completions share.
+type openaiCommon struct {
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	N                   *int            `json:"n"`
-	Stop                json.RawMessage `json:"stop"`
-	Seed                *int64          `json:"seed"`
-	Logprobs            bool            `json:"logprobs"`
-	ResponseFormat      json.RawMessage `json:"response_format"`
+	MaxTokens   *int64          `json:"max_tokens"`
+	Temperature *float64        `json:"temperature"`
+	TopP        *float64        `json:"top_p"`
+	N           *int            `json:"n"`
+	Stop        json.RawMessage `json:"stop"`
+	Seed        *int64          `json:"seed"`
 	// Accepted and ignored: presence_penalty, frequency_penalty,
 	// logit_bias, user, parallel_tool_calls, reasoning_effort, store,
 	// metadata, service_tier, top_logprobs (without logprobs).
 }
 
-// sampling applies OpenAI's common settings to req.
-func openaiSampling(req *appliance.Request, maxTokens *int64, temperature, topP *float64, n *int, stop json.RawMessage, seed *int64, logprobs bool) error {
+func (c *openaiCommon) includeUsage() bool {
+	return c.StreamOptions != nil && c.StreamOptions.IncludeUsage
+}
+
+type openaiChatRequest struct {
+	openaiCommon
+	Messages            []openaiMessage   `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
+	Logprobs            bool              `json:"logprobs"`
+	ResponseFormat      json.RawMessage   `json:"response_format"`
+}
+
+// openaiSampling applies OpenAI's common settings to req.
+func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) error {
+	maxTokens, temperature, topP, n, stop, seed := c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed
 	if n != nil && *n != 1 {
 		return badf("n=%d: geist answers with one choice (n=1)", *n)
 	}
@@ -258,7 +242,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if c.MaxTokens == nil {
 			c.MaxTokens = c.MaxCompletionTokens
 		}
-		err = openaiSampling(&req, c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed, c.Logprobs)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs)
 	}
 	if err == nil && len(c.Messages) == 0 {
 		err = badf("messages is required")
@@ -369,7 +353,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		send(last)
 	}
 	chunk(&openaiOutMessage{}, finishReason(&out, calls > 0))
-	if c.StreamOptions != nil && c.StreamOptions.IncludeUsage {
+	if c.includeUsage() {
 		u := resp
 		u.Choices, u.Usage = []openaiChoice{}, usageOf(&out)
 		sse.write(u)
@@ -409,22 +393,12 @@ func (e *sseWriter) write(v any) error {
 func (e *sseWriter) done() { e.raw([]byte("data: [DONE]\n\n")) }
 
 type openaiCompletionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	MaxTokens   *int64          `json:"max_tokens"`
-	Temperature *float64        `json:"temperature"`
-	TopP        *float64        `json:"top_p"`
-	N           *int            `json:"n"`
-	Stop        json.RawMessage `json:"stop"`
-	Seed        *int64          `json:"seed"`
-	Echo        bool            `json:"echo"`
-	Suffix      string          `json:"suffix"`
-	Logprobs    *int            `json:"logprobs"`
-	BestOf      *int            `json:"best_of"`
+	openaiCommon
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     bool            `json:"echo"`
+	Suffix   string          `json:"suffix"`
+	Logprobs *int            `json:"logprobs"`
+	BestOf   *int            `json:"best_of"`
 }
 
 type completionChoice struct {
@@ -456,7 +430,7 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	req.MaxTokens = 16
 	err := s.checkModel(c.Model)
 	if err == nil {
-		err = openaiSampling(&req, c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed, c.Logprobs != nil && *c.Logprobs > 0)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
 	}
 	if err == nil {
 		switch {
@@ -530,7 +504,7 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	fin := resp
 	fin.Choices = []completionChoice{{FinishReason: finishReason(&out, false)}}
 	sse.write(fin)
-	if c.StreamOptions != nil && c.StreamOptions.IncludeUsage {
+	if c.includeUsage() {
 		u := resp
 		u.Choices, u.Usage = []completionChoice{}, usageOf(&out)
 		sse.write(u)
