@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -448,5 +449,50 @@ func TestHealthDegraded(t *testing.T) {
 	}
 	if _, body := ts.do(t, "GET", "/metrics", ""); !strings.Contains(body, `geist_degraded{part="storage"} 1`) || !strings.Contains(body, `geist_degraded{part="broker"} 0`) {
 		t.Errorf("metrics with storage degraded:\n%s", body)
+	}
+}
+
+// fakeStore pulls by reporting three progress objects.
+type fakeStore struct{}
+
+func (fakeStore) Get(name string) (Model, bool, error) {
+	if canonicalName(name) == "stored" {
+		return Model{Name: "stored", Family: "qwen2", Capabilities: []string{"completion"}}, true, nil
+	}
+	return Model{}, false, nil
+}
+
+func (fakeStore) Pull(ctx context.Context, src string, progress func(PullProgress)) error {
+	if !strings.HasPrefix(src, "hf:") {
+		return fmt.Errorf("%w: %q", ErrBadSource, src)
+	}
+	progress(PullProgress{Status: "pulling manifest"})
+	progress(PullProgress{Status: "pulling 0123456789ab", Digest: "sha256:0123", Total: 10, Completed: 10})
+	progress(PullProgress{Status: "verifying sha256 digest"})
+	return nil
+}
+
+func TestPullAndShowStored(t *testing.T) {
+	ts := newTestServer(t, nil, func(c *Config, _ *appliance.Config) { c.Store = fakeStore{} })
+	resp, body := ts.do(t, "POST", "/api/pull", `{"model":"llama3.2:latest"}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, "not a model geist can pull") {
+		t.Errorf("an Ollama library name: %d %s", resp.StatusCode, body)
+	}
+	resp, body = ts.do(t, "POST", "/api/pull", `{"model":"hf:o/r/f.gguf"}`)
+	lines := ndjsonLines(t, body)
+	if resp.StatusCode != 200 || len(lines) != 4 || lines[1]["total"] != float64(10) || lines[3]["status"] != "success" {
+		t.Errorf("pull: %d %s", resp.StatusCode, body)
+	}
+	resp, body = ts.do(t, "POST", "/api/pull", `{"model":"hf:o/r/f.gguf","stream":false}`)
+	if resp.StatusCode != 200 || strings.TrimSpace(body) != `{"status":"success"}` {
+		t.Errorf("pull, not streamed: %d %s", resp.StatusCode, body)
+	}
+	resp, body = ts.do(t, "POST", "/api/pull", `{"model":"tiny:latest"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"success"`) {
+		t.Errorf("pulling the loaded model: %d %s", resp.StatusCode, body)
+	}
+	resp, body = ts.do(t, "POST", "/api/show", `{"model":"stored:latest"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"family":"qwen2"`) {
+		t.Errorf("show a stored model: %d %s", resp.StatusCode, body)
 	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -79,7 +80,7 @@ type PullProgress struct {
 
 // ErrBadSource is wrapped by a ModelStore's Pull error for a model
 // reference it cannot fetch (HTTP 400 rather than 500).
-var ErrBadSource = healthError("not a model geist can pull")
+var ErrBadSource = errors.New("httpapi: not a model geist can pull")
 
 // canonicalName reduces a client's model name to the stored form: no
 // ":latest" tag, no ".gguf", no surrounding spaces.
