@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -188,6 +189,12 @@ func modelInfo(path string, verbose bool) (map[string]any, error) {
 		v := kv.Value
 		if n := arrayLen(v); n > 64 && !verbose {
 			v = []any{}
+		}
+		if f, ok := v.(float32); ok && (f != f || f > math.MaxFloat32 || f < -math.MaxFloat32) {
+			v = nil // NaN and infinities have no JSON form
+		}
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			v = nil
 		}
 		out[kv.Key] = v
 	}
