@@ -179,7 +179,7 @@ func (s *Server) submit(r *http.Request, req appliance.Request, o genOptions) (*
 // stream delivers the generation as it goes: write is called with every
 // non-empty piece and must write and flush it (returning the error of a
 // write that failed: the request is cancelled). It returns the outcome
-// and the last piece (what the end of the answer released).
+// and, when it failed, what the end of the answer released (not sent).
 func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (appliance.Outcome, piece) {
 	defer g.cancel()
 	rc := http.NewResponseController(w)
@@ -204,8 +204,11 @@ func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (app
 			o := g.ticket.Outcome()
 			last := g.split.add(g.pipe.take(), true)
 			if o.Err == nil {
-				send(piece{content: last.content, thinking: last.thinking})
-				last.content, last.thinking = "", ""
+				// What the end released (held-back text, calls completed
+				// by it) goes out as a chunk before the final object, as
+				// Ollama sends calls.
+				send(last)
+				last = piece{}
 			}
 			return o, last
 		}

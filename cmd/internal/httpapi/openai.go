@@ -336,7 +336,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	out, last := g.stream(w, send)
+	out, _ := g.stream(w, send)
 	if !g.writeOK {
 		return
 	}
@@ -349,8 +349,8 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		sse.done()
 		return
 	}
-	if len(last.calls) > 0 || first {
-		send(last)
+	if first {
+		send(piece{}) // the role chunk of an empty answer
 	}
 	chunk(&openaiOutMessage{}, finishReason(&out, calls > 0))
 	if c.includeUsage() {
