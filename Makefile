@@ -40,7 +40,7 @@ test-a76:
 # The race detector needs cgo (and a C compiler); the packages with
 # concurrency: storage, the appliance core, the front ends, the daemon, the engine.
 test-race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -short ./storage/... ./cmd/appliance/... ./mqtt/... ./firmware/... ./engine ./cmd/geist
+	CGO_ENABLED=1 $(GO) test -race -count=1 -short ./storage/... ./cmd/appliance/... ./mqtt/... ./firmware/... ./engine ./cmd/geist ./cmd/internal/httpapi
 
 vet:
 	$(GO) vet $(PKGS)

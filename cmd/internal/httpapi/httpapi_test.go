@@ -363,16 +363,24 @@ func TestBusyIs503(t *testing.T) {
 	eng.Hold()
 	defer eng.Release()
 	var wg sync.WaitGroup
-	for range 2 { // one runs (held), one waits
-		wg.Go(func() { ts.do(t, "POST", "/api/generate", `{"model":"tiny","prompt":"hi","stream":false}`) })
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st := ts.core.Snapshot(); st.Queue < 1 || len(st.Running) < 1; st = ts.core.Snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatalf("requests not queued: %+v", st)
+	// One runs (held), then one waits: the second goes out once the first
+	// runs, or it could find the first still queued and be refused.
+	waitState := func(what string, ok func(appliance.State) bool) {
+		deadline := time.Now().Add(5 * time.Second)
+		for st := ts.core.Snapshot(); !ok(st); st = ts.core.Snapshot() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, st)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	for i := range 2 {
+		wg.Go(func() { ts.do(t, "POST", "/api/generate", `{"model":"tiny","prompt":"hi","stream":false}`) })
+		if i == 0 {
+			waitState("the first request does not run", func(st appliance.State) bool { return len(st.Running) == 1 })
+		}
+	}
+	waitState("the second request is not queued", func(st appliance.State) bool { return st.Queue == 1 })
 	resp, body := ts.do(t, "POST", "/api/chat", `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "queue full") {
 		t.Errorf("full queue: %d %v %s", resp.StatusCode, resp.Header, body)
