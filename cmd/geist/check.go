@@ -38,6 +38,9 @@ func (c *serveConfig) listenAddrs() []listenAddr {
 	if c.MQTT.Embedded {
 		out = append(out, listenAddr{"embedded broker", c.MQTT.EmbeddedAddr})
 	}
+	if c.HTTP.Addr != "" {
+		out = append(out, listenAddr{"http", c.HTTP.Addr})
+	}
 	return out
 }
 

@@ -40,16 +40,16 @@ func TestServeWrongBrokerPassword(t *testing.T) {
 	}
 
 	code, out, errs := geist(t, "", "serve", "--check", "-m", model, "--broker", b.URL, "--mqtt-username", "geist",
-		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"))
+		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"), "--http", "127.0.0.1:0")
 	if code != 1 || !regexp.MustCompile(`(?m)^FAIL  broker  `+regexp.QuoteMeta(b.URL)+`: (not authorised|bad user name or password): connect: `).MatchString(out) ||
-		!strings.Contains(out, "ok    model") || !strings.Contains(out, "ok    data") || !strings.Contains(errs, "1 of 4 checks failed") {
+		!strings.Contains(out, "ok    model") || !strings.Contains(out, "ok    data") || !strings.Contains(errs, "1 of 5 checks failed") {
 		t.Errorf("serve --check with the wrong password: exit %d\n%s%s", code, out, errs)
 	}
 	t.Logf("geist serve --check (wrong password):\n%s", out)
 	os.WriteFile(pw, []byte("right\n"), 0o600)
 	code, out, errs = geist(t, "", "serve", "--check", "-m", model, "--broker", b.URL, "--mqtt-username", "geist",
-		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"), "--speech", "cat {text}", "--speech-play", "/bin/true")
-	if code != 0 || strings.Count(out, "ok    ") != 5 || !strings.Contains(out, "all 5 checks passed") {
+		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"), "--speech", "cat {text}", "--speech-play", "/bin/true", "--http", "127.0.0.1:0")
+	if code != 0 || strings.Count(out, "ok    ") != 6 || !strings.Contains(out, "all 6 checks passed") {
 		t.Errorf("serve --check with the right password: exit %d\n%s%s", code, out, errs)
 	}
 	t.Logf("geist serve --check (right password):\n%s", out)
