@@ -195,15 +195,19 @@ type openaiChoice struct {
 	FinishReason *string           `json:"finish_reason"`
 }
 
-type openaiChatResponse struct {
-	ID                string         `json:"id"`
-	Object            string         `json:"object"`
-	Created           int64          `json:"created"`
-	Model             string         `json:"model"`
-	SystemFingerprint string         `json:"system_fingerprint"`
-	Choices           []openaiChoice `json:"choices"`
-	Usage             *openaiUsage   `json:"usage,omitempty"`
+// openaiResponse is a chat completion (C openaiChoice) or a completion
+// (C completionChoice), whole or a chunk of a stream.
+type openaiResponse[C any] struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []C          `json:"choices"`
+	Usage             *openaiUsage `json:"usage,omitempty"`
 }
+
+type openaiChatResponse = openaiResponse[openaiChoice]
 
 // openaiCalls converts parsed calls, numbering them from first.
 func openaiCalls(calls []chat.ToolCall, first int, stream bool) []openaiToolCall {
@@ -408,15 +412,7 @@ type completionChoice struct {
 	FinishReason *string   `json:"finish_reason"`
 }
 
-type completionResponse struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint"`
-	Choices           []completionChoice `json:"choices"`
-	Usage             *openaiUsage       `json:"usage,omitempty"`
-}
+type completionResponse = openaiResponse[completionChoice]
 
 // openaiCompletions is the legacy completions endpoint: the prompt is
 // read raw (no chat template), max_tokens defaults to 16 as OpenAI's does.
