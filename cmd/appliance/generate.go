@@ -57,7 +57,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		for _, m := range turn {
 			msgs = append(msgs, chatMessage(m))
 		}
-		ereq.Messages, ereq.History = msgs, len(history)
+		ereq.Messages, ereq.History = msgs, len(history)+max(min(r.History, len(turn)-1), 0)
 		ereq.Tools, ereq.TemplateVars = r.Tools, r.TemplateVars
 	}
 	ereq.OnToken = func(int32) { j.progress.token() }

@@ -81,6 +81,12 @@ type Request struct {
 	// System). Exactly one of them is set.
 	Text     string
 	Messages []Message
+	// History is how many of Messages (after a leading system message)
+	// are earlier turns the engine may leave out, oldest exchange first,
+	// when the prompt does not fit the context, as it does with a
+	// session's history: stateless clients (Ollama's and OpenAI's APIs)
+	// send the whole conversation every turn.
+	History int
 	// Raw reads Text as the prompt itself: no chat template, no system
 	// message, no session (Ollama's raw mode).
 	Raw bool
@@ -248,6 +254,9 @@ func (r *Request) check(lim *Limits) *Error {
 	case len(r.Messages) > 0:
 		if r.Raw {
 			return errorf(CodeBadRequest, "a raw request takes text, not messages")
+		}
+		if r.History < 0 || r.History >= len(r.Messages) {
+			r.History = max(min(r.History, len(r.Messages)-1), 0)
 		}
 		if len(r.Messages) > lim.MaxMessages {
 			return errorf(CodeBadRequest, "%d messages exceed the limit of %d", len(r.Messages), lim.MaxMessages)

@@ -107,3 +107,41 @@ func TestServeToolRoundPrompt(t *testing.T) {
 	}
 	t.Logf("a tool round of %d prompt tokens reaches the model as the jinja2 golden (%d bytes)", want, len(golden[0].Prompt))
 }
+
+// TestServeHTTPLongConversation: a stateless client resends a
+// conversation longer than the context (256 tokens here): the oldest
+// exchanges are left out and the question is answered, as Ollama does,
+// rather than refused as too long.
+func TestServeHTTPLongConversation(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	_, logs := runServe(t, "-m", model, "--ctx", "256", "--http", "127.0.0.1:0", "--data-dir", "")
+	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
+	var addr string
+	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	var msgs []map[string]string
+	for i := range 12 {
+		msgs = append(msgs, map[string]string{"role": "user", "content": "Tell me a story about a cat and a dog number " + strings.Repeat("x", i%3)},
+			map[string]string{"role": "assistant", "content": "Once upon a time there was a little cat. She loved to play with the dog in the park."})
+	}
+	msgs = append(msgs, map[string]string{"role": "user", "content": "Once upon a time"})
+	body, _ := json.Marshal(map[string]any{"model": "", "stream": false, "messages": msgs, "options": map[string]any{"num_predict": 8, "temperature": 0}})
+	resp, err := http.Post("http://"+addr+"/api/chat", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var r struct {
+		PromptEvalCount int `json:"prompt_eval_count"`
+		EvalCount       int `json:"eval_count"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || r.PromptEvalCount >= 256 || r.EvalCount == 0 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	t.Logf("25 messages answered with %d prompt tokens of 256", r.PromptEvalCount)
+}

@@ -101,3 +101,24 @@ func TestLlamaToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestResentHistory: the earlier turns a client resends are history the
+// engine may leave out (all before the last user message, after the
+// system message); a tool round after the last question stays.
+func TestResentHistory(t *testing.T) {
+	eng := &appliancetest.Engine{}
+	ts := newTestServer(t, eng, nil)
+	for _, c := range []struct {
+		body    string
+		history int
+	}{
+		{`{"model":"tiny","stream":false,"messages":[{"role":"system","content":"s"},{"role":"user","content":"1"},{"role":"assistant","content":"a"},{"role":"user","content":"2"},{"role":"assistant","content":"b"},{"role":"user","content":"3"}]}`, 4},
+		{`{"model":"tiny","stream":false,"messages":[{"role":"user","content":"1"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{}}}]},{"role":"tool","content":"r"}]}`, 0},
+	} {
+		ts.do(t, "POST", "/api/chat", c.body)
+		reqs := eng.Requests()
+		if h := reqs[len(reqs)-1].History; h != c.history {
+			t.Errorf("%s: engine history %d, want %d", c.body, h, c.history)
+		}
+	}
+}

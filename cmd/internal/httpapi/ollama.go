@@ -344,7 +344,25 @@ func chatMessages(msgs []ollamaMessage, req *appliance.Request) error {
 		}
 		req.Messages = append(req.Messages, am)
 	}
+	req.History = historyOf(req.Messages)
 	return nil
+}
+
+// historyOf is how many messages (after a leading system message) come
+// before the last user message: the earlier turns a stateless client
+// resends, which the engine may leave out, oldest first, when the whole
+// conversation does not fit the context (as Ollama drops old messages).
+func historyOf(msgs []appliance.Message) int {
+	sys := 0
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		sys = 1
+	}
+	for i := len(msgs) - 1; i >= sys; i-- {
+		if msgs[i].Role == "user" {
+			return i - sys
+		}
+	}
+	return 0
 }
 
 func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {

@@ -276,6 +276,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		s.openaiRefuse(w, err)
 		return
 	}
+	req.History = historyOf(req.Messages)
 	if len(c.Tools) > 0 && strings.Trim(string(c.ToolChoice), `" `) != "none" {
 		req.Tools = c.Tools
 		if o.tools = chat.ToolNames(c.Tools); o.tools == nil {
