@@ -24,12 +24,7 @@ func TestBirthFlood(t *testing.T) {
 	}
 	c.Reset()
 	const n = 5000
-	for i := range n {
-		tok := c.Paho().Publish("homeassistant/status", 1, false, "online")
-		if i == n-1 {
-			tok.WaitTimeout(10 * time.Second)
-		}
-	}
+	c.Flood(t, "homeassistant/status", []byte("online"), n)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if births, _ := s.Births(); births == n {
 			break

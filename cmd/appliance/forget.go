@@ -178,9 +178,5 @@ func (d *dbSessions) Turns(id string) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs := make([]Message, len(turns))
-	for i, t := range turns {
-		msgs[i] = Message{Role: t.Role, Content: t.Text}
-	}
-	return msgs, nil
+	return messagesOf(turns), nil
 }

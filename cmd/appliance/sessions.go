@@ -152,11 +152,16 @@ func (d *dbSessions) Load(id string) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return messagesOf(turns), nil
+}
+
+// messagesOf is stored turns as messages.
+func messagesOf(turns []storage.Turn) []Message {
 	msgs := make([]Message, len(turns))
 	for i, t := range turns {
 		msgs[i] = Message{Role: t.Role, Content: t.Text}
 	}
-	return msgs, nil
+	return msgs
 }
 
 // Append implements SessionStore.

@@ -250,12 +250,7 @@ func TestFaultBirthFlood(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	c.Reset()
 	const n = 5000
-	for i := range n {
-		tok := c.Paho().Publish("homeassistant/status", 1, false, "online")
-		if i == n-1 {
-			tok.WaitTimeout(10 * time.Second)
-		}
-	}
+	c.Flood(t, "homeassistant/status", []byte("online"), n)
 	// The republication comes after a random delay of up to 3 s; any
 	// further one would follow within a second of it.
 	waitFor(t, 5*time.Second, "a republication", func() bool {

@@ -270,6 +270,19 @@ func (tc *Client) Publish(t testing.TB, topic string, payload []byte) {
 	}
 }
 
+// Flood publishes payload on topic n times at QoS 1 without waiting,
+// but for the broker to take the last one.
+func (tc *Client) Flood(t testing.TB, topic string, payload []byte, n int) {
+	t.Helper()
+	var tok paho.Token
+	for range n {
+		tok = tc.c.Publish(topic, 1, false, payload)
+	}
+	if tok != nil && (!tok.WaitTimeout(10*time.Second) || tok.Error() != nil) {
+		t.Fatalf("mqtttest: flood of %s: %v", topic, tok.Error())
+	}
+}
+
 // Messages returns a copy of what was received so far.
 func (tc *Client) Messages() []Msg {
 	tc.mu.Lock()
