@@ -1,38 +1,20 @@
 package guard_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/geisten/geist/mqtt/guard"
+	"github.com/geisten/geist/mqtt/mqtttest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRefusals: a burst is answered, the rest of a flood is held back,
 // counted and reported in one line; each topic has its own bucket.
 func TestRefusals(t *testing.T) {
-	var log lockedBuffer
+	var log mqtttest.Log
 	r := guard.NewRefusals(1, 5, 50*time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
 	allowed := 0
 	for range 1000 {
