@@ -10,6 +10,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/geisten/geist/neon/ggml"
 	"golang.org/x/sys/cpu"
 )
 
@@ -75,7 +76,7 @@ type avxQuantKind struct {
 	quantize     func(dst []byte, x []float32) // activation quantizer (generic)
 }
 
-func avxPutF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, f32ToFP16(f)) }
+func avxPutF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, ggml.FP32ToFP16(f)) }
 
 func avxScale(r *rand.Rand) float32 { return float32(r.NormFloat64() * 0.02) }
 
@@ -174,7 +175,7 @@ func avxMagnitude(q avxQuantKind, w, a []byte, nb int) float64 {
 		case "Q4_K":
 			d, dmin := float64(f16at(x, 0)), float64(f16at(x, 2))
 			for j := 0; j < 8; j++ {
-				sc, mn := scaleMinK4(j, x[4:16])
+				sc, mn := ggml.ScaleMinK4(j, x[4:16])
 				for l := 0; l < 32; l++ {
 					qv := x[16+32*(j/2)+l]
 					if j%2 == 0 {
@@ -430,7 +431,7 @@ func TestDotFloatAVX2(t *testing.T) {
 func avxHalfs(r *rand.Rand, n int) []uint16 {
 	b := make([]uint16, n)
 	for i := range b {
-		b[i] = f32ToFP16(float32(r.NormFloat64()))
+		b[i] = ggml.FP32ToFP16(float32(r.NormFloat64()))
 	}
 	return b
 }

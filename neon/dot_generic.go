@@ -3,6 +3,8 @@ package neon
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/geisten/geist/neon/ggml"
 )
 
 // The dot products of one weight row w (nb blocks, or nb elements for the
@@ -43,8 +45,8 @@ func dotBF16(w, a []byte, n int) float32 {
 	w, a = w[:2*n], a[:2*n]
 	var sum float64
 	for i := 0; i < n; i++ {
-		x := bf16ToF32(binary.LittleEndian.Uint16(w[2*i:]))
-		y := bf16ToF32(binary.LittleEndian.Uint16(a[2*i:]))
+		x := ggml.BF16ToFP32(binary.LittleEndian.Uint16(w[2*i:]))
+		y := ggml.BF16ToFP32(binary.LittleEndian.Uint16(a[2*i:]))
 		sum += float64(x * y)
 	}
 	return float32(sum)
@@ -243,7 +245,7 @@ func dotQ3_KQ8_K(w, a []byte, nb int) float32 {
 			}
 			q3 = q3[32:]
 		}
-		q3kScales(x[96:108], &scales)
+		ggml.Q3KScales(x[96:108], &scales)
 		var aux32 [8]int32
 		for j := 0; j < qkK/16; j++ {
 			mulLanes(&aux32, int32(scales[j]), q8[16*j:], aux8[16*j:16*j+16])
@@ -273,7 +275,7 @@ func dotQ4_KQ8_K(w, a []byte, nb int) float32 {
 		var sumi int32
 		var aux32 [8]int32
 		for j := 0; j < qkK/32; j++ {
-			s, m := scaleMinK4(j, sc)
+			s, m := ggml.ScaleMinK4(j, sc)
 			sumi += (bsum(bs, 2*j) + bsum(bs, 2*j+1)) * int32(m)
 			mulLanes(&aux32, int32(s), q8[32*j:], aux8[32*j:32*j+32])
 		}
@@ -313,7 +315,7 @@ func dotQ5_KQ8_K(w, a []byte, nb int) float32 {
 		var sumi int32
 		var aux32 [8]int32
 		for j := 0; j < qkK/32; j++ {
-			s, mn := scaleMinK4(j, sc)
+			s, mn := ggml.ScaleMinK4(j, sc)
 			sumi += (bsum(bs, 2*j) + bsum(bs, 2*j+1)) * int32(mn)
 			mulLanes(&aux32, int32(s), q8[32*j:], aux8[32*j:32*j+32])
 		}

@@ -3,23 +3,26 @@ package neon
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/geisten/geist/neon/ggml"
 )
 
-// Block sizes in bytes (ggml-common.h); QK_K values per k-quant super-block.
+// Short names for the block sizes defined once in neon/ggml (the kernel
+// files, assembly wrappers and the arm64 generator's output use them).
 const (
-	qkK      = 256
-	sizeQ4_0 = 2 + 16
-	sizeQ4_1 = 2 + 2 + 16
-	sizeQ5_0 = 2 + 4 + 16
-	sizeQ5_1 = 2 + 2 + 4 + 16
-	sizeQ8_0 = 2 + 32
-	sizeQ8_1 = 2 + 2 + 32
-	sizeQ2_K = qkK/16 + qkK/4 + 2 + 2
-	sizeQ3_K = qkK/8 + qkK/4 + 12 + 2
-	sizeQ4_K = 2 + 2 + 12 + qkK/2
-	sizeQ5_K = 2 + 2 + 12 + qkK/8 + qkK/2
-	sizeQ6_K = qkK/2 + qkK/4 + qkK/16 + 2
-	sizeQ8_K = 4 + qkK + qkK/16*2
+	qkK      = ggml.QK_K
+	sizeQ4_0 = ggml.SizeQ4_0
+	sizeQ4_1 = ggml.SizeQ4_1
+	sizeQ5_0 = ggml.SizeQ5_0
+	sizeQ5_1 = ggml.SizeQ5_1
+	sizeQ8_0 = ggml.SizeQ8_0
+	sizeQ8_1 = ggml.SizeQ8_1
+	sizeQ2_K = ggml.SizeQ2_K
+	sizeQ3_K = ggml.SizeQ3_K
+	sizeQ4_K = ggml.SizeQ4_K
+	sizeQ5_K = ggml.SizeQ5_K
+	sizeQ6_K = ggml.SizeQ6_K
+	sizeQ8_K = ggml.SizeQ8_K
 )
 
 // generic is the pure-Go reference set.
@@ -80,113 +83,15 @@ func cols(dot func(w, a []byte, nb int) float32, out []float32, w, a []byte, aSt
 	}
 }
 
-func f16at(b []byte, off int) float32 {
-	return h2f(binary.LittleEndian.Uint16(b[off:]))
-}
+// f16at and h2f are neon's short names for ggml.F16At and
+// ggml.FP16ToFP32.
+func f16at(b []byte, off int) float32 { return ggml.F16At(b, off) }
 
-// h2f converts half-precision bits to float32 by table lookup.
-func h2f(h uint16) float32 { return fp16Table[h] }
+func h2f(h uint16) float32 { return ggml.FP16ToFP32(h) }
 
-// fp16Table maps every half bit pattern to its float32 value (ggml's
-// ggml_table_f32_f16): computed at initialisation, read-only after.
-var fp16Table = func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for i := range t {
-		t[i] = fp16ToF32(uint16(i))
-	}
-	return &t
-}()
-
-// fp16ToF32 converts IEEE half bits to float32 exactly.
-func fp16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	e := uint32(113)
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
-}
-
-// f32ToFP16 converts f to half bits, round to nearest even (ggml's
-// GGML_FP32_TO_FP16); a NaN becomes the quiet NaN 0x7E00 with f's sign.
-func f32ToFP16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e >= 1 {
-		h := uint32(e)<<10 | mant>>13
-		rem := mant & 0x1fff
-		if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	if exp == 0 {
-		return sign
-	}
-	s := uint32(14 - e)
-	if s > 24 {
-		return sign
-	}
-	m24 := mant | 0x800000
-	q := m24 >> s
-	rem := m24 & (1<<s - 1)
-	half := uint32(1) << (s - 1)
-	if rem > half || (rem == half && q&1 == 1) {
-		q++
-	}
-	return sign | uint16(q)
-}
-
-func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// scaleMinK4 returns the j-th 6-bit scale and min of a Q4_K/Q5_K block
-// (ggml's get_scale_min_k4).
-func scaleMinK4(j int, q []byte) (sc, m byte) {
-	if j < 4 {
-		return q[j] & 63, q[j+4] & 63
-	}
-	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
-}
-
-// q3kScales unpacks Q3_K's twelve bytes of 6-bit scales into 16 values,
-// already minus 32.
-func q3kScales(s []byte, out *[16]int8) {
-	const kmask1, kmask2 = 0x03030303, 0x0f0f0f0f
-	a0 := binary.LittleEndian.Uint32(s[0:])
-	a1 := binary.LittleEndian.Uint32(s[4:])
-	tmp := binary.LittleEndian.Uint32(s[8:])
-	var aux [4]uint32
-	aux[2] = (a0>>4)&kmask2 | ((tmp>>4)&kmask1)<<4
-	aux[3] = (a1>>4)&kmask2 | ((tmp>>6)&kmask1)<<4
-	aux[0] = a0&kmask2 | ((tmp>>0)&kmask1)<<4
-	aux[1] = a1&kmask2 | ((tmp>>2)&kmask1)<<4
-	for i := 0; i < 16; i++ {
-		out[i] = int8(aux[i/4]>>(8*uint(i%4))) - 32
-	}
-}
+// fp16Table is the conversion table, read by the arm64 assembly (integer
+// loads convert the scales there: qemu emulates FCVT slowly).
+var fp16Table = ggml.FP16Table()
 
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
@@ -209,7 +114,7 @@ func quantizeQ8_0(dst []byte, src []float32) {
 		if d != 0 {
 			id = 1 / d
 		}
-		binary.LittleEndian.PutUint16(y, f32ToFP16(d))
+		binary.LittleEndian.PutUint16(y, ggml.FP32ToFP16(d))
 		for j := 0; j < 32; j++ {
 			y[2+j] = byte(int8(math.Round(float64(float32(x[j] * id)))))
 		}
@@ -238,7 +143,7 @@ func quantizeQ8_K(dst []byte, src []float32) {
 		iscale := -127 / max
 		qs := y[4 : 4+qkK]
 		for j, v := range x {
-			qs[j] = byte(int8(min(127, nearestInt(float32(iscale*v)))))
+			qs[j] = byte(int8(min(127, ggml.NearestInt(float32(iscale*v)))))
 		}
 		for j := 0; j < qkK/16; j++ {
 			var sum int32
@@ -249,12 +154,6 @@ func quantizeQ8_K(dst []byte, src []float32) {
 		}
 		binary.LittleEndian.PutUint32(y, math.Float32bits(1/iscale))
 	}
-}
-
-// nearestInt is ggml's nearest_int (round half to even for |f| <= 4194303).
-func nearestInt(f float32) int32 {
-	v := float32(f) + 12582912
-	return int32(math.Float32bits(v)&0x7fffff) - 0x400000
 }
 
 // rmsNormScale returns the sum of squares of x: each square rounded to

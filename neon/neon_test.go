@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/geisten/geist/neon/ggml"
 	"golang.org/x/sys/cpu"
 )
 
@@ -156,7 +157,7 @@ func randWeights(r *rand.Rand, dt dotType, nb, off int) []byte {
 	w := buf[off : off+nb*dt.wsize]
 	for b := 0; b < nb; b++ {
 		for _, s := range dt.scales {
-			binary.LittleEndian.PutUint16(w[b*dt.wsize+s:], f32ToFP16(float32(r.NormFloat64()*0.01)))
+			binary.LittleEndian.PutUint16(w[b*dt.wsize+s:], ggml.FP32ToFP16(float32(r.NormFloat64()*0.01)))
 		}
 	}
 	return w
@@ -198,7 +199,7 @@ func magnitude(dt dotType, w, a []byte, nb int) float64 {
 		case "Q4_K":
 			var s, mins float64
 			for j := 0; j < 8; j++ {
-				sc, mn := scaleMinK4(j, x[4:16])
+				sc, mn := ggml.ScaleMinK4(j, x[4:16])
 				for l := 0; l < 32; l++ {
 					q := x[16+32*(j/2)+l]
 					if j%2 == 1 {
@@ -344,7 +345,7 @@ func put(b []byte, x []float32, size int) {
 		if size == 4 {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		} else {
-			binary.LittleEndian.PutUint16(b[2*i:], f32ToFP16(v))
+			binary.LittleEndian.PutUint16(b[2*i:], ggml.FP32ToFP16(v))
 		}
 	}
 }
@@ -426,7 +427,7 @@ func TestVectorMatchesGeneric(t *testing.T) {
 			b := make([]uint16, n+1)[1:]
 			var mag, sq float64
 			for i := range b {
-				b[i] = f32ToFP16(float32(r.NormFloat64()))
+				b[i] = ggml.FP32ToFP16(float32(r.NormFloat64()))
 				mag += math.Abs(float64(a[i]) * float64(h2f(b[i])))
 				sq += float64(a[i]) * float64(a[i])
 			}
@@ -563,7 +564,7 @@ func BenchmarkVector(b *testing.B) {
 	x := randFloats(r, 4096)
 	h := make([]uint16, 4096)
 	for i := range h {
-		h[i] = f32ToFP16(x[i])
+		h[i] = ggml.FP32ToFP16(x[i])
 	}
 	wb := make([]byte, 4*4096)
 	ab := make([]byte, 4*4096)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/geisten/geist/neon/ggml"
 )
 
 // TestSpeedRatios (run with GEIST_NEON_SPEED=1) times every kernel of every
@@ -42,7 +44,7 @@ func TestSpeedRatios(t *testing.T) {
 	q := make([]byte, 4096/256*sizeQ8_K)
 	h := make([]uint16, 4096)
 	for i := range h {
-		h[i] = f32ToFP16(x[i])
+		h[i] = ggml.FP32ToFP16(x[i])
 	}
 	fb := make([]byte, 4*4096)
 	put(fb, x, 4)

@@ -4,40 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-)
 
-// Block layouts (ggml-common.h), little-endian, in bytes:
-//
-//	Q4_0  {d f16; qs[16]}                                   18
-//	Q4_1  {d, m f16; qs[16]}                                20
-//	Q5_0  {d f16; qh[4]; qs[16]}                            22
-//	Q5_1  {d, m f16; qh[4]; qs[16]}                         24
-//	Q8_0  {d f16; qs[32] int8}                              34
-//	Q8_1  {d, s f16; qs[32] int8}                           36
-//	Q2_K  {scales[16]; qs[64]; d, dmin f16}                 84
-//	Q3_K  {hmask[32]; qs[64]; scales[12]; d f16}           110
-//	Q4_K  {d, dmin f16; scales[12]; qs[128]}               144
-//	Q5_K  {d, dmin f16; scales[12]; qh[32]; qs[128]}       176
-//	Q6_K  {ql[128]; qh[64]; scales[16] int8; d f16}        210
-//	Q8_K  {d f32; qs[256] int8; bsums[16] int16}           292
-const (
-	sizeQ4_0 = 2 + 16
-	sizeQ4_1 = 2 + 2 + 16
-	sizeQ5_0 = 2 + 4 + 16
-	sizeQ5_1 = 2 + 2 + 4 + 16
-	sizeQ8_0 = 2 + 32
-	sizeQ8_1 = 2 + 2 + 32
-	sizeQ2_K = QK_K/16 + QK_K/4 + 2 + 2
-	sizeQ3_K = QK_K/8 + QK_K/4 + 12 + 2
-	sizeQ4_K = 2 + 2 + 12 + QK_K/2
-	sizeQ5_K = 2 + 2 + 12 + QK_K/8 + QK_K/2
-	sizeQ6_K = QK_K/2 + QK_K/4 + QK_K/16 + 2
-	sizeQ8_K = 4 + QK_K + QK_K/16*2
+	"github.com/geisten/geist/neon/ggml"
 )
-
-func f16at(b []byte, off int) float32 {
-	return h2f(binary.LittleEndian.Uint16(b[off:]))
-}
 
 // rowBytes checks that src holds exactly the blocks for dst and returns the
 // number of blocks.
@@ -67,11 +36,11 @@ func DequantizeRow(t Type, src []byte, dst []float32) error {
 		}
 	case F16:
 		for i := range dst {
-			dst[i] = h2f(binary.LittleEndian.Uint16(src[2*i:]))
+			dst[i] = ggml.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case BF16:
 		for i := range dst {
-			dst[i] = BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+			dst[i] = ggml.BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case Q4_0:
 		dequantQ4_0(src, dst, nb)
@@ -114,9 +83,9 @@ func CanDequantize(t Type) bool {
 
 func dequantQ4_0(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ4_0 : (i+1)*sizeQ4_0]
+		b := src[i*ggml.SizeQ4_0 : (i+1)*ggml.SizeQ4_0]
 		y := dst[i*32 : i*32+32]
-		d := f16at(b, 0)
+		d := ggml.F16At(b, 0)
 		qs := b[2:18]
 		for j := 0; j < 16; j++ {
 			y[j] = float32(int32(qs[j]&0x0f)-8) * d
@@ -127,9 +96,9 @@ func dequantQ4_0(src []byte, dst []float32, nb int) {
 
 func dequantQ4_1(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ4_1 : (i+1)*sizeQ4_1]
+		b := src[i*ggml.SizeQ4_1 : (i+1)*ggml.SizeQ4_1]
 		y := dst[i*32 : i*32+32]
-		d, m := f16at(b, 0), f16at(b, 2)
+		d, m := ggml.F16At(b, 0), ggml.F16At(b, 2)
 		qs := b[4:20]
 		for j := 0; j < 16; j++ {
 			y[j] = float32(float32(qs[j]&0x0f)*d) + m
@@ -140,9 +109,9 @@ func dequantQ4_1(src []byte, dst []float32, nb int) {
 
 func dequantQ5_0(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ5_0 : (i+1)*sizeQ5_0]
+		b := src[i*ggml.SizeQ5_0 : (i+1)*ggml.SizeQ5_0]
 		y := dst[i*32 : i*32+32]
-		d := f16at(b, 0)
+		d := ggml.F16At(b, 0)
 		qh := binary.LittleEndian.Uint32(b[2:])
 		qs := b[6:22]
 		for j := 0; j < 16; j++ {
@@ -156,9 +125,9 @@ func dequantQ5_0(src []byte, dst []float32, nb int) {
 
 func dequantQ5_1(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ5_1 : (i+1)*sizeQ5_1]
+		b := src[i*ggml.SizeQ5_1 : (i+1)*ggml.SizeQ5_1]
 		y := dst[i*32 : i*32+32]
-		d, m := f16at(b, 0), f16at(b, 2)
+		d, m := ggml.F16At(b, 0), ggml.F16At(b, 2)
 		qh := binary.LittleEndian.Uint32(b[4:])
 		qs := b[8:24]
 		for j := 0; j < 16; j++ {
@@ -172,9 +141,9 @@ func dequantQ5_1(src []byte, dst []float32, nb int) {
 
 func dequantQ8_0(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ8_0 : (i+1)*sizeQ8_0]
+		b := src[i*ggml.SizeQ8_0 : (i+1)*ggml.SizeQ8_0]
 		y := dst[i*32 : i*32+32]
-		d := f16at(b, 0)
+		d := ggml.F16At(b, 0)
 		for j := 0; j < 32; j++ {
 			y[j] = float32(int8(b[2+j])) * d
 		}
@@ -183,9 +152,9 @@ func dequantQ8_0(src []byte, dst []float32, nb int) {
 
 func dequantQ8_1(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ8_1 : (i+1)*sizeQ8_1]
+		b := src[i*ggml.SizeQ8_1 : (i+1)*ggml.SizeQ8_1]
 		y := dst[i*32 : i*32+32]
-		d := f16at(b, 0)
+		d := ggml.F16At(b, 0)
 		for j := 0; j < 32; j++ {
 			y[j] = float32(int8(b[4+j])) * d
 		}
@@ -194,11 +163,11 @@ func dequantQ8_1(src []byte, dst []float32, nb int) {
 
 func dequantQ2_K(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ2_K : (i+1)*sizeQ2_K]
+		b := src[i*ggml.SizeQ2_K : (i+1)*ggml.SizeQ2_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
 		scales := b[0:16]
 		q := b[16:80]
-		d, min := f16at(b, 80), f16at(b, 82)
+		d, min := ggml.F16At(b, 80), ggml.F16At(b, 82)
 		is, k := 0, 0
 		for n := 0; n < QK_K; n += 128 {
 			shift := uint(0)
@@ -224,32 +193,15 @@ func dequantQ2_K(src []byte, dst []float32, nb int) {
 	}
 }
 
-// q3kScales unpacks Q3_K's twelve bytes of 6-bit scales into 16 values,
-// already minus 32.
-func q3kScales(s []byte, out *[16]int8) {
-	const kmask1, kmask2 = 0x03030303, 0x0f0f0f0f
-	a0 := binary.LittleEndian.Uint32(s[0:])
-	a1 := binary.LittleEndian.Uint32(s[4:])
-	tmp := binary.LittleEndian.Uint32(s[8:])
-	var aux [4]uint32
-	aux[2] = (a0>>4)&kmask2 | ((tmp>>4)&kmask1)<<4
-	aux[3] = (a1>>4)&kmask2 | ((tmp>>6)&kmask1)<<4
-	aux[0] = a0&kmask2 | ((tmp>>0)&kmask1)<<4
-	aux[1] = a1&kmask2 | ((tmp>>2)&kmask1)<<4
-	for i := 0; i < 16; i++ {
-		out[i] = int8(aux[i/4]>>(8*uint(i%4))) - 32
-	}
-}
-
 func dequantQ3_K(src []byte, dst []float32, nb int) {
 	var scales [16]int8
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ3_K : (i+1)*sizeQ3_K]
+		b := src[i*ggml.SizeQ3_K : (i+1)*ggml.SizeQ3_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
 		hm := b[0:32]
 		q := b[32:96]
-		q3kScales(b[96:108], &scales)
-		dAll := f16at(b, 108)
+		ggml.Q3KScales(b[96:108], &scales)
+		dAll := ggml.F16At(b, 108)
 		m := byte(1)
 		is, k := 0, 0
 		for n := 0; n < QK_K; n += 128 {
@@ -283,27 +235,18 @@ func dequantQ3_K(src []byte, dst []float32, nb int) {
 	}
 }
 
-// scaleMinK4 returns the j-th 6-bit scale and min of a Q4_K/Q5_K block
-// (ggml's get_scale_min_k4).
-func scaleMinK4(j int, q []byte) (sc, m byte) {
-	if j < 4 {
-		return q[j] & 63, q[j+4] & 63
-	}
-	return q[j+4]&0xf | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
-}
-
 func dequantQ4_K(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ4_K : (i+1)*sizeQ4_K]
+		b := src[i*ggml.SizeQ4_K : (i+1)*ggml.SizeQ4_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
-		d, min := f16at(b, 0), f16at(b, 2)
+		d, min := ggml.F16At(b, 0), ggml.F16At(b, 2)
 		scales := b[4:16]
 		q := b[16:144]
 		is, k := 0, 0
 		for j := 0; j < QK_K; j += 64 {
-			sc, m := scaleMinK4(is, scales)
+			sc, m := ggml.ScaleMinK4(is, scales)
 			d1, m1 := d*float32(sc), float32(min*float32(m))
-			sc, m = scaleMinK4(is+1, scales)
+			sc, m = ggml.ScaleMinK4(is+1, scales)
 			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				y[k] = float32(d1*float32(q[l]&0xf)) - m1
@@ -321,18 +264,18 @@ func dequantQ4_K(src []byte, dst []float32, nb int) {
 
 func dequantQ5_K(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ5_K : (i+1)*sizeQ5_K]
+		b := src[i*ggml.SizeQ5_K : (i+1)*ggml.SizeQ5_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
-		d, min := f16at(b, 0), f16at(b, 2)
+		d, min := ggml.F16At(b, 0), ggml.F16At(b, 2)
 		scales := b[4:16]
 		qh := b[16:48]
 		ql := b[48:176]
 		is, k := 0, 0
 		u1, u2 := byte(1), byte(2)
 		for j := 0; j < QK_K; j += 64 {
-			sc, m := scaleMinK4(is, scales)
+			sc, m := ggml.ScaleMinK4(is, scales)
 			d1, m1 := d*float32(sc), float32(min*float32(m))
-			sc, m = scaleMinK4(is+1, scales)
+			sc, m = ggml.ScaleMinK4(is+1, scales)
 			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				v := int32(ql[l] & 0xf)
@@ -360,12 +303,12 @@ func dequantQ5_K(src []byte, dst []float32, nb int) {
 
 func dequantQ6_K(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ6_K : (i+1)*sizeQ6_K]
+		b := src[i*ggml.SizeQ6_K : (i+1)*ggml.SizeQ6_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
 		ql := b[0:128]
 		qh := b[128:192]
 		sc := b[192:208]
-		d := f16at(b, 208)
+		d := ggml.F16At(b, 208)
 		for n := 0; n < QK_K; n += 128 {
 			for l := 0; l < 32; l++ {
 				is := l / 16
@@ -387,7 +330,7 @@ func dequantQ6_K(src []byte, dst []float32, nb int) {
 
 func dequantQ8_K(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
-		b := src[i*sizeQ8_K : (i+1)*sizeQ8_K]
+		b := src[i*ggml.SizeQ8_K : (i+1)*ggml.SizeQ8_K]
 		y := dst[i*QK_K : (i+1)*QK_K]
 		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		for j := 0; j < QK_K; j++ {

@@ -1,6 +1,10 @@
 package quant
 
-import "math"
+import (
+	"math"
+
+	"github.com/geisten/geist/neon/ggml"
+)
 
 // Reference k-quant quantizers, a transcription of ggml's
 // quantize_row_q{4,5,6}_K_ref with every float operation in ggml's order and
@@ -44,7 +48,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 	scale = 1 / iscale
 	var bestErr float32
 	for i := 0; i < n; i++ {
-		l := nearestInt(float32(iscale * float32(x[i]-min)))
+		l := ggml.NearestInt(float32(iscale * float32(x[i]-min)))
 		L[i] = uint8(maxI32(0, minI32(nmax, l)))
 		diff := float32(float32(scale*float32(L[i]))+min) - x[i]
 		if useMAD {
@@ -61,7 +65,7 @@ func makeQKX2Quants(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rde
 		iscale = (float32(rmin+float32(rdelta*float32(is))) + fnmax) / (max - min)
 		var sumL, sumL2, sumXL float32
 		for i := 0; i < n; i++ {
-			l := nearestInt(float32(iscale * float32(x[i]-min)))
+			l := ggml.NearestInt(float32(iscale * float32(x[i]-min)))
 			l = maxI32(0, minI32(nmax, l))
 			Laux[i] = uint8(l)
 			w := weights[i]
@@ -121,7 +125,7 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 	iscale := -fnmax / max
 	var sumlx, suml2 float32
 	for i := 0; i < n; i++ {
-		l := nearestInt(float32(iscale * x[i]))
+		l := ggml.NearestInt(float32(iscale * x[i]))
 		l = maxI32(-nmax, minI32(nmax-1, l))
 		L[i] = int8(l + nmax)
 		w := float32(x[i] * x[i])
@@ -141,7 +145,7 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		iscale = -(fnmax + float32(0.1*float32(is))) / max
 		sumlx, suml2 = 0, 0
 		for i := 0; i < n; i++ {
-			l := nearestInt(float32(iscale * x[i]))
+			l := ggml.NearestInt(float32(iscale * x[i]))
 			l = maxI32(-nmax, minI32(nmax-1, l))
 			w := float32(x[i] * x[i])
 			fl := float32(l)
@@ -150,7 +154,7 @@ func makeQXQuants(nmax int32, x []float32, L []int8) float32 {
 		}
 		if suml2 > 0 && float32(sumlx*sumlx) > float32(best*suml2) {
 			for i := 0; i < n; i++ {
-				l := nearestInt(float32(iscale * x[i]))
+				l := ggml.NearestInt(float32(iscale * x[i]))
 				L[i] = int8(nmax + maxI32(-nmax, minI32(nmax-1, l)))
 			}
 			scale = sumlx / suml2
@@ -198,8 +202,8 @@ func quantKSuperBlock(x []float32, nmax int32, rmin, rdelta float32, nstep int, 
 	}
 	sc := y[4:16]
 	for j := 0; j < QK_K/32; j++ {
-		ls := uint8(nearestInt(float32(invScale * scales[j])))
-		lm := uint8(nearestInt(float32(invMin * mins[j])))
+		ls := uint8(ggml.NearestInt(float32(invScale * scales[j])))
+		lm := uint8(ggml.NearestInt(float32(invMin * mins[j])))
 		ls = min(63, ls)
 		lm = min(63, lm)
 		if j < 4 {
@@ -215,16 +219,16 @@ func quantKSuperBlock(x []float32, nmax int32, rmin, rdelta float32, nstep int, 
 	putF16(y, 2, maxMin/63)
 
 	// Requantize with the scales as stored.
-	dAll, mAll := f16at(y, 0), f16at(y, 2)
+	dAll, mAll := ggml.F16At(y, 0), ggml.F16At(y, 2)
 	for j := 0; j < QK_K/32; j++ {
-		s, m := scaleMinK4(j, sc)
+		s, m := ggml.ScaleMinK4(j, sc)
 		d := dAll * float32(s)
 		if d == 0 {
 			continue
 		}
 		dm := float32(mAll * float32(m))
 		for ii := 0; ii < 32; ii++ {
-			l := nearestInt((x[32*j+ii] + dm) / d)
+			l := ggml.NearestInt((x[32*j+ii] + dm) / d)
 			L[32*j+ii] = uint8(maxI32(0, minI32(nmax, l)))
 		}
 	}
@@ -234,7 +238,7 @@ func quantQ4_K(src []float32, dst []byte, nb int) {
 	var L [QK_K]uint8
 	for i := 0; i < nb; i++ {
 		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ4_K : (i+1)*sizeQ4_K]
+		y := dst[i*ggml.SizeQ4_K : (i+1)*ggml.SizeQ4_K]
 		quantKSuperBlock(x, 15, -1, 0.1, 20, L[:], y)
 		q := y[16:144]
 		for j := 0; j < QK_K; j += 64 {
@@ -250,7 +254,7 @@ func quantQ5_K(src []float32, dst []byte, nb int) {
 	var L [QK_K]uint8
 	for i := 0; i < nb; i++ {
 		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ5_K : (i+1)*sizeQ5_K]
+		y := dst[i*ggml.SizeQ5_K : (i+1)*ggml.SizeQ5_K]
 		quantKSuperBlock(x, 31, -0.5, 0.1, 15, L[:], y)
 		qh := y[16:48]
 		ql := y[48:176]
@@ -284,7 +288,7 @@ func quantQ6_K(src []float32, dst []byte, nb int) {
 	)
 	for i := 0; i < nb; i++ {
 		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ6_K : (i+1)*sizeQ6_K]
+		y := dst[i*ggml.SizeQ6_K : (i+1)*ggml.SizeQ6_K]
 		var maxScale, maxAbsScale float32
 		for ib := 0; ib < QK_K/16; ib++ {
 			s := makeQXQuants(32, x[16*ib:16*ib+16], L[16*ib:16*ib+16])
@@ -301,16 +305,16 @@ func quantQ6_K(src []float32, dst []byte, nb int) {
 		putF16(y, 208, 1/iscale)
 		sc := y[192:208]
 		for ib := 0; ib < QK_K/16; ib++ {
-			sc[ib] = byte(int8(minI32(127, nearestInt(float32(iscale*scales[ib])))))
+			sc[ib] = byte(int8(minI32(127, ggml.NearestInt(float32(iscale*scales[ib])))))
 		}
-		dAll := f16at(y, 208)
+		dAll := ggml.F16At(y, 208)
 		for j := 0; j < QK_K/16; j++ {
 			d := dAll * float32(int8(sc[j]))
 			if d == 0 {
 				continue
 			}
 			for ii := 0; ii < 16; ii++ {
-				l := nearestInt(x[16*j+ii] / d)
+				l := ggml.NearestInt(x[16*j+ii] / d)
 				L[16*j+ii] = int8(maxI32(-32, minI32(31, l)) + 32)
 			}
 		}
@@ -351,7 +355,7 @@ func makeQ3Quants(nmax int32, x []float32, L []int8) float32 {
 	iscale := -float32(nmax) / max
 	var sumlx, suml2 float32
 	for i := 0; i < n; i++ {
-		l := maxI32(-nmax, minI32(nmax-1, nearestInt(float32(iscale*x[i]))))
+		l := maxI32(-nmax, minI32(nmax-1, ggml.NearestInt(float32(iscale*x[i]))))
 		L[i] = int8(l)
 		w := float32(x[i] * x[i])
 		sumlx += float32(float32(w*x[i]) * float32(l))
@@ -365,7 +369,7 @@ func makeQ3Quants(nmax int32, x []float32, L []int8) float32 {
 			slx := sumlx - float32(float32(w*x[i])*li)
 			if slx > 0 {
 				sl2 := suml2 - float32(float32(w*li)*li)
-				newL := maxI32(-nmax, minI32(nmax-1, nearestInt(float32(x[i]*sl2)/slx)))
+				newL := maxI32(-nmax, minI32(nmax-1, ggml.NearestInt(float32(x[i]*sl2)/slx)))
 				if newL != int32(L[i]) {
 					fl := float32(newL)
 					slx += float32(float32(w*x[i]) * fl)
@@ -412,7 +416,7 @@ func quantQ2_K(src []float32, dst []byte, nb int) {
 	const q4scale = 15
 	for i := 0; i < nb; i++ {
 		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ2_K : (i+1)*sizeQ2_K]
+		y := dst[i*ggml.SizeQ2_K : (i+1)*ggml.SizeQ2_K]
 		var maxScale, maxMin float32
 		for j := 0; j < QK_K/16; j++ {
 			xs := x[16*j : 16*j+16]
@@ -431,7 +435,7 @@ func quantQ2_K(src []float32, dst []byte, nb int) {
 		if maxScale > 0 {
 			iscale := q4scale / maxScale
 			for j := range sc {
-				sc[j] = uint8(nearestInt(float32(iscale * scales[j])))
+				sc[j] = uint8(ggml.NearestInt(float32(iscale * scales[j])))
 			}
 			putF16(y, 80, maxScale/q4scale)
 		} else {
@@ -441,13 +445,13 @@ func quantQ2_K(src []float32, dst []byte, nb int) {
 		if maxMin > 0 {
 			iscale := q4scale / maxMin
 			for j := range sc {
-				sc[j] |= uint8(nearestInt(float32(iscale*mins[j])) << 4)
+				sc[j] |= uint8(ggml.NearestInt(float32(iscale*mins[j])) << 4)
 			}
 			putF16(y, 82, maxMin/q4scale)
 		} else {
 			putF16(y, 82, 0)
 		}
-		dAll, mAll := f16at(y, 80), f16at(y, 82)
+		dAll, mAll := ggml.F16At(y, 80), ggml.F16At(y, 82)
 		for j := 0; j < QK_K/16; j++ {
 			d := dAll * float32(sc[j]&0xf)
 			if d == 0 {
@@ -455,7 +459,7 @@ func quantQ2_K(src []float32, dst []byte, nb int) {
 			}
 			dm := float32(mAll * float32(sc[j]>>4))
 			for ii := 0; ii < 16; ii++ {
-				l := nearestInt((x[16*j+ii] + dm) / d)
+				l := ggml.NearestInt((x[16*j+ii] + dm) / d)
 				L[16*j+ii] = uint8(maxI32(0, minI32(3, l)))
 			}
 		}
@@ -472,7 +476,7 @@ func quantQ3_K(src []float32, dst []byte, nb int) {
 	)
 	for i := 0; i < nb; i++ {
 		x := src[i*QK_K : (i+1)*QK_K]
-		y := dst[i*sizeQ3_K : (i+1)*sizeQ3_K]
+		y := dst[i*ggml.SizeQ3_K : (i+1)*ggml.SizeQ3_K]
 		var maxScale, amax float32
 		for j := 0; j < QK_K/16; j++ {
 			scales[j] = makeQ3Quants(4, x[16*j:16*j+16], L[16*j:16*j+16])
@@ -485,7 +489,7 @@ func quantQ3_K(src []float32, dst []byte, nb int) {
 		if maxScale != 0 {
 			iscale := -32 / maxScale
 			for j := 0; j < QK_K/16; j++ {
-				l := int32(int8(nearestInt(float32(iscale * scales[j]))))
+				l := int32(int8(ggml.NearestInt(float32(iscale * scales[j]))))
 				l = maxI32(-32, minI32(31, l)) + 32
 				if j < 8 {
 					sc[j] = byte(l & 0xf)
@@ -499,7 +503,7 @@ func quantQ3_K(src []float32, dst []byte, nb int) {
 		} else {
 			putF16(y, 108, 0)
 		}
-		dAll := f16at(y, 108)
+		dAll := ggml.F16At(y, 108)
 		for j := 0; j < QK_K/16; j++ {
 			var s int8
 			if j < 8 {
@@ -513,7 +517,7 @@ func quantQ3_K(src []float32, dst []byte, nb int) {
 				continue
 			}
 			for ii := 0; ii < 16; ii++ {
-				l := nearestInt(x[16*j+ii] / d)
+				l := ggml.NearestInt(x[16*j+ii] / d)
 				L[16*j+ii] = int8(maxI32(-4, minI32(3, l)) + 4)
 			}
 		}

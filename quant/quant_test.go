@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/neon"
+	"github.com/geisten/geist/neon/ggml"
 )
 
 func randRow(r *rand.Rand, n int, scale float64) []float32 {
@@ -49,9 +50,9 @@ func TestTypeSizes(t *testing.T) {
 		t    Type
 		size int
 	}{
-		{Q4_0, sizeQ4_0}, {Q4_1, sizeQ4_1}, {Q5_0, sizeQ5_0}, {Q5_1, sizeQ5_1},
-		{Q8_0, sizeQ8_0}, {Q8_1, sizeQ8_1}, {Q2_K, sizeQ2_K}, {Q3_K, sizeQ3_K},
-		{Q4_K, sizeQ4_K}, {Q5_K, sizeQ5_K}, {Q6_K, sizeQ6_K}, {Q8_K, sizeQ8_K},
+		{Q4_0, ggml.SizeQ4_0}, {Q4_1, ggml.SizeQ4_1}, {Q5_0, ggml.SizeQ5_0}, {Q5_1, ggml.SizeQ5_1},
+		{Q8_0, ggml.SizeQ8_0}, {Q8_1, ggml.SizeQ8_1}, {Q2_K, ggml.SizeQ2_K}, {Q3_K, ggml.SizeQ3_K},
+		{Q4_K, ggml.SizeQ4_K}, {Q5_K, ggml.SizeQ5_K}, {Q6_K, ggml.SizeQ6_K}, {Q8_K, ggml.SizeQ8_K},
 	} {
 		if c.t.TypeSize() != c.size {
 			t.Errorf("%s: table says %d bytes, layout %d", c.t, c.t.TypeSize(), c.size)
@@ -102,7 +103,7 @@ func TestQ8KElementBound(t *testing.T) {
 	b := mustQuantize(t, Q8_K, x)
 	y := mustDequantize(t, Q8_K, b, len(x))
 	for blk := 0; blk < 2; blk++ {
-		q := b[blk*sizeQ8_K : (blk+1)*sizeQ8_K]
+		q := b[blk*ggml.SizeQ8_K : (blk+1)*ggml.SizeQ8_K]
 		d := math.Float32frombits(binary.LittleEndian.Uint32(q))
 		for i := 0; i < QK_K; i++ {
 			e := math.Abs(float64(x[blk*QK_K+i]) - float64(y[blk*QK_K+i]))
@@ -165,9 +166,9 @@ func q8_1SumAllowance(typ Type, w, a []byte) float64 {
 		return 0
 	}
 	var allow float64
-	for b := 0; b < len(a)/sizeQ8_1; b++ {
-		m := f16at(w[b*typ.TypeSize():], 2)
-		s := f16at(a[b*sizeQ8_1:], 2)
+	for b := 0; b < len(a)/ggml.SizeQ8_1; b++ {
+		m := ggml.F16At(w[b*typ.TypeSize():], 2)
+		s := ggml.F16At(a[b*ggml.SizeQ8_1:], 2)
 		allow += math.Abs(float64(m)*float64(s)) * 0x1p-11
 	}
 	return allow
@@ -310,7 +311,7 @@ func TestNewMatrixErrors(t *testing.T) {
 			t.Errorf("ActType(%s) = %s, want %s", typ, ActType(typ), act)
 		}
 	}
-	if ActRowSize(Q4_K, 512) != 2*sizeQ8_K || ActRowSize(Q4_0, 64) != 2*sizeQ8_0 || ActRowSize(F16, 10) != 20 {
+	if ActRowSize(Q4_K, 512) != 2*ggml.SizeQ8_K || ActRowSize(Q4_0, 64) != 2*ggml.SizeQ8_0 || ActRowSize(F16, 10) != 20 {
 		t.Error("ActRowSize is wrong")
 	}
 }

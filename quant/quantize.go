@@ -6,7 +6,13 @@ import (
 	"math"
 
 	"github.com/geisten/geist/neon"
+	"github.com/geisten/geist/neon/ggml"
 )
+
+// Go may fuse x*y+z into one fused multiply-add (it does on arm64) unless
+// the product goes through an explicit float32() conversion; ggml's
+// reference code rounds every product, so the codecs here write float32(a*b)
+// wherever a product is later added to something (see neon/ggml).
 
 // QuantizeRow converts src to len(src) elements of type t in dst, byte-exact
 // with ggml's quantize_row_*_ref. dst must hold exactly RowSize(t, len(src))
@@ -24,11 +30,11 @@ func QuantizeRow(t Type, src []float32, dst []byte) error {
 		}
 	case F16:
 		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], FP32ToFP16(v))
+			binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToFP16(v))
 		}
 	case BF16:
 		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], FP32ToBF16(v))
+			binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToBF16(v))
 		}
 	case Q4_0:
 		quantQ4_0(src, dst, nb)
@@ -70,19 +76,11 @@ func CanQuantize(t Type) bool {
 }
 
 func putF16(b []byte, off int, f float32) {
-	binary.LittleEndian.PutUint16(b[off:], FP32ToFP16(f))
+	binary.LittleEndian.PutUint16(b[off:], ggml.FP32ToFP16(f))
 }
 
 // roundf is C's roundf: round half away from zero.
 func roundf(x float32) float32 { return float32(math.Round(float64(x))) }
-
-// nearestInt is ggml's nearest_int: the float trick that rounds half to even
-// for |f| <= 4194303. Pass it an already rounded float32 (wrap products in
-// float32()) so that Go cannot fuse the addition into an FMA.
-func nearestInt(f float32) int32 {
-	v := float32(f) + 12582912
-	return int32(math.Float32bits(v)&0x7fffff) - 0x400000
-}
 
 // truncToInt is C's float to integer conversion (truncation toward zero)
 // for a value known to be in range.
@@ -148,7 +146,7 @@ func scaledTrunc(x, id, bias float32) int32 {
 func quantQ4_0(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ4_0 : (i+1)*sizeQ4_0]
+		y := dst[i*ggml.SizeQ4_0 : (i+1)*ggml.SizeQ4_0]
 		d := absMaxSigned(x) / -8
 		id := inv(d)
 		putF16(y, 0, d)
@@ -163,7 +161,7 @@ func quantQ4_0(src []float32, dst []byte, nb int) {
 func quantQ4_1(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ4_1 : (i+1)*sizeQ4_1]
+		y := dst[i*ggml.SizeQ4_1 : (i+1)*ggml.SizeQ4_1]
 		min, max := minMax(x)
 		d := (max - min) / 15
 		id := inv(d)
@@ -182,7 +180,7 @@ func quantQ4_1(src []float32, dst []byte, nb int) {
 func quantQ5_0(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ5_0 : (i+1)*sizeQ5_0]
+		y := dst[i*ggml.SizeQ5_0 : (i+1)*ggml.SizeQ5_0]
 		d := absMaxSigned(x) / -16
 		id := inv(d)
 		putF16(y, 0, d)
@@ -201,7 +199,7 @@ func quantQ5_0(src []float32, dst []byte, nb int) {
 func quantQ5_1(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ5_1 : (i+1)*sizeQ5_1]
+		y := dst[i*ggml.SizeQ5_1 : (i+1)*ggml.SizeQ5_1]
 		min, max := minMax(x)
 		d := (max - min) / 31
 		id := inv(d)
@@ -235,7 +233,7 @@ func absMax(x []float32) float32 {
 func quantQ8_0(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ8_0 : (i+1)*sizeQ8_0]
+		y := dst[i*ggml.SizeQ8_0 : (i+1)*ggml.SizeQ8_0]
 		d := absMax(x) / 127
 		id := inv(d)
 		putF16(y, 0, d)
@@ -248,7 +246,7 @@ func quantQ8_0(src []float32, dst []byte, nb int) {
 func quantQ8_1(src []float32, dst []byte, nb int) {
 	for i := 0; i < nb; i++ {
 		x := src[i*32 : i*32+32]
-		y := dst[i*sizeQ8_1 : (i+1)*sizeQ8_1]
+		y := dst[i*ggml.SizeQ8_1 : (i+1)*ggml.SizeQ8_1]
 		d := absMax(x) / 127
 		id := inv(d)
 		putF16(y, 0, d)
@@ -269,5 +267,5 @@ func quantQ8_1(src []float32, dst []byte, nb int) {
 // d = 1/iscale, and the sums of each 16 quants in bsums. The activation
 // quantizer of neon's generic set is that function; it lives there once.
 func quantQ8_K(src []float32, dst []byte, nb int) {
-	neon.Generic().QuantizeQ8_K(dst[:nb*sizeQ8_K], src[:nb*QK_K])
+	neon.Generic().QuantizeQ8_K(dst[:nb*ggml.SizeQ8_K], src[:nb*QK_K])
 }

@@ -2,7 +2,11 @@
 // reference (de)quantization of rows, and matrix products over quantized rows.
 package quant
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/geisten/geist/neon/ggml"
+)
 
 // Type is a ggml tensor type id, as stored in GGUF files.
 type Type uint32
@@ -44,7 +48,7 @@ const (
 )
 
 // QK_K is the super-block size of the k-quants.
-const QK_K = 256
+const QK_K = ggml.QK_K
 
 type traits struct {
 	name      string
@@ -55,18 +59,18 @@ type traits struct {
 var typeTraits = map[Type]traits{
 	F32:     {"F32", 1, 4},
 	F16:     {"F16", 1, 2},
-	Q4_0:    {"Q4_0", 32, 18},
-	Q4_1:    {"Q4_1", 32, 20},
-	Q5_0:    {"Q5_0", 32, 22},
-	Q5_1:    {"Q5_1", 32, 24},
-	Q8_0:    {"Q8_0", 32, 34},
-	Q8_1:    {"Q8_1", 32, 36},
-	Q2_K:    {"Q2_K", QK_K, 84},
-	Q3_K:    {"Q3_K", QK_K, 110},
-	Q4_K:    {"Q4_K", QK_K, 144},
-	Q5_K:    {"Q5_K", QK_K, 176},
-	Q6_K:    {"Q6_K", QK_K, 210},
-	Q8_K:    {"Q8_K", QK_K, 292},
+	Q4_0:    {"Q4_0", ggml.QK, ggml.SizeQ4_0},
+	Q4_1:    {"Q4_1", ggml.QK, ggml.SizeQ4_1},
+	Q5_0:    {"Q5_0", ggml.QK, ggml.SizeQ5_0},
+	Q5_1:    {"Q5_1", ggml.QK, ggml.SizeQ5_1},
+	Q8_0:    {"Q8_0", ggml.QK, ggml.SizeQ8_0},
+	Q8_1:    {"Q8_1", ggml.QK, ggml.SizeQ8_1},
+	Q2_K:    {"Q2_K", QK_K, ggml.SizeQ2_K},
+	Q3_K:    {"Q3_K", QK_K, ggml.SizeQ3_K},
+	Q4_K:    {"Q4_K", QK_K, ggml.SizeQ4_K},
+	Q5_K:    {"Q5_K", QK_K, ggml.SizeQ5_K},
+	Q6_K:    {"Q6_K", QK_K, ggml.SizeQ6_K},
+	Q8_K:    {"Q8_K", QK_K, ggml.SizeQ8_K},
 	IQ2_XXS: {"IQ2_XXS", QK_K, 66},
 	IQ2_XS:  {"IQ2_XS", QK_K, 74},
 	IQ3_XXS: {"IQ3_XXS", QK_K, 98},

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/geisten/geist/neon"
+	"github.com/geisten/geist/neon/ggml"
 	"github.com/geisten/geist/quant"
 )
 
@@ -341,11 +342,11 @@ func (s *State) layers(tokens []int32) {
 			for h := 0; h < c.NHeadKV; h++ {
 				kc := s.kc[l][(h*s.ctx+p)*c.HeadDim : (h*s.ctx+p+1)*c.HeadDim]
 				for j, x := range k[h*c.HeadDim : (h+1)*c.HeadDim] {
-					kc[j] = quant.FP32ToFP16(x)
+					kc[j] = ggml.FP32ToFP16(x)
 				}
 				vc := s.vc[l][(h*s.ctx+p)*c.HeadDimV : (h*s.ctx+p+1)*c.HeadDimV]
 				for j, x := range v[h*c.HeadDimV : (h+1)*c.HeadDimV] {
-					vc[j] = quant.FP32ToFP16(x)
+					vc[j] = ggml.FP32ToFP16(x)
 				}
 			}
 		}
@@ -439,7 +440,7 @@ func (s *State) attnRangeQ8(lo, hi int) {
 func axpyQ8_0(out []float32, alpha float32, row []byte, nb int) {
 	for b := 0; b < nb; b++ {
 		blk := row[b*34 : b*34+34]
-		d := alpha * quant.FP16ToFP32(uint16(blk[0])|uint16(blk[1])<<8)
+		d := alpha * ggml.FP16ToFP32(uint16(blk[0])|uint16(blk[1])<<8)
 		o := out[b*32 : b*32+32]
 		for j, q := range blk[2:34] {
 			o[j] += d * float32(int8(q))

@@ -1,17 +1,40 @@
-package quant
+package ggml
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // A note on floating point: Go may fuse x*y+z into one fused multiply-add
 // (it does on arm64) unless the product goes through an explicit float32()
-// conversion. ggml's reference code rounds every product, so this package
-// writes float32(a*b) wherever a product is later added to something; those
-// conversions are not redundant.
+// conversion. ggml's reference code rounds every product, so its Go
+// counterparts write float32(a*b) wherever a product is later added to
+// something; those conversions are not redundant.
 
-// FP16ToFP32 converts IEEE half-precision bits to float32. The conversion is
-// exact for every input, subnormals, infinities and NaNs included (NaN
-// payloads are kept).
-func FP16ToFP32(h uint16) float32 {
+// FP16ToFP32 converts IEEE half-precision bits to float32, exactly for every
+// input (subnormals, infinities and NaN payloads included), by a lookup in
+// a 256 KiB table like ggml's ggml_table_f32_f16.
+func FP16ToFP32(h uint16) float32 { return fp16Table[h] }
+
+// F16At reads the little-endian half at b[off:] as float32.
+func F16At(b []byte, off int) float32 { return fp16Table[binary.LittleEndian.Uint16(b[off:])] }
+
+// FP16Table returns the table behind FP16ToFP32 (read-only: for assembly
+// kernels that convert scales by integer loads).
+func FP16Table() *[1 << 16]float32 { return fp16Table }
+
+// fp16Table maps every half bit pattern to its float32 value: filled once
+// at package initialisation, read-only after.
+var fp16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = fp16ToFP32(uint16(i))
+	}
+	return &t
+}()
+
+// fp16ToFP32 is the arithmetic conversion the table is filled with.
+func fp16ToFP32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	mant := uint32(h & 0x3ff)
@@ -31,19 +54,6 @@ func FP16ToFP32(h uint16) float32 {
 	}
 	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
 }
-
-// fp16Table maps every half bit pattern to its float32 value, like ggml's
-// ggml_table_f32_f16: filled once at package initialisation, read-only after.
-var fp16Table = func() *[1 << 16]float32 {
-	var t [1 << 16]float32
-	for i := range t {
-		t[i] = FP16ToFP32(uint16(i))
-	}
-	return &t
-}()
-
-// h2f is FP16ToFP32 by table lookup, for the hot loops.
-func h2f(h uint16) float32 { return fp16Table[h] }
 
 // FP32ToFP16 converts f to IEEE half-precision bits, rounding to nearest with
 // ties to even, like ggml's GGML_FP32_TO_FP16 (F16C's VCVTPS2PH and ggml's
@@ -102,4 +112,12 @@ func FP32ToBF16(f float32) uint16 {
 		return uint16(u>>16) | 64
 	}
 	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+}
+
+// NearestInt is ggml's nearest_int: the float trick that rounds half to
+// even for |f| <= 4194303. Pass it an already rounded float32 (wrap
+// products in float32()) so that Go cannot fuse the addition into an FMA.
+func NearestInt(f float32) int32 {
+	v := float32(f) + 12582912
+	return int32(math.Float32bits(v)&0x7fffff) - 0x400000
 }

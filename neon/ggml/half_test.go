@@ -1,4 +1,4 @@
-package quant
+package ggml
 
 import (
 	"math"
@@ -13,7 +13,7 @@ import (
 func fp16Fallback(f float32) uint16 {
 	scaleToInf := math.Float32frombits(0x77800000)  // 0x1.0p+112f
 	scaleToZero := math.Float32frombits(0x08800000) // 0x1.0p-110f
-	base := float32(abs32(f)*scaleToInf) * scaleToZero
+	base := float32(float32(math.Abs(float64(f)))*scaleToInf) * scaleToZero
 	w := math.Float32bits(f)
 	shl1w := w + w
 	sign := w & 0x80000000
@@ -125,29 +125,25 @@ func TestBF16(t *testing.T) {
 	}
 }
 
-func TestRounding(t *testing.T) {
-	for _, c := range []struct {
-		f       float32
-		nearest int32 // ggml nearest_int: ties to even
-		round   float32
-	}{
-		{0.5, 0, 1}, {1.5, 2, 2}, {2.5, 2, 3}, {-0.5, 0, -1}, {-1.5, -2, -2}, {-2.5, -2, -3},
-		{0.49999997, 0, 0}, {126.6, 127, 127}, {-127.5, -128, -128},
-	} {
-		if got := nearestInt(c.f); got != c.nearest {
-			t.Errorf("nearestInt(%v) = %d, want %d", c.f, got, c.nearest)
-		}
-		if got := roundf(c.f); got != c.round {
-			t.Errorf("roundf(%v) = %v, want %v", c.f, got, c.round)
+func TestFP16Table(t *testing.T) {
+	for i := 0; i < 1<<16; i++ {
+		a, b := FP16ToFP32(uint16(i)), fp16ToFP32(uint16(i))
+		if math.Float32bits(a) != math.Float32bits(b) {
+			t.Fatalf("%#04x: table %v, arithmetic %v", i, a, b)
 		}
 	}
 }
 
-func TestFP16Table(t *testing.T) {
-	for i := 0; i < 1<<16; i++ {
-		a, b := h2f(uint16(i)), FP16ToFP32(uint16(i))
-		if math.Float32bits(a) != math.Float32bits(b) {
-			t.Fatalf("%#04x: table %v, function %v", i, a, b)
+func TestNearestInt(t *testing.T) {
+	for _, c := range []struct {
+		f    float32
+		want int32 // ties to even
+	}{
+		{0.5, 0}, {1.5, 2}, {2.5, 2}, {-0.5, 0}, {-1.5, -2}, {-2.5, -2},
+		{0.49999997, 0}, {126.6, 127}, {-127.5, -128},
+	} {
+		if got := NearestInt(c.f); got != c.want {
+			t.Errorf("NearestInt(%v) = %d, want %d", c.f, got, c.want)
 		}
 	}
 }
