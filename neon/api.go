@@ -63,6 +63,57 @@ type Tile struct {
 // block.
 const TilePackSize = 40
 
+// A Packing is a kernel set's own layout for the weight matrices of one
+// type, and the kernel that multiplies from it. quant.Matrix repacks a
+// matrix at load: its rows in groups of Rows, each group rearranged by
+// Pack into GroupSize(nb) bytes (interleaved so that one Mul call reads
+// the group linearly, scales where the kernel wants them); the rows left
+// over at the end (fewer than Rows) stay in ggml layout and go through the
+// set's one-row kernel. Products then call Mul per group, for one column
+// (decoding) as for many (prefill, verification).
+//
+// Mul's outputs follow the same rules as every kernel's: each out element
+// is a deterministic function of its row and column alone, whatever n is
+// and whichever group or thread computes it (batch invariance), and,
+// unless the set documents otherwise, bit-identical to the generic set's
+// one-row dot.
+type Packing struct {
+	// Name identifies the layout in logs and tests ("q4_0x16").
+	Name string
+	// Rows is the number of weight rows per group.
+	Rows int
+	// GroupSize is the number of bytes of one packed group of rows of nb
+	// blocks each.
+	GroupSize func(nb int) int
+	// Pack writes the Rows rows w[r*wStride:] (nb blocks each, ggml
+	// layout) into dst[:GroupSize(nb)] in the packed layout.
+	Pack func(dst, w []byte, wStride, nb int)
+	// Unpack writes row r (< Rows) of the packed group g back to dst in
+	// ggml layout (nb blocks): for embedding lookups of a tied output
+	// matrix and for tests.
+	Unpack func(dst, g []byte, r, nb int)
+	// ActRowSize, when not nil, is the number of bytes of one column of
+	// prepared activations for rows of nb blocks, which PrepActs writes
+	// from one activation row (ggml's Q8_0 or Q8_K blocks) once per
+	// product; Mul then reads prepared columns instead of activation
+	// rows. Packings with the same non-empty ActKey prepare activations
+	// the same way (so that products with the same input share them).
+	ActRowSize func(nb int) int
+	PrepActs   func(dst, a []byte, nb int)
+	ActKey     string
+	// Mul computes the dot products of the Rows rows of the packed group
+	// g (nb blocks each) with n activation columns a[j*aStride:] (the
+	// activation rows, or the prepared ones when ActRowSize is set), into
+	// out[j*ldo+r]. n >= 1, nb >= 1.
+	Mul func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int)
+	// Tolerance is 0 when Mul's outputs are bit-identical to the generic
+	// one-row dot's; otherwise the largest difference from it the tests
+	// accept, relative to the sum of the magnitudes of the block terms
+	// (a set that gives up cross-set identity for speed says so here;
+	// batch invariance within the set is never given up).
+	Tolerance float64
+}
+
 // Kernels is one implementation of every kernel.
 type Kernels struct {
 	Name string // "generic", "neon", "neon-dotprod", "avx2"
@@ -86,6 +137,10 @@ type Kernels struct {
 	// instead of the row-group kernels for several columns: the
 	// activations' per-block work is done once per product by Pack.
 	TileQ4_0Q8_0, TileQ5_0Q8_0, TileQ8_0Q8_0 *Tile
+
+	// Packed layouts for the common weight types (nil when the set
+	// multiplies them in ggml layout).
+	PackQ4_0, PackQ5_0, PackQ8_0, PackQ4_K, PackQ5_K, PackQ6_K *Packing
 
 	// The same for the less common types (Q4_1/Q5_1 with Q8_1 activations).
 	DotQ4_1Q8_1, DotQ5_1Q8_1, DotQ2_KQ8_K, DotQ3_KQ8_K, DotQ5_KQ8_K, DotQ8_KQ8_K func(out []float32, w, a []byte, aStride, nb, n int)
@@ -123,6 +178,9 @@ func register(k *Kernels, ok bool) {
 		k.RowsQ4_0Q8_0, k.RowsQ5_0Q8_0, k.RowsQ8_0Q8_0 = nil, nil, nil
 		k.TileQ4_0Q8_0, k.TileQ5_0Q8_0, k.TileQ8_0Q8_0 = nil, nil, nil
 	}
+	if os.Getenv(RowGroupsEnv) == "off" || os.Getenv(RepackEnv) == "off" {
+		k.PackQ4_0, k.PackQ5_0, k.PackQ8_0, k.PackQ4_K, k.PackQ5_K, k.PackQ6_K = nil, nil, nil, nil, nil, nil
+	}
 	sets = append(sets, k)
 }
 
@@ -132,6 +190,11 @@ func register(k *Kernels, ok bool) {
 // kernels are measured only under qemu here, where they run at 0.6-1.2×
 // the one-row kernels, but qemu's costs are not a board's.
 const RowGroupsEnv = "GEIST_ROWGROUPS"
+
+// RepackEnv names the environment variable that, set to "off", keeps every
+// set's packed layouts out of use: matrices stay in ggml layout (as they
+// do with GEIST_ROWGROUPS=off), for comparing the two.
+const RepackEnv = "GEIST_REPACK"
 
 // fill sets every nil kernel of k from g.
 func fill(k, g *Kernels) {

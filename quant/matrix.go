@@ -16,6 +16,7 @@ type kernel struct {
 	dot  dotFunc
 	rows rowsPick // the row-group kernel, nil for types without one
 	tile tilePick // the tile kernel, nil for types without one
+	pack packPick // the packed layout, nil for types without one
 }
 
 // tilePick selects a weight type's tile kernel from a neon kernel set (nil
@@ -52,6 +53,13 @@ var kernels = func() map[Type]kernel {
 	tile(Q4_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ4_0Q8_0 })
 	tile(Q5_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ5_0Q8_0 })
 	tile(Q8_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ8_0Q8_0 })
+	pack := func(t Type, pick packPick) { k := m[t]; k.pack = pick; m[t] = k }
+	pack(Q4_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ4_0 })
+	pack(Q5_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ5_0 })
+	pack(Q8_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ8_0 })
+	pack(Q4_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ4_K })
+	pack(Q5_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ5_K })
+	pack(Q6_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ6_K })
 	return m
 }()
 
@@ -129,6 +137,8 @@ type Matrix struct {
 	pick    pickFunc // the kernel of the active neon set
 	rows    rowsPick // the row-group kernel of the active set, if any
 	tile    tilePick // the tile kernel of the active set, if any
+	pack    packPick // the packed layout of a set, if any
+	pk      *packed  // the rows repacked by Pack, nil before
 }
 
 // NewMatrix wraps data as a rows×cols matrix of type t. It fails when t has
@@ -155,7 +165,7 @@ func NewMatrix(t Type, rows, cols int, data []byte) (*Matrix, error) {
 	}
 	return &Matrix{
 		Type: t, Rows: rows, Cols: cols, Data: data,
-		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick, rows: k.rows, tile: k.tile,
+		rowSize: rs, actSize: as, nb: cols / t.BlockSize(), pick: k.pick, rows: k.rows, tile: k.tile, pack: k.pack,
 	}, nil
 }
 
@@ -169,8 +179,9 @@ func (m *Matrix) ActRowSize() int { return m.actSize }
 func (m *Matrix) RowBytes() int { return m.rowSize }
 
 // MulRows computes out[j*ldo + r] = dot(row r of m, activation row j) for r in
-// [r0, r1) and j in [0, n). act holds n rows of ActRowSize bytes made by
-// QuantizeActs. Every output element is computed by the same code with the
+// [r0, r1) and j in [0, n). act holds n columns of activations made by
+// m.QuantizeActs (ActBytes(n) bytes; for a matrix that is not packed, n
+// rows of ActRowSize bytes made by QuantizeActs do too). Every output element is computed by the same code with the
 // same accumulation order whatever n, r0 and r1 are, so a token's result is
 // bit-identical alone or in a batch, and splitting rows across threads
 // changes nothing. MulRows does not allocate; it panics when a buffer is too
@@ -186,6 +197,10 @@ func (m *Matrix) MulRows(out []float32, ldo int, act []byte, n, r0, r1 int) {
 	_ = out[(n-1)*ldo+r1-1]
 	_ = act[n*as-1]
 	ks := neon.Active()
+	if pk := m.active(ks); pk != nil {
+		m.mulPacked(pk, out, ldo, act, n, r0, r1)
+		return
+	}
 	if n > 1 && m.tile != nil && r1-r0 >= neon.RowGroup {
 		if tl := m.tile(ks); tl != nil {
 			m.mulTiles(tl, out, ldo, act, n, r0, r1)
@@ -325,12 +340,12 @@ var groupScratch = sync.Pool{New: func() any { return new([groupCols * neon.RowG
 // rows of x (n×Cols float32). It quantizes x into buf, growing it when it is
 // too small, and returns buf for reuse (pass nil the first time).
 func (m *Matrix) Mul(out, x []float32, n int, buf []byte) []byte {
-	need := n * m.actSize
+	need := m.ActBytes(n)
 	if cap(buf) < need {
 		buf = make([]byte, need)
 	}
 	buf = buf[:need]
-	QuantizeActs(buf, m.Type, x, n, m.Cols)
+	m.QuantizeActs(buf, x, n)
 	m.MulRows(out, m.Rows, buf, n, 0, m.Rows)
 	return buf
 }

@@ -134,6 +134,7 @@ type File struct {
 	tensorIndex map[string]int
 	data        []byte
 	unmap       func() error
+	anon        [][]byte // memory from Anon, unmapped by Close
 }
 
 // Open maps the file at path read-only and parses it.
@@ -177,8 +178,10 @@ func isMagic(fd *os.File) bool {
 	return string(b[:]) == Magic
 }
 
-// Close releases the mapping. Tensor data must not be used afterwards.
+// Close releases the mapping and the memory from Anon. Tensor data must
+// not be used afterwards.
 func (f *File) Close() error {
+	f.freeAnon()
 	if f.unmap == nil {
 		return nil
 	}

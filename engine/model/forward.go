@@ -52,6 +52,7 @@ type State struct {
 	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
 	logits   []float32 // [maxRows][NVocab]
 	act      []byte    // quantized activations for the widest product
+	row      []byte    // [TokEmbd.RowBytes()] one embedding row
 }
 
 // StateOptions size a State.
@@ -129,14 +130,11 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.maxRows = min(s.maxRows, B)
 	s.logits = make([]float32, s.maxRows*c.NVocab)
 	widest := 0
-	for _, cols := range []int{c.NEmbd, c.NFF, c.NHead * c.HeadDimV} {
-		for _, w := range m.matrices() {
-			if w.Cols == cols {
-				widest = max(widest, quant.ActRowSize(w.Type, cols))
-			}
-		}
+	for _, w := range m.matrices() {
+		widest = max(widest, w.ActBytes(B))
 	}
-	s.act = make([]byte, B*widest)
+	s.act = make([]byte, widest)
+	s.row = make([]byte, m.TokEmbd.RowBytes())
 	return s, nil
 }
 
@@ -251,7 +249,7 @@ func (s *State) Logits(lo, hi int) ([]float32, error) {
 // quantized says the activations in s.act are already right for w).
 func (s *State) mul(out []float32, w *quant.Matrix, x []float32, n int, quantized bool) {
 	if !quantized {
-		quant.QuantizeActs(s.act, w.Type, x, n, w.Cols)
+		w.QuantizeActs(s.act, x, n)
 	}
 	s.job.w, s.job.out, s.job.n = w, out, n
 	s.pool.run(s.mulFn, w.Rows, 16)
@@ -261,8 +259,6 @@ func (s *State) mulRange(lo, hi int) {
 	w := s.job.w
 	w.MulRows(s.job.out, w.Rows, s.act, s.job.n, lo, hi)
 }
-
-func sameAct(a, b *quant.Matrix) bool { return quant.ActType(a.Type) == quant.ActType(b.Type) }
 
 func (s *State) forward(tokens []int32, all bool) []float32 {
 	n := len(tokens)
@@ -295,8 +291,7 @@ func (s *State) layers(tokens []int32) {
 	pos0 := s.n
 
 	for i, t := range tokens {
-		rb := m.TokEmbd.RowBytes()
-		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Data[int(t)*rb:(int(t)+1)*rb], s.x[i*E:(i+1)*E])
+		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), s.x[i*E:(i+1)*E])
 	}
 
 	for l := range m.Layers {
@@ -305,8 +300,8 @@ func (s *State) layers(tokens []int32) {
 			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 		}
 		s.mul(s.q, L.Wq, s.xb, n, false)
-		s.mul(s.k, L.Wk, s.xb, n, sameAct(L.Wq, L.Wk))
-		s.mul(s.v, L.Wv, s.xb, n, sameAct(L.Wk, L.Wv))
+		s.mul(s.k, L.Wk, s.xb, n, L.Wq.SameActs(L.Wk))
+		s.mul(s.v, L.Wv, s.xb, n, L.Wk.SameActs(L.Wv))
 		for i := 0; i < n; i++ {
 			q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
 			if L.Bq != nil {
@@ -359,7 +354,7 @@ func (s *State) layers(tokens []int32) {
 			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
 		}
 		s.mul(s.gate, L.Wgate, s.xb, n, false)
-		s.mul(s.up, L.Wup, s.xb, n, sameAct(L.Wgate, L.Wup))
+		s.mul(s.up, L.Wup, s.xb, n, L.Wgate.SameActs(L.Wup))
 		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
 		s.mul(s.proj, L.Wdown, s.gate, n, false)
 		addTo(s.x[:n*E], s.proj[:n*E])

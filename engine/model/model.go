@@ -7,6 +7,8 @@ package model
 import (
 	"fmt"
 	"math"
+	"os"
+	"slices"
 
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/quant"
@@ -332,7 +334,50 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 	}
 	m.Config = c
+	if err := m.pack(f); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// HugePagesEnv names the environment variable that, set to "off", keeps
+// the repacked weights in small pages (to compare; the default asks for
+// transparent huge pages).
+const HugePagesEnv = "GEIST_HUGEPAGES"
+
+// pack repacks every matrix the active kernel set has a layout for into
+// one block of anonymous memory owned by f, and releases the file pages
+// the matrices were read from (their Data stays valid: it is read again
+// only if a test switches to another kernel set). Resident memory thus
+// holds each weight once.
+func (m *Model) pack(f *gguf.File) error {
+	const align = 64
+	ms := m.matrices()
+	total := 0
+	for i, w := range ms {
+		if slices.Index(ms, w) == i { // a tied output matrix is listed once
+			total += (w.PackedSize() + align - 1) / align * align
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	buf, err := f.Anon(total, os.Getenv(HugePagesEnv) != "off")
+	if err != nil {
+		return fmt.Errorf("model: memory for the repacked weights: %w", err)
+	}
+	for i, w := range ms {
+		size := w.PackedSize()
+		if size == 0 || slices.Index(ms, w) != i {
+			continue
+		}
+		if err := w.Pack(buf[:size]); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+		f.Release(w.Data)
+		buf = buf[(size+align-1)/align*align:]
+	}
+	return nil
 }
 
 // DecodeBytes is the number of weight bytes one decoding step reads: every

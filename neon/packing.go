@@ -1,0 +1,83 @@
+package neon
+
+// The reference packed layouts (GenericPacking): the plumbing's test
+// double, and the shape every set's packings follow.
+
+// genericDots maps the weight type names with packed layouts to their
+// generic one-row dots and block sizes (weights, activations).
+func genericDot(name string) (dot func(w, a []byte, nb int) float32, wsize, asize int) {
+	switch name {
+	case "Q4_0":
+		return dotQ4_0Q8_0, sizeQ4_0, sizeQ8_0
+	case "Q5_0":
+		return dotQ5_0Q8_0, sizeQ5_0, sizeQ8_0
+	case "Q8_0":
+		return dotQ8_0Q8_0, sizeQ8_0, sizeQ8_0
+	case "Q4_K":
+		return dotQ4_KQ8_K, sizeQ4_K, sizeQ8_K
+	case "Q5_K":
+		return dotQ5_KQ8_K, sizeQ5_K, sizeQ8_K
+	case "Q6_K":
+		return dotQ6_KQ8_K, sizeQ6_K, sizeQ8_K
+	}
+	return nil, 0, 0
+}
+
+// GenericPacking returns a reference packed layout for weight type name
+// ("Q4_0", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"; nil for others), for
+// tests: groups of rows rows interleaved block by block (block b of row r
+// at (b*rows + r) blocks), multiplied by the generic one-row dot. With
+// prep, it also prepares activations (a copy of each activation row with
+// its blocks in reverse order), so that tests cover both ways Mul may read
+// activations.
+func GenericPacking(name string, rows int, prep bool) *Packing {
+	dot, ws, as := genericDot(name)
+	if dot == nil || rows < 1 {
+		return nil
+	}
+	p := &Packing{
+		Name:      "generic-" + name,
+		Rows:      rows,
+		GroupSize: func(nb int) int { return rows * nb * ws },
+		Pack: func(dst, w []byte, wStride, nb int) {
+			for r := 0; r < rows; r++ {
+				for b := 0; b < nb; b++ {
+					copy(dst[(b*rows+r)*ws:(b*rows+r+1)*ws], w[r*wStride+b*ws:])
+				}
+			}
+		},
+		Unpack: func(dst, g []byte, r, nb int) {
+			for b := 0; b < nb; b++ {
+				copy(dst[b*ws:(b+1)*ws], g[(b*rows+r)*ws:])
+			}
+		},
+	}
+	unrev := func(a []byte, nb int) []byte { return a[:nb*as] }
+	if prep {
+		p.Name += "-prep"
+		p.ActKey = "generic-reversed-" + name[len(name)-1:]
+		p.ActRowSize = func(nb int) int { return nb * as }
+		p.PrepActs = func(dst, a []byte, nb int) {
+			for b := 0; b < nb; b++ {
+				copy(dst[(nb-1-b)*as:(nb-b)*as], a[b*as:(b+1)*as])
+			}
+		}
+		unrev = func(a []byte, nb int) []byte {
+			out := make([]byte, nb*as)
+			for b := 0; b < nb; b++ {
+				copy(out[b*as:(b+1)*as], a[(nb-1-b)*as:])
+			}
+			return out
+		}
+	}
+	p.Mul = func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
+		row := make([]byte, nb*ws)
+		for r := 0; r < rows; r++ {
+			p.Unpack(row, g, r, nb)
+			for j := 0; j < n; j++ {
+				out[j*ldo+r] = dot(row, unrev(a[j*aStride:], nb), nb)
+			}
+		}
+	}
+	return p
+}
