@@ -49,7 +49,7 @@ vet:
 # Runs every fuzz target for FUZZTIME each.
 FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/chat:FuzzRender \
 	./engine/sample:FuzzDistribution ./engine/sample:FuzzStopMatcher ./quant:FuzzRows \
-	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./cmd/appliance/sentence:FuzzSplitter \
+	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./neon:FuzzPackings ./cmd/appliance/sentence:FuzzSplitter \
 	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent \
 	./mqtt/guard:FuzzWrap ./mqtt:FuzzParse ./mqtt:FuzzCancel ./mqtt/hermes:FuzzHandle \
 	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests

@@ -145,6 +145,7 @@ var dotTypes = []dotType{
 	{"Q8_0", sizeQ8_0, sizeQ8_0, 32, func(k *Kernels) DotFunc { return k.DotQ8_0Q8_0 }, true, 0, []int{0}, false},
 	{"Q4_K", sizeQ4_K, sizeQ8_K, 256, func(k *Kernels) DotFunc { return k.DotQ4_KQ8_K }, false, kquantTol, []int{0, 2}, true},
 	{"Q6_K", sizeQ6_K, sizeQ8_K, 256, func(k *Kernels) DotFunc { return k.DotQ6_KQ8_K }, false, kquantTol, []int{208}, true},
+	{"Q5_K", sizeQ5_K, sizeQ8_K, 256, func(k *Kernels) DotFunc { return k.DotQ5_KQ8_K }, false, kquantTol, []int{0, 2}, true},
 }
 
 // randWeights returns nb random weight blocks with finite, moderate F16
@@ -206,6 +207,21 @@ func magnitude(dt dotType, w, a []byte, nb int) float64 {
 						q >>= 4
 					}
 					s += float64(sc) * float64(q&15) * q8(32*j+l)
+				}
+				mins += float64(mn) * math.Abs(float64(bsum(y[4+qkK:], 2*j)+bsum(y[4+qkK:], 2*j+1)))
+			}
+			m += math.Abs(float64(f16at(x, 0))*yd)*s + math.Abs(float64(f16at(x, 2))*yd)*mins
+		case "Q5_K":
+			var s, mins float64
+			for j := 0; j < 8; j++ {
+				sc, mn := ggml.ScaleMinK4(j, x[4:16])
+				for l := 0; l < 32; l++ {
+					q := x[48+32*(j/2)+l]
+					if j%2 == 1 {
+						q >>= 4
+					}
+					v := int(q&15) | int(x[16+l]>>uint(j)&1)<<4
+					s += float64(sc) * float64(v) * q8(32*j+l)
 				}
 				mins += float64(mn) * math.Abs(float64(bsum(y[4+qkK:], 2*j)+bsum(y[4+qkK:], 2*j+1)))
 			}
