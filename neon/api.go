@@ -101,10 +101,11 @@ type Packing struct {
 	ActRowSize func(nb int) int
 	PrepActs   func(dst, a []byte, nb int)
 	ActKey     string
-	// Mul computes the dot products of the Rows rows of the packed group
-	// g (nb blocks each) with n activation columns a[j*aStride:] (the
-	// activation rows, or the prepared ones when ActRowSize is set), into
-	// out[j*ldo+r]. n >= 1, nb >= 1.
+	// Mul computes the dot products of the rows of the packed groups in g
+	// (one or more consecutive groups of GroupSize(nb) bytes: rows
+	// len(g)/GroupSize(nb)*Rows, nb blocks each) with n activation
+	// columns a[j*aStride:] (the activation rows, or the prepared ones
+	// when ActRowSize is set), into out[j*ldo+r]. n >= 1, nb >= 1.
 	Mul func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int)
 	// Tolerance is 0 when Mul's outputs are bit-identical to the generic
 	// one-row dot's; otherwise the largest difference from it the tests

@@ -72,10 +72,13 @@ func GenericPacking(name string, rows int, prep bool) *Packing {
 	}
 	p.Mul = func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
 		row := make([]byte, nb*ws)
-		for r := 0; r < rows; r++ {
-			p.Unpack(row, g, r, nb)
-			for j := 0; j < n; j++ {
-				out[j*ldo+r] = dot(row, unrev(a[j*aStride:], nb), nb)
+		gs := p.GroupSize(nb)
+		for k := 0; k < len(g)/gs; k++ {
+			for r := 0; r < rows; r++ {
+				p.Unpack(row, g[k*gs:(k+1)*gs], r, nb)
+				for j := 0; j < n; j++ {
+					out[j*ldo+k*rows+r] = dot(row, unrev(a[j*aStride:], nb), nb)
+				}
 			}
 		}
 	}

@@ -103,6 +103,16 @@ func checkPacking(t *testing.T, r *rand.Rand, set string, p *Packing, dt dotType
 				p.PrepActs(ka[j*kStride:j*kStride+p.ActRowSize(nb)], a[j*aStride:], nb)
 			}
 		}
+		// Two groups in one call (the same group twice) give both halves.
+		two := make([]float32, n*2*R)
+		p.Mul(two, 2*R, append(append([]byte{}, g...), g...), ka, kStride, nb, n)
+		for j := 0; j < n; j++ {
+			for rr := 0; rr < R; rr++ {
+				if !sameBits(two[j*2*R+rr], two[j*2*R+R+rr]) {
+					t.Fatalf("%s %s nb=%d n=%d: two groups in one call differ at row %d column %d", set, p.Name, nb, n, rr, j)
+				}
+			}
+		}
 		ldo := R + 3
 		out := make([]float32, n*ldo)
 		for i := range out {
@@ -117,6 +127,9 @@ func checkPacking(t *testing.T, r *rand.Rand, set string, p *Packing, dt dotType
 			}
 			one := make([]float32, R)
 			p.Mul(one, R, g, ka[j*kStride:], kStride, nb, 1)
+			if !sameBits(two[j*2*R], one[0]) {
+				t.Fatalf("%s %s nb=%d n=%d: column %d of two groups differs from the group alone", set, p.Name, nb, n, j)
+			}
 			for rr := 0; rr < R; rr++ {
 				got := out[j*ldo+rr]
 				if !sameBits(got, one[rr]) {

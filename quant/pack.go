@@ -153,9 +153,10 @@ func (m *Matrix) SameActs(o *Matrix) bool {
 	return a.p.ActKey != "" && a.p.ActKey == b.p.ActKey && a.prep == b.prep
 }
 
-// mulPacked is MulRows over m's packed groups: pk.p.Mul per group (into
-// a scratch buffer for a group only partly inside [r0, r1)), and the
-// set's one-row kernel for the rows left over after the last group.
+// mulPacked is MulRows over m's packed groups: one pk.p.Mul call for the
+// whole groups inside [r0, r1), one per group only partly inside (into a
+// scratch buffer), and the set's one-row kernel for the rows left over
+// after the last group.
 func (m *Matrix) mulPacked(pk *packed, out []float32, ldo int, act []byte, n, r0, r1 int) {
 	a, aStride := act, m.actSize
 	if pk.prep > 0 {
@@ -163,13 +164,16 @@ func (m *Matrix) mulPacked(pk *packed, out []float32, ldo int, act []byte, n, r0
 	}
 	R := pk.p.Rows
 	end := min(r1, pk.groups*R)
+	// The whole groups inside [r0, r1) in one call.
+	if g0, g1 := (r0+R-1)/R, end/R; g0 < g1 {
+		pk.p.Mul(out[g0*R:], ldo, pk.data[g0*pk.gsize:g1*pk.gsize], a, aStride, m.nb, n)
+	}
 	for g := r0 / R; g*R < end; g++ {
-		grp := pk.data[g*pk.gsize : (g+1)*pk.gsize]
 		lo, hi := max(r0, g*R), min(end, (g+1)*R)
 		if lo == g*R && hi == (g+1)*R {
-			pk.p.Mul(out[g*R:], ldo, grp, a, aStride, m.nb, n)
 			continue
 		}
+		grp := pk.data[g*pk.gsize : (g+1)*pk.gsize]
 		// A group cut by the range: all its rows into scratch, a chunk of
 		// columns at a time, the wanted ones copied out.
 		sp := packScratchF.Get().(*[]float32)
