@@ -44,5 +44,7 @@ func init() {
 	vnniRows(&vnni)
 	vnniTiles(&vnni)
 	vnniKQuants(&vnni)
+	vnniPackings(&vnni)
+	vnniKPackings(&vnni)
 	register(&vnni, hasVNNI)
 }

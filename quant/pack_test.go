@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/geisten/geist/neon"
@@ -154,4 +155,42 @@ func TestPackActiveSet(t *testing.T) {
 // packedSize is PackedSize for the packing p.
 func packedSize(m *Matrix, p *neon.Packing) int {
 	return m.Rows/p.Rows*p.GroupSize(m.nb) + m.Rows%p.Rows*m.rowSize
+}
+
+// BenchmarkPacked compares products of a 4096×2048 matrix (beyond L2, as a
+// model's are) in ggml layout and packed for the active set, 1 to 64
+// columns: BenchmarkPacked/Q4_0/packed/n=8. SetBytes counts the weight
+// bytes, so MB/s reads as weight streaming speed.
+func BenchmarkPacked(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const rows, cols = 4096, 2048
+	for _, typ := range packTypes {
+		plain := newTestMatrix(b, typ, rows, cols, r)
+		if plain.PackedSize() == 0 {
+			continue
+		}
+		m := newTestMatrix(b, typ, 16, cols, r)
+		*m = *plain
+		if err := m.Pack(make([]byte, m.PackedSize())); err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 4, 8, 16, 64} {
+			x := randRow(r, n*cols, 1)
+			for _, mm := range []*Matrix{plain, m} {
+				name := "ggml"
+				if mm.Packed() != "" {
+					name = "packed"
+				}
+				act := make([]byte, mm.ActBytes(n))
+				mm.QuantizeActs(act, x, n)
+				out := make([]float32, n*rows)
+				b.Run(typ.String()+"/"+name+"/n="+strconv.Itoa(n), func(b *testing.B) {
+					b.SetBytes(int64(len(plain.Data)))
+					for b.Loop() {
+						mm.MulRows(out, rows, act, n, 0, rows)
+					}
+				})
+			}
+		}
+	}
 }
