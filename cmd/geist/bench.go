@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/geisten/geist/engine"
@@ -20,10 +21,15 @@ import (
 
 // benchResult is one line of `geist bench --json`.
 type benchResult struct {
-	Model      string             `json:"model"`
-	Threads    int                `json:"threads"`
-	PPTokS     float64            `json:"pp_tok_s,omitempty"`
-	TGTokS     float64            `json:"tg_tok_s,omitempty"`
+	Model   string  `json:"model"`
+	Threads int     `json:"threads"`
+	PPTokS  float64 `json:"pp_tok_s,omitempty"`
+	TGTokS  float64 `json:"tg_tok_s,omitempty"`
+	// The same per second of the process's CPU time (best repetition):
+	// with one thread, close to what an idle machine gives when other
+	// programs load this one (with more, the workers' polling counts).
+	PPCPUTokS  float64            `json:"pp_cpu_tok_s,omitempty"`
+	TGCPUTokS  float64            `json:"tg_cpu_tok_s,omitempty"`
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
 	// With --membw: weight bytes one decode step reads, the machine's
 	// memory read bandwidth with this many threads, and the share of it
@@ -175,15 +181,19 @@ func randomTokens(n, vocab int, seed uint64) []int32 {
 func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg int, ks []int, reps int) error {
 	s := eng.State()
 	nv := eng.Model().NVocab
+	var cpuBest time.Duration // the best repetition's CPU time, set by best
 	best := func(f func() error) (time.Duration, error) {
 		var b time.Duration
 		for i := 0; i < reps; i++ {
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuTime()
 			if err := f(); err != nil {
 				return 0, err
 			}
 			if d := time.Since(t0); i == 0 || d < b {
 				b = d
+			}
+			if c := cpuTime() - c0; i == 0 || c < cpuBest {
+				cpuBest = c
 			}
 			if err := ctx.Err(); err != nil {
 				return 0, err
@@ -202,6 +212,9 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 			return err
 		}
 		r.PPTokS = float64(pp) / d.Seconds()
+		if cpuBest > 0 {
+			r.PPCPUTokS = float64(pp) / cpuBest.Seconds()
+		}
 	}
 	if tg > 0 {
 		toks := randomTokens(tg, nv, 2)
@@ -218,6 +231,9 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 			return err
 		}
 		r.TGTokS = float64(tg) / d.Seconds()
+		if cpuBest > 0 {
+			r.TGCPUTokS = float64(tg) / cpuBest.Seconds()
+		}
 	}
 	// c(K): one pass over K tokens at the end of a pp-token context, all
 	// logits computed (as verification needs), relative to one token.
@@ -355,4 +371,13 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		fmt.Fprintf(e.stdout, "  reads %.1f MB/token, memory %.1f GB/s, decode uses %.0f%%", float64(r.DecodeBytes)/1e6, r.MemReadBps/1e9, 100*r.BWShare)
 	}
 	fmt.Fprintln(e.stdout)
+}
+
+// cpuTime is the CPU time the process has used (0 where unknown).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
