@@ -3,6 +3,7 @@
 package neon
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 )
@@ -59,10 +60,12 @@ type vnniLegacy struct {
 	mul   asmPacked
 }
 
-// packLegacy rearranges 16 rows of nb blocks (ggml layout, wStride
-// apart) into dst.
+// pack rearranges 16 rows of nb blocks (ggml layout, wStride apart) into
+// dst.
 func (l *vnniLegacy) pack(dst, w []byte, wStride, nb int) {
 	bs := l.bsize * packRows
+	x32 := uint32(l.xor) * 0x01010101
+	base := 32 + l.pre*packRows
 	_ = dst[nb*bs-1]
 	for b := 0; b < nb; b++ {
 		d := dst[b*bs : (b+1)*bs]
@@ -73,11 +76,8 @@ func (l *vnniLegacy) pack(dst, w []byte, wStride, nb int) {
 				copy(d[32+l.pre*r:32+l.pre*(r+1)], x[2:2+l.pre])
 			}
 			q := x[2+l.pre:]
-			base := 32 + l.pre*packRows
 			for k := 0; k < l.chunk; k++ {
-				for i := 0; i < 4; i++ {
-					d[base+64*k+4*r+i] = q[4*k+i] ^ l.xor
-				}
+				binary.LittleEndian.PutUint32(d[base+64*k+4*r:], binary.LittleEndian.Uint32(q[4*k:])^x32)
 			}
 		}
 	}
@@ -86,6 +86,8 @@ func (l *vnniLegacy) pack(dst, w []byte, wStride, nb int) {
 // unpack writes row r of the group g back in ggml layout.
 func (l *vnniLegacy) unpack(dst, g []byte, r, nb int) {
 	bs := l.bsize * packRows
+	x32 := uint32(l.xor) * 0x01010101
+	base := 32 + l.pre*packRows
 	_ = dst[nb*l.bsize-1]
 	for b := 0; b < nb; b++ {
 		d := g[b*bs : (b+1)*bs]
@@ -95,11 +97,8 @@ func (l *vnniLegacy) unpack(dst, g []byte, r, nb int) {
 			copy(x[2:2+l.pre], d[32+l.pre*r:32+l.pre*(r+1)])
 		}
 		q := x[2+l.pre:]
-		base := 32 + l.pre*packRows
 		for k := 0; k < l.chunk; k++ {
-			for i := 0; i < 4; i++ {
-				q[4*k+i] = d[base+64*k+4*r+i] ^ l.xor
-			}
+			binary.LittleEndian.PutUint32(q[4*k:], binary.LittleEndian.Uint32(d[base+64*k+4*r:])^x32)
 		}
 	}
 }

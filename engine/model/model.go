@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/quant"
@@ -366,16 +368,43 @@ func (m *Model) pack(f *gguf.File) error {
 	if err != nil {
 		return fmt.Errorf("model: memory for the repacked weights: %w", err)
 	}
+	// The matrices are packed by as many goroutines as there are CPUs,
+	// each into its own part of buf.
+	type job struct {
+		w   *quant.Matrix
+		dst []byte
+	}
+	jobs := make(chan job, len(ms))
 	for i, w := range ms {
 		size := w.PackedSize()
 		if size == 0 || slices.Index(ms, w) != i {
 			continue
 		}
-		if err := w.Pack(buf[:size]); err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-		f.Release(w.Data)
+		jobs <- job{w, buf[:size]}
 		buf = buf[(size+align-1)/align*align:]
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range runtime.NumCPU() {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := j.w.Pack(j.dst); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				f.Release(j.w.Data)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("model: %w", err)
+	default:
 	}
 	return nil
 }
