@@ -10,7 +10,7 @@ FUZZTIME  ?= 60s
 FUZZMINTIME ?= 5s
 BENCH     ?= .
 
-.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 test-race vet fuzz bench clean
+.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 test-race vet fuzz bench bench-peer clean
 
 all: build
 
@@ -62,6 +62,13 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(PKGS)
+
+# geist beside llama.cpp (../shared/peer/setup.sh) on the same files, in
+# interleaved rounds, with ratios: make bench-peer MODELS="a.gguf b.gguf".
+MODELS    ?=
+PEERFLAGS ?= -r 3 --rss
+bench-peer:
+	scripts/bench-peer.sh $(PEERFLAGS) $(MODELS)
 
 clean:
 	rm -rf bin
