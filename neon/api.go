@@ -158,6 +158,14 @@ type Kernels struct {
 	RMSNormScale func(x []float32) float64                      // sum of squares of x
 	DotF32F16    func(a []float32, b []uint16) float32          // attention: query · F16 key
 	AxpyF16      func(out []float32, alpha float32, b []uint16) // out += alpha * F16 b
+
+	// Attention over an F16 cache, a whole head's rows per call:
+	// AttnScores sets sc[t] = DotF32F16(q, k[t*len(q):(t+1)*len(q)]) *
+	// scale for every t < len(sc); AttnSum adds alpha = w[t] times row t
+	// of v (len(out) values each) to out for t = 0, 1, ... in order, as
+	// AxpyF16 row after row. Both give the set's one-row kernels' bits.
+	AttnScores func(sc, q []float32, k []uint16, scale float32)
+	AttnSum    func(out, w []float32, v []uint16)
 }
 
 // The registry: filled by init functions (register), read-only afterwards.
@@ -232,6 +240,25 @@ func fill(k, g *Kernels) {
 	}
 	if k.AxpyF16 == nil {
 		k.AxpyF16 = g.AxpyF16
+	}
+	// The attention loops default to the set's own one-row kernels.
+	if k.AttnScores == nil {
+		dot := k.DotF32F16
+		k.AttnScores = func(sc, q []float32, kc []uint16, scale float32) {
+			hd := len(q)
+			for t := range sc {
+				sc[t] = dot(q, kc[t*hd:(t+1)*hd]) * scale
+			}
+		}
+	}
+	if k.AttnSum == nil {
+		axpy := k.AxpyF16
+		k.AttnSum = func(out, w []float32, v []uint16) {
+			hd := len(out)
+			for t, a := range w {
+				axpy(out, a, v[t*hd:(t+1)*hd])
+			}
+		}
 	}
 }
 
@@ -399,6 +426,12 @@ func RMSNormScale(x []float32) float64 { return Active().RMSNormScale(x) }
 
 // DotF32F16 calls Active().DotF32F16.
 func DotF32F16(a []float32, b []uint16) float32 { return Active().DotF32F16(a, b) }
+
+// AttnScores calls Active().AttnScores.
+func AttnScores(sc, q []float32, k []uint16, scale float32) { Active().AttnScores(sc, q, k, scale) }
+
+// AttnSum calls Active().AttnSum.
+func AttnSum(out, w []float32, v []uint16) { Active().AttnSum(out, w, v) }
 
 // AxpyF16 calls Active().AxpyF16.
 func AxpyF16(out []float32, alpha float32, b []uint16) { Active().AxpyF16(out, alpha, b) }

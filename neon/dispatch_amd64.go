@@ -33,6 +33,8 @@ func init() {
 		RMSNormScale: rmsNormScaleavx2,
 		DotF32F16:    dotF32F16avx2,
 		AxpyF16:      axpyF16avx2,
+		AttnScores:   attnScoresavx2,
+		AttnSum:      attnSumavx2,
 	}
 	register(avx, hasAVX2)
 

@@ -63,6 +63,12 @@ func dotF32F16AVX2(a *float32, b *uint16, n8 int) float32
 func axpyF16AVX2(out *float32, alpha float32, b *uint16, n8 int)
 
 //go:noescape
+func attnScoresAVX2(sc *float32, q *float32, k *uint16, n8, rows int, scale float32)
+
+//go:noescape
+func attnSumAVX2(out *float32, w *float32, v *uint16, n8, rows int)
+
+//go:noescape
 func sumSquaresAVX2(x *float32, n8 int) float64
 
 //go:noescape
@@ -214,4 +220,38 @@ func quantizeQ8_Kavx2(dst []byte, x []float32) {
 	}
 	_ = dst[nb*sizeQ8_K-1]
 	quantizeQ8_KAVX2(&dst[0], &x[0], nb)
+}
+
+// attnScoresavx2 is AttnScores for heads of a multiple of 8 values (else
+// the one-row loop).
+func attnScoresavx2(sc, q []float32, k []uint16, scale float32) {
+	hd := len(q)
+	if hd%8 != 0 || hd == 0 {
+		for t := range sc {
+			sc[t] = dotF32F16avx2(q, k[t*hd:(t+1)*hd]) * scale
+		}
+		return
+	}
+	if len(sc) == 0 {
+		return
+	}
+	_ = k[len(sc)*hd-1]
+	attnScoresAVX2(&sc[0], &q[0], &k[0], hd/8, len(sc), scale)
+}
+
+// attnSumavx2 is AttnSum for heads of a multiple of 8 values (else the
+// one-row loop).
+func attnSumavx2(out, w []float32, v []uint16) {
+	hd := len(out)
+	if hd%8 != 0 || hd == 0 {
+		for t, a := range w {
+			axpyF16avx2(out, a, v[t*hd:(t+1)*hd])
+		}
+		return
+	}
+	if len(w) == 0 {
+		return
+	}
+	_ = v[len(w)*hd-1]
+	attnSumAVX2(&out[0], &w[0], &v[0], hd/8, len(w))
 }

@@ -216,3 +216,191 @@ ssdone:
 	VMOVSD       X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func attnScoresAVX2(sc *float32, q *float32, k *uint16, n8, rows int, scale float32)
+// sc[t] = dot(q, k row t) * scale for t < rows (rows n8*8 values apart):
+// each dot exactly as dotF32F16AVX2 computes it (even chunks into Y8, odd
+// into Y9, FMA, the same horizontal sum), so the scores equal the one-row
+// kernel's bit for bit.
+TEXT ·attnScoresAVX2(SB), NOSPLIT, $0-44
+	MOVQ         sc+0(FP), DI
+	MOVQ         k+16(FP), DX
+	MOVQ         rows+32(FP), BX
+	VBROADCASTSS scale+40(FP), Y7
+	TESTQ        BX, BX
+	JZ           asdone
+
+asrow:
+	MOVQ   q+8(FP), SI
+	MOVQ   n8+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	CMPQ   CX, $2
+	JLT    astail
+
+	PCALIGN $16
+asloop:
+	VCVTPH2PS   (DX), Y0
+	VCVTPH2PS   16(DX), Y1
+	VFMADD231PS (SI), Y0, Y8
+	VFMADD231PS 32(SI), Y1, Y9
+	ADDQ        $64, SI
+	ADDQ        $32, DX
+	SUBQ        $2, CX
+	CMPQ        CX, $2
+	JGE         asloop
+
+astail:
+	TESTQ       CX, CX
+	JZ          assum
+	VCVTPH2PS   (DX), Y0
+	VFMADD231PS (SI), Y0, Y8
+	ADDQ        $16, DX
+
+assum:
+	VADDPS       Y9, Y8, Y8
+	VEXTRACTF128 $1, Y8, X0
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMULSS       X7, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         $4, DI
+	DECQ         BX
+	JNZ          asrow
+
+asdone:
+	VZEROUPPER
+	RET
+
+// func attnSumAVX2(out *float32, w *float32, v *uint16, n8, rows int)
+// out[i] += w[t]*v[t][i] for t = 0..rows-1 in order, each product rounded
+// before its addition (as axpyF16AVX2, once per row): four chunks of out
+// in Y8..Y11 through all rows, then the next four.
+TEXT ·attnSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ n8+24(FP), CX
+	MOVQ n8+24(FP), R10
+	SHLQ $4, R10 // bytes per v row
+	TESTQ CX, CX
+	JZ    sudone
+
+suchunks:
+	MOVQ    $4, R11
+	CMPQ    CX, R11
+	CMOVQLT CX, R11
+	VMOVUPS (DI), Y8
+	CMPQ    R11, $2
+	JLT     su1
+	VMOVUPS 32(DI), Y9
+	JEQ     su2
+	VMOVUPS 64(DI), Y10
+	CMPQ    R11, $3
+	JEQ     su3
+	VMOVUPS 96(DI), Y11
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+
+	PCALIGN $16
+su4loop:
+	VBROADCASTSS (SI), Y7
+	VCVTPH2PS    (R9), Y0
+	VCVTPH2PS    16(R9), Y1
+	VCVTPH2PS    32(R9), Y2
+	VCVTPH2PS    48(R9), Y3
+	VMULPS       Y7, Y0, Y0
+	VMULPS       Y7, Y1, Y1
+	VMULPS       Y7, Y2, Y2
+	VMULPS       Y7, Y3, Y3
+	VADDPS       Y0, Y8, Y8
+	VADDPS       Y1, Y9, Y9
+	VADDPS       Y2, Y10, Y10
+	VADDPS       Y3, Y11, Y11
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          su4loop
+	VMOVUPS      Y8, (DI)
+	VMOVUPS      Y9, 32(DI)
+	VMOVUPS      Y10, 64(DI)
+	VMOVUPS      Y11, 96(DI)
+	JMP          sunext
+
+su3:
+	MOVQ w+8(FP), SI
+	MOVQ rows+32(FP), BX
+	MOVQ DX, R9
+
+su3loop:
+	VBROADCASTSS (SI), Y7
+	VCVTPH2PS    (R9), Y0
+	VCVTPH2PS    16(R9), Y1
+	VCVTPH2PS    32(R9), Y2
+	VMULPS       Y7, Y0, Y0
+	VMULPS       Y7, Y1, Y1
+	VMULPS       Y7, Y2, Y2
+	VADDPS       Y0, Y8, Y8
+	VADDPS       Y1, Y9, Y9
+	VADDPS       Y2, Y10, Y10
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          su3loop
+	VMOVUPS      Y8, (DI)
+	VMOVUPS      Y9, 32(DI)
+	VMOVUPS      Y10, 64(DI)
+	JMP          sunext
+
+su2:
+	MOVQ w+8(FP), SI
+	MOVQ rows+32(FP), BX
+	MOVQ DX, R9
+
+su2loop:
+	VBROADCASTSS (SI), Y7
+	VCVTPH2PS    (R9), Y0
+	VCVTPH2PS    16(R9), Y1
+	VMULPS       Y7, Y0, Y0
+	VMULPS       Y7, Y1, Y1
+	VADDPS       Y0, Y8, Y8
+	VADDPS       Y1, Y9, Y9
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          su2loop
+	VMOVUPS      Y8, (DI)
+	VMOVUPS      Y9, 32(DI)
+	JMP          sunext
+
+su1:
+	MOVQ w+8(FP), SI
+	MOVQ rows+32(FP), BX
+	MOVQ DX, R9
+
+su1loop:
+	VBROADCASTSS (SI), Y7
+	VCVTPH2PS    (R9), Y0
+	VMULPS       Y7, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          su1loop
+	VMOVUPS      Y8, (DI)
+
+sunext:
+	MOVQ R11, AX
+	SHLQ $5, AX
+	ADDQ AX, DI
+	SHRQ $1, AX
+	ADDQ AX, DX
+	SUBQ R11, CX
+	JNZ  suchunks
+
+sudone:
+	VZEROUPPER
+	RET

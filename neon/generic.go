@@ -47,6 +47,24 @@ var generic = &Kernels{
 	RMSNormScale: rmsNormScale,
 	DotF32F16:    dotF32F16,
 	AxpyF16:      axpyF16,
+	AttnScores:   attnScores,
+	AttnSum:      attnSum,
+}
+
+// attnScores and attnSum are the generic attention loops: the one-row
+// kernels row after row.
+func attnScores(sc, q []float32, k []uint16, scale float32) {
+	hd := len(q)
+	for t := range sc {
+		sc[t] = dotF32F16(q, k[t*hd:(t+1)*hd]) * scale
+	}
+}
+
+func attnSum(out, w []float32, v []uint16) {
+	hd := len(out)
+	for t, a := range w {
+		axpyF16(out, a, v[t*hd:(t+1)*hd])
+	}
 }
 
 // genericRows is the reference of a RowsFunc: the generic one-row dot for

@@ -385,15 +385,11 @@ func (s *State) attnRange(lo, hi int) {
 			p := pos0 + i
 			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
-			for t := range sc {
-				sc[t] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
-			}
+			neon.AttnScores(sc, q, kc[:(p+1)*hd], scale)
 			Softmax(sc)
 			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
 			clear(out)
-			for t, w := range sc {
-				neon.AxpyF16(out, w, vc[t*hdv:(t+1)*hdv])
-			}
+			neon.AttnSum(out, sc, vc[:(p+1)*hdv])
 		}
 	}
 }
