@@ -166,6 +166,10 @@ type Kernels struct {
 	// AxpyF16 row after row. Both give the set's one-row kernels' bits.
 	AttnScores func(sc, q []float32, k []uint16, scale float32)
 	AttnSum    func(out, w []float32, v []uint16)
+
+	// SiLUMul sets gate[i] = silu(gate[i]) * up[i] with the exponential
+	// of silu.go: every set gives the same bits.
+	SiLUMul func(gate, up []float32)
 }
 
 // The registry: filled by init functions (register), read-only afterwards.
@@ -240,6 +244,9 @@ func fill(k, g *Kernels) {
 	}
 	if k.AxpyF16 == nil {
 		k.AxpyF16 = g.AxpyF16
+	}
+	if k.SiLUMul == nil {
+		k.SiLUMul = g.SiLUMul
 	}
 	// The attention loops default to the set's own one-row kernels.
 	if k.AttnScores == nil {
@@ -426,6 +433,9 @@ func RMSNormScale(x []float32) float64 { return Active().RMSNormScale(x) }
 
 // DotF32F16 calls Active().DotF32F16.
 func DotF32F16(a []float32, b []uint16) float32 { return Active().DotF32F16(a, b) }
+
+// SiLUMul calls Active().SiLUMul.
+func SiLUMul(gate, up []float32) { Active().SiLUMul(gate, up) }
 
 // AttnScores calls Active().AttnScores.
 func AttnScores(sc, q []float32, k []uint16, scale float32) { Active().AttnScores(sc, q, k, scale) }

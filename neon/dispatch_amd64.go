@@ -35,6 +35,7 @@ func init() {
 		AxpyF16:      axpyF16avx2,
 		AttnScores:   attnScoresavx2,
 		AttnSum:      attnSumavx2,
+		SiLUMul:      siluMulavx2,
 	}
 	register(avx, hasAVX2)
 

@@ -69,6 +69,9 @@ func attnScoresAVX2(sc *float32, q *float32, k *uint16, n8, rows int, scale floa
 func attnSumAVX2(out *float32, w *float32, v *uint16, n8, rows int)
 
 //go:noescape
+func siluMulAVX2(gate, up *float32, n8 int)
+
+//go:noescape
 func sumSquaresAVX2(x *float32, n8 int) float64
 
 //go:noescape
@@ -254,4 +257,13 @@ func attnSumavx2(out, w []float32, v []uint16) {
 	}
 	_ = v[len(w)*hd-1]
 	attnSumAVX2(&out[0], &w[0], &v[0], hd/8, len(w))
+}
+
+func siluMulavx2(gate, up []float32) {
+	up = up[:len(gate)]
+	n8 := len(gate) / 8
+	if n8 > 0 {
+		siluMulAVX2(&gate[0], &up[0], n8)
+	}
+	siluMul(gate[8*n8:], up[8*n8:])
 }

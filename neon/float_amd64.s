@@ -404,3 +404,87 @@ sunext:
 sudone:
 	VZEROUPPER
 	RET
+
+// func siluMulAVX2(gate, up *float32, n8 int)
+// gate = silu(gate) * up, 8 values at a time, exactly as siluMul (silu.go):
+// the clamp, the rounding to nearest even, the products rounded before
+// every addition, 2^n built in the exponent field, an IEEE division.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
+	MOVQ         gate+0(FP), DI
+	MOVQ         up+8(FP), SI
+	MOVQ         n8+16(FP), CX
+	TESTQ        CX, CX
+	JZ           sidone
+	VBROADCASTSS silo<>+0(SB), Y8   // expLo
+	VBROADCASTSS silo<>+4(SB), Y9   // expHi
+	VBROADCASTSS silo<>+8(SB), Y10  // log2e
+	VBROADCASTSS silo<>+12(SB), Y11 // expC1
+	VBROADCASTSS silo<>+16(SB), Y12 // expC2
+	VBROADCASTSS silo<>+44(SB), Y13 // 1
+	VBROADCASTSS silo<>+48(SB), Y14 // -0: sign flip
+	VPBROADCASTD silo<>+52(SB), Y15 // 127
+
+	PCALIGN $16
+siloop:
+	VMOVUPS      (DI), Y0             // g
+	VXORPS       Y14, Y0, Y1          // x = -g
+	VMAXPS       Y8, Y1, Y1
+	VMINPS       Y9, Y1, Y1
+	VMULPS       Y10, Y1, Y2
+	VROUNDPS     $0, Y2, Y2           // n
+	VMULPS       Y11, Y2, Y3
+	VSUBPS       Y3, Y1, Y1
+	VMULPS       Y12, Y2, Y3
+	VSUBPS       Y3, Y1, Y1           // r
+	VMULPS       Y1, Y1, Y4           // z
+	VBROADCASTSS silo<>+20(SB), Y5    // p0
+	VMULPS       Y1, Y5, Y5
+	VBROADCASTSS silo<>+24(SB), Y6
+	VADDPS       Y6, Y5, Y5  // + p1
+	VMULPS       Y1, Y5, Y5
+	VBROADCASTSS silo<>+28(SB), Y6
+	VADDPS       Y6, Y5, Y5 // + p2
+	VMULPS       Y1, Y5, Y5
+	VBROADCASTSS silo<>+32(SB), Y6
+	VADDPS       Y6, Y5, Y5 // + p3
+	VMULPS       Y1, Y5, Y5
+	VBROADCASTSS silo<>+36(SB), Y6
+	VADDPS       Y6, Y5, Y5 // + p4
+	VMULPS       Y1, Y5, Y5
+	VBROADCASTSS silo<>+40(SB), Y6
+	VADDPS       Y6, Y5, Y5 // + p5
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y1, Y5, Y5
+	VADDPS       Y13, Y5, Y5
+	VCVTPS2DQ    Y2, Y2
+	VPADDD       Y15, Y2, Y2
+	VPSLLD       $23, Y2, Y2
+	VMULPS       Y2, Y5, Y5           // e^x
+	VADDPS       Y13, Y5, Y5          // 1 + e^-g
+	VDIVPS       Y5, Y0, Y0
+	VMULPS       (SI), Y0, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, DI
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          siloop
+
+sidone:
+	VZEROUPPER
+	RET
+
+DATA silo<>+0(SB)/4, $0xc2ae0000 // expLo
+DATA silo<>+4(SB)/4, $0x42b00000 // expHi
+DATA silo<>+8(SB)/4, $0x3fb8aa3b // log2e
+DATA silo<>+12(SB)/4, $0x3f318000 // expC1
+DATA silo<>+16(SB)/4, $0xb95e8083 // expC2
+DATA silo<>+20(SB)/4, $0x39506967 // expP0
+DATA silo<>+24(SB)/4, $0x3ab743ce // expP1
+DATA silo<>+28(SB)/4, $0x3c088908 // expP2
+DATA silo<>+32(SB)/4, $0x3d2aa9c1 // expP3
+DATA silo<>+36(SB)/4, $0x3e2aaaaa // expP4
+DATA silo<>+40(SB)/4, $0x3f000000 // expP5
+DATA silo<>+44(SB)/4, $0x3f800000 // 1
+DATA silo<>+48(SB)/4, $0x80000000 // sign bit
+DATA silo<>+52(SB)/4, $127
+GLOBL silo<>(SB), RODATA|NOPTR, $56

@@ -49,6 +49,7 @@ var generic = &Kernels{
 	AxpyF16:      axpyF16,
 	AttnScores:   attnScores,
 	AttnSum:      attnSum,
+	SiLUMul:      siluMul,
 }
 
 // attnScores and attnSum are the generic attention loops: the one-row

@@ -508,12 +508,9 @@ func Softmax(x []float32) {
 	}
 }
 
-// SiLUMul computes gate[i] = silu(gate[i]) * up[i].
-func SiLUMul(gate, up []float32) {
-	for i, g := range gate {
-		gate[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
-	}
-}
+// SiLUMul computes gate[i] = silu(gate[i]) * up[i] (neon.SiLUMul: the
+// same bits on every kernel set).
+func SiLUMul(gate, up []float32) { neon.SiLUMul(gate, up) }
 
 func addTo(dst, src []float32) {
 	for i, v := range src {
