@@ -170,6 +170,9 @@ type Kernels struct {
 	// SiLUMul sets gate[i] = silu(gate[i]) * up[i] with the exponential
 	// of silu.go: every set gives the same bits.
 	SiLUMul func(gate, up []float32)
+	// Softmax normalizes x in place (silu.go's softmax: the same bits on
+	// every set).
+	Softmax func(x []float32)
 }
 
 // The registry: filled by init functions (register), read-only afterwards.
@@ -247,6 +250,9 @@ func fill(k, g *Kernels) {
 	}
 	if k.SiLUMul == nil {
 		k.SiLUMul = g.SiLUMul
+	}
+	if k.Softmax == nil {
+		k.Softmax = g.Softmax
 	}
 	// The attention loops default to the set's own one-row kernels.
 	if k.AttnScores == nil {
@@ -433,6 +439,9 @@ func RMSNormScale(x []float32) float64 { return Active().RMSNormScale(x) }
 
 // DotF32F16 calls Active().DotF32F16.
 func DotF32F16(a []float32, b []uint16) float32 { return Active().DotF32F16(a, b) }
+
+// Softmax calls Active().Softmax.
+func Softmax(x []float32) { Active().Softmax(x) }
 
 // SiLUMul calls Active().SiLUMul.
 func SiLUMul(gate, up []float32) { Active().SiLUMul(gate, up) }

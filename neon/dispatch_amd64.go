@@ -36,6 +36,7 @@ func init() {
 		AttnScores:   attnScoresavx2,
 		AttnSum:      attnSumavx2,
 		SiLUMul:      siluMulavx2,
+		Softmax:      softmaxavx2,
 	}
 	register(avx, hasAVX2)
 

@@ -72,6 +72,9 @@ func attnSumAVX2(out *float32, w *float32, v *uint16, n8, rows int)
 func siluMulAVX2(gate, up *float32, n8 int)
 
 //go:noescape
+func expSubAVX2(x *float32, n8 int, m float32)
+
+//go:noescape
 func sumSquaresAVX2(x *float32, n8 int) float64
 
 //go:noescape
@@ -266,4 +269,14 @@ func siluMulavx2(gate, up []float32) {
 		siluMulAVX2(&gate[0], &up[0], n8)
 	}
 	siluMul(gate[8*n8:], up[8*n8:])
+}
+
+func softmaxavx2(x []float32) { softmax(x, expSubavx2) }
+
+func expSubavx2(x []float32, m float32) {
+	n8 := len(x) / 8
+	if n8 > 0 {
+		expSubAVX2(&x[0], n8, m)
+	}
+	expSub(x[8*n8:], m)
 }

@@ -405,71 +405,106 @@ sudone:
 	VZEROUPPER
 	RET
 
+// EXPF sets Y5 = expf(Y1) exactly as expf (silu.go) computes it: 0 below
+// the range (and for NaN), the clamp, the rounding to nearest even, every
+// product rounded before its addition, 2^n built in the exponent field
+// (Y8..Y13, Y15 the constants EXPCONST loads; Y1..Y7 clobbered).
+#define EXPCONST \
+	VBROADCASTSS silo<>+0(SB), Y8;  \
+	VBROADCASTSS silo<>+4(SB), Y9;  \
+	VBROADCASTSS silo<>+8(SB), Y10; \
+	VBROADCASTSS silo<>+12(SB), Y11; \
+	VBROADCASTSS silo<>+16(SB), Y12; \
+	VBROADCASTSS silo<>+44(SB), Y13; \
+	VPBROADCASTD silo<>+52(SB), Y15
+
+#define EXPF \
+	VCMPPS       $0x1d, Y8, Y1, Y7;     \
+	VMAXPS       Y8, Y1, Y1;            \
+	VMINPS       Y9, Y1, Y1;            \
+	VMULPS       Y10, Y1, Y2;           \
+	VROUNDPS     $0, Y2, Y2;            \
+	VMULPS       Y11, Y2, Y3;           \
+	VSUBPS       Y3, Y1, Y1;            \
+	VMULPS       Y12, Y2, Y3;           \
+	VSUBPS       Y3, Y1, Y1;            \
+	VMULPS       Y1, Y1, Y4;            \
+	VBROADCASTSS silo<>+20(SB), Y5;     \
+	VMULPS       Y1, Y5, Y5;            \
+	VBROADCASTSS silo<>+24(SB), Y6;     \
+	VADDPS       Y6, Y5, Y5;            \
+	VMULPS       Y1, Y5, Y5;            \
+	VBROADCASTSS silo<>+28(SB), Y6;     \
+	VADDPS       Y6, Y5, Y5;            \
+	VMULPS       Y1, Y5, Y5;            \
+	VBROADCASTSS silo<>+32(SB), Y6;     \
+	VADDPS       Y6, Y5, Y5;            \
+	VMULPS       Y1, Y5, Y5;            \
+	VBROADCASTSS silo<>+36(SB), Y6;     \
+	VADDPS       Y6, Y5, Y5;            \
+	VMULPS       Y1, Y5, Y5;            \
+	VBROADCASTSS silo<>+40(SB), Y6;     \
+	VADDPS       Y6, Y5, Y5;            \
+	VMULPS       Y4, Y5, Y5;            \
+	VADDPS       Y1, Y5, Y5;            \
+	VADDPS       Y13, Y5, Y5;           \
+	VCVTPS2DQ    Y2, Y2;                \
+	VPADDD       Y15, Y2, Y2;           \
+	VPSLLD       $23, Y2, Y2;           \
+	VMULPS       Y2, Y5, Y5;            \
+	VANDPS       Y7, Y5, Y5
+
 // func siluMulAVX2(gate, up *float32, n8 int)
-// gate = silu(gate) * up, 8 values at a time, exactly as siluMul (silu.go):
-// the clamp, the rounding to nearest even, the products rounded before
-// every addition, 2^n built in the exponent field, an IEEE division.
+// gate = silu(gate) * up, 8 values at a time, exactly as siluMul
+// (silu.go): EXPF of -gate, then an IEEE division and the product.
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
 	MOVQ         gate+0(FP), DI
 	MOVQ         up+8(FP), SI
 	MOVQ         n8+16(FP), CX
 	TESTQ        CX, CX
 	JZ           sidone
-	VBROADCASTSS silo<>+0(SB), Y8   // expLo
-	VBROADCASTSS silo<>+4(SB), Y9   // expHi
-	VBROADCASTSS silo<>+8(SB), Y10  // log2e
-	VBROADCASTSS silo<>+12(SB), Y11 // expC1
-	VBROADCASTSS silo<>+16(SB), Y12 // expC2
-	VBROADCASTSS silo<>+44(SB), Y13 // 1
-	VBROADCASTSS silo<>+48(SB), Y14 // -0: sign flip
-	VPBROADCASTD silo<>+52(SB), Y15 // 127
+	EXPCONST
+	VBROADCASTSS silo<>+48(SB), Y14 // the sign bit
 
 	PCALIGN $16
 siloop:
-	VMOVUPS      (DI), Y0             // g
-	VXORPS       Y14, Y0, Y1          // x = -g
-	VMAXPS       Y8, Y1, Y1
-	VMINPS       Y9, Y1, Y1
-	VMULPS       Y10, Y1, Y2
-	VROUNDPS     $0, Y2, Y2           // n
-	VMULPS       Y11, Y2, Y3
-	VSUBPS       Y3, Y1, Y1
-	VMULPS       Y12, Y2, Y3
-	VSUBPS       Y3, Y1, Y1           // r
-	VMULPS       Y1, Y1, Y4           // z
-	VBROADCASTSS silo<>+20(SB), Y5    // p0
-	VMULPS       Y1, Y5, Y5
-	VBROADCASTSS silo<>+24(SB), Y6
-	VADDPS       Y6, Y5, Y5  // + p1
-	VMULPS       Y1, Y5, Y5
-	VBROADCASTSS silo<>+28(SB), Y6
-	VADDPS       Y6, Y5, Y5 // + p2
-	VMULPS       Y1, Y5, Y5
-	VBROADCASTSS silo<>+32(SB), Y6
-	VADDPS       Y6, Y5, Y5 // + p3
-	VMULPS       Y1, Y5, Y5
-	VBROADCASTSS silo<>+36(SB), Y6
-	VADDPS       Y6, Y5, Y5 // + p4
-	VMULPS       Y1, Y5, Y5
-	VBROADCASTSS silo<>+40(SB), Y6
-	VADDPS       Y6, Y5, Y5 // + p5
-	VMULPS       Y4, Y5, Y5
-	VADDPS       Y1, Y5, Y5
-	VADDPS       Y13, Y5, Y5
-	VCVTPS2DQ    Y2, Y2
-	VPADDD       Y15, Y2, Y2
-	VPSLLD       $23, Y2, Y2
-	VMULPS       Y2, Y5, Y5           // e^x
-	VADDPS       Y13, Y5, Y5          // 1 + e^-g
-	VDIVPS       Y5, Y0, Y0
-	VMULPS       (SI), Y0, Y0
-	VMOVUPS      Y0, (DI)
-	ADDQ         $32, DI
-	ADDQ         $32, SI
-	DECQ         CX
-	JNZ          siloop
+	VMOVUPS (DI), Y0
+	VXORPS  Y14, Y0, Y1
+	EXPF
+	VADDPS  Y13, Y5, Y5
+	VDIVPS  Y5, Y0, Y0
+	VMULPS  (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     siloop
 
 sidone:
+	VZEROUPPER
+	RET
+
+// func expSubAVX2(x *float32, n8 int, m float32)
+// x[i] = expf(x[i] - m), 8 values at a time (softmax's exponentials).
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), DI
+	MOVQ         n8+8(FP), CX
+	VBROADCASTSS m+16(FP), Y14
+	TESTQ        CX, CX
+	JZ           exdone
+	EXPCONST
+
+	PCALIGN $16
+exloop:
+	VMOVUPS (DI), Y1
+	VSUBPS  Y14, Y1, Y1
+	EXPF
+	VMOVUPS Y5, (DI)
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     exloop
+
+exdone:
 	VZEROUPPER
 	RET
 

@@ -50,6 +50,7 @@ var generic = &Kernels{
 	AttnScores:   attnScores,
 	AttnSum:      attnSum,
 	SiLUMul:      siluMul,
+	Softmax:      softmaxGeneric,
 }
 
 // attnScores and attnSum are the generic attention loops: the one-row

@@ -7,7 +7,9 @@ import "math"
 // a degree-5 polynomial), each product rounded to float32 before its
 // addition (no fused multiply-add), the argument clamped to [-87, 88]
 // so that 2^n stays a normal float. Its error is about 1 ulp; ggml's
-// vector SiLU uses an approximation of its own too.
+// vector SiLU uses an approximation of its own too. Below the range (and
+// for NaN) the result is exactly 0, so that a masked score (-Inf) weighs
+// nothing in a softmax.
 const (
 	expLo  = -87
 	expHi  = 88
@@ -26,7 +28,10 @@ const (
 // expf is e^x by the algorithm above (the reference the vector kernels
 // reproduce).
 func expf(x float32) float32 {
-	x = min(max(x, expLo), expHi)
+	if !(x >= expLo) {
+		return 0
+	}
+	x = min(x, expHi)
 	n := float32(math.RoundToEven(float64(float32(x * log2e))))
 	r := x - float32(n*expC1)
 	r = r - float32(n*expC2)
@@ -48,3 +53,33 @@ func siluMul(gate, up []float32) {
 		gate[i] = g / (1 + expf(-g)) * up[i]
 	}
 }
+
+// softmax normalizes x in place: the exponentials of x - max(x) (expf),
+// their sum in float64 in index order, each exponential times the float32
+// reciprocal of the sum. ex computes x[i] = expf(x[i] - m) for a set.
+func softmax(x []float32, ex func(x []float32, m float32)) {
+	if len(x) == 0 {
+		return
+	}
+	mx := x[0]
+	for _, v := range x[1:] {
+		mx = max(mx, v)
+	}
+	ex(x, mx)
+	var sum float64
+	for _, e := range x {
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+func expSub(x []float32, m float32) {
+	for i, v := range x {
+		x[i] = expf(v - m)
+	}
+}
+
+func softmaxGeneric(x []float32) { softmax(x, expSub) }

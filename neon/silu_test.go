@@ -22,7 +22,7 @@ func TestExpfAccuracy(t *testing.T) {
 	if worst > 2 {
 		t.Errorf("expf: worst error %.2f ulp", worst)
 	}
-	if expf(-1000) != expf(-87) || expf(1000) != expf(88) || math.IsInf(float64(expf(88)), 0) {
+	if expf(-87.5) != 0 || expf(float32(math.Inf(-1))) != 0 || expf(1000) != expf(88) || math.IsInf(float64(expf(88)), 0) {
 		t.Error("expf does not clamp its argument")
 	}
 	t.Logf("worst error %.2f ulp", worst)
@@ -56,6 +56,38 @@ func TestSiLUMulMatchesGeneric(t *testing.T) {
 				if !sameBits(g[i], want[i]) {
 					t.Fatalf("%s n=%d: %d: %v, generic %v", k.Name, n, i, g[i], want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestSoftmaxMatchesGeneric: every set's Softmax gives the generic bits.
+func TestSoftmaxMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(57, 58))
+	for _, k := range Available() {
+		for _, n := range []int{1, 2, 7, 8, 9, 33, 300} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 10)
+			}
+			if n > 2 {
+				x[1] = float32(math.Inf(-1)) // a masked score weighs nothing
+			}
+			want := append([]float32{}, x...)
+			softmaxGeneric(want)
+			k.Softmax(x)
+			var sum float64
+			for i := range x {
+				if !sameBits(x[i], want[i]) {
+					t.Fatalf("%s n=%d: %d: %v, generic %v", k.Name, n, i, x[i], want[i])
+				}
+				sum += float64(x[i])
+			}
+			if n > 2 && x[1] != 0 {
+				t.Fatalf("%s n=%d: a -Inf score weighs %v", k.Name, n, x[1])
+			}
+			if math.Abs(sum-1) > 1e-5 {
+				t.Fatalf("%s n=%d: sums to %v", k.Name, n, sum)
 			}
 		}
 	}

@@ -490,23 +490,9 @@ func RMSNorm(out, x, w []float32, eps float32) {
 	}
 }
 
-// Softmax normalizes x in place (the sum in float64, as ggml).
-func Softmax(x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
-		x[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
-	}
-}
+// Softmax normalizes x in place (neon.Softmax: the sum in float64, as
+// ggml; the same bits on every kernel set).
+func Softmax(x []float32) { neon.Softmax(x) }
 
 // SiLUMul computes gate[i] = silu(gate[i]) * up[i] (neon.SiLUMul: the
 // same bits on every kernel set).
