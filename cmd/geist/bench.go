@@ -31,6 +31,8 @@ type benchResult struct {
 	PPCPUTokS  float64            `json:"pp_cpu_tok_s,omitempty"`
 	TGCPUTokS  float64            `json:"tg_cpu_tok_s,omitempty"`
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
+	// c(K) from the passes' CPU time.
+	VerifyCostCPU map[string]float64 `json:"verify_cost_cpu,omitempty"`
 	// With --membw: weight bytes one decode step reads, the machine's
 	// memory read bandwidth with this many threads, and the share of it
 	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
@@ -250,7 +252,7 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		// the ratios.
 		sizes := append([]int{1}, ks...)
 		batches := map[int][]int32{}
-		costs := map[int]time.Duration{}
+		costs, cpuCosts := map[int]time.Duration{}, map[int]time.Duration{}
 		for _, k := range sizes {
 			batches[k] = randomTokens(k, nv, uint64(10+k))
 		}
@@ -258,12 +260,15 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 			for _, k := range sizes {
 				for i := 0; i < 3; i++ {
 					s.Truncate(base)
-					t0 := time.Now()
+					t0, c0 := time.Now(), cpuTime()
 					if _, err := s.Forward(batches[k], true); err != nil {
 						return err
 					}
 					if d, ok := costs[k]; !ok || time.Since(t0) < d {
 						costs[k] = time.Since(t0)
+					}
+					if c, ok := cpuCosts[k]; !ok || cpuTime()-c0 < c {
+						cpuCosts[k] = cpuTime() - c0
 					}
 				}
 				if err := ctx.Err(); err != nil {
@@ -274,6 +279,12 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		r.VerifyCost = map[string]float64{}
 		for _, k := range ks {
 			r.VerifyCost[strconv.Itoa(k)] = costs[k].Seconds() / costs[1].Seconds()
+		}
+		if cpuCosts[1] > 0 {
+			r.VerifyCostCPU = map[string]float64{}
+			for _, k := range ks {
+				r.VerifyCostCPU[strconv.Itoa(k)] = cpuCosts[k].Seconds() / cpuCosts[1].Seconds()
+			}
 		}
 	}
 	eng.Reset()
