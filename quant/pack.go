@@ -126,12 +126,16 @@ func (m *Matrix) ActBytes(n int) int {
 // prepared columns its packed kernels read. Do it once per product and
 // share the result between the threads that call MulRows, and between
 // matrices whose SameActs says so.
-func (m *Matrix) QuantizeActs(dst []byte, x []float32, n int) {
-	QuantizeActs(dst, m.Type, x, n, m.Cols)
+func (m *Matrix) QuantizeActs(dst []byte, x []float32, n int) { m.QuantizeActsRows(dst, x, n, 0, n) }
+
+// QuantizeActsRows is QuantizeActs for rows [lo, hi) of the n: threads
+// may share the work of a batch.
+func (m *Matrix) QuantizeActsRows(dst []byte, x []float32, n, lo, hi int) {
+	as, cols := m.actSize, m.Cols
+	QuantizeActs(dst[lo*as:hi*as], m.Type, x[lo*cols:hi*cols], hi-lo, cols)
 	if pk := m.pk; pk != nil && pk.prep > 0 {
-		as := m.actSize
 		prep := dst[n*as : n*(as+pk.prep)]
-		for j := 0; j < n; j++ {
+		for j := lo; j < hi; j++ {
 			pk.p.PrepActs(prep[j*pk.prep:(j+1)*pk.prep], dst[j*as:(j+1)*as], m.nb)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/geisten/geist/neon"
 	"github.com/geisten/geist/neon/ggml"
@@ -32,12 +33,14 @@ type State struct {
 	vRow   int        // bytes of one Q8_0 value row
 	qq     []byte     // [NHead][kRow] queries quantized to Q8_0 (Q8_0 cache)
 
-	pool   *pool
-	mulFn  func(lo, hi int) // s.mulRange, bound once
-	attnFn func(lo, hi int) // s.attnRange, bound once
-	job    struct {         // parameters of the current pool job
-		w    *quant.Matrix
-		out  []float32
+	pool    *pool
+	mulFn   func(lo, hi int) // s.mulRange, bound once
+	quantFn func(lo, hi int) // s.quantRange, bound once
+	attnFn  func(lo, hi int) // s.attnRange, bound once
+	job     struct {         // parameters of the current pool job
+		ps   [maxProducts]product // the products of a mul (np of them)
+		np   int
+		x    []float32 // their input
 		n    int
 		l    int
 		pos0 int
@@ -51,8 +54,20 @@ type State struct {
 	scores   []float32 // [NHead][ctx]
 	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
 	logits   []float32 // [maxRows][NVocab]
-	act      []byte    // quantized activations for the widest product
+	acts     [][]byte  // quantized activations, one buffer per format of a mul
 	row      []byte    // [TokEmbd.RowBytes()] one embedding row
+}
+
+// maxProducts is the most products one mul runs together (q, k and v).
+const maxProducts = 3
+
+// product is one matrix product of a mul: out = x·wᵀ, its rows at off in
+// the job's concatenated rows, its activations in acts[act].
+type product struct {
+	w   *quant.Matrix
+	out []float32
+	off int
+	act int
 }
 
 // StateOptions size a State.
@@ -121,6 +136,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.scores = make([]float32, c.NHead*ctx)
 	s.pool = newPool(o.Threads)
 	s.mulFn = s.mulRange
+	s.quantFn = s.quantRange
 	s.attnFn = s.attnRange
 	s.ropeCS = make([]float32, c.RopeDim)
 	s.maxRows = o.LogitRows
@@ -129,11 +145,20 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	s.maxRows = min(s.maxRows, B)
 	s.logits = make([]float32, s.maxRows*c.NVocab)
-	widest := 0
+	// Activation buffers: as many as a mul has distinct formats (q, k, v
+	// of different types may), each for the widest product.
+	widest, formats := 0, 1
 	for _, w := range m.matrices() {
 		widest = max(widest, w.ActBytes(B))
 	}
-	s.act = make([]byte, widest)
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		formats = max(formats, distinctActs(L.Wq, L.Wk, L.Wv), distinctActs(L.Wgate, L.Wup))
+	}
+	s.acts = make([][]byte, formats)
+	for i := range s.acts {
+		s.acts[i] = make([]byte, widest)
+	}
 	s.row = make([]byte, m.TokEmbd.RowBytes())
 	return s, nil
 }
@@ -245,19 +270,71 @@ func (s *State) Logits(lo, hi int) ([]float32, error) {
 	return s.head(lo, hi), nil
 }
 
-// mul computes out = x·wᵀ for n rows of x, quantizing x for w first (unless
-// quantized says the activations in s.act are already right for w).
-func (s *State) mul(out []float32, w *quant.Matrix, x []float32, n int, quantized bool) {
-	if !quantized {
-		w.QuantizeActs(s.act, x, n)
+// distinctActs counts the activation formats of products with one input.
+func distinctActs(ws ...*quant.Matrix) int {
+	n := 0
+	for i, w := range ws {
+		if !slices.ContainsFunc(ws[:i], w.SameActs) {
+			n++
+		}
 	}
-	s.job.w, s.job.out, s.job.n = w, out, n
-	s.pool.run(s.mulFn, w.Rows, 16)
+	return n
 }
 
+// mul computes p.out = x·p.wᵀ for n rows of x and each product p (at most
+// maxProducts, all with the same input): x quantized once per activation
+// format (by the pool for a batch), then one pool job over the products'
+// rows together, so q, k and v (or gate and up) cost one hand-off.
+func (s *State) mul(x []float32, n int, ps ...product) {
+	j := &s.job
+	j.x, j.n, j.np = x, n, len(ps)
+	rows, formats := 0, 0
+	for i, p := range ps {
+		p.act = -1
+		for k := 0; k < i; k++ {
+			if j.ps[k].w.SameActs(p.w) {
+				p.act = j.ps[k].act
+				break
+			}
+		}
+		if p.act < 0 {
+			p.act = formats
+			formats++
+		}
+		p.off = rows
+		rows += p.w.Rows
+		j.ps[i] = p
+	}
+	s.pool.run(s.quantFn, n, quantGrain)
+	s.pool.run(s.mulFn, rows, 16)
+}
+
+// quantGrain is the fewest rows of a batch a worker quantizes (smaller
+// batches are quantized by the caller alone).
+const quantGrain = 8
+
+// quantRange quantizes rows [lo, hi) of the job's input once per format.
+func (s *State) quantRange(lo, hi int) {
+	j := &s.job
+	done := -1
+	for i := 0; i < j.np; i++ {
+		if p := &j.ps[i]; p.act > done {
+			p.w.QuantizeActsRows(s.acts[p.act], j.x, j.n, lo, hi)
+			done = p.act
+		}
+	}
+}
+
+// mulRange computes rows [lo, hi) of the job's concatenated products.
 func (s *State) mulRange(lo, hi int) {
-	w := s.job.w
-	w.MulRows(s.job.out, w.Rows, s.act, s.job.n, lo, hi)
+	j := &s.job
+	for i := 0; i < j.np; i++ {
+		p := &j.ps[i]
+		r0, r1 := max(lo, p.off)-p.off, min(hi, p.off+p.w.Rows)-p.off
+		if r0 < r1 {
+			p.w.MulRows(p.out, p.w.Rows, s.acts[p.act], j.n, r0, r1)
+		}
+	}
 }
 
 func (s *State) forward(tokens []int32, all bool) []float32 {
@@ -277,7 +354,7 @@ func (s *State) head(lo, hi int) []float32 {
 	for i := lo; i < hi; i++ {
 		RMSNorm(s.xb[(i-lo)*E:(i-lo+1)*E], s.x[i*E:(i+1)*E], m.OutNorm, c.NormEps)
 	}
-	s.mul(s.logits, m.Output, s.xb, hi-lo, false)
+	s.mul(s.xb, hi-lo, product{w: m.Output, out: s.logits})
 	return s.logits[:(hi-lo)*c.NVocab]
 }
 
@@ -299,9 +376,7 @@ func (s *State) layers(tokens []int32) {
 		for i := 0; i < n; i++ {
 			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 		}
-		s.mul(s.q, L.Wq, s.xb, n, false)
-		s.mul(s.k, L.Wk, s.xb, n, L.Wq.SameActs(L.Wk))
-		s.mul(s.v, L.Wv, s.xb, n, L.Wk.SameActs(L.Wv))
+		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
 		for i := 0; i < n; i++ {
 			q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
 			if L.Bq != nil {
@@ -347,16 +422,15 @@ func (s *State) layers(tokens []int32) {
 		}
 		s.job.l, s.job.n, s.job.pos0 = l, n, pos0
 		s.pool.run(s.attnFn, c.NHead, 1)
-		s.mul(s.proj, L.Wo, s.att, n, false)
+		s.mul(s.att, n, product{w: L.Wo, out: s.proj})
 		addTo(s.x[:n*E], s.proj[:n*E])
 
 		for i := 0; i < n; i++ {
 			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
 		}
-		s.mul(s.gate, L.Wgate, s.xb, n, false)
-		s.mul(s.up, L.Wup, s.xb, n, L.Wgate.SameActs(L.Wup))
+		s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
 		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
-		s.mul(s.proj, L.Wdown, s.gate, n, false)
+		s.mul(s.gate, n, product{w: L.Wdown, out: s.proj})
 		addTo(s.x[:n*E], s.proj[:n*E])
 	}
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
