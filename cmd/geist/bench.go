@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
 )
@@ -33,6 +34,9 @@ type benchResult struct {
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
 	// c(K) from the passes' CPU time.
 	VerifyCostCPU map[string]float64 `json:"verify_cost_cpu,omitempty"`
+	// With --step-profile: where one decode step's wall time goes, in
+	// microseconds per token.
+	StepProfile *stepProfile `json:"step_profile,omitempty"`
 	// With --membw: weight bytes one decode step reads, the machine's
 	// memory read bandwidth with this many threads, and the share of it
 	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
@@ -49,6 +53,34 @@ type benchResult struct {
 	Accepted      int      `json:"accepted,omitempty"`
 	Acceptance    float64  `json:"acceptance,omitempty"`
 	TokensPerPass float64  `json:"tokens_per_pass,omitempty"`
+}
+
+// stepProfile is model.StepProfile per decoded token, in microseconds:
+// pool jobs by kind (the caller's own share, then its wait for the
+// workers), the serial rest, and the hand-offs to the workers.
+type stepProfile struct {
+	TotalUs        float64 `json:"total_us"`
+	ProductsUs     float64 `json:"products_us"`
+	ProductsWaitUs float64 `json:"products_wait_us"`
+	AttnUs         float64 `json:"attention_us"`
+	AttnWaitUs     float64 `json:"attention_wait_us"`
+	QuantUs        float64 `json:"quantize_us"`
+	SerialUs       float64 `json:"serial_us"`
+	HandOffs       float64 `json:"hand_offs"`
+}
+
+func newStepProfile(p model.StepProfile) *stepProfile {
+	n := float64(max(p.Tokens, 1))
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	j := p.Jobs
+	q := j[model.JobQuantize]
+	return &stepProfile{
+		TotalUs:    us(p.Total),
+		ProductsUs: us(j[model.JobProducts].Own), ProductsWaitUs: us(j[model.JobProducts].Wait),
+		AttnUs: us(j[model.JobAttention].Own), AttnWaitUs: us(j[model.JobAttention].Wait),
+		QuantUs: us(q.Own + q.Wait), SerialUs: us(p.Serial()),
+		HandOffs: float64(j[model.JobProducts].Parallel+j[model.JobAttention].Parallel+q.Parallel) / n,
+	}
 }
 
 func parseInts(s, name string) ([]int, error) {
@@ -98,6 +130,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
 	fixed := fs.Bool("spec-fixed", false, "with --spec/--oracle: verify every drafted token (no adaptive control)")
 	membw := fs.Bool("membw", false, "also measure the memory read bandwidth and the share of it decoding uses")
+	stepProf := fs.Bool("step-profile", false, "also show where a decode step's time goes (pool jobs, waiting, serial work)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -154,7 +187,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if mode != "" || *oracle >= 0 {
 			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps, *fixed)
 		} else {
-			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps)
+			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps, *stepProf)
 			if err == nil && *membw {
 				r.DecodeBytes = eng.Model().DecodeBytes()
 				r.MemReadBps = memReadBandwidth(t, max(*reps, 3))
@@ -180,7 +213,7 @@ func randomTokens(n, vocab int, seed uint64) []int32 {
 }
 
 // benchPlain measures prefill and decode speed and the verification cost.
-func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg int, ks []int, reps int) error {
+func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg int, ks []int, reps int, stepProf bool) error {
 	s := eng.State()
 	nv := eng.Model().NVocab
 	var cpuBest time.Duration // the best repetition's CPU time, set by best
@@ -235,6 +268,17 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		r.TGTokS = float64(tg) / d.Seconds()
 		if cpuBest > 0 {
 			r.TGCPUTokS = float64(tg) / cpuBest.Seconds()
+		}
+		if stepProf {
+			s.EnableProfile(true)
+			s.Truncate(0)
+			for i := range toks {
+				if _, err := s.Forward(toks[i:i+1], false); err != nil {
+					return err
+				}
+			}
+			r.StepProfile = newStepProfile(s.StepProfile())
+			s.EnableProfile(false)
 		}
 	}
 	// c(K): one pass over K tokens at the end of a pp-token context, all
@@ -377,6 +421,10 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		if c, ok := r.VerifyCost[strconv.Itoa(k)]; ok {
 			fmt.Fprintf(e.stdout, "  c(%d) %.2f", k, c)
 		}
+	}
+	if p := r.StepProfile; p != nil {
+		fmt.Fprintf(e.stdout, "\n  decode step %.0f us: products %.0f + waiting %.0f, attention %.0f + waiting %.0f, quantize %.0f, serial %.0f, %.1f hand-offs",
+			p.TotalUs, p.ProductsUs, p.ProductsWaitUs, p.AttnUs, p.AttnWaitUs, p.QuantUs, p.SerialUs, p.HandOffs)
 	}
 	if r.MemReadBps > 0 {
 		fmt.Fprintf(e.stdout, "  reads %.1f MB/token, memory %.1f GB/s, decode uses %.0f%%", float64(r.DecodeBytes)/1e6, r.MemReadBps/1e9, 100*r.BWShare)

@@ -46,16 +46,17 @@ type State struct {
 		pos0 int
 	}
 
-	x, xb    []float32 // [maxBatch][NEmbd] residual stream, normed input
-	q, k, v  []float32 // [maxBatch][NHead*HeadDim], [maxBatch][kDim], [maxBatch][vDim]
-	att      []float32 // [maxBatch][NHead*HeadDimV] attention output
-	proj     []float32 // [maxBatch][NEmbd] projection output
-	gate, up []float32 // [maxBatch][NFF]
-	scores   []float32 // [NHead][ctx]
-	ropeCS   []float32 // [RopeDim] cos/sin pairs for one position
-	logits   []float32 // [maxRows][NVocab]
-	acts     [][]byte  // quantized activations, one buffer per format of a mul
-	row      []byte    // [TokEmbd.RowBytes()] one embedding row
+	x, xb    []float32    // [maxBatch][NEmbd] residual stream, normed input
+	q, k, v  []float32    // [maxBatch][NHead*HeadDim], [maxBatch][kDim], [maxBatch][vDim]
+	att      []float32    // [maxBatch][NHead*HeadDimV] attention output
+	proj     []float32    // [maxBatch][NEmbd] projection output
+	gate, up []float32    // [maxBatch][NFF]
+	scores   []float32    // [NHead][ctx]
+	ropeCS   []float32    // [RopeDim] cos/sin pairs for one position
+	logits   []float32    // [maxRows][NVocab]
+	acts     [][]byte     // quantized activations, one buffer per format of a mul
+	prof     *StepProfile // nil unless EnableProfile
+	row      []byte       // [TokEmbd.RowBytes()] one embedding row
 }
 
 // maxProducts is the most products one mul runs together (q, k and v).
@@ -214,6 +215,7 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 	if err := s.check(tokens); err != nil {
 		return nil, err
 	}
+	defer s.profEnd(s.profStart(), len(tokens))
 	if all && len(tokens) > s.maxRows {
 		return nil, fmt.Errorf("model: logits of %d tokens requested, the state returns at most %d per pass", len(tokens), s.maxRows)
 	}
@@ -238,6 +240,7 @@ func (s *State) ForwardRows(tokens []int32) error {
 	if err := s.check(tokens); err != nil {
 		return err
 	}
+	defer s.profEnd(s.profStart(), len(tokens))
 	s.layers(tokens)
 	s.rows = len(tokens)
 	return nil
@@ -267,6 +270,7 @@ func (s *State) Logits(lo, hi int) ([]float32, error) {
 	if lo < 0 || lo >= hi || hi > s.rows {
 		return nil, fmt.Errorf("model: logits of rows [%d,%d) asked, the last ForwardRows batch has %d", lo, hi, s.rows)
 	}
+	defer s.profEnd(s.profStart(), 0)
 	return s.head(lo, hi), nil
 }
 
@@ -305,7 +309,9 @@ func (s *State) mul(x []float32, n int, ps ...product) {
 		rows += p.w.Rows
 		j.ps[i] = p
 	}
+	s.pool.kind = JobQuantize
 	s.pool.run(s.quantFn, n, quantGrain)
+	s.pool.kind = JobProducts
 	s.pool.run(s.mulFn, rows, 16)
 }
 
@@ -421,6 +427,7 @@ func (s *State) layers(tokens []int32) {
 			}
 		}
 		s.job.l, s.job.n, s.job.pos0 = l, n, pos0
+		s.pool.kind = JobAttention
 		s.pool.run(s.attnFn, c.NHead, 1)
 		s.mul(s.att, n, product{w: L.Wo, out: s.proj})
 		addTo(s.x[:n*E], s.proj[:n*E])

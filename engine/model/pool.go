@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool is a persistent set of worker goroutines that split one range of
@@ -37,6 +38,9 @@ type pool struct {
 	// polls before parking: workerPolls and callerPolls, except in tests
 	// that exercise the parking paths.
 	workerPolls, callerPolls int
+	// kind and prof: the State's profile of its jobs (nil: none).
+	kind int
+	prof *[jobKinds]JobProfile
 }
 
 const (
@@ -144,8 +148,17 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 	if grain < 1 {
 		grain = 1
 	}
+	var t0 time.Time
+	if p.prof != nil {
+		t0 = time.Now()
+	}
 	if p.n == 1 || total <= grain {
 		fn(0, total)
+		if p.prof != nil {
+			jp := &p.prof[p.kind]
+			jp.Runs++
+			jp.Own += time.Since(t0)
+		}
 		return
 	}
 	p.fn, p.total, p.grain = fn, total, grain
@@ -163,7 +176,17 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 	if lo < hi {
 		fn(lo, hi)
 	}
-	p.wait()
+	if p.prof != nil {
+		t1 := time.Now()
+		p.wait()
+		jp := &p.prof[p.kind]
+		jp.Runs++
+		jp.Parallel++
+		jp.Own += t1.Sub(t0)
+		jp.Wait += time.Since(t1)
+	} else {
+		p.wait()
+	}
 	p.fn = nil
 }
 
