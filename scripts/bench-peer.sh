@@ -14,7 +14,8 @@
 #         K positions' logits computed, as verification needs), and for
 #         llama.cpp K·tg/ppK from llama-bench -p K (last position's logits)
 # --rss also runs each file once through `geist run` and llama.cpp's
-# llama-completion (decoding 64 tokens at a 2048-token context, llama.cpp
+# llama-completion (decoding 64 tokens at a 2048-token context, geist with
+# no prompt cache or speculation, llama.cpp
 # loaded with -lm none) and prints their peak resident memory.
 #
 # llama.cpp comes from ../shared/peer/setup.sh (Debian's build in a chroot,
@@ -126,7 +127,7 @@ if [ "$RSS" = 1 ]; then
 	echo
 	echo "# peak RSS decoding 64 tokens at a 2048-token context (MiB); file size for reference"
 	for m in "$@"; do
-		g=$( { /usr/bin/time -f '%M' "$GEIST" run -m "$m" --ctx 2048 -t 2 -n 64 --temp 0 "Once upon a time" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+		g=$( { /usr/bin/time -f '%M' "$GEIST" run -m "$m" --ctx 2048 -t 2 -n 64 --temp 0 --spec off --cache-size 0 "Once upon a time" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
 		l=$( { /usr/bin/time -f '%M' chroot "$ROOT" llama-completion -m "${inside[$m]}" -c 2048 -t 2 -n 64 --temp 0 -lm none -no-cnv -p "Once upon a time" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
 		printf '%-22s file %6.0f  geist %6.0f  llama.cpp %6.0f\n' "$(basename "$m")" \
 			"$(awk -v b="$(stat -c %s "$m")" 'BEGIN{print b/1048576}')" "$(awk -v k="$g" 'BEGIN{print k/1024}')" "$(awk -v k="$l" 'BEGIN{print k/1024}')"
