@@ -38,6 +38,7 @@ func init() {
 		SiLUMul:      siluMulavx2,
 		Softmax:      softmaxavx2,
 	}
+	avx2Packings(avx)
 	register(avx, hasAVX2)
 
 	// avx512vnni: the avx2 kernels with the integer dot products replaced

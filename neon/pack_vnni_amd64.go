@@ -57,7 +57,6 @@ type vnniLegacy struct {
 	chunk int  // dword chunks of quants per row
 	xor   byte // XORed into the quants (Q8_0: 0x80)
 	o     int  // the unsigned offset of the quants
-	mul   asmPacked
 }
 
 // pack rearranges 16 rows of nb blocks (ggml layout, wStride apart) into
@@ -111,32 +110,64 @@ func (l *vnniLegacy) prep(dst, a []byte, nb int) {
 	packQ8_0VNNI(&dst[0], &a[0], 0, nb, 1, l.o)
 }
 
-func (l *vnniLegacy) packing() *Packing {
+// prepGo is prep in Go (for CPUs without VPDPBUSD).
+func (l *vnniLegacy) prepGo(dst, a []byte, nb int) {
+	_, _ = a[nb*sizeQ8_0-1], dst[nb*vnniEntry-1]
+	for b := 0; b < nb; b++ {
+		e, y := dst[b*vnniEntry:(b+1)*vnniEntry], a[b*sizeQ8_0:(b+1)*sizeQ8_0]
+		copy(e[:32], y[2:34])
+		var sum int32
+		for _, q := range y[2:34] {
+			sum += int32(int8(q))
+		}
+		binary.LittleEndian.PutUint32(e[32:], uint32(-int32(l.o)*sum))
+		binary.LittleEndian.PutUint32(e[36:], math.Float32bits(f16at(y, 0)))
+	}
+}
+
+// packing makes the Packing of the layout with the kernel mul and the
+// activation preparation prep (suffix names the set).
+func (l *vnniLegacy) packing(suffix string, mul asmPacked, prep func(dst, a []byte, nb int)) *Packing {
 	gs := l.bsize * packRows
 	return &Packing{
-		Name:       l.name + "x16-vnni",
+		Name:       l.name + "x16-" + suffix,
 		Rows:       packRows,
 		GroupSize:  func(nb int) int { return nb * gs },
 		Pack:       l.pack,
 		Unpack:     l.unpack,
 		ActRowSize: func(nb int) int { return nb * vnniEntry },
-		PrepActs:   l.prep,
-		ActKey:     "q8_0-vnni-o" + strconv.Itoa(l.o),
+		PrepActs:   prep,
+		ActKey:     "q8_0-x16-o" + strconv.Itoa(l.o),
 		Mul: func(out []float32, ldo int, g, a []byte, aStride, nb, n int) {
-			packedMul(l.mul, packRows, nb*gs, vnniEntry, out, ldo, g, a, aStride, nb, n)
+			packedMul(mul, packRows, nb*gs, vnniEntry, out, ldo, g, a, aStride, nb, n)
 		},
 	}
 }
 
 var (
-	vnniQ4_0 = &vnniLegacy{name: "q4_0", bsize: sizeQ4_0, chunk: 4, o: 8, mul: mulQ4_0x16VNNI}
-	vnniQ5_0 = &vnniLegacy{name: "q5_0", bsize: sizeQ5_0, pre: 4, chunk: 4, o: 16, mul: mulQ5_0x16VNNI}
-	vnniQ8_0 = &vnniLegacy{name: "q8_0", bsize: sizeQ8_0, chunk: 8, xor: 0x80, o: 128, mul: mulQ8_0x16VNNI}
+	vnniQ4_0 = &vnniLegacy{name: "q4_0", bsize: sizeQ4_0, chunk: 4, o: 8}
+	vnniQ5_0 = &vnniLegacy{name: "q5_0", bsize: sizeQ5_0, pre: 4, chunk: 4, o: 16}
+	vnniQ8_0 = &vnniLegacy{name: "q8_0", bsize: sizeQ8_0, chunk: 8, xor: 0x80, o: 128}
 )
 
 // vnniPackings installs the avx512vnni set's packed layouts.
 func vnniPackings(k *Kernels) {
-	k.PackQ4_0 = vnniQ4_0.packing()
-	k.PackQ5_0 = vnniQ5_0.packing()
-	k.PackQ8_0 = vnniQ8_0.packing()
+	k.PackQ4_0 = vnniQ4_0.packing("vnni", mulQ4_0x16VNNI, vnniQ4_0.prep)
+	k.PackQ5_0 = vnniQ5_0.packing("vnni", mulQ5_0x16VNNI, vnniQ5_0.prep)
+	k.PackQ8_0 = vnniQ8_0.packing("vnni", mulQ8_0x16VNNI, vnniQ8_0.prep)
+}
+
+//go:noescape
+func mulQ4_0x16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
+
+//go:noescape
+func mulQ5_0x16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
+
+// avx2Packings installs the avx2 set's packed layouts: the same layouts
+// (pack_avx2_amd64.s multiplies a group in two halves of 8 rows), the
+// activations prepared in Go. Q8_0 stays in ggml layout there (its
+// unsigned quants overflow VPMADDUBSW's int16 pairs).
+func avx2Packings(k *Kernels) {
+	k.PackQ4_0 = vnniQ4_0.packing("avx2", mulQ4_0x16AVX2, vnniQ4_0.prepGo)
+	k.PackQ5_0 = vnniQ5_0.packing("avx2", mulQ5_0x16AVX2, vnniQ5_0.prepGo)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/geisten/geist/neon"
@@ -186,11 +188,30 @@ func BenchmarkPacked(b *testing.B) {
 				out := make([]float32, n*rows)
 				b.Run(typ.String()+"/"+name+"/n="+strconv.Itoa(n), func(b *testing.B) {
 					b.SetBytes(int64(len(plain.Data)))
-					for b.Loop() {
-						mm.MulRows(out, rows, act, n, 0, rows)
-					}
+					cpuLoop(b, func() { mm.MulRows(out, rows, act, n, 0, rows) })
 				})
 			}
 		}
 	}
+}
+
+// cpuLoop runs f b.N times on one locked OS thread and reports the
+// thread's CPU time per call (cpu-ns/op): on a machine other programs
+// load, wall time swings, the thread's own CPU time much less.
+func cpuLoop(b *testing.B, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0 := threadCPU()
+	for b.Loop() {
+		f()
+	}
+	b.ReportMetric(float64(threadCPU()-t0)/float64(b.N), "cpu-ns/op")
+}
+
+func threadCPU() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
