@@ -39,6 +39,7 @@ func init() {
 		Softmax:      softmaxavx2,
 	}
 	avx2Packings(avx)
+	avx2KPackings(avx)
 	register(avx, hasAVX2)
 
 	// avx512vnni: the avx2 kernels with the integer dot products replaced

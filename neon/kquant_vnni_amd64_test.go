@@ -167,3 +167,37 @@ func BenchmarkKQuantVNNI(b *testing.B) {
 		}
 	}
 }
+
+// TestPackedAVX2MatchesVNNI: the avx2 kernels over the packed k-quant
+// layouts compute the avx512vnni kernels' integers and float steps, so
+// the same bits, for 1..9 columns.
+func TestPackedAVX2MatchesVNNI(t *testing.T) {
+	avx, vnni := byName("avx2"), byName("avx512vnni")
+	if avx == nil || vnni == nil {
+		t.Skip("needs both the avx2 and the avx512vnni sets")
+	}
+	r := rand.New(rand.NewPCG(61, 62))
+	for name, pa := range packingsOf(avx) {
+		pv := packingsOf(vnni)[name]
+		if pa == nil || pv == nil || name[3] != 'K' {
+			continue
+		}
+		dt := dotTypeNamed(name)
+		for _, nb := range []int{1, 2, 5} {
+			w := randWeights(r, dt, 16*nb, 0)
+			g := make([]byte, pv.GroupSize(nb))
+			pv.Pack(g, w, nb*dt.wsize, nb)
+			for n := 1; n <= 9; n++ {
+				a := randActs(r, dt, nb, n, nb*dt.asize, 0)
+				oa, ov := make([]float32, 16*n), make([]float32, 16*n)
+				pa.Mul(oa, 16, g, a, nb*dt.asize, nb, n)
+				pv.Mul(ov, 16, g, a, nb*dt.asize, nb, n)
+				for i := range oa {
+					if !sameBits(oa[i], ov[i]) {
+						t.Fatalf("%s nb=%d n=%d: output %d: avx2 %v, avx512vnni %v", name, nb, n, i, oa[i], ov[i])
+					}
+				}
+			}
+		}
+	}
+}

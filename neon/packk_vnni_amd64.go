@@ -187,6 +187,23 @@ func unpackQ6_Kx16(dst, g []byte, r, nb int) {
 	}
 }
 
+//go:noescape
+func mulQ4_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
+
+//go:noescape
+func mulQ5_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
+
+//go:noescape
+func mulQ6_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
+
+// avx2KPackings installs the avx2 set's packed k-quant layouts (the same
+// layouts; pack_avx2_amd64.s, the same bits as the avx512vnni kernels).
+func avx2KPackings(k *Kernels) {
+	k.PackQ4_K = kquantPacking("q4_kx16-avx2", q4kx16, q4kLayout.pack, q4kLayout.unpack, mulQ4_Kx16AVX2)
+	k.PackQ5_K = kquantPacking("q5_kx16-avx2", q5kx16, q5kLayout.pack, q5kLayout.unpack, mulQ5_Kx16AVX2)
+	k.PackQ6_K = kquantPacking("q6_kx16-avx2", q6kx16, packQ6_Kx16, unpackQ6_Kx16, mulQ6_Kx16AVX2)
+}
+
 // kquantPacking makes the Packing of a k-quant layout.
 func kquantPacking(name string, gsize int, pack func(dst, w []byte, wStride, nb int), unpack func(dst, g []byte, r, nb int), mul asmPacked) *Packing {
 	return &Packing{
