@@ -269,7 +269,8 @@ GLOBL a2bits<>(SB), RODATA|NOPTR, $64
 // (0 or 1), SI the super-block, R12 super-blocks left, DX the tile's
 // first column, R8 aStride, BX columns left, R9/R10 the tile's columns,
 // R11 the quants, R14 the scales; t-8(SP) T, hout-16(SP) the half's
-// outputs, ng-24(SP) groups left, pc-32(SP) a loop count. Y8..Y15 the quants (later the mins or
+// outputs, ng-24(SP) groups left, pc-32(SP) a loop count, hh-40(SP) the
+// half. Y8..Y15 the quants (later the mins or
 // scale pairs), Y7 the sub-block scale pairs, Y0, Y1, Y6 temporaries.
 
 // K2DOT8 adds to ISUM scale*sum over the 8 chunks Y8..Y15 of the column's
@@ -416,9 +417,24 @@ skip:
 	VPXOR   Y4, Y4, Y4;       \
 	VPXOR   Y5, Y5, Y5
 
-// K2STORE stores the tile's sums and moves on (labels: next tile, half,
-// group).
-#define K2STORE(tile, half, group) \
+// K2LOOPS: per group the half from 0 (hh-40(SP)), per half its outputs
+// and the columns from the start, per tile the tile set up and the
+// group's super-blocks from the start (labels group, half, tile).
+#define K2LOOPS \
+group:                        \
+	MOVQ $0, hh-40(SP);       \
+half:                         \
+	MOVQ DI, hout-16(SP);     \
+	MOVQ a+32(FP), DX;        \
+	MOVQ n+56(FP), BX;        \
+tile:                         \
+	K2TILE;                   \
+	MOVQ R13, SI;             \
+	MOVQ nb+48(FP), R12
+
+// K2STORE stores the tile's sums and moves on to the next tile, half,
+// group or the end.
+#define K2STORE \
 	VMOVUPS Y4, (DI);        \
 	ADDQ    CX, DI;          \
 	CMPQ    t-8(SP), $1;     \
@@ -432,14 +448,39 @@ skip:
 	JNZ     tile;            \
 	MOVQ    hout-16(SP), DI; \
 	ADDQ    $32, DI;         \
-	INCQ    AX;              \
-	CMPQ    AX, $2;          \
+	INCQ    hh-40(SP);       \
+	CMPQ    hh-40(SP), $2;   \
 	JLT     half;            \
 	MOVQ    SI, R13;         \
 	DECQ    ng-24(SP);       \
 	JNZ     group;           \
 	VZEROUPPER;              \
 	RET
+
+// K2MINS: the half's mins (Y8..Y15, scales at R14), d (Y6) and dmin (Y7)
+// of the super-block at SI.
+#define K2MINS \
+	K2MIN(64, 192, 0, Y8);    \
+	K2MIN(80, 192, 4, Y9);    \
+	K2MIN(96, 208, 0, Y10);   \
+	K2MIN(112, 208, 4, Y11);  \
+	K2MIN(128, 224, 0, Y12);  \
+	K2MIN(144, 224, 4, Y13);  \
+	K2MIN(160, 240, 0, Y14);  \
+	K2MIN(176, 240, 4, Y15);  \
+	MOVQ hh-40(SP), R11;      \
+	SHLQ $4, R11;             \
+	VCVTPH2PS (SI)(R11*1), Y6; \
+	VCVTPH2PS 32(SI)(R11*1), Y7
+
+// K2FINS4: K2FIN4 for the tile's columns (the pointers moved 256 into
+// their blocks by the caller; label l).
+#define K2FINS4(l) \
+	K2FIN4(R9, Y4, Y2);       \
+	CMPQ t-8(SP), $1;         \
+	JEQ  l;                   \
+	K2FIN4(R10, Y5, Y3);      \
+l:
 
 // K2START: the arguments; per group and half the columns from the start.
 #define K2START \
@@ -452,26 +493,16 @@ skip:
 	MOVQ aStride+40(FP), R8
 
 // func mulQ4_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
-TEXT ·mulQ4_Kx16AVX2(SB), NOSPLIT, $32-64
+TEXT ·mulQ4_Kx16AVX2(SB), NOSPLIT, $40-64
 	K2START
 
-group:
-	XORQ AX, AX
-
-half:
-	MOVQ DI, hout-16(SP)
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-
-tile:
-	K2TILE
-	MOVQ R13, SI
-	MOVQ nb+48(FP), R12
+	K2LOOPS
 
 sblk:
 	PREFETCHT0 2304(SI)
 	// The half's quants: 32 bytes into every 64-byte chunk; its scales:
 	// 8 bytes into every 16.
+	MOVQ hh-40(SP), AX
 	MOVQ AX, R11
 	SHLQ $5, R11
 	LEAQ 256(SI)(R11*1), R11
@@ -526,30 +557,14 @@ pair:
 
 	// R14 is 128 past the half's scales: the mins, d, dmin.
 	SUBQ $128, R14
-	K2MIN(64, 192, 0, Y8)
-	K2MIN(80, 192, 4, Y9)
-	K2MIN(96, 208, 0, Y10)
-	K2MIN(112, 208, 4, Y11)
-	K2MIN(128, 224, 0, Y12)
-	K2MIN(144, 224, 4, Y13)
-	K2MIN(160, 240, 0, Y14)
-	K2MIN(176, 240, 4, Y15)
-	MOVQ AX, R11
-	SHLQ $4, R11
-	VCVTPH2PS (SI)(R11*1), Y6
-	VCVTPH2PS 32(SI)(R11*1), Y7
-	K2FIN4(R9, Y4, Y2)
-	CMPQ t-8(SP), $1
-	JEQ  f1
-	K2FIN4(R10, Y5, Y3)
-
-f1:
+	K2MINS
+	K2FINS4(f1)
 	ADDQ $36, R9
 	ADDQ $36, R10
 	ADDQ $2304, SI
 	DECQ R12
 	JNZ  sblk
-	K2STORE(tile, half, group)
+	K2STORE
 
 DATA k2x0f<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA k2x0f<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
@@ -634,26 +649,16 @@ GLOBL k2x3f<>(SB), RODATA|NOPTR, $32
 l:
 
 // func mulQ6_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
-TEXT ·mulQ6_Kx16AVX2(SB), NOSPLIT, $32-64
+TEXT ·mulQ6_Kx16AVX2(SB), NOSPLIT, $40-64
 	K2START
 
-group:
-	XORQ AX, AX
-
-half:
-	MOVQ DI, hout-16(SP)
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-
-tile:
-	K2TILE
-	MOVQ R13, SI
-	MOVQ nb+48(FP), R12
+	K2LOOPS
 
 sblk:
 	PREFETCHT0 3360(SI)
 	// R11: quad 0's chunks, 32 bytes in for the half; R14: the scale
 	// pairs, 16 bytes in.
+	MOVQ hh-40(SP), AX
 	MOVQ AX, R11
 	SHLQ $5, R11
 	LEAQ 288(SI)(R11*1), R11
@@ -715,7 +720,7 @@ f6:
 	ADDQ $3360, SI
 	DECQ R12
 	JNZ  sblk
-	K2STORE(tile, half, group)
+	K2STORE
 
 DATA k2x30<>+0(SB)/8, $0x3030303030303030
 DATA k2x30<>+8(SB)/8, $0x3030303030303030
@@ -752,27 +757,16 @@ GLOBL k2x30<>(SB), RODATA|NOPTR, $32
 	K2COLS(K2DOT44, off, l)
 
 // func mulQ5_Kx16AVX2(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
-TEXT ·mulQ5_Kx16AVX2(SB), NOSPLIT, $32-64
+TEXT ·mulQ5_Kx16AVX2(SB), NOSPLIT, $40-64
 	K2START
 
-group:
-	MOVQ $0, hh-32(SP)
-
-half:
-	MOVQ DI, hout-16(SP)
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-
-tile:
-	K2TILE
-	MOVQ R13, SI
-	MOVQ nb+48(FP), R12
+	K2LOOPS
 
 sblk:
 	PREFETCHT0 2816(SI)
 	// R11: the half's nibble chunks (768 + 32*half), AX: its qh chunks
 	// (256 + 32*half), R14: its scales (8*half).
-	MOVQ hh-32(SP), R14
+	MOVQ hh-40(SP), R14
 	MOVQ R14, R11
 	SHLQ $5, R11
 	LEAQ 256(SI)(R11*1), AX
@@ -791,53 +785,16 @@ sblk:
 	K2Q5SUB(K2LOAD, VPSRLW, 2, 160, 196, j6)
 	K2Q5SUB(K2HI4, VPSRLW, 3, 176, 228, j7)
 
-	K2MIN(64, 192, 0, Y8)
-	K2MIN(80, 192, 4, Y9)
-	K2MIN(96, 208, 0, Y10)
-	K2MIN(112, 208, 4, Y11)
-	K2MIN(128, 224, 0, Y12)
-	K2MIN(144, 224, 4, Y13)
-	K2MIN(160, 240, 0, Y14)
-	K2MIN(176, 240, 4, Y15)
-	MOVQ hh-32(SP), R11
-	SHLQ $4, R11
-	VCVTPH2PS (SI)(R11*1), Y6
-	VCVTPH2PS 32(SI)(R11*1), Y7
+	K2MINS
 	ADDQ $256, R9
 	ADDQ $256, R10
-	K2FIN4(R9, Y4, Y2)
-	CMPQ t-8(SP), $1
-	JEQ  f5
-	K2FIN4(R10, Y5, Y3)
-
-f5:
+	K2FINS4(f5)
 	ADDQ $36, R9
 	ADDQ $36, R10
 	ADDQ $2816, SI
 	DECQ R12
 	JNZ  sblk
-	// K2STORE with the half in hh-32(SP) instead of AX.
-	VMOVUPS Y4, (DI)
-	ADDQ    CX, DI
-	CMPQ    t-8(SP), $1
-	JEQ     3(PC)
-	VMOVUPS Y5, (DI)
-	ADDQ    CX, DI
-	MOVQ    t-8(SP), R11
-	IMULQ   R8, R11
-	ADDQ    R11, DX
-	SUBQ    t-8(SP), BX
-	JNZ     tile
-	MOVQ    hout-16(SP), DI
-	ADDQ    $32, DI
-	INCQ    hh-32(SP)
-	CMPQ    hh-32(SP), $2
-	JLT     half
-	MOVQ    SI, R13
-	DECQ    ng-24(SP)
-	JNZ     group
-	VZEROUPPER
-	RET
+	K2STORE
 
 DATA k2x10<>+0(SB)/8, $0x1010101010101010
 DATA k2x10<>+8(SB)/8, $0x1010101010101010

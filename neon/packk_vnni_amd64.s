@@ -211,20 +211,78 @@ s7:                          \
 	VZEROUPPER;              \
 	RET
 
+// K4COLS runs K4SUB for the tile's columns (act offset off; labels).
+#define K4COLS(off, l0, l1, l2, l3, l4, l5, l6, l7, lt) \
+	KJUMP(l0, l1, l2, l3, l4, l5, l6, l7, lt); \
+l0:                                    \
+	K4SUB(KPOS0, off, Z1, Z24);        \
+l1:                                    \
+	K4SUB(KPOS1, off, Z2, Z25);        \
+l2:                                    \
+	K4SUB(KPOS2, off, Z1, Z26);        \
+l3:                                    \
+	K4SUB(KPOS3, off, Z2, Z27);        \
+l4:                                    \
+	K4SUB(KPOS4, off, Z1, Z28);        \
+l5:                                    \
+	K4SUB(KPOS5, off, Z2, Z29);        \
+l6:                                    \
+	K4SUB(KPOS6, off, Z1, Z30);        \
+l7:                                    \
+	K4SUB(KPOS7, off, Z2, Z31)
+
+// KLOOPS: per group the columns from the start (group label), per tile
+// (tile label) the tile set up and the group's super-blocks from the start.
+#define KLOOPS \
+group:                       \
+	MOVQ a+32(FP), DX;       \
+	MOVQ n+56(FP), BX;       \
+	MOVQ SI, grp-16(SP);     \
+	MOVQ DI, gout-24(SP);    \
+tile:                        \
+	KTILE;                   \
+	MOVQ grp-16(SP), SI;     \
+	MOVQ nb+48(FP), R12
+
+// K4MINS: the 16 rows' mins (Z8..Z15), d (Z6) and dmin (Z7) of the
+// super-block at SI.
+#define K4MINS \
+	K4MIN(64, 192, 0, Z8);   \
+	K4MIN(80, 192, 4, Z9);   \
+	K4MIN(96, 208, 0, Z10);  \
+	K4MIN(112, 208, 4, Z11); \
+	K4MIN(128, 224, 0, Z12); \
+	K4MIN(144, 224, 4, Z13); \
+	K4MIN(160, 240, 0, Z14); \
+	K4MIN(176, 240, 4, Z15); \
+	VCVTPH2PS (SI), Z6;      \
+	VCVTPH2PS 32(SI), Z7
+
+// KFINS: FIN (a super-block's end) for the tile's columns.
+#define KFINS(FIN) \
+	KJUMP(f0, f1, f2, f3, f4, f5, f6, f7, flt); \
+f0:                          \
+	FIN(KPOS0, Z16, Z24);    \
+f1:                          \
+	FIN(KPOS1, Z17, Z25);    \
+f2:                          \
+	FIN(KPOS2, Z18, Z26);    \
+f3:                          \
+	FIN(KPOS3, Z19, Z27);    \
+f4:                          \
+	FIN(KPOS4, Z20, Z28);    \
+f5:                          \
+	FIN(KPOS5, Z21, Z29);    \
+f6:                          \
+	FIN(KPOS6, Z22, Z30);    \
+f7:                          \
+	FIN(KPOS7, Z23, Z31)
+
 // func mulQ4_Kx16VNNI(out *float32, ldo int, w *byte, groups int, a *byte, aStride, nb, n int)
 TEXT ·mulQ4_Kx16VNNI(SB), NOSPLIT, $32-64
 	KARGS
 
-group:
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-	MOVQ SI, grp-16(SP)
-	MOVQ DI, gout-24(SP)
-
-tile:
-	KTILE
-	MOVQ grp-16(SP), SI
-	MOVQ nb+48(FP), R12
+	KLOOPS
 
 sblk:
 	PREFETCHT0 2304(SI)
@@ -239,45 +297,13 @@ pair:
 	K4LO
 	VPMOVZXBD   (AX), Z0
 	VPANDD.BCST k3f<>(SB), Z0, Z0
-	KJUMP(a0, a1, a2, a3, a4, a5, a6, a7, alt)
-a0:
-	K4SUB(KPOS0, 4, Z1, Z24)
-a1:
-	K4SUB(KPOS1, 4, Z2, Z25)
-a2:
-	K4SUB(KPOS2, 4, Z1, Z26)
-a3:
-	K4SUB(KPOS3, 4, Z2, Z27)
-a4:
-	K4SUB(KPOS4, 4, Z1, Z28)
-a5:
-	K4SUB(KPOS5, 4, Z2, Z29)
-a6:
-	K4SUB(KPOS6, 4, Z1, Z30)
-a7:
-	K4SUB(KPOS7, 4, Z2, Z31)
+	K4COLS(4, a0, a1, a2, a3, a4, a5, a6, a7, alt)
 
 	// Sub-block 2p+1: the high nibbles.
 	K4HI
 	VPMOVZXBD   16(AX), Z0
 	VPANDD.BCST k3f<>(SB), Z0, Z0
-	KJUMP(b0, b1, b2, b3, b4, b5, b6, b7, blt)
-b0:
-	K4SUB(KPOS0, 36, Z1, Z24)
-b1:
-	K4SUB(KPOS1, 36, Z2, Z25)
-b2:
-	K4SUB(KPOS2, 36, Z1, Z26)
-b3:
-	K4SUB(KPOS3, 36, Z2, Z27)
-b4:
-	K4SUB(KPOS4, 36, Z1, Z28)
-b5:
-	K4SUB(KPOS5, 36, Z2, Z29)
-b6:
-	K4SUB(KPOS6, 36, Z1, Z30)
-b7:
-	K4SUB(KPOS7, 36, Z2, Z31)
+	K4COLS(36, b0, b1, b2, b3, b4, b5, b6, b7, blt)
 
 	ADDQ $512, R11
 	ADDQ $32, AX
@@ -287,33 +313,8 @@ b7:
 	JNZ  pair
 
 	// The mins, d and dmin; each column's float step.
-	K4MIN(64, 192, 0, Z8)
-	K4MIN(80, 192, 4, Z9)
-	K4MIN(96, 208, 0, Z10)
-	K4MIN(112, 208, 4, Z11)
-	K4MIN(128, 224, 0, Z12)
-	K4MIN(144, 224, 4, Z13)
-	K4MIN(160, 240, 0, Z14)
-	K4MIN(176, 240, 4, Z15)
-	VCVTPH2PS (SI), Z6
-	VCVTPH2PS 32(SI), Z7
-	KJUMP(f0, f1, f2, f3, f4, f5, f6, f7, flt)
-f0:
-	K4FIN(KPOS0, Z16, Z24)
-f1:
-	K4FIN(KPOS1, Z17, Z25)
-f2:
-	K4FIN(KPOS2, Z18, Z26)
-f3:
-	K4FIN(KPOS3, Z19, Z27)
-f4:
-	K4FIN(KPOS4, Z20, Z28)
-f5:
-	K4FIN(KPOS5, Z21, Z29)
-f6:
-	K4FIN(KPOS6, Z22, Z30)
-f7:
-	K4FIN(KPOS7, Z23, Z31)
+	K4MINS
+	KFINS(K4FIN)
 
 	ADDQ $36, R9
 	ADDQ $36, R10
@@ -448,16 +449,7 @@ l7:                                            \
 TEXT ·mulQ6_Kx16VNNI(SB), NOSPLIT, $32-64
 	KARGS
 
-group:
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-	MOVQ SI, grp-16(SP)
-	MOVQ DI, gout-24(SP)
-
-tile:
-	KTILE
-	MOVQ grp-16(SP), SI
-	MOVQ nb+48(FP), R12
+	KLOOPS
 	VPBROADCASTD k0f<>(SB), Z4
 
 sblk:
@@ -479,23 +471,7 @@ sblk:
 	VPMOVSXBW 224(SI), Z14
 	VPMOVSXBW 256(SI), Z15
 	VCVTPH2PS (SI), Z6
-	KJUMP(f0, f1, f2, f3, f4, f5, f6, f7, flt)
-f0:
-	K6FIN(KPOS0, Z16, Z24)
-f1:
-	K6FIN(KPOS1, Z17, Z25)
-f2:
-	K6FIN(KPOS2, Z18, Z26)
-f3:
-	K6FIN(KPOS3, Z19, Z27)
-f4:
-	K6FIN(KPOS4, Z20, Z28)
-f5:
-	K6FIN(KPOS5, Z21, Z29)
-f6:
-	K6FIN(KPOS6, Z22, Z30)
-f7:
-	K6FIN(KPOS7, Z23, Z31)
+	KFINS(K6FIN)
 
 	ADDQ $292, R9
 	ADDQ $292, R10
@@ -539,26 +515,6 @@ f7:
 	K5HI1(SHIFT, sh, 384, Z14);  \
 	K5HI1(SHIFT, sh, 448, Z15)
 
-// K4COLS runs K4SUB for the tile's columns (act offset off; labels).
-#define K4COLS(off, l0, l1, l2, l3, l4, l5, l6, l7, lt) \
-	KJUMP(l0, l1, l2, l3, l4, l5, l6, l7, lt); \
-l0:                                    \
-	K4SUB(KPOS0, off, Z1, Z24);        \
-l1:                                    \
-	K4SUB(KPOS1, off, Z2, Z25);        \
-l2:                                    \
-	K4SUB(KPOS2, off, Z1, Z26);        \
-l3:                                    \
-	K4SUB(KPOS3, off, Z2, Z27);        \
-l4:                                    \
-	K4SUB(KPOS4, off, Z1, Z28);        \
-l5:                                    \
-	K4SUB(KPOS5, off, Z2, Z29);        \
-l6:                                    \
-	K4SUB(KPOS6, off, Z1, Z30);        \
-l7:                                    \
-	K4SUB(KPOS7, off, Z2, Z31)
-
 // K5SC: sub-block j's scales (bytes at 64+16j(SI)) as int32 in Z0.
 #define K5SC(j) \
 	VPMOVZXBD   64+16*j(SI), Z0;    \
@@ -568,16 +524,7 @@ l7:                                    \
 TEXT ·mulQ5_Kx16VNNI(SB), NOSPLIT, $32-64
 	KARGS
 
-group:
-	MOVQ a+32(FP), DX
-	MOVQ n+56(FP), BX
-	MOVQ SI, grp-16(SP)
-	MOVQ DI, gout-24(SP)
-
-tile:
-	KTILE
-	MOVQ grp-16(SP), SI
-	MOVQ nb+48(FP), R12
+	KLOOPS
 	VPBROADCASTD k0f<>(SB), Z4
 	VPBROADCASTD k10<>(SB), Z5
 
@@ -614,35 +561,10 @@ sblk:
 
 	// The mins, d and dmin; each column's float step (K4FIN reads the
 	// activations 256 bytes into the block).
-	K4MIN(64, 192, 0, Z8)
-	K4MIN(80, 192, 4, Z9)
-	K4MIN(96, 208, 0, Z10)
-	K4MIN(112, 208, 4, Z11)
-	K4MIN(128, 224, 0, Z12)
-	K4MIN(144, 224, 4, Z13)
-	K4MIN(160, 240, 0, Z14)
-	K4MIN(176, 240, 4, Z15)
-	VCVTPH2PS (SI), Z6
-	VCVTPH2PS 32(SI), Z7
+	K4MINS
 	ADDQ $256, R9
 	ADDQ $256, R10
-	KJUMP(f0, f1, f2, f3, f4, f5, f6, f7, flt)
-f0:
-	K4FIN(KPOS0, Z16, Z24)
-f1:
-	K4FIN(KPOS1, Z17, Z25)
-f2:
-	K4FIN(KPOS2, Z18, Z26)
-f3:
-	K4FIN(KPOS3, Z19, Z27)
-f4:
-	K4FIN(KPOS4, Z20, Z28)
-f5:
-	K4FIN(KPOS5, Z21, Z29)
-f6:
-	K4FIN(KPOS6, Z22, Z30)
-f7:
-	K4FIN(KPOS7, Z23, Z31)
+	KFINS(K4FIN)
 
 	ADDQ $36, R9
 	ADDQ $36, R10
