@@ -72,16 +72,33 @@
 	VPADDD        C0, C1, C1;    \
 	VCVTDQ2PS     C1, C1
 
-// PCOL4 adds a column's block to ACC for Q4_0: (sumi*dw)*da.
-#define PCOL4(m, C0, C1, ACC) \
-	PSUMS(m, C0, C1);            \
+// PSUMS1 is PSUMS in one chain (C1 unused): one VPADDD fewer per column
+// and block, for the tile positions whose columns run 16 or 12 abreast
+// (their chains overlap); the last four positions keep two chains, so
+// that a tile of one to four columns (decoding) waits less on latency.
+#define PSUMS1(m, C0, C1) \
+	VPBROADCASTD  32+m, C1;      \
+	VPDPBUSD.BCST 0+m, Z8, C1;   \
+	VPDPBUSD.BCST 4+m, Z9, C1;   \
+	VPDPBUSD.BCST 8+m, Z10, C1;  \
+	VPDPBUSD.BCST 12+m, Z11, C1; \
+	VPDPBUSD.BCST 16+m, Z12, C1; \
+	VPDPBUSD.BCST 20+m, Z13, C1; \
+	VPDPBUSD.BCST 24+m, Z14, C1; \
+	VPDPBUSD.BCST 28+m, Z15, C1; \
+	VCVTDQ2PS     C1, C1
+
+// PCOL4 adds a column's block to ACC for Q4_0: (sumi*dw)*da (SUMS one of
+// the above).
+#define PCOL4(SUMS, m, C0, C1, ACC) \
+	SUMS(m, C0, C1);             \
 	VMULPS      Z6, C1, C1;      \
 	VMULPS.BCST 36+m, C1, C1;    \
 	VADDPS      C1, ACC, ACC
 
 // PCOLD adds a column's block to ACC for Q5_0 and Q8_0: sumi*(dw*da).
-#define PCOLD(m, C0, C1, ACC) \
-	PSUMS(m, C0, C1);            \
+#define PCOLD(SUMS, m, C0, C1, ACC) \
+	SUMS(m, C0, C1);             \
 	VMULPS.BCST 36+m, Z6, C0;    \
 	VMULPS      C0, C1, C1;      \
 	VADDPS      C1, ACC, ACC
@@ -264,37 +281,37 @@ hi14:                                 \
 c8x:                                  \
 	JMP     c8;                       \
 c0:                                   \
-	COL(POS0, Z0, Z1, Z16);           \
+	COL(PSUMS1, POS0, Z0, Z1, Z16);           \
 c1:                                   \
-	COL(POS1, Z2, Z3, Z17);           \
+	COL(PSUMS1, POS1, Z2, Z3, Z17);           \
 c2:                                   \
-	COL(POS2, Z0, Z1, Z18);           \
+	COL(PSUMS1, POS2, Z0, Z1, Z18);           \
 c3:                                   \
-	COL(POS3, Z2, Z3, Z19);           \
+	COL(PSUMS1, POS3, Z2, Z3, Z19);           \
 c4:                                   \
-	COL(POS4, Z0, Z1, Z20);           \
+	COL(PSUMS1, POS4, Z0, Z1, Z20);           \
 c5:                                   \
-	COL(POS5, Z2, Z3, Z21);           \
+	COL(PSUMS1, POS5, Z2, Z3, Z21);           \
 c6:                                   \
-	COL(POS6, Z0, Z1, Z22);           \
+	COL(PSUMS1, POS6, Z0, Z1, Z22);           \
 c7:                                   \
-	COL(POS7, Z2, Z3, Z23);           \
+	COL(PSUMS1, POS7, Z2, Z3, Z23);           \
 c8:                                   \
-	COL(POS8, Z0, Z1, Z24);           \
+	COL(PSUMS1, POS8, Z0, Z1, Z24);           \
 c9:                                   \
-	COL(POS9, Z2, Z3, Z25);           \
+	COL(PSUMS1, POS9, Z2, Z3, Z25);           \
 c10:                                  \
-	COL(POS10, Z0, Z1, Z26);          \
+	COL(PSUMS1, POS10, Z0, Z1, Z26);          \
 c11:                                  \
-	COL(POS11, Z2, Z3, Z27);          \
+	COL(PSUMS1, POS11, Z2, Z3, Z27);          \
 c12:                                  \
-	COL(POS12, Z0, Z1, Z28);          \
+	COL(PSUMS, POS12, Z0, Z1, Z28);          \
 c13:                                  \
-	COL(POS13, Z2, Z3, Z29);          \
+	COL(PSUMS, POS13, Z2, Z3, Z29);          \
 c14:                                  \
-	COL(POS14, Z0, Z1, Z30);          \
+	COL(PSUMS, POS14, Z0, Z1, Z30);          \
 c15:                                  \
-	COL(POS15, Z2, Z3, Z31);          \
+	COL(PSUMS, POS15, Z2, Z3, Z31);          \
 	PSTEP;                            \
 	ADDQ    $bsz, SI;                 \
 	DECQ    R12;                      \
