@@ -173,6 +173,13 @@ type Kernels struct {
 	// Softmax normalizes x in place (silu.go's softmax: the same bits on
 	// every set).
 	Softmax func(x []float32)
+
+	// Element-wise steps (elem.go; the same bits on every set): Add sets
+	// dst += src, ScaleMul out = (x*scale)*w, ToF16 converts to half
+	// bits as ggml.FP32ToFP16 (the KV cache).
+	Add      func(dst, src []float32)
+	ScaleMul func(out, x, w []float32, scale float32)
+	ToF16    func(dst []uint16, src []float32)
 }
 
 // The registry: filled by init functions (register), read-only afterwards.
@@ -253,6 +260,15 @@ func fill(k, g *Kernels) {
 	}
 	if k.Softmax == nil {
 		k.Softmax = g.Softmax
+	}
+	if k.Add == nil {
+		k.Add = g.Add
+	}
+	if k.ScaleMul == nil {
+		k.ScaleMul = g.ScaleMul
+	}
+	if k.ToF16 == nil {
+		k.ToF16 = g.ToF16
 	}
 	// The attention loops default to the set's own one-row kernels.
 	if k.AttnScores == nil {
@@ -439,6 +455,15 @@ func RMSNormScale(x []float32) float64 { return Active().RMSNormScale(x) }
 
 // DotF32F16 calls Active().DotF32F16.
 func DotF32F16(a []float32, b []uint16) float32 { return Active().DotF32F16(a, b) }
+
+// Add calls Active().Add.
+func Add(dst, src []float32) { Active().Add(dst, src) }
+
+// ScaleMul calls Active().ScaleMul.
+func ScaleMul(out, x, w []float32, scale float32) { Active().ScaleMul(out, x, w, scale) }
+
+// ToF16 calls Active().ToF16.
+func ToF16(dst []uint16, src []float32) { Active().ToF16(dst, src) }
 
 // Softmax calls Active().Softmax.
 func Softmax(x []float32) { Active().Softmax(x) }

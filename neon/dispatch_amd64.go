@@ -37,6 +37,9 @@ func init() {
 		AttnSum:      attnSumavx2,
 		SiLUMul:      siluMulavx2,
 		Softmax:      softmaxavx2,
+		Add:          addavx2,
+		ScaleMul:     scaleMulavx2,
+		ToF16:        toF16avx2,
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)

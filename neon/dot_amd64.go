@@ -75,6 +75,15 @@ func siluMulAVX2(gate, up *float32, n8 int)
 func expSubAVX2(x *float32, n8 int, m float32)
 
 //go:noescape
+func addAVX2(dst, src *float32, n8 int)
+
+//go:noescape
+func scaleMulAVX2(out, x, w *float32, n8 int, scale float32)
+
+//go:noescape
+func toF16AVX2(dst *uint16, src *float32, n8 int)
+
+//go:noescape
 func sumSquaresAVX2(x *float32, n8 int) float64
 
 //go:noescape
@@ -279,4 +288,29 @@ func expSubavx2(x []float32, m float32) {
 		expSubAVX2(&x[0], n8, m)
 	}
 	expSub(x[8*n8:], m)
+}
+
+func addavx2(dst, src []float32) {
+	src = src[:len(dst)]
+	if n8 := len(dst) / 8; n8 > 0 {
+		addAVX2(&dst[0], &src[0], n8)
+	}
+	add(dst[len(dst)/8*8:], src[len(dst)/8*8:])
+}
+
+func scaleMulavx2(out, x, w []float32, scale float32) {
+	x, w = x[:len(out)], w[:len(out)]
+	if n8 := len(out) / 8; n8 > 0 {
+		scaleMulAVX2(&out[0], &x[0], &w[0], n8, scale)
+	}
+	t := len(out) / 8 * 8
+	scaleMul(out[t:], x[t:], w[t:], scale)
+}
+
+func toF16avx2(dst []uint16, src []float32) {
+	src = src[:len(dst)]
+	if n8 := len(dst) / 8; n8 > 0 {
+		toF16AVX2(&dst[0], &src[0], n8)
+	}
+	toF16(dst[len(dst)/8*8:], src[len(dst)/8*8:])
 }

@@ -523,3 +523,74 @@ DATA silo<>+44(SB)/4, $0x3f800000 // 1
 DATA silo<>+48(SB)/4, $0x80000000 // sign bit
 DATA silo<>+52(SB)/4, $127
 GLOBL silo<>(SB), RODATA|NOPTR, $56
+
+// func addAVX2(dst, src *float32, n8 int)
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n8+16(FP), CX
+
+adloop:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     adloop
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX2(out, x, w *float32, n8 int, scale float32)
+TEXT ·scaleMulAVX2(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         n8+24(FP), CX
+	VBROADCASTSS scale+32(FP), Y7
+
+smloop:
+	VMULPS  (SI), Y7, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     smloop
+	VZEROUPPER
+	RET
+
+// func toF16AVX2(dst *uint16, src *float32, n8 int)
+// VCVTPS2PH rounding to nearest even (ggml's conversion for every number);
+// a NaN becomes the quiet NaN 0x7E00 with its sign, as ggml.FP32ToFP16
+// gives, instead of VCVTPS2PH's payload-keeping one.
+TEXT ·toF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n8+16(FP), CX
+	VPBROADCASTD f16nan<>+0(SB), Y6 // 0x7e00 in every dword
+	VPBROADCASTD f16nan<>+4(SB), Y7 // 0x8000 in every dword
+
+f16loop:
+	VMOVUPS      (SI), Y0
+	VCVTPS2PH    $0, Y0, X1
+	VCMPPS       $3, Y0, Y0, Y2      // NaN lanes
+	VPSRLD       $16, Y0, Y3
+	VPAND        Y7, Y3, Y3          // the sign as a half
+	VPOR         Y6, Y3, Y3          // signed quiet NaN
+	VPMOVZXWD    X1, Y1
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VEXTRACTI128 $1, Y1, X4
+	VPACKUSDW    X4, X1, X1
+	VMOVDQU      X1, (DI)
+	ADDQ         $16, DI
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          f16loop
+	VZEROUPPER
+	RET
+
+DATA f16nan<>+0(SB)/4, $0x7e00
+DATA f16nan<>+4(SB)/4, $0x8000
+GLOBL f16nan<>(SB), RODATA|NOPTR, $8

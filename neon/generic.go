@@ -51,6 +51,9 @@ var generic = &Kernels{
 	AttnSum:      attnSum,
 	SiLUMul:      siluMul,
 	Softmax:      softmaxGeneric,
+	Add:          add,
+	ScaleMul:     scaleMul,
+	ToF16:        toF16,
 }
 
 // attnScores and attnSum are the generic attention loops: the one-row

@@ -52,7 +52,7 @@ type State struct {
 	proj     []float32    // [maxBatch][NEmbd] projection output
 	gate, up []float32    // [maxBatch][NFF]
 	scores   []float32    // [NHead][ctx]
-	ropeCS   []float32    // [RopeDim] cos/sin pairs for one position
+	ropeCS   []float32    // [maxBatch][RopeDim] cos/sin pairs of the batch's positions
 	logits   []float32    // [maxRows][NVocab]
 	acts     [][]byte     // quantized activations, one buffer per format of a mul
 	prof     *StepProfile // nil unless EnableProfile
@@ -139,7 +139,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.mulFn = s.mulRange
 	s.quantFn = s.quantRange
 	s.attnFn = s.attnRange
-	s.ropeCS = make([]float32, c.RopeDim)
+	s.ropeCS = make([]float32, B*c.RopeDim)
 	s.maxRows = o.LogitRows
 	if s.maxRows <= 0 {
 		s.maxRows = min(B, 33)
@@ -375,6 +375,7 @@ func (s *State) layers(tokens []int32) {
 
 	for i, t := range tokens {
 		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), s.x[i*E:(i+1)*E])
+		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], pos0+i) // once per pass, not per layer
 	}
 
 	for l := range m.Layers {
@@ -400,12 +401,12 @@ func (s *State) layers(tokens []int32) {
 					RMSNorm(hk, hk, L.KNorm, c.NormEps)
 				}
 			}
-			s.ropeTable(pos0 + i)
+			cs := s.ropeCS[i*c.RopeDim : (i+1)*c.RopeDim]
 			for h := 0; h < c.NHead; h++ {
-				s.rope(q[h*c.HeadDim : (h+1)*c.HeadDim])
+				s.rope(q[h*c.HeadDim:(h+1)*c.HeadDim], cs)
 			}
 			for h := 0; h < c.NHeadKV; h++ {
-				s.rope(k[h*c.HeadDim : (h+1)*c.HeadDim])
+				s.rope(k[h*c.HeadDim:(h+1)*c.HeadDim], cs)
 			}
 			p := pos0 + i
 			if s.kvType == quant.Q8_0 {
@@ -416,14 +417,8 @@ func (s *State) layers(tokens []int32) {
 				continue
 			}
 			for h := 0; h < c.NHeadKV; h++ {
-				kc := s.kc[l][(h*s.ctx+p)*c.HeadDim : (h*s.ctx+p+1)*c.HeadDim]
-				for j, x := range k[h*c.HeadDim : (h+1)*c.HeadDim] {
-					kc[j] = ggml.FP32ToFP16(x)
-				}
-				vc := s.vc[l][(h*s.ctx+p)*c.HeadDimV : (h*s.ctx+p+1)*c.HeadDimV]
-				for j, x := range v[h*c.HeadDimV : (h+1)*c.HeadDimV] {
-					vc[j] = ggml.FP32ToFP16(x)
-				}
+				neon.ToF16(s.kc[l][(h*s.ctx+p)*c.HeadDim:(h*s.ctx+p+1)*c.HeadDim], k[h*c.HeadDim:(h+1)*c.HeadDim])
+				neon.ToF16(s.vc[l][(h*s.ctx+p)*c.HeadDimV:(h*s.ctx+p+1)*c.HeadDimV], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
 			}
 		}
 		s.job.l, s.job.n, s.job.pos0 = l, n, pos0
@@ -523,10 +518,10 @@ func axpyQ8_0(out []float32, alpha float32, row []byte, nb int) {
 // KVType is the type of the KV cache.
 func (s *State) KVType() quant.Type { return s.kvType }
 
-// ropeTable fills s.ropeCS with the cos/sin of every rotated pair at
-// position p, the way ggml's rope cache computes them: the angle advances
-// by repeated multiplication with base^(-2/dims), in float32.
-func (s *State) ropeTable(p int) {
+// ropeTable fills cs with the cos/sin of every rotated pair at position
+// p, the way ggml's rope cache computes them: the angle advances by
+// repeated multiplication with base^(-2/dims), in float32.
+func (s *State) ropeTable(cs []float32, p int) {
 	c := &s.m.Config
 	thetaScale := float32(math.Pow(float64(c.RopeBase), -2/float64(c.RopeDim)))
 	theta := float32(p)
@@ -536,18 +531,18 @@ func (s *State) ropeTable(p int) {
 			ff = s.m.RopeFreqs[i/2]
 		}
 		th := c.RopeScale * (theta / ff)
-		s.ropeCS[i] = float32(math.Cos(float64(th)))
-		s.ropeCS[i+1] = float32(math.Sin(float64(th)))
+		cs[i] = float32(math.Cos(float64(th)))
+		cs[i+1] = float32(math.Sin(float64(th)))
 		theta *= thetaScale
 	}
 }
 
-// rope rotates one head in place with the table of ropeTable.
-func (s *State) rope(x []float32) {
+// rope rotates one head in place with the table cs of ropeTable.
+func (s *State) rope(x, cs []float32) {
 	c := &s.m.Config
 	half := c.RopeDim / 2
 	for i := 0; i < c.RopeDim; i += 2 {
-		cos, sin := s.ropeCS[i], s.ropeCS[i+1]
+		cos, sin := cs[i], cs[i+1]
 		var a, b *float32
 		if c.RopeNeox {
 			a, b = &x[i/2], &x[i/2+half]
@@ -566,9 +561,7 @@ func RMSNorm(out, x, w []float32, eps float32) {
 	sum := neon.RMSNormScale(x)
 	mean := float32(sum / float64(len(x)))
 	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
-	for i, v := range x {
-		out[i] = (v * scale) * w[i]
-	}
+	neon.ScaleMul(out, x, w, scale)
 }
 
 // Softmax normalizes x in place (neon.Softmax: the sum in float64, as
@@ -579,8 +572,4 @@ func Softmax(x []float32) { neon.Softmax(x) }
 // same bits on every kernel set).
 func SiLUMul(gate, up []float32) { neon.SiLUMul(gate, up) }
 
-func addTo(dst, src []float32) {
-	for i, v := range src {
-		dst[i] += v
-	}
-}
+func addTo(dst, src []float32) { neon.Add(dst[:len(src)], src) }
