@@ -26,8 +26,8 @@ func TestPackedModel(t *testing.T) {
 	seq := []int32{1, 17, 300, 5, 42, 99, 7, 250}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
-		if testing.Short() && !strings.Contains(name, "tiny-qwen2") && !strings.Contains(name, "Q4_K_M") {
-			continue
+		if testing.Short() && name != "tiny-qwen2-Q4_K_M" && name != "tiny-llama-Q4_0" {
+			continue // under emulation: a tied K-quant head and a legacy type
 		}
 		t.Run(name, func(t *testing.T) {
 			plain := openModel(t, path)
