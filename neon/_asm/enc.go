@@ -186,3 +186,27 @@ func sdotElem(d, n, m, i int) string {
 	enc := uint32(0x4f80e000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
 	return word(enc, "SDOT V%d.4S, V%d.16B, V%d.4B[%d]", d, n, m, i)
 }
+
+// scvtf4sFix: SCVTF Vd.4S, Vn.4S, #fbits (fixed point: the result is
+// float(x)/2^fbits, rounded once).
+func scvtf4sFix(d, n, fbits int) string {
+	if fbits < 1 || fbits > 32 {
+		panic("scvtf4sFix: fbits out of range")
+	}
+	return word(0x4f00e400|uint32(64-fbits)<<16|uint32(n&31)<<5|uint32(d&31), "SCVTF V%d.4S, V%d.4S, #%d", d, n, fbits)
+}
+
+// mlsElem: MLS Vd.4S, Vn.4S, Vm.S[i].
+func mlsElem(d, n, m, i int) string {
+	enc := uint32(0x6f804000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "MLS V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, i)
+}
+
+// saddlp16b: SADDLP Vd.8H, Vn.16B; sadalp16b: SADALP Vd.8H, Vn.16B.
+func saddlp16b(d, n int) string { return word(rr(0x4e202800, d, n), "SADDLP V%d.8H, V%d.16B", d, n) }
+func sadalp16b(d, n int) string { return word(rr(0x4e206800, d, n), "SADALP V%d.8H, V%d.16B", d, n) }
+
+// addp8h: ADDP Vd.8H, Vn.8H, Vm.8H.
+func addp8h(d, n, m int) string {
+	return word(rrr(0x4e60bc00, d, n, m), "ADDP V%d.8H, V%d.8H, V%d.8H", d, n, m)
+}

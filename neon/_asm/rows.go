@@ -221,16 +221,11 @@ func (a *asm) rows32(k block32, t tier) {
 	a.l("CMP $1, R5")
 	a.l("BNE multi")
 
-	// One column: the accumulators stay in V26, V27.
-	a.l("MOVD R2, R20")
-	a.l("PCALIGN $16")
-	a.l("block1:")
-	a.rowsBlock(u, k.wsize)
-	a.rowsColumn(k, t, false, false)
-	a.l("SUBS $1, R4")
-	a.l("BNE block1")
-	a.l("VST1 [V26.S4, V27.S4], (R0)")
-	a.l("RET")
+	if t.dot {
+		a.rows1DP(k)
+	} else {
+		a.rows1NE(k)
+	}
 
 	// Several columns: the accumulators are the outputs, zeroed first.
 	a.l("multi:")
