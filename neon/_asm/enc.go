@@ -210,3 +210,35 @@ func sadalp16b(d, n int) string { return word(rr(0x4e206800, d, n), "SADALP V%d.
 func addp8h(d, n, m int) string {
 	return word(rrr(0x4e60bc00, d, n, m), "ADDP V%d.8H, V%d.8H, V%d.8H", d, n, m)
 }
+
+// scvtfSFix: SCVTF Sd, Sn, #fbits (scalar fixed point in a vector register).
+func scvtfSFix(d, n, fbits int) string {
+	if fbits < 1 || fbits > 32 {
+		panic("scvtfSFix: fbits out of range")
+	}
+	return word(0x5f00e400|uint32(64-fbits)<<16|uint32(n&31)<<5|uint32(d&31), "SCVTF S%d, S%d, #%d", d, n, fbits)
+}
+
+// mulElem: MUL Vd.4S, Vn.4S, Vm.S[i].
+func mulElem(d, n, m, i int) string {
+	enc := uint32(0x4f808000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "MUL V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, i)
+}
+
+// tbl1: TBL Vd.16B, {Vn.16B}, Vm.16B.
+func tbl1(d, n, m int) string {
+	return word(rrr(0x4e000000, d, n, m), "TBL V%d.16B, {V%d.16B}, V%d.16B", d, n, m)
+}
+
+// sshr16b: SSHR Vd.16B, Vn.16B, #shift (1..8).
+func sshr16b(d, n, shift int) string {
+	return word(0x4f080400|uint32(16-shift)<<16|uint32(n&31)<<5|uint32(d&31), "SSHR V%d.16B, V%d.16B, #%d", d, n, shift)
+}
+
+// mul4s / mla4s: MUL / MLA Vd.4S, Vn.4S, Vm.4S.
+func mul4s(d, n, m int) string {
+	return word(rrr(0x4ea09c00, d, n, m), "MUL V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
+func mla4s(d, n, m int) string {
+	return word(rrr(0x4ea09400, d, n, m), "MLA V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}
