@@ -242,3 +242,15 @@ func mul4s(d, n, m int) string {
 func mla4s(d, n, m int) string {
 	return word(rrr(0x4ea09400, d, n, m), "MLA V%d.4S, V%d.4S, V%d.4S", d, n, m)
 }
+
+// scvtf2s: SCVTF Vd.2S, Vn.2S.
+func scvtf2s(d, n int) string { return word(rr(0x0e21d800, d, n), "SCVTF V%d.2S, V%d.2S", d, n) }
+
+// fmul2s: FMUL Vd.2S, Vn.2S, Vm.2S; fmul2sElem: FMUL Vd.2S, Vn.2S, Vm.S[i].
+func fmul2s(d, n, m int) string {
+	return word(rrr(0x2e20dc00, d, n, m), "FMUL V%d.2S, V%d.2S, V%d.2S", d, n, m)
+}
+func fmul2sElem(d, n, m, i int) string {
+	enc := uint32(0x0f809000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+	return word(enc, "FMUL V%d.2S, V%d.2S, V%d.S[%d]", d, n, m, i)
+}

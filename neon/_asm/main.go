@@ -599,7 +599,11 @@ func generate() string {
 		for _, k := range blocks32 {
 			a.dot32(k, t)
 		}
-		a.dotQ4_K(t)
+		if t.dot {
+			a.dotQ4_KDP()
+		} else {
+			a.dotQ4_K(t)
+		}
 		if t.dot {
 			a.dotQ6_KDP()
 		} else {

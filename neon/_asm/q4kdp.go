@@ -1,0 +1,256 @@
+package main
+
+// Q4_K × Q8_K with SDOT (dotQ4_KQ8_KDP).
+//
+// Per super-block: the nibbles unpacked unsigned (AND, USHR), two SDOTs
+// per 32-value sub-block into one accumulator per sub-block, an ADDP tree
+// to the eight sub-block sums (lanes = sub-blocks) and one MUL and one MLA
+// by the scales (int32 lanes): R, whose lanes sum to sumi. The mins:
+// pairwise sums of the activation's bsums times the mins (SMULL, SMLAL2):
+// M, lanes summing to summins. Then [sumi, summins] by two ADDPs, SCVTF,
+// times [d·yd, -dmin·yd], FADDP, added to the column's sum.
+//
+// One column (decode) streams the weights into eight running accumulators
+// that are never zeroed: the tree gives cumulative sums, and a super-block's
+// are the difference with the previous one's (exact in wrapping int32;
+// V8/V9 and V10/V11 take turns, two super-blocks a step). Several columns
+// unpack each super-block once and zero their accumulators per column; the
+// sub-block sums and every float step are the same, so every column is
+// bit-identical to its own n == 1 result.
+
+// q4kScales turns the super-block at R1 into: scales as int32 lanes in
+// V(s0) (sub-blocks 0-3), V(s0+1) (4-7), mins as int16 lanes in V(m) and
+// [d, -dmin] as floats in V(dd).S[0:2] (fp16Table in R20). General
+// registers R12-R17, R19, R21 are clobbered.
+func (a *asm) q4kScales(s0, m, dd int) {
+	a.l("MOVWU 4(R1), R12")
+	a.l("MOVWU 8(R1), R13")
+	a.l("MOVWU 12(R1), R14")
+	a.l("ANDW $0x3f3f3f3f, R12, R15") // sc[0:4]
+	a.l("ANDW $0x3f3f3f3f, R13, R16") // m[0:4]
+	a.l("ANDW $0x0f0f0f0f, R14, R17") // sc[4:8] low bits
+	a.l("LSRW $6, R12, R19")
+	a.l("ANDW $0x03030303, R19, R19")
+	a.l("ORRW R19<<4, R17, R17")
+	a.l("LSRW $4, R14, R19")
+	a.l("ANDW $0x0f0f0f0f, R19, R19") // m[4:8] low bits
+	a.l("LSRW $6, R13, R21")
+	a.l("ANDW $0x03030303, R21, R21")
+	a.l("ORRW R21<<4, R19, R19")
+	a.l("ORR R17<<32, R15, R15")
+	a.l("ORR R19<<32, R16, R16")
+	a.l("FMOVD R15, F%d", s0)
+	a.l("FMOVD R16, F%d", m)
+	a.i(ushll8(s0, s0))
+	a.i(ushll8(m, m))
+	a.i(ushll216(s0+1, s0))
+	a.i(ushll16(s0, s0))
+	// d and -dmin through fp16Table
+	a.l("MOVHU (R1), R12")
+	a.l("MOVHU 2(R1), R13")
+	a.l("MOVWU (R20)(R12<<2), R12")
+	a.l("MOVWU (R20)(R13<<2), R13")
+	a.l("EORW $0x80000000, R13, R13")
+	a.l("ORR R13<<32, R12, R12")
+	a.l("FMOVD R12, F%d", dd)
+}
+
+// q4kMins sets V(mv) (int32 lanes) to the mins times the activation's
+// sub-block sums: bsums at 260(act), pairwise added; V(t0), V(t0+1)
+// temporaries.
+func (a *asm) q4kMins(act string, m, mv, t0 int) {
+	a.l("ADD $260, %s, R26", act)
+	a.l("VLD1 (R26), [V%d.H8, V%d.H8]", t0, t0+1)
+	a.i(addp8h(t0, t0, t0+1))
+	a.i(smull16(mv, t0, m))
+	a.i(smlal216(mv, t0, m))
+}
+
+// q4kTail: D0, D1 the super-block's sub-block sums (lanes 0-3, 4-7), S0,
+// S1 the scales (or d0 < 0: R, lanes summing to sumi, already in t0), M
+// the mins term, DD [d, -dmin] (or with act "" [d·yd, -dmin·yd]); adds the
+// super-block's term to S(sum), with yd at (act). t0, t1 temporaries.
+func (a *asm) q4kTail(d0, d1, s0, mv, dd int, act string, sum, t0, t1 int) {
+	if d0 >= 0 {
+		a.i(mul4s(t0, d0, s0))
+		a.i(mla4s(t0, d1, s0+1))
+	}
+	a.l("VADDP V%d.S4, V%d.S4, V%d.S4", mv, t0, t0)
+	a.l("VADDP V%d.S4, V%d.S4, V%d.S4", t0, t0, t0)
+	a.i(scvtf2s(t0, t0))
+	if act != "" {
+		a.l("FMOVS (%s), F%d", act, t1)
+		a.i(fmul2sElem(t1, dd, t1, 0))
+	} else {
+		t1 = dd // [d·yd, -dmin·yd] already
+	}
+	a.i(fmul2s(t0, t0, t1))
+	a.i(faddpS(t0, t0))
+	a.l("FADDS F%d, F%d, F%d", t0, sum, sum)
+}
+
+func (a *asm) dotQ4_KDP() {
+	name := "dotQ4_KQ8_KDP"
+	a.text(name, "func "+name+dotSig, "$0-48")
+	a.l("MOVD out+0(FP), R0")
+	a.l("MOVD w+8(FP), R1")
+	a.l("MOVD a+16(FP), R2")
+	a.l("MOVD aStride+24(FP), R3")
+	a.l("MOVD nb+32(FP), R4")
+	a.l("MOVD n+40(FP), R5")
+	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("VMOVI $15, V31.B16")
+	a.l("CMP $1, R5")
+	a.l("BNE multi")
+
+	// One column, streaming, software-pipelined: a super-block's integer
+	// pair [sumi, summins] and [d·yd, -dmin·yd] (V6, V7 or V8, V9, taking
+	// turns) get their float steps only after the next super-block's
+	// SDOTs, so that its long latency chain does not hold up the next.
+	a.l("VEOR V30.B16, V30.B16, V30.B16")
+	a.q4kSB1(6, -1)
+	a.l("SUBS $1, R4")
+	a.l("BEQ last6")
+	a.l("PCALIGN $16")
+	a.l("sb1:")
+	a.q4kSB1(8, 6)
+	a.l("SUBS $1, R4")
+	a.l("BEQ last8")
+	a.q4kSB1(6, 8)
+	a.l("SUBS $1, R4")
+	a.l("BNE sb1")
+	a.l("last6:")
+	a.q4kFloat(6, 30, 27)
+	a.l("B done1")
+	a.l("last8:")
+	a.q4kFloat(8, 30, 27)
+	a.l("done1:")
+	a.l("FMOVS F30, (R0)")
+	a.l("RET")
+
+	// Several columns: the super-block unpacked once into V0-V15
+	// (sub-block pair p: low nibbles V4p, V4p+1, high V4p+2, V4p+3).
+	a.l("multi:")
+	a.l("MOVD R0, R6")
+	a.l("MOVD R5, R7")
+	a.l("zero:")
+	a.l("MOVW ZR, (R6)")
+	a.l("ADD $4, R6")
+	a.l("SUBS $1, R7")
+	a.l("BNE zero")
+	a.l("PCALIGN $16")
+	a.l("sbm:")
+	a.l("VMOVI $15, V31.B16")
+	a.q4kScales(16, 18, 19)
+	a.l("ADD $16, R1, R26")
+	for p := 0; p < 4; p++ {
+		a.l("VLD1.P 32(R26), [V%d.B16, V%d.B16]", 4*p+2, 4*p+3)
+		a.l("VAND V31.B16, V%d.B16, V%d.B16", 4*p+2, 4*p)
+		a.l("VAND V31.B16, V%d.B16, V%d.B16", 4*p+3, 4*p+1)
+		a.l("VUSHR $4, V%d.B16, V%d.B16", 4*p+2, 4*p+2)
+		a.l("VUSHR $4, V%d.B16, V%d.B16", 4*p+3, 4*p+3)
+	}
+	a.l("MOVD R2, R9")
+	a.l("MOVD R0, R10")
+	a.l("MOVD R5, R11")
+	a.l("PCALIGN $16")
+	a.l("colm:")
+	// per sub-block pair: two fresh accumulators, four SDOTs, one ADDP
+	t := []int{24, 25, 26, 27}
+	a.l("ADD $4, R9, R26")
+	for p := 0; p < 4; p++ {
+		a.l("VLD1.P 64(R26), [V20.B16, V21.B16, V22.B16, V23.B16]")
+		a.l("VEOR V28.B16, V28.B16, V28.B16")
+		a.l("VEOR V29.B16, V29.B16, V29.B16")
+		a.i(sdot(28, 4*p, 20))
+		a.i(sdot(28, 4*p+1, 21))
+		a.i(sdot(29, 4*p+2, 22))
+		a.i(sdot(29, 4*p+3, 23))
+		a.l("VADDP V29.S4, V28.S4, V%d.S4", t[p])
+	}
+	a.l("VADDP V25.S4, V24.S4, V24.S4")
+	a.l("VADDP V27.S4, V26.S4, V26.S4")
+	a.q4kMins("R9", 18, 25, 20)
+	a.l("FMOVS (R10), F30")
+	a.q4kTail(24, 26, 16, 25, 19, "R9", 30, 27, 28)
+	a.l("FMOVS F30, (R10)")
+	a.l("ADD $4, R10")
+	a.l("ADD R3, R9")
+	a.l("SUBS $1, R11")
+	a.l("BNE colm")
+	a.l("ADD $144, R1")
+	a.l("ADD $292, R2")
+	a.l("SUBS $1, R4")
+	a.l("BNE sbm")
+	a.l("RET")
+}
+
+// q4kSB1 is one super-block of the one-column path: it leaves [sumi,
+// summins] (int32) in V(out) and [d·yd, -dmin·yd] in V(out+1), and, when
+// prev >= 0, adds the previous super-block's term (V(prev), V(prev+1))
+// after its SDOTs. The sub-block scales go on as the SDOTs come (no tree
+// at the end): sub-block j's two SDOTs go to chained accumulator K(j mod
+// 4) (V0-V3, zeroed per super-block), whose running value is multiplied
+// into R (V4 even j, V5 odd j) by c_j = sc_j - sc_(j+4) (sc_j for j >= 4):
+// the running values telescope to Σ sc_j·dot_j. R's lanes differ from the
+// several-column path's, but only its exact integer total is used.
+// Registers: V12-V15, V24, V25, V28, V29 activations; V16-V19
+// coefficients, mins and [d, -dmin]; V20-V23 weights; V26, V27
+// temporaries; V30 the sum; V31 the nibble mask.
+func (a *asm) q4kSB1(out, prev int) {
+	a.q4kScales(16, 18, out+1)
+	a.l("VSUB V17.S4, V16.S4, V16.S4")
+	a.l("FMOVS (R2), F26")
+	a.i(fmul2sElem(out+1, out+1, 26, 0))
+	for k := 0; k < 4; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("ADD $16, R1, R26")
+	a.l("ADD $4, R2, R27")
+	for p := 0; p < 4; p++ {
+		x := [4]int{12, 13, 14, 15}
+		if p%2 == 1 {
+			x = [4]int{24, 25, 28, 29}
+		}
+		a.l("VLD1.P 32(R26), [V20.B16, V21.B16]")
+		a.l("VLD1.P 32(R27), [V%d.B16, V%d.B16]", x[0], x[1])
+		a.l("VLD1.P 32(R27), [V%d.B16, V%d.B16]", x[2], x[3])
+		a.l("VAND V31.B16, V20.B16, V22.B16")
+		a.l("VAND V31.B16, V21.B16, V23.B16")
+		a.l("VUSHR $4, V20.B16, V20.B16")
+		a.l("VUSHR $4, V21.B16, V21.B16")
+		for h := 0; h < 2; h++ {
+			j := 2*p + h
+			k := j % 4
+			w0, w1 := 22, 23
+			if h == 1 {
+				w0, w1 = 20, 21
+			}
+			a.i(sdot(k, w0, x[2*h]))
+			a.i(sdot(k, w1, x[2*h+1]))
+			if p == 0 {
+				a.i(mulElem(4+h, k, 16+j/4, j%4))
+			} else {
+				a.i(mlaElem(4+h, k, 16+j/4, j%4))
+			}
+		}
+	}
+	if prev >= 0 {
+		a.q4kFloat(prev, 30, 27)
+	}
+	a.l("VADD V5.S4, V4.S4, V4.S4")
+	a.q4kMins("R2", 18, 26, 28)
+	a.l("VADDP V26.S4, V4.S4, V%d.S4", out)
+	a.l("VADDP V%d.S4, V%d.S4, V%d.S4", out, out, out)
+	a.l("ADD $144, R1")
+	a.l("ADD $292, R2")
+}
+
+// q4kFloat adds x·dy (x = [sumi, summins] in V(x), dy = [d·yd, -dmin·yd]
+// in V(x+1)) to S(sum); V(t) temporary. These are q4kTail's float steps.
+func (a *asm) q4kFloat(x, sum, t int) {
+	a.i(scvtf2s(t, x))
+	a.i(fmul2s(t, t, x+1))
+	a.i(faddpS(t, t))
+	a.l("FADDS F%d, F%d, F%d", t, sum, sum)
+}
