@@ -173,7 +173,7 @@ type block32 struct {
 	wsize  int
 	full   bool // weights use the whole int8 range (no 16-bit pair sums)
 	q4     bool // Q4_0 float order
-	unpack func(a *asm, base string, d0, d1 int, tmp []int)
+	unpack func(a *asm, base string, off, d0, d1 int, tmp []int)
 	consts func(a *asm)
 }
 
@@ -183,17 +183,23 @@ var blocks32 = []block32{
 	{"Q8_0", 34, true, false, unpackQ8_0, func(*asm) {}},
 }
 
-// The unpack functions read a weight block's quants from base, which
-// points just past the scale, and leave base at the next block.
+// The unpack functions read a weight block's quants: with off < 0 from
+// base, which points just past the scale, leaving base at the next block
+// (post-index); else from off(base), off pointing past the scale, base
+// unchanged.
 
 func constsQ4_0(a *asm) {
 	a.l("VMOVI $15, V31.B16")
 	a.l("VMOVI $8, V30.B16")
 }
 
-func unpackQ4_0(a *asm, base string, d0, d1 int, tmp []int) {
+func unpackQ4_0(a *asm, base string, off, d0, d1 int, tmp []int) {
 	t := tmp[0]
-	a.l("VLD1.P 16(%s), [V%d.B16]", base, t)
+	if off < 0 {
+		a.l("VLD1.P 16(%s), [V%d.B16]", base, t)
+	} else {
+		a.l("FMOVQ %d(%s), F%d", off, base, t)
+	}
 	a.l("VAND V31.B16, V%d.B16, V%d.B16", t, d0)
 	a.l("VUSHR $4, V%d.B16, V%d.B16", t, d1)
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d0, d0)
@@ -209,10 +215,15 @@ func constsQ5_0(a *asm) {
 
 // unpackQ5_0: qh's bits spread over the lanes by a table lookup and a bit
 // test per lane, ORed above the nibbles as 16, minus 16.
-func unpackQ5_0(a *asm, base string, d0, d1 int, tmp []int) {
+func unpackQ5_0(a *asm, base string, off, d0, d1 int, tmp []int) {
 	t0, t1, t2, t3 := tmp[0], tmp[1], tmp[2], tmp[3]
-	a.l("FMOVS.P 4(%s), F%d", base, t1)
-	a.l("VLD1.P 16(%s), [V%d.B16]", base, t0)
+	if off < 0 {
+		a.l("FMOVS.P 4(%s), F%d", base, t1)
+		a.l("VLD1.P 16(%s), [V%d.B16]", base, t0)
+	} else {
+		a.l("FMOVS %d(%s), F%d", off, base, t1)
+		a.l("FMOVQ %d(%s), F%d", off+4, base, t0)
+	}
 	a.l("VTBL V26.B16, [V%d.B16], V%d.B16", t1, t2)
 	a.l("VTBL V27.B16, [V%d.B16], V%d.B16", t1, t3)
 	a.i(cmtst(t2, t2, 28))
@@ -227,8 +238,13 @@ func unpackQ5_0(a *asm, base string, d0, d1 int, tmp []int) {
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d1, d1)
 }
 
-func unpackQ8_0(a *asm, base string, d0, d1 int, tmp []int) {
-	a.l("VLD1.P 32(%s), [V%d.B16, V%d.B16]", base, d0, d1)
+func unpackQ8_0(a *asm, base string, off, d0, d1 int, tmp []int) {
+	if off < 0 {
+		a.l("VLD1.P 32(%s), [V%d.B16, V%d.B16]", base, d0, d1)
+	} else {
+		a.l("FMOVQ %d(%s), F%d", off, base, d0)
+		a.l("FMOVQ %d(%s), F%d", off+16, base, d1)
+	}
 }
 
 // idot4x sets the 4 int32 lanes of acc to partial sums of the dot product
@@ -270,6 +286,115 @@ func (a *asm) blockFloat(k block32, s, dx, dy, tmp int, byElem bool) {
 	a.i(fmul4s(s, s, tmp))
 }
 
+// dot32Step multiplies four blocks of the one-column path and leaves
+// their integer sums in V(set[0]) (four lanes), the weights' scales in
+// V(set[1]) and the activations' in V(set[2]) as floats. Weights go to
+// V0-V3 (two per block, two blocks taking turns), activations V8-V15.
+func (a *asm) dot32Step(k block32, t tier, set [3]int) {
+	wr := []string{"R8", "R9", "R10", "R11"}
+	ar := []string{"R12", "R13", "R14", "R15"}
+	for b := 0; b < 4; b++ {
+		w0, w1, a0, a1 := 2*(b%2), 2*(b%2)+1, 8+2*b, 9+2*b
+		if t.dot {
+			// post-index: the A76 decodes four instructions a cycle
+			a.l("MOVHU.P 2(R1), %s", wr[b])
+			k.unpack(a, "R1", -1, w0, w1, []int{21, 29, set[0], set[1]})
+			a.l("MOVHU.P 2(R2), %s", ar[b])
+			a.l("VLD1.P 32(R2), [V%d.B16, V%d.B16]", a0, a1)
+		} else {
+			// offsets: the A72 dispatches three micro-ops a cycle, and
+			// a post-index is one more
+			a.l("MOVHU %d(R1), %s", b*k.wsize, wr[b])
+			k.unpack(a, "R1", b*k.wsize+2, w0, w1, []int{21, 29, set[0], set[1]})
+			a.l("MOVHU %d(R2), %s", 34*b, ar[b])
+			a.l("FMOVQ %d(R2), F%d", 34*b+2, a0)
+			a.l("FMOVQ %d(R2), F%d", 34*b+18, a1)
+		}
+		acc := 16 + b
+		switch {
+		case t.dot:
+			a.i(sdot(acc, w0, a0))
+			a.i(sdot(acc, w1, a1))
+		case k.full:
+			a.i(smull8(21, w0, a0))
+			a.i(smull28(29, w0, a0))
+			a.i(saddlp8(acc, 21))
+			a.i(sadalp8(acc, 29))
+			a.i(smull8(21, w1, a1))
+			a.i(smull28(29, w1, a1))
+			a.i(sadalp8(acc, 21))
+			a.i(sadalp8(acc, 29))
+		default:
+			a.i(smull8(acc, w0, a0))
+			a.i(smlal28(acc, w0, a0))
+			a.i(smlal8(acc, w1, a1))
+			a.i(smlal28(acc, w1, a1))
+		}
+	}
+	if !t.dot {
+		a.l("ADD $%d, R1", 4*k.wsize)
+		a.l("ADD $%d, R2", 4*34)
+	}
+	for i := 1; i < 4; i++ {
+		a.l("ORR %s<<%d, %s, %s", wr[i], 16*i, wr[0], wr[0])
+		a.l("ORR %s<<%d, %s, %s", ar[i], 16*i, ar[0], ar[0])
+	}
+	d, dx, dy := set[0], set[1], set[2]
+	a.l("FMOVD %s, F%d", wr[0], dx)
+	a.l("FMOVD %s, F%d", ar[0], dy)
+	a.i(fcvtl(dx, dx))
+	a.i(fcvtl(dy, dy))
+	switch {
+	case t.dot:
+		a.l("VADDP V17.S4, V16.S4, V%d.S4", d)
+		a.l("VADDP V19.S4, V18.S4, V29.S4")
+		a.l("VADDP V29.S4, V%d.S4, V29.S4", d)
+		a.l("VSUB V20.S4, V29.S4, V%d.S4", d)
+		a.l("VMOV V29.B16, V20.B16")
+	case k.full:
+		a.l("VADDP V17.S4, V16.S4, V%d.S4", d)
+		a.l("VADDP V19.S4, V18.S4, V29.S4")
+		a.l("VADDP V29.S4, V%d.S4, V%d.S4", d, d)
+	case k.q4:
+		// signed nibbles: 16 products per 16-bit lane stay below 2^14
+		a.i(addp8h(d, 16, 17))
+		a.i(addp8h(29, 18, 19))
+		a.i(addp8h(d, d, 29))
+		a.i(saddlp8(d, d))
+	default:
+		// Q5_0: widen after eight products per lane
+		a.i(addp8h(d, 16, 17))
+		a.i(addp8h(29, 18, 19))
+		a.i(saddlp8(d, d))
+		a.i(saddlp8(29, 29))
+		a.l("VADDP V29.S4, V%d.S4, V%d.S4", d, d)
+	}
+}
+
+// dot32Float adds the four terms of a step (dot32Step's set) to S24 in
+// block order.
+func (a *asm) dot32Float(k block32, t tier, set [3]int) {
+	d, dx, dy := set[0], set[1], set[2]
+	if t.dot {
+		a.i(scvtf4sFix(d, d, 1))
+		a.i(fadd4s(dy, dy, dy))
+	} else {
+		a.i(scvtf4s(d, d))
+	}
+	if k.q4 {
+		a.i(fmul4s(d, d, dx))
+		a.i(fmul4s(d, d, dy))
+	} else {
+		a.i(fmul4s(21, dx, dy))
+		a.i(fmul4s(d, d, 21))
+	}
+	a.l("FADDS F%d, F24, F24", d)
+	for b := 1; b < 4; b++ {
+		a.l("VEXT $%d, V%d.B16, V%d.B16, V21.B16", 4*b, d, d)
+		a.l("FADDS F21, F24, F24")
+	}
+}
+
 func (a *asm) dot32(k block32, t tier) {
 	name := "dot" + k.name + "Q8_0" + t.suffix
 	a.text(name, "func "+name+dotSig, "$0-48")
@@ -285,41 +410,52 @@ func (a *asm) dot32(k block32, t tier) {
 	a.l("CMP $1, R5")
 	a.l("BNE multi")
 
-	// One column: four blocks per step, accumulator in F24. The scales go
-	// through fp16Table (integer loads; qemu emulates FCVT slowly).
+	// One column: four blocks per step, the running sum in S24. The
+	// blocks' integer sums come to four lanes (dotprod: running SDOT
+	// accumulators V16-V19, an ADDP tree, the difference with the
+	// previous step's cumulative sums in V20; ARMv8.0: 16-bit SMULL/SMLAL
+	// sums reduced on 16-bit lanes as far as their bounds allow, Q8_0
+	// widened at once), the eight scales are combined in general
+	// registers and widened by FCVTL, and the four terms are added in
+	// block order. The dotprod tier converts with SCVTF #1 and multiplies
+	// by 2·dy (exact, see rows1DP). Software-pipelined: a step's float
+	// work runs after the next step's multiplies (register sets A: sums
+	// V25, scales V22, V23; B: V6, V4, V5).
 	a.l("VEOR V24.B16, V24.B16, V24.B16")
+	if t.dot {
+		for v := 16; v <= 20; v++ {
+			a.l("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v)
+		}
+	}
+	setA, setB := [3]int{25, 22, 23}, [3]int{6, 4, 5}
 	a.l("CMP $4, R4")
 	a.l("BLT tail")
+	a.dot32Step(k, t, setA)
+	a.l("SUB $4, R4")
+	a.l("CMP $4, R4")
+	a.l("BLT flushA")
 	a.l("PCALIGN $16")
 	a.l("four:")
-	for b := 0; b < 4; b++ {
-		a.l("MOVHU.P 2(R1), R8")
-		k.unpack(a, "R1", 0, 1, []int{8, 4, 5, 7})
-		a.l("MOVHU.P 2(R2), R9")
-		a.l("VLD1.P 32(R2), [V2.B16, V3.B16]")
-		a.idot4x(t, k.full, 17+b, 6, 0, 2, 1, 3)
-		a.l("MOVWU (R20)(R8<<2), R8")
-		a.l("MOVWU (R20)(R9<<2), R9")
-		a.l("VMOV R8, V22.S[%d]", b)
-		a.l("VMOV R9, V23.S[%d]", b)
-	}
-	a.l("VADDP V18.S4, V17.S4, V17.S4")
-	a.l("VADDP V20.S4, V19.S4, V19.S4")
-	a.l("VADDP V19.S4, V17.S4, V25.S4")
-	a.blockFloat(k, 25, 22, 23, 21, false)
-	a.l("FADDS F25, F24, F24")
-	for b := 1; b < 4; b++ {
-		a.l("VEXT $%d, V25.B16, V25.B16, V21.B16", 4*b)
-		a.l("FADDS F21, F24, F24")
-	}
+	a.dot32Step(k, t, setB)
+	a.dot32Float(k, t, setA)
+	a.l("SUB $4, R4")
+	a.l("CMP $4, R4")
+	a.l("BLT flushB")
+	a.dot32Step(k, t, setA)
+	a.dot32Float(k, t, setB)
 	a.l("SUB $4, R4")
 	a.l("CMP $4, R4")
 	a.l("BGE four")
+	a.l("flushA:")
+	a.dot32Float(k, t, setA)
+	a.l("B tail")
+	a.l("flushB:")
+	a.dot32Float(k, t, setB)
 	a.l("tail:")
 	a.l("CBZ R4, done1")
 	a.l("one:")
 	a.l("MOVHU.P 2(R1), R8")
-	k.unpack(a, "R1", 0, 1, []int{8, 4, 5, 7})
+	k.unpack(a, "R1", -1, 0, 1, []int{8, 4, 5, 7})
 	a.l("MOVHU.P 2(R2), R9")
 	a.l("VLD1.P 32(R2), [V2.B16, V3.B16]")
 	a.idot4x(t, k.full, 25, 6, 0, 2, 1, 3)
@@ -364,7 +500,7 @@ func (a *asm) dot32(k block32, t tier) {
 	a.l("PCALIGN $16")
 	a.l("mblock:")
 	a.l("MOVHU.P 2(R1), R8")
-	k.unpack(a, "R1", 0, 1, []int{8, 2, 3, 16})
+	k.unpack(a, "R1", -1, 0, 1, []int{8, 2, 3, 16})
 	a.l("MOVWU (R20)(R8<<2), R8")
 	a.l("FMOVS R8, F29")
 	for c := 0; c < 4; c++ {
