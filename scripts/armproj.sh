@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The arm64 kernel projection of issue 16 on this tree: runs the shared
+# llvm-mca script (../shared/peer/armproj.sh: llvm/clang 19, geist
+# cross-built, llama.cpp's ARM kernels from the node-llama-cpp npm package,
+# each kernel's inner loop cut out and run through llvm-mca as a Cortex-A72
+# and a Cortex-A76) with the loop shapes of geist's current kernels, which
+# the shared script cannot know: how many weights one iteration of each
+# extracted loop covers and which loop of the function is the decode loop.
+#
+#   scripts/armproj.sh                 # from the project root; ~1-2 minutes
+#   ARMPROJ=/path/to/armproj.sh WORK=/tmp/x scripts/armproj.sh
+#
+# Results: $WORK/results.md (WORK defaults to /tmp/armproj). Every number is
+# a throughput bound from llvm-mca's models: no cache misses, no memory
+# latency, no call overhead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=${ARMPROJ:-../shared/peer/armproj.sh}
+[ -f "$src" ] || { echo "armproj: $src not found (set ARMPROJ)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+python3 - "$src" "$tmp/armproj.sh" <<'PY'
+import sys
+
+s = open(sys.argv[1]).read()
+# (old, new): each old text must be there exactly once, so that a change of
+# the shared script is noticed instead of silently mis-measured.
+subs = [
+    # row-group kernels: two blocks of eight rows per loop iteration
+    ("'rowsQ4_0Q8_0DP (8 rows x 1 block; decode path)', 'geist_rowsQ4_0Q8_0DP', 256)",
+     "'rowsQ4_0Q8_0DP (8 rows x 2 blocks; decode path)', 'geist_rowsQ4_0Q8_0DP', 512)"),
+    ("'rowsQ8_0Q8_0DP (8 rows x 1 block; decode path)', 'geist_rowsQ8_0Q8_0DP', 256)",
+     "'rowsQ8_0Q8_0DP (8 rows x 2 blocks; decode path)', 'geist_rowsQ8_0Q8_0DP', 512)"),
+    ("'rowsQ4_0Q8_0NE (8 rows x 1 block; decode path)', 'geist_rowsQ4_0Q8_0NE', 256)",
+     "'rowsQ4_0Q8_0NE (8 rows x 2 blocks; decode path)', 'geist_rowsQ4_0Q8_0NE', 512)"),
+    ("'rowsQ8_0Q8_0NE (8 rows x 1 block; decode path)', 'geist_rowsQ8_0Q8_0NE', 256)",
+     "'rowsQ8_0Q8_0NE (8 rows x 2 blocks; decode path)', 'geist_rowsQ8_0Q8_0NE', 512)"),
+    # one-row 32-value block kernels: two steps of four blocks
+    ("'dotQ4_0Q8_0DP (1 row x 4 blocks)', 'geist_dotQ4_0Q8_0DP', 128)",
+     "'dotQ4_0Q8_0DP (1 row x 8 blocks)', 'geist_dotQ4_0Q8_0DP', 256)"),
+    ("'dotQ8_0Q8_0DP (1 row x 4 blocks)', 'geist_dotQ8_0Q8_0DP', 128)",
+     "'dotQ8_0Q8_0DP (1 row x 8 blocks)', 'geist_dotQ8_0Q8_0DP', 256)"),
+    ("'dotQ4_0Q8_0NE (1 row x 4 blocks)', 'geist_dotQ4_0Q8_0NE', 128)",
+     "'dotQ4_0Q8_0NE (1 row x 8 blocks)', 'geist_dotQ4_0Q8_0NE', 256)"),
+    ("'dotQ8_0Q8_0NE (1 row x 4 blocks)', 'geist_dotQ8_0Q8_0NE', 128)",
+     "'dotQ8_0Q8_0NE (1 row x 8 blocks)', 'geist_dotQ8_0Q8_0NE', 256)"),
+    # Q4_K dotprod: two super-blocks per iteration (software-pipelined)
+    ("'dotQ4_KQ8_KDP (1 super-block)', 'geist_dotQ4_KQ8_KDP', 256)",
+     "'dotQ4_KQ8_KDP (1 row x 2 super-blocks)', 'geist_dotQ4_KQ8_KDP', 512)"),
+    # decode loops are now the functions' first loops (the several-column
+    # paths follow them), with these instruction mixes
+    ("dotQ4_0Q8_0DP:first:sdot=8 dotQ4_0Q8_0NE:first:smull=4",
+     "dotQ4_0Q8_0DP:first:sdot=16 dotQ4_0Q8_0NE:first:smull=8"),
+    ("rowsQ4_0Q8_0DP:first:sdot=16 rowsQ4_0Q8_0NE:first:smull=8",
+     "rowsQ4_0Q8_0DP:first:sdot=36 rowsQ4_0Q8_0NE:first:smull=16"),
+    ("dotQ4_KQ8_KDP:outer:sdot=16", "dotQ4_KQ8_KDP:first:sdot=32"),
+    ("dotQ6_KQ8_KDP:outer:sdot=16 dotQ6_KQ8_KNE:outer:smull=16",
+     "dotQ6_KQ8_KDP:first:sdot=16 dotQ6_KQ8_KNE:first:smull=16"),
+    ("dotQ8_0Q8_0DP:first:sdot=8 dotQ8_0Q8_0NE:first:smull=8",
+     "dotQ8_0Q8_0DP:first:sdot=16 dotQ8_0Q8_0NE:first:smull=16"),
+    ("rowsQ8_0Q8_0DP:first:sdot=16 rowsQ8_0Q8_0NE:first:smull=16",
+     "rowsQ8_0Q8_0DP:first:sdot=32 rowsQ8_0Q8_0NE:first:smull=32"),
+]
+for old, new in subs:
+    n = s.count(old)
+    if n != 1:
+        sys.exit('armproj: the shared script changed (%d matches for %r)' % (n, old))
+    s = s.replace(old, new)
+open(sys.argv[2], 'w').write(s)
+PY
+
+GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
