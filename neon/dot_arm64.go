@@ -34,6 +34,9 @@ func dotQ8_0Q8_0NE(out *float32, w, a *byte, aStride, nb, n int)
 func dotQ4_KQ8_KNE(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
+func dotQ5_KQ8_KNE(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
 func dotQ6_KQ8_KNE(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
@@ -47,6 +50,9 @@ func dotQ8_0Q8_0DP(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
 func dotQ4_KQ8_KDP(out *float32, w, a *byte, aStride, nb, n int)
+
+//go:noescape
+func dotQ5_KQ8_KDP(out *float32, w, a *byte, aStride, nb, n int)
 
 //go:noescape
 func dotQ6_KQ8_KDP(out *float32, w, a *byte, aStride, nb, n int)
@@ -253,6 +259,7 @@ func arm64Set(dotprod bool) *Kernels {
 		DotQ5_0Q8_0:  blockDot(dotQ5_0Q8_0NE, sizeQ5_0, sizeQ8_0),
 		DotQ8_0Q8_0:  blockDot(dotQ8_0Q8_0NE, sizeQ8_0, sizeQ8_0),
 		DotQ4_KQ8_K:  blockDot(dotQ4_KQ8_KNE, sizeQ4_K, sizeQ8_K),
+		DotQ5_KQ8_K:  blockDot(dotQ5_KQ8_KNE, sizeQ5_K, sizeQ8_K),
 		DotQ6_KQ8_K:  blockDot(dotQ6_KQ8_KNE, sizeQ6_K, sizeQ8_K),
 		DotF32:       dotF32Vec,
 		DotF16:       dotF16Vec,
@@ -271,10 +278,13 @@ func arm64Set(dotprod bool) *Kernels {
 		k.DotQ5_0Q8_0 = blockDot(dotQ5_0Q8_0DP, sizeQ5_0, sizeQ8_0)
 		k.DotQ8_0Q8_0 = blockDot(dotQ8_0Q8_0DP, sizeQ8_0, sizeQ8_0)
 		k.DotQ4_KQ8_K = blockDot(dotQ4_KQ8_KDP, sizeQ4_K, sizeQ8_K)
+		k.DotQ5_KQ8_K = blockDot(dotQ5_KQ8_KDP, sizeQ5_K, sizeQ8_K)
 		k.DotQ6_KQ8_K = blockDot(dotQ6_KQ8_KDP, sizeQ6_K, sizeQ8_K)
 		k.RowsQ4_0Q8_0 = blockRows(rowsQ4_0Q8_0DP, sizeQ4_0)
 		k.RowsQ5_0Q8_0 = blockRows(rowsQ5_0Q8_0DP, sizeQ5_0)
 		k.RowsQ8_0Q8_0 = blockRows(rowsQ8_0Q8_0DP, sizeQ8_0)
+		k.PackQ4_0 = newPacking("q4_0x8dp", layoutQ4_0, mulQ4_0x8DP)
+		k.PackQ8_0 = newPacking("q8_0x8dp", layoutQ8_0, mulQ8_0x8DP)
 	}
 	return k
 }

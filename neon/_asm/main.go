@@ -42,7 +42,7 @@ var tiers = []tier{{"NE", false}, {"DP", true}}
 // guarantee |x| <= 32, so |sum| <= 4*32*128 fits in int16.
 func (a *asm) idot4(t tier, acc, tmp int, pairs [][2]int) {
 	if t.dot {
-		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", acc, acc, acc)
+		a.zero(acc)
 		for _, p := range pairs {
 			a.i(sdot(acc, p[0], p[1]))
 		}
@@ -557,8 +557,11 @@ func (a *asm) kquantTail(mins bool) {
 // scales as int32 lanes in V20, V21 and mins as int16 in V22; then every
 // column takes exact integer sums (sumi = Σ scale·dot, summins = Σ min·bsum)
 // and one float combination per super-block (kquantTail).
-func (a *asm) dotQ4_K(t tier) {
-	name := "dotQ4_KQ8_K" + t.suffix
+func (a *asm) dotQ4_K(t tier) { a.dotKQ4(t, kindQ4_K) }
+func (a *asm) dotQ5_K(t tier) { a.dotKQ4(t, kindQ5_K) }
+
+func (a *asm) dotKQ4(t tier, k kq4) {
+	name := "dot" + k.name + "Q8_K" + t.suffix
 	a.text(name, "func "+name+dotSig, "$0-48")
 	a.dotArgs()
 	a.l("PCALIGN $16")
@@ -589,17 +592,15 @@ func (a *asm) dotQ4_K(t tier) {
 	a.i(ushll8(22, 22))
 	a.i(ushll216(21, 20))
 	a.i(ushll16(20, 20))
-	// nibbles
-	a.l("ADD $16, R1, R12")
-	for h := 0; h < 2; h++ {
-		a.l("VLD1.P 64(R12), [V16.B16, V17.B16, V18.B16, V19.B16]")
-		for c := 0; c < 2; c++ {
-			base := 8*h + 4*c
-			a.l("VAND V31.B16, V%d.B16, V%d.B16", 16+2*c, base)
-			a.l("VAND V31.B16, V%d.B16, V%d.B16", 17+2*c, base+1)
-			a.l("VUSHR $4, V%d.B16, V%d.B16", 16+2*c, base+2)
-			a.l("VUSHR $4, V%d.B16, V%d.B16", 17+2*c, base+3)
-		}
+	// nibbles (and Q5_K's fifth bits)
+	if k.qh >= 0 {
+		a.ldq2(k.qh, "R1", 24, 25)
+		a.l("VMOVI $16, V26.B16")
+	}
+	a.l("ADD $%d, R1, R12", k.qs)
+	for p := 0; p < 4; p++ {
+		a.l("VLD1.P 32(R12), [V%d.B16, V%d.B16]", 4*p+2, 4*p+3)
+		a.kq4Split(k, p, 4*p+2, 4*p, 24, 26, 27)
 	}
 	a.colLoopBegin()
 	a.l("FMOVS (R9), F28")
@@ -622,7 +623,7 @@ func (a *asm) dotQ4_K(t tier) {
 	a.i(addv4s(27, 27))
 	a.kquantTail(true)
 	a.colLoopEnd()
-	a.l("ADD $144, R1")
+	a.l("ADD $%d, R1", k.size)
 	a.l("ADD $292, R2")
 	a.l("SUBS $1, R4")
 	a.l("BNE block")
@@ -737,8 +738,10 @@ func generate() string {
 		}
 		if t.dot {
 			a.dotQ4_KDP()
+			a.dotQ5_KDP()
 		} else {
 			a.dotQ4_K(t)
+			a.dotQ5_K(t)
 		}
 		if t.dot {
 			a.dotQ6_KDP()
@@ -749,6 +752,8 @@ func generate() string {
 			a.rows32(k, t)
 		}
 	}
+	a.mulPackedDP(false)
+	a.mulPackedDP(true)
 	a.vector()
 	return a.b.String()
 }
@@ -764,6 +769,11 @@ DATA q5consts<>+32(SB)/8, $0x8040201008040201
 DATA q5consts<>+40(SB)/8, $0x8040201008040201
 GLOBL q5consts<>(SB), RODATA|NOPTR, $48
 `
+
+// zero clears V(v) by MOVI, which reads no register (EOR of a register
+// with itself waits for its last writer, a false dependency that can
+// chain loop iterations).
+func (a *asm) zero(v int) { a.l("VMOVI $0, V%d.B16", v) }
 
 // i emits one instruction line as is.
 func (a *asm) i(s string) { a.b.WriteString("\t" + s + "\n") }

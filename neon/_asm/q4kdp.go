@@ -89,8 +89,54 @@ func (a *asm) q4kTail(d0, d1, s0, mv, dd int, act string, sum, t0, t1 int) {
 	a.l("FADDS F%d, F%d, F%d", t0, sum, sum)
 }
 
-func (a *asm) dotQ4_KDP() {
-	name := "dotQ4_KQ8_KDP"
+// kq4 is a k-quant with Q4_K's scales and mins: Q4_K, or Q5_K with a
+// fifth bit per value in 32 bytes of qh (bit 2p of qh[l] for value l of
+// sub-block 2p, bit 2p+1 for sub-block 2p+1).
+type kq4 struct {
+	name   string
+	size   int // bytes per super-block
+	qs, qh int // offsets of the nibbles and (Q5_K) the high bits, qh < 0 for none
+}
+
+var (
+	kindQ4_K = kq4{"Q4_K", 144, 16, -1}
+	kindQ5_K = kq4{"Q5_K", 176, 48, 16}
+)
+
+// kq4Split turns the 32 nibble bytes of sub-block pair p in V(q0), V(q0+1)
+// into the low values (sub-block 2p) in V(lo), V(lo+1) and the high ones
+// (2p+1) in V(q0), V(q0+1). For Q5_K the fifth bits come from V(h0),
+// V(h0+1) (qh), shifted into place and inserted under the mask V(m16)
+// (bytes 0x10) by BIT; V(t) is a temporary. V31 holds the nibble mask.
+func (a *asm) kq4Split(k kq4, p, q0, lo, h0, m16, t int) {
+	for i := 0; i < 2; i++ {
+		a.l("VAND V31.B16, V%d.B16, V%d.B16", q0+i, lo+i)
+		a.l("VUSHR $4, V%d.B16, V%d.B16", q0+i, q0+i)
+	}
+	if k.qh < 0 {
+		return
+	}
+	for i := 0; i < 2; i++ {
+		for half, v := range []int{lo + i, q0 + i} {
+			// bit 2p+half of the qh byte to bit 4
+			src := h0 + i
+			if sh := 4 - 2*p - half; sh > 0 {
+				a.l("VSHL $%d, V%d.B16, V%d.B16", sh, h0+i, t)
+				src = t
+			} else if sh < 0 {
+				a.l("VUSHR $%d, V%d.B16, V%d.B16", -sh, h0+i, t)
+				src = t
+			}
+			a.l("VBIT V%d.B16, V%d.B16, V%d.B16", m16, src, v)
+		}
+	}
+}
+
+func (a *asm) dotQ4_KDP() { a.dotKQ4DP(kindQ4_K) }
+func (a *asm) dotQ5_KDP() { a.dotKQ4DP(kindQ5_K) }
+
+func (a *asm) dotKQ4DP(k kq4) {
+	name := "dot" + k.name + "Q8_K" + "DP"
 	a.text(name, "func "+name+dotSig, "$0-48")
 	a.l("MOVD out+0(FP), R0")
 	a.l("MOVD w+8(FP), R1")
@@ -107,16 +153,16 @@ func (a *asm) dotQ4_KDP() {
 	// pair [sumi, summins] and [d·yd, -dmin·yd] (V6, V7 or V8, V9, taking
 	// turns) get their float steps only after the next super-block's
 	// SDOTs, so that its long latency chain does not hold up the next.
-	a.l("VEOR V30.B16, V30.B16, V30.B16")
-	a.q4kSB1(6, -1)
+	a.zero(30)
+	a.q4kSB1(k, 6, -1)
 	a.l("SUBS $1, R4")
 	a.l("BEQ last6")
 	a.l("PCALIGN $16")
 	a.l("sb1:")
-	a.q4kSB1(8, 6)
+	a.q4kSB1(k, 8, 6)
 	a.l("SUBS $1, R4")
 	a.l("BEQ last8")
-	a.q4kSB1(6, 8)
+	a.q4kSB1(k, 6, 8)
 	a.l("SUBS $1, R4")
 	a.l("BNE sb1")
 	a.l("last6:")
@@ -142,13 +188,14 @@ func (a *asm) dotQ4_KDP() {
 	a.l("sbm:")
 	a.l("VMOVI $15, V31.B16")
 	a.q4kScales(16, 18, 19)
-	a.l("ADD $16, R1, R26")
+	if k.qh >= 0 {
+		a.ldq2(k.qh, "R1", 20, 21)
+		a.l("VMOVI $16, V22.B16")
+	}
+	a.l("ADD $%d, R1, R26", k.qs)
 	for p := 0; p < 4; p++ {
 		a.l("VLD1.P 32(R26), [V%d.B16, V%d.B16]", 4*p+2, 4*p+3)
-		a.l("VAND V31.B16, V%d.B16, V%d.B16", 4*p+2, 4*p)
-		a.l("VAND V31.B16, V%d.B16, V%d.B16", 4*p+3, 4*p+1)
-		a.l("VUSHR $4, V%d.B16, V%d.B16", 4*p+2, 4*p+2)
-		a.l("VUSHR $4, V%d.B16, V%d.B16", 4*p+3, 4*p+3)
+		a.kq4Split(k, p, 4*p+2, 4*p, 20, 22, 23)
 	}
 	a.l("MOVD R2, R9")
 	a.l("MOVD R0, R10")
@@ -160,8 +207,8 @@ func (a *asm) dotQ4_KDP() {
 	a.l("ADD $4, R9, R26")
 	for p := 0; p < 4; p++ {
 		a.l("VLD1.P 64(R26), [V20.B16, V21.B16, V22.B16, V23.B16]")
-		a.l("VEOR V28.B16, V28.B16, V28.B16")
-		a.l("VEOR V29.B16, V29.B16, V29.B16")
+		a.zero(28)
+		a.zero(29)
 		a.i(sdot(28, 4*p, 20))
 		a.i(sdot(28, 4*p+1, 21))
 		a.i(sdot(29, 4*p+2, 22))
@@ -178,7 +225,7 @@ func (a *asm) dotQ4_KDP() {
 	a.l("ADD R3, R9")
 	a.l("SUBS $1, R11")
 	a.l("BNE colm")
-	a.l("ADD $144, R1")
+	a.l("ADD $%d, R1", k.size)
 	a.l("ADD $292, R2")
 	a.l("SUBS $1, R4")
 	a.l("BNE sbm")
@@ -194,44 +241,46 @@ func (a *asm) dotQ4_KDP() {
 // into R (V4 even j, V5 odd j) by c_j = sc_j - sc_(j+4) (sc_j for j >= 4):
 // the running values telescope to Σ sc_j·dot_j. R's lanes differ from the
 // several-column path's, but only its exact integer total is used.
-// Registers: V12-V15, V24, V25, V28, V29 activations; V16-V19
+// Registers: V12-V15, V24, V25, V28, V29 activations (Q5_K: V12-V15
+// only, V10, V11 qh, V24 bytes of 16, V25 a temporary); V16-V19
 // coefficients, mins and [d, -dmin]; V20-V23 weights; V26, V27
 // temporaries; V30 the sum; V31 the nibble mask.
-func (a *asm) q4kSB1(out, prev int) {
+func (a *asm) q4kSB1(k kq4, out, prev int) {
 	a.q4kScales(16, 18, out+1)
 	a.l("VSUB V17.S4, V16.S4, V16.S4")
 	a.l("FMOVS (R2), F26")
 	a.i(fmul2sElem(out+1, out+1, 26, 0))
-	for k := 0; k < 4; k++ {
-		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	for c := 0; c < 4; c++ {
+		a.zero(c)
 	}
-	a.l("ADD $16, R1, R26")
+	if k.qh >= 0 {
+		a.ldq2(k.qh, "R1", 10, 11)
+		a.l("VMOVI $16, V24.B16")
+	}
+	a.l("ADD $%d, R1, R26", k.qs)
 	a.l("ADD $4, R2, R27")
 	for p := 0; p < 4; p++ {
 		x := [4]int{12, 13, 14, 15}
-		if p%2 == 1 {
+		if p%2 == 1 && k.qh < 0 {
 			x = [4]int{24, 25, 28, 29}
 		}
 		a.l("VLD1.P 32(R26), [V20.B16, V21.B16]")
 		a.l("VLD1.P 32(R27), [V%d.B16, V%d.B16]", x[0], x[1])
 		a.l("VLD1.P 32(R27), [V%d.B16, V%d.B16]", x[2], x[3])
-		a.l("VAND V31.B16, V20.B16, V22.B16")
-		a.l("VAND V31.B16, V21.B16, V23.B16")
-		a.l("VUSHR $4, V20.B16, V20.B16")
-		a.l("VUSHR $4, V21.B16, V21.B16")
+		a.kq4Split(k, p, 20, 22, 10, 24, 25)
 		for h := 0; h < 2; h++ {
 			j := 2*p + h
-			k := j % 4
+			c := j % 4
 			w0, w1 := 22, 23
 			if h == 1 {
 				w0, w1 = 20, 21
 			}
-			a.i(sdot(k, w0, x[2*h]))
-			a.i(sdot(k, w1, x[2*h+1]))
+			a.i(sdot(c, w0, x[2*h]))
+			a.i(sdot(c, w1, x[2*h+1]))
 			if p == 0 {
-				a.i(mulElem(4+h, k, 16+j/4, j%4))
+				a.i(mulElem(4+h, c, 16+j/4, j%4))
 			} else {
-				a.i(mlaElem(4+h, k, 16+j/4, j%4))
+				a.i(mlaElem(4+h, c, 16+j/4, j%4))
 			}
 		}
 	}
@@ -242,7 +291,7 @@ func (a *asm) q4kSB1(out, prev int) {
 	a.q4kMins("R2", 18, 26, 28)
 	a.l("VADDP V26.S4, V4.S4, V%d.S4", out)
 	a.l("VADDP V%d.S4, V%d.S4, V%d.S4", out, out, out)
-	a.l("ADD $144, R1")
+	a.l("ADD $%d, R1", k.size)
 	a.l("ADD $292, R2")
 }
 

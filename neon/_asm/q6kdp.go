@@ -94,7 +94,7 @@ func (a *asm) dotQ6_KDP() {
 	a.l("sb1:")
 	a.q6Coefs(192, "R1", 16, 0)
 	for k := 0; k < 4; k++ {
-		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", 20+k, 20+k, 20+k)
+		a.zero(20 + k)
 	}
 	first := [2]bool{true, true}
 	for h := 0; h < 2; h++ {
@@ -163,7 +163,7 @@ func (a *asm) dotQ6_KDP() {
 	a.l("PCALIGN $16")
 	a.l("colm:")
 	for k := 0; k < 4; k++ {
-		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", 20+k, 20+k, 20+k)
+		a.zero(20 + k)
 	}
 	first2 := true
 	for g := 0; g < 4; g++ {
