@@ -66,9 +66,9 @@ func (l packedLayout) unpack(dst, g []byte, r, nb int) {
 // packedMul wraps a packed-group kernel: it checks the buffers (a short
 // one panics with errShort, a caller bug) and runs the kernel over every
 // whole group in g.
-func packedMul(k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int), l packedLayout) func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
+func packedMul(k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int), wsize, asize int) func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
 	return func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
-		gs := packRows * nb * l.wsize
+		gs := packRows * nb * wsize
 		if n < 1 || nb < 1 || nb > (1<<40)/gs {
 			panic(errShort)
 		}
@@ -77,7 +77,7 @@ func packedMul(k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStr
 			return
 		}
 		if ldo < 0 || aStride < 0 || (n > 1 && ldo < ng*packRows) || (len(out)-ng*packRows)/max(ldo, 1) < n-1 ||
-			len(out) < ng*packRows || len(a) < nb*sizeQ8_0 || (n > 1 && (len(a)-nb*sizeQ8_0)/(n-1) < aStride) {
+			len(out) < ng*packRows || len(a) < nb*asize || (n > 1 && (len(a)-nb*asize)/(n-1) < aStride) {
 			panic(errShort)
 		}
 		k(&out[0], ldo, &g[0], ng, &a[0], aStride, nb, n)
@@ -91,6 +91,70 @@ func newPacking(name string, l packedLayout, k func(out *float32, ldo int, g *by
 		GroupSize: func(nb int) int { return packRows * nb * l.wsize },
 		Pack:      l.pack,
 		Unpack:    l.unpack,
-		Mul:       packedMul(k, l),
+		Mul:       packedMul(k, l.wsize, sizeQ8_0),
+	}
+}
+
+//go:noescape
+func mulQ4_Kx8DP(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, nb, n int)
+
+// q4kAt maps byte i of a Q4_K super-block of row r (< 8) to its offset in
+// the packed super-block of eight rows (see _asm/packkq.go).
+func q4kAt(r, i int) int {
+	h, rr := r/4, r%4
+	switch {
+	case i < 2: // d
+		return 2*r + i
+	case i < 4: // dmin
+		return 16 + 2*r + i - 2
+	case i < 16: // scales: word (i-4)/4, byte (i-4)%4
+		return 32 + 48*h + 16*((i-4)/4) + 4*((i-4)%4) + rr
+	}
+	q := i - 16 // nibbles: pair q/32, byte l = q%32
+	l := q % 32
+	return 128 + 256*(q/32) + 128*h + 16*(l/4) + 4*rr + l%4
+}
+
+func packQ4_Kx8(dst, w []byte, wStride, nb int) {
+	bs := packRows * sizeQ4_K
+	_ = dst[nb*bs-1]
+	for b := 0; b < nb; b++ {
+		d := dst[b*bs : (b+1)*bs]
+		for r := 0; r < packRows; r++ {
+			x := w[r*wStride+b*sizeQ4_K:][:sizeQ4_K]
+			for i, v := range x {
+				d[q4kAt(r, i)] = v
+			}
+		}
+	}
+}
+
+func unpackQ4_Kx8(dst, g []byte, r, nb int) {
+	bs := packRows * sizeQ4_K
+	_ = g[nb*bs-1]
+	for b := 0; b < nb; b++ {
+		d, x := g[b*bs:(b+1)*bs], dst[b*sizeQ4_K:][:sizeQ4_K]
+		for i := range x {
+			x[i] = d[q4kAt(r, i)]
+		}
+	}
+}
+
+// kquantPackTol is the tolerance of the packed k-quant kernels against the
+// generic dots (as the arm64 one-row k-quant dots: exact integer sums per
+// super-block, float steps in another order and fused).
+const kquantPackTol = 2e-6
+
+// newPackingQ4_K is the q4_Kx8dp layout: outputs within kquantPackTol of
+// the generic dot (the float steps are fused and on lanes).
+func newPackingQ4_K() *Packing {
+	return &Packing{
+		Name:      "q4_Kx8dp",
+		Rows:      packRows,
+		GroupSize: func(nb int) int { return packRows * nb * sizeQ4_K },
+		Pack:      packQ4_Kx8,
+		Unpack:    unpackQ4_Kx8,
+		Mul:       packedMul(mulQ4_Kx8DP, sizeQ4_K, sizeQ8_K),
+		Tolerance: kquantPackTol,
 	}
 }

@@ -254,3 +254,34 @@ func fmul2sElem(d, n, m, i int) string {
 	enc := uint32(0x0f809000) | uint32(i&1)<<21 | uint32(m&31)<<16 | uint32(i>>1&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
 	return word(enc, "FMUL V%d.2S, V%d.2S, V%d.S[%d]", d, n, m, i)
 }
+
+// ushll28: USHLL2 Vd.8H, Vn.16B, #0.
+func ushll28(d, n int) string { return word(rr(0x6f08a400, d, n), "USHLL2 V%d.8H, V%d.16B, #0", d, n) }
+
+// elemH encodes a by-element operand Vm.H[i] (m < 16, i < 8) into base.
+func elemH(base uint32, d, n, m, i int) uint32 {
+	if m > 15 || i > 7 {
+		panic("elemH: register or index out of range")
+	}
+	return base | uint32(i>>1&1)<<21 | uint32(i&1)<<20 | uint32(m&15)<<16 | uint32(i>>2&1)<<11 | uint32(n&31)<<5 | uint32(d&31)
+}
+
+// smullElem / smlalElem / smlal2Elem: SMULL / SMLAL Vd.4S, Vn.4H, Vm.H[i]
+// and SMLAL2 Vd.4S, Vn.8H, Vm.H[i] (m < 16).
+func smullElem(d, n, m, i int) string {
+	return word(elemH(0x0f40a000, d, n, m, i), "SMULL V%d.4S, V%d.4H, V%d.H[%d]", d, n, m, i)
+}
+func smull2Elem(d, n, m, i int) string {
+	return word(elemH(0x4f40a000, d, n, m, i), "SMULL2 V%d.4S, V%d.8H, V%d.H[%d]", d, n, m, i)
+}
+func smlalElem(d, n, m, i int) string {
+	return word(elemH(0x0f402000, d, n, m, i), "SMLAL V%d.4S, V%d.4H, V%d.H[%d]", d, n, m, i)
+}
+func smlal2Elem(d, n, m, i int) string {
+	return word(elemH(0x4f402000, d, n, m, i), "SMLAL2 V%d.4S, V%d.8H, V%d.H[%d]", d, n, m, i)
+}
+
+// fmls4s: FMLS Vd.4S, Vn.4S, Vm.4S.
+func fmls4s(d, n, m int) string {
+	return word(rrr(0x4ea0cc00, d, n, m), "FMLS V%d.4S, V%d.4S, V%d.4S", d, n, m)
+}

@@ -30,6 +30,7 @@ func TestEncodings(t *testing.T) {
 		src.WriteString(m[2] + "\n")
 		want = append(want, m[1])
 	}
+	lines := strings.Split(strings.TrimSpace(src.String()), "\n")
 	cmd := exec.Command(mc, "-triple=aarch64", "-mattr=+neon,+dotprod,+fullfp16", "-show-encoding")
 	cmd.Stdin = &src
 	out, err := cmd.CombinedOutput()
@@ -41,7 +42,6 @@ func TestEncodings(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("llvm-mc encoded %d instructions, want %d:\n%s", len(got), len(want), out)
 	}
-	lines := strings.Split(strings.TrimSpace(src.String()), "\n")
 	for i, g := range got {
 		w := fmt.Sprintf("%s%s%s%s", g[4], g[3], g[2], g[1])
 		if w != want[i] {

@@ -1,0 +1,197 @@
+package main
+
+// The dotprod kernel of the packed Q4_K layout (neon.Packing q4_Kx8dp; Go
+// side in ../pack_arm64.go). A group holds eight rows super-block by
+// super-block, 1152 bytes each (as much as the eight rows in ggml layout):
+//
+//	  0   the eight rows' d (F16)
+//	 16   the eight rows' dmin (F16)
+//	 32   the scales of rows 0-3, then 80 those of rows 4-7: the three
+//	      words A, B, C of ggml's 12-byte scales, each as 16 bytes with
+//	      byte i of row r at 4i+r (so that unpacking the 6-bit fields
+//	      bytewise leaves sub-block j of row r at byte 4(j%4)+r)
+//	128   the nibbles: per sub-block pair p and half h (rows 4h..4h+3) 128
+//	      bytes, 4-byte groups g interleaved by row as in the Q4_0 layout
+//	      (offset 128 + 256p + 128h + 16g)
+//
+// SDOT by element then sums a sub-block for four rows at once into lanes
+// that are the rows, and one MLA by the four rows' scales applies them;
+// the mins are taken per half by SMULL/SMLAL by element against the
+// activation's sub-block sums. Per super-block, column and half:
+// F = F + float(sumi)·(d·yd) - float(summins)·(dmin·yd) on four lanes
+// (fused), stored at the end of the row. The outputs are within the
+// k-quant tolerance of the generic dot, and each column's are the same
+// whatever the number of columns (tiles of two columns or one take the
+// same steps per column).
+
+func (a *asm) mulQ4_Kx8DP() {
+	name := "mulQ4_Kx8DP"
+	a.text(name, "func "+name+packSig, "$0-64")
+	a.l("MOVD out+0(FP), R0")
+	a.l("MOVD ldo+8(FP), R1")
+	a.l("MOVD w+16(FP), R2")
+	a.l("MOVD ngroups+24(FP), R3")
+	a.l("MOVD a+32(FP), R4")
+	a.l("MOVD aStride+40(FP), R5")
+	a.l("MOVD nb+48(FP), R6")
+	a.l("MOVD n+56(FP), R7")
+	a.l("LSL $2, R1")
+	a.l("VMOVI $15, V31.B16")
+	a.l("group:")
+	a.l("MOVD R7, R8")
+	a.l("MOVD R4, R9")
+	a.l("MOVD R0, R10")
+	a.l("tile:")
+	a.l("CMP $2, R8")
+	a.l("BLT tile1")
+	a.kqTile(2)
+	a.kqTile(1)
+	a.l("next:")
+	a.l("CBNZ R8, tile")
+	a.l("MOVD $1152, R12")
+	a.l("MADD R6, R2, R12, R2")
+	a.l("ADD $32, R0")
+	a.l("SUBS $1, R3")
+	a.l("BNE group")
+	a.l("RET")
+}
+
+// kqTile emits the super-block loop of a tile of k (1 or 2) columns
+// (label tileK), ending with a jump to next. Registers: V0-V7 the low
+// nibbles (sub-block 2p), V8-V15 the high (2p+1) of the current pair and
+// half; V16 the scale bytes of sub-blocks 0-3, then 4-7 (byte 4j'+r);
+// V18, V19 the pair's two scale vectors (int32 lanes = rows); V20, V23
+// the two sub-blocks' integer sums; V21, V22, V17, V30 activations;
+// V24-V27 the float sums (column c, half h: V24+2c+h); V28, V29 the
+// columns' integer sums of the half; V31 the nibble mask. The mins and float steps of a half
+// reuse V0-V15. General: R11 the super-block, R12 super-blocks left,
+// R13, R14 the columns' activation blocks, R15 addresses.
+func (a *asm) kqTile(k int) {
+	a.l("tile%d:", k)
+	a.l("MOVD R2, R11")
+	a.l("MOVD R6, R12")
+	a.l("MOVD R9, R13")
+	if k > 1 {
+		a.l("ADD R5, R9, R14")
+	}
+	for v := 24; v < 24+2*k; v++ {
+		a.zero(v)
+	}
+	cols := []string{"R13", "R14"}
+	a.l("PCALIGN $16")
+	a.l("sb%d:", k)
+	for h := 0; h < 2; h++ {
+		// scale bytes: S03 = A & 0x3f for pairs 0, 1, then S47 = (C &
+		// 0xf) | (A >> 6) << 4 for pairs 2, 3, in V16
+		for p := 0; p < 4; p++ {
+			if p == 0 || p == 2 {
+				a.l("ADD $%d, R11, R15", 32+48*h)
+				a.l("VLD1 (R15), [V0.B16, V1.B16, V2.B16]")
+				if p == 0 {
+					a.l("VMOVI $0x3f, V3.B16")
+					a.l("VAND V3.B16, V0.B16, V16.B16")
+				} else {
+					a.l("VAND V31.B16, V2.B16, V16.B16")
+					a.l("VUSHR $6, V0.B16, V4.B16")
+					a.l("VSLI $4, V4.B16, V16.B16")
+				}
+			}
+			a.l("ADD $%d, R11, R15", 128+256*p+128*h)
+			a.l("VLD1.P 64(R15), [V8.B16, V9.B16, V10.B16, V11.B16]")
+			a.l("VLD1 (R15), [V12.B16, V13.B16, V14.B16, V15.B16]")
+			for i := 0; i < 8; i++ {
+				a.l("VAND V31.B16, V%d.B16, V%d.B16", 8+i, i)
+				a.l("VUSHR $4, V%d.B16, V%d.B16", 8+i, 8+i)
+			}
+			// scales of sub-blocks 2p, 2p+1 (bytes 4(2p%4).. of V16)
+			if (2*p)%4 == 0 {
+				a.i(ushll8(19, 16))
+			} else {
+				a.i(ushll28(19, 16))
+			}
+			a.i(ushll16(18, 19))
+			a.i(ushll216(19, 19))
+			for c := 0; c < k; c++ {
+				col := cols[c]
+				a.l("FMOVQ %d(%s), F21", 4+64*p, col)
+				a.l("FMOVQ %d(%s), F22", 4+64*p+16, col)
+				a.l("FMOVQ %d(%s), F17", 4+64*p+32, col)
+				a.l("FMOVQ %d(%s), F30", 4+64*p+48, col)
+				// the two sub-blocks' SDOT chains interleaved, then
+				// scaled into the half's sums
+				a.zero(20)
+				a.zero(23)
+				for g := 0; g < 8; g++ {
+					a.i(sdotElem(20, g, []int{21, 22}[g/4], g%4))
+					a.i(sdotElem(23, 8+g, []int{17, 30}[g/4], g%4))
+				}
+				r := 28 + c
+				if p == 0 {
+					a.i(mul4s(r, 20, 18))
+				} else {
+					a.i(mla4s(r, 20, 18))
+				}
+				a.i(mla4s(r, 23, 19))
+			}
+		}
+		// mins of half h: M03 = B & 0x3f, M47 = (C >> 4) | (B >> 6) << 4,
+		// widened to 16-bit lanes (V6: sub-blocks 0, 1; V7: 2, 3; V8: 4,
+		// 5; V9: 6, 7)
+		a.l("ADD $%d, R11, R15", 32+48*h)
+		a.l("VLD1 (R15), [V0.B16, V1.B16, V2.B16]")
+		a.l("VMOVI $0x3f, V3.B16")
+		a.l("VAND V3.B16, V1.B16, V4.B16")
+		a.l("VUSHR $4, V2.B16, V5.B16")
+		a.l("VUSHR $6, V1.B16, V6.B16")
+		a.l("VSLI $4, V6.B16, V5.B16")
+		a.i(ushll8(6, 4))
+		a.i(ushll28(7, 4))
+		a.i(ushll8(8, 5))
+		a.i(ushll28(9, 5))
+		// d and dmin of the half's rows
+		a.l("FMOVD %d(R11), F10", 8*h)
+		a.l("FMOVD %d(R11), F11", 16+8*h)
+		a.i(fcvtl(10, 10))
+		a.i(fcvtl(11, 11))
+		for c := 0; c < k; c++ {
+			col := cols[c]
+			a.l("ADD $260, %s, R15", col)
+			a.l("VLD1 (R15), [V12.H8, V13.H8]")
+			a.i(addp8h(12, 12, 13))
+			a.i(smullElem(13, 6, 12, 0))
+			a.i(smlal2Elem(13, 6, 12, 1))
+			a.i(smlalElem(13, 7, 12, 2))
+			a.i(smlal2Elem(13, 7, 12, 3))
+			a.i(smlalElem(13, 8, 12, 4))
+			a.i(smlal2Elem(13, 8, 12, 5))
+			a.i(smlalElem(13, 9, 12, 6))
+			a.i(smlal2Elem(13, 9, 12, 7))
+			a.l("FMOVS (%s), F14", col)
+			r, f := 28+c, 24+2*c+h
+			a.i(scvtf4s(r, r))
+			a.i(scvtf4s(13, 13))
+			a.i(fmulElem(15, 10, 14, 0))
+			a.i(fmulElem(12, 11, 14, 0))
+			a.i(fmla4s(f, r, 15))
+			a.i(fmls4s(f, 13, 12))
+		}
+	}
+	a.l("ADD $1152, R11")
+	for c := 0; c < k; c++ {
+		a.l("ADD $292, %s", cols[c])
+	}
+	a.l("SUBS $1, R12")
+	a.l("BNE sb%d", k)
+	a.l("MOVD R10, R15")
+	for c := 0; c < k; c++ {
+		a.l("VST1 [V%d.S4, V%d.S4], (R15)", 24+2*c, 25+2*c)
+		if c+1 < k {
+			a.l("ADD R1, R15")
+		}
+	}
+	a.l("SUB $%d, R8", k)
+	a.l("MOVD $%d, R15", k)
+	a.l("MADD R5, R9, R15, R9")
+	a.l("MADD R1, R10, R15, R10")
+	a.l("B next")
+}
