@@ -81,6 +81,29 @@ subs = [
      "    ('A76', 'Q8_0', 'geist_mulQ8_0x8DP', 'llama_a76_gemv_q8_0_4x4'),\n"),
     ("        ('A76', 'geist', 'geist_rowsQ4_0Q8_0DP', 'geist_dotQ6_KQ8_KDP'),",
      "        ('A76', 'geist', 'geist_mulQ4_0x8DP', 'geist_dotQ6_KQ8_KDP'),"),
+    # Q5_K (no row in the shared script): geist's dots against llama.cpp's
+    # vec_dot_q5_K, whose A72 build is a loop nest (one super-block: the
+    # outer loop at +0x40 with its inner loop at +0xd0..+0x184 run 4 times)
+    ('rowsQ8_0Q8_0NE"', 'rowsQ8_0Q8_0NE dotQ5_KQ8_KDP dotQ5_KQ8_KNE"'),
+    ("            dotQ4_0Q8_0DP:first:sdot=16 ",
+     "            dotQ5_KQ8_KDP:first:sdot=32 dotQ5_KQ8_KNE:outer:smull=9 \\\n"
+     "            dotQ4_0Q8_0DP:first:sdot=16 "),
+    ("# 4. sanity: tiny loops",
+     "$T loop  out/quants-a76.dis ggml_vec_dot_q5_K_q8_K 0 -o k/llama_a76_vec_dot_q5_K.s;   check k/llama_a76_vec_dot_q5_K.s 1 sdot=16\n"
+     "$T trace out/quants-a72.dis ggml_vec_dot_q5_K_q8_K 40 184=TTTN 1b4=T -o k/llama_a72_vec_dot_q5_K.s\n"
+     "check k/llama_a72_vec_dot_q5_K.s 1 smull2=16\n\n"
+     "# 4. sanity: tiny loops"),
+    ("BYTES32 = {'Q4_0': 18.0,", "BYTES32 = {'Q5_K': 22.0, 'Q4_0': 18.0,"),
+    ("    ('A72', 'geist', 'Q8_0', 'rowsQ8_0Q8_0NE",
+     "    ('A76', 'geist', 'Q5_K', 'dotQ5_KQ8_KDP (1 row x 2 super-blocks)', 'geist_dotQ5_KQ8_KDP', 512),\n"
+     "    ('A76', 'llama', 'Q5_K', 'vec_dot_q5_K (no repack)', 'llama_a76_vec_dot_q5_K', 256),\n"
+     "    ('A72', 'geist', 'Q5_K', 'dotQ5_KQ8_KNE (1 super-block)', 'geist_dotQ5_KQ8_KNE', 256),\n"
+     "    ('A72', 'llama', 'Q5_K', 'vec_dot_q5_K (armv8.0)', 'llama_a72_vec_dot_q5_K', 256),\n"
+     "    ('A72', 'geist', 'Q8_0', 'rowsQ8_0Q8_0NE"),
+    ("    ('A72', 'Q8_0', 'geist_rowsQ8_0Q8_0NE', 'llama_a72_vec_dot_q8_0'),",
+     "    ('A76', 'Q5_K', 'geist_dotQ5_KQ8_KDP', 'llama_a76_vec_dot_q5_K'),\n"
+     "    ('A72', 'Q5_K', 'geist_dotQ5_KQ8_KNE', 'llama_a72_vec_dot_q5_K'),\n"
+     "    ('A72', 'Q8_0', 'geist_rowsQ8_0Q8_0NE', 'llama_a72_vec_dot_q8_0'),"),
 ]
 for old, new in subs:
     n = s.count(old)
