@@ -603,24 +603,45 @@ func (a *asm) dotKQ4(t tier, k kq4) {
 		a.kq4Split(k, p, 4*p+2, 4*p, 24, 26, 27)
 	}
 	a.colLoopBegin()
-	a.l("FMOVS (R9), F28")
+	// Per sub-block pair c: the two sub-blocks' products in 16-bit lanes
+	// (SMULL/SMLAL(2), four per lane), paired by ADDP into V23+c; then an
+	// ADDP tree as far as the 16-bit bounds allow (Q4_K values <= 15: two
+	// levels; Q5_K <= 31: one), SADDLP, and one MUL and one MLA by the
+	// scales (V20: sub-blocks 0-3, V21: 4-7), instead of a 32-bit MLA (two
+	// micro-ops on the A72's multiply pipe) per sub-block.
 	a.l("ADD $4, R9, R13")
-	a.l("VEOR V25.B16, V25.B16, V25.B16")
 	for c := 0; c < 4; c++ {
 		a.l("VLD1.P 64(R13), [V16.B16, V17.B16, V18.B16, V19.B16]")
-		a.idot4(t, 23, 26, [][2]int{{4 * c, 16}, {4*c + 1, 17}})
-		a.idot4(t, 24, 27, [][2]int{{4*c + 2, 18}, {4*c + 3, 19}})
-		s := 2 * c
-		a.i(mlaElem(25, 23, 20+s/4, s%4))
-		a.i(mlaElem(25, 24, 20+(s+1)/4, (s+1)%4))
+		for h, tv := range []int{27, 28} {
+			a.i(smull8(tv, 4*c+2*h, 16+2*h))
+			a.i(smlal28(tv, 4*c+2*h, 16+2*h))
+			a.i(smlal8(tv, 4*c+2*h+1, 17+2*h))
+			a.i(smlal28(tv, 4*c+2*h+1, 17+2*h))
+		}
+		a.i(addp8h(23+c, 27, 28))
 	}
-	a.i(addv4s(25, 25))
+	if k.qh < 0 {
+		a.i(addp8h(23, 23, 24))
+		a.i(addp8h(25, 25, 26))
+		a.i(saddlp8(23, 23))
+		a.i(saddlp8(25, 25))
+	} else {
+		for c := 0; c < 4; c++ {
+			a.i(saddlp8(23+c, 23+c))
+		}
+		a.l("VADDP V24.S4, V23.S4, V23.S4")
+		a.l("VADDP V26.S4, V25.S4, V25.S4")
+	}
+	a.i(mul4s(24, 23, 20))
+	a.i(mla4s(24, 25, 21))
+	a.i(addv4s(25, 24))
 	// R13 now points at bsums: pairwise sums are the 8 sub-block sums.
 	a.l("VLD1 (R13), [V26.H8, V27.H8]")
 	a.l("VADDP V27.H8, V26.H8, V26.H8")
 	a.i(smull16(27, 26, 22))
 	a.i(smlal216(27, 26, 22))
 	a.i(addv4s(27, 27))
+	a.l("FMOVS (R9), F28")
 	a.kquantTail(true)
 	a.colLoopEnd()
 	a.l("ADD $%d, R1", k.size)
