@@ -110,12 +110,23 @@ func (a *asm) text(name, sig string, frame string) {
 // dotArgs loads the arguments of the n-column kernels:
 // R0 out, R1 w, R2 a, R3 aStride, R4 nb, R5 n, and zeroes out[0:n].
 func (a *asm) dotArgs() {
+	a.loadDotArgs()
+	a.zeroOut()
+}
+
+// loadDotArgs loads the arguments of the n-column kernels: R0 out, R1 w,
+// R2 a, R3 aStride, R4 nb, R5 n.
+func (a *asm) loadDotArgs() {
 	a.l("MOVD out+0(FP), R0")
 	a.l("MOVD w+8(FP), R1")
 	a.l("MOVD a+16(FP), R2")
 	a.l("MOVD aStride+24(FP), R3")
 	a.l("MOVD nb+32(FP), R4")
 	a.l("MOVD n+40(FP), R5")
+}
+
+// zeroOut sets out[0:n] (R0, R5) to zero, with R6, R7 (label zero).
+func (a *asm) zeroOut() {
 	a.l("MOVD R0, R6")
 	a.l("MOVD R5, R7")
 	a.l("zero:")
@@ -224,18 +235,31 @@ func unpackQ5_0(a *asm, base string, off, d0, d1 int, tmp []int) {
 		a.l("FMOVS %d(%s), F%d", off, base, t1)
 		a.l("FMOVQ %d(%s), F%d", off+4, base, t0)
 	}
-	a.l("VTBL V26.B16, [V%d.B16], V%d.B16", t1, t2)
-	a.l("VTBL V27.B16, [V%d.B16], V%d.B16", t1, t3)
-	a.i(cmtst(t2, t2, 28))
-	a.i(cmtst(t3, t3, 28))
-	a.l("VAND V30.B16, V%d.B16, V%d.B16", t2, t2)
-	a.l("VAND V30.B16, V%d.B16, V%d.B16", t3, t3)
-	a.l("VAND V31.B16, V%d.B16, V%d.B16", t0, d0)
-	a.l("VUSHR $4, V%d.B16, V%d.B16", t0, d1)
-	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t2, d0, d0)
-	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t3, d1, d1)
+	a.q5Spread(q5Regs{26, 27, 28, 30, 31}, t0, t1, d0, d1, t2, t3)
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d0, d0)
 	a.l("VSUB V30.B16, V%d.B16, V%d.B16", d1, d1)
+}
+
+// q5Regs names the registers of Q5_0's constants: the TBL indices
+// spreading qh's bytes over the lanes (idxLo, idxHi), each lane's bit
+// (bits), bytes of 16 and of 15 (nib).
+type q5Regs struct{ idxLo, idxHi, bits, sixteen, nib int }
+
+// q5Spread unpacks a Q5_0 block's values unsigned (0..31): the nibbles of
+// V(qs) low into V(lo), high into V(hi), with qh's bits (V(qh).S[0])
+// spread over the lanes by TBL, tested by CMTST, kept as 16 and ORed in.
+// V(t2), V(t3) are temporaries (t3 may be qh).
+func (a *asm) q5Spread(r q5Regs, qs, qh, lo, hi, t2, t3 int) {
+	a.l("VTBL V%d.B16, [V%d.B16], V%d.B16", r.idxLo, qh, t2)
+	a.l("VTBL V%d.B16, [V%d.B16], V%d.B16", r.idxHi, qh, t3)
+	a.i(cmtst(t2, t2, r.bits))
+	a.i(cmtst(t3, t3, r.bits))
+	a.l("VAND V%d.B16, V%d.B16, V%d.B16", r.sixteen, t2, t2)
+	a.l("VAND V%d.B16, V%d.B16, V%d.B16", r.sixteen, t3, t3)
+	a.l("VAND V%d.B16, V%d.B16, V%d.B16", r.nib, qs, lo)
+	a.l("VUSHR $4, V%d.B16, V%d.B16", qs, hi)
+	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t2, lo, lo)
+	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t3, hi, hi)
 }
 
 func unpackQ8_0(a *asm, base string, off, d0, d1 int, tmp []int) {
@@ -398,12 +422,7 @@ func (a *asm) dot32Float(k block32, t tier, set [3]int) {
 func (a *asm) dot32(k block32, t tier) {
 	name := "dot" + k.name + "Q8_0" + t.suffix
 	a.text(name, "func "+name+dotSig, "$0-48")
-	a.l("MOVD out+0(FP), R0")
-	a.l("MOVD w+8(FP), R1")
-	a.l("MOVD a+16(FP), R2")
-	a.l("MOVD aStride+24(FP), R3")
-	a.l("MOVD nb+32(FP), R4")
-	a.l("MOVD n+40(FP), R5")
+	a.loadDotArgs()
 	k.consts(a)
 	// R20 holds fp16Table for the scale conversions.
 	a.l("MOVD ·fp16Table(SB), R20")
@@ -569,29 +588,9 @@ func (a *asm) dotKQ4(t tier, k kq4) {
 	a.l("VMOVI $15, V31.B16")
 	a.f16(29, 0, "R1")
 	a.f16(30, 2, "R1")
-	// 6-bit scales and mins: A, B, C are the three words of scales[12].
-	a.l("MOVWU 4(R1), R12")
-	a.l("MOVWU 8(R1), R13")
-	a.l("MOVWU 12(R1), R14")
-	a.l("ANDW $0x3f3f3f3f, R12, R15") // sc[0:4]
-	a.l("ANDW $0x3f3f3f3f, R13, R16") // m[0:4]
-	a.l("ANDW $0x0f0f0f0f, R14, R17") // sc[4:8] low bits
-	a.l("LSRW $6, R12, R19")
-	a.l("ANDW $0x03030303, R19, R19")
-	a.l("ORRW R19<<4, R17, R17")
-	a.l("LSRW $4, R14, R19")
-	a.l("ANDW $0x0f0f0f0f, R19, R19") // m[4:8] low bits
-	a.l("LSRW $6, R13, R20")
-	a.l("ANDW $0x03030303, R20, R20")
-	a.l("ORRW R20<<4, R19, R19")
-	a.l("ORR R17<<32, R15, R15") // scales
-	a.l("ORR R19<<32, R16, R16") // mins
-	a.l("VMOV R15, V20.D[0]")
-	a.l("VMOV R16, V22.D[0]")
-	a.i(ushll8(20, 20))
-	a.i(ushll8(22, 22))
-	a.i(ushll216(21, 20))
-	a.i(ushll16(20, 20))
+	// 6-bit scales and mins: scales as int32 lanes in V20, V21, mins as
+	// int16 lanes in V22
+	a.q4kScaleVecs(20, 22)
 	// nibbles (and Q5_K's fifth bits)
 	if k.qh >= 0 {
 		a.ldq2(k.qh, "R1", 24, 25)

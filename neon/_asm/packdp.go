@@ -23,13 +23,9 @@ package main
 
 const packSig = "(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, nb, n int)"
 
-// mulPackedDP emits mulQ4_0x8DP or mulQ8_0x8DP.
-func (a *asm) mulPackedDP(q8 bool) {
-	name, bsize := "mulQ4_0x8DP", 144
-	if q8 {
-		name, bsize = "mulQ8_0x8DP", 272
-	}
-	a.text(name, "func "+name+packSig, "$0-64")
+// loadPackArgs loads the arguments of the packed kernels: R0 out, R1 ldo
+// in bytes, R2 w, R3 ngroups, R4 a, R5 aStride, R6 nb, R7 n.
+func (a *asm) loadPackArgs() {
 	a.l("MOVD out+0(FP), R0")
 	a.l("MOVD ldo+8(FP), R1")
 	a.l("MOVD w+16(FP), R2")
@@ -39,6 +35,16 @@ func (a *asm) mulPackedDP(q8 bool) {
 	a.l("MOVD nb+48(FP), R6")
 	a.l("MOVD n+56(FP), R7")
 	a.l("LSL $2, R1")
+}
+
+// mulPackedDP emits mulQ4_0x8DP or mulQ8_0x8DP.
+func (a *asm) mulPackedDP(q8 bool) {
+	name, bsize := "mulQ4_0x8DP", 144
+	if q8 {
+		name, bsize = "mulQ8_0x8DP", 272
+	}
+	a.text(name, "func "+name+packSig, "$0-64")
+	a.loadPackArgs()
 	a.l("MOVD ·fp16Table(SB), R20")
 	if !q8 {
 		a.l("VMOVI $0xf0, V31.B16")
@@ -145,17 +151,25 @@ func (a *asm) mulPackedTile(q8 bool, k, bsize int) {
 	}
 	a.l("SUBS $1, R12")
 	a.l("BNE blk%d", k)
-	a.l("MOVD R10, R17")
+	a.tileDone(k, 18, "R17")
+	a.l("MOVD $%d, R12", bsize)
+	a.l("B next")
+}
+
+// tileDone stores a tile's k columns of eight float sums (column j in
+// V(sum+2j), V(sum+2j+1)) at R10 + j·ldo (R1) and moves the tile's column
+// pointers on (R8 columns left, R9 activations aStride (R5) apart, R10
+// outputs); t is a scratch register.
+func (a *asm) tileDone(k, sum int, t string) {
+	a.l("MOVD R10, %s", t)
 	for j := 0; j < k; j++ {
-		a.l("VST1 [V%d.S4, V%d.S4], (R17)", 18+2*j, 19+2*j)
+		a.l("VST1 [V%d.S4, V%d.S4], (%s)", sum+2*j, sum+2*j+1, t)
 		if j+1 < k {
-			a.l("ADD R1, R17")
+			a.l("ADD R1, %s", t)
 		}
 	}
 	a.l("SUB $%d, R8", k)
-	a.l("MOVD $%d, R17", k)
-	a.l("MADD R5, R9, R17, R9")
-	a.l("MADD R1, R10, R17, R10")
-	a.l("MOVD $%d, R12", bsize)
-	a.l("B next")
+	a.l("MOVD $%d, %s", k, t)
+	a.l("MADD R5, R9, %s, R9", t)
+	a.l("MADD R1, R10, %s, R10", t)
 }

@@ -27,15 +27,7 @@ package main
 func (a *asm) mulQ4_Kx8DP() {
 	name := "mulQ4_Kx8DP"
 	a.text(name, "func "+name+packSig, "$0-64")
-	a.l("MOVD out+0(FP), R0")
-	a.l("MOVD ldo+8(FP), R1")
-	a.l("MOVD w+16(FP), R2")
-	a.l("MOVD ngroups+24(FP), R3")
-	a.l("MOVD a+32(FP), R4")
-	a.l("MOVD aStride+40(FP), R5")
-	a.l("MOVD nb+48(FP), R6")
-	a.l("MOVD n+56(FP), R7")
-	a.l("LSL $2, R1")
+	a.loadPackArgs()
 	a.l("VMOVI $15, V31.B16")
 	a.l("group:")
 	a.l("MOVD R7, R8")
@@ -182,16 +174,6 @@ func (a *asm) kqTile(k int) {
 	}
 	a.l("SUBS $1, R12")
 	a.l("BNE sb%d", k)
-	a.l("MOVD R10, R15")
-	for c := 0; c < k; c++ {
-		a.l("VST1 [V%d.S4, V%d.S4], (R15)", 24+2*c, 25+2*c)
-		if c+1 < k {
-			a.l("ADD R1, R15")
-		}
-	}
-	a.l("SUB $%d, R8", k)
-	a.l("MOVD $%d, R15", k)
-	a.l("MADD R5, R9, R15, R9")
-	a.l("MADD R1, R10, R15, R10")
+	a.tileDone(k, 24, "R15")
 	a.l("B next")
 }

@@ -23,6 +23,14 @@ package main
 // [d, -dmin] as floats in V(dd).S[0:2] (fp16Table in R20). General
 // registers R12-R17, R19, R21 are clobbered.
 func (a *asm) q4kScales(s0, m, dd int) {
+	a.q4kScaleVecs(s0, m)
+	a.q4kDmin(dd)
+}
+
+// q4kScaleVecs: the scales of the super-block at R1 as int32 lanes in
+// V(s0), V(s0+1), the mins as int16 lanes in V(m). General registers
+// R12-R17, R19, R21 are clobbered.
+func (a *asm) q4kScaleVecs(s0, m int) {
 	a.l("MOVWU 4(R1), R12")
 	a.l("MOVWU 8(R1), R13")
 	a.l("MOVWU 12(R1), R14")
@@ -45,7 +53,11 @@ func (a *asm) q4kScales(s0, m, dd int) {
 	a.i(ushll8(m, m))
 	a.i(ushll216(s0+1, s0))
 	a.i(ushll16(s0, s0))
-	// d and -dmin through fp16Table
+}
+
+// q4kDmin: [d, -dmin] of the super-block at R1 as floats in V(dd).S[0:2],
+// through fp16Table (R20).
+func (a *asm) q4kDmin(dd int) {
 	a.l("MOVHU (R1), R12")
 	a.l("MOVHU 2(R1), R13")
 	a.l("MOVWU (R20)(R12<<2), R12")
@@ -138,12 +150,7 @@ func (a *asm) dotQ5_KDP() { a.dotKQ4DP(kindQ5_K) }
 func (a *asm) dotKQ4DP(k kq4) {
 	name := "dot" + k.name + "Q8_K" + "DP"
 	a.text(name, "func "+name+dotSig, "$0-48")
-	a.l("MOVD out+0(FP), R0")
-	a.l("MOVD w+8(FP), R1")
-	a.l("MOVD a+16(FP), R2")
-	a.l("MOVD aStride+24(FP), R3")
-	a.l("MOVD nb+32(FP), R4")
-	a.l("MOVD n+40(FP), R5")
+	a.loadDotArgs()
 	a.l("MOVD ·fp16Table(SB), R20")
 	a.l("VMOVI $15, V31.B16")
 	a.l("CMP $1, R5")
@@ -177,13 +184,7 @@ func (a *asm) dotKQ4DP(k kq4) {
 	// Several columns: the super-block unpacked once into V0-V15
 	// (sub-block pair p: low nibbles V4p, V4p+1, high V4p+2, V4p+3).
 	a.l("multi:")
-	a.l("MOVD R0, R6")
-	a.l("MOVD R5, R7")
-	a.l("zero:")
-	a.l("MOVW ZR, (R6)")
-	a.l("ADD $4, R6")
-	a.l("SUBS $1, R7")
-	a.l("BNE zero")
+	a.zeroOut()
 	a.l("PCALIGN $16")
 	a.l("sbm:")
 	a.l("VMOVI $15, V31.B16")

@@ -72,20 +72,25 @@ func (a *asm) q6Tail(r int, act string, sum int) {
 	a.l("FADDS F%d, F%d, F%d", r, sum, sum)
 }
 
-func (a *asm) dotQ6_KDP() {
-	name := "dotQ6_KQ8_KDP"
+// q6Prologue opens a Q6_K dot: arguments, fp16Table in R20, the unpack
+// constants in V30 (0xAA) and V31 (0xF0) and, for the A72 kernel, the TBL
+// indices in V29 (address in R12); several columns branch to multi.
+func (a *asm) q6Prologue(name string, perm bool) {
 	a.text(name, "func "+name+dotSig, "$0-48")
-	a.l("MOVD out+0(FP), R0")
-	a.l("MOVD w+8(FP), R1")
-	a.l("MOVD a+16(FP), R2")
-	a.l("MOVD aStride+24(FP), R3")
-	a.l("MOVD nb+32(FP), R4")
-	a.l("MOVD n+40(FP), R5")
+	a.loadDotArgs()
 	a.l("MOVD ·fp16Table(SB), R20")
+	if perm {
+		a.l("MOVD $q6perm<>(SB), R12")
+		a.l("VLD1 (R12), [V29.B16]")
+	}
 	a.l("VMOVI $0xaa, V30.B16")
 	a.l("VMOVI $0xf0, V31.B16")
 	a.l("CMP $1, R5")
 	a.l("BNE multi")
+}
+
+func (a *asm) dotQ6_KDP() {
+	a.q6Prologue("dotQ6_KQ8_KDP", false)
 
 	// One column, streaming: per (half, chunk) group three loads of
 	// weights, four of activations, four SDOTs and MLAs.
@@ -140,13 +145,7 @@ func (a *asm) dotQ6_KDP() {
 	// (vector 4g+i = b_i of group g = 2h+c), then per column the same
 	// integer and float steps, the sum kept in out[j].
 	a.l("multi:")
-	a.l("MOVD R0, R6")
-	a.l("MOVD R5, R7")
-	a.l("zero:")
-	a.l("MOVW ZR, (R6)")
-	a.l("ADD $4, R6")
-	a.l("SUBS $1, R7")
-	a.l("BNE zero")
+	a.zeroOut()
 	a.l("PCALIGN $16")
 	a.l("sbm:")
 	for g := 0; g < 4; g++ {

@@ -50,21 +50,7 @@ func (a *asm) q6GroupNE(g int, act string, b, av [4]int, t0, t1, tmp, q0, q1 int
 }
 
 func (a *asm) dotQ6_KNE() {
-	name := "dotQ6_KQ8_KNE"
-	a.text(name, "func "+name+dotSig, "$0-48")
-	a.l("MOVD out+0(FP), R0")
-	a.l("MOVD w+8(FP), R1")
-	a.l("MOVD a+16(FP), R2")
-	a.l("MOVD aStride+24(FP), R3")
-	a.l("MOVD nb+32(FP), R4")
-	a.l("MOVD n+40(FP), R5")
-	a.l("MOVD ·fp16Table(SB), R20")
-	a.l("MOVD $q6perm<>(SB), R12")
-	a.l("VLD1 (R12), [V29.B16]")
-	a.l("VMOVI $0xaa, V30.B16")
-	a.l("VMOVI $0xf0, V31.B16")
-	a.l("CMP $1, R5")
-	a.l("BNE multi")
+	a.q6Prologue("dotQ6_KQ8_KNE", true)
 
 	// One column, streaming.
 	a.l("VEOR V27.B16, V27.B16, V27.B16") // the column's sum in S27
@@ -110,13 +96,7 @@ func (a *asm) dotQ6_KNE() {
 	// Several columns: the super-block's values unpacked once into
 	// V0-V15 (vector 4g+i), scales in V16-V19.
 	a.l("multi:")
-	a.l("MOVD R0, R6")
-	a.l("MOVD R5, R7")
-	a.l("zero:")
-	a.l("MOVW ZR, (R6)")
-	a.l("ADD $4, R6")
-	a.l("SUBS $1, R7")
-	a.l("BNE zero")
+	a.zeroOut()
 	a.l("PCALIGN $16")
 	a.l("sbm:")
 	// the column loop below uses V29-V31: constants again

@@ -79,16 +79,7 @@ func rowsUnpackQ5_0(a *asm, base string, d0, d1 int, tmp []int) {
 	t0, t1, t2, t3 := tmp[0], tmp[1], tmp[2], tmp[3]
 	a.l("FMOVS.P 4(%s), F%d", base, t1)
 	a.l("VLD1.P 16(%s), [V%d.B16]", base, t0)
-	a.l("VTBL V20.B16, [V%d.B16], V%d.B16", t1, t2)
-	a.l("VTBL V21.B16, [V%d.B16], V%d.B16", t1, t3)
-	a.i(cmtst(t2, t2, 22))
-	a.i(cmtst(t3, t3, 22))
-	a.l("VAND V23.B16, V%d.B16, V%d.B16", t2, t2)
-	a.l("VAND V23.B16, V%d.B16, V%d.B16", t3, t3)
-	a.l("VAND V24.B16, V%d.B16, V%d.B16", t0, d0)
-	a.l("VUSHR $4, V%d.B16, V%d.B16", t0, d1)
-	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t2, d0, d0)
-	a.l("VORR V%d.B16, V%d.B16, V%d.B16", t3, d1, d1)
+	a.q5Spread(q5Regs{20, 21, 22, 23, 24}, t0, t1, d0, d1, t2, t3)
 	a.l("VSUB V23.B16, V%d.B16, V%d.B16", d0, d0)
 	a.l("VSUB V23.B16, V%d.B16, V%d.B16", d1, d1)
 }

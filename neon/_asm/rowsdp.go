@@ -153,21 +153,10 @@ func (a *asm) rows1DPBlock(k block32, prev, cur, j int) {
 			a.l("VAND V15.B16, V%d.B16, V%d.B16", t, lo)
 			a.l("VUSHR $4, V%d.B16, V%d.B16", t, hi)
 		case "Q5_0":
-			// qh's bits spread over the lanes (TBL), tested (CMTST),
-			// kept as 16 and ORed above the nibbles
 			lo, hi = 22, 23
 			a.l("FMOVS %d(%s), F26", wo+2, p)
 			a.l("FMOVQ %d(%s), F24", wo+6, p)
-			a.l("VTBL V27.B16, [V26.B16], V25.B16")
-			a.l("VTBL V31.B16, [V26.B16], V26.B16")
-			a.i(cmtst(25, 25, 19))
-			a.i(cmtst(26, 26, 19))
-			a.l("VAND V18.B16, V25.B16, V25.B16")
-			a.l("VAND V18.B16, V26.B16, V26.B16")
-			a.l("VAND V15.B16, V24.B16, V22.B16")
-			a.l("VUSHR $4, V24.B16, V23.B16")
-			a.l("VORR V25.B16, V22.B16, V22.B16")
-			a.l("VORR V26.B16, V23.B16, V23.B16")
+			a.q5Spread(q5Regs{27, 31, 19, 18, 15}, 24, 26, 22, 23, 25, 26)
 		case "Q8_0":
 			lo, hi = 22+2*(r%2), 23+2*(r%2)
 			a.l("VLD1.P 32(%s), [V%d.B16, V%d.B16]", p, lo, hi)
@@ -194,19 +183,5 @@ func (a *asm) rows1DPBlock(k block32, prev, cur, j int) {
 	}
 	a.l("VSUB V%d.S4, V%d.S4, V22.S4", prev, cur)
 	a.l("VSUB V%d.S4, V%d.S4, V24.S4", prev+1, cur+1)
-	a.i(scvtf4sFix(22, 22, 1))
-	a.i(scvtf4sFix(24, 24, 1))
-	if k.q4 {
-		a.i(fmul4s(22, 22, 29))
-		a.i(fmul4s(24, 24, 30))
-		a.i(fmulElem(22, 22, 28, 0))
-		a.i(fmulElem(24, 24, 28, 0))
-	} else {
-		a.i(fmulElem(25, 29, 28, 0))
-		a.i(fmulElem(26, 30, 28, 0))
-		a.i(fmul4s(22, 22, 25))
-		a.i(fmul4s(24, 24, 26))
-	}
-	a.i(fadd4s(13, 13, 22))
-	a.i(fadd4s(14, 14, 24))
+	a.rows1Float(k, 1)
 }

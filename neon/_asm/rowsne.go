@@ -47,7 +47,7 @@ func (a *asm) rows1NE(k block32) {
 	// takes one block first.
 	a.l("TBZ $0, R4, pairs")
 	a.rows1NEBlock(k, 0)
-	a.rows1NEFloat(k)
+	a.rows1Float(k, 0)
 	a.rows1Advance(k, 1)
 	a.l("SUBS $1, R4")
 	a.l("BEQ store1")
@@ -56,7 +56,7 @@ func (a *asm) rows1NE(k block32) {
 	a.l("block1:")
 	for j := 0; j < 2; j++ {
 		a.rows1NEBlock(k, j)
-		a.rows1NEFloat(k)
+		a.rows1Float(k, 0)
 	}
 	a.rows1Advance(k, 2)
 	a.l("SUBS $2, R4")
@@ -94,16 +94,7 @@ func (a *asm) rows1NEBlock(k block32, j int) {
 				lo, hi = 22, 23
 				a.l("FMOVS %d(%s), F26", wo+2, p)
 				a.l("FMOVQ %d(%s), F24", wo+6, p)
-				a.l("VTBL V17.B16, [V26.B16], V25.B16")
-				a.l("VTBL V18.B16, [V26.B16], V26.B16")
-				a.i(cmtst(25, 25, 19))
-				a.i(cmtst(26, 26, 19))
-				a.l("VAND V16.B16, V25.B16, V25.B16")
-				a.l("VAND V16.B16, V26.B16, V26.B16")
-				a.l("VAND V15.B16, V24.B16, V22.B16")
-				a.l("VUSHR $4, V24.B16, V23.B16")
-				a.l("VORR V25.B16, V22.B16, V22.B16")
-				a.l("VORR V26.B16, V23.B16, V23.B16")
+				a.q5Spread(q5Regs{17, 18, 19, 16, 15}, 24, 26, 22, 23, 25, 26)
 			}
 			a.i(smull8(r, lo, 20))
 			a.i(smlal28(r, lo, 20))
@@ -182,11 +173,18 @@ func (a *asm) rows1NEBlock(k block32, j int) {
 	}
 }
 
-// rows1NEFloat adds the block whose integer sums rows1NEBlock left in
-// V22, V24 (scales in V28-V30) to the float sums.
-func (a *asm) rows1NEFloat(k block32) {
-	a.i(scvtf4s(22, 22))
-	a.i(scvtf4s(24, 24))
+// rows1Float adds the block whose integer sums (rows 0-3, 4-7) are in
+// V22, V24 to the float sums V13, V14, in the generic dots' order, with
+// the rows' dx in V29, V30 and the column's dy in V28.S[0]. fbits > 0
+// converts by SCVTF #fbits (then V28 holds dy·2^fbits; see rows1DP).
+func (a *asm) rows1Float(k block32, fbits int) {
+	if fbits > 0 {
+		a.i(scvtf4sFix(22, 22, fbits))
+		a.i(scvtf4sFix(24, 24, fbits))
+	} else {
+		a.i(scvtf4s(22, 22))
+		a.i(scvtf4s(24, 24))
+	}
 	if k.q4 {
 		a.i(fmul4s(22, 22, 29))
 		a.i(fmul4s(24, 24, 30))
