@@ -285,7 +285,8 @@ func arm64Set(dotprod bool) *Kernels {
 		k.RowsQ8_0Q8_0 = blockRows(rowsQ8_0Q8_0DP, sizeQ8_0)
 		k.PackQ4_0 = newPacking("q4_0x8dp", layoutQ4_0, mulQ4_0x8DP)
 		k.PackQ8_0 = newPacking("q8_0x8dp", layoutQ8_0, mulQ8_0x8DP)
-		k.PackQ4_K = newPackingQ4_K()
+		k.PackQ4_K = newPackingK("q4_Kx8dp", sizeQ4_K, q4kAt, mulQ4_Kx8DP)
+		k.PackQ6_K = newPackingK("q6_Kx8dp", sizeQ6_K, q6kAt, mulQ6_Kx8DP)
 	}
 	return k
 }

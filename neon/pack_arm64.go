@@ -115,46 +115,85 @@ func q4kAt(r, i int) int {
 	return 128 + 256*(q/32) + 128*h + 16*(l/4) + 4*rr + l%4
 }
 
-func packQ4_Kx8(dst, w []byte, wStride, nb int) {
-	bs := packRows * sizeQ4_K
-	_ = dst[nb*bs-1]
-	for b := 0; b < nb; b++ {
-		d := dst[b*bs : (b+1)*bs]
-		for r := 0; r < packRows; r++ {
-			x := w[r*wStride+b*sizeQ4_K:][:sizeQ4_K]
-			for i, v := range x {
-				d[q4kAt(r, i)] = v
-			}
-		}
-	}
-}
-
-func unpackQ4_Kx8(dst, g []byte, r, nb int) {
-	bs := packRows * sizeQ4_K
-	_ = g[nb*bs-1]
-	for b := 0; b < nb; b++ {
-		d, x := g[b*bs:(b+1)*bs], dst[b*sizeQ4_K:][:sizeQ4_K]
-		for i := range x {
-			x[i] = d[q4kAt(r, i)]
-		}
-	}
-}
-
 // kquantPackTol is the tolerance of the packed k-quant kernels against the
 // generic dots (as the arm64 one-row k-quant dots: exact integer sums per
 // super-block, float steps in another order and fused).
 const kquantPackTol = 2e-6
 
-// newPackingQ4_K is the q4_Kx8dp layout: outputs within kquantPackTol of
-// the generic dot (the float steps are fused and on lanes).
-func newPackingQ4_K() *Packing {
+//go:noescape
+func mulQ6_Kx8DP(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, nb, n int)
+
+// q6kAt maps byte i of a Q6_K super-block of row r (< 8) to its offset in
+// the packed super-block of eight rows (see _asm/packq6.go).
+func q6kAt(r, i int) int {
+	h, rr := r/4, r%4
+	// quants: one unpack step (hh, c) reads three 16-byte sources (src 0,
+	// 1: ql bytes 64hh+16c.., 64hh+32+16c..; src 2: qh bytes 32hh+16c..),
+	// byte t of each
+	step := func(hh, c, src, t int) int {
+		return 144 + 768*h + 192*(2*hh+c) + 64*src + 16*(t/4) + 4*rr + t%4
+	}
+	switch {
+	case i < 128: // ql
+		m := i % 64
+		return step(i/64, m%32/16, m/32, m%16)
+	case i < 192: // qh
+		q := i - 128
+		return step(q/32, q%32/16, 2, q%16)
+	case i < 208: // scales: sub-block j = 8hh + c + 2k
+		j := i - 192
+		return 16 + 64*h + 16*(2*(j/8)+j%2) + 4*(j%8/2) + rr
+	}
+	return 2*r + i - 208 // d
+}
+
+// packedBytes is a packing's Pack and Unpack for a byte map at (row r,
+// byte i of a ggml block of bsize bytes) -> offset in the packed block of
+// eight rows.
+func packedBytes(bsize int, at func(r, i int) int) (pack func(dst, w []byte, wStride, nb int), unpack func(dst, g []byte, r, nb int)) {
+	gs := packRows * bsize
+	perm := make([]int32, gs) // byte i of row r -> perm[r*bsize+i]
+	for r := 0; r < packRows; r++ {
+		for i := 0; i < bsize; i++ {
+			perm[r*bsize+i] = int32(at(r, i))
+		}
+	}
+	pack = func(dst, w []byte, wStride, nb int) {
+		_ = dst[nb*gs-1]
+		for b := 0; b < nb; b++ {
+			d := dst[b*gs : (b+1)*gs]
+			for r := 0; r < packRows; r++ {
+				p := perm[r*bsize : (r+1)*bsize]
+				for i, v := range w[r*wStride+b*bsize:][:bsize] {
+					d[p[i]] = v
+				}
+			}
+		}
+	}
+	unpack = func(dst, g []byte, r, nb int) {
+		_ = g[nb*gs-1]
+		p := perm[r*bsize : (r+1)*bsize]
+		for b := 0; b < nb; b++ {
+			d, x := g[b*gs:(b+1)*gs], dst[b*bsize:][:bsize]
+			for i := range x {
+				x[i] = d[p[i]]
+			}
+		}
+	}
+	return pack, unpack
+}
+
+// newPackingK is a packed k-quant layout (outputs within kquantPackTol of
+// the generic dot: the float steps are fused and on lanes).
+func newPackingK(name string, bsize int, at func(r, i int) int, k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int)) *Packing {
+	pack, unpack := packedBytes(bsize, at)
 	return &Packing{
-		Name:      "q4_Kx8dp",
+		Name:      name,
 		Rows:      packRows,
-		GroupSize: func(nb int) int { return packRows * nb * sizeQ4_K },
-		Pack:      packQ4_Kx8,
-		Unpack:    unpackQ4_Kx8,
-		Mul:       packedMul(mulQ4_Kx8DP, sizeQ4_K, sizeQ8_K),
+		GroupSize: func(nb int) int { return packRows * nb * bsize },
+		Pack:      pack,
+		Unpack:    unpack,
+		Mul:       packedMul(k, bsize, sizeQ8_K),
 		Tolerance: kquantPackTol,
 	}
 }

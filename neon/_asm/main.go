@@ -775,6 +775,7 @@ func generate() string {
 	a.mulPackedDP(false)
 	a.mulPackedDP(true)
 	a.mulQ4_Kx8DP()
+	a.mulQ6_Kx8DP()
 	a.vector()
 	return a.b.String()
 }

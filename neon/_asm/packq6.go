@@ -1,0 +1,167 @@
+package main
+
+// The dotprod kernel of the packed Q6_K layout (neon.Packing q6_Kx8dp; Go
+// side in ../pack_arm64.go). A group holds eight rows super-block by
+// super-block, 1680 bytes each (as much as the eight rows in ggml layout):
+//
+//	  0   the eight rows' d (F16)
+//	 16   the scales of rows 0-3, then 80 those of rows 4-7: for each
+//	      (128-value half hh, 16-value chunk c) the four sub-blocks
+//	      j = 8hh+c+2i (i < 4) that one unpack step yields, four rows each
+//	      (byte 16(2hh+c) + 4i + r)
+//	144   the quants of rows 0-3, then 912 those of rows 4-7: per (hh, c)
+//	      192 bytes, the three 16-byte sources of one unpack step (ql
+//	      bytes 64hh+16c.., 64hh+32+16c.., qh bytes 32hh+16c..), each as
+//	      four 4-byte groups interleaved by row (16 bytes per group g)
+//
+// The values are built as in the one-row kernel (4·(v-32) by shifts and
+// inserts, see q6Unpack), now for four rows at once, and SDOT by element
+// sums a sub-block for four rows into lanes that are the rows; one MLA by
+// the four rows' scales per sub-block. Per super-block, column and half:
+// F = F + float(sumi)·(d·yd) on four lanes (fused), stored at the end of
+// the row: within the k-quant tolerance of the generic dot; tiles of two
+// columns or one take the same steps per column.
+
+func (a *asm) mulQ6_Kx8DP() {
+	name := "mulQ6_Kx8DP"
+	a.text(name, "func "+name+packSig, "$0-64")
+	a.loadPackArgs()
+	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("group:")
+	a.l("MOVD R7, R8")
+	a.l("MOVD R4, R9")
+	a.l("MOVD R0, R10")
+	a.l("tile:")
+	a.l("CMP $4, R8")
+	a.l("BGE tile4")
+	a.l("CMP $2, R8")
+	a.l("BLT tile1")
+	a.q6Tile(2)
+	a.q6Tile(4)
+	a.q6Tile(1)
+	a.l("next:")
+	a.l("CBNZ R8, tile")
+	a.l("MOVD $1680, R12")
+	a.l("MADD R6, R2, R12, R2")
+	a.l("ADD $32, R0")
+	a.l("SUBS $1, R3")
+	a.l("BNE group")
+	a.l("RET")
+}
+
+// q6Tile emits the super-block loop of a tile of k (1, 2 or 4) columns.
+// Registers: V0-V15 the values of one (half, hh, c) step (vector 4g+i:
+// sub-block 8hh+c+2i, values 4g..4g+3 of four rows); V16-V19 the step's
+// four scale vectors (int32 lanes = rows); V20, V21 activations; V22, V23
+// integer sums of a sub-block; V24-V27 the columns' integer sums of the
+// half; V30, V31 the unpack constants 0xAA, 0xF0. The float sums: one
+// column in V28 (rows 0-3) and V29 (4-7); several in the outputs
+// themselves (zeroed first; loaded, added to and stored per super-block
+// and half). General: R11 the super-block, R12 super-blocks left, R13-R16
+// the columns' activation blocks, R15/R17 addresses.
+func (a *asm) q6Tile(k int) {
+	mem := k > 1
+	a.l("tile%d:", k)
+	a.l("MOVD R2, R11")
+	a.l("MOVD R6, R12")
+	cols := []string{"R13", "R14", "R16", "R19"}
+	a.l("MOVD R9, R13")
+	for c := 1; c < k; c++ {
+		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
+	}
+	a.zero(28)
+	a.zero(29)
+	if mem {
+		a.l("MOVD R10, R17")
+		for c := 0; c < k; c++ {
+			a.l("VST1 [V28.S4, V29.S4], (R17)")
+			if c+1 < k {
+				a.l("ADD R1, R17")
+			}
+		}
+	}
+	a.l("PCALIGN $16")
+	a.l("q6sb%d:", k)
+	for h := 0; h < 2; h++ {
+		for s := 0; s < 4; s++ { // s = 2hh + c
+			hh, c := s/2, s%2
+			a.l("VMOVI $0xaa, V30.B16")
+			a.l("VMOVI $0xf0, V31.B16")
+			a.l("ADD $%d, R11, R15", 144+768*h+192*s)
+			for g := 0; g < 4; g++ {
+				a.l("FMOVQ %d(R15), F16", 16*g)
+				a.l("FMOVQ %d(R15), F17", 64+16*g)
+				a.l("FMOVQ %d(R15), F%d", 128+16*g, 4*g+3)
+				a.q6Unpack(16, 17, 4*g+3, 4*g, 4*g+1, 4*g+2, 4*g+3, 18)
+			}
+			// the four sub-blocks' scales, int32 lanes = rows
+			a.l("FMOVQ %d(R11), F20", 16+64*h+16*s)
+			a.i(sshll8(21, 20))
+			a.i(sshll28(22, 20))
+			a.i(sshll16(16, 21))
+			a.i(sshll216(17, 21))
+			a.i(sshll16(18, 22))
+			a.i(sshll216(19, 22))
+			for col := 0; col < k; col++ {
+				r := 24 + col
+				for ip := 0; ip < 2; ip++ { // sub-blocks i = 2ip, 2ip+1
+					for d := 0; d < 2; d++ {
+						j := 8*hh + c + 2*(2*ip+d)
+						a.l("FMOVQ %d(%s), F%d", 4+16*j, cols[col], 20+d)
+						a.zero(22 + d)
+					}
+					for g := 0; g < 4; g++ {
+						for d := 0; d < 2; d++ {
+							a.i(sdotElem(22+d, 4*g+2*ip+d, 20+d, g))
+						}
+					}
+					for d := 0; d < 2; d++ {
+						if s == 0 && ip == 0 && d == 0 {
+							a.i(mul4s(r, 22, 16))
+						} else {
+							a.i(mla4s(r, 22+d, 16+2*ip+d))
+						}
+					}
+				}
+			}
+		}
+		// F += float(4·sumi)/4 · (d·yd), d of the half's rows
+		a.l("FMOVD %d(R11), F16", 8*h)
+		a.i(fcvtl(16, 16))
+		if mem {
+			a.l("ADD $%d, R10, R17", 16*h)
+		}
+		for col := 0; col < k; col++ {
+			r, f := 24+col, 28+h
+			a.l("FMOVS (%s), F17", cols[col])
+			a.i(fmulElem(18, 16, 17, 0))
+			a.i(scvtf4sFix(r, r, 2))
+			if mem {
+				f = 19
+				a.l("VLD1 (R17), [V19.S4]")
+			}
+			a.i(fmla4s(f, r, 18))
+			if mem {
+				a.l("VST1 [V19.S4], (R17)")
+				if col+1 < k {
+					a.l("ADD R1, R17")
+				}
+			}
+		}
+	}
+	a.l("ADD $1680, R11")
+	for col := 0; col < k; col++ {
+		a.l("ADD $292, %s", cols[col])
+	}
+	a.l("SUBS $1, R12")
+	a.l("BNE q6sb%d", k)
+	if mem {
+		a.l("SUB $%d, R8", k)
+		a.l("MOVD $%d, R17", k)
+		a.l("MADD R5, R9, R17, R9")
+		a.l("MADD R1, R10, R17, R10")
+	} else {
+		a.tileDone(k, 28, "R17")
+	}
+	a.l("B next")
+}
