@@ -62,25 +62,28 @@ subs = [
     ("rowsQ8_0Q8_0DP:first:sdot=16 rowsQ8_0Q8_0NE:first:smull=16",
      "rowsQ8_0Q8_0DP:first:sdot=32 rowsQ8_0Q8_0NE:first:smull=32"),
     # neon-dotprod decodes from its packed layouts (neon.Packing): the
-    # one-column loop of each packed kernel (tile of one column: the last
-    # block loop of mulQ4_0x8DP and mulQ8_0x8DP, the second of
-    # mulQ4_Kx8DP), compared with llama.cpp's repacked gemv kernels
-    ('GK="dotQ4_0Q8_0DP ', 'GK="mulQ4_0x8DP mulQ8_0x8DP mulQ4_Kx8DP dotQ4_0Q8_0DP '),
+    # one-column loop of each packed kernel (the tile of one column: the
+    # last block loop of mulQ4_0x8DP and mulQ8_0x8DP, the second of
+    # mulQ4_Kx8DP, the third of mulQ6_Kx8DP), compared with llama.cpp's
+    # repacked gemv kernels
+    ('GK="dotQ4_0Q8_0DP ', 'GK="mulQ4_0x8DP mulQ8_0x8DP mulQ4_Kx8DP mulQ6_Kx8DP dotQ4_0Q8_0DP '),
     ("for spec in dotQ4_0Q8_0DP:first:sdot=16 ",
-     "for spec in mulQ4_0x8DP:3:sdot=16 mulQ8_0x8DP:3:sdot=16 mulQ4_Kx8DP:1:sdot=128 \\\n"
+     "for spec in mulQ4_0x8DP:3:sdot=16 mulQ8_0x8DP:3:sdot=16 mulQ4_Kx8DP:1:sdot=128 mulQ6_Kx8DP:2:sdot=128 \\\n"
      "            dotQ4_0Q8_0DP:first:sdot=16 "),
     ("K = [\n",
      "K = [\n"
      "    ('A76', 'geist', 'Q4_0', 'mulQ4_0x8DP (packed q4_0x8dp, 8 rows x 1 block; decode path)', 'geist_mulQ4_0x8DP', 256),\n"
      "    ('A76', 'geist', 'Q8_0', 'mulQ8_0x8DP (packed q8_0x8dp, 8 rows x 1 block; decode path)', 'geist_mulQ8_0x8DP', 256),\n"
-     "    ('A76', 'geist', 'Q4_K', 'mulQ4_Kx8DP (packed q4_Kx8dp, 8 rows x 1 sb; decode path)', 'geist_mulQ4_Kx8DP', 2048),\n"),
+     "    ('A76', 'geist', 'Q4_K', 'mulQ4_Kx8DP (packed q4_Kx8dp, 8 rows x 1 sb; decode path)', 'geist_mulQ4_Kx8DP', 2048),\n"
+     "    ('A76', 'geist', 'Q6_K', 'mulQ6_Kx8DP (packed q6_Kx8dp, 8 rows x 1 sb; decode path)', 'geist_mulQ6_Kx8DP', 2048),\n"),
     ("PAIRS = [\n",
      "PAIRS = [\n"
      "    ('A76', 'Q4_0', 'geist_mulQ4_0x8DP', 'llama_a76_gemv_q4_0_4x4'),\n"
      "    ('A76', 'Q4_K', 'geist_mulQ4_Kx8DP', 'llama_a76_gemv_q4_K_8x4'),\n"
-     "    ('A76', 'Q8_0', 'geist_mulQ8_0x8DP', 'llama_a76_gemv_q8_0_4x4'),\n"),
+     "    ('A76', 'Q8_0', 'geist_mulQ8_0x8DP', 'llama_a76_gemv_q8_0_4x4'),\n"
+     "    ('A76', 'Q6_K', 'geist_mulQ6_Kx8DP', 'llama_a76_gemv_q6_K_8x4'),\n"),
     ("        ('A76', 'geist', 'geist_rowsQ4_0Q8_0DP', 'geist_dotQ6_KQ8_KDP'),",
-     "        ('A76', 'geist', 'geist_mulQ4_0x8DP', 'geist_dotQ6_KQ8_KDP'),"),
+     "        ('A76', 'geist', 'geist_mulQ4_0x8DP', 'geist_mulQ6_Kx8DP'),"),
     # Q5_K (no row in the shared script): geist's dots against llama.cpp's
     # vec_dot_q5_K, whose A72 build is a loop nest (one super-block: the
     # outer loop at +0x40 with its inner loop at +0xd0..+0x184 run 4 times)
