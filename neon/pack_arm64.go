@@ -16,50 +16,17 @@ func mulQ8_0x8DP(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, 
 
 const packRows = 8
 
-// packedLayout describes one interleaved block type: wsize bytes per ggml
-// block (2 of them the F16 scale), qsize quant bytes, xor applied to every
-// stored quant byte.
-type packedLayout struct {
-	wsize, qsize int
-	xor          byte
-}
-
-var (
-	layoutQ4_0 = packedLayout{sizeQ4_0, 16, 0x88}
-	layoutQ8_0 = packedLayout{sizeQ8_0, 32, 0}
-)
-
-// at is the offset, within a packed block of eight rows, of quant byte i
-// of row r.
-func (l packedLayout) at(r, i int) int {
-	h, rr := r/4, r%4
-	return 16 + h*4*l.qsize + (i/4)*16 + rr*4 + i%4
-}
-
-func (l packedLayout) pack(dst, w []byte, wStride, nb int) {
-	bs := packRows * l.wsize
-	_ = dst[nb*bs-1]
-	for b := 0; b < nb; b++ {
-		d := dst[b*bs : (b+1)*bs]
-		for r := 0; r < packRows; r++ {
-			x := w[r*wStride+b*l.wsize:][:l.wsize]
-			d[2*r], d[2*r+1] = x[0], x[1]
-			for i := 0; i < l.qsize; i++ {
-				d[l.at(r, i)] = x[2+i] ^ l.xor
-			}
+// legacyAt is the byte map of the Q4_0 (qsize 16) and Q8_0 (qsize 32)
+// layouts: byte i of row r's block (the F16 scale in bytes 0-1, then the
+// quants) -> its offset in the packed block of eight rows, and what it is
+// XORed with there (Q4_0's quants with 0x88, see _asm/packdp.go).
+func legacyAt(qsize int, xor byte) func(r, i int) (int, byte) {
+	return func(r, i int) (int, byte) {
+		if i < 2 {
+			return 2*r + i, 0
 		}
-	}
-}
-
-func (l packedLayout) unpack(dst, g []byte, r, nb int) {
-	bs := packRows * l.wsize
-	_ = g[nb*bs-1]
-	for b := 0; b < nb; b++ {
-		d, x := g[b*bs:(b+1)*bs], dst[b*l.wsize:][:l.wsize]
-		x[0], x[1] = d[2*r], d[2*r+1]
-		for i := 0; i < l.qsize; i++ {
-			x[2+i] = d[l.at(r, i)] ^ l.xor
-		}
+		q, h, rr := i-2, r/4, r%4
+		return 16 + h*4*qsize + (q/4)*16 + rr*4 + q%4, xor
 	}
 }
 
@@ -68,10 +35,10 @@ func (l packedLayout) unpack(dst, g []byte, r, nb int) {
 // whole group in g.
 func packedMul(k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int), wsize, asize int) func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
 	return func(out []float32, ldo int, g []byte, a []byte, aStride, nb, n int) {
-		gs := packRows * nb * wsize
-		if n < 1 || nb < 1 || nb > (1<<40)/gs {
+		if n < 1 || nb < 1 || nb > (1<<40)/(packRows*wsize) {
 			panic(errShort)
 		}
+		gs := packRows * nb * wsize
 		ng := len(g) / gs
 		if ng == 0 {
 			return
@@ -84,14 +51,20 @@ func packedMul(k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStr
 	}
 }
 
-func newPacking(name string, l packedLayout, k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int)) *Packing {
+// newPacking is a packed layout of eight rows per group, same size as in
+// ggml layout: byte map at (row r, byte i of a ggml block of bsize bytes)
+// -> offset in the packed block of eight rows and the XOR stored there;
+// kernel k; tolerance tol against the generic dots (0: bit-identical).
+func newPacking(name string, bsize int, at func(r, i int) (int, byte), k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int), asize int, tol float64) *Packing {
+	pack, unpack := packedBytes(bsize, at)
 	return &Packing{
 		Name:      name,
 		Rows:      packRows,
-		GroupSize: func(nb int) int { return packRows * nb * l.wsize },
-		Pack:      l.pack,
-		Unpack:    l.unpack,
-		Mul:       packedMul(k, l.wsize, sizeQ8_0),
+		GroupSize: func(nb int) int { return packRows * nb * bsize },
+		Pack:      pack,
+		Unpack:    unpack,
+		Mul:       packedMul(k, bsize, asize),
+		Tolerance: tol,
 	}
 }
 
@@ -100,19 +73,19 @@ func mulQ4_Kx8DP(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, 
 
 // q4kAt maps byte i of a Q4_K super-block of row r (< 8) to its offset in
 // the packed super-block of eight rows (see _asm/packkq.go).
-func q4kAt(r, i int) int {
+func q4kAt(r, i int) (int, byte) {
 	h, rr := r/4, r%4
 	switch {
 	case i < 2: // d
-		return 2*r + i
+		return 2*r + i, 0
 	case i < 4: // dmin
-		return 16 + 2*r + i - 2
+		return 16 + 2*r + i - 2, 0
 	case i < 16: // scales: word (i-4)/4, byte (i-4)%4
-		return 32 + 48*h + 16*((i-4)/4) + 4*((i-4)%4) + rr
+		return 32 + 48*h + 16*((i-4)/4) + 4*((i-4)%4) + rr, 0
 	}
 	q := i - 16 // nibbles: pair q/32, byte l = q%32
 	l := q % 32
-	return 128 + 256*(q/32) + 128*h + 16*(l/4) + 4*rr + l%4
+	return 128 + 256*(q/32) + 128*h + 16*(l/4) + 4*rr + l%4, 0
 }
 
 // kquantPackTol is the tolerance of the packed k-quant kernels against the
@@ -125,7 +98,7 @@ func mulQ6_Kx8DP(out *float32, ldo int, w *byte, ngroups int, a *byte, aStride, 
 
 // q6kAt maps byte i of a Q6_K super-block of row r (< 8) to its offset in
 // the packed super-block of eight rows (see _asm/packq6.go).
-func q6kAt(r, i int) int {
+func q6kAt(r, i int) (int, byte) {
 	h, rr := r/4, r%4
 	// quants: one unpack step (hh, c) reads three 16-byte sources (src 0,
 	// 1: ql bytes 64hh+16c.., 64hh+32+16c..; src 2: qh bytes 32hh+16c..),
@@ -136,26 +109,27 @@ func q6kAt(r, i int) int {
 	switch {
 	case i < 128: // ql
 		m := i % 64
-		return step(i/64, m%32/16, m/32, m%16)
+		return step(i/64, m%32/16, m/32, m%16), 0
 	case i < 192: // qh
 		q := i - 128
-		return step(q/32, q%32/16, 2, q%16)
+		return step(q/32, q%32/16, 2, q%16), 0
 	case i < 208: // scales: sub-block j = 8hh + c + 2k
 		j := i - 192
-		return 16 + 64*h + 16*(2*(j/8)+j%2) + 4*(j%8/2) + rr
+		return 16 + 64*h + 16*(2*(j/8)+j%2) + 4*(j%8/2) + rr, 0
 	}
-	return 2*r + i - 208 // d
+	return 2*r + i - 208, 0 // d
 }
 
-// packedBytes is a packing's Pack and Unpack for a byte map at (row r,
-// byte i of a ggml block of bsize bytes) -> offset in the packed block of
-// eight rows.
-func packedBytes(bsize int, at func(r, i int) int) (pack func(dst, w []byte, wStride, nb int), unpack func(dst, g []byte, r, nb int)) {
+// packedBytes is a packing's Pack and Unpack for a byte map (see
+// newPacking), turned into a permutation once.
+func packedBytes(bsize int, at func(r, i int) (int, byte)) (pack func(dst, w []byte, wStride, nb int), unpack func(dst, g []byte, r, nb int)) {
 	gs := packRows * bsize
-	perm := make([]int32, gs) // byte i of row r -> perm[r*bsize+i]
+	perm := make([]int32, gs) // byte i of row r -> perm[r*bsize+i], XORed with xor[...]
+	xor := make([]byte, gs)
 	for r := 0; r < packRows; r++ {
 		for i := 0; i < bsize; i++ {
-			perm[r*bsize+i] = int32(at(r, i))
+			o, x := at(r, i)
+			perm[r*bsize+i], xor[r*bsize+i] = int32(o), x
 		}
 	}
 	pack = func(dst, w []byte, wStride, nb int) {
@@ -163,37 +137,22 @@ func packedBytes(bsize int, at func(r, i int) int) (pack func(dst, w []byte, wSt
 		for b := 0; b < nb; b++ {
 			d := dst[b*gs : (b+1)*gs]
 			for r := 0; r < packRows; r++ {
-				p := perm[r*bsize : (r+1)*bsize]
+				p, x := perm[r*bsize:(r+1)*bsize], xor[r*bsize:(r+1)*bsize]
 				for i, v := range w[r*wStride+b*bsize:][:bsize] {
-					d[p[i]] = v
+					d[p[i]] = v ^ x[i]
 				}
 			}
 		}
 	}
 	unpack = func(dst, g []byte, r, nb int) {
 		_ = g[nb*gs-1]
-		p := perm[r*bsize : (r+1)*bsize]
+		p, x := perm[r*bsize:(r+1)*bsize], xor[r*bsize:(r+1)*bsize]
 		for b := 0; b < nb; b++ {
-			d, x := g[b*gs:(b+1)*gs], dst[b*bsize:][:bsize]
-			for i := range x {
-				x[i] = d[p[i]]
+			d, y := g[b*gs:(b+1)*gs], dst[b*bsize:][:bsize]
+			for i := range y {
+				y[i] = d[p[i]] ^ x[i]
 			}
 		}
 	}
 	return pack, unpack
-}
-
-// newPackingK is a packed k-quant layout (outputs within kquantPackTol of
-// the generic dot: the float steps are fused and on lanes).
-func newPackingK(name string, bsize int, at func(r, i int) int, k func(out *float32, ldo int, g *byte, ngroups int, a *byte, aStride, nb, n int)) *Packing {
-	pack, unpack := packedBytes(bsize, at)
-	return &Packing{
-		Name:      name,
-		Rows:      packRows,
-		GroupSize: func(nb int) int { return packRows * nb * bsize },
-		Pack:      pack,
-		Unpack:    unpack,
-		Mul:       packedMul(k, bsize, sizeQ8_K),
-		Tolerance: kquantPackTol,
-	}
 }

@@ -1,22 +1,25 @@
 package main
 
-// Q4_K × Q8_K with SDOT (dotQ4_KQ8_KDP).
+// Q4_K × Q8_K (and Q5_K × Q8_K) with SDOT, ggml layout (dotQ4_KQ8_KDP,
+// dotQ5_KQ8_KDP; neon-dotprod multiplies packed Q4_K matrices with
+// mulQ4_Kx8DP instead, and uses these for rows left over and with
+// GEIST_REPACK=off).
 //
-// Per super-block: the nibbles unpacked unsigned (AND, USHR), two SDOTs
-// per 32-value sub-block into one accumulator per sub-block, an ADDP tree
-// to the eight sub-block sums (lanes = sub-blocks) and one MUL and one MLA
-// by the scales (int32 lanes): R, whose lanes sum to sumi. The mins:
-// pairwise sums of the activation's bsums times the mins (SMULL, SMLAL2):
-// M, lanes summing to summins. Then [sumi, summins] by two ADDPs, SCVTF,
-// times [d·yd, -dmin·yd], FADDP, added to the column's sum.
+// Per super-block and column: the nibbles unpacked unsigned (AND, USHR;
+// Q5_K's fifth bits inserted by BIT), two SDOTs per 32-value sub-block,
+// the sub-block scales applied to integer lanes (R, whose lanes sum to
+// sumi), the mins as the activation's pairwise bsums times the mins
+// (SMULL, SMLAL2: M, summing to summins); then [sumi, summins] by two
+// ADDPs, SCVTF, times [d·yd, -dmin·yd], FADDP, added to the column's sum.
 //
-// One column (decode) streams the weights into eight running accumulators
-// that are never zeroed: the tree gives cumulative sums, and a super-block's
-// are the difference with the previous one's (exact in wrapping int32;
-// V8/V9 and V10/V11 take turns, two super-blocks a step). Several columns
-// unpack each super-block once and zero their accumulators per column; the
-// sub-block sums and every float step are the same, so every column is
-// bit-identical to its own n == 1 result.
+// One column (decode, q4kSB1) streams the weights and applies the scales
+// as the SDOTs come, through chained accumulators (see q4kSB1), with the
+// float steps of a super-block software-pipelined after the next one's
+// SDOTs. Several columns unpack each super-block once and reduce each
+// column's sub-block sums by an ADDP tree before one MUL and one MLA by
+// the scales. R's lanes differ between the two, but only its exact
+// integer total is used, and the float steps are the same: every column
+// is bit-identical to its own n == 1 result.
 
 // q4kScales turns the super-block at R1 into: scales as int32 lanes in
 // V(s0) (sub-blocks 0-3), V(s0+1) (4-7), mins as int16 lanes in V(m) and
