@@ -8725,7 +8725,6 @@ blk4:
 	MOVD $4, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $144, R12
 	B next
 tile3:
 	MOVD R2, R11
@@ -8861,7 +8860,6 @@ blk3:
 	MOVD $3, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $144, R12
 	B next
 tile2:
 	MOVD R2, R11
@@ -8963,7 +8961,6 @@ blk2:
 	MOVD $2, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $144, R12
 	B next
 tile1:
 	MOVD R2, R11
@@ -9031,10 +9028,10 @@ blk1:
 	MOVD $1, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $144, R12
 	B next
 next:
 	CBNZ R8, tile
+	MOVD $144, R12
 	MADD R6, R2, R12, R2
 	ADD $32, R0
 	SUBS $1, R3
@@ -9222,7 +9219,6 @@ blk4:
 	MOVD $4, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $272, R12
 	B next
 tile3:
 	MOVD R2, R11
@@ -9347,7 +9343,6 @@ blk3:
 	MOVD $3, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $272, R12
 	B next
 tile2:
 	MOVD R2, R11
@@ -9437,7 +9432,6 @@ blk2:
 	MOVD $2, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $272, R12
 	B next
 tile1:
 	MOVD R2, R11
@@ -9492,10 +9486,10 @@ blk1:
 	MOVD $1, R17
 	MADD R5, R9, R17, R9
 	MADD R1, R10, R17, R10
-	MOVD $272, R12
 	B next
 next:
 	CBNZ R8, tile
+	MOVD $272, R12
 	MADD R6, R2, R12, R2
 	ADD $32, R0
 	SUBS $1, R3

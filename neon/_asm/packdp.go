@@ -49,11 +49,7 @@ func (a *asm) mulPackedDP(q8 bool) {
 	if !q8 {
 		a.l("VMOVI $0xf0, V31.B16")
 	}
-	a.l("group:")
-	a.l("MOVD R7, R8")  // columns left
-	a.l("MOVD R4, R9")  // the tile's first column
-	a.l("MOVD R0, R10") // its outputs
-	a.l("tile:")
+	a.packedGroupBegin()
 	a.l("CMP $4, R8")
 	a.l("BGE tile4")
 	a.l("CMP $2, R8")
@@ -61,11 +57,29 @@ func (a *asm) mulPackedDP(q8 bool) {
 	a.l("BEQ tile2")
 	a.l("B tile3")
 	for k := 4; k >= 1; k-- {
-		a.mulPackedTile(q8, k, bsize)
+		a.mulPackedTile(q8, k)
 	}
+	a.packedGroupEnd(bsize)
+}
+
+// packedGroupBegin opens the group loop of a packed kernel (label group)
+// and its loop over tiles of columns (label tile): R8 the columns left,
+// R9 the tile's first column, R10 its outputs.
+func (a *asm) packedGroupBegin() {
+	a.l("group:")
+	a.l("MOVD R7, R8")
+	a.l("MOVD R4, R9")
+	a.l("MOVD R0, R10")
+	a.l("tile:")
+}
+
+// packedGroupEnd closes them (the tiles jump to next): the next group of
+// eight rows, nb blocks of bsize bytes on, eight outputs on.
+func (a *asm) packedGroupEnd(bsize int) {
 	a.l("next:")
 	a.l("CBNZ R8, tile")
-	a.l("MADD R6, R2, R12, R2") // R12 = bsize: next group
+	a.l("MOVD $%d, R12", bsize)
+	a.l("MADD R6, R2, R12, R2")
 	a.l("ADD $32, R0")
 	a.l("SUBS $1, R3")
 	a.l("BNE group")
@@ -80,7 +94,7 @@ func (a *asm) mulPackedDP(q8 bool) {
 // sums, V28, V29 the activation quants, V30 dy, V31 the 0xF0 mask.
 // General: R11 the weights, R12 blocks left, R13-R16 the columns'
 // activations.
-func (a *asm) mulPackedTile(q8 bool, k, bsize int) {
+func (a *asm) mulPackedTile(q8 bool, k int) {
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
@@ -152,7 +166,6 @@ func (a *asm) mulPackedTile(q8 bool, k, bsize int) {
 	a.l("SUBS $1, R12")
 	a.l("BNE blk%d", k)
 	a.tileDone(k, 18, "R17")
-	a.l("MOVD $%d, R12", bsize)
 	a.l("B next")
 }
 

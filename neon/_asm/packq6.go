@@ -19,19 +19,16 @@ package main
 // sums a sub-block for four rows into lanes that are the rows; one MLA by
 // the four rows' scales per sub-block. Per super-block, column and half:
 // F = F + float(sumi)·(d·yd) on four lanes (fused), stored at the end of
-// the row: within the k-quant tolerance of the generic dot; tiles of two
-// columns or one take the same steps per column.
+// the row (by tiles of several columns: in the outputs themselves): within
+// the k-quant tolerance of the generic dot; tiles of four, two or one
+// columns take the same steps per column.
 
 func (a *asm) mulQ6_Kx8DP() {
 	name := "mulQ6_Kx8DP"
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
 	a.l("MOVD ·fp16Table(SB), R20")
-	a.l("group:")
-	a.l("MOVD R7, R8")
-	a.l("MOVD R4, R9")
-	a.l("MOVD R0, R10")
-	a.l("tile:")
+	a.packedGroupBegin()
 	a.l("CMP $4, R8")
 	a.l("BGE tile4")
 	a.l("CMP $2, R8")
@@ -39,14 +36,7 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.q6Tile(2)
 	a.q6Tile(4)
 	a.q6Tile(1)
-	a.l("next:")
-	a.l("CBNZ R8, tile")
-	a.l("MOVD $1680, R12")
-	a.l("MADD R6, R2, R12, R2")
-	a.l("ADD $32, R0")
-	a.l("SUBS $1, R3")
-	a.l("BNE group")
-	a.l("RET")
+	a.packedGroupEnd(1680)
 }
 
 // q6Tile emits the super-block loop of a tile of k (1, 2 or 4) columns.

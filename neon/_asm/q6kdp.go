@@ -89,6 +89,17 @@ func (a *asm) q6Prologue(name string, perm bool) {
 	a.l("BNE multi")
 }
 
+// q6DecodeEnd closes the one-column super-block loop (label sb1) of a
+// Q6_K dot and stores the column's sum (S27).
+func (a *asm) q6DecodeEnd() {
+	a.l("ADD $210, R1")
+	a.l("ADD $292, R2")
+	a.l("SUBS $1, R4")
+	a.l("BNE sb1")
+	a.l("FMOVS F27, (R0)")
+	a.l("RET")
+}
+
 func (a *asm) dotQ6_KDP() {
 	a.q6Prologue("dotQ6_KQ8_KDP", false)
 
@@ -134,12 +145,7 @@ func (a *asm) dotQ6_KDP() {
 	}
 	a.l("VADD V25.S4, V24.S4, V24.S4")
 	a.q6Tail(24, "R2", 27)
-	a.l("ADD $210, R1")
-	a.l("ADD $292, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE sb1")
-	a.l("FMOVS F27, (R0)")
-	a.l("RET")
+	a.q6DecodeEnd()
 
 	// Several columns: each super-block unpacked once into V0-V15
 	// (vector 4g+i = b_i of group g = 2h+c), then per column the same

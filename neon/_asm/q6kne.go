@@ -86,12 +86,7 @@ func (a *asm) dotQ6_KNE() {
 		}
 	}
 	a.q6TailRegs(20, "R2", 27, 21, 22)
-	a.l("ADD $210, R1")
-	a.l("ADD $292, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE sb1")
-	a.l("FMOVS F27, (R0)")
-	a.l("RET")
+	a.q6DecodeEnd()
 
 	// Several columns: the super-block's values unpacked once into
 	// V0-V15 (vector 4g+i), scales in V16-V19.
