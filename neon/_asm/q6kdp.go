@@ -59,17 +59,40 @@ func (a *asm) q6Coefs(off int, base string, c0, t int) {
 	}
 }
 
-// q6Tail adds the super-block's term to F(sum): R in V(r) (4·sumi in
-// lanes), d at 208(R1) through fp16Table (R20), yd at (act).
-func (a *asm) q6Tail(r int, act string, sum int) {
+// q6Tail adds the super-block's term to S(sum): R in V(r) (sumi·2^fbits
+// in lanes), d at 208(R1) through fp16Table (R20), yd at (act); V(t0),
+// V(t1) temporaries.
+func (a *asm) q6Tail(r, fbits int, act string, sum, t0, t1 int) {
 	a.i(addv4s(r, r))
-	a.i(scvtfSFix(r, r, 2))
+	if fbits > 0 {
+		a.i(scvtfSFix(r, r, fbits))
+	} else {
+		a.i(scvtfS(r, r))
+	}
 	a.l("MOVHU 208(R1), R8")
-	a.l("FMOVS (R20)(R8<<2), F29")
-	a.l("FMOVS (%s), F28", act)
-	a.l("FMULS F28, F29, F29")
-	a.l("FMULS F29, F%d, F%d", r, r)
+	a.l("FMOVS (R20)(R8<<2), F%d", t1)
+	a.l("FMOVS (%s), F%d", act, t0)
+	a.l("FMULS F%d, F%d, F%d", t0, t1, t1)
+	a.l("FMULS F%d, F%d, F%d", t1, r, r)
 	a.l("FADDS F%d, F%d, F%d", r, sum, sum)
+}
+
+// q6MultiEnd closes the column loop (label colm) and the super-block loop
+// (label sbm) of a Q6_K dot's several-column path: the column's term added
+// to out[j] (R10), R in V(r) as for q6Tail.
+func (a *asm) q6MultiEnd(r, fbits, t0, t1 int) {
+	a.l("FMOVS (R10), F27")
+	a.q6Tail(r, fbits, "R9", 27, t0, t1)
+	a.l("FMOVS F27, (R10)")
+	a.l("ADD $4, R10")
+	a.l("ADD R3, R9")
+	a.l("SUBS $1, R11")
+	a.l("BNE colm")
+	a.l("ADD $210, R1")
+	a.l("ADD $292, R2")
+	a.l("SUBS $1, R4")
+	a.l("BNE sbm")
+	a.l("RET")
 }
 
 // q6Prologue opens a Q6_K dot: arguments, fp16Table in R20, the unpack
@@ -144,7 +167,7 @@ func (a *asm) dotQ6_KDP() {
 		}
 	}
 	a.l("VADD V25.S4, V24.S4, V24.S4")
-	a.q6Tail(24, "R2", 27)
+	a.q6Tail(24, 2, "R2", 27, 28, 29)
 	a.q6DecodeEnd()
 
 	// Several columns: each super-block unpacked once into V0-V15
@@ -190,16 +213,5 @@ func (a *asm) dotQ6_KDP() {
 			}
 		}
 	}
-	a.l("FMOVS (R10), F27")
-	a.q6Tail(24, "R9", 27)
-	a.l("FMOVS F27, (R10)")
-	a.l("ADD $4, R10")
-	a.l("ADD R3, R9")
-	a.l("SUBS $1, R11")
-	a.l("BNE colm")
-	a.l("ADD $210, R1")
-	a.l("ADD $292, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE sbm")
-	a.l("RET")
+	a.q6MultiEnd(24, 2, 28, 29)
 }

@@ -85,7 +85,7 @@ func (a *asm) dotQ6_KNE() {
 			a.i(mla4s(20, x1, 17+2*h))
 		}
 	}
-	a.q6TailRegs(20, "R2", 27, 21, 22)
+	a.q6Tail(20, 0, "R2", 27, 21, 22)
 	a.q6DecodeEnd()
 
 	// Several columns: the super-block's values unpacked once into
@@ -130,32 +130,7 @@ func (a *asm) dotQ6_KNE() {
 			a.i(mla4s(31, qm[0][1], 17+2*h))
 		}
 	}
-	a.l("FMOVS (R10), F27")
-	a.q6TailRegs(31, "R9", 27, 24, 25)
-	a.l("FMOVS F27, (R10)")
-	a.l("ADD $4, R10")
-	a.l("ADD R3, R9")
-	a.l("SUBS $1, R11")
-	a.l("BNE colm")
-	a.l("ADD $210, R1")
-	a.l("ADD $292, R2")
-	a.l("SUBS $1, R4")
-	a.l("BNE sbm")
-	a.l("RET")
-}
-
-// q6TailRegs adds the super-block's term to S(sum): R in V(r) (sumi in
-// lanes), d at 208(R1) through fp16Table (R20), yd at (act); V(t0), V(t1)
-// temporaries.
-func (a *asm) q6TailRegs(r int, act string, sum, t0, t1 int) {
-	a.i(addv4s(r, r))
-	a.i(scvtfS(r, r))
-	a.l("MOVHU 208(R1), R8")
-	a.l("FMOVS (R20)(R8<<2), F%d", t1)
-	a.l("FMOVS (%s), F%d", act, t0)
-	a.l("FMULS F%d, F%d, F%d", t0, t1, t1)
-	a.l("FMULS F%d, F%d, F%d", t1, r, r)
-	a.l("FADDS F%d, F%d, F%d", r, sum, sum)
+	a.q6MultiEnd(31, 0, 24, 25)
 }
 
 const q6permData = `
