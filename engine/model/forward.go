@@ -25,6 +25,8 @@ type State struct {
 	n        int     // positions filled
 	rows     int     // tokens of the last ForwardRows batch whose logits Logits gives (0: none)
 	toks     []int32 // [ctx] the tokens at positions 0..n-1 (len n)
+	lay      layout  // attention pattern of a tree or probe pass
+	skip     *Skip   // blocks the current pass leaves out
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
@@ -146,6 +148,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	s.maxRows = min(s.maxRows, B)
 	s.logits = make([]float32, s.maxRows*c.NVocab)
+	s.lay = newLayout(s.maxRows, B)
 	// Activation buffers: as many as a mul has distinct formats (q, k, v
 	// of different types may), each for the widest product.
 	widest, formats := 0, 1
@@ -364,85 +367,103 @@ func (s *State) head(lo, hi int) []float32 {
 	return s.logits[:(hi-lo)*c.NVocab]
 }
 
-// layers runs tokens through every layer, appending their keys and values
-// to the cache; their final hidden states stay in s.x.
+// layers runs tokens through every layer (but the blocks s.skip leaves
+// out), appending their keys and values to the cache; their final hidden
+// states stay in s.x.
 func (s *State) layers(tokens []int32) {
 	s.rows = 0
 	m, c := s.m, &s.m.Config
-	n, E := len(tokens), c.NEmbd
-	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
-	pos0 := s.n
-
+	n, E, pos0 := len(tokens), c.NEmbd, s.n
 	for i, t := range tokens {
 		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), s.x[i*E:(i+1)*E])
-		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], pos0+i) // once per pass, not per layer
+		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], s.position(i, pos0)) // once per pass, not per layer
 	}
-
 	for l := range m.Layers {
-		L := &m.Layers[l]
-		for i := 0; i < n; i++ {
-			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
+		if !s.skip.attn(l) {
+			s.attention(l, n, pos0)
 		}
-		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
-		for i := 0; i < n; i++ {
-			q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
-			if L.Bq != nil {
-				addTo(q, L.Bq)
-				addTo(k, L.Bk)
-				addTo(v, L.Bv)
-			}
-			if L.QNorm != nil {
-				for h := 0; h < c.NHead; h++ {
-					hq := q[h*c.HeadDim : (h+1)*c.HeadDim]
-					RMSNorm(hq, hq, L.QNorm, c.NormEps)
-				}
-				for h := 0; h < c.NHeadKV; h++ {
-					hk := k[h*c.HeadDim : (h+1)*c.HeadDim]
-					RMSNorm(hk, hk, L.KNorm, c.NormEps)
-				}
-			}
-			cs := s.ropeCS[i*c.RopeDim : (i+1)*c.RopeDim]
-			for h := 0; h < c.NHead; h++ {
-				s.rope(q[h*c.HeadDim:(h+1)*c.HeadDim], cs)
-			}
-			for h := 0; h < c.NHeadKV; h++ {
-				s.rope(k[h*c.HeadDim:(h+1)*c.HeadDim], cs)
-			}
-			p := pos0 + i
-			if s.kvType == quant.Q8_0 {
-				for h := 0; h < c.NHeadKV; h++ {
-					neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*c.HeadDim:(h+1)*c.HeadDim])
-					neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
-				}
-				continue
-			}
-			for h := 0; h < c.NHeadKV; h++ {
-				neon.ToF16(s.kc[l][(h*s.ctx+p)*c.HeadDim:(h*s.ctx+p+1)*c.HeadDim], k[h*c.HeadDim:(h+1)*c.HeadDim])
-				neon.ToF16(s.vc[l][(h*s.ctx+p)*c.HeadDimV:(h*s.ctx+p+1)*c.HeadDimV], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
-			}
+		if !s.skip.mlp(l) {
+			s.feedForward(l, n)
 		}
-		s.job.l, s.job.n, s.job.pos0 = l, n, pos0
-		s.pool.kind = JobAttention
-		s.pool.run(s.attnFn, c.NHead, 1)
-		s.mul(s.att, n, product{w: L.Wo, out: s.proj})
-		addTo(s.x[:n*E], s.proj[:n*E])
-
-		for i := 0; i < n; i++ {
-			RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
-		}
-		s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
-		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
-		s.mul(s.gate, n, product{w: L.Wdown, out: s.proj})
-		addTo(s.x[:n*E], s.proj[:n*E])
 	}
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
 	s.n += n
 }
 
+// attention runs layer l's attention block over the batch of n tokens
+// whose first KV slot is pos0, adding its output to the residual stream.
+func (s *State) attention(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	E := c.NEmbd
+	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	for i := 0; i < n; i++ {
+		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
+	}
+	s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
+	for i := 0; i < n; i++ {
+		q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
+		if L.Bq != nil {
+			addTo(q, L.Bq)
+			addTo(k, L.Bk)
+			addTo(v, L.Bv)
+		}
+		if L.QNorm != nil {
+			for h := 0; h < c.NHead; h++ {
+				hq := q[h*c.HeadDim : (h+1)*c.HeadDim]
+				RMSNorm(hq, hq, L.QNorm, c.NormEps)
+			}
+			for h := 0; h < c.NHeadKV; h++ {
+				hk := k[h*c.HeadDim : (h+1)*c.HeadDim]
+				RMSNorm(hk, hk, L.KNorm, c.NormEps)
+			}
+		}
+		cs := s.ropeCS[i*c.RopeDim : (i+1)*c.RopeDim]
+		for h := 0; h < c.NHead; h++ {
+			s.rope(q[h*c.HeadDim:(h+1)*c.HeadDim], cs)
+		}
+		for h := 0; h < c.NHeadKV; h++ {
+			s.rope(k[h*c.HeadDim:(h+1)*c.HeadDim], cs)
+		}
+		p := pos0 + i
+		if s.kvType == quant.Q8_0 {
+			for h := 0; h < c.NHeadKV; h++ {
+				neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*c.HeadDim:(h+1)*c.HeadDim])
+				neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
+			}
+			continue
+		}
+		for h := 0; h < c.NHeadKV; h++ {
+			neon.ToF16(s.kc[l][(h*s.ctx+p)*c.HeadDim:(h*s.ctx+p+1)*c.HeadDim], k[h*c.HeadDim:(h+1)*c.HeadDim])
+			neon.ToF16(s.vc[l][(h*s.ctx+p)*c.HeadDimV:(h*s.ctx+p+1)*c.HeadDimV], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
+		}
+	}
+	s.job.l, s.job.n, s.job.pos0 = l, n, pos0
+	s.pool.kind = JobAttention
+	s.pool.run(s.attnFn, c.NHead, 1)
+	s.mul(s.att, n, product{w: L.Wo, out: s.proj})
+	addTo(s.x[:n*E], s.proj[:n*E])
+}
+
+// feedForward runs layer l's feed-forward block over the batch of n
+// tokens, adding its output to the residual stream.
+func (s *State) feedForward(l, n int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	E := c.NEmbd
+	for i := 0; i < n; i++ {
+		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
+	}
+	s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
+	SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+	s.mul(s.gate, n, product{w: L.Wdown, out: s.proj})
+	addTo(s.x[:n*E], s.proj[:n*E])
+}
+
 // attnRange computes the attention output of query heads [lo, hi) for
-// every token of the batch. Token i at position pos0+i attends to cache
-// positions 0..pos0+i; the result depends only on the cache, not on the
-// batch or on which worker runs it.
+// every token of the batch. Token i attends to what span gives: in a
+// causal pass, cache positions 0..pos0+i; in a tree, the cache and its
+// ancestors, the same keys and values in the same order as its path alone.
+// The result depends only on those, not on the batch or on which worker
+// runs it.
 func (s *State) attnRange(lo, hi int) {
 	c := &s.m.Config
 	qDim, hd, hdv := c.NHead*c.HeadDim, c.HeadDim, c.HeadDimV
@@ -458,14 +479,22 @@ func (s *State) attnRange(lo, hi int) {
 		kc := s.kc[l][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
 		vc := s.vc[l][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
 		for i := 0; i < n; i++ {
-			p := pos0 + i
+			vis, anc := s.span(i, pos0)
 			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
-			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
-			neon.AttnScores(sc, q, kc[:(p+1)*hd], scale)
+			sc := s.scores[h*s.ctx : h*s.ctx+vis+len(anc)]
+			neon.AttnScores(sc[:vis], q, kc[:vis*hd], scale)
+			for j, a := range anc { // the same bits as a row of AttnScores
+				t := pos0 + int(a)
+				sc[vis+j] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
+			}
 			Softmax(sc)
 			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
 			clear(out)
-			neon.AttnSum(out, sc, vc[:(p+1)*hdv])
+			neon.AttnSum(out, sc[:vis], vc[:vis*hdv])
+			for j, a := range anc { // continuing AttnSum's order
+				t := pos0 + int(a)
+				neon.AxpyF16(out, sc[vis+j], vc[t*hdv:(t+1)*hdv])
+			}
 		}
 	}
 }
@@ -486,18 +515,27 @@ func (s *State) attnRangeQ8(lo, hi int) {
 		vq := s.vq[l][kvh*s.ctx*s.vRow : (kvh+1)*s.ctx*s.vRow]
 		qq := s.qq[h*s.kRow : (h+1)*s.kRow]
 		for i := 0; i < n; i++ {
-			p := pos0 + i
+			vis, anc := s.span(i, pos0)
 			neon.QuantizeQ8_0(qq, s.q[i*qDim+h*hd:i*qDim+(h+1)*hd])
-			sc := s.scores[h*s.ctx : h*s.ctx+p+1]
-			for t := range sc {
+			sc := s.scores[h*s.ctx : h*s.ctx+vis+len(anc)]
+			for t := range vis {
 				neon.DotQ8_0Q8_0(sc[t:t+1], kq[t*s.kRow:(t+1)*s.kRow], qq, 0, nbk, 1)
 				sc[t] *= scale
+			}
+			for j, a := range anc {
+				t := pos0 + int(a)
+				neon.DotQ8_0Q8_0(sc[vis+j:vis+j+1], kq[t*s.kRow:(t+1)*s.kRow], qq, 0, nbk, 1)
+				sc[vis+j] *= scale
 			}
 			Softmax(sc)
 			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
 			clear(out)
-			for t, w := range sc {
+			for t, w := range sc[:vis] {
 				axpyQ8_0(out, w, vq[t*s.vRow:(t+1)*s.vRow], nbv)
+			}
+			for j, a := range anc {
+				t := pos0 + int(a)
+				axpyQ8_0(out, sc[vis+j], vq[t*s.vRow:(t+1)*s.vRow], nbv)
 			}
 		}
 	}
