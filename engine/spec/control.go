@@ -9,30 +9,37 @@ import (
 
 // Limits of the controller's tables.
 const (
-	MaxDrafters = 4  // drafters a Controller tracks
+	MaxDrafters = 8  // drafters a Controller tracks
 	MaxClasses  = 16 // confidence classes per drafter
-	MaxDraft    = 32 // most tokens one step may draft
+	MaxDraft    = 32 // most tokens one step may verify besides the fed one
 )
 
-// Controller decides how many drafted tokens to verify. It keeps the
-// measured cost of a forward pass over k tokens, c(k) = t(k)/t(1), and the
-// observed per-token acceptance rate of every drafter and draft class, and
-// picks the k that maximizes expected tokens per unit of time:
+// Controller decides what drafted tokens to verify. It keeps the measured
+// cost of a forward pass over k tokens, c(k) = t(k)/t(1), and the observed
+// acceptance of every drafter, confidence class and sibling rank, and
+// keeps the part of a drafted tree that maximizes expected tokens per unit
+// of time:
 //
-//	gain(k) = (1 + α + α² + … + α^k) / c(k+1)
+//	gain = (1 + Σ P(node)) / c(1 + nodes)
 //
-// drafting only when that beats plain decoding. When drafts keep failing
-// the rate falls and drafting stops, apart from rare one-token probes that
-// let it come back when the text starts repeating. It allocates nothing.
+// where P(node) is the chance that verification reaches the node: the
+// product of the acceptance rates along its path. For a chain with rate α
+// that is (1 + α + … + α^k)/c(k+1). It drafts only when that beats plain
+// decoding. When drafts keep failing the rates fall and drafting stops,
+// apart from one-token probes spaced so that they cost at most about
+// probeBudget of the time, further apart after every failed probe. It
+// allocates nothing.
 type Controller struct {
 	maxDraft int
 	cost     [MaxDraft + 2]float64 // lower-envelope seconds of a pass over k tokens; 0 = not measured
 	seen     [MaxDraft + 2]int     // passes measured per size
 	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
-	acc      [MaxDrafters][MaxClasses]rate
-	steps    int     // decisions taken
-	idle     int     // decisions since the last draft
+	acc      [MaxDrafters][MaxClasses][MaxRanks]rate
+	idle     int     // decisions since the last verified draft
+	backoff  int     // failed probes in a row
+	probing  bool    // the current step verifies a probe
 	assumed  float64 // when > 0: plan with c(k) = 1 + assumed·(k−1)
+	planP    [MaxTree]float64
 }
 
 // AssumeCost makes the controller plan with the cost model c(k) = 1 +
@@ -49,17 +56,35 @@ type rate struct {
 
 const (
 	rateDecay  = 0.97 // weight of the past per observation
-	priorSucc  = 1.2  // prior: 1.2 successes in 2 trials (α ≈ 0.6)
 	priorTrial = 2
 	costDown   = 0.5  // weight of a pass faster than the estimate
 	costUp     = 0.05 // weight of a slower one: a shared machine adds spikes, never removes work
 	minGain    = 1.03 // drafting must promise at least 3% more tokens per second
-	probeEvery = 24   // a one-token probe after this many idle decisions
+	// Probes: the first after probeFirst idle steps, then spaced so that
+	// a failing probe costs about probeBudget of the time, twice as far
+	// apart after each failure, at most probeMax steps.
+	probeFirst  = 16
+	probeBudget = 0.01
+	probeMax    = 1024
 )
 
-func (r *rate) alpha() float64 { return (r.succ + priorSucc) / (r.trials + priorTrial) }
+// priorSucc is the prior's successes in priorTrial trials, by rank: a
+// first choice starts at α = 0.6, a runner-up at 0.25, a third at 0.1.
+var priorSucc = [MaxRanks]float64{1.2, 0.5, 0.2}
 
-// NewController returns a controller that drafts at most maxDraft tokens.
+func (r *rate) alpha(rank int) float64 { return (r.succ + priorSucc[rank]) / (r.trials + priorTrial) }
+
+func (r *rate) observe(ok bool) {
+	r.succ *= rateDecay
+	r.trials *= rateDecay
+	r.trials++
+	if ok {
+		r.succ++
+	}
+}
+
+// NewController returns a controller that verifies at most maxDraft
+// drafted tokens per step.
 func NewController(maxDraft int) *Controller {
 	return &Controller{maxDraft: min(max(maxDraft, 0), MaxDraft)}
 }
@@ -101,29 +126,33 @@ func (c *Controller) ObserveDraftTime(d, n int, seconds float64) {
 	c.draftT[d] = envelope(c.draftT[d], seconds/float64(n))
 }
 
-// Observe records that of drafted tokens from drafter d, class class, the
-// first accepted were accepted (the next one, if any, was rejected).
-func (c *Controller) Observe(d, class, drafted, accepted int) {
-	if d < 0 || d >= MaxDrafters || drafted <= 0 {
+// ObserveEdge records one verified edge: a node of drafter d with class
+// and rank whose parent verification reached, and whether the target's
+// token was the node's (ok) or not.
+func (c *Controller) ObserveEdge(d, class, rank int, ok bool) {
+	if d < 0 || d >= MaxDrafters {
 		return
 	}
 	class = min(max(class, 0), MaxClasses-1)
-	r := &c.acc[d][class]
-	trials := min(accepted+1, drafted)
-	for i := 0; i < trials; i++ {
-		r.succ *= rateDecay
-		r.trials *= rateDecay
-		r.trials++
-		if i < accepted {
-			r.succ++
-		}
+	rank = min(max(rank, 0), MaxRanks-1)
+	c.acc[d][class][rank].observe(ok)
+}
+
+// Observe records a verified chain of drafted tokens from drafter d
+// (first choices of one class): of drafted tokens, the first accepted were
+// accepted and the next one, if any, was rejected.
+func (c *Controller) Observe(d, class, drafted, accepted int) {
+	for i := 0; i < min(accepted+1, drafted); i++ {
+		c.ObserveEdge(d, class, 0, i < accepted)
 	}
 }
 
-// Alpha is the current acceptance estimate of drafter d, class class.
-func (c *Controller) Alpha(d, class int) float64 {
+// Alpha is the current acceptance estimate of a node of drafter d with
+// class and rank, given that verification reaches its parent.
+func (c *Controller) Alpha(d, class, rank int) float64 {
 	class = min(max(class, 0), MaxClasses-1)
-	return c.acc[d][class].alpha()
+	rank = min(max(rank, 0), MaxRanks-1)
+	return c.acc[d][class][rank].alpha(rank)
 }
 
 // relCost is c(k): the cost of a pass over k tokens relative to one token.
@@ -170,16 +199,16 @@ func (c *Controller) relCost(k int) float64 {
 	return clo + (chi-clo)*float64(k-lo)/float64(hi-lo)
 }
 
-// Decide returns how many of the available drafted tokens of drafter d,
-// class class, to verify: 0 means decode one token plainly.
+// Decide returns how many tokens a chain drafter d (class class) should
+// draft, of the available ones, counting its drafting time: 0 means decode
+// one token plainly. It is for drafters that pay per drafted token (a
+// model); a step that drafts with it is planned with Plan afterwards.
 func (c *Controller) Decide(d, class, available int) int {
-	c.steps++
 	available = min(available, c.maxDraft)
 	if available <= 0 || d < 0 || d >= MaxDrafters {
-		c.idle++
 		return 0
 	}
-	alpha := c.Alpha(d, class)
+	alpha := c.Alpha(d, class, 0)
 	t1 := c.cost[1]
 	best, bestGain := 0, minGain
 	sum, pw := 1.0, 1.0
@@ -194,33 +223,117 @@ func (c *Controller) Decide(d, class, available int) int {
 			best, bestGain = k, g
 		}
 	}
-	if best == 0 && c.idle >= probeEvery {
+	if best == 0 && c.probeDue() {
 		best = 1
-	}
-	if best == 0 {
-		c.idle++
-	} else {
-		c.idle = 0
 	}
 	return best
 }
 
-// acceptMagic heads the encoded acceptance table.
-const acceptMagic = "GACC"
+// Plan estimates for every node of t the chance that verification reaches
+// it, keeps the nodes (at most budget, and at most MaxDraft) whose
+// verification promises the most tokens per unit of time, lays them out
+// depth first (see Tree) and returns how many it kept: 0 means decode one
+// token plainly. With fixed it keeps the budget's likeliest nodes whatever
+// they cost. Every step calls Plan once, then Settle.
+func (c *Controller) Plan(t *Tree, budget int, fixed bool) int {
+	c.probing = false
+	budget = min(budget, c.maxDraft, t.Len())
+	if budget <= 0 {
+		t.Reset()
+		c.idle++
+		return 0
+	}
+	P := c.planP[:t.Len()]
+	for i := range t.Nodes {
+		nd := &t.Nodes[i]
+		P[i] = c.Alpha(int(nd.Drafter), int(nd.Class), int(nd.Rank))
+		if nd.Parent >= 0 {
+			P[i] *= P[nd.Parent]
+		}
+		nd.P = P[i]
+	}
+	// Order the nodes by P, likeliest first, earlier nodes first on ties:
+	// a parent (never less likely than its child) precedes its children,
+	// so every prefix of the order is a tree. Insertion sort: n <= 64.
+	ord := t.order[:t.Len()]
+	for i := range ord {
+		j := i
+		for ; j > 0 && P[ord[j-1]] < P[i]; j-- {
+			ord[j] = ord[j-1]
+		}
+		ord[j] = int16(i)
+	}
+	best, bestGain := 0, minGain
+	if fixed {
+		best = budget
+	} else {
+		sum := 1.0
+		for m := 1; m <= budget; m++ {
+			sum += P[ord[m-1]]
+			if g := sum / c.relCost(m+1); g > bestGain {
+				best, bestGain = m, g
+			}
+		}
+		if best == 0 && c.probeDue() {
+			best, c.probing = 1, true
+		}
+	}
+	if best == 0 {
+		t.Reset()
+		c.idle++
+		return 0
+	}
+	c.idle = 0
+	t.keep(best)
+	return best
+}
 
-// MarshalAcceptance encodes the acceptance estimates of every drafter and
-// class (not the pass costs, which belong to the machine and its load at
-// the time), so that a restarted engine drafts as well as it did before
-// from its first step.
+// probeDue reports whether it is time to verify a one-token probe
+// although drafting does not pay now: the text may have begun to repeat.
+// A failing probe costs c(2)−1 passes, so probes come no more often than
+// that cost over probeBudget, and twice as far apart after every failed
+// one.
+func (c *Controller) probeDue() bool {
+	gap := max(probeFirst, int((c.relCost(2)-1)/probeBudget))
+	gap = min(gap<<min(c.backoff, 10), probeMax)
+	return c.idle >= gap
+}
+
+// Settle closes a step that verified drafted tokens: accepted of them were
+// accepted. A failed probe backs the next one off; any accepted draft
+// resets the back-off.
+func (c *Controller) Settle(accepted int) {
+	switch {
+	case accepted > 0:
+		c.backoff = 0
+	case c.probing:
+		c.backoff++
+	}
+	c.probing = false
+}
+
+// acceptMagic heads the encoded acceptance table.
+const acceptMagic = "GAC2"
+
+// acceptSize is the length of an encoded acceptance table.
+const acceptSize = 16 + MaxDrafters*MaxClasses*MaxRanks*16
+
+// MarshalAcceptance encodes the acceptance estimates of every drafter,
+// class and rank (not the pass costs, which belong to the machine and its
+// load at the time), so that a restarted engine drafts as well as it did
+// before from its first step.
 func (c *Controller) MarshalAcceptance() []byte {
-	b := make([]byte, 0, 12+MaxDrafters*MaxClasses*16)
+	b := make([]byte, 0, acceptSize)
 	b = append(b, acceptMagic...)
 	b = binary.LittleEndian.AppendUint32(b, MaxDrafters)
 	b = binary.LittleEndian.AppendUint32(b, MaxClasses)
+	b = binary.LittleEndian.AppendUint32(b, MaxRanks)
 	for d := range c.acc {
 		for k := range c.acc[d] {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k].succ))
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k].trials))
+			for r := range c.acc[d][k] {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k][r].succ))
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k][r].trials))
+			}
 		}
 	}
 	return b
@@ -228,27 +341,29 @@ func (c *Controller) MarshalAcceptance() []byte {
 
 // UnmarshalAcceptance restores estimates encoded by MarshalAcceptance. It
 // rejects (and leaves the controller unchanged on) anything malformed:
-// another table shape, a wrong length, or counts that are not finite
-// numbers with 0 <= successes <= trials.
+// another table shape or version, a wrong length, or counts that are not
+// finite numbers with 0 <= successes <= trials.
 func (c *Controller) UnmarshalAcceptance(b []byte) error {
-	if len(b) < 12 || string(b[:4]) != acceptMagic {
+	if len(b) < 16 || string(b[:4]) != acceptMagic {
 		return errors.New("spec: acceptance table: bad header")
 	}
-	nd, nc := binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:])
-	if nd != MaxDrafters || nc != MaxClasses || len(b) != 12+MaxDrafters*MaxClasses*16 {
-		return fmt.Errorf("spec: acceptance table: %d×%d in %d bytes", nd, nc, len(b))
+	nd, nc, nr := binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
+	if nd != MaxDrafters || nc != MaxClasses || nr != MaxRanks || len(b) != acceptSize {
+		return fmt.Errorf("spec: acceptance table: %d×%d×%d in %d bytes", nd, nc, nr, len(b))
 	}
-	var acc [MaxDrafters][MaxClasses]rate
-	p := b[12:]
+	var acc [MaxDrafters][MaxClasses][MaxRanks]rate
+	p := b[16:]
 	for d := range acc {
 		for k := range acc[d] {
-			s := math.Float64frombits(binary.LittleEndian.Uint64(p))
-			t := math.Float64frombits(binary.LittleEndian.Uint64(p[8:]))
-			p = p[16:]
-			if !(s >= 0 && t >= s && t < 1e9) {
-				return fmt.Errorf("spec: acceptance table: drafter %d class %d: %v of %v", d, k, s, t)
+			for r := range acc[d][k] {
+				s := math.Float64frombits(binary.LittleEndian.Uint64(p))
+				t := math.Float64frombits(binary.LittleEndian.Uint64(p[8:]))
+				p = p[16:]
+				if !(s >= 0 && t >= s && t < 1e9) {
+					return fmt.Errorf("spec: acceptance table: drafter %d class %d rank %d: %v of %v", d, k, r, s, t)
+				}
+				acc[d][k][r] = rate{s, t}
 			}
-			acc[d][k] = rate{s, t}
 		}
 	}
 	c.acc = acc

@@ -17,6 +17,15 @@ type Drafter interface {
 	Draft(history []int32, max int, dst []int32) (draft []int32, class int)
 }
 
+// TreeDrafter is a Drafter that proposes several continuations at once:
+// DraftTree adds continuations of history, at most depth tokens deep, to
+// t as drafter d (the index of its row in the controller's tables),
+// branching where its candidates disagree (up to t.Width ways).
+type TreeDrafter interface {
+	Drafter
+	DraftTree(history []int32, depth int, t *Tree, d int)
+}
+
 // maxCandidates bounds how many earlier occurrences of the current suffix
 // Lookup weighs against each other.
 const maxCandidates = 8
@@ -30,6 +39,7 @@ type Lookup struct {
 	NgramMin, NgramMax int
 	cand               [maxCandidates]int // start of each candidate's continuation
 	alive              [maxCandidates]bool
+	buf                [MaxTree]int32
 }
 
 // NewLookup returns a prompt-lookup drafter for n-grams of nmin..nmax tokens.
@@ -121,4 +131,40 @@ func (l *Lookup) follow(h []int32, nc, max int, dst []int32) []int32 {
 		}
 	}
 	return dst
+}
+
+// DraftTree implements TreeDrafter. The trie holds the continuations of
+// every match of the longest matching suffix: the majority continuation
+// (what Draft proposes) first, every other one branching off where it
+// departs from the tokens before it. With room for branches, matches of
+// shorter suffixes whose continuations start differently add roots of
+// their own. A node's class is the length of the match that proposed it.
+// It allocates nothing.
+func (l *Lookup) DraftTree(history []int32, depth int, t *Tree, d int) {
+	L := len(history)
+	depth = min(depth, len(l.buf))
+	if depth <= 0 {
+		return
+	}
+	longest := 0
+	for n := min(l.NgramMax, L-1); n >= l.NgramMin && !t.Full(); n-- {
+		nc := l.matches(history, n)
+		if nc == 0 {
+			continue
+		}
+		if longest == 0 {
+			longest = n
+			t.AddChain(-1, l.follow(history, nc, depth, l.buf[:0]), d, n)
+			if t.Width == 1 {
+				return
+			}
+		}
+		for i := 0; i < nc; i++ {
+			cont := history[l.cand[i]:min(l.cand[i]+depth, L)]
+			if n < longest && t.Child(-1, cont[0]) >= 0 {
+				continue // a shorter match adds only roots the longer ones lack
+			}
+			t.AddChain(-1, cont, d, n)
+		}
+	}
 }

@@ -105,19 +105,29 @@ func (c *NgramCache) add(key uint64, next int32) {
 
 // predict returns the most frequent next token after ctx and whether it is
 // confident: seen at least twice and in at least half of the occurrences.
-func (c *NgramCache) predict(ctx []int32) (int32, bool) {
+// It also returns the runner-up, if one was seen at least twice (else -1).
+func (c *NgramCache) predict(ctx []int32) (int32, bool, int32) {
 	e := c.entries[ctxKey(ctx)]
 	if e == nil {
-		return -1, false
+		return -1, false, -1
 	}
-	best, total := 0, uint32(0)
+	best, second, total := 0, -1, uint32(0)
 	for i := range e.cnt {
 		total += e.cnt[i]
 		if e.cnt[i] > e.cnt[best] {
 			best = i
 		}
 	}
-	return e.tok[best], e.cnt[best] >= 2 && 2*e.cnt[best] >= total
+	for i := range e.cnt {
+		if i != best && e.cnt[i] >= 2 && (second < 0 || e.cnt[i] > e.cnt[second]) {
+			second = i
+		}
+	}
+	runner := int32(-1)
+	if second >= 0 {
+		runner = e.tok[second]
+	}
+	return e.tok[best], e.cnt[best] >= 2 && 2*e.cnt[best] >= total, runner
 }
 
 // Draft implements Drafter: from the longest known context, chain the
@@ -126,41 +136,80 @@ func (c *NgramCache) Draft(history []int32, max int, dst []int32) ([]int32, int)
 	dst = dst[:0]
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if len(c.entries) == 0 {
-		return dst, 0
-	}
 	class := 0
-	var buf [4]int32
 	for len(dst) < max {
-		found := false
-		for n := c.Order; n >= 1; n-- {
-			// The context is the last n tokens of history+dst.
-			if n > len(history)+len(dst) {
-				continue
-			}
-			ctx := buf[:n]
-			for i := 0; i < n; i++ {
-				j := len(history) + len(dst) - n + i
-				if j < len(history) {
-					ctx[i] = history[j]
-				} else {
-					ctx[i] = dst[j-len(history)]
-				}
-			}
-			if tok, ok := c.predict(ctx); ok {
-				if class == 0 {
-					class = n
-				}
-				dst = append(dst, tok)
-				found = true
-				break
-			}
+		tok, n, _ := c.next(history, dst)
+		if n == 0 {
+			break
 		}
-		if !found {
+		if class == 0 {
+			class = n
+		}
+		dst = append(dst, tok)
+	}
+	return dst, class
+}
+
+// DraftTree implements TreeDrafter: the chain Draft proposes, and beside
+// each of its tokens the runner-up of the same statistics, if any, as a
+// leaf. A node's class is the length of the context that predicted it.
+func (c *NgramCache) DraftTree(history []int32, depth int, t *Tree, d int) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var chain [MaxTree]int32
+	var alt [MaxTree]struct {
+		parent int
+		tok    int32
+		class  int
+	}
+	nalt := 0
+	parent := -1
+	for k := 0; k < min(depth, len(chain)); k++ {
+		tok, n, runner := c.next(history, chain[:k])
+		if n == 0 {
+			break
+		}
+		chain[k] = tok
+		if runner >= 0 {
+			alt[nalt].parent, alt[nalt].tok, alt[nalt].class = parent, runner, n
+			nalt++
+		}
+		if parent = t.Add(parent, tok, d, n); parent < 0 {
 			break
 		}
 	}
-	return dst, class
+	// The runners-up after the chain: first choices come first.
+	for _, a := range alt[:nalt] {
+		t.Add(a.parent, a.tok, d, a.class)
+	}
+}
+
+// next predicts the token after history+draft from the longest context
+// with a confident prediction. It returns the token, the context length
+// (0: none) and the runner-up of that context (-1: none).
+func (c *NgramCache) next(history, draft []int32) (int32, int, int32) {
+	if len(c.entries) == 0 {
+		return -1, 0, -1
+	}
+	var buf [4]int32
+	for n := c.Order; n >= 1; n-- {
+		if n > len(history)+len(draft) {
+			continue
+		}
+		ctx := buf[:n]
+		for i := 0; i < n; i++ {
+			j := len(history) + len(draft) - n + i
+			if j < len(history) {
+				ctx[i] = history[j]
+			} else {
+				ctx[i] = draft[j-len(history)]
+			}
+		}
+		if tok, ok, runner := c.predict(ctx); ok {
+			return tok, n, runner
+		}
+	}
+	return -1, 0, -1
 }
 
 const ngramMagic = "GNG1"
