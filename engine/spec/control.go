@@ -35,10 +35,12 @@ type Controller struct {
 	seen     [MaxDraft + 2]int     // passes measured per size
 	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
 	acc      [MaxDrafters][MaxClasses][MaxRanks]rate
-	idle     int     // decisions since the last verified draft
-	backoff  int     // failed probes in a row
-	probing  bool    // the current step verifies a probe
-	assumed  float64 // when > 0: plan with c(k) = 1 + assumed·(k−1)
+	first    [MaxDrafters]rate    // acceptance of each drafter's first choices, all classes
+	draftR   [MaxDrafters]float64 // with assumed costs: a drafted token's cost in passes
+	idle     int                  // decisions since the last verified draft
+	backoff  int                  // failed probes in a row
+	probing  bool                 // the current step verifies a probe
+	assumed  float64              // when > 0: plan with c(k) = 1 + assumed·(k−1)
 	planP    [MaxTree]float64
 }
 
@@ -48,6 +50,20 @@ type Controller struct {
 // verification is cheaper than on the machine at hand, for instance a tiny
 // model whose passes cost in proportion to their tokens.
 func (c *Controller) AssumeCost(slope float64) { c.assumed = max(slope, 0) }
+
+// AssumeDraftCost sets what drafter d's tokens cost, in target passes,
+// when the controller plans with an assumed cost model (AssumeCost): a
+// model drafter's share of the target's weight bytes, on a board where
+// passes cost what they read. Measured drafting times apply otherwise.
+func (c *Controller) AssumeDraftCost(d int, passes float64) {
+	if d >= 0 && d < MaxDrafters {
+		c.draftR[d] = max(passes, 0)
+	}
+}
+
+// Cost is c(k), the modelled cost of verifying a pass of k tokens relative
+// to a pass of one.
+func (c *Controller) Cost(k int) float64 { return c.relCost(k) }
 
 // rate is an exponentially weighted Bernoulli estimate with a prior.
 type rate struct {
@@ -136,6 +152,9 @@ func (c *Controller) ObserveEdge(d, class, rank int, ok bool) {
 	class = min(max(class, 0), MaxClasses-1)
 	rank = min(max(rank, 0), MaxRanks-1)
 	c.acc[d][class][rank].observe(ok)
+	if rank == 0 {
+		c.first[d].observe(ok)
+	}
 }
 
 // Observe records a verified chain of drafted tokens from drafter d
@@ -145,6 +164,17 @@ func (c *Controller) Observe(d, class, drafted, accepted int) {
 	for i := 0; i < min(accepted+1, drafted); i++ {
 		c.ObserveEdge(d, class, 0, i < accepted)
 	}
+}
+
+// Seed sets drafter d's acceptance of first choices, all classes, to alpha
+// as if measured over trials tokens (a self-speculative draft's agreement
+// measured by its layer search, say), where nothing was measured yet.
+func (c *Controller) Seed(d int, alpha, trials float64) {
+	if d < 0 || d >= MaxDrafters || c.first[d].trials > 0 || !(alpha >= 0 && alpha <= 1) {
+		return
+	}
+	c.first[d] = rate{succ: alpha*(trials+priorTrial) - priorSucc[0], trials: trials}
+	c.first[d].succ = min(max(c.first[d].succ, 0), trials)
 }
 
 // Alpha is the current acceptance estimate of a node of drafter d with
@@ -199,16 +229,19 @@ func (c *Controller) relCost(k int) float64 {
 	return clo + (chi-clo)*float64(k-lo)/float64(hi-lo)
 }
 
-// Decide returns how many tokens a chain drafter d (class class) should
-// draft, of the available ones, counting its drafting time: 0 means decode
-// one token plainly. It is for drafters that pay per drafted token (a
+// Decide returns how many tokens a chain drafter d (class class; -1: all
+// its classes) should draft, of the available ones, counting its drafting
+// time: 0 means decode one token plainly. It is for drafters that pay per drafted token (a
 // model); a step that drafts with it is planned with Plan afterwards.
 func (c *Controller) Decide(d, class, available int) int {
 	available = min(available, c.maxDraft)
 	if available <= 0 || d < 0 || d >= MaxDrafters {
 		return 0
 	}
-	alpha := c.Alpha(d, class, 0)
+	alpha := c.first[d].alpha(0)
+	if class >= 0 {
+		alpha = c.Alpha(d, class, 0)
+	}
 	t1 := c.cost[1]
 	best, bestGain := 0, minGain
 	sum, pw := 1.0, 1.0
@@ -216,7 +249,10 @@ func (c *Controller) Decide(d, class, available int) int {
 		pw *= alpha
 		sum += pw
 		cost := c.relCost(k + 1)
-		if t1 > 0 && c.draftT[d] > 0 && c.assumed == 0 {
+		switch {
+		case c.assumed > 0:
+			cost += float64(k) * c.draftR[d]
+		case t1 > 0 && c.draftT[d] > 0:
 			cost += float64(k) * c.draftT[d] / t1
 		}
 		if g := sum / cost; g > bestGain {
@@ -316,7 +352,7 @@ func (c *Controller) Settle(accepted int) {
 const acceptMagic = "GAC2"
 
 // acceptSize is the length of an encoded acceptance table.
-const acceptSize = 16 + MaxDrafters*MaxClasses*MaxRanks*16
+const acceptSize = 16 + MaxDrafters*(MaxClasses*MaxRanks+1)*16
 
 // MarshalAcceptance encodes the acceptance estimates of every drafter,
 // class and rank (not the pass costs, which belong to the machine and its
@@ -328,13 +364,17 @@ func (c *Controller) MarshalAcceptance() []byte {
 	b = binary.LittleEndian.AppendUint32(b, MaxDrafters)
 	b = binary.LittleEndian.AppendUint32(b, MaxClasses)
 	b = binary.LittleEndian.AppendUint32(b, MaxRanks)
+	put := func(r rate) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.succ))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.trials))
+	}
 	for d := range c.acc {
 		for k := range c.acc[d] {
 			for r := range c.acc[d][k] {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k][r].succ))
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.acc[d][k][r].trials))
+				put(c.acc[d][k][r])
 			}
 		}
+		put(c.first[d])
 	}
 	return b
 }
@@ -352,20 +392,30 @@ func (c *Controller) UnmarshalAcceptance(b []byte) error {
 		return fmt.Errorf("spec: acceptance table: %d×%d×%d in %d bytes", nd, nc, nr, len(b))
 	}
 	var acc [MaxDrafters][MaxClasses][MaxRanks]rate
+	var first [MaxDrafters]rate
 	p := b[16:]
+	get := func(d int) (rate, error) {
+		s := math.Float64frombits(binary.LittleEndian.Uint64(p))
+		t := math.Float64frombits(binary.LittleEndian.Uint64(p[8:]))
+		p = p[16:]
+		if !(s >= 0 && t >= s && t < 1e9) {
+			return rate{}, fmt.Errorf("spec: acceptance table: drafter %d: %v successes of %v", d, s, t)
+		}
+		return rate{s, t}, nil
+	}
+	var err error
 	for d := range acc {
 		for k := range acc[d] {
 			for r := range acc[d][k] {
-				s := math.Float64frombits(binary.LittleEndian.Uint64(p))
-				t := math.Float64frombits(binary.LittleEndian.Uint64(p[8:]))
-				p = p[16:]
-				if !(s >= 0 && t >= s && t < 1e9) {
-					return fmt.Errorf("spec: acceptance table: drafter %d class %d rank %d: %v of %v", d, k, r, s, t)
+				if acc[d][k][r], err = get(d); err != nil {
+					return err
 				}
-				acc[d][k][r] = rate{s, t}
 			}
 		}
+		if first[d], err = get(d); err != nil {
+			return err
+		}
 	}
-	c.acc = acc
+	c.acc, c.first = acc, first
 	return nil
 }
