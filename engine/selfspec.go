@@ -168,6 +168,7 @@ func chainGain(alpha, r float64, c func(k int) float64, maxK int) float64 {
 // values fill the cache, its most likely next tokens are the reference),
 // and every candidate is one teacher-forced Probe over it.
 type skipSearch struct {
+	m     *model.Model
 	st    *model.State
 	toks  []int32
 	ref   []int32 // ref[i]: the target's most likely token after toks[:i+1]
@@ -175,9 +176,9 @@ type skipSearch struct {
 	evals int
 }
 
-func newSkipSearch(ctx context.Context, st *model.State, toks []int32) (*skipSearch, error) {
-	nv := st.Model().NVocab
-	ss := &skipSearch{st: st, toks: toks, ref: make([]int32, len(toks)), from: min(8, len(toks)/4)}
+func newSkipSearch(ctx context.Context, m *model.Model, st *model.State, toks []int32) (*skipSearch, error) {
+	nv := m.NVocab
+	ss := &skipSearch{m: m, st: st, toks: toks, ref: make([]int32, len(toks)), from: min(8, len(toks)/4)}
 	st.Truncate(0)
 	rows := st.MaxLogitRows()
 	for i := 0; i < len(toks); i += rows {
@@ -200,7 +201,7 @@ func newSkipSearch(ctx context.Context, st *model.State, toks []int32) (*skipSea
 // predicts the target's token.
 func (ss *skipSearch) agreement(ctx context.Context, skip *model.Skip) (float64, error) {
 	st := ss.st
-	nv := st.Model().NVocab
+	nv := ss.m.NVocab
 	rows := min(st.MaxLogitRows(), st.MaxBatch())
 	hits, n := 0, 0
 	for i := ss.from; i < len(ss.toks); i += rows {
@@ -238,7 +239,7 @@ func (ss *skipSearch) agreement(ctx context.Context, skip *model.Skip) (float64,
 // 1): the controller then never drafts with it, but it is still the one
 // to measure.
 func searchSkip(ctx context.Context, ss *skipSearch, c func(k int) float64, budget int) (*SkipSet, error) {
-	m := ss.st.Model()
+	m := ss.m
 	L := m.NLayer
 	nb := 2 * L // block b: attention of layer b/2 (even b) or its feed-forward block (odd b)
 	set := func(blocks []bool) *model.Skip {
@@ -501,7 +502,7 @@ func tuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget
 		return nil, err
 	}
 	defer st.Close()
-	ss, err := newSkipSearch(ctx, st, toks)
+	ss, err := newSkipSearch(ctx, m, st, toks)
 	if err != nil {
 		return nil, err
 	}
