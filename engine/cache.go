@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -19,15 +18,17 @@ type PromptCache interface {
 	Put(model []byte, tokens []int32, blob []byte) error
 }
 
-// DraftStatsStore keeps the n-gram drafting statistics per model
-// (storage.Cache implements it next to the prompt cache).
+// DraftStatsStore keeps the drafting statistics per model (storage.Cache
+// implements it next to the prompt cache).
 type DraftStatsStore interface {
 	PutDraftStats(model, data []byte) error
 	DraftStats(model []byte) ([]byte, bool)
 }
 
 // loadDraftStats restores the drafting statistics of earlier runs: the
-// n-gram statistics and the controller's acceptance estimates.
+// n-gram statistics, the controller's acceptance estimates and the blocks
+// the skipped-layer draft skips. A malformed part is refused (and logged)
+// and its statistics start afresh.
 func (e *Engine) loadDraftStats() {
 	ds, ok := e.opt.Cache.(DraftStatsStore)
 	if !ok {
@@ -37,15 +38,28 @@ func (e *Engine) loadDraftStats() {
 	if !ok {
 		return
 	}
-	ngram, accept, err := splitDraftStats(b)
-	if err == nil && len(ngram) > 0 {
-		err = e.spec.ngram.UnmarshalBinary(ngram)
-	}
-	if err == nil && len(accept) > 0 {
-		err = e.spec.ctrl.UnmarshalAcceptance(accept)
-	}
+	parts, err := splitDraftStats(b)
 	if err != nil {
 		e.log().Warn("drafting statistics unusable, starting afresh", "err", err)
+		return
+	}
+	if len(parts.ngram) > 0 {
+		if err := e.spec.ngram.UnmarshalBinary(parts.ngram); err != nil {
+			e.log().Warn("n-gram statistics unusable, starting afresh", "err", err)
+		}
+	}
+	if len(parts.accept) > 0 {
+		if err := e.spec.ctrl.UnmarshalAcceptance(parts.accept); err != nil {
+			e.log().Warn("acceptance estimates unusable, starting afresh", "err", err)
+		}
+	}
+	if len(parts.skip) > 0 && e.selfMode != SelfSpecOff {
+		set, err := unmarshalSkipSet(parts.skip, e.model.NLayer)
+		if err != nil {
+			e.log().Warn("skipped-layer draft unusable, choosing afresh", "err", err)
+		} else {
+			e.installSelf(set)
+		}
 	}
 }
 
@@ -55,45 +69,82 @@ func (e *Engine) saveDraftStats() {
 	if !ok {
 		return
 	}
-	var ngram []byte
+	var p draftStats
 	var err error
 	if e.spec.ngram.Len() > 0 {
-		if ngram, err = e.spec.ngram.MarshalBinary(); err != nil {
+		if p.ngram, err = e.spec.ngram.MarshalBinary(); err != nil {
 			e.log().Warn("saving drafting statistics failed", "err", err)
 			return
 		}
 	}
-	b := joinDraftStats(ngram, e.spec.ctrl.MarshalAcceptance())
-	if err := ds.PutDraftStats(e.id, b); err != nil {
+	p.accept = e.spec.ctrl.MarshalAcceptance()
+	if e.spec.self != nil {
+		p.skip, _ = e.spec.self.set.MarshalBinary()
+	}
+	if err := ds.PutDraftStats(e.id, joinDraftStats(p)); err != nil {
 		e.log().Warn("saving drafting statistics failed", "err", err)
 	}
 }
 
-// draftStatsMagic heads the stored drafting statistics: the n-gram
-// statistics (length-prefixed, possibly empty), then the acceptance table.
-// A blob without it is the n-gram statistics alone (the first format).
-const draftStatsMagic = "GDS2"
-
-func joinDraftStats(ngram, accept []byte) []byte {
-	b := make([]byte, 0, 8+len(ngram)+len(accept))
-	b = append(b, draftStatsMagic...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(ngram)))
-	b = append(b, ngram...)
-	return append(b, accept...)
+// draftStats are the parts of the stored drafting statistics, each
+// encoded by its owner.
+type draftStats struct {
+	ngram, accept, skip []byte
 }
 
-func splitDraftStats(b []byte) (ngram, accept []byte, err error) {
-	if len(b) < 4 || string(b[:4]) != draftStatsMagic {
-		return b, nil, nil
+// draftStatsMagic heads the stored drafting statistics: the n-gram
+// statistics and the acceptance table (each length-prefixed, possibly
+// empty), then the skipped-layer choice. Earlier formats: "GDS2" (n-grams
+// length-prefixed, then the acceptance table) and a blob without a magic
+// (the n-gram statistics alone).
+const (
+	draftStatsMagic = "GDS3"
+	draftStatsV2    = "GDS2"
+)
+
+func joinDraftStats(p draftStats) []byte {
+	b := make([]byte, 0, 12+len(p.ngram)+len(p.accept)+len(p.skip))
+	b = append(b, draftStatsMagic...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(p.ngram)))
+	b = append(b, p.ngram...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(p.accept)))
+	b = append(b, p.accept...)
+	return append(b, p.skip...)
+}
+
+func splitDraftStats(b []byte) (draftStats, error) {
+	var p draftStats
+	if len(b) < 4 || (string(b[:4]) != draftStatsMagic && string(b[:4]) != draftStatsV2) {
+		p.ngram = b
+		return p, nil
 	}
-	if len(b) < 8 {
-		return nil, nil, errors.New("engine: drafting statistics truncated")
+	v2 := string(b[:4]) == draftStatsV2
+	rest := b[4:]
+	part := func(what string) ([]byte, error) {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("engine: drafting statistics truncated before the %s", what)
+		}
+		n := binary.LittleEndian.Uint32(rest)
+		if uint64(n) > uint64(len(rest)-4) {
+			return nil, fmt.Errorf("engine: drafting statistics: %d bytes of %s in %d", n, what, len(rest)-4)
+		}
+		x := rest[4 : 4+n]
+		rest = rest[4+n:]
+		return x, nil
 	}
-	n := binary.LittleEndian.Uint32(b[4:])
-	if uint64(n) > uint64(len(b)-8) {
-		return nil, nil, fmt.Errorf("engine: drafting statistics: %d bytes of n-grams in %d", n, len(b)-8)
+	var err error
+	if p.ngram, err = part("n-grams"); err != nil {
+		return draftStats{}, err
 	}
-	return b[8 : 8+n], b[8+n:], nil
+	if v2 {
+		p.accept = rest
+		return p, nil
+	}
+	if p.accept, err = part("acceptance table"); err != nil {
+		return draftStats{}, err
+	}
+	p.skip = rest
+	return p, nil
 }
 
 // minRestore is the fewest tokens a restore from the prompt cache must add

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -153,20 +155,70 @@ func TestDraftStatsPersist(t *testing.T) {
 	}
 }
 
+// TestSelfSpecPersist: the skipped-layer choice made by a background
+// search after a request is saved with the drafting statistics and used
+// by the next process without a new search; a damaged choice is refused,
+// logged, and searched afresh.
+func TestSelfSpecPersist(t *testing.T) {
+	cache := &memCache{}
+	e1 := load(t, "stories260K-F32", Options{Ctx: 256, Cache: cache})
+	ids, _ := generateIDs(t, e1, "Once upon a time", 96, SpecOptions{Mode: SpecAuto}, greedy())
+	if len(ids) < 64 {
+		t.Fatalf("only %d tokens generated", len(ids))
+	}
+	set := e1.WaitTuned()
+	if set == nil {
+		t.Fatal("no skipped-layer draft chosen after a request")
+	}
+	t.Logf("chosen: %s, agreement %.3f, cost %.3f, modelled gain %.3f, %d sets measured on %d tokens",
+		set, set.Agreement, set.Cost, set.Gain, set.Evals, set.Tokens)
+	e1.Close()
+	e2 := load(t, "stories260K-F32", Options{Ctx: 256, Cache: cache})
+	if e2.spec.self == nil || e2.spec.self.set.String() != set.String() {
+		t.Fatalf("restored %v, want %s", e2.spec.self, set)
+	}
+	// A foreign choice (another layer count) in the stored statistics.
+	e2.Close()
+	for k, b := range cache.stats {
+		p, err := splitDraftStats(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, _ := (&SkipSet{Skip: model.Skip{Attn: []bool{true}, MLP: []bool{false}}, Agreement: 1, Cost: 0.5}).MarshalBinary()
+		p.skip = bad
+		cache.stats[k] = joinDraftStats(p)
+	}
+	var logged strings.Builder
+	e3 := load(t, "stories260K-F32", Options{Ctx: 256, Cache: cache, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if e3.spec.self != nil {
+		t.Error("a choice for a model of one layer was installed")
+	}
+	if !strings.Contains(logged.String(), "skipped-layer draft unusable") {
+		t.Errorf("no warning logged: %q", logged.String())
+	}
+	if e3.spec.ngram.Len() == 0 {
+		t.Error("the n-gram statistics beside the damaged choice were lost")
+	}
+}
+
 // TestDraftStatsFormats: the stored drafting statistics split back into
-// their parts; a blob of the first format is the n-gram statistics alone;
+// their parts; blobs of the earlier formats split as they were written;
 // a damaged header is an error.
 func TestDraftStatsFormats(t *testing.T) {
-	ng, acc := []byte("NGRAM-BYTES"), []byte("ACCEPT")
-	a, b, err := splitDraftStats(joinDraftStats(ng, acc))
-	if err != nil || !bytes.Equal(a, ng) || !bytes.Equal(b, acc) {
-		t.Errorf("round trip: %q %q %v", a, b, err)
+	want := draftStats{[]byte("NGRAM-BYTES"), []byte("ACCEPT"), []byte("SKIP")}
+	p, err := splitDraftStats(joinDraftStats(want))
+	if err != nil || !bytes.Equal(p.ngram, want.ngram) || !bytes.Equal(p.accept, want.accept) || !bytes.Equal(p.skip, want.skip) {
+		t.Errorf("round trip: %q %v", p, err)
 	}
-	if a, b, err := splitDraftStats([]byte("GNG1old")); err != nil || string(a) != "GNG1old" || b != nil {
-		t.Errorf("first format: %q %q %v", a, b, err)
+	if p, err := splitDraftStats([]byte("GNG1old")); err != nil || string(p.ngram) != "GNG1old" || p.accept != nil {
+		t.Errorf("first format: %q %v", p, err)
 	}
-	for _, x := range [][]byte{[]byte("GDS2"), []byte("GDS2\xff\xff\x00\x00abc")} {
-		if _, _, err := splitDraftStats(x); err == nil {
+	if p, err := splitDraftStats([]byte("GDS2\x02\x00\x00\x00ngACC")); err != nil || string(p.ngram) != "ng" || string(p.accept) != "ACC" || p.skip != nil {
+		t.Errorf("second format: %q %v", p, err)
+	}
+	for _, x := range [][]byte{[]byte("GDS2"), []byte("GDS2\xff\xff\x00\x00abc"), []byte("GDS3\x00\x00\x00\x00"),
+		[]byte("GDS3\x00\x00\x00\x00\x05\x00\x00\x00abc")} {
+		if _, err := splitDraftStats(x); err == nil {
 			t.Errorf("%q: no error", x)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/tokenizer"
 	"github.com/geisten/geist/quant"
 )
@@ -37,6 +38,11 @@ type Options struct {
 	Cache PromptCache
 	// KVType is the KV cache type: "f16" (default) or "q8_0".
 	KVType string
+	// SelfSpec is when the skipped-layer draft's blocks are chosen, if no
+	// choice was persisted: "auto" (the default; in the background after
+	// a request, on its prompt and output), "load" (at load, on text the
+	// model generates) or "off" (never: no self-speculation).
+	SelfSpec string
 	// Logger receives warnings (damaged cache entries); nil discards them.
 	Logger *slog.Logger
 }
@@ -51,6 +57,7 @@ type Engine struct {
 	snap     snapshotter // background writes to the prompt cache
 	closed   bool
 	spec     specState
+	selfMode string                         // Options.SelfSpec checked
 	sysKeep  sysPrefix                      // the system prompt's tokens, for the prompt cache
 	counts   struct{ renders, encodes int } // for tests: how often prompts were rendered and tokenized
 	path     string
@@ -100,7 +107,12 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: KV cache type %q is not supported (want f16 or q8_0)", opt.KVType)
 	}
-	e := &Engine{path: path, file: f, tok: tok, opt: opt, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
+	selfMode, err := selfSpecMode(opt.SelfSpec)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	e := &Engine{path: path, file: f, tok: tok, opt: opt, selfMode: selfMode, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
 	if e.model, err = model.Load(f); err != nil {
 		f.Close()
 		return nil, err
@@ -137,6 +149,12 @@ func Load(path string, opt Options) (*Engine, error) {
 		return nil, err
 	}
 	e.loadDraftStats()
+	if e.selfMode == SelfSpecLoad && e.spec.self == nil {
+		if _, err := e.TuneSelfSpec(context.Background(), nil); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("engine: choosing the skipped-layer draft: %w", err)
+		}
+	}
 	// Parsing the vocabulary and building the tokenizer pass through far
 	// more heap than they keep (a 128K-token vocabulary peaks near 100 MB
 	// for 27 MB live): hand the rest back to the OS now rather than carry
@@ -167,6 +185,8 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.waitSnapshots()
+	e.stopTuning()
+	e.takeTuned()
 	e.saveDraftStats()
 	e.state.Close()
 	if d := e.spec.draft; d != nil {
@@ -243,19 +263,53 @@ type Stats struct {
 	DroppedTurns    int     `json:"dropped_turns,omitempty"` // oldest turns left out to fit the context
 
 	// Speculative decoding: forward passes of the target model while
-	// decoding, tokens drafted and accepted, and tokens per pass.
-	TargetPasses  int                     `json:"target_passes"`
-	Drafted       int                     `json:"drafted"`
-	Accepted      int                     `json:"accepted"`
-	TokensPerPass float64                 `json:"tokens_per_pass"`
-	Drafters      map[string]DrafterStats `json:"drafters,omitempty"`
+	// decoding, those that verified drafted tokens (tree passes), drafted
+	// tokens verified (tree nodes) and accepted, tokens per pass, the mean
+	// tree size and accepted depth of the tree passes, the deepest
+	// accepted path, each drafter's counts, and the blocks the
+	// skipped-layer draft skips.
+	TargetPasses      int                     `json:"target_passes"`
+	TreePasses        int                     `json:"tree_passes"`
+	Drafted           int                     `json:"drafted"`
+	Accepted          int                     `json:"accepted"`
+	TokensPerPass     float64                 `json:"tokens_per_pass"`
+	MeanTreeSize      float64                 `json:"mean_tree_size"`
+	MeanAcceptedDepth float64                 `json:"mean_accepted_depth"`
+	MaxAcceptedDepth  int                     `json:"max_accepted_depth"`
+	Drafters          map[string]DrafterStats `json:"drafters,omitempty"`
+	SelfSkip          string                  `json:"self_skip,omitempty"`
 }
 
-// DrafterStats count one drafter's proposals.
+// DrafterStats count one drafter's proposals: nodes verified, nodes
+// accepted, their ratio, and the passes that verified any of them.
 type DrafterStats struct {
-	Drafted  int `json:"drafted"`
-	Accepted int `json:"accepted"`
-	Steps    int `json:"steps"`
+	Drafted    int     `json:"drafted"`
+	Accepted   int     `json:"accepted"`
+	Acceptance float64 `json:"acceptance"`
+	Steps      int     `json:"steps"`
+}
+
+// finish computes the derived figures of speculative decoding, naming
+// every drafter that had tokens verified.
+func (st *Stats) finish(drafters []spec.Drafter, ds []DrafterStats) {
+	if st.TargetPasses > 0 {
+		st.TokensPerPass = float64(st.TargetPasses+st.Accepted) / float64(st.TargetPasses)
+	}
+	if st.TreePasses > 0 {
+		st.MeanTreeSize = float64(st.Drafted) / float64(st.TreePasses)
+		st.MeanAcceptedDepth = float64(st.Accepted) / float64(st.TreePasses)
+	}
+	for i, d := range drafters {
+		if d == nil || ds[i].Steps == 0 {
+			continue
+		}
+		if st.Drafters == nil {
+			st.Drafters = make(map[string]DrafterStats, len(drafters))
+		}
+		s := ds[i]
+		s.Acceptance = float64(s.Accepted) / float64(s.Drafted)
+		st.Drafters[d.Name()] = s
+	}
 }
 
 // messages returns the chat messages of req, or nil for a raw prompt.

@@ -8,6 +8,9 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/spec"
@@ -174,14 +177,19 @@ type skipSearch struct {
 	ref   []int32 // ref[i]: the target's most likely token after toks[:i+1]
 	from  int     // first position scored (the first ones have little context)
 	evals int
+	pause func() // called between passes (a background search waits there)
 }
 
-func newSkipSearch(ctx context.Context, m *model.Model, st *model.State, toks []int32) (*skipSearch, error) {
+func newSkipSearch(ctx context.Context, m *model.Model, st *model.State, toks []int32, pause func()) (*skipSearch, error) {
 	nv := m.NVocab
-	ss := &skipSearch{m: m, st: st, toks: toks, ref: make([]int32, len(toks)), from: min(8, len(toks)/4)}
+	if pause == nil {
+		pause = func() {}
+	}
+	ss := &skipSearch{m: m, st: st, toks: toks, ref: make([]int32, len(toks)), from: min(8, len(toks)/4), pause: pause}
 	st.Truncate(0)
 	rows := st.MaxLogitRows()
 	for i := 0; i < len(toks); i += rows {
+		pause()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -205,6 +213,7 @@ func (ss *skipSearch) agreement(ctx context.Context, skip *model.Skip) (float64,
 	rows := min(st.MaxLogitRows(), st.MaxBatch())
 	hits, n := 0, 0
 	for i := ss.from; i < len(ss.toks); i += rows {
+		ss.pause()
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -401,21 +410,24 @@ func confClass(p float64) int {
 
 // modelDraftTree drafts a chain greedily with a model, one step per
 // token, and beside every token the model's second choice as a leaf. step
-// feeds a token and returns the logits after it. Drafting stops after
-// depth tokens, or early when the chance the whole chain so far is the
-// draft's own most likely continuation falls under minPath.
-func modelDraftTree(first int32, depth int, t *spec.Tree, d int, minPath float64, step func(int32) ([]float32, error)) int {
+// feeds tokens and returns the logits after the last; the first step feeds
+// first, the later ones one drafted token each, in one (a buffer of one
+// token the drafter owns). Drafting stops after depth tokens, or early when
+// the draft's own probability of the whole chain so far falls under
+// minPath. It returns how many steps it ran.
+func modelDraftTree(first, one []int32, depth int, t *spec.Tree, d int, step func([]int32) ([]float32, error)) int {
 	type leaf struct {
 		parent int
 		tok    int32
 		class  int
 	}
 	var alt [spec.MaxTree]leaf
-	nalt, parent, drafted := 0, -1, 0
+	nalt, parent, steps := 0, -1, 0
 	path := 1.0
-	tok := first
-	for drafted < depth {
-		logits, err := step(tok)
+	feed := first
+	for steps < depth {
+		logits, err := step(feed)
+		steps++
 		if err != nil {
 			break
 		}
@@ -423,68 +435,79 @@ func modelDraftTree(first int32, depth int, t *spec.Tree, d int, minPath float64
 		if a < 0 {
 			break
 		}
-		if b >= 0 && pb > 0.05 && nalt < len(alt) {
+		if b >= 0 && pb > minAlt && nalt < len(alt) {
 			alt[nalt] = leaf{parent, b, confClass(pb)}
 			nalt++
 		}
 		if parent = t.Add(parent, a, d, confClass(pa)); parent < 0 {
 			break
 		}
-		drafted++
 		if path *= pa; path < minPath {
 			break
 		}
-		tok = a
+		one[0] = a
+		feed = one[:1]
 	}
 	for _, x := range alt[:nalt] {
 		t.Add(x.parent, x.tok, d, x.class)
 	}
-	return drafted
+	return steps
 }
 
 // selfDraft drafts with the target's own state, skipping the blocks of
 // set: the keys and values of the history are the target's, the draft's
 // own go to the slots verification overwrites next.
 type selfDraft struct {
-	s   *model.State
-	set *SkipSet
-	one [1]int32
+	s     *model.State
+	set   *SkipSet
+	steps int // passes the last DraftTree ran
+	one   [1]int32
 }
 
 // minPath stops a model drafter's chain once the draft itself rates the
 // chain so far less likely than this: the next tokens would mostly be
-// wasted work.
-const minPath = 0.1
+// wasted work. minAlt is the least probability a second choice needs to
+// be proposed beside the first.
+const (
+	minPath = 0.1
+	minAlt  = 0.05
+)
 
 // Name implements spec.Drafter.
 func (d *selfDraft) Name() string { return "self" }
 
-// step feeds tok through the skipping draft and returns its logits.
-func (d *selfDraft) step(tok int32) ([]float32, error) {
-	d.one[0] = tok
-	if err := d.s.ForwardTree(d.one[:], nil, &d.set.Skip); err != nil {
+// step feeds toks through the skipping draft and returns the logits
+// after the last.
+func (d *selfDraft) step(toks []int32) ([]float32, error) {
+	if err := d.s.ForwardTree(toks, nil, &d.set.Skip); err != nil {
 		return nil, err
 	}
-	return d.s.Logits(0, 1)
+	return d.s.Logits(len(toks)-1, len(toks))
 }
 
 // DraftTree implements spec.TreeDrafter. The state must hold the history
 // but its last token (which the next pass feeds); it is left so.
 func (d *selfDraft) DraftTree(history []int32, depth int, t *spec.Tree, di int) {
+	d.steps = 0
 	s := d.s
 	base := s.Len()
 	if len(history) != base+1 {
 		return
 	}
-	modelDraftTree(history[base], min(depth, s.Ctx()-base), t, di, minPath, d.step)
+	d.steps = modelDraftTree(history[base:], d.one[:], min(depth, s.Ctx()-base), t, di, d.step)
 	s.Truncate(base)
 }
 
 // Draft implements spec.Drafter: the first-choice chain of DraftTree.
 func (d *selfDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
-	var t spec.Tree
-	t.Nodes, t.Width = make([]spec.Node, 0, spec.MaxTree), 1
-	d.DraftTree(history, max, &t, 0)
+	return firstChoices(d, history, max, dst)
+}
+
+// firstChoices drafts a tree with d and returns its chain of first
+// choices (for callers that want a chain).
+func firstChoices(d spec.TreeDrafter, history []int32, max int, dst []int32) ([]int32, int) {
+	t := spec.NewTree(1)
+	d.DraftTree(history, max, t, 0)
 	dst = dst[:0]
 	for _, n := range t.Nodes {
 		dst = append(dst, n.Tok)
@@ -495,16 +518,193 @@ func (d *selfDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) 
 // tuneSkip searches the blocks a self-speculative draft of m skips, on
 // toks (the model's own output), with a scratch state of its own and the
 // verification cost c; budget bounds the candidate sets measured.
-func tuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget int, c func(k int) float64) (*SkipSet, error) {
+func tuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget int, c func(k int) float64, pause func()) (*SkipSet, error) {
 	rows := 32
 	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads})
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	ss, err := newSkipSearch(ctx, m, st, toks)
+	ss, err := newSkipSearch(ctx, m, st, toks, pause)
 	if err != nil {
 		return nil, err
 	}
 	return searchSkip(ctx, ss, c, budget)
+}
+
+// tuner runs the skipped-layer search, at most one at a time, and hands
+// its result to the next request (Generate installs it).
+type tuner struct {
+	mu      sync.Mutex
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the running search ends
+	found   *SkipSet      // a result not yet installed
+	busy    atomic.Bool   // a request runs: a background search waits
+}
+
+// SelfSpec modes (Options.SelfSpec).
+const (
+	SelfSpecAuto = "auto" // search in the background after a request, when idle (the default)
+	SelfSpecLoad = "load" // search at load, on text the model generates from nothing
+	SelfSpecOff  = "off"  // no skipped-layer draft
+)
+
+// selfSpecMode checks Options.SelfSpec.
+func selfSpecMode(s string) (string, error) {
+	switch s {
+	case "", SelfSpecAuto:
+		return SelfSpecAuto, nil
+	case SelfSpecLoad, SelfSpecOff:
+		return s, nil
+	}
+	return "", fmt.Errorf("engine: self-speculation mode %q (want auto, load or off)", s)
+}
+
+// searchBudget bounds the candidate sets one search measures.
+func searchBudget(nLayer int) int { return min(6*nLayer, 200) }
+
+// costModel returns the controller's current c(k) for k up to
+// spec.MaxDraft+1, frozen (the search may run on another goroutine).
+func (e *Engine) costModel() func(int) float64 {
+	var c [spec.MaxDraft + 2]float64
+	for k := 1; k < len(c); k++ {
+		c[k] = e.spec.ctrl.Cost(k)
+	}
+	return func(k int) float64 { return c[min(max(k, 1), len(c)-1)] }
+}
+
+// TuneSelfSpec chooses the blocks the skipped-layer draft skips, by a
+// search on toks, the model's own output (nil: text the model generates
+// from nothing), and installs the choice. It blocks; the engine must not
+// be generating meanwhile.
+func (e *Engine) TuneSelfSpec(ctx context.Context, toks []int32) (*SkipSet, error) {
+	if len(toks) == 0 {
+		var err error
+		if toks, err = e.ownText(ctx, calibrationTokens); err != nil {
+			return nil, err
+		}
+	}
+	set, err := tuneSkip(ctx, e.model, toks, e.opt.Threads, searchBudget(e.model.NLayer), e.costModel(), nil)
+	if err != nil {
+		return nil, err
+	}
+	e.installSelf(set)
+	return set, nil
+}
+
+// calibrationTokens is how much of its own output the search reads.
+const calibrationTokens = 160
+
+// ownText is the model's greedy continuation of its BOS token (or of
+// nothing), n tokens long, from a fresh cache.
+func (e *Engine) ownText(ctx context.Context, n int) ([]int32, error) {
+	s := e.state
+	defer s.Truncate(0)
+	s.Truncate(0)
+	toks := make([]int32, 0, n)
+	first := e.tok.BOS()
+	if first < 0 {
+		first = 0
+	}
+	toks = append(toks, first)
+	for len(toks) < min(n, s.Ctx()) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		lg, err := s.Forward(toks[len(toks)-1:], false)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, argmax(lg))
+	}
+	return toks, nil
+}
+
+// installSelf makes set the skipped-layer draft and seeds the
+// controller with the agreement the search measured.
+func (e *Engine) installSelf(set *SkipSet) {
+	if set == nil {
+		return
+	}
+	e.spec.self = &selfDraft{s: e.state, set: set}
+	e.spec.ctrl.AssumeDraftCost(idxSelf, set.Cost)
+	e.spec.ctrl.Seed(idxSelf, set.Agreement, 20)
+}
+
+// takeTuned installs a background search's result, if one came in.
+func (e *Engine) takeTuned() {
+	t := &e.spec.tune
+	t.mu.Lock()
+	found := t.found
+	t.found = nil
+	t.mu.Unlock()
+	e.installSelf(found)
+}
+
+// tuneInBackground starts a search on history (the request's prompt and
+// output) when the engine has no skipped-layer draft and none is being
+// searched. It runs while no request does.
+func (e *Engine) tuneInBackground(history []int32) {
+	t := &e.spec.tune
+	if e.selfMode != SelfSpecAuto || e.spec.self != nil || len(history) < minCalibration {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running || t.found != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.running, t.cancel, t.done = true, cancel, make(chan struct{})
+	toks := slices.Clone(history[max(0, len(history)-2*calibrationTokens):])
+	costs, threads, m := e.costModel(), e.opt.Threads, e.model
+	pause := func() {
+		for t.busy.Load() && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	go func() {
+		defer close(t.done)
+		set, err := tuneSkip(ctx, m, toks, threads, searchBudget(m.NLayer), costs, pause)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.running = false
+		if err == nil {
+			t.found = set
+		}
+	}()
+}
+
+// minCalibration is the least text a background search starts on.
+const minCalibration = 64
+
+// stopTuning cancels a background search and waits for it to end.
+func (e *Engine) stopTuning() {
+	t := &e.spec.tune
+	t.mu.Lock()
+	cancel, done := t.cancel, t.done
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// WaitTuned waits for a background skipped-layer search to end and
+// installs its result; it returns the engine's skipped-layer draft (nil:
+// none).
+func (e *Engine) WaitTuned() *SkipSet {
+	t := &e.spec.tune
+	t.mu.Lock()
+	done := t.done
+	t.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	e.takeTuned()
+	if e.spec.self == nil {
+		return nil
+	}
+	return e.spec.self.set
 }

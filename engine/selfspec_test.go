@@ -32,7 +32,7 @@ func TestSkipSearch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			ss, err := newSkipSearch(context.Background(), e.model, st, toks)
+			ss, err := newSkipSearch(context.Background(), e.model, st, toks, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/zoo"
@@ -33,8 +34,10 @@ func generateIDs(t testing.TB, e *Engine, prompt string, n int, sp SpecOptions, 
 
 // TestSpeculativeGreedyExact: with greedy sampling, speculative decoding
 // emits exactly the tokens of plain decoding, for every golden prompt of
-// every zoo model and for copy-heavy prompts, with lookup, auto and (for
-// stories260K) a draft model; adaptive and with every draft verified.
+// every zoo model and for copy-heavy prompts: token trees by lookup and
+// n-grams, chains, the skipped-layer draft (trees of its first and second
+// choices) alone and beside the others in auto mode, and (for stories260K)
+// a draft model; adaptive and with every draft verified.
 func TestSpeculativeGreedyExact(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "golden", "gen-*.json"))
 	n := 256
@@ -51,6 +54,7 @@ func TestSpeculativeGreedyExact(t *testing.T) {
 			if strings.HasPrefix(name, "stories260K") {
 				opt.DraftModel = zoo.Path(t, "models", "stories260K-Q4_0.gguf")
 			}
+			opt.SelfSpec = SelfSpecOff
 			e := load(t, name, opt)
 			g := readGolden(t, name)
 			prompts := copyHeavy[:]
@@ -60,8 +64,18 @@ func TestSpeculativeGreedyExact(t *testing.T) {
 			if testing.Short() {
 				prompts = prompts[:2]
 			}
+			// The skipped-layer draft, chosen on the model's own answer to
+			// the first golden prompt.
+			calib, _ := generateIDs(t, e, g.Cases[0].Prompt, 96, SpecOptions{Mode: SpecOff}, greedy())
+			pt, _ := e.Tokens(&Request{Prompt: g.Cases[0].Prompt})
+			set, err := e.TuneSelfSpec(t.Context(), append(pt, calib...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("skipped-layer draft: %s, agreement %.2f", set, set.Agreement)
 			modes := []SpecOptions{
 				{Mode: SpecLookup}, {Mode: SpecAuto}, {Mode: SpecAuto, Fixed: true, DraftMax: 5},
+				{Mode: SpecAuto, Fixed: true, Chains: true}, {Mode: SpecSelf, Fixed: true},
 			}
 			if opt.DraftModel != "" {
 				modes = append(modes, SpecOptions{Mode: SpecDraft}, SpecOptions{Mode: SpecDraft, Fixed: true, DraftMax: 4})
@@ -73,7 +87,7 @@ func TestSpeculativeGreedyExact(t *testing.T) {
 					if !equal(got, want) {
 						t.Fatalf("prompt %d, %+v: speculative output differs from plain decoding\n got %v\nwant %v", pi, m, got, want)
 					}
-					if m.Fixed && pi < len(copyHeavy) && st.Drafted == 0 {
+					if m.Fixed && (pi < len(copyHeavy) || m.Mode == SpecSelf) && st.Drafted == 0 {
 						t.Errorf("prompt %d, %+v: nothing drafted on a copy-heavy prompt", pi, m)
 					}
 				}
@@ -90,20 +104,28 @@ func (f fixedDrafter) Draft(_ []int32, max int, dst []int32) ([]int32, int) {
 	return append(dst[:0], f[:min(max, len(f))]...), 0
 }
 
-// TestSpeculativeSamplingExact: the empirical distribution of the next two
-// tokens is the same with and without speculation (chi-square test of
-// homogeneity, p > 0.01), and the test does fail when the acceptance rule
-// is broken.
-func TestSpeculativeSamplingExact(t *testing.T) {
-	samples := 20000
-	if testing.Short() {
-		t.Skip("-short: 3×20,000 sampled generations are too slow under emulation")
+// fixedTree always proposes the same tree: roots[0] followed by next,
+// and the other roots as alternatives.
+type fixedTree struct {
+	roots []int32
+	next  int32
+}
+
+func (f fixedTree) Name() string { return "fixed-tree" }
+func (f fixedTree) Draft(_ []int32, max int, dst []int32) ([]int32, int) {
+	return append(dst[:0], f.roots[0], f.next)[:min(max, 2)], 0
+}
+func (f fixedTree) DraftTree(_ []int32, depth int, t *spec.Tree, d int) {
+	t.AddChain(-1, []int32{f.roots[0], f.next}[:min(depth, 2)], d, 0)
+	for _, r := range f.roots[1:] {
+		t.Add(-1, r, d, 0)
 	}
-	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
-	prompt := "Once upon a time, there was a little"
-	params := sample.Params{Temperature: 1, TopK: 40, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1.1, RepeatLastN: 64}
-	// Draft plausible but uncertain tokens: the second most likely first
-	// token and a likely follower of it.
+}
+
+// samplingDrafts are plausible but uncertain drafts after prompt: the
+// second most likely first token a, a likely follower b of it, and the
+// most likely and third most likely first tokens as alternatives.
+func samplingDrafts(t *testing.T, e *Engine, prompt string) (fixedDrafter, fixedTree) {
 	pt, _ := e.Tokens(&Request{Prompt: prompt})
 	lp, err := e.Score(context.Background(), pt, 4)
 	if err != nil {
@@ -112,13 +134,29 @@ func TestSpeculativeSamplingExact(t *testing.T) {
 	a := lp[len(pt)-1][1].ID
 	lp2, _ := e.Score(context.Background(), append(pt, a), 4)
 	b := lp2[len(pt)][0].ID
-	draft := fixedDrafter{a, b}
-	t.Logf("drafting %d (p≈%.3f) then %d", a, math.Exp(lp[len(pt)-1][1].Logprob), b)
+	t.Logf("drafting %d (p≈%.3f) then %d; alternatives %d, %d", a, math.Exp(lp[len(pt)-1][1].Logprob), b,
+		lp[len(pt)-1][0].ID, lp[len(pt)-1][2].ID)
+	return fixedDrafter{a, b}, fixedTree{roots: []int32{a, lp[len(pt)-1][0].ID, lp[len(pt)-1][2].ID}, next: b}
+}
 
+var samplingParams = sample.Params{Temperature: 1, TopK: 40, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1.1, RepeatLastN: 64}
+
+// TestSpeculativeSamplingExact: the empirical distribution of the next two
+// tokens is the same with and without speculation, with a drafted chain
+// and with a drafted tree (chi-square test of homogeneity, p > 0.01), and
+// the test does fail when the acceptance rule is broken.
+func TestSpeculativeSamplingExact(t *testing.T) {
+	samples := 20000
+	if testing.Short() {
+		t.Skip("-short: 5×20,000 sampled generations are too slow under emulation")
+	}
+	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
+	prompt := "Once upon a time, there was a little"
+	chain, tree := samplingDrafts(t, e, prompt)
 	run := func(sp SpecOptions, seed uint64) map[[2]int32]int {
 		counts := map[[2]int32]int{}
 		for i := 0; i < samples; i++ {
-			p := params
+			p := samplingParams
 			p.Seed = seed + uint64(i)
 			// Three tokens, so that both drafted tokens get verified
 			// (the third comes from the last row); count the first two.
@@ -131,17 +169,57 @@ func TestSpeculativeSamplingExact(t *testing.T) {
 		return counts
 	}
 	plain := run(SpecOptions{Mode: SpecOff}, 1)
-	specd := run(SpecOptions{Drafter: draft, Fixed: true}, 1_000_000)
-	chi, df, p := chiSquare(plain, specd)
-	t.Logf("speculative vs plain: chi² = %.1f, df = %d, p = %.4f", chi, df, p)
-	if p <= 0.01 {
-		t.Errorf("speculative sampling changes the distribution: p = %.4g", p)
+	for i, c := range []struct {
+		name   string
+		sp     SpecOptions
+		broken bool
+	}{
+		{"chain", SpecOptions{Drafter: chain, Fixed: true}, false},
+		{"tree", SpecOptions{Drafter: tree, Fixed: true}, false},
+		{"broken rule, chain", SpecOptions{Drafter: chain, Fixed: true, BreakAcceptance: true}, true},
+		{"broken rule, tree", SpecOptions{Drafter: tree, Fixed: true, BreakAcceptance: true}, true},
+	} {
+		got := run(c.sp, uint64(i+1)*1_000_000)
+		chi, df, p := chiSquare(plain, got)
+		t.Logf("%s vs plain: chi² = %.1f, df = %d, p = %.4g", c.name, chi, df, p)
+		if !c.broken && p <= 0.01 {
+			t.Errorf("%s: speculative sampling changes the distribution: p = %.4g", c.name, p)
+		}
+		if c.broken && p > 0.01 {
+			t.Errorf("%s: the test does not detect a broken acceptance rule: p = %.4g", c.name, p)
+		}
 	}
-	broken := run(SpecOptions{Drafter: draft, Fixed: true, BreakAcceptance: true}, 2_000_000)
-	chi, df, p = chiSquare(plain, broken)
-	t.Logf("broken rule vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
-	if p > 0.01 {
-		t.Errorf("the test does not detect a broken acceptance rule: p = %.4g", p)
+}
+
+// TestSpeculativeSamplingSameDraws: sampling with speculation emits, seed
+// for seed, the very tokens plain sampling emits (the target samples every
+// token itself, from logits identical to plain decoding's, with the same
+// random draws): with chains, trees, lookup and n-gram trees, the
+// skipped-layer draft and a draft model.
+func TestSpeculativeSamplingSameDraws(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 256, Batch: 16, SelfSpec: SelfSpecLoad,
+		DraftModel: zoo.Path(t, "models", "stories260K-Q4_0.gguf")})
+	prompt := copyHeavy[0]
+	chain, tree := samplingDrafts(t, e, prompt)
+	seeds, n := 20, 64
+	if testing.Short() {
+		seeds, n = 4, 32
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		p := samplingParams
+		p.Seed = seed
+		want, _ := generateIDs(t, e, prompt, n, SpecOptions{Mode: SpecOff}, p)
+		for _, sp := range []SpecOptions{{Drafter: chain, Fixed: true}, {Drafter: tree, Fixed: true},
+			{Mode: SpecAuto, Fixed: true}, {Mode: SpecAuto}, {Mode: SpecSelf, Fixed: true}, {Mode: SpecDraft, Fixed: true},
+			{Mode: SpecLookup, Fixed: true, Chains: true}} {
+			got, st := generateIDs(t, e, prompt, n, sp, p)
+			if !equal(got, want) {
+				t.Fatalf("seed %d, %+v: sampled tokens differ from plain sampling\n got %v\nwant %v", seed, sp, got, want)
+			}
+			if sp.Fixed && st.Drafted == 0 {
+				t.Errorf("seed %d, %+v: nothing drafted", seed, sp)
+			}
+		}
 	}
 }
 
@@ -228,50 +306,55 @@ func TestGammaQ(t *testing.T) {
 	}
 }
 
-// TestSpeculativeAllocations: a speculative decoding step allocates nothing.
+// TestSpeculativeAllocations: a speculative decoding step allocates
+// nothing: drafting a tree by lookup and n-grams, with a draft model, with
+// the skipped-layer draft, verifying, emitting, compacting the cache.
 func TestSpeculativeAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
-	e := load(t, "stories260K-Q4_0", Options{Ctx: 512, Batch: 16})
+	e := load(t, "stories260K-Q4_0", Options{Ctx: 512, Batch: 16, DraftModel: zoo.Path(t, "models", "stories260K-Q4_0.gguf")})
+	L := e.model.NLayer
+	skip := &SkipSet{Skip: model.Skip{Attn: make([]bool, L), MLP: make([]bool, L)}, Agreement: 0.5, Cost: 0.5}
+	skip.Skip.MLP[L-1] = true
+	e.installSelf(skip)
 	prompt := copyHeavy[0]
 	ids, _ := e.Tokens(&Request{Prompt: prompt})
-	smp, _ := sample.New(greedy(), e.model.NVocab)
-	g := generation{e: e, req: &Request{}, st: &Stats{}, smp: smp, sp: &SpecOptions{Mode: SpecAuto, DraftMax: 8, Fixed: true},
-		lookup: spec.NewLookup(1, 4), dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(nil)}
-	g.history = make([]int32, 0, 4096)
-	g.history = append(g.history, ids...)
-	g.maxTok = 1 << 30
-	if _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
-		t.Fatal(err)
-	}
-	step := func() {
-		if e.state.Len() > 400 {
-			e.state.Truncate(len(ids))
-			g.history = g.history[:len(ids)+1]
-		}
-		room := 8
-		draft, _ := g.draft(room)
-		batch := append(e.spec.batch[:0], g.history[len(g.history)-1])
-		batch = append(batch, draft...)
-		base := e.state.Len()
-		rows, err := e.state.Forward(batch, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acc := 0
-		for i := range draft {
-			if ok, _ := g.accept(rows[i*e.model.NVocab:(i+1)*e.model.NVocab], draft[i]); !ok {
-				break
+	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecDraft}, {Mode: SpecSelf}} {
+		sp.DraftMax, sp.Fixed = 8, true
+		t.Run(string(sp.Mode), func(t *testing.T) {
+			smp, _ := sample.New(greedy(), e.model.NVocab)
+			g := generation{e: e, req: &Request{}, st: &Stats{}, smp: smp, sp: &sp,
+				lookup: spec.NewLookup(1, 4), dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(nil)}
+			g.history = make([]int32, 0, 4096)
+			g.history = append(g.history, ids...)
+			g.maxTok = 1 << 30
+			e.Reset()
+			if _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
+				t.Fatal(err)
 			}
-			acc++
-			g.history = append(g.history, draft[i])
-		}
-		g.settle(base, 1+acc, idxLookup, len(draft), acc)
-		g.history = append(g.history, sample.Greedy(rows[acc*e.model.NVocab:(acc+1)*e.model.NVocab]))
-	}
-	step()
-	if a := testing.AllocsPerRun(100, step); a != 0 {
-		t.Errorf("%v allocations per speculative step", a)
+			step := func() {
+				if e.state.Len() > 400 {
+					e.state.Truncate(len(ids) - 1)
+					g.history = g.history[:len(ids)]
+				}
+				next, err := g.step(g.history[len(g.history)-1], g.draftTree(8))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.emit(next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 5 {
+				step()
+			}
+			if a := testing.AllocsPerRun(100, step); a != 0 {
+				t.Errorf("%v allocations per speculative step", a)
+			}
+			if g.st.Drafted == 0 {
+				t.Error("nothing drafted")
+			}
+		})
 	}
 }

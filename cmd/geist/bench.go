@@ -44,15 +44,22 @@ type benchResult struct {
 	MemReadBps  float64 `json:"mem_read_bytes_s,omitempty"`
 	BWShare     float64 `json:"bandwidth_share,omitempty"`
 
-	Spec          string   `json:"spec,omitempty"`
-	Oracle        *float64 `json:"oracle,omitempty"`
-	PlainTokS     float64  `json:"plain_tok_s,omitempty"`
-	SpecTokS      float64  `json:"spec_tok_s,omitempty"`
-	Speedup       float64  `json:"speedup,omitempty"`
-	Drafted       int      `json:"drafted,omitempty"`
-	Accepted      int      `json:"accepted,omitempty"`
-	Acceptance    float64  `json:"acceptance,omitempty"`
-	TokensPerPass float64  `json:"tokens_per_pass,omitempty"`
+	Spec          string                         `json:"spec,omitempty"`
+	Oracle        *float64                       `json:"oracle,omitempty"`
+	PlainTokS     float64                        `json:"plain_tok_s,omitempty"`
+	SpecTokS      float64                        `json:"spec_tok_s,omitempty"`
+	Speedup       float64                        `json:"speedup,omitempty"`
+	Drafted       int                            `json:"drafted,omitempty"`
+	Accepted      int                            `json:"accepted,omitempty"`
+	Acceptance    float64                        `json:"acceptance,omitempty"`
+	TokensPerPass float64                        `json:"tokens_per_pass,omitempty"`
+	MeanTreeSize  float64                        `json:"mean_tree_size,omitempty"`
+	PassMs        float64                        `json:"ms_per_pass,omitempty"`
+	Drafters      map[string]engine.DrafterStats `json:"drafters,omitempty"`
+	SelfSkip      string                         `json:"self_skip,omitempty"`
+	// Rounds holds the speed-up of every interleaved round (speculative
+	// over plain decoding in the same round).
+	Rounds []float64 `json:"rounds,omitempty"`
 }
 
 // stepProfile is model.StepProfile per decoded token, in microseconds:
@@ -119,7 +126,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	tg := fs.IntP("n-gen", "n", 64, "tokens for the decode test (0: skip)")
 	threads := fs.StringP("threads", "t", "0", "threads for matrix products, as in run (0: all performance cores); a comma-separated list (-t 1,2) measures each")
 	batch := fs.String("batch", "1,2,4,8", "batch sizes K for the verification cost c(K)")
-	reps := fs.IntP("repetitions", "r", 3, "repetitions of each measurement (the best counts)")
+	reps := fs.IntP("repetitions", "r", 3, "repetitions of each measurement (the best counts); with --spec/--oracle, interleaved rounds")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
 	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
@@ -129,6 +136,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
 	fixed := fs.Bool("spec-fixed", false, "with --spec/--oracle: verify every drafted token (no adaptive control)")
+	chains := fs.Bool("spec-chains", false, "with --spec/--oracle: draft one chain per step instead of a token tree")
+	selfSpec := fs.String("self-spec", "off", "when to choose the blocks the skipped-layer draft skips: auto, load or off (--spec self: at load; off keeps a background search out of the measurements)")
+	costSlope := fs.Float64("spec-cost", 0, "with --spec/--oracle: plan drafting with c(k) = 1 + SLOPE·(k-1) instead of measured times")
 	membw := fs.Bool("membw", false, "also measure the memory read bandwidth and the share of it decoding uses")
 	stepProf := fs.Bool("step-profile", false, "also show where a decode step's time goes (pool jobs, waiting, serial work)")
 	if err := parse(fs, args); err != nil {
@@ -178,14 +188,19 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	maxK := slices.Max(ks)
 	for _, t := range ths {
-		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1), DraftModel: *draftModel, KVType: *kvType}
+		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
+			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec}
+		if mode == engine.SpecSelf && *selfSpec != engine.SelfSpecLoad {
+			opt.SelfSpec = engine.SelfSpecLoad
+		}
 		eng, err := engine.Load(*path, opt)
 		if err != nil {
 			return err
 		}
 		r := benchResult{Model: filepath.Base(*path), Threads: t}
 		if mode != "" || *oracle >= 0 {
-			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), mode, *oracle, *draftMax, *reps, *fixed)
+			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), *oracle, *reps,
+				engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope})
 		} else {
 			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps, *stepProf)
 			if err == nil && *membw {
@@ -336,8 +351,11 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 }
 
 // benchSpec compares greedy decoding of prompt with and without
-// speculation (mode), or with an oracle drafter of acceptance alpha.
-func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, mode engine.SpecMode, alpha float64, draftMax, reps int, fixed bool) error {
+// speculation (mode), or with an oracle drafter of acceptance alpha. The
+// two arms take turns, round after round (after one warm-up run of each),
+// so that the load of a shared machine falls on both alike; it reports
+// each arm's best decode speed and every round's ratio.
+func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, alpha float64, rounds int, sp engine.SpecOptions) error {
 	greedy := sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
 	var ref []int32
 	run := func(so engine.SpecOptions) (engine.Stats, error) {
@@ -350,23 +368,8 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		}
 		return st, err
 	}
-	// Decode speed (after the first token, so the prompt's prefill does
-	// not dilute the comparison), best of reps.
-	bestOf := func(so func() engine.SpecOptions) (engine.Stats, float64, error) {
-		var bst engine.Stats
-		for i := 0; i < reps; i++ {
-			st, err := run(so())
-			if err != nil {
-				return st, 0, err
-			}
-			if i == 0 || st.DecodeTokS > bst.DecodeTokS {
-				bst = st
-			}
-		}
-		return bst, bst.DecodeTokS, nil
-	}
-	plain, plainTokS, err := bestOf(func() engine.SpecOptions { return engine.SpecOptions{Mode: engine.SpecOff} })
-	if err != nil {
+	plain := func() engine.SpecOptions { return engine.SpecOptions{Mode: engine.SpecOff} }
+	if _, err := run(plain()); err != nil {
 		return err
 	}
 	promptToks, err := eng.Tokens(&engine.Request{Prompt: prompt})
@@ -374,8 +377,8 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		return err
 	}
 	full := append(append([]int32{}, promptToks...), ref...)
-	so := func() engine.SpecOptions { return engine.SpecOptions{Mode: mode, DraftMax: draftMax, Fixed: fixed} }
-	r.Spec = string(mode)
+	so := func() engine.SpecOptions { return sp }
+	r.Spec = string(sp.Mode)
 	if alpha >= 0 {
 		a := alpha
 		r.Oracle = &a
@@ -383,20 +386,40 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		seed := uint64(0)
 		so = func() engine.SpecOptions {
 			seed++
-			return engine.SpecOptions{Mode: engine.SpecAuto, DraftMax: draftMax, Fixed: fixed,
-				Drafter: spec.NewOracle(full, alpha, eng.Model().NVocab, seed)}
+			o := sp
+			o.Drafter = spec.NewOracle(full, alpha, eng.Model().NVocab, seed)
+			return o
 		}
 	}
-	st, specTokS, err := bestOf(so)
-	if err != nil {
+	if _, err := run(so()); err != nil { // warm-up
 		return err
 	}
-	_ = plain
-	r.PlainTokS, r.SpecTokS = plainTokS, specTokS
-	r.Speedup = specTokS / plainTokS
-	r.Drafted, r.Accepted, r.TokensPerPass = st.Drafted, st.Accepted, st.TokensPerPass
-	if st.Drafted > 0 {
-		r.Acceptance = float64(st.Accepted) / float64(st.Drafted)
+	var best engine.Stats
+	for i := 0; i < rounds; i++ {
+		p, err := run(plain())
+		if err != nil {
+			return err
+		}
+		st, err := run(so())
+		if err != nil {
+			return err
+		}
+		r.PlainTokS = max(r.PlainTokS, p.DecodeTokS)
+		if st.DecodeTokS > best.DecodeTokS {
+			best = st
+		}
+		r.Rounds = append(r.Rounds, st.DecodeTokS/p.DecodeTokS)
+	}
+	r.SpecTokS = best.DecodeTokS
+	r.Speedup = r.SpecTokS / r.PlainTokS
+	r.Drafted, r.Accepted, r.TokensPerPass = best.Drafted, best.Accepted, best.TokensPerPass
+	r.MeanTreeSize, r.Drafters, r.SelfSkip = best.MeanTreeSize, best.Drafters, best.SelfSkip
+	if best.Drafted > 0 {
+		r.Acceptance = float64(best.Accepted) / float64(best.Drafted)
+	}
+	if best.TargetPasses > 0 && best.DecodeTokS > 0 {
+		// The decode time (after the first token) over the passes.
+		r.PassMs = 1000 * float64(best.GeneratedTokens-1) / best.DecodeTokS / float64(best.TargetPasses)
 	}
 	return nil
 }
@@ -412,8 +435,15 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		if r.Oracle != nil {
 			name = fmt.Sprintf("oracle α=%.2f", *r.Oracle)
 		}
-		fmt.Fprintf(e.stdout, "%s  t=%d  %s: plain %.2f tok/s, speculative %.2f tok/s, speedup %.3f×, drafted %d, accepted %d (%.1f%%), %.2f tokens/pass\n",
-			r.Model, r.Threads, name, r.PlainTokS, r.SpecTokS, r.Speedup, r.Drafted, r.Accepted, 100*r.Acceptance, r.TokensPerPass)
+		fmt.Fprintf(e.stdout, "%s  t=%d  %s: plain %.2f tok/s, speculative %.2f tok/s (best of %d), speedup %.3f×, drafted %d, accepted %d (%.1f%%), %.2f tokens/pass, tree %.2f nodes, %.3f ms/pass; rounds",
+			r.Model, r.Threads, name, r.PlainTokS, r.SpecTokS, len(r.Rounds), r.Speedup, r.Drafted, r.Accepted, 100*r.Acceptance, r.TokensPerPass, r.MeanTreeSize, r.PassMs)
+		for _, x := range r.Rounds {
+			fmt.Fprintf(e.stdout, " %.3f×", x)
+		}
+		if len(r.Rounds) > 0 {
+			fmt.Fprintf(e.stdout, " (%.3f..%.3f)", slices.Min(r.Rounds), slices.Max(r.Rounds))
+		}
+		fmt.Fprintln(e.stdout)
 		return
 	}
 	fmt.Fprintf(e.stdout, "%s  t=%d  pp %.2f tok/s  tg %.2f tok/s", r.Model, r.Threads, r.PPTokS, r.TGTokS)

@@ -22,6 +22,7 @@ type modelFlags struct {
 	threads    int
 	ctx        int
 	draftModel string
+	selfSpec   string
 	cache      engine.PromptCache
 	log        *slog.Logger
 }
@@ -48,7 +49,8 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, Cache: m.cache, Logger: m.log, KVType: m.kvType})
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, SelfSpec: m.selfSpec,
+		Cache: m.cache, Logger: m.log, KVType: m.kvType})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
@@ -125,7 +127,10 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if math.IsNaN(float64(*temp)) {
 		return usagef("--temp must be a number")
 	}
-	mf.draftModel = sf.draftModel
+	mf.draftModel, mf.selfSpec = sf.draftModel, sf.selfSpec
+	if so.Mode == engine.SpecSelf && sf.selfSpec == engine.SelfSpecAuto {
+		mf.selfSpec = engine.SelfSpecLoad // unless a choice was persisted: the request needs one now
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var conv *conversation
 	if df.session != "" {
@@ -220,7 +225,9 @@ type specFlags struct {
 	draftMax           int
 	ngramMin, ngramMax int
 	fixed              bool
+	chains             bool
 	costSlope          float64
+	selfSpec           string
 }
 
 func (f *specFlags) register(fs interface {
@@ -229,7 +236,9 @@ func (f *specFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 	Float64Var(*float64, string, float64, string)
 }) {
-	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup or draft")
+	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft or self (the model with blocks skipped)")
+	fs.BoolVar(&f.chains, "spec-chains", false, "draft one chain per step instead of a token tree")
+	fs.StringVar(&f.selfSpec, "self-spec", "auto", "when to choose the blocks the skipped-layer draft skips, if none was saved: auto (in the background after a request), load, or off")
 	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
 	fs.IntVar(&f.draftMax, "draft-max", 8, "most tokens drafted per step")
 	fs.IntVar(&f.ngramMin, "ngram-min", 1, "shortest suffix prompt lookup matches")
@@ -252,6 +261,14 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 		return engine.SpecOptions{}, usagef("--ngram-min %d and --ngram-max %d must satisfy 1 <= min <= max <= 16", f.ngramMin, f.ngramMax)
 	case mode == engine.SpecDraft && f.draftModel == "":
 		return engine.SpecOptions{}, usagef("--spec draft needs --draft-model FILE")
+	case mode == engine.SpecSelf && f.selfSpec == engine.SelfSpecOff:
+		return engine.SpecOptions{}, usagef("--spec self needs the skipped-layer draft (--self-spec auto or load)")
 	}
-	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed, CostSlope: f.costSlope}, nil
+	switch f.selfSpec {
+	case engine.SelfSpecAuto, engine.SelfSpecLoad, engine.SelfSpecOff:
+	default:
+		return engine.SpecOptions{}, usagef("--self-spec %q: want auto, load or off", f.selfSpec)
+	}
+	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed,
+		Chains: f.chains, CostSlope: f.costSlope}, nil
 }

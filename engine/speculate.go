@@ -1,0 +1,440 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/engine/spec"
+	"github.com/geisten/geist/engine/tokenizer"
+)
+
+// Speculative decoding.
+//
+// Each decoding step feeds one token t (the last one emitted, not yet in
+// the cache) and, when the controller finds it worth its cost, a tree of
+// drafted tokens that might follow t: prompt lookup, the n-gram statistics,
+// a draft model or the target with blocks skipped propose continuations,
+// merged into one trie, and the controller keeps the part whose expected
+// accepted tokens per unit of time are highest. One forward pass computes
+// every kept node with a tree attention mask (each node sees the cache and
+// its own ancestors only, at the position of its depth), so a node's
+// logits are bit for bit those of its path computed alone. Then:
+//
+//	cur := t
+//	loop: y := the sampler's token from cur's logits (greedy: the argmax)
+//	      emit y
+//	      if a child of cur holds y: cur = that child, loop
+//	      else: y is the next step's fed token
+//
+// and the cache keeps the accepted path only (Compact).
+//
+// The acceptance rule is "the target samples, the tree matches". It is
+// exact whatever the drafts: every emitted token is drawn by the target's
+// own sampler from the target's own logits for exactly the tokens emitted
+// before it, with the same random draws in the same order as plain
+// decoding; drafts only decide which rows were computed ahead of time. So
+// the output is not just distributed like plain decoding's, it is plain
+// decoding's, token for token, for a given seed. For deterministic drafts
+// (all of geist's drafters) it is also as efficient as an exact rule can
+// be: a child x is accepted with probability p(x), and a node's children
+// with Σ p(x) over them, exactly what the multi-draft rule of SpecTr and
+// SpecInfer (recursive rejection sampling) gives with point-mass drafts
+// when its residuals are done right (each rejected child's mass removed
+// and the rest renormalized: sampling without replacement). A draft model
+// that sampled its tokens would need that rule to accept more; geist's
+// draft greedily.
+
+// SpecMode selects speculative decoding.
+type SpecMode string
+
+// Speculative decoding modes.
+const (
+	SpecAuto   SpecMode = "auto"   // lookup + n-gram cache (+ draft model or skipped-layer draft) under adaptive control
+	SpecOff    SpecMode = "off"    // plain decoding
+	SpecLookup SpecMode = "lookup" // prompt lookup only
+	SpecDraft  SpecMode = "draft"  // the draft model only
+	SpecSelf   SpecMode = "self"   // the target with blocks skipped only (self-speculation)
+)
+
+// ParseSpecMode checks a mode name.
+func ParseSpecMode(s string) (SpecMode, error) {
+	switch m := SpecMode(s); m {
+	case SpecAuto, SpecOff, SpecLookup, SpecDraft, SpecSelf:
+		return m, nil
+	}
+	return "", fmt.Errorf("engine: unknown speculation mode %q (want auto, off, lookup, draft or self)", s)
+}
+
+// SpecOptions configure speculative decoding for one request.
+type SpecOptions struct {
+	Mode     SpecMode // "" means SpecAuto
+	DraftMax int      // most drafted tokens one pass verifies (0: 8)
+	NgramMin int      // shortest suffix prompt lookup matches (0: 1)
+	NgramMax int      // longest (0: 4)
+	// Chains drafts one continuation per step instead of a token tree
+	// (to compare the two).
+	Chains bool
+	// Drafter, if set, replaces the configured drafters (benchmarks use an
+	// oracle drafter).
+	Drafter spec.Drafter
+	// Fixed disables adaptive control: every step verifies the DraftMax
+	// likeliest drafted tokens (for measurements).
+	Fixed bool
+	// CostSlope, when > 0, makes adaptive control plan with the verification
+	// cost c(k) = 1 + CostSlope·(k−1) instead of measured pass times, and
+	// with a model drafter's token costing its share of the weight bytes: to
+	// see what drafting does where passes cost what they read (a
+	// memory-bound board) on a machine or model where they do not.
+	CostSlope float64
+	// BreakAcceptance is a test-only switch that deliberately breaks the
+	// acceptance rule (a node's first child is accepted whatever the
+	// target says), so tests can show that their statistics detect a
+	// wrong rule.
+	BreakAcceptance bool
+}
+
+// Drafter indexes in the controller's tables (persisted: append only).
+const (
+	idxLookup = iota
+	idxNgram
+	idxDraft
+	idxCustom
+	idxSelf
+	nDrafters
+)
+
+// specState is what speculation keeps across requests: the n-gram
+// statistics, the controller's measurements, the model drafters and the
+// buffers of a step.
+type specState struct {
+	ngram *spec.NgramCache
+	ctrl  *spec.Controller
+	draft *draftModel
+	self  *selfDraft // nil until a skipped-layer draft is chosen
+	tune  tuner      // the skipped-layer search
+	tree  *spec.Tree
+	buf   []int32 // [MaxDraft] a chain drafter's draft
+	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
+	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
+	path  []int32 // [1+MaxDraft] batch indices of the accepted path
+}
+
+// treeWidth is the most children a node of a drafted tree gets.
+const treeWidth = 3
+
+func (e *Engine) initSpec() error {
+	sp := &e.spec
+	sp.ngram = spec.NewNgramCache(3, 1<<16)
+	sp.ctrl = spec.NewController(spec.MaxDraft)
+	sp.tree = spec.NewTree(treeWidth)
+	sp.buf = make([]int32, 0, spec.MaxDraft)
+	sp.batch = make([]int32, 0, spec.MaxDraft+1)
+	sp.par = make([]int32, 0, spec.MaxDraft+1)
+	sp.path = make([]int32, 0, spec.MaxDraft+1)
+	if e.opt.DraftModel == "" {
+		return nil
+	}
+	d, err := loadDraft(e.opt.DraftModel, e)
+	if err != nil {
+		return err
+	}
+	sp.draft = d
+	sp.ctrl.AssumeDraftCost(idxDraft, float64(d.m.DecodeBytes())/float64(e.model.DecodeBytes()))
+	return nil
+}
+
+// draftModel drafts greedily with a smaller model that shares the target's
+// vocabulary. It keeps its own KV cache in step with the history.
+type draftModel struct {
+	file  *gguf.File
+	m     *model.Model
+	s     *model.State
+	steps int // passes the last DraftTree ran
+	one   [1]int32
+}
+
+func loadDraft(path string, target *Engine) (*draftModel, error) {
+	tok, f, err := LoadVocab(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: draft model: %w", err)
+	}
+	if err := sameVocab(tok, target.tok); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("engine: draft model %s: %w", path, err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("engine: draft model: %w", err)
+	}
+	s, err := m.NewState(model.StateOptions{Ctx: target.opt.Ctx, Batch: target.opt.Batch, Threads: target.opt.Threads, KVType: target.state.KVType()})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &draftModel{file: f, m: m, s: s}, nil
+}
+
+func sameVocab(a, b *tokenizer.Tokenizer) error {
+	if a.NTokens() != b.NTokens() {
+		return fmt.Errorf("vocabulary of %d tokens, the target has %d", a.NTokens(), b.NTokens())
+	}
+	for id := int32(0); id < int32(a.NTokens()); id++ {
+		if a.TokenText(id) != b.TokenText(id) {
+			return fmt.Errorf("token %d is %q, in the target %q", id, a.TokenText(id), b.TokenText(id))
+		}
+	}
+	return nil
+}
+
+func (d *draftModel) close() {
+	d.s.Close()
+	d.file.Close()
+}
+
+// Name implements spec.Drafter.
+func (d *draftModel) Name() string { return "draft" }
+
+// step feeds toks and returns the logits after the last.
+func (d *draftModel) step(toks []int32) ([]float32, error) { return d.s.Forward(toks, false) }
+
+// DraftTree implements spec.TreeDrafter: it brings its cache up to the
+// history (reusing the common prefix) and continues greedily, with its
+// second choices as leaves.
+func (d *draftModel) DraftTree(history []int32, depth int, t *spec.Tree, di int) {
+	d.steps = 0
+	depth = min(depth, d.s.Ctx()-len(history)+1)
+	if depth <= 0 || len(history) == 0 {
+		return
+	}
+	lcp := commonPrefix(d.s.Tokens(), history)
+	if lcp == len(history) {
+		lcp-- // the last token must run again for its logits
+	}
+	d.s.Truncate(lcp)
+	d.steps = modelDraftTree(history[lcp:], d.one[:], depth, t, di, d.step)
+}
+
+// Draft implements spec.Drafter: the first-choice chain of DraftTree.
+func (d *draftModel) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}
+
+// draftTree asks the drafters the request allows for continuations of the
+// history, at most room deep, merges them into one tree and lets the
+// controller keep what is worth verifying. It returns the number of kept
+// nodes (0: decode plainly).
+func (g *generation) draftTree(room int) int {
+	sp, sps := g.sp, &g.e.spec
+	tr := sps.tree
+	tr.Reset()
+	tr.Width = treeWidth
+	if sp.Chains {
+		tr.Width = 1
+	}
+	if sp.Mode == SpecOff || room <= 0 {
+		return 0
+	}
+	switch {
+	case sp.Drafter != nil:
+		g.propose(idxCustom, sp.Drafter, room)
+	default:
+		if sp.Mode == SpecAuto || sp.Mode == SpecLookup {
+			g.propose(idxLookup, g.lookup, room)
+		}
+		if sp.Mode == SpecAuto {
+			g.propose(idxNgram, sps.ngram, room)
+		}
+		if tr.Len() == 0 {
+			g.proposeModel(room)
+		}
+	}
+	// Inside a copied passage the next draft holds far more often than
+	// the same match elsewhere: classes count twice, inside and out.
+	for i := range tr.Nodes {
+		nd := &tr.Nodes[i]
+		nd.Class = uint8(min(int(nd.Class), spec.MaxClasses/2-1))
+		if g.streak {
+			nd.Class += spec.MaxClasses / 2
+		}
+	}
+	return sps.ctrl.Plan(tr, room, sp.Fixed)
+}
+
+// propose adds drafter d's continuations to the tree as drafter idx.
+func (g *generation) propose(idx int, d spec.Drafter, room int) {
+	g.drafters[idx] = d
+	tr := g.e.spec.tree
+	if td, ok := d.(spec.TreeDrafter); ok {
+		td.DraftTree(g.history, room, tr, idx)
+		return
+	}
+	draft, class := d.Draft(g.history, room, g.e.spec.buf)
+	tr.AddChain(-1, draft, idx, class)
+}
+
+// proposeModel drafts with the draft model or, without one, the
+// skipped-layer draft, when the controller expects it to pay for the
+// passes it costs.
+func (g *generation) proposeModel(room int) {
+	sp, sps := g.sp, &g.e.spec
+	var d modelDrafter
+	var idx int
+	switch {
+	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && sps.draft != nil:
+		d, idx = sps.draft, idxDraft
+	case (sp.Mode == SpecAuto || sp.Mode == SpecSelf) && sps.self != nil:
+		d, idx = sps.self, idxSelf
+	default:
+		return
+	}
+	g.drafters[idx] = d
+	k := room
+	if !sp.Fixed {
+		k = sps.ctrl.Decide(idx, -1, room)
+	}
+	if k == 0 {
+		return
+	}
+	t0 := time.Now()
+	d.DraftTree(g.history, k, sps.tree, idx)
+	sps.ctrl.ObserveDraftTime(idx, d.passes(), time.Since(t0).Seconds())
+}
+
+// modelDrafter is a drafter that runs a model pass per drafted token.
+type modelDrafter interface {
+	spec.TreeDrafter
+	passes() int // passes the last DraftTree ran
+}
+
+func (d *draftModel) passes() int { return d.steps }
+func (d *selfDraft) passes() int  { return d.steps }
+
+// headFirst is how many rows of a verification pass get their logits
+// first. The output head streams its whole weight matrix for every call,
+// and for a row or two that read is the cost (on a memory-bound board, and
+// for llama32-1b's 210 MB Q6_K head on the x86 development machine too),
+// while each further row adds compute: the rest of the rows are computed
+// only when the walk leaves the first ones.
+const headFirst = 2
+
+// step runs one decoding step: it feeds t with the m kept nodes of the
+// drafted tree, emits the accepted tokens and returns the next token to
+// feed (already sampled, not yet emitted).
+func (g *generation) step(t int32, m int) (int32, error) {
+	e, st, sps := g.e, g.st, &g.e.spec
+	s, tr, ctrl := e.state, sps.tree, sps.ctrl
+	batch := append(sps.batch[:0], t)
+	par := append(sps.par[:0], -1)
+	for _, nd := range tr.Nodes[:m] {
+		batch = append(batch, nd.Tok)
+		par = append(par, int32(nd.Parent)+1)
+	}
+	n := len(batch)
+	// end(i) is the end of batch node i's subtree.
+	end := func(i int) int {
+		if i == 0 {
+			return n
+		}
+		return 1 + tr.End(i-1)
+	}
+	base := s.Len()
+	t0 := time.Now()
+	var rows []float32
+	var err error
+	lo, hi := 0, 0
+	if m == 0 {
+		rows, err = s.Forward(batch, false)
+		hi = 1
+	} else {
+		err = s.ForwardTree(batch, par, nil)
+	}
+	pass := time.Since(t0)
+	if err != nil {
+		return -1, err
+	}
+	st.TargetPasses++
+	if m > 0 {
+		st.TreePasses++
+		st.Drafted += m
+		var used [nDrafters]bool
+		for _, nd := range tr.Nodes[:m] {
+			g.dstats[nd.Drafter].Drafted++
+			used[nd.Drafter] = true
+		}
+		for d, u := range used {
+			if u {
+				g.dstats[d].Steps++
+			}
+		}
+	}
+	nv := e.model.NVocab
+	path := append(sps.path[:0], 0)
+	cur, accepted := 0, 0
+	next := int32(-1)
+	for {
+		if cur >= hi {
+			// Rows past the first ones: all the rest at once.
+			lo, hi = cur, n
+			if cur == 0 {
+				hi = min(n, headFirst)
+			}
+			t1 := time.Now()
+			if rows, err = s.Logits(lo, hi); err != nil {
+				s.Truncate(base)
+				return -1, err
+			}
+			pass += time.Since(t1)
+		}
+		y := g.smp.Sample(rows[(cur-lo)*nv:(cur-lo+1)*nv], g.history)
+		child := -1
+		for c := cur + 1; c < end(cur); c++ {
+			if par[c] != int32(cur) {
+				continue
+			}
+			nd := &tr.Nodes[c-1]
+			ok := child < 0 && (batch[c] == y || g.sp.BreakAcceptance)
+			if ok {
+				child, y = c, batch[c]
+			}
+			ctrl.ObserveEdge(int(nd.Drafter), int(nd.Class), int(nd.Rank), ok)
+		}
+		if child < 0 {
+			next = y
+			break
+		}
+		path = append(path, int32(child))
+		cur = child
+		accepted++
+		g.dstats[tr.Nodes[child-1].Drafter].Accepted++
+		if err := g.emit(y); err != nil || g.done {
+			g.settle(base, path, m, n, pass)
+			return -1, err
+		}
+	}
+	if err := g.settle(base, path, m, n, pass); err != nil {
+		return -1, err
+	}
+	g.streak = m > 0 && end(cur) == cur+1 // the walk ended at a leaf: all it could accept
+	return next, nil
+}
+
+// settle records a step's outcome and keeps the fed token and the
+// accepted path in the KV cache.
+func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration) error {
+	sps := &g.e.spec
+	accepted := len(path) - 1
+	sps.ctrl.ObservePass(n, pass.Seconds())
+	if m > 0 {
+		sps.ctrl.Settle(accepted)
+		g.st.Accepted += accepted
+		g.st.MaxAcceptedDepth = max(g.st.MaxAcceptedDepth, accepted)
+	}
+	if err := g.e.state.Compact(base, path); err != nil {
+		return errors.Join(errors.New("engine: keeping the accepted path"), err)
+	}
+	return nil
+}
