@@ -318,8 +318,27 @@ func (d *selfDraft) passes() int  { return d.steps }
 // and for a row or two that read is the cost (on a memory-bound board, and
 // for llama32-1b's 210 MB Q6_K head on the x86 development machine too),
 // while each further row adds compute: the rest of the rows are computed
-// only when the walk leaves the first ones.
-const headFirst = 2
+// only when the walk leaves the first ones. When the walk is likely to
+// leave them (the planned chance is above headAllAt), a second call would
+// stream the matrix twice: then all rows are computed at once.
+const (
+	headFirst = 2
+	headAllAt = 0.5
+)
+
+// beyondFirst is the planned chance that the walk over a tree of m kept
+// nodes needs rows past the first headFirst (batch rows 0 and 1: the fed
+// token and its likeliest child): that it reaches a node at batch row 2 or
+// later whose parent is row 0 or 1.
+func beyondFirst(tr *spec.Tree, m int) float64 {
+	p := 0.0
+	for _, nd := range tr.Nodes[1:m] {
+		if nd.Parent <= 0 {
+			p += nd.P
+		}
+	}
+	return p
+}
 
 // step runs one decoding step: it feeds t with the m kept nodes of the
 // drafted tree, emits the accepted tokens and returns the next token to
@@ -356,6 +375,10 @@ func (g *generation) step(t int32, m int) (int32, error) {
 	if err != nil {
 		return -1, err
 	}
+	first := headFirst
+	if m > 0 && beyondFirst(tr, m) > headAllAt {
+		first = n
+	}
 	st.TargetPasses++
 	if m > 0 {
 		st.TreePasses++
@@ -380,7 +403,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 			// Rows past the first ones: all the rest at once.
 			lo, hi = cur, n
 			if cur == 0 {
-				hi = min(n, headFirst)
+				hi = min(n, first)
 			}
 			t1 := time.Now()
 			if rows, err = s.Logits(lo, hi); err != nil {

@@ -417,9 +417,10 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 	if best.Drafted > 0 {
 		r.Acceptance = float64(best.Accepted) / float64(best.Drafted)
 	}
-	if best.TargetPasses > 0 && best.DecodeTokS > 0 {
-		// The decode time (after the first token) over the passes.
-		r.PassMs = 1000 * float64(best.GeneratedTokens-1) / best.DecodeTokS / float64(best.TargetPasses)
+	if best.TargetPasses > 1 && best.DecodeTokS > 0 {
+		// The decode time (after the first token, which the first pass
+		// emits) over the passes after the first.
+		r.PassMs = 1000 * float64(best.GeneratedTokens-1) / best.DecodeTokS / float64(best.TargetPasses-1)
 	}
 	return nil
 }
