@@ -36,10 +36,11 @@ type Controller struct {
 	draftT   [MaxDrafters]float64  // EMA seconds to draft one token
 	acc      [MaxDrafters][MaxClasses][MaxRanks]rate
 	first    [MaxDrafters]rate    // acceptance of each drafter's first choices, all classes
-	draftR   [MaxDrafters]float64 // with assumed costs: a drafted token's cost in passes
+	draftR   [MaxDrafters]float64 // a drafted token's modelled cost in passes
 	idle     int                  // decisions since the last verified draft
 	backoff  int                  // failed probes in a row
 	probing  bool                 // the current step verifies a probe
+	drafting bool                 // the current step verifies drafts because they pay
 	assumed  float64              // when > 0: plan with c(k) = 1 + assumed·(k−1)
 	planP    [MaxTree]float64
 }
@@ -51,10 +52,11 @@ type Controller struct {
 // model whose passes cost in proportion to their tokens.
 func (c *Controller) AssumeCost(slope float64) { c.assumed = max(slope, 0) }
 
-// AssumeDraftCost sets what drafter d's tokens cost, in target passes,
-// when the controller plans with an assumed cost model (AssumeCost): a
-// model drafter's share of the target's weight bytes, on a board where
-// passes cost what they read. Measured drafting times apply otherwise.
+// AssumeDraftCost sets the modelled cost of drafter d's tokens, in target
+// passes: a model drafter's share of the target's weight bytes, what a
+// token costs on a board where passes cost what they read. It is the cost
+// under an assumed cost model (AssumeCost), and the least cost assumed
+// under measured ones.
 func (c *Controller) AssumeDraftCost(d int, passes float64) {
 	if d >= 0 && d < MaxDrafters {
 		c.draftR[d] = max(passes, 0)
@@ -238,32 +240,45 @@ func (c *Controller) Decide(d, class, available int) int {
 	if available <= 0 || d < 0 || d >= MaxDrafters {
 		return 0
 	}
+	if !c.measured() {
+		return 0
+	}
 	alpha := c.first[d].alpha(0)
 	if class >= 0 {
 		alpha = c.Alpha(d, class, 0)
 	}
-	t1 := c.cost[1]
+	r := c.draftCost(d)
 	best, bestGain := 0, minGain
 	sum, pw := 1.0, 1.0
 	for k := 1; k <= available; k++ {
 		pw *= alpha
 		sum += pw
-		cost := c.relCost(k + 1)
-		switch {
-		case c.assumed > 0:
-			cost += float64(k) * c.draftR[d]
-		case t1 > 0 && c.draftT[d] > 0:
-			cost += float64(k) * c.draftT[d] / t1
-		}
-		if g := sum / cost; g > bestGain {
+		if g := sum / (c.relCost(k+1) + float64(k)*r); g > bestGain {
 			best, bestGain = k, g
 		}
 	}
-	if best == 0 && c.probeDue() {
+	if best == 0 && c.probeDue(r) {
 		best = 1
 	}
 	return best
 }
+
+// draftCost is what drafting one token with drafter d costs, in passes of
+// one token: the modelled cost (its share of the weight bytes) with an
+// assumed cost model, else the measured one but never less than the
+// modelled one (timing on a loaded machine is noisy, and a drafter that
+// reads most of the model's weights costs most of a pass).
+func (c *Controller) draftCost(d int) float64 {
+	if c.assumed > 0 || c.cost[1] == 0 {
+		return c.draftR[d]
+	}
+	return max(c.draftT[d]/c.cost[1], c.draftR[d])
+}
+
+// measured reports whether the controller knows enough to plan: the time
+// of a one-token pass, measured twice (a drafting step's cost is relative
+// to it), or an assumed cost model.
+func (c *Controller) measured() bool { return c.assumed > 0 || c.seen[1] >= 2 }
 
 // Plan estimates for every node of t the chance that verification reaches
 // it, keeps the nodes (at most budget, and at most MaxDraft) whose
@@ -272,8 +287,11 @@ func (c *Controller) Decide(d, class, available int) int {
 // token plainly. With fixed it keeps the budget's likeliest nodes whatever
 // they cost. Every step calls Plan once, then Settle.
 func (c *Controller) Plan(t *Tree, budget int, fixed bool) int {
-	c.probing = false
+	c.probing, c.drafting = false, false
 	budget = min(budget, c.maxDraft, t.Len())
+	if !fixed && !c.measured() {
+		budget = 0
+	}
 	if budget <= 0 {
 		t.Reset()
 		c.idle++
@@ -310,7 +328,8 @@ func (c *Controller) Plan(t *Tree, budget int, fixed bool) int {
 				best, bestGain = m, g
 			}
 		}
-		if best == 0 && c.probeDue() {
+		c.drafting = best > 0
+		if best == 0 && c.probeDue(0) {
 			best, c.probing = 1, true
 		}
 	}
@@ -325,27 +344,29 @@ func (c *Controller) Plan(t *Tree, budget int, fixed bool) int {
 }
 
 // probeDue reports whether it is time to verify a one-token probe
-// although drafting does not pay now: the text may have begun to repeat.
-// A failing probe costs c(2)−1 passes, so probes come no more often than
-// that cost over probeBudget, and twice as far apart after every failed
-// one.
-func (c *Controller) probeDue() bool {
-	gap := max(probeFirst, int((c.relCost(2)-1)/probeBudget))
+// although drafting does not pay now: the text may have begun to repeat,
+// and only a verified draft shows it. A probe costs c(2)−1 passes and r
+// for drafting its token, so probes come no more often than that cost
+// over probeBudget, and twice as far apart after every probe until
+// drafting pays again.
+func (c *Controller) probeDue(r float64) bool {
+	gap := max(probeFirst, int((c.relCost(2)-1+r)/probeBudget))
 	gap = min(gap<<min(c.backoff, 10), probeMax)
 	return c.idle >= gap
 }
 
-// Settle closes a step that verified drafted tokens: accepted of them were
-// accepted. A failed probe backs the next one off; any accepted draft
-// resets the back-off.
+// Settle closes a step that verified drafted tokens (accepted of them
+// were accepted). A probe backs the next one off, accepted or not (its
+// outcome updates the acceptance, which decides whether drafting pays);
+// a step that drafted because it paid ends the back-off.
 func (c *Controller) Settle(accepted int) {
 	switch {
-	case accepted > 0:
+	case c.drafting:
 		c.backoff = 0
 	case c.probing:
 		c.backoff++
 	}
-	c.probing = false
+	c.probing, c.drafting = false, false
 }
 
 // acceptMagic heads the encoded acceptance table.
