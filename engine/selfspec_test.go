@@ -23,7 +23,11 @@ func selfCalibration(t testing.TB, e *Engine, n int) []int32 {
 // agreement and modelled cost promise a gain, and the set survives
 // persistence; malformed sets are refused.
 func TestSkipSearch(t *testing.T) {
-	for _, name := range []string{"stories260K-F32", "tiny-llama-Q4_0", "tiny-qwen2-Q4_0", "tiny-qwen3-Q4_0"} {
+	names := []string{"stories260K-F32", "tiny-llama-Q4_0", "tiny-qwen2-Q4_0", "tiny-qwen3-Q4_0"}
+	if testing.Short() {
+		names = names[:1]
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			e := load(t, name, Options{Ctx: 512, Batch: 32})
 			toks := selfCalibration(t, e, 160)
