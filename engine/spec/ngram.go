@@ -151,36 +151,47 @@ func (c *NgramCache) Draft(history []int32, max int, dst []int32) ([]int32, int)
 }
 
 // DraftTree implements TreeDrafter: the chain Draft proposes, and beside
-// each of its tokens the runner-up of the same statistics, if any, as a
-// leaf. A node's class is the length of the context that predicted it.
+// each of its tokens the runner-up of the same statistics, if any,
+// continued as far as the statistics are confident. A node's class is the
+// length of the context that predicted it.
 func (c *NgramCache) DraftTree(history []int32, depth int, t *Tree, d int) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var chain [MaxTree]int32
-	var alt [MaxTree]struct {
-		parent int
-		tok    int32
-		class  int
-	}
+	depth = min(depth, MaxTree)
+	var chain, alt [MaxTree]int32
+	var altParent, altAt, altClass [MaxTree]int
 	nalt := 0
 	parent := -1
-	for k := 0; k < min(depth, len(chain)); k++ {
+	for k := 0; k < depth; k++ {
 		tok, n, runner := c.next(history, chain[:k])
 		if n == 0 {
 			break
 		}
 		chain[k] = tok
 		if runner >= 0 {
-			alt[nalt].parent, alt[nalt].tok, alt[nalt].class = parent, runner, n
+			alt[nalt], altParent[nalt], altAt[nalt], altClass[nalt] = runner, parent, k, n
 			nalt++
 		}
 		if parent = t.Add(parent, tok, d, n); parent < 0 {
 			break
 		}
 	}
-	// The runners-up after the chain: first choices come first.
-	for _, a := range alt[:nalt] {
-		t.Add(a.parent, a.tok, d, a.class)
+	// The runners-up after the chain (first choices come first), each
+	// continued by the statistics as far as they are confident.
+	var branch [MaxTree]int32
+	for i := range alt[:nalt] {
+		k := altAt[i]
+		copy(branch[:k], chain[:k])
+		branch[k] = alt[i]
+		p := t.Add(altParent[i], alt[i], d, altClass[i])
+		for j := k + 1; j < depth && p >= 0; j++ {
+			tok, n, _ := c.next(history, branch[:j])
+			if n == 0 {
+				break
+			}
+			branch[j] = tok
+			p = t.Add(p, tok, d, n)
+		}
 	}
 }
 

@@ -221,8 +221,8 @@ func TestNgramTree(t *testing.T) {
 	}
 	tr := NewTree(2)
 	c.DraftTree([]int32{5, 10}, 3, tr, 1)
-	// After 10: 11 (3 times) and the runner-up 13 (twice) as a leaf.
-	if got, want := treeString(tr), "11(-1,0) 12(0,0) 13(-1,1)"; got != want {
+	// After 10: 11 (3 times), and the runner-up 13 (twice), continued.
+	if got, want := treeString(tr), "11(-1,0) 12(0,0) 13(-1,1) 14(2,0)"; got != want {
 		t.Errorf("tree %s, want %s", got, want)
 	}
 	if a := testing.AllocsPerRun(100, func() { tr.Reset(); c.DraftTree([]int32{5, 10}, 3, tr, 1) }); a != 0 {
