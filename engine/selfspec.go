@@ -387,25 +387,19 @@ func top2(logits []float32) (a, b int32, pa, pb float64) {
 	return a, b, pa, pb
 }
 
+// confBounds are the lower bounds of the confidence classes a model
+// drafter's tokens fall in by their probability under the draft.
+var confBounds = [...]float64{0.2, 0.4, 0.6, 0.8, 0.9, 0.97}
+
 // confClass buckets a draft token's probability under the draft model
 // into a confidence class: the controller tracks acceptance per class, so
 // it learns how far to trust each.
 func confClass(p float64) int {
-	switch {
-	case p >= 0.97:
-		return 6
-	case p >= 0.9:
-		return 5
-	case p >= 0.8:
-		return 4
-	case p >= 0.6:
-		return 3
-	case p >= 0.4:
-		return 2
-	case p >= 0.2:
-		return 1
+	c := 0
+	for c < len(confBounds) && p >= confBounds[c] {
+		c++
 	}
-	return 0
+	return c
 }
 
 // modelDraftTree drafts a chain greedily with a model, one step per

@@ -46,14 +46,19 @@ func TestNgramCacheDraftAndPersist(t *testing.T) {
 	}
 }
 
-func TestControllerSwitchesOffAndOn(t *testing.T) {
-	c := NewController(8)
-	// Cheap verification: c(k) = 1 + 0.1(k-1).
+// observeLinearCost times five passes of every size up to 9 at c(k) = 1 +
+// slope·(k−1).
+func observeLinearCost(c *Controller, slope float64) {
 	for i := 0; i < 5; i++ {
 		for k := 1; k <= 9; k++ {
-			c.ObservePass(k, 0.01*(1+0.1*float64(k-1)))
+			c.ObservePass(k, 0.01*(1+slope*float64(k-1)))
 		}
 	}
+}
+
+func TestControllerSwitchesOffAndOn(t *testing.T) {
+	c := NewController(8)
+	observeLinearCost(c, 0.1) // cheap verification
 	for i := 0; i < 50; i++ {
 		c.Observe(0, 1, 8, 0) // every draft fails
 	}
@@ -74,11 +79,7 @@ func TestControllerSwitchesOffAndOn(t *testing.T) {
 	}
 	// Expensive verification (c(k) = k): drafting never pays.
 	e := NewController(8)
-	for i := 0; i < 5; i++ {
-		for k := 1; k <= 9; k++ {
-			e.ObservePass(k, 0.01*float64(k))
-		}
-	}
+	observeLinearCost(e, 1)
 	for i := 0; i < 20; i++ {
 		e.Observe(0, 1, 4, 2)
 	}
@@ -287,11 +288,7 @@ func TestPlanKeepsLikelyNodesDepthFirst(t *testing.T) {
 // one-token probe now and then, further apart after every failure.
 func TestProbesBackOff(t *testing.T) {
 	c := NewController(8)
-	for i := 0; i < 5; i++ {
-		for k := 1; k <= 9; k++ {
-			c.ObservePass(k, 0.01*(1+0.2*float64(k-1)))
-		}
-	}
+	observeLinearCost(c, 0.2)
 	for i := 0; i < 100; i++ {
 		c.ObserveEdge(0, 0, 0, false)
 	}
