@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -891,13 +892,20 @@ type State struct {
 	Model          string  `json:"model"`
 	TokS           float64 `json:"tok_s"`
 	AcceptanceRate float64 `json:"acceptance_rate"`
-	CacheHitRate   float64 `json:"cache_hit_rate"`
-	Served         int64   `json:"served"`
-	Refused        int64   `json:"refused"`
-	Cancelled      int64   `json:"cancelled"`
-	Failed         int64   `json:"failed"`
-	Session        string  `json:"session"` // the dashboard conversation
-	Version        string  `json:"version"`
+	// Speculative decoding over all answers: tokens per model pass, the
+	// mean size and accepted depth of the drafted trees, and each
+	// drafter's acceptance.
+	TokensPerPass     float64            `json:"tokens_per_pass"`
+	TreeSize          float64            `json:"tree_size"`
+	AcceptedDepth     float64            `json:"accepted_depth"`
+	DrafterAcceptance map[string]float64 `json:"drafter_acceptance,omitempty"`
+	CacheHitRate      float64            `json:"cache_hit_rate"`
+	Served            int64              `json:"served"`
+	Refused           int64              `json:"refused"`
+	Cancelled         int64              `json:"cancelled"`
+	Failed            int64              `json:"failed"`
+	Session           string             `json:"session"` // the dashboard conversation
+	Version           string             `json:"version"`
 	// Degraded names the parts working less than configured (storage,
 	// broker, gpio) and why; absent when everything works.
 	Degraded map[string]string `json:"degraded,omitempty"`
@@ -906,10 +914,23 @@ type State struct {
 // CurrentState returns the state as it would be published now.
 func (s *Service) CurrentState() State {
 	c := s.core.Snapshot()
-	return State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
-		AcceptanceRate: c.AcceptanceRate, CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
+	st := State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
+		AcceptanceRate: c.AcceptanceRate, TokensPerPass: round2(c.TokensPerPass), TreeSize: round2(c.MeanTreeSize),
+		AcceptedDepth: round2(c.MeanAcceptedDepth), CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
 		Cancelled: c.Cancelled, Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded)}
+	for name, d := range c.Drafters {
+		if d.Drafted == 0 {
+			continue
+		}
+		if st.DrafterAcceptance == nil {
+			st.DrafterAcceptance = map[string]float64{}
+		}
+		st.DrafterAcceptance[name] = round2(float64(d.Accepted) / float64(d.Drafted))
+	}
+	return st
 }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 func degraded(m map[appliance.Part]string) map[string]string {
 	if len(m) == 0 {

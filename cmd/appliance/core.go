@@ -129,6 +129,8 @@ type counters struct {
 	byOutcome                                      map[Source]map[string]int64
 	served, refused, cancelled, failed, duplicates int64
 	prompt, cached, generated, drafted, accep      int64
+	passes, treePasses                             int64
+	drafters                                       map[string]DrafterUsage
 	lastTokS                                       float64
 }
 
@@ -654,6 +656,16 @@ func (c *Core) finish(j *job, o Outcome) {
 		s.generated += int64(o.Usage.GeneratedTokens)
 		s.drafted += int64(o.Usage.Drafted)
 		s.accep += int64(o.Usage.Accepted)
+		s.passes += int64(o.Usage.TargetPasses)
+		s.treePasses += int64(o.Usage.TreePasses)
+		for name, d := range o.Usage.Drafters {
+			if s.drafters == nil {
+				s.drafters = map[string]DrafterUsage{}
+			}
+			t := s.drafters[name]
+			t.Drafted, t.Accepted, t.Steps = t.Drafted+d.Drafted, t.Accepted+d.Accepted, t.Steps+d.Steps
+			s.drafters[name] = t
+		}
 	}
 	if j.do == nil {
 		c.recent.add(record(j, &o, now, c.cfg.RecentText))
@@ -720,6 +732,7 @@ func (c *Core) Snapshot() State {
 		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS,
 		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
 		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, Drafted: s.drafted, Accepted: s.accep,
+		TargetPasses: s.passes, TreePasses: s.treePasses, Drafters: maps.Clone(s.drafters),
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
 	for _, j := range c.running {
 		st.Running = append(st.Running, j.req.ID)
@@ -748,6 +761,13 @@ func (c *Core) Snapshot() State {
 	}
 	if s.drafted > 0 {
 		st.AcceptanceRate = float64(s.accep) / float64(s.drafted)
+	}
+	if s.passes > 0 {
+		st.TokensPerPass = float64(s.passes+s.accep) / float64(s.passes)
+	}
+	if s.treePasses > 0 {
+		st.MeanTreeSize = float64(s.drafted) / float64(s.treePasses)
+		st.MeanAcceptedDepth = float64(s.accep) / float64(s.treePasses)
 	}
 	if s.prompt > 0 {
 		st.CacheHitRate = float64(s.cached) / float64(s.prompt)

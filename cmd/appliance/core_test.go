@@ -16,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
@@ -542,5 +543,33 @@ func TestDeleteSessionDropsCache(t *testing.T) {
 	}
 	if err := c.DeleteSession(context.Background(), "a/b"); errCode(err) != appliance.CodeBadRequest {
 		t.Errorf("bad session name: %v", err)
+	}
+}
+
+// specEngine answers like appliancetest.Engine with fixed speculative
+// decoding statistics.
+type specEngine struct{ appliancetest.Engine }
+
+func (e *specEngine) Generate(ctx context.Context, req engine.Request) (engine.Stats, error) {
+	st, err := e.Engine.Generate(ctx, req)
+	st.TargetPasses, st.TreePasses, st.Drafted, st.Accepted, st.MaxAcceptedDepth = 5, 4, 12, 5, 3
+	st.Drafters = map[string]engine.DrafterStats{"lookup": {Drafted: 8, Accepted: 4, Steps: 3}, "self": {Drafted: 4, Accepted: 1, Steps: 1}}
+	return st, err
+}
+
+// TestSpeculationTotals: the state sums speculative decoding over the
+// answers: tokens per model pass, tree size and accepted depth, and each
+// drafter's counts.
+func TestSpeculationTotals(t *testing.T) {
+	c := start(t, &specEngine{}, nil)
+	for range 2 {
+		if o := outcome(t, submit(t, c, appliance.Request{Text: "x"})); o.Err != nil || o.Usage.TreePasses != 4 || o.Usage.Drafters["self"].Accepted != 1 {
+			t.Fatalf("outcome %+v", o)
+		}
+	}
+	st := c.Snapshot()
+	if st.TargetPasses != 10 || st.TreePasses != 8 || st.TokensPerPass != 2 || st.MeanTreeSize != 3 || st.MeanAcceptedDepth != 1.25 ||
+		st.Drafters["lookup"] != (appliance.DrafterUsage{Drafted: 16, Accepted: 8, Steps: 6}) || st.AcceptanceRate != 10.0/24 {
+		t.Errorf("state %+v", st)
 	}
 }

@@ -112,6 +112,7 @@ func usage(st engine.Stats, queued, took time.Duration) Usage {
 		DroppedTurns: st.DroppedTurns, StopReason: st.StopReason, Queued: queued,
 		TTFT: time.Duration(st.TTFTms * float64(time.Millisecond)), Duration: took,
 		PrefillTokS: st.PrefillTokS, TokS: st.DecodeTokS, Drafted: st.Drafted, Accepted: st.Accepted,
+		TargetPasses: st.TargetPasses, TreePasses: st.TreePasses, MaxAcceptedDepth: st.MaxAcceptedDepth,
 	}
 	if len(st.Drafters) > 0 {
 		u.Drafters = make(map[string]DrafterUsage, len(st.Drafters))

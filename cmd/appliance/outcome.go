@@ -20,12 +20,20 @@ type Usage struct {
 	Duration        time.Duration // of the generation (prefill and decoding)
 	PrefillTokS     float64
 	TokS            float64 // decoding speed
-	Drafted         int     // speculative decoding: tokens drafted
-	Accepted        int     // and accepted
-	Drafters        map[string]DrafterUsage
+	// Speculative decoding: forward passes of the model while decoding,
+	// those that verified drafted tokens (a token tree), drafted tokens
+	// verified and accepted, the deepest accepted path, and each
+	// drafter's counts.
+	TargetPasses     int
+	TreePasses       int
+	Drafted          int
+	Accepted         int
+	MaxAcceptedDepth int
+	Drafters         map[string]DrafterUsage
 }
 
-// DrafterUsage counts one drafter's proposals.
+// DrafterUsage counts one drafter's proposals: tokens verified, tokens
+// accepted, passes that verified any of them.
 type DrafterUsage struct {
 	Drafted, Accepted, Steps int
 }
@@ -140,6 +148,13 @@ type State struct {
 	Requests map[Source]map[string]int64
 
 	PromptTokens, CachedTokens, GeneratedTokens, Drafted, Accepted int64
+	// Speculative decoding, all answers: model passes while decoding,
+	// those that verified a drafted tree, and each drafter's counts.
+	TargetPasses, TreePasses int64
+	Drafters                 map[string]DrafterUsage
+	// Derived from them: tokens per model pass, the mean tree size and
+	// accepted depth of the tree passes (0 when there were none).
+	TokensPerPass, MeanTreeSize, MeanAcceptedDepth float64
 
 	// Degraded names the parts that work less than configured, each with
 	// why, in words safe to show to any client (no paths); nil when
