@@ -33,3 +33,29 @@ func TestBenchJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSpecRounds: --oracle and --spec compare plain and speculative
+// decoding in interleaved rounds and report every round's ratio, the
+// tokens per pass and, for a skipped-layer draft, the skipped blocks.
+func TestBenchSpecRounds(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-F32.gguf")
+	for _, args := range [][]string{
+		{"--oracle", "0.9", "--spec-fixed"},
+		{"--spec", "self", "--spec-fixed", "--spec-chains"},
+	} {
+		code, out, errs := geist(t, "", append([]string{"bench", "-m", model, "-n", "24", "-t", "1", "-r", "2", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var r benchResult
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+			t.Fatalf("%v: %v in %q", args, err, out)
+		}
+		if len(r.Rounds) != 2 || r.PlainTokS <= 0 || r.SpecTokS <= 0 || r.Drafted == 0 || r.TokensPerPass <= 1 || r.PassMs <= 0 {
+			t.Errorf("%v: %s", args, out)
+		}
+		if args[1] == "self" && r.SelfSkip == "" {
+			t.Errorf("%v: no skipped blocks named: %s", args, out)
+		}
+	}
+}
