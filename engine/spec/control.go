@@ -189,11 +189,22 @@ func (c *Controller) Alpha(d, class, rank int) float64 {
 
 // relCost is c(k): the cost of a pass over k tokens relative to one token.
 // Unmeasured sizes are interpolated between measured ones; beyond them a
-// prior that grows with k stands in until a measurement replaces it.
+// prior that grows with k stands in until a measurement replaces it. A
+// measured cost never counts for less than 1 + minSlope·(k−1): every
+// token adds work (its attention, its row of the output head), and on a
+// loaded machine the ratio of two noisy timings can make a bigger pass
+// look free, which drafts with hopeless acceptance would then exploit.
 func (c *Controller) relCost(k int) float64 {
 	if c.assumed > 0 {
 		return 1 + c.assumed*float64(k-1)
 	}
+	return max(c.measuredCost(k), 1+minSlope*float64(k-1))
+}
+
+// minSlope is the least measured cost of one more token in a pass.
+const minSlope = 0.04
+
+func (c *Controller) measuredCost(k int) float64 {
 	t1 := c.cost[1]
 	prior := 1 + 0.15*float64(k-1)
 	if t1 == 0 {
