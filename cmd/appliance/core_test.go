@@ -546,22 +546,15 @@ func TestDeleteSessionDropsCache(t *testing.T) {
 	}
 }
 
-// specEngine answers like appliancetest.Engine with fixed speculative
-// decoding statistics.
-type specEngine struct{ appliancetest.Engine }
-
-func (e *specEngine) Generate(ctx context.Context, req engine.Request) (engine.Stats, error) {
-	st, err := e.Engine.Generate(ctx, req)
-	st.TargetPasses, st.TreePasses, st.Drafted, st.Accepted, st.MaxAcceptedDepth = 5, 4, 12, 5, 3
-	st.Drafters = map[string]engine.DrafterStats{"lookup": {Drafted: 8, Accepted: 4, Steps: 3}, "self": {Drafted: 4, Accepted: 1, Steps: 1}}
-	return st, err
-}
+// speculation are fixed speculative decoding figures of an answer.
+var speculation = engine.Stats{TargetPasses: 5, TreePasses: 4, Drafted: 12, Accepted: 5, MaxAcceptedDepth: 3,
+	Drafters: map[string]engine.DrafterStats{"lookup": {Drafted: 8, Accepted: 4, Steps: 3}, "self": {Drafted: 4, Accepted: 1, Steps: 1}}}
 
 // TestSpeculationTotals: the state sums speculative decoding over the
 // answers: tokens per model pass, tree size and accepted depth, and each
 // drafter's counts.
 func TestSpeculationTotals(t *testing.T) {
-	c := start(t, &specEngine{}, nil)
+	c := start(t, &appliancetest.Engine{Speculation: speculation}, nil)
 	for range 2 {
 		if o := outcome(t, submit(t, c, appliance.Request{Text: "x"})); o.Err != nil || o.Usage.TreePasses != 4 || o.Usage.Drafters["self"].Accepted != 1 {
 			t.Fatalf("outcome %+v", o)

@@ -34,6 +34,10 @@ type Engine struct {
 	// one every Delay (a model's output with tool calls, say); it sees the
 	// request (messages, tools) as the engine would.
 	Script func(req engine.Request) []string
+	// Speculation, if its TargetPasses is set, gives every answer these
+	// speculative decoding figures (passes, tree passes, drafted and
+	// accepted tokens, the deepest accepted path, the drafters' counts).
+	Speculation engine.Stats
 
 	mu       sync.Mutex
 	requests []engine.Request
@@ -156,6 +160,10 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 		st.DecodeTokS = 18 + 6*math.Sin(k/2)
 		st.Drafted = words
 		st.Accepted = int(float64(words) * (0.45 + 0.4*math.Abs(math.Cos(k/3))))
+	}
+	if sp := &e.Speculation; sp.TargetPasses > 0 {
+		st.TargetPasses, st.TreePasses, st.Drafted, st.Accepted = sp.TargetPasses, sp.TreePasses, sp.Drafted, sp.Accepted
+		st.MaxAcceptedDepth, st.Drafters = sp.MaxAcceptedDepth, sp.Drafters
 	}
 	return st, nil
 }

@@ -504,3 +504,23 @@ func TestPullAndShowStored(t *testing.T) {
 		t.Errorf("show a stored model: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestMetricsSpeculation: /metrics reports model passes, tokens per pass,
+// the mean tree size and accepted depth, and each drafter's drafted and
+// accepted tokens.
+func TestMetricsSpeculation(t *testing.T) {
+	eng := &appliancetest.Engine{Speculation: engine.Stats{TargetPasses: 5, TreePasses: 4, Drafted: 12, Accepted: 5,
+		Drafters: map[string]engine.DrafterStats{"lookup": {Drafted: 8, Accepted: 4, Steps: 3}, "self": {Drafted: 4, Accepted: 1, Steps: 1}}}}
+	ts := newTestServer(t, eng, nil)
+	if resp, body := ts.do(t, "POST", "/api/generate", `{"model":"tiny","prompt":"hi","stream":false}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	_, body := ts.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`geist_model_passes_total{kind="all"} 5`, `geist_model_passes_total{kind="tree"} 4`,
+		"geist_tokens_per_pass 2", "geist_draft_tree_size 3", "geist_draft_accepted_depth 1.25",
+		`geist_draft_tokens_total{drafter="lookup"} 8`, `geist_draft_accepted_tokens_total{drafter="self"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the metrics:\n%s", want, body)
+		}
+	}
+}

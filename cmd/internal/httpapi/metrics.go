@@ -141,10 +141,15 @@ var (
 	descCacheEv  = prometheus.NewDesc("geist_prompt_cache_evictions_total", "Prompt cache entries evicted to stay within the budget.", nil, nil)
 	descCacheB   = prometheus.NewDesc("geist_prompt_cache_bytes", "Prompt cache sizes: live (estimated bytes of the entries), file (cache.db), budget.", []string{"kind"}, nil)
 	descCacheN   = prometheus.NewDesc("geist_prompt_cache_entries", "Prompt cache entries.", nil, nil)
+	descPasses   = prometheus.NewDesc("geist_model_passes_total", "Forward passes of the model while decoding answered requests, by kind: all, and tree (those that verified drafted tokens).", []string{"kind"}, nil)
+	descPerPass  = prometheus.NewDesc("geist_tokens_per_pass", "Tokens emitted per forward pass while decoding, all answers (1: no speculation).", nil, nil)
+	descTreeSize = prometheus.NewDesc("geist_draft_tree_size", "Mean drafted tokens a verifying pass checked (the size of the token tree), all answers.", nil, nil)
+	descDepth    = prometheus.NewDesc("geist_draft_accepted_depth", "Mean drafted tokens a verifying pass accepted (the depth of the accepted path), all answers.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descQueue, descDegraded, descRunning, descTokens, descSessions, descLoad, descUp, descLastTokS, descCacheOps, descCacheEv, descCacheB, descCacheN} {
+	for _, d := range []*prometheus.Desc{descRequests, descQueue, descDegraded, descRunning, descTokens, descSessions, descLoad, descUp, descLastTokS, descCacheOps, descCacheEv, descCacheB, descCacheN,
+		descPasses, descPerPass, descTreeSize, descDepth} {
 		ch <- d
 	}
 }
@@ -168,6 +173,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "generated": st.GeneratedTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
 		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, float64(n), kind)
 	}
+	ch <- prometheus.MustNewConstMetric(descPasses, prometheus.CounterValue, float64(st.TargetPasses), "all")
+	ch <- prometheus.MustNewConstMetric(descPasses, prometheus.CounterValue, float64(st.TreePasses), "tree")
+	ch <- prometheus.MustNewConstMetric(descPerPass, prometheus.GaugeValue, st.TokensPerPass)
+	ch <- prometheus.MustNewConstMetric(descTreeSize, prometheus.GaugeValue, st.MeanTreeSize)
+	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, st.MeanAcceptedDepth)
 	if st.Sessions >= 0 {
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(st.Sessions))
 	}
