@@ -72,15 +72,6 @@ func DequantizeRow(t Type, src []byte, dst []float32) error {
 	return nil
 }
 
-// CanDequantize reports whether DequantizeRow handles t.
-func CanDequantize(t Type) bool {
-	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K:
-		return true
-	}
-	return false
-}
-
 func dequantQ4_0(src []byte, dst []float32, nb int) {
 	for i := 0; i < nb; i++ {
 		b := src[i*ggml.SizeQ4_0 : (i+1)*ggml.SizeQ4_0]
