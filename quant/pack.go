@@ -48,7 +48,20 @@ func (m *Matrix) packing(ks *neon.Kernels) *neon.Packing {
 // products fall back to Data. Data itself is not changed: a caller that
 // keeps it only as that fallback may release its pages. Pack does nothing
 // when PackedSize is 0.
-func (m *Matrix) Pack(dst []byte) error {
+func (m *Matrix) Pack(dst []byte) error { return m.PackReleasing(dst, nil) }
+
+// packChunk is how many bytes of Data PackReleasing packs between two calls
+// of its release function.
+const packChunk = 4 << 20
+
+// PackReleasing is Pack, calling release (when not nil) with each stretch
+// of Data it has finished reading, about every 4 MiB, so that a caller
+// that keeps Data only as the fallback can drop its pages while a large
+// matrix (a 150k-token output head) is still being packed: resident
+// memory then holds little more than one copy of the weights at any time.
+// The stretches cover Data in order; its last bytes (the rows after the
+// last whole group) are not among them.
+func (m *Matrix) PackReleasing(dst []byte, release func(src []byte)) error {
 	ks := neon.Active()
 	p := m.packing(ks)
 	if p == nil {
@@ -57,19 +70,24 @@ func (m *Matrix) Pack(dst []byte) error {
 	if len(dst) != m.PackedSize() {
 		return fmt.Errorf("quant: packing a %s matrix %d×%d takes %d bytes, have %d", m.Type, m.Rows, m.Cols, m.PackedSize(), len(dst))
 	}
-	m.packWith(p, ks, dst)
+	m.packWith(p, ks, dst, release)
 	return nil
 }
 
 // packWith packs m with p for the set ks into dst.
-func (m *Matrix) packWith(p *neon.Packing, ks *neon.Kernels, dst []byte) {
+func (m *Matrix) packWith(p *neon.Packing, ks *neon.Kernels, dst []byte, release func([]byte)) {
 	pk := &packed{p: p, set: ks, data: dst, groups: m.Rows / p.Rows, gsize: p.GroupSize(m.nb)}
 	if p.ActRowSize != nil {
 		pk.prep = p.ActRowSize(m.nb)
 	}
 	rs := m.rowSize
+	done := 0 // bytes of Data handed to release
 	for g := 0; g < pk.groups; g++ {
 		p.Pack(dst[g*pk.gsize:(g+1)*pk.gsize], m.Data[g*p.Rows*rs:], rs, m.nb)
+		if end := (g + 1) * p.Rows * rs; release != nil && (end-done >= packChunk || g == pk.groups-1) {
+			release(m.Data[done:end])
+			done = end
+		}
 	}
 	copy(dst[pk.groups*pk.gsize:], m.Data[pk.groups*p.Rows*rs:])
 	m.pk = pk

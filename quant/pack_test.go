@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/geisten/geist/neon"
 )
@@ -37,7 +38,7 @@ func TestPackedMatchesGeneric(t *testing.T) {
 				m := newTestMatrix(t, typ, rows, cols, r)
 				m.Data = plain.Data
 				p := neon.GenericPacking(typ.String(), R, prep)
-				m.packWith(p, neon.Generic(), make([]byte, packedSize(m, p)))
+				m.packWith(p, neon.Generic(), make([]byte, packedSize(m, p)), nil)
 				if m.Packed() != p.Name {
 					t.Fatalf("%s: Packed() = %q", typ, m.Packed())
 				}
@@ -94,7 +95,7 @@ func TestSameActs(t *testing.T) {
 	mk := func(typ Type, cols int, p *neon.Packing) *Matrix {
 		m := newTestMatrix(t, typ, 16, cols, r)
 		if p != nil {
-			m.packWith(p, neon.Generic(), make([]byte, packedSize(m, p)))
+			m.packWith(p, neon.Generic(), make([]byte, packedSize(m, p)), nil)
 		}
 		return m
 	}
@@ -151,6 +152,47 @@ func TestPackActiveSet(t *testing.T) {
 			}
 		}
 		restore()
+	}
+}
+
+// TestPackReleasing: the stretches PackReleasing hands back follow each
+// other from the start of Data to the end of its last whole group, each at
+// most packChunk plus one group, and the packed matrix is Pack's.
+func TestPackReleasing(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range packTypes {
+		m := newTestMatrix(t, typ, 4099, 4*QK_K, r) // 16 MiB and 3 leftover rows in Q8_0
+		size := m.PackedSize()
+		if size == 0 {
+			continue
+		}
+		p := m.pack(neon.Active())
+		group := p.Rows * m.rowSize
+		var next, calls int
+		got := make([]byte, size)
+		err := m.PackReleasing(got, func(src []byte) {
+			calls++
+			if off := int(uintptr(unsafe.Pointer(&src[0])) - uintptr(unsafe.Pointer(&m.Data[0]))); off != next {
+				t.Errorf("%s: stretch %d starts at %d, want %d", typ, calls, off, next)
+			}
+			if len(src) > packChunk+group {
+				t.Errorf("%s: stretch %d has %d bytes", typ, calls, len(src))
+			}
+			next += len(src)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := m.Rows / p.Rows * group; next != want {
+			t.Errorf("%s: released %d bytes of Data in %d stretches, want %d", typ, next, calls, want)
+		}
+		want := make([]byte, size)
+		if err := m.Pack(want); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: PackReleasing packs differently from Pack", typ)
+		}
 	}
 }
 

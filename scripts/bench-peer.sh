@@ -73,6 +73,7 @@ trap cleanup EXIT
 llama() { chroot "$ROOT" "$@"; }
 
 OUT=$(mktemp -d)
+touch "$OUT/ratios" "$OUT/c"
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# geist $("$GEIST" version 2>/dev/null | head -1), llama.cpp $(llama dpkg-query -W -f '${Version}' llama.cpp-tools 2>/dev/null)"
 echo "# rounds $ROUNDS, threads $THREADS, pp$P, tg$N, c($BATCH), best of $REPS repetitions per measurement"
@@ -127,8 +128,11 @@ if [ "$RSS" = 1 ]; then
 	echo
 	echo "# peak RSS decoding 64 tokens at a 2048-token context (MiB); file size for reference"
 	for m in "$@"; do
-		g=$( { /usr/bin/time -f '%M' "$GEIST" run -m "$m" --ctx 2048 -t 2 -n 64 --temp 0 --spec off --cache-size 0 "Once upon a time" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-		l=$( { /usr/bin/time -f '%M' chroot "$ROOT" llama-completion -m "${inside[$m]}" -c 2048 -t 2 -n 64 --temp 0 -lm none -no-cnv -p "Once upon a time" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+		# time -o: the measured command's own output is thrown away, time's is kept.
+		/usr/bin/time -o "$OUT/rss" -f '%M' "$GEIST" run -m "$m" --ctx 2048 -t 2 -n 64 --temp 0 --spec off --cache-size 0 "Once upon a time" >/dev/null 2>&1
+		g=$(tail -1 "$OUT/rss")
+		/usr/bin/time -o "$OUT/rss" -f '%M' chroot "$ROOT" llama-completion -m "${inside[$m]}" -c 2048 -t 2 -n 64 --temp 0 -lm none -no-cnv -p "Once upon a time" >/dev/null 2>&1
+		l=$(tail -1 "$OUT/rss")
 		printf '%-22s file %6.0f  geist %6.0f  llama.cpp %6.0f\n' "$(basename "$m")" \
 			"$(awk -v b="$(stat -c %s "$m")" 'BEGIN{print b/1048576}')" "$(awk -v k="$g" 'BEGIN{print k/1024}')" "$(awk -v k="$l" 'BEGIN{print k/1024}')"
 	done

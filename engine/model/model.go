@@ -389,7 +389,7 @@ func (m *Model) pack(f *gguf.File) error {
 	for range runtime.NumCPU() {
 		wg.Go(func() {
 			for j := range jobs {
-				if err := j.w.Pack(j.dst); err != nil {
+				if err := j.w.PackReleasing(j.dst, f.Release); err != nil {
 					select {
 					case errs <- err:
 					default:
