@@ -34,9 +34,10 @@ type benchResult struct {
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
 	// c(K) from the passes' CPU time.
 	VerifyCostCPU map[string]float64 `json:"verify_cost_cpu,omitempty"`
-	// With --step-profile: where one decode step's wall time goes, in
-	// microseconds per token.
-	StepProfile *stepProfile `json:"step_profile,omitempty"`
+	// With --step-profile: where one decode step's wall time goes, and a
+	// prefill's, in microseconds per token.
+	StepProfile    *stepProfile `json:"step_profile,omitempty"`
+	PrefillProfile *stepProfile `json:"prefill_profile,omitempty"`
 	// With --membw: weight bytes one decode step reads, the machine's
 	// memory read bandwidth with this many threads, and the share of it
 	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
@@ -265,6 +266,15 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		if cpuBest > 0 {
 			r.PPCPUTokS = float64(pp) / cpuBest.Seconds()
 		}
+		if stepProf {
+			s.EnableProfile(true)
+			s.Truncate(0)
+			if _, err := s.Forward(toks, false); err != nil {
+				return err
+			}
+			r.PrefillProfile = newStepProfile(s.StepProfile())
+			s.EnableProfile(false)
+		}
 	}
 	if tg > 0 {
 		toks := randomTokens(tg, nv, 2)
@@ -462,9 +472,14 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 			fmt.Fprintf(e.stdout, "  c(%d) %.2f", k, c)
 		}
 	}
-	if p := r.StepProfile; p != nil {
-		fmt.Fprintf(e.stdout, "\n  decode step %.0f us: products %.0f + waiting %.0f, attention %.0f + waiting %.0f, quantize %.0f, serial %.0f, %.1f hand-offs",
-			p.TotalUs, p.ProductsUs, p.ProductsWaitUs, p.AttnUs, p.AttnWaitUs, p.QuantUs, p.SerialUs, p.HandOffs)
+	for _, x := range []struct {
+		what string
+		p    *stepProfile
+	}{{"prefill, per token", r.PrefillProfile}, {"decode step", r.StepProfile}} {
+		if p := x.p; p != nil {
+			fmt.Fprintf(e.stdout, "\n  %s %.0f us: products %.0f + waiting %.0f, attention %.0f + waiting %.0f, quantize %.0f, serial %.0f, %.1f hand-offs",
+				x.what, p.TotalUs, p.ProductsUs, p.ProductsWaitUs, p.AttnUs, p.AttnWaitUs, p.QuantUs, p.SerialUs, p.HandOffs)
+		}
 	}
 	if r.MemReadBps > 0 {
 		fmt.Fprintf(e.stdout, "  reads %.1f MB/token, memory %.1f GB/s, decode uses %.0f%%", float64(r.DecodeBytes)/1e6, r.MemReadBps/1e9, 100*r.BWShare)
