@@ -59,3 +59,31 @@ func TestBenchSpecRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchStepProfile: --step-profile reports where a prefill pass's and
+// a decode step's time goes, in text and in JSON.
+func TestBenchStepProfile(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+	code, out, errs := geist(t, "", "bench", "-m", model, "-p", "16", "-n", "8", "-t", "2", "--batch", "1", "-r", "1", "--step-profile")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"\n  prefill, per token ", "\n  decode step ", "products ", "hand-offs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	code, out, errs = geist(t, "", "bench", "-m", model, "-p", "16", "-n", "8", "-t", "2", "--batch", "1", "-r", "1", "--step-profile", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r benchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+		t.Fatal(err)
+	}
+	for what, p := range map[string]*stepProfile{"prefill": r.PrefillProfile, "decode": r.StepProfile} {
+		if p == nil || p.TotalUs <= 0 || p.ProductsUs <= 0 || p.ProductsUs+p.AttnUs+p.QuantUs > p.TotalUs*1.01 {
+			t.Errorf("%s profile: %+v", what, p)
+		}
+	}
+}
