@@ -29,6 +29,7 @@ package neon
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 )
@@ -219,57 +220,33 @@ const RowGroupsEnv = "GEIST_ROWGROUPS"
 // do with GEIST_ROWGROUPS=off), for comparing the two.
 const RepackEnv = "GEIST_REPACK"
 
-// fill sets every nil kernel of k from g.
+// fill sets every nil kernel of k from g (the packings, row-group and
+// tile kernels stay nil: they are a set's own or absent).
 func fill(k, g *Kernels) {
-	fillF := func(f *DotFunc, gf DotFunc) {
-		if *f == nil {
-			*f = gf
-		}
-	}
-	fillF(&k.DotQ4_0Q8_0, g.DotQ4_0Q8_0)
-	fillF(&k.DotQ5_0Q8_0, g.DotQ5_0Q8_0)
-	fillF(&k.DotQ8_0Q8_0, g.DotQ8_0Q8_0)
-	fillF(&k.DotQ4_KQ8_K, g.DotQ4_KQ8_K)
-	fillF(&k.DotQ6_KQ8_K, g.DotQ6_KQ8_K)
-	fillF(&k.DotQ4_1Q8_1, g.DotQ4_1Q8_1)
-	fillF(&k.DotQ5_1Q8_1, g.DotQ5_1Q8_1)
-	fillF(&k.DotQ2_KQ8_K, g.DotQ2_KQ8_K)
-	fillF(&k.DotQ3_KQ8_K, g.DotQ3_KQ8_K)
-	fillF(&k.DotQ5_KQ8_K, g.DotQ5_KQ8_K)
-	fillF(&k.DotQ8_KQ8_K, g.DotQ8_KQ8_K)
-	fillF(&k.DotF32, g.DotF32)
-	fillF(&k.DotF16, g.DotF16)
-	fillF(&k.DotBF16, g.DotBF16)
-	if k.QuantizeQ8_0 == nil {
-		k.QuantizeQ8_0 = g.QuantizeQ8_0
-	}
-	if k.QuantizeQ8_K == nil {
-		k.QuantizeQ8_K = g.QuantizeQ8_K
-	}
-	if k.RMSNormScale == nil {
-		k.RMSNormScale = g.RMSNormScale
-	}
-	if k.DotF32F16 == nil {
-		k.DotF32F16 = g.DotF32F16
-	}
-	if k.AxpyF16 == nil {
-		k.AxpyF16 = g.AxpyF16
-	}
-	if k.SiLUMul == nil {
-		k.SiLUMul = g.SiLUMul
-	}
-	if k.Softmax == nil {
-		k.Softmax = g.Softmax
-	}
-	if k.Add == nil {
-		k.Add = g.Add
-	}
-	if k.ScaleMul == nil {
-		k.ScaleMul = g.ScaleMul
-	}
-	if k.ToF16 == nil {
-		k.ToF16 = g.ToF16
-	}
+	or(&k.DotQ4_0Q8_0, g.DotQ4_0Q8_0)
+	or(&k.DotQ5_0Q8_0, g.DotQ5_0Q8_0)
+	or(&k.DotQ8_0Q8_0, g.DotQ8_0Q8_0)
+	or(&k.DotQ4_KQ8_K, g.DotQ4_KQ8_K)
+	or(&k.DotQ6_KQ8_K, g.DotQ6_KQ8_K)
+	or(&k.DotQ4_1Q8_1, g.DotQ4_1Q8_1)
+	or(&k.DotQ5_1Q8_1, g.DotQ5_1Q8_1)
+	or(&k.DotQ2_KQ8_K, g.DotQ2_KQ8_K)
+	or(&k.DotQ3_KQ8_K, g.DotQ3_KQ8_K)
+	or(&k.DotQ5_KQ8_K, g.DotQ5_KQ8_K)
+	or(&k.DotQ8_KQ8_K, g.DotQ8_KQ8_K)
+	or(&k.DotF32, g.DotF32)
+	or(&k.DotF16, g.DotF16)
+	or(&k.DotBF16, g.DotBF16)
+	or(&k.QuantizeQ8_0, g.QuantizeQ8_0)
+	or(&k.QuantizeQ8_K, g.QuantizeQ8_K)
+	or(&k.RMSNormScale, g.RMSNormScale)
+	or(&k.DotF32F16, g.DotF32F16)
+	or(&k.AxpyF16, g.AxpyF16)
+	or(&k.SiLUMul, g.SiLUMul)
+	or(&k.Softmax, g.Softmax)
+	or(&k.Add, g.Add)
+	or(&k.ScaleMul, g.ScaleMul)
+	or(&k.ToF16, g.ToF16)
 	// The attention loops default to the set's own one-row kernels.
 	if k.AttnScores == nil {
 		dot := k.DotF32F16
@@ -288,6 +265,14 @@ func fill(k, g *Kernels) {
 				axpy(out, a, v[t*hd:(t+1)*hd])
 			}
 		}
+	}
+}
+
+// or sets the kernel *f to g when the set has none (f points to a func
+// field of Kernels; sets are filled once, at start).
+func or[F any](f *F, g F) {
+	if reflect.ValueOf(f).Elem().IsNil() {
+		*f = g
 	}
 }
 

@@ -236,18 +236,7 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 // accumulation order whatever the batch). A verifier thus pays for the
 // output head only over the rows it reads: after a rejected draft token
 // the later rows are never needed.
-func (s *State) ForwardRows(tokens []int32) error {
-	if len(tokens) > s.maxBatch || len(tokens) > s.maxRows {
-		return fmt.Errorf("model: a batch of %d tokens for row logits, the state takes at most %d", len(tokens), min(s.maxBatch, s.maxRows))
-	}
-	if err := s.check(tokens); err != nil {
-		return err
-	}
-	defer s.profEnd(s.profStart(), len(tokens))
-	s.layers(tokens)
-	s.rows = len(tokens)
-	return nil
-}
+func (s *State) ForwardRows(tokens []int32) error { return s.ForwardTree(tokens, nil, nil) }
 
 // check validates a batch: not empty, room in the context, token ids in
 // the vocabulary.

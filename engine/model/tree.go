@@ -113,6 +113,7 @@ func (s *State) ForwardTree(tokens []int32, parents []int32, skip *Skip) error {
 			return err
 		}
 	}
+	defer s.profEnd(s.profStart(), len(tokens))
 	s.skip = skip
 	s.layers(tokens)
 	s.lay.on, s.skip = false, nil
@@ -172,6 +173,7 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	}
 	l.off[len(tokens)] = int32(len(tokens))
 	l.on = true
+	defer s.profEnd(s.profStart(), len(tokens))
 	s.skip = skip
 	n := s.n
 	s.layers(tokens)
