@@ -202,7 +202,12 @@ func prefixKey(toks []int32) [32]byte {
 // now; the write happens on another goroutine.
 func (e *Engine) snapshot(n int) {
 	sn := &e.snap
-	if e.opt.Cache == nil || n < minRestore || n > e.state.Len() {
+	if e.opt.Cache == nil || n > e.state.Len() {
+		return
+	}
+	// A recurrent state is kept at checkpoints: store the longest such
+	// prefix (still a prefix a later prompt can restore).
+	if n = e.state.ExactPrefix(n); n < minRestore {
 		return
 	}
 	toks := append([]int32(nil), e.state.Tokens()[:n]...)

@@ -78,6 +78,10 @@ func (c *memCache) DraftStats(model []byte) ([]byte, bool) {
 // bit-identical.
 func TestPromptCacheRestore(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "models", "*.gguf"))
+	promptCacheRestore(t, files)
+}
+
+func promptCacheRestore(t *testing.T, files []string) {
 	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
 	questions := []string{"Are the garden lights on?", "Is the front door locked?"}
 	n := 24
@@ -94,7 +98,7 @@ func TestPromptCacheRestore(t *testing.T) {
 			}
 			// Cold runs, no cache at all.
 			cold := map[string][]int32{}
-			e0 := load(t, name, Options{Ctx: 512, Batch: 32})
+			e0 := loadFile(t, path, Options{Ctx: 512, Batch: 32})
 			for _, q := range questions {
 				r := req(q)
 				var ids []int32
@@ -106,7 +110,7 @@ func TestPromptCacheRestore(t *testing.T) {
 				cold[q] = ids
 			}
 			// First process: fills the cache (batch 7: other batches than the cold run).
-			e1 := load(t, name, Options{Ctx: 512, Batch: 7, Cache: cache})
+			e1 := loadFile(t, path, Options{Ctx: 512, Batch: 7, Cache: cache})
 			r := req(questions[0])
 			if _, err := e1.Generate(t.Context(), r); err != nil {
 				t.Fatal(err)
@@ -114,7 +118,7 @@ func TestPromptCacheRestore(t *testing.T) {
 			e1.Close()
 			// Second process: same system prompt, the other question, and
 			// the first question again.
-			e2 := load(t, name, Options{Ctx: 512, Batch: 32, Cache: cache})
+			e2 := loadFile(t, path, Options{Ctx: 512, Batch: 32, Cache: cache})
 			for i, q := range []string{questions[1], questions[0]} {
 				e2.Reset()
 				r := req(q)

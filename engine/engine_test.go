@@ -24,7 +24,11 @@ type golden struct {
 }
 
 func readGolden(t testing.TB, name string) golden {
-	b, err := os.ReadFile(zoo.Path(t, "golden", "gen-"+name+".json"))
+	return readGoldenFile(t, zoo.Path(t, "golden", "gen-"+name+".json"))
+}
+
+func readGoldenFile(t testing.TB, path string) golden {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +40,11 @@ func readGolden(t testing.TB, name string) golden {
 }
 
 func load(t testing.TB, name string, opt Options) *Engine {
-	e, err := Load(zoo.Path(t, "models", name+".gguf"), opt)
+	return loadFile(t, zoo.Path(t, "models", name+".gguf"), opt)
+}
+
+func loadFile(t testing.TB, path string, opt Options) *Engine {
+	e, err := Load(path, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

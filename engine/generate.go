@@ -28,6 +28,7 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 	s := e.state
 	reuse := commonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
+	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	reuse = e.restore(toks, reuse)
 	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {

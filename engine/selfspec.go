@@ -127,8 +127,7 @@ func blockBytes(m *model.Model) (attn, mlp []int64, rest int64) {
 	attn, mlp = make([]int64, m.NLayer), make([]int64, m.NLayer)
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		attn[l] = int64(len(L.Wq.Data) + len(L.Wk.Data) + len(L.Wv.Data) + len(L.Wo.Data))
-		mlp[l] = int64(len(L.Wgate.Data) + len(L.Wup.Data) + len(L.Wdown.Data))
+		attn[l], mlp[l] = L.MixerBytes(), L.FFNBytes()
 	}
 	rest = int64(len(m.Output.Data)) + int64(m.TokEmbd.RowBytes())
 	return attn, mlp, rest
@@ -514,7 +513,7 @@ func firstChoices(d spec.TreeDrafter, history []int32, max int, dst []int32) ([]
 // verification cost c; budget bounds the candidate sets measured.
 func tuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget int, c func(k int) float64, pause func()) (*SkipSet, error) {
 	rows := 32
-	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads})
+	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads, FullHistory: true})
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,12 @@ func generateIDs(t testing.TB, e *Engine, prompt string, n int, sp SpecOptions, 
 // a draft model; adaptive and with every draft verified.
 func TestSpeculativeGreedyExact(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "golden", "gen-*.json"))
+	speculativeGreedyExact(t, files)
+}
+
+// speculativeGreedyExact is TestSpeculativeGreedyExact over the models of
+// the goldens files (models/ beside their golden/).
+func speculativeGreedyExact(t *testing.T, files []string) {
 	n := 256
 	if testing.Short() {
 		n = 48
@@ -55,8 +61,8 @@ func TestSpeculativeGreedyExact(t *testing.T) {
 				opt.DraftModel = zoo.Path(t, "models", "stories260K-Q4_0.gguf")
 			}
 			opt.SelfSpec = SelfSpecOff
-			e := load(t, name, opt)
-			g := readGolden(t, name)
+			e := loadFile(t, filepath.Join(filepath.Dir(filepath.Dir(gf)), "models", name+".gguf"), opt)
+			g := readGoldenFile(t, gf)
 			prompts := copyHeavy[:]
 			for _, c := range g.Cases {
 				prompts = append(prompts, c.Prompt)
@@ -329,12 +335,7 @@ func TestSpeculativeAllocations(t *testing.T) {
 	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecDraft}, {Mode: SpecSelf}} {
 		sp.DraftMax, sp.Fixed = 8, true
 		t.Run(string(sp.Mode), func(t *testing.T) {
-			smp, _ := sample.New(greedy(), e.model.NVocab)
-			g := generation{e: e, req: &Request{}, st: &Stats{}, smp: smp, sp: &sp,
-				lookup: spec.NewLookup(1, 4), dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(nil)}
-			g.history = make([]int32, 0, 4096)
-			g.history = append(g.history, ids...)
-			g.maxTok = 1 << 30
+			g := newTestGeneration(e, &sp, ids)
 			e.Reset()
 			if _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
 				t.Fatal(err)
@@ -363,6 +364,18 @@ func TestSpeculativeAllocations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newTestGeneration is a greedy generation of e after the prompt ids,
+// driven step by step by a test.
+func newTestGeneration(e *Engine, sp *SpecOptions, ids []int32) *generation {
+	smp, _ := sample.New(greedy(), e.model.NVocab)
+	g := &generation{e: e, req: &Request{}, st: &Stats{}, smp: smp, sp: sp,
+		lookup: spec.NewLookup(1, 4), dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(nil)}
+	g.history = make([]int32, 0, 4096)
+	g.history = append(g.history, ids...)
+	g.maxTok = 1 << 30
+	return g
 }
 
 // installLastMLPSkip gives e a skipped-layer draft that skips the last

@@ -215,6 +215,7 @@ func (d *draftModel) DraftTree(history []int32, depth int, t *spec.Tree, di int)
 		lcp-- // the last token must run again for its logits
 	}
 	d.s.Truncate(lcp)
+	lcp = d.s.Len() // a recurrent draft may rewind further
 	d.steps = modelDraftTree(history[lcp:], d.one[:], depth, t, di, d.step)
 }
 

@@ -98,7 +98,7 @@ func conformance(t *testing.T, files []string, kv quant.Type) {
 		g := loadGen(t, gf)
 		name := strings.TrimSuffix(g.Model, ".gguf")
 		t.Run(name, func(t *testing.T) {
-			m := openModel(t, zoo.Path(t, "models", g.Model))
+			m := openModel(t, filepath.Join(filepath.Dir(filepath.Dir(gf)), "models", g.Model)) // golden/ beside models/
 			maxTol, meanTol := g.Tolerance.MaxAbs, g.Tolerance.MeanAbs
 			if kv == quant.Q8_0 {
 				maxTol, meanTol = max(maxTol, 0.25), max(meanTol, 0.04)

@@ -27,6 +27,8 @@ type State struct {
 	toks     []int32 // [ctx] the tokens at positions 0..n-1 (len n)
 	lay      layout  // attention pattern of a tree or probe pass
 	skip     *Skip   // blocks the current pass leaves out
+	probing  bool    // the current pass is a Probe (it changes no state)
+	conv     convState
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
@@ -86,6 +88,12 @@ type StateOptions struct {
 	// the cache at a small cost in accuracy (head sizes must be multiples
 	// of 32). The zero value means F16.
 	KVType quant.Type
+	// FullHistory keeps the recurrent state of every position (models
+	// with short-convolution layers: one row per layer and position), so
+	// that Probe reads any position and Truncate rewinds anywhere without
+	// checkpoints. Without it the state keeps the last positions and a
+	// checkpoint every 64.
+	FullHistory bool
 }
 
 // NewState allocates a KV cache of o.Ctx positions, buffers for batches of
@@ -107,8 +115,10 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.kc = make([][]uint16, c.NLayer)
 		s.vc = make([][]uint16, c.NLayer)
 		for i := range s.kc {
-			s.kc[i] = make([]uint16, ctx*kDim)
-			s.vc[i] = make([]uint16, ctx*vDim)
+			if !c.IsConv(i) {
+				s.kc[i] = make([]uint16, ctx*kDim)
+				s.vc[i] = make([]uint16, ctx*vDim)
+			}
 		}
 	case quant.Q8_0:
 		if c.HeadDim%32 != 0 || c.HeadDimV%32 != 0 {
@@ -119,8 +129,10 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.kq = make([][]byte, c.NLayer)
 		s.vq = make([][]byte, c.NLayer)
 		for i := range s.kq {
-			s.kq[i] = make([]byte, c.NHeadKV*ctx*s.kRow)
-			s.vq[i] = make([]byte, c.NHeadKV*ctx*s.vRow)
+			if !c.IsConv(i) {
+				s.kq[i] = make([]byte, c.NHeadKV*ctx*s.kRow)
+				s.vq[i] = make([]byte, c.NHeadKV*ctx*s.vRow)
+			}
 		}
 		s.qq = make([]byte, c.NHead*s.kRow)
 	default:
@@ -149,6 +161,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.maxRows = min(s.maxRows, B)
 	s.logits = make([]float32, s.maxRows*c.NVocab)
 	s.lay = newLayout(s.maxRows, B)
+	s.newConvState(o.FullHistory)
 	// Activation buffers: as many as a mul has distinct formats (q, k, v
 	// of different types may), each for the widest product.
 	widest, formats := 0, 1
@@ -157,7 +170,10 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		formats = max(formats, distinctActs(L.Wq, L.Wk, L.Wv), distinctActs(L.Wgate, L.Wup))
+		if L.Wq != nil {
+			formats = max(formats, distinctActs(L.Wq, L.Wk, L.Wv))
+		}
+		formats = max(formats, distinctActs(L.Wgate, L.Wup))
 	}
 	s.acts = make([][]byte, formats)
 	for i := range s.acts {
@@ -171,7 +187,12 @@ func (m *Model) matrices() []*quant.Matrix {
 	ms := []*quant.Matrix{m.Output}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		ms = append(ms, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown)
+		if L.ConvIn != nil {
+			ms = append(ms, L.ConvIn, L.ConvOut)
+		} else {
+			ms = append(ms, L.Wq, L.Wk, L.Wv, L.Wo)
+		}
+		ms = append(ms, L.Wgate, L.Wup, L.Wdown)
 	}
 	return ms
 }
@@ -197,12 +218,18 @@ func (s *State) MaxBatch() int { return s.maxBatch }
 // MaxLogitRows is the most tokens of one pass Forward returns logits for.
 func (s *State) MaxLogitRows() int { return s.maxRows }
 
-// Truncate rewinds the KV cache (and Tokens) to its first n positions.
+// Truncate rewinds the KV cache (and Tokens) to its first n positions,
+// or, for a model with recurrent layers, to ExactPrefix(n), the longest
+// prefix it returns to exactly: read Len() afterwards.
 func (s *State) Truncate(n int) {
 	if n < 0 {
 		n = 0
 	}
 	if n < s.n {
+		if s.hasConv() {
+			n = s.ExactPrefix(n)
+			s.convTruncate(n)
+		}
 		s.n = n
 		s.toks = s.toks[:n]
 	}
@@ -368,12 +395,19 @@ func (s *State) layers(tokens []int32) {
 		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], s.position(i, pos0)) // once per pass, not per layer
 	}
 	for l := range m.Layers {
-		if !s.skip.attn(l) {
+		switch {
+		case s.skip.attn(l):
+		case c.IsConv(l):
+			s.shortConv(l, n, pos0, s.probing)
+		default:
 			s.attention(l, n, pos0)
 		}
 		if !s.skip.mlp(l) {
 			s.feedForward(l, n)
 		}
+	}
+	if s.hasConv() && !s.probing {
+		s.convPassEnd(n, pos0)
 	}
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
 	s.n += n

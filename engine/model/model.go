@@ -36,6 +36,26 @@ type Config struct {
 	HasQKVBias bool
 	HasQKNorm  bool
 	TiedOutput bool
+	// Conv marks the layers whose mixer is a short convolution (lfm2)
+	// instead of attention; nil when there are none. ConvTaps is the
+	// number of earlier positions such a convolution reads (its kernel
+	// is ConvTaps+1 long).
+	Conv     []bool
+	ConvTaps int
+}
+
+// IsConv reports whether layer l is a short-convolution layer.
+func (c *Config) IsConv(l int) bool { return c.Conv != nil && c.Conv[l] }
+
+// ConvLayers is the number of short-convolution layers.
+func (c *Config) ConvLayers() int {
+	n := 0
+	for _, b := range c.Conv {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // Layer holds the weights of one transformer block.
@@ -54,6 +74,10 @@ type Layer struct {
 	Wgate    *quant.Matrix // [NFF × NEmbd]
 	Wup      *quant.Matrix // [NFF × NEmbd]
 	Wdown    *quant.Matrix // [NEmbd × NFF]
+	// A short-convolution layer (lfm2) has these instead of attention:
+	ConvIn  *quant.Matrix // [3·NEmbd × NEmbd]: B, C and x
+	ConvW   []float32     // [ConvTaps+1][NEmbd]: tap j of every channel (the file's [NEmbd][ConvTaps+1] transposed)
+	ConvOut *quant.Matrix // [NEmbd × NEmbd]
 }
 
 // Model is a loaded model. Its matrices alias the mapped GGUF file, which
@@ -74,16 +98,19 @@ type archInfo struct {
 	qkvBias  bool
 	qkNorm   bool
 	ropeBase float32
+	conv     bool   // layers with head_count_kv 0 are short convolutions
+	outNorm  string // the final norm's tensor (default output_norm)
 }
 
 var archs = map[string]archInfo{
 	"llama": {neox: false, ropeBase: 10000},
 	"qwen2": {neox: true, qkvBias: true, ropeBase: 1e6},
 	"qwen3": {neox: true, qkNorm: true, ropeBase: 1e6},
+	"lfm2":  {neox: true, qkNorm: true, ropeBase: 1e6, conv: true, outNorm: "token_embd_norm.weight"},
 }
 
 // SupportedArchs names the architectures geist runs.
-func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3"} }
+func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3", "lfm2"} }
 
 func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
 	v, ok := f.Value(key)
@@ -118,6 +145,51 @@ func metaFloat(f *gguf.File, key string, def float32) (float32, error) {
 	return float32(x), nil
 }
 
+// convLayers reads a per-layer head_count_kv array of n layers: the KV
+// heads of the attention layers (which must agree) and which layers are
+// short convolutions (0 heads). A single number means no convolutions.
+func convLayers(v any, n int) (int, []bool, error) {
+	if x, ok := gguf.AsInt(v); ok {
+		if x < 0 || x > math.MaxInt32 {
+			return 0, nil, fmt.Errorf("model: head_count_kv %d is out of range", x)
+		}
+		return int(x), nil, nil
+	}
+	var arr []int64
+	switch a := v.(type) {
+	case []int32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []uint32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []int64:
+		arr = a
+	default:
+		return 0, nil, fmt.Errorf("model: head_count_kv has type %T, want an integer or an array of them", v)
+	}
+	if len(arr) != n {
+		return 0, nil, fmt.Errorf("model: head_count_kv has %d entries for %d layers", len(arr), n)
+	}
+	kv, conv := 0, make([]bool, n)
+	for l, x := range arr {
+		switch {
+		case x == 0:
+			conv[l] = true
+		case x < 0 || x > math.MaxInt32 || (kv != 0 && int(x) != kv):
+			return 0, nil, fmt.Errorf("model: head_count_kv of layer %d is %d (the attention layers must share one positive count)", l, x)
+		default:
+			kv = int(x)
+		}
+	}
+	if kv == 0 {
+		kv = 1 // no attention layer at all: the head counts are never used
+	}
+	return kv, conv, nil
+}
+
 // ReadConfig reads and validates the model shape from f's metadata.
 func ReadConfig(f *gguf.File) (Config, error) {
 	arch := f.Arch()
@@ -143,7 +215,19 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.NHead, err = metaInt(f, p+"attention.head_count", 0, true); err != nil {
 		return c, err
 	}
-	if c.NHeadKV, err = metaInt(f, p+"attention.head_count_kv", c.NHead, false); err != nil {
+	if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.conv {
+		// A per-layer array: 0 marks a short-convolution layer.
+		if c.NHeadKV, c.Conv, err = convLayers(v, c.NLayer); err != nil {
+			return c, err
+		}
+		if c.ConvTaps, err = metaInt(f, p+"shortconv.l_cache", 0, true); err != nil {
+			return c, err
+		}
+		if c.ConvTaps < 2 || c.ConvTaps > 16 {
+			return c, fmt.Errorf("model: shortconv.l_cache %d must be in [2, 16]", c.ConvTaps)
+		}
+		c.ConvTaps--
+	} else if c.NHeadKV, err = metaInt(f, p+"attention.head_count_kv", c.NHead, false); err != nil {
 		return c, err
 	}
 	if c.CtxTrain, err = metaInt(f, p+"context_length", 2048, false); err != nil {
@@ -261,6 +345,36 @@ func (l loader) vector(name string, n int) ([]float32, error) {
 	return out, nil
 }
 
+// convKernel loads a depthwise convolution kernel (ggml dims [taps,
+// channels]) transposed to [taps][channels], so that one tap of every
+// channel is contiguous.
+func (l loader) convKernel(name string, channels, taps int) ([]float32, error) {
+	w, err := l.vector2(name, taps, channels)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(w))
+	for ch := 0; ch < channels; ch++ {
+		for j := 0; j < taps; j++ {
+			out[j*channels+ch] = w[ch*taps+j]
+		}
+	}
+	return out, nil
+}
+
+// vector2 loads a small 2-D tensor (ggml dims [ne0, ne1]) as float32.
+func (l loader) vector2(name string, ne0, ne1 int) ([]float32, error) {
+	t, err := l.tensor(name, ne0, ne1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, ne0*ne1)
+	if err := quant.DequantizeRow(t.Type, t.Data, out); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+	}
+	return out, nil
+}
+
 // Load resolves the weights of f. The file must stay open while the model
 // is in use: the matrices alias its mapping.
 func Load(f *gguf.File) (*Model, error) {
@@ -284,7 +398,11 @@ func Load(f *gguf.File) (*Model, error) {
 	if m.TokEmbd, err = l.matrix("token_embd.weight", c.NVocab, c.NEmbd); err != nil {
 		return nil, err
 	}
-	if m.OutNorm, err = l.vector("output_norm.weight", c.NEmbd); err != nil {
+	outNorm := archs[c.Arch].outNorm
+	if outNorm == "" {
+		outNorm = "output_norm.weight"
+	}
+	if m.OutNorm, err = l.vector(outNorm, c.NEmbd); err != nil {
 		return nil, err
 	}
 	if _, ok := f.Tensor("output.weight"); ok {
@@ -307,15 +425,33 @@ func Load(f *gguf.File) (*Model, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		steps := []func() error{
 			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
-			func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return },
-			func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
-			func() (err error) { L.Wv, err = l.matrix(p+"attn_v.weight", vDim, c.NEmbd); return },
-			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*c.HeadDimV); return },
 			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
 			func() (err error) { L.Wgate, err = l.matrix(p+"ffn_gate.weight", c.NFF, c.NEmbd); return },
 			func() (err error) { L.Wup, err = l.matrix(p+"ffn_up.weight", c.NFF, c.NEmbd); return },
 			func() (err error) { L.Wdown, err = l.matrix(p+"ffn_down.weight", c.NEmbd, c.NFF); return },
 		}
+		if c.IsConv(i) {
+			steps = append(steps,
+				func() (err error) { L.ConvIn, err = l.matrix(p+"shortconv.in_proj.weight", 3*c.NEmbd, c.NEmbd); return },
+				func() (err error) { L.ConvOut, err = l.matrix(p+"shortconv.out_proj.weight", c.NEmbd, c.NEmbd); return },
+				func() (err error) {
+					L.ConvW, err = l.convKernel(p+"shortconv.conv.weight", c.NEmbd, c.ConvTaps+1)
+					return
+				},
+			)
+			for _, s := range steps {
+				if err := s(); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		steps = append(steps,
+			func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return },
+			func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
+			func() (err error) { L.Wv, err = l.matrix(p+"attn_v.weight", vDim, c.NEmbd); return },
+			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*c.HeadDimV); return },
+		)
 		if c.HasQKVBias {
 			steps = append(steps,
 				func() (err error) { L.Bq, err = l.vector(p+"attn_q.bias", qDim); return },
@@ -409,6 +545,23 @@ func (m *Model) pack(f *gguf.File) error {
 	return nil
 }
 
+// MixerBytes is the weight bytes of the layer's attention (or
+// convolution) block, FFNBytes those of its feed-forward block.
+func (L *Layer) MixerBytes() int64 { return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut) }
+
+// FFNBytes is the weight bytes of the layer's feed-forward block.
+func (L *Layer) FFNBytes() int64 { return matBytes(L.Wgate, L.Wup, L.Wdown) }
+
+func matBytes(ws ...*quant.Matrix) int64 {
+	var n int64
+	for _, w := range ws {
+		if w != nil {
+			n += int64(len(w.Data))
+		}
+	}
+	return n
+}
+
 // DecodeBytes is the number of weight bytes one decoding step reads: every
 // layer matrix and the output matrix, but only one row of the token
 // embedding (which, when tied, is the output matrix and counted once).
@@ -428,6 +581,8 @@ func (m *Model) DecodeBytes() int64 {
 		add(L.Wgate)
 		add(L.Wup)
 		add(L.Wdown)
+		add(L.ConvIn)
+		add(L.ConvOut)
 	}
 	add(m.Output)
 	if m.Output != m.TokEmbd {

@@ -9,15 +9,19 @@ import (
 	"github.com/geisten/geist/quant"
 )
 
-// The KV-state blob: a header describing the layout, then for every layer
-// and key/value head the keys of positions [0, n), then their values, as
-// little-endian F16.
+// The KV-state blob: a header describing the layout, then for every
+// attention layer and key/value head the keys of positions [0, n), then
+// their values, as little-endian F16 (or Q8_0 rows); a model with
+// short-convolution layers (version 2) appends their recurrent state at
+// position n.
 const (
 	snapMagic   = "GKV1"
 	snapHeader  = 4 + 7*4
 	kvTypeF16   = 0
 	kvTypeQ8_0  = 1
 	snapVersion = 1
+	// snapVersionConv is the version of blobs with a convolution state.
+	snapVersionConv = 2
 )
 
 // ErrSnapshot is returned for a KV-state blob that does not fit the state.
@@ -26,10 +30,18 @@ var ErrSnapshot = errors.New("model: KV snapshot does not match")
 // SnapshotSize is the size of a snapshot of n positions.
 func (s *State) SnapshotSize(n int) int {
 	c := &s.m.Config
+	att := c.NLayer - c.ConvLayers()
 	if s.kvType == quant.Q8_0 {
-		return snapHeader + c.NLayer*c.NHeadKV*n*(s.kRow+s.vRow)
+		return snapHeader + att*c.NHeadKV*n*(s.kRow+s.vRow) + s.convSnapshotSize()
 	}
-	return snapHeader + c.NLayer*c.NHeadKV*n*(c.HeadDim+c.HeadDimV)*2
+	return snapHeader + att*c.NHeadKV*n*(c.HeadDim+c.HeadDimV)*2 + s.convSnapshotSize()
+}
+
+func (s *State) snapVersion() int {
+	if s.hasConv() {
+		return snapVersionConv
+	}
+	return snapVersion
 }
 
 func (s *State) kvTypeID() int {
@@ -39,32 +51,43 @@ func (s *State) kvTypeID() int {
 	return kvTypeF16
 }
 
-// Snapshot appends the KV state of the first n positions to dst[:0].
+// Snapshot appends the state of the first n positions to dst[:0]: the
+// keys and values, and for a model with recurrent layers their state at n,
+// which must be a prefix the state returns to exactly (ExactPrefix(n) == n).
 func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 	if n < 0 || n > s.n {
 		return dst, fmt.Errorf("model: snapshot of %d positions, the cache holds %d", n, s.n)
 	}
+	if e := s.ExactPrefix(n); e != n {
+		return dst, fmt.Errorf("model: snapshot of %d positions: the recurrent state is kept only up to %d there", n, e)
+	}
 	c := &s.m.Config
 	dst = append(dst[:0], snapMagic...)
-	for _, v := range []int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID(), n} {
+	for _, v := range []int{s.snapVersion(), c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID(), n} {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
 	}
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {
+			if c.IsConv(l) {
+				continue
+			}
 			for h := 0; h < c.NHeadKV; h++ {
 				dst = append(dst, s.kq[l][h*s.ctx*s.kRow:(h*s.ctx+n)*s.kRow]...)
 				dst = append(dst, s.vq[l][h*s.ctx*s.vRow:(h*s.ctx+n)*s.vRow]...)
 			}
 		}
-		return dst, nil
+		return s.appendConv(dst, n), nil
 	}
 	for l := 0; l < c.NLayer; l++ {
+		if c.IsConv(l) {
+			continue
+		}
 		for h := 0; h < c.NHeadKV; h++ {
 			dst = appendF16(dst, s.kc[l][h*s.ctx*c.HeadDim:(h*s.ctx+n)*c.HeadDim])
 			dst = appendF16(dst, s.vc[l][h*s.ctx*c.HeadDimV:(h*s.ctx+n)*c.HeadDimV])
 		}
 	}
-	return dst, nil
+	return s.appendConv(dst, n), nil
 }
 
 // Restore replaces the KV state with a snapshot of the positions of
@@ -79,6 +102,10 @@ func (s *State) Restore(tokens []int32, blob []byte) error {
 	s.n = n
 	s.toks = append(s.toks[:0], tokens[:n]...)
 	s.rows = 0
+	if err != nil && s.hasConv() {
+		s.conv.lo = 0
+		clear(s.conv.ckOK)
+	}
 	return err
 }
 
@@ -93,7 +120,7 @@ func (s *State) restore(blob []byte) (int, error) {
 	for i := range h {
 		h[i] = int(binary.LittleEndian.Uint32(blob[4+4*i:]))
 	}
-	want := [6]int{snapVersion, c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID()}
+	want := [6]int{s.snapVersion(), c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID()}
 	if [6]int(h[:6]) != want {
 		return 0, fmt.Errorf("%w: layout %v, this model has %v", ErrSnapshot, h[:6], want)
 	}
@@ -107,18 +134,27 @@ func (s *State) restore(blob []byte) (int, error) {
 	p := blob[snapHeader:]
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {
+			if c.IsConv(l) {
+				continue
+			}
 			for hh := 0; hh < c.NHeadKV; hh++ {
 				p = p[copy(s.kq[l][hh*s.ctx*s.kRow:(hh*s.ctx+n)*s.kRow], p):]
 				p = p[copy(s.vq[l][hh*s.ctx*s.vRow:(hh*s.ctx+n)*s.vRow], p):]
 			}
 		}
-		return n, nil
-	}
-	for l := 0; l < c.NLayer; l++ {
-		for hh := 0; hh < c.NHeadKV; hh++ {
-			p = readF16(s.kc[l][hh*s.ctx*c.HeadDim:(hh*s.ctx+n)*c.HeadDim], p)
-			p = readF16(s.vc[l][hh*s.ctx*c.HeadDimV:(hh*s.ctx+n)*c.HeadDimV], p)
+	} else {
+		for l := 0; l < c.NLayer; l++ {
+			if c.IsConv(l) {
+				continue
+			}
+			for hh := 0; hh < c.NHeadKV; hh++ {
+				p = readF16(s.kc[l][hh*s.ctx*c.HeadDim:(hh*s.ctx+n)*c.HeadDim], p)
+				p = readF16(s.vc[l][hh*s.ctx*c.HeadDimV:(hh*s.ctx+n)*c.HeadDimV], p)
+			}
 		}
+	}
+	if s.hasConv() {
+		s.readConv(p, n)
 	}
 	return n, nil
 }

@@ -165,6 +165,9 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
+	if err := s.convProbeCheck(from); err != nil {
+		return err
+	}
 	l := &s.lay
 	for j := range tokens {
 		l.vis[j] = int32(from + j)
@@ -174,11 +177,11 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	l.off[len(tokens)] = int32(len(tokens))
 	l.on = true
 	defer s.profEnd(s.profStart(), len(tokens))
-	s.skip = skip
+	s.skip, s.probing = skip, true
 	n := s.n
 	s.layers(tokens)
 	s.n, s.toks = n, s.toks[:n]
-	s.lay.on, s.skip = false, nil
+	s.lay.on, s.skip, s.probing = false, nil, false
 	s.rows = len(tokens)
 	return nil
 }
@@ -208,6 +211,9 @@ func (s *State) Compact(base int, nodes []int32) error {
 		from, to := base+int(j), base+d
 		s.toks[to] = s.toks[from]
 		for l := 0; l < c.NLayer; l++ {
+			if c.IsConv(l) {
+				continue
+			}
 			for h := 0; h < c.NHeadKV; h++ {
 				if s.kvType == quant.Q8_0 {
 					moveRow(s.kq[l], h*s.ctx, from, to, s.kRow)
@@ -218,6 +224,9 @@ func (s *State) Compact(base int, nodes []int32) error {
 				moveRow(s.vc[l], h*s.ctx, from, to, c.HeadDimV)
 			}
 		}
+	}
+	if s.hasConv() {
+		s.convCompact(base, nodes)
 	}
 	s.n = base + len(nodes)
 	s.toks = s.toks[:s.n]

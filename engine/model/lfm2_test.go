@@ -1,0 +1,198 @@
+package model
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/zoo"
+	"github.com/geisten/geist/quant"
+)
+
+// lfm2Files are the zoo's lfm2 models (short-convolution layers with a
+// recurrent state between attention layers).
+func lfm2Files(t *testing.T) []string {
+	files, _ := filepath.Glob(zoo.Path(t, "new", "models", "tiny-lfm2-*.gguf"))
+	if len(files) == 0 {
+		t.Fatal("no tiny-lfm2 models in the zoo's new/models")
+	}
+	return files
+}
+
+// TestConformanceLFM2: llama.cpp's teacher-forced log-probabilities of
+// every tiny-lfm2 file, with every kernel set.
+func TestConformanceLFM2(t *testing.T) {
+	files, _ := filepath.Glob(zoo.Path(t, "new", "golden", "gen-tiny-lfm2-*.json"))
+	if len(files) == 0 {
+		t.Fatal("no gen-tiny-lfm2 goldens")
+	}
+	forEachKernels(t, func(t *testing.T) { conformance(t, genericOne(t, files), quant.F16) })
+}
+
+// TestBatchInvarianceLFM2, TestTreeInvarianceLFM2: the convolution state
+// keeps a token's logits bit for bit the same alone, in a batch and in a
+// tree, and Compact leaves the state of the kept path alone (the snapshot
+// comparison covers the convolution rows).
+// The generic kernels (slow, and the same Go code for every type) run
+// over one file.
+func TestBatchInvarianceLFM2(t *testing.T) {
+	files := lfm2Files(t)
+	forEachKernels(t, func(t *testing.T) { batchInvariance(t, genericOne(t, files)) })
+}
+
+func TestTreeInvarianceLFM2(t *testing.T) {
+	files := lfm2Files(t)
+	forEachKernels(t, func(t *testing.T) { treeInvariance(t, genericOne(t, files), quant.F16) })
+}
+
+// genericOne keeps the first Q4_K_M file (Q4_K and Q6_K rows) of files
+// under the generic kernel set (none with -short: qemu runs the same Go
+// code natively tested), all of them under the others.
+func genericOne(t *testing.T, files []string) []string {
+	if !strings.HasSuffix(t.Name(), "/generic") {
+		return files
+	}
+	if testing.Short() {
+		return nil
+	}
+	for _, f := range files {
+		if strings.Contains(f, "Q4_K_M") {
+			return []string{f}
+		}
+	}
+	return files[:1]
+}
+
+// TestConvRewind: rewinding a convolution model past its ring goes back
+// to the checkpoint at or before the position asked, and continuing from
+// there, from a snapshot restored into a fresh state, or from a rewind
+// inside the ring gives bit for bit the logits of one uninterrupted run.
+func TestConvRewind(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"))
+	n := 3*convEvery + 20
+	seq := make([]int32, n)
+	for i := range seq {
+		seq[i] = int32((i*7919 + 13) % m.NVocab)
+	}
+	newState := func() *State {
+		s, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 8, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	// Reference: the logits after every position, from one pass per token.
+	ref := make([][]float32, n)
+	one := newState()
+	for i, tok := range seq {
+		lg, err := one.Forward([]int32{tok}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref[i] = append([]float32(nil), lg...)
+	}
+	check := func(what string, s *State) {
+		t.Helper()
+		for i := s.Len(); i < n; i++ {
+			lg, err := s.Forward(seq[i:i+1], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameRows(t, what, lg, ref[i], 0, 1, m.NVocab, i, 1)
+		}
+	}
+	s := newState()
+	if _, err := s.Forward(seq, false); err != nil {
+		t.Fatal(err)
+	}
+	wants, ats := []int{n - 3, 2*convEvery + 5, convEvery, 1}, []int{2 * convEvery, n - 5}
+	if testing.Short() {
+		wants, ats = wants[:2], ats[:1]
+	}
+	for _, want := range wants {
+		s.Truncate(want)
+		exact := s.Len()
+		switch {
+		case want >= n-8 && exact != want:
+			t.Fatalf("Truncate(%d) inside the ring kept %d", want, exact)
+		case want < n-s.MaxLogitRows()-convRingSlack && exact != want/convEvery*convEvery:
+			t.Fatalf("Truncate(%d) past the ring kept %d, want the checkpoint %d", want, exact, want/convEvery*convEvery)
+		}
+		check("after Truncate", s)
+	}
+	// A snapshot at a checkpoint and at the end, restored into a fresh
+	// state, continues exactly; one between checkpoints is refused.
+	if _, err := s.Snapshot(convEvery+3, nil); err == nil {
+		t.Error("a snapshot between checkpoints, past the ring, was taken")
+	}
+	for _, at := range ats {
+		s.Truncate(at)
+		blob, err := s.Snapshot(at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newState()
+		if err := r.Restore(seq[:at], blob); err != nil {
+			t.Fatal(err)
+		}
+		check("after Restore", r)
+		check("after Snapshot", s)
+	}
+}
+
+// TestProbeLFM2: a probe over a convolution model (with its full history)
+// is what a one-token step computes, with and without skipped blocks; a
+// state without the history refuses probes far back.
+func TestProbeLFM2(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "new", "models", "tiny-lfm2-Q4_K_M.gguf"))
+	seq := make([]int32, 24)
+	for i := range seq {
+		seq[i] = int32((i*131 + 7) % m.NVocab)
+	}
+	s, err := m.NewState(StateOptions{Ctx: 64, Batch: 8, LogitRows: 8, Threads: 2, FullHistory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref, err := m.NewState(StateOptions{Ctx: 64, Batch: 8, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	skip := &Skip{Attn: make([]bool, m.NLayer), MLP: make([]bool, m.NLayer)}
+	skip.Attn[0], skip.MLP[2] = true, true
+	for _, k := range []*Skip{nil, skip} {
+		s.Truncate(0)
+		if _, err := s.Forward(seq, false); err != nil {
+			t.Fatal(err)
+		}
+		from := 3
+		if err := s.Probe(seq[from:from+8], from, k); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.Logits(0, 8)
+		for j := 0; j < 8; j++ {
+			ref.Truncate(0)
+			if _, err := ref.Forward(seq[:from+j], false); err != nil {
+				t.Fatal(err)
+			}
+			if err := ref.ForwardTree(seq[from+j:from+j+1], nil, k); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := ref.Logits(0, 1)
+			sameRows(t, "probe", got[j*m.NVocab:], want, j, j+1, m.NVocab, from, 8)
+		}
+	}
+	short, err := m.NewState(StateOptions{Ctx: 64, Batch: 8, LogitRows: 2, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if _, err := short.Forward(seq, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := short.Probe(seq[1:3], 1, nil); err == nil {
+		t.Error("a probe behind the ring was accepted")
+	}
+}
