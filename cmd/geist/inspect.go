@@ -22,6 +22,7 @@ type inspectInfo struct {
 	Supported     bool           `json:"supported"`
 	Problem       string         `json:"problem,omitempty"`
 	Layers        int            `json:"layers,omitempty"`
+	ConvLayers    int            `json:"conv_layers,omitempty"` // short-convolution layers (lfm2)
 	Embedding     int            `json:"embedding_length,omitempty"`
 	FeedForward   int            `json:"feed_forward_length,omitempty"`
 	Heads         int            `json:"heads,omitempty"`
@@ -111,7 +112,11 @@ func inspect(e *env, path string, asJSON bool) error {
 		row("supported", "no: "+info.Problem)
 	}
 	if info.Layers > 0 {
-		row("layers", info.Layers)
+		if info.ConvLayers > 0 {
+			row("layers", fmt.Sprintf("%d (%d short convolution, %d attention)", info.Layers, info.ConvLayers, info.Layers-info.ConvLayers))
+		} else {
+			row("layers", info.Layers)
+		}
 		row("width", info.Embedding)
 		row("feed-forward", info.FeedForward)
 		row("heads", fmt.Sprintf("%d query, %d key/value, size %d", info.Heads, info.HeadsKV, info.HeadDim))
@@ -141,6 +146,7 @@ func inspect(e *env, path string, asJSON bool) error {
 
 func fillConfig(info *inspectInfo, c model.Config) {
 	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
+	info.ConvLayers = c.ConvLayers()
 	info.Heads, info.HeadsKV, info.HeadDim = c.NHead, c.NHeadKV, c.HeadDim
 	info.ContextLength, info.RopeBase, info.TiedOutput = c.CtxTrain, c.RopeBase, c.TiedOutput
 }

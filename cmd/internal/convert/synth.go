@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -17,7 +18,7 @@ import (
 // Shape is the architecture and the sizes of a model.
 type Shape struct {
 	Name    string
-	Arch    string // "llama" or "qwen2"
+	Arch    string // "llama", "qwen2" or "lfm2"
 	Layers  int
 	Embd    int // width
 	Heads   int // query heads
@@ -36,7 +37,14 @@ type Shape struct {
 	// (factor 32, low/high frequency factors 1 and 4, original context 8192).
 	Llama3Rope bool
 	VocabStyle VocabStyle
+	// AttnLayers lists the attention layers of a hybrid (lfm2): the others
+	// are short convolutions of LCache taps. Per-head Q/K norms with them.
+	AttnLayers []int
+	LCache     int
 }
+
+// attn reports whether layer i is an attention layer.
+func (s Shape) attn(i int) bool { return s.Arch != "lfm2" || slices.Contains(s.AttnLayers, i) }
 
 var shapes = []Shape{
 	{
@@ -48,6 +56,13 @@ var shapes = []Shape{
 		Name: "qwen25-05b", Arch: "qwen2", Layers: 24, Embd: 896, Heads: 14, HeadsKV: 2, HeadDim: 64,
 		FFN: 4864, Vocab: 151936, Text: 151643, Ctx: 32768, RopeBase: 1e6, NormEps: 1e-6,
 		Tied: true, QKVBias: true, VocabStyle: Qwen2,
+	},
+	{
+		// LiquidAI LFM2-1.2B (and LFM2.5-1.2B): 10 short-convolution and 6
+		// attention layers.
+		Name: "lfm2-1.2b", Arch: "lfm2", Layers: 16, Embd: 2048, Heads: 32, HeadsKV: 8, HeadDim: 64,
+		FFN: 8192, Vocab: 65536, Text: 64400, Ctx: 128000, RopeBase: 1e6, NormEps: 1e-5,
+		Tied: true, VocabStyle: LFM2, AttnLayers: []int{2, 5, 8, 10, 12, 14}, LCache: 3,
 	},
 }
 
@@ -77,8 +92,10 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case s.Arch != "llama" && s.Arch != "qwen2":
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama or qwen2)", s.Name, s.Arch)
+	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2":
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2 or lfm2)", s.Name, s.Arch)
+	case s.Arch == "lfm2" && s.LCache < 2:
+		return fmt.Errorf("convert: shape %q: an lfm2 shape needs LCache >= 2", s.Name)
 	case s.Layers <= 0 || s.Embd <= 0 || s.Heads <= 0 || s.HeadsKV <= 0 || s.HeadDim <= 0 || s.FFN <= 0 || s.Ctx <= 0:
 		return fmt.Errorf("convert: shape %q: sizes must be positive", s.Name)
 	case s.Heads%s.HeadsKV != 0 || s.HeadDim%2 != 0:
@@ -115,9 +132,13 @@ func (t synthTensor) elements() int64 {
 // tensors lists the shape's tensors as llama.cpp names them.
 func (s Shape) tensors() []synthTensor {
 	e, q, kv, f, v := int64(s.Embd), int64(s.Heads*s.HeadDim), int64(s.HeadsKV*s.HeadDim), int64(s.FFN), int64(s.Vocab)
+	outNorm := "output_norm.weight"
+	if s.Arch == "lfm2" {
+		outNorm = "token_embd_norm.weight"
+	}
 	ts := []synthTensor{
 		{"token_embd.weight", []int64{e, v}, kindWeight},
-		{"output_norm.weight", []int64{e}, kindNorm},
+		{outNorm, []int64{e}, kindNorm},
 	}
 	if !s.Tied {
 		ts = append(ts, synthTensor{"output.weight", []int64{e, v}, kindWeight})
@@ -127,6 +148,23 @@ func (s Shape) tensors() []synthTensor {
 	}
 	for i := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
+		if !s.attn(i) {
+			ts = append(ts,
+				synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+				synthTensor{p + "shortconv.in_proj.weight", []int64{e, 3 * e}, kindWeight},
+				synthTensor{p + "shortconv.conv.weight", []int64{int64(s.LCache), e}, kindWeight},
+				synthTensor{p + "shortconv.out_proj.weight", []int64{e, e}, kindWeight},
+				synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+				synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+				synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+				synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+			continue
+		}
+		if s.Arch == "lfm2" {
+			ts = append(ts,
+				synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+				synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm})
+		}
 		ts = append(ts,
 			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
 			synthTensor{p + "attn_q.weight", []int64{e, q}, kindWeight},
@@ -418,7 +456,19 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 	b.Set(a+"embedding_length", uint32(s.Embd))
 	b.Set(a+"feed_forward_length", uint32(s.FFN))
 	b.Set(a+"attention.head_count", uint32(s.Heads))
-	b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
+	if s.Arch == "lfm2" {
+		kv := make([]int32, s.Layers)
+		for i := range kv {
+			if s.attn(i) {
+				kv[i] = int32(s.HeadsKV)
+			}
+		}
+		b.Set(a+"attention.head_count_kv", kv)
+		b.Set(a+"shortconv.l_cache", uint32(s.LCache))
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+	} else {
+		b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
+	}
 	b.Set(a+"rope.freq_base", s.RopeBase)
 	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
 	if s.Heads*s.HeadDim != s.Embd {

@@ -24,6 +24,11 @@ var (
 		FFN: 512, Vocab: 1536, Text: 1500, Ctx: 4096, RopeBase: 500000, NormEps: 1e-5,
 		Tied: true, Llama3Rope: true, VocabStyle: Llama3,
 	}
+	testLFM2 = Shape{
+		Name: "test-lfm2", Arch: "lfm2", Layers: 3, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-5,
+		Tied: true, VocabStyle: LFM2, AttnLayers: []int{1}, LCache: 3,
+	}
 	testQwen = Shape{
 		Name: "test-qwen", Arch: "qwen2", Layers: 3, Embd: 128, Heads: 2, HeadsKV: 1, HeadDim: 64,
 		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-6,
@@ -142,7 +147,7 @@ func checkDistribution(t *testing.T, f *gguf.File) {
 // TestSynthLoads: the files load in the engine, score finite log-probs,
 // and the vocabulary round-trips text through geist's tokenizer.
 func TestSynthLoads(t *testing.T) {
-	for _, s := range []Shape{testLlama, testQwen} {
+	for _, s := range []Shape{testLlama, testQwen, testLFM2} {
 		for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M, MostlyQ8_0} {
 			t.Run(s.Name+"-"+ft.String(), func(t *testing.T) {
 				path := synthFile(t, s, ft, SynthOptions{Seed: 7})
@@ -175,7 +180,7 @@ func TestSynthLoads(t *testing.T) {
 					}
 				}
 				chat := tok.Encode("<|im_start|><|eot_id|>", false, true)
-				if s.VocabStyle == Qwen2 && !tok.IsControl(chat[0]) || s.VocabStyle == Llama3 && !tok.IsEOG(chat[len(chat)-1]) {
+				if s.VocabStyle != Llama3 && !tok.IsControl(chat[0]) || s.VocabStyle == Llama3 && !tok.IsEOG(chat[len(chat)-1]) {
 					t.Errorf("special tokens not parsed: %v", chat)
 				}
 				if !tok.IsEOG(tok.EOS()) {
@@ -196,6 +201,7 @@ func TestSynthVocab(t *testing.T) {
 	}{
 		{Llama3, 128256, 128000, "<|begin_of_text|>", "<|eot_id|>"},
 		{Qwen2, 151936, 151643, "<|endoftext|>", "<|im_end|>"},
+		{LFM2, 65536, 64400, "<|startoftext|>", "<|im_end|>"},
 	} {
 		v, err := newBPEVocab(c.style, c.size, c.text)
 		if err != nil {

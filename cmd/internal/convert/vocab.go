@@ -16,6 +16,9 @@ const (
 	// Qwen2 has the "qwen2" pre-tokenizer, no BOS added, <|im_end|> as EOS,
 	// <|endoftext|> as padding and the ChatML tokens.
 	Qwen2
+	// LFM2 has the "lfm2" pre-tokenizer, <|startoftext|> as BOS (added),
+	// <|im_end|> as EOS, <|pad|> as padding, ChatML and LFM2's tool tokens.
+	LFM2
 )
 
 // Token types of tokenizer.ggml.token_type.
@@ -50,6 +53,12 @@ var qwen2Specials = []string{
 	"<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
 	"</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
 	"<|repo_name|>", "<|file_sep|>",
+}
+
+var lfm2Specials = []string{
+	"<|pad|>", "<|startoftext|>", "<|endoftext|>", "<|fim_pre|>", "<|fim_mid|>", "<|fim_suf|>",
+	"<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>", "<|tool_call_start|>",
+	"<|tool_call_end|>", "<|tool_response_start|>", "<|tool_response_end|>",
 }
 
 // The chat templates of the two families in their simplest form (Llama 3
@@ -97,6 +106,8 @@ func newBPEVocab(style VocabStyle, size, text int) (*bpeVocab, error) {
 		specials, v.pre, v.addBOS, v.template = llama3Specials, "llama-bpe", true, llama3Template
 	case Qwen2:
 		specials, v.pre, v.template = qwen2Specials, "qwen2", chatMLTemplate
+	case LFM2:
+		specials, v.pre, v.addBOS, v.template = lfm2Specials, "lfm2", true, "{{ bos_token }}"+chatMLTemplate
 	default:
 		return nil, fmt.Errorf("convert: unknown vocabulary style %d", style)
 	}
@@ -182,6 +193,8 @@ func newBPEVocab(style VocabStyle, size, text int) (*bpeVocab, error) {
 		v.bos, v.eos = first, first+9 // <|begin_of_text|>, <|eot_id|>
 	case Qwen2:
 		v.bos, v.eos, v.pad = first, first+2, first // <|endoftext|>, <|im_end|>
+	case LFM2:
+		v.bos, v.eos, v.pad = first+1, first+7, first // <|startoftext|>, <|im_end|>, <|pad|>
 	}
 	return v, nil
 }
