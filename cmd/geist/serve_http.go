@@ -30,10 +30,22 @@ type httpSection struct {
 	// PageTexts lets the status page at / show the questions and answers
 	// of recent requests (the core keeps them only then).
 	PageTexts bool `toml:"page_texts"`
+	// Hosts are names besides IP literals, localhost and the machine's
+	// host name (and NAME.local) that requests may address (DNS
+	// rebinding: others get 403); *.SUFFIX for a domain.
+	Hosts []string `toml:"hosts"`
+	// Origins are other pages' origins allowed to use the API from a
+	// browser (like OLLAMA_ORIGINS; * matches any characters).
+	Origins []string `toml:"origins"`
+	// Pull is who may pull models over the API: loopback (default), on, off.
+	Pull string `toml:"pull"`
 }
 
 func (h *httpSection) validate() error {
 	if _, err := httpapi.ParseAllow(h.Allow); err != nil {
+		return err
+	}
+	if _, err := httpapi.ParsePullPolicy(h.Pull); err != nil {
 		return err
 	}
 	if h.MaxBody < 1 {
@@ -64,8 +76,13 @@ func (c *serveConfig) httpConfig(core *appliance.Core, eng *engine.Engine, store
 	if err != nil {
 		return httpapi.Config{}, err
 	}
+	pull, err := httpapi.ParsePullPolicy(c.HTTP.Pull)
+	if err != nil {
+		return httpapi.Config{}, err
+	}
 	return httpapi.Config{
 		Core: core, Model: m, Store: modelStoreAdapter{store}, Allow: allow, Token: token,
+		Hosts: c.HTTP.Hosts, Origins: c.HTTP.Origins, Pull: pull,
 		MaxBody: c.HTTP.MaxBody, Version: versionString(), Logger: log.With("component", "http"),
 	}, nil
 }

@@ -48,6 +48,7 @@ func FuzzRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, body string) {
 		r := httptest.NewRequest("POST", routes[int(route)%len(routes)], strings.NewReader(body))
 		r.RemoteAddr = "127.0.0.1:1"
+		r.Host = "127.0.0.1:11434"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		switch w.Code {

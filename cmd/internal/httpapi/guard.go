@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -40,16 +42,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(rec, http.StatusForbidden, fmt.Sprintf("%s is not allowed to use this geist (start geist with --http-allow listing its network)", peer))
 			return
 		}
+		if !s.boundary(rec, r, loopback) {
+			return
+		}
 		if s.cfg.Token != "" && !loopback && !s.tokenOK(r) && !publicPage(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="geist"`)
 			writeError(rec, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN, the contents of geist's --http-token-file)")
-			return
-		}
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		default:
-			s.busy(rec, fmt.Sprintf("too many requests at once (%d); retry later", cap(s.slots)))
 			return
 		}
 		if r.ContentLength > s.cfg.MaxBody {
@@ -57,7 +55,31 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			tooLarge(rec, r.ContentLength, s.cfg.MaxBody)
 			return
 		}
-		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBody)
+		if hasBody(r) {
+			// The body is read before a slot is taken, under its own
+			// deadline and budget: slow bodies cannot hold the slots.
+			if !s.take(rec, budgetBody) {
+				return
+			}
+			body, eb := s.readBody(rec, r)
+			<-s.slots[budgetBody]
+			if eb != nil {
+				if eb.status == http.StatusRequestEntityTooLarge {
+					s.core.Reject(appliance.SourceHTTP, appliance.CodeTooLong)
+					rec.Header().Set("Connection", "close")
+				}
+				writeError(rec, eb.status, eb.msg)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		} else {
+			r.Body = http.NoBody
+		}
+		b := budgetOf(r)
+		if !s.take(rec, b) {
+			return
+		}
+		defer func() { <-s.slots[b] }()
 		next.ServeHTTP(rec, r)
 	})
 }
@@ -69,6 +91,66 @@ func tooLarge(w http.ResponseWriter, n, limit int64) {
 		msg = fmt.Sprintf("request body of %d bytes exceeds the limit of %d bytes (--http-max-body)", n, limit)
 	}
 	writeError(w, http.StatusRequestEntityTooLarge, msg)
+}
+
+// budget is a class of routes with slots of its own.
+type budget int
+
+const (
+	budgetGeneral budget = iota // the API: chat, generate, show, tags...
+	budgetOps                   // /healthz, /readyz, /metrics, /api/version, /
+	budgetPull                  // /api/pull
+	budgetFeed                  // the status page's live feed
+	budgetBody                  // bodies being read
+)
+
+var budgetNames = [...]string{"requests", "operations requests", "pulls", "live feeds", "request bodies being read"}
+
+func budgetOf(r *http.Request) budget {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics", "/api/version", "/":
+		return budgetOps
+	case "/api/pull":
+		return budgetPull
+	case "/api/geist/events":
+		return budgetFeed
+	}
+	return budgetGeneral
+}
+
+// take takes a slot of budget b, or answers 503.
+func (s *Server) take(w http.ResponseWriter, b budget) bool {
+	ch := s.slots[b]
+	select {
+	case ch <- struct{}{}:
+		return true
+	default:
+		s.busy(w, fmt.Sprintf("too many %s at once (%d); retry later", budgetNames[b], cap(ch)))
+		return false
+	}
+}
+
+// readBody reads a request's whole body within BodyTimeout and MaxBody.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *errBody) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	// Clear the deadline once the body is read: the server's watch for
+	// the client going away reads the connection after the body, and a
+	// passed deadline would end (cancel) a long stream.
+	defer rc.SetReadDeadline(time.Time{})
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &errBody{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than the limit of %d bytes (--http-max-body)", tooBig.Limit)}
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, &errBody{http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v", s.cfg.BodyTimeout)}
+		}
+		return nil, &errBody{http.StatusBadRequest, "reading the request body: " + err.Error()}
+	}
+	return body, nil
 }
 
 // busy refuses a request with 503 and Retry-After.
@@ -115,21 +197,11 @@ type errBody struct {
 
 func (e *errBody) Error() string { return e.msg }
 
-// decode reads r's JSON body into v, within the body timeout and the size
-// bound (the guard's MaxBytesReader). An empty body decodes as {}.
+// decode reads r's JSON body into v (the guard has read it, within the
+// body timeout and the size bound). An empty body decodes as {}.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *errBody {
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-	// Clear the deadline once the body is read: the server's watch for
-	// the client going away reads the connection after the body, and a
-	// passed deadline would end (cancel) a long stream.
-	defer rc.SetReadDeadline(time.Time{})
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &errBody{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than the limit of %d bytes (--http-max-body)", tooBig.Limit)}
-		}
 		return &errBody{http.StatusBadRequest, "reading the request body: " + err.Error()}
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {

@@ -42,6 +42,7 @@ func newTestServer(t *testing.T, eng *appliancetest.Engine, tune func(*Config, *
 			Template: "{{ messages }}", Capabilities: []string{"completion", "tools"}, ToolFormat: chat.ToolsTagged,
 			Info: map[string]any{"general.architecture": "llama"}},
 		Version: "test",
+		Hosts:   []string{"example.com"}, // httptest.NewRequest's host
 	}
 	if tune != nil {
 		tune(&cfg, &ccfg)
@@ -348,7 +349,7 @@ func TestSlowLoris(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.Write([]byte("GET /api/tags HTTP/1.1\r\nHost: x\r\n")) // never ends the headers
+	conn.Write([]byte("GET /api/tags HTTP/1.1\r\nHost: 127.0.0.1\r\n")) // never ends the headers
 	start := time.Now()
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = io.ReadAll(conn)
@@ -410,7 +411,7 @@ func TestDisconnectCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"model":"tiny","messages":[{"role":"user","content":"long"}]}`
-	conn.Write([]byte("POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body))
+	conn.Write([]byte("POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body))
 	br := bufio.NewReader(conn)
 	for {
 		line, err := br.ReadString('\n')

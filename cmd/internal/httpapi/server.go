@@ -49,11 +49,28 @@ type Config struct {
 	// Token, if set, is the bearer token every request from a non-loopback
 	// address must carry (Authorization: Bearer TOKEN); others get 401.
 	Token string
+	// Hosts adds names a request's Host header may carry (exact, or
+	// *.SUFFIX; "*" turns the check off) to IP literals, localhost and
+	// the machine's host name and NAME.local; others get 403 (DNS
+	// rebinding). --http-host.
+	Hosts []string
+	// Origins lists the origins of other pages allowed to use the API
+	// from a browser (exact, * for any characters: http://localhost:*),
+	// as OLLAMA_ORIGINS does; others get 403. A pull and the feed's
+	// texts need the token from them even so. --http-origins.
+	Origins []string
+	// Pull says who may pull models (PullLoopback by default).
+	Pull PullPolicy
 	// MaxBody bounds a request body in bytes (512 KiB): larger ones get
 	// 413 before they are read.
 	MaxBody int64
 	// MaxConns bounds the requests handled at once (64); more get 503.
-	MaxConns int
+	// A request takes its slot once its headers and body are read; the
+	// operations routes (/healthz, /readyz, /metrics, /api/version, /)
+	// have OpsConns of their own (16), pulls MaxPulls (2), the live feed
+	// MaxFeeds (16); bodies being read MaxBodies (4·MaxConns), each
+	// within BodyTimeout.
+	MaxConns, OpsConns, MaxPulls, MaxFeeds, MaxBodies int
 	// ReadHeaderTimeout bounds the time to read a request's headers (10 s);
 	// BodyTimeout the time to read its body (30 s); IdleTimeout how long
 	// a kept-alive connection may wait for its next request (120 s);
@@ -77,6 +94,21 @@ func (c *Config) defaults() {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 64
+	}
+	if c.OpsConns <= 0 {
+		c.OpsConns = 16
+	}
+	if c.MaxPulls <= 0 {
+		c.MaxPulls = 2
+	}
+	if c.MaxFeeds <= 0 {
+		c.MaxFeeds = 16
+	}
+	if c.MaxBodies <= 0 {
+		c.MaxBodies = 4 * c.MaxConns
+	}
+	if c.Pull == "" {
+		c.Pull = PullLoopback
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 10 * time.Second
@@ -107,7 +139,8 @@ type Server struct {
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	metrics *metrics
-	slots   chan struct{} // requests in flight
+	slots   map[budget]chan struct{} // requests in flight, per budget
+	hosts   []string                 // names the Host may carry besides IPs and localhost
 	started time.Time
 
 	mu     sync.Mutex
@@ -123,7 +156,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.defaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, core: cfg.Core, mux: http.NewServeMux(), reg: cfg.Registry,
-		slots: make(chan struct{}, cfg.MaxConns), started: time.Now()}
+		started: time.Now(), hosts: hostNames(cfg.Hosts), slots: map[budget]chan struct{}{
+			budgetGeneral: make(chan struct{}, cfg.MaxConns), budgetOps: make(chan struct{}, cfg.OpsConns),
+			budgetPull: make(chan struct{}, cfg.MaxPulls), budgetFeed: make(chan struct{}, cfg.MaxFeeds),
+			budgetBody: make(chan struct{}, cfg.MaxBodies)}}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

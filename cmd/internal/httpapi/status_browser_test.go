@@ -47,9 +47,9 @@ func statusChromium(t *testing.T) string {
 
 // browser starts a headless chromium for the test, with the flags a
 // machine with a closed network needs, and a fresh profile.
-func statusBrowser(t *testing.T) context.Context {
+func statusBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	path := statusChromium(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(),
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
@@ -64,6 +64,7 @@ func statusBrowser(t *testing.T) context.Context {
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
+	}, extra...)...,
 	)
 	t.Cleanup(cancel)
 	bctx, bcancel := chromedp.NewContext(actx)

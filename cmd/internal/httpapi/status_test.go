@@ -193,7 +193,7 @@ func statusLogger() *slog.Logger {
 func TestStatusPageBehindGuard(t *testing.T) {
 	core := statusCore(t, &appliancetest.Engine{}, false)
 	web, err := New(Config{Core: core, Model: Model{Name: "tiny"}, Version: "v-test", Logger: statusLogger(),
-		Token: "s3cret", Allow: []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}})
+		Token: "s3cret", Allow: []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}, Hosts: []string{"example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
