@@ -1,0 +1,512 @@
+package grammar
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// edge is one transition of a rule's automaton: a byte in [lo, hi], or
+// (ref >= 0) a call of rule ref, after which the rule goes on at to.
+type edge struct {
+	lo, hi byte
+	ref    int32
+	to     int32
+}
+
+// Grammar is a compiled grammar: one epsilon-free automaton per rule that
+// was not inlined. It is immutable and safe for concurrent use.
+type Grammar struct {
+	first     []int32 // [state] first edge; edges of s: edges[first[s]:first[s+1]]
+	edges     []edge
+	final     []bool  // [state] the rule may end here
+	ruleOf    []int32 // [state]
+	ruleStart []int32 // [rule]
+	ruleNames []string
+	called    []bool // [rule] some edge calls it (else ending it ends the grammar)
+	root      int32
+	hash      [32]byte
+}
+
+// Hash identifies the grammar's source.
+func (g *Grammar) Hash() [32]byte { return g.hash }
+
+// States is the number of automaton states.
+func (g *Grammar) States() int { return len(g.final) }
+
+func (g *Grammar) out(s int32) []edge { return g.edges[g.first[s]:g.first[s+1]] }
+
+// hasBytes reports whether state s reads a byte.
+func (g *Grammar) hasBytes(s int32) bool {
+	for _, e := range g.out(s) {
+		if e.ref < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// builder makes the epsilon automaton.
+type builder struct {
+	rules  map[string]*expr
+	index  map[string]int32 // kept rules
+	inline map[string]bool
+	eps    [][]int32
+	edges  [][]edge
+	rule   []int32
+	cur    int32
+	err    error
+}
+
+func (b *builder) state() int32 {
+	if b.err == nil && len(b.eps) >= 4*MaxStates {
+		b.err = fmt.Errorf("%w: the grammar expands to more than %d states", ErrSyntax, MaxStates)
+	}
+	b.eps = append(b.eps, nil)
+	b.edges = append(b.edges, nil)
+	b.rule = append(b.rule, b.cur)
+	return int32(len(b.eps) - 1)
+}
+
+func (b *builder) epsilon(from, to int32) { b.eps[from] = append(b.eps[from], to) }
+
+func (b *builder) fresh(from int32) int32 {
+	s := b.state()
+	b.epsilon(from, s)
+	return s
+}
+
+func (b *builder) bytes(from int32, seq []byteRange) int32 {
+	for _, r := range seq {
+		s := b.state()
+		b.edges[from] = append(b.edges[from], edge{lo: r.lo, hi: r.hi, ref: -1, to: s})
+		from = s
+	}
+	return from
+}
+
+// build adds e's automaton from state from and returns its end state.
+func (b *builder) build(e *expr, from int32, depth int) int32 {
+	if b.err != nil {
+		return from
+	}
+	if depth > 1000 {
+		b.err = fmt.Errorf("%w: rules inline too deeply", ErrSyntax)
+		return from
+	}
+	switch e.kind {
+	case eLit:
+		var buf [4]byte
+		for _, r := range e.lit {
+			n := utf8.EncodeRune(buf[:], r)
+			for _, c := range buf[:n] {
+				from = b.bytes(from, []byteRange{{c, c}})
+			}
+		}
+		return from
+	case eClass:
+		end := b.state()
+		for _, seq := range utf8Sequences(e.ranges) {
+			last := b.bytes(from, seq[:len(seq)-1])
+			r := seq[len(seq)-1]
+			b.edges[last] = append(b.edges[last], edge{lo: r.lo, hi: r.hi, ref: -1, to: end})
+		}
+		return end
+	case eRef:
+		if b.inline[e.name] {
+			return b.build(b.rules[e.name], from, depth+1)
+		}
+		s := b.state()
+		b.edges[from] = append(b.edges[from], edge{ref: b.index[e.name], to: s})
+		return s
+	case eSeq:
+		for _, s := range e.subs {
+			from = b.build(s, from, depth+1)
+		}
+		return from
+	case eAlt:
+		end := b.state()
+		for _, s := range e.subs {
+			b.epsilon(b.build(s, b.fresh(from), depth+1), end)
+		}
+		return end
+	case eRepeat:
+		sub := e.subs[0]
+		for range e.min {
+			from = b.build(sub, b.fresh(from), depth+1)
+			if b.err != nil {
+				return from
+			}
+		}
+		if e.max < 0 {
+			loop := b.fresh(from)
+			b.epsilon(b.build(sub, b.fresh(loop), depth+1), loop)
+			return loop
+		}
+		end := b.state()
+		b.epsilon(from, end)
+		for range e.max - e.min {
+			from = b.build(sub, b.fresh(from), depth+1)
+			b.epsilon(from, end)
+			if b.err != nil {
+				return from
+			}
+		}
+		return end
+	}
+	panic("grammar: unknown expression")
+}
+
+func refs(e *expr, f func(string)) {
+	if e.kind == eRef {
+		f(e.name)
+	}
+	for _, s := range e.subs {
+		refs(s, f)
+	}
+}
+
+func hasLoop(e *expr) bool {
+	if e.kind == eRepeat && e.max < 0 {
+		return true
+	}
+	for _, s := range e.subs {
+		if hasLoop(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// inlinable chooses the rules substituted into their callers: those not
+// on a cycle, other than root, that are used once or hold no unbounded
+// loop (a loop inlined in many places would need its masks computed for
+// every copy).
+func inlinable(rules map[string]*expr, order []string) map[string]bool {
+	uses := map[string]int{}
+	for _, n := range order {
+		refs(rules[n], func(m string) { uses[m]++ })
+	}
+	reach := func(from string) map[string]bool {
+		seen := map[string]bool{}
+		var walk func(string)
+		walk = func(n string) {
+			refs(rules[n], func(m string) {
+				if !seen[m] {
+					seen[m] = true
+					walk(m)
+				}
+			})
+		}
+		walk(from)
+		return seen
+	}
+	loops := map[string]bool{}
+	for _, n := range order {
+		if hasLoop(rules[n]) {
+			loops[n] = true
+		}
+	}
+	in := map[string]bool{}
+	for _, n := range order {
+		r := reach(n)
+		if n == "root" || r[n] {
+			continue
+		}
+		loop := loops[n]
+		for m := range r {
+			loop = loop || loops[m]
+		}
+		if uses[n] <= 1 || !loop {
+			in[n] = true
+		}
+	}
+	return in
+}
+
+// compile builds the automata of rules, root first.
+func compile(rules map[string]*expr, order []string) (*Grammar, error) {
+	b := &builder{rules: rules, index: map[string]int32{}, inline: inlinable(rules, order)}
+	var kept []string
+	kept = append(kept, "root")
+	for _, n := range order {
+		if n != "root" && !b.inline[n] {
+			kept = append(kept, n)
+		}
+	}
+	for i, n := range kept {
+		b.index[n] = int32(i)
+	}
+	starts := make([]int32, len(kept))
+	ends := make([]int32, len(kept))
+	for i, n := range kept {
+		b.cur = int32(i)
+		starts[i] = b.state()
+		ends[i] = b.build(rules[n], starts[i], 0)
+		if b.err != nil {
+			return nil, b.err
+		}
+	}
+	g := removeEpsilons(b, starts, ends)
+	if len(g.final) > MaxStates {
+		return nil, fmt.Errorf("%w: the grammar needs %d states, at most %d", ErrSyntax, len(g.final), MaxStates)
+	}
+	g.ruleNames = kept
+	var src strings.Builder
+	for _, n := range order {
+		fmt.Fprintf(&src, "%s ::= %s\n", n, exprString(rules[n]))
+	}
+	g.hash = sha256.Sum256([]byte(src.String()))
+	if err := g.checkLeftRecursion(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// removeEpsilons gives every state the byte and call edges of its
+// epsilon closure and keeps the states those edges reach.
+func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
+	n := len(b.eps)
+	isEnd := make([]bool, n)
+	for _, e := range ends {
+		isEnd[e] = true
+	}
+	stamp := make([]int32, n)
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	closure := func(s int32, visit func(int32)) {
+		stack := []int32{s}
+		stamp[s] = s
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			visit(x)
+			for _, y := range b.eps[x] {
+				if stamp[y] != s {
+					stamp[y] = s
+					stack = append(stack, y)
+				}
+			}
+		}
+	}
+	// Keep rule starts and the targets of non-epsilon edges, reachable.
+	newID := make([]int32, n)
+	for i := range newID {
+		newID[i] = -1
+	}
+	var order []int32
+	add := func(s int32) {
+		if newID[s] < 0 {
+			newID[s] = int32(len(order))
+			order = append(order, s)
+		}
+	}
+	for _, s := range starts {
+		add(s)
+	}
+	g := &Grammar{}
+	type pending struct {
+		edges []edge
+		final bool
+	}
+	var out []pending
+	for i := 0; i < len(order); i++ {
+		s := order[i]
+		var p pending
+		closure(s, func(x int32) {
+			p.final = p.final || isEnd[x]
+			for _, e := range b.edges[x] {
+				p.edges = append(p.edges, e) // targets renumbered below
+			}
+		})
+		for _, e := range p.edges {
+			add(e.to)
+		}
+		out = append(out, p)
+	}
+	g.first = make([]int32, len(order)+1)
+	g.final = make([]bool, len(order))
+	g.ruleOf = make([]int32, len(order))
+	for i, p := range out {
+		g.first[i] = int32(len(g.edges))
+		g.final[i] = p.final
+		g.ruleOf[i] = b.rule[order[i]]
+		for _, e := range p.edges {
+			e.to = newID[e.to]
+			dup := false
+			for _, f := range g.edges[g.first[i]:] {
+				dup = dup || f == e
+			}
+			if !dup {
+				g.edges = append(g.edges, e)
+			}
+		}
+	}
+	g.first[len(order)] = int32(len(g.edges))
+	g.ruleStart = make([]int32, len(starts))
+	for i, s := range starts {
+		g.ruleStart[i] = newID[s]
+	}
+	g.called = make([]bool, len(starts))
+	for _, e := range g.edges {
+		if e.ref >= 0 {
+			g.called[e.ref] = true
+		}
+	}
+	return g
+}
+
+// checkLeftRecursion refuses a rule that can call itself before reading
+// a byte (the matcher would never get to a byte).
+func (g *Grammar) checkLeftRecursion() error {
+	// nullable rules: fixed point.
+	nullable := make([]bool, len(g.ruleStart))
+	for changed := true; changed; {
+		changed = false
+		for r, s := range g.ruleStart {
+			if !nullable[r] && g.reachesFinal(s, nullable) {
+				nullable[r], changed = true, true
+			}
+		}
+	}
+	for r := range g.ruleStart {
+		seen := make([]bool, len(g.final))
+		var walk func(s int32) bool
+		walk = func(s int32) bool {
+			if seen[s] {
+				return false
+			}
+			seen[s] = true
+			for _, e := range g.out(s) {
+				if e.ref < 0 {
+					continue
+				}
+				if int(e.ref) == r {
+					return true
+				}
+				if walk(g.ruleStart[e.ref]) || nullable[e.ref] && walk(e.to) {
+					return true
+				}
+			}
+			return false
+		}
+		if walk(g.ruleStart[r]) {
+			return fmt.Errorf("%w: rule %q is left-recursive", ErrSyntax, g.ruleNames[r])
+		}
+	}
+	return nil
+}
+
+// reachesFinal reports whether state s reaches a final state through
+// calls of nullable rules only.
+func (g *Grammar) reachesFinal(s int32, nullable []bool) bool {
+	seen := map[int32]bool{}
+	var walk func(int32) bool
+	walk = func(s int32) bool {
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+		if g.final[s] {
+			return true
+		}
+		for _, e := range g.out(s) {
+			if e.ref >= 0 && nullable[e.ref] && walk(e.to) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(s)
+}
+
+func exprString(e *expr) string {
+	switch e.kind {
+	case eLit:
+		return fmt.Sprintf("%q", string(e.lit))
+	case eClass:
+		var sb strings.Builder
+		sb.WriteByte('[')
+		for _, r := range e.ranges {
+			fmt.Fprintf(&sb, "%x-%x,", r.lo, r.hi)
+		}
+		sb.WriteByte(']')
+		return sb.String()
+	case eRef:
+		return e.name
+	case eSeq, eAlt:
+		parts := make([]string, len(e.subs))
+		for i, s := range e.subs {
+			parts[i] = exprString(s)
+		}
+		sep := " "
+		if e.kind == eAlt {
+			sep = " | "
+		}
+		return "(" + strings.Join(parts, sep) + ")"
+	case eRepeat:
+		return fmt.Sprintf("%s{%d,%d}", exprString(e.subs[0]), e.min, e.max)
+	}
+	return "?"
+}
+
+type byteRange struct{ lo, hi byte }
+
+// utf8Sequences turns code point ranges into sequences of byte ranges
+// whose concatenations are exactly the UTF-8 encodings of the ranges
+// (surrogates excluded).
+func utf8Sequences(rs []crange) [][]byteRange {
+	var out [][]byteRange
+	var split func(lo, hi rune)
+	split = func(lo, hi rune) {
+		if lo > hi {
+			return
+		}
+		if lo <= 0xDFFF && hi >= 0xD800 {
+			split(lo, 0xD7FF)
+			split(0xE000, hi)
+			return
+		}
+		for _, b := range []rune{0x7F, 0x7FF, 0xFFFF} {
+			if lo <= b && hi > b {
+				split(lo, b)
+				split(b+1, hi)
+				return
+			}
+		}
+		if hi < 0x80 {
+			out = append(out, []byteRange{{byte(lo), byte(hi)}})
+			return
+		}
+		n := utf8.RuneLen(lo)
+		for i := 1; i < n; i++ {
+			m := rune(1)<<(6*i) - 1
+			if lo&^m != hi&^m {
+				if lo&m != 0 {
+					split(lo, lo|m)
+					split((lo|m)+1, hi)
+					return
+				}
+				if hi&m != m {
+					split(lo, (hi&^m)-1)
+					split(hi&^m, hi)
+					return
+				}
+			}
+		}
+		var a, z [4]byte
+		utf8.EncodeRune(a[:], lo)
+		utf8.EncodeRune(z[:], hi)
+		seq := make([]byteRange, n)
+		for i := range n {
+			seq[i] = byteRange{a[i], z[i]}
+		}
+		out = append(out, seq)
+	}
+	for _, r := range normalize(rs) {
+		split(max(r.lo, 0), min(r.hi, utf8.MaxRune))
+	}
+	return out
+}

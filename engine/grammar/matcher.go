@@ -1,0 +1,451 @@
+package grammar
+
+// Frames live in an arena and are hash-consed: a frame (state, parent)
+// exists once, so two stacks are equal exactly when their top frames are.
+const (
+	bottom  = -1 // below the root frame: popping it completes the grammar
+	outside = -2 // below a mask computation's top frame: popping it needs the context
+	accept  = -1 // the empty stack in a stack set
+	// maxStacks bounds a stack set (an ambiguous grammar could grow it
+	// without end); maxExpand bounds the nesting of calls one byte opens.
+	maxStacks = 1024
+	maxExpand = 256
+)
+
+type frame struct{ state, parent int32 }
+
+type arena struct {
+	frames []frame
+	table  []int32 // frame index + 1, 0: empty
+	tgen   []uint32
+	gen    uint32
+}
+
+func newArena(n int) *arena {
+	size := 1
+	for size < 2*n {
+		size *= 2
+	}
+	return &arena{frames: make([]frame, 0, n), table: make([]int32, size), tgen: make([]uint32, size), gen: 1}
+}
+
+func (a *arena) reset() {
+	a.frames = a.frames[:0]
+	a.gen++
+	if a.gen == 0 {
+		clear(a.tgen)
+		a.gen = 1
+	}
+}
+
+func hashFrame(f frame) uint32 {
+	h := uint32(f.state)*0x9e3779b1 ^ uint32(f.parent)*0x85ebca77
+	return h ^ h>>15
+}
+
+func (a *arena) intern(state, parent int32) int32 {
+	f := frame{state, parent}
+	if 2*len(a.frames) >= len(a.table) {
+		a.grow()
+	}
+	mask := uint32(len(a.table) - 1)
+	for h := hashFrame(f) & mask; ; h = (h + 1) & mask {
+		if a.tgen[h] != a.gen || int(a.table[h]) > len(a.frames) {
+			a.frames = append(a.frames, f)
+			a.table[h], a.tgen[h] = int32(len(a.frames)), a.gen
+			return int32(len(a.frames) - 1)
+		}
+		if i := a.table[h] - 1; a.frames[i] == f {
+			return i
+		}
+	}
+}
+
+func (a *arena) grow() {
+	size := 2 * len(a.table)
+	a.table, a.tgen = make([]int32, size), make([]uint32, size)
+	a.gen = 1
+	mask := uint32(size - 1)
+	for i, f := range a.frames {
+		h := hashFrame(f) & mask
+		for a.tgen[h] == a.gen {
+			h = (h + 1) & mask
+		}
+		a.table[h], a.tgen[h] = int32(i+1), a.gen
+	}
+}
+
+// walker advances stack sets over one arena.
+type walker struct {
+	g       *Grammar
+	a       *arena
+	escaped bool // a pop went below the outside frame
+}
+
+func addUnique(set []int32, f int32) []int32 {
+	for _, x := range set {
+		if x == f {
+			return set
+		}
+	}
+	if len(set) >= maxStacks {
+		return set
+	}
+	return append(set, f)
+}
+
+// expand adds to set the stacks frame f stands for: f itself if its
+// state reads a byte, the calls it may make, and its parent's stacks if
+// its rule may end.
+func (w *walker) expand(set []int32, f int32, depth int) []int32 {
+	if depth > maxExpand {
+		return set
+	}
+	g := w.g
+	fr := w.a.frames[f]
+	s := fr.state
+	for _, e := range g.out(s) {
+		if e.ref < 0 {
+			set = addUnique(set, f)
+			break
+		}
+	}
+	for _, e := range g.out(s) {
+		if e.ref >= 0 {
+			ret := w.a.intern(e.to, fr.parent)
+			set = w.expand(set, w.a.intern(g.ruleStart[e.ref], ret), depth+1)
+		}
+	}
+	if g.final[s] {
+		switch fr.parent {
+		case bottom:
+			set = addUnique(set, accept)
+		case outside:
+			w.escaped = true
+		default:
+			set = w.expand(set, fr.parent, depth+1)
+		}
+	}
+	return set
+}
+
+// advance appends to dst the stacks of set after byte c.
+func (w *walker) advance(dst, set []int32, c byte) []int32 {
+	for _, f := range set {
+		if f < 0 {
+			continue
+		}
+		fr := w.a.frames[f]
+		for _, e := range w.g.out(fr.state) {
+			if e.ref < 0 && e.lo <= c && c <= e.hi {
+				dst = w.expand(dst, w.a.intern(e.to, fr.parent), 0)
+			}
+		}
+	}
+	return dst
+}
+
+// Matcher follows text through a grammar. It allocates nothing in steady
+// state (its buffers grow to the grammar's needs and stay). Not safe for
+// concurrent use.
+type Matcher struct {
+	c      *Compiled
+	w      walker
+	spare  *arena
+	remap  []int32
+	rstamp []uint32
+	rgen   uint32
+	stacks []int32
+	buf    [2][]int32
+	path   []int32
+	done   bool // an end-of-generation token was accepted
+}
+
+// NewMatcher returns a matcher at the start of the grammar.
+func (c *Compiled) NewMatcher() *Matcher {
+	m := &Matcher{c: c, spare: newArena(1024)}
+	m.w = walker{g: c.g, a: newArena(1024)}
+	m.stacks = make([]int32, 0, 64)
+	m.buf[0] = make([]int32, 0, 64)
+	m.buf[1] = make([]int32, 0, 64)
+	m.path = make([]int32, 0, 64)
+	m.Reset()
+	return m
+}
+
+// Reset goes back to the start of the grammar.
+func (m *Matcher) Reset() {
+	m.w.a.reset()
+	g := m.c.g
+	m.done = false
+	m.stacks = m.w.expand(m.stacks[:0], m.w.a.intern(g.ruleStart[g.root], bottom), 0)
+}
+
+// CanEnd reports whether the text so far is a complete sentence of the
+// grammar.
+func (m *Matcher) CanEnd() bool {
+	for _, f := range m.stacks {
+		if f == accept {
+			return true
+		}
+	}
+	return false
+}
+
+// Done reports whether an end-of-generation token was accepted.
+func (m *Matcher) Done() bool { return m.done }
+
+// Dead reports whether nothing can follow (the text left the grammar).
+func (m *Matcher) Dead() bool { return len(m.stacks) == 0 }
+
+// run advances stacks over b into the matcher's buffers and returns the
+// result (which aliases a buffer).
+func (m *Matcher) run(stacks []int32, b []byte) []int32 {
+	cur := stacks
+	for i, c := range b {
+		next := m.w.advance(m.buf[i&1][:0], cur, c)
+		m.buf[i&1] = next[:0:cap(next)]
+		cur = next
+		if len(cur) == 0 {
+			break
+		}
+	}
+	return cur
+}
+
+// AcceptBytes advances over b and reports whether the text stays in the
+// grammar; if not, the matcher is unchanged.
+func (m *Matcher) AcceptBytes(b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	mark := len(m.w.a.frames)
+	next := m.run(m.stacks, b)
+	if len(next) == 0 {
+		m.w.a.frames = m.w.a.frames[:mark]
+		return false
+	}
+	m.stacks = append(m.stacks[:0], next...)
+	if len(m.w.a.frames) > 4096 {
+		m.collect()
+	}
+	return true
+}
+
+// AcceptToken advances over token id and reports whether the grammar
+// allows it. An end-of-generation token is allowed where the grammar may
+// end.
+func (m *Matcher) AcceptToken(id int32) bool {
+	v := m.c.v
+	if m.done || id < 0 || int(id) >= v.n {
+		return false
+	}
+	if v.isEOG(id) {
+		if !m.CanEnd() {
+			return false
+		}
+		m.done = true
+		return true
+	}
+	p := v.piece(id)
+	if len(p) == 0 {
+		return false
+	}
+	return m.AcceptBytes(p)
+}
+
+// collect copies the live stacks into the spare arena. A frame's parent
+// always has a lower index (it is interned first), so one ascending pass
+// over the marked frames copies parents before children.
+func (m *Matcher) collect() {
+	old, nw := m.w.a, m.spare
+	nw.reset()
+	n := len(old.frames)
+	if cap(m.remap) < n {
+		m.remap = make([]int32, n, 2*n)
+		m.rstamp = make([]uint32, n, 2*n)
+		m.rgen = 0
+	}
+	m.remap, m.rstamp = m.remap[:n], m.rstamp[:n]
+	m.rgen++
+	if m.rgen == 0 {
+		clear(m.rstamp)
+		m.rgen = 1
+	}
+	for _, f := range m.stacks {
+		for ; f >= 0 && m.rstamp[f] != m.rgen; f = old.frames[f].parent {
+			m.rstamp[f] = m.rgen
+		}
+	}
+	for i := range n {
+		if m.rstamp[i] != m.rgen {
+			continue
+		}
+		fr := old.frames[i]
+		p := fr.parent
+		if p >= 0 {
+			p = m.remap[p]
+		}
+		m.remap[i] = nw.intern(fr.state, p)
+	}
+	for i, f := range m.stacks {
+		if f >= 0 {
+			m.stacks[i] = m.remap[f]
+		}
+	}
+	m.w.a, m.spare = nw, old
+}
+
+// AllowsPath reports whether the tokens toks may follow, one after the
+// other (an end-of-generation token only last), without moving the
+// matcher.
+func (m *Matcher) AllowsPath(toks []int32) bool {
+	v := m.c.v
+	if m.done {
+		return len(toks) == 0
+	}
+	mark := len(m.w.a.frames)
+	defer func() { m.w.a.frames = m.w.a.frames[:mark] }()
+	cur := append(m.path[:0], m.stacks...)
+	for i, id := range toks {
+		if id < 0 || int(id) >= v.n {
+			return false
+		}
+		if v.isEOG(id) {
+			ok := false
+			for _, f := range cur {
+				ok = ok || f == accept
+			}
+			return ok && i == len(toks)-1
+		}
+		p := v.piece(id)
+		if len(p) == 0 {
+			return false
+		}
+		next := m.run(cur, p)
+		if len(next) == 0 {
+			return false
+		}
+		cur = append(cur[:0], next...)
+	}
+	m.path = cur[:0]
+	return true
+}
+
+// tokenFits reports whether token bytes p can follow the single stack f.
+func (m *Matcher) tokenFits(f int32, p []byte) bool {
+	mark := len(m.w.a.frames)
+	var one [1]int32
+	one[0] = f
+	ok := len(m.run(one[:], p)) > 0
+	m.w.a.frames = m.w.a.frames[:mark]
+	return ok
+}
+
+// Allowed reports whether token id may come next.
+func (m *Matcher) Allowed(id int32) bool {
+	v := m.c.v
+	if m.done || id < 0 || int(id) >= v.n {
+		return false
+	}
+	if v.isEOG(id) {
+		return m.CanEnd()
+	}
+	p := v.piece(id)
+	if len(p) == 0 {
+		return false
+	}
+	mark := len(m.w.a.frames)
+	ok := len(m.run(m.stacks, p)) > 0
+	m.w.a.frames = m.w.a.frames[:mark]
+	return ok
+}
+
+// Mask sets in dst (one bit per token, len(dst) >= (vocab+63)/64) the
+// tokens that may come next: the tokens the cached per-state sets accept,
+// the context-dependent ones checked against their stack, and the
+// end-of-generation tokens where the grammar may end.
+func (m *Matcher) Mask(dst []uint64) {
+	words := (m.c.v.n + 63) / 64
+	dst = dst[:words]
+	clear(dst)
+	if m.done {
+		return
+	}
+	seen := m.buf[0][:0]
+	for _, f := range m.stacks {
+		if f == accept {
+			for _, id := range m.c.v.eog {
+				dst[id>>6] |= 1 << (id & 63)
+			}
+			continue
+		}
+		s := m.w.a.frames[f].state
+		sm := m.c.stateMask(s)
+		dup := false
+		for _, x := range seen {
+			dup = dup || x == s
+		}
+		if !dup {
+			seen = append(seen, s)
+			if sm.acc != nil {
+				for i, w := range sm.acc {
+					dst[i] |= w
+				}
+			} else {
+				for _, id := range sm.accList {
+					dst[id>>6] |= 1 << (id & 63)
+				}
+			}
+		}
+		for _, id := range sm.unc {
+			if dst[id>>6]&(1<<(id&63)) == 0 && m.tokenFits(f, m.c.v.piece(id)) {
+				dst[id>>6] |= 1 << (id & 63)
+			}
+		}
+	}
+	m.buf[0] = seen[:0]
+}
+
+// Forced appends to dst the bytes that must come next whatever is
+// chosen (where every stack reads the same single byte and the grammar
+// cannot end), at most max of them.
+func (m *Matcher) Forced(dst []byte, max int) []byte {
+	if m.done {
+		return dst
+	}
+	mark := len(m.w.a.frames)
+	cur := m.stacks
+	for i := 0; i < max; i++ {
+		c, ok := m.onlyByte(cur)
+		if !ok {
+			break
+		}
+		dst = append(dst, c)
+		next := m.w.advance(m.buf[i&1][:0], cur, c)
+		m.buf[i&1] = next[:0:cap(next)]
+		cur = next
+	}
+	m.w.a.frames = m.w.a.frames[:mark]
+	return dst
+}
+
+func (m *Matcher) onlyByte(set []int32) (byte, bool) {
+	var c byte
+	found := false
+	for _, f := range set {
+		if f < 0 {
+			return 0, false
+		}
+		for _, e := range m.c.g.out(m.w.a.frames[f].state) {
+			if e.ref >= 0 {
+				continue
+			}
+			if e.lo != e.hi || found && e.lo != c {
+				return 0, false
+			}
+			c, found = e.lo, true
+		}
+	}
+	return c, found
+}

@@ -1,0 +1,984 @@
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrUnsupported is wrapped by the errors of schema keywords geist cannot
+// enforce; the message names the keyword.
+var ErrUnsupported = errors.New("unsupported")
+
+// MaxSchemaBytes bounds a JSON schema before it is read.
+const MaxSchemaBytes = 256 << 10
+
+// ordered is a JSON object with its keys in document order.
+type ordered struct {
+	keys []string
+	vals map[string]any
+}
+
+func (o *ordered) get(k string) (any, bool) {
+	v, ok := o.vals[k]
+	return v, ok
+}
+
+// decodeOrdered reads JSON keeping object key order (properties are
+// generated in the order the schema lists them).
+func decodeOrdered(data []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	v, err := readValue(d, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the schema")
+	}
+	return v, nil
+}
+
+func readValue(d *json.Decoder, depth int) (any, error) {
+	if depth > 64 {
+		return nil, errors.New("schema nested too deeply")
+	}
+	t, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t {
+	case json.Delim('{'):
+		o := &ordered{vals: map[string]any{}}
+		for d.More() {
+			kt, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.(string)
+			v, err := readValue(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := o.vals[k]; !dup {
+				o.keys = append(o.keys, k)
+			}
+			o.vals[k] = v
+		}
+		_, err := d.Token()
+		return o, err
+	case json.Delim('['):
+		var a []any
+		for d.More() {
+			v, err := readValue(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := d.Token()
+		return a, err
+	}
+	return t, nil
+}
+
+// plain turns an ordered value back into encoding/json's shape.
+func plain(v any) any {
+	switch x := v.(type) {
+	case *ordered:
+		m := make(map[string]any, len(x.keys))
+		for _, k := range x.keys {
+			m[k] = plain(x.vals[k])
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plain(e)
+		}
+		return out
+	}
+	return v
+}
+
+const spaceRule = `| " " | "\n"{1,2} [ \t]{0,20}`
+
+var primitives = map[string]string{
+	"space":            spaceRule,
+	"boolean":          `("true" | "false") space`,
+	"null":             `"null" space`,
+	"decimal-part":     `[0-9]{1,16}`,
+	"integral-part":    `[0] | [1-9] [0-9]{0,15}`,
+	"number":           `("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space`,
+	"integer":          `("-"? integral-part) space`,
+	"value":            `object | array | string | number | boolean | null`,
+	"object":           `"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space`,
+	"array":            `"[" space ( value ("," space value)* )? "]" space`,
+	"char":             `[^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})`,
+	"string":           `"\"" char* "\"" space`,
+	"uuid":             `"\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space`,
+	"date":             `[0-9]{4} "-" ( ("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]) )`,
+	"time":             `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )`,
+	"date-time":        `date "T" time`,
+	"date-string":      `"\"" date "\"" space`,
+	"time-string":      `"\"" time "\"" space`,
+	"date-time-string": `"\"" date-time "\"" space`,
+	"email-string":     `"\"" [a-zA-Z0-9_%+-]{1,32} ("." [a-zA-Z0-9_%+-]{1,15}){0,2} "@" ([a-zA-Z0-9]{1,20} ("-" [a-zA-Z0-9]{1,20})? "."){1,3} [a-zA-Z]{2,6} "\"" space`,
+	// A JSON string's character that is exactly one character of the
+	// decoded string (for patterns: escapes only for the quote and the
+	// backslash, so that what matches the pattern is what is decoded).
+	"pchar": `[^"\\\x7F\x00-\x1F] | "\\\"" | "\\\\"`,
+}
+
+// primitive dependencies, for adding the rules a rule uses.
+var primitiveDeps = map[string][]string{
+	"boolean": {"space"}, "null": {"space"}, "number": {"integral-part", "decimal-part", "space"},
+	"integer": {"integral-part", "space"}, "value": {"object", "array", "string", "number", "boolean", "null"},
+	"object": {"string", "value", "space"}, "array": {"value", "space"}, "char": nil,
+	"string": {"char", "space"}, "uuid": {"space"}, "date-time": {"date", "time"},
+	"date-string": {"date", "space"}, "time-string": {"time", "space"}, "date-time-string": {"date-time", "space"},
+	"email-string": {"space"},
+}
+
+// annotations are keywords that change nothing a generator must do.
+var annotations = map[string]bool{
+	"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
+	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
+	"$anchor": true, "strict": true, "discriminator": true, "nullable": false,
+}
+
+// enforced are the keywords the converter enforces.
+var enforced = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "prefixItems": true, "minItems": true, "maxItems": true, "enum": true,
+	"const": true, "anyOf": true, "oneOf": true, "allOf": true, "$ref": true, "$defs": true,
+	"definitions": true, "minLength": true, "maxLength": true, "pattern": true, "format": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"uniqueItems": true,
+}
+
+type converter struct {
+	root  any
+	rules map[string]string
+	order []string
+	refs  map[string]string // $ref -> rule name
+}
+
+func (c *converter) add(name, body string) string {
+	if old, ok := c.rules[name]; ok {
+		if old == body {
+			return name
+		}
+		for i := 1; ; i++ {
+			n := fmt.Sprintf("%s-%d", name, i)
+			if old, ok := c.rules[n]; !ok || old == body {
+				name = n
+				break
+			}
+		}
+		if _, ok := c.rules[name]; ok {
+			return name
+		}
+	}
+	c.rules[name] = body
+	c.order = append(c.order, name)
+	return name
+}
+
+func (c *converter) prim(name string) string {
+	if _, ok := c.rules[name]; ok {
+		return name
+	}
+	c.rules[name] = primitives[name]
+	c.order = append(c.order, name)
+	for _, d := range primitiveDeps[name] {
+		c.prim(d)
+	}
+	return name
+}
+
+// FromSchema converts a JSON Schema into GBNF text whose sentences are the
+// JSON documents the schema accepts (llama.cpp's json-schema-to-grammar
+// coverage). A keyword it cannot enforce is an error wrapping
+// ErrUnsupported that names it.
+func FromSchema(schema []byte) (string, error) {
+	if len(schema) > MaxSchemaBytes {
+		return "", fmt.Errorf("schema of %d bytes: at most %d", len(schema), MaxSchemaBytes)
+	}
+	root, err := decodeOrdered(schema)
+	if err != nil {
+		return "", fmt.Errorf("schema: %w", err)
+	}
+	c := &converter{root: root, rules: map[string]string{}, refs: map[string]string{}}
+	body, err := c.visit(root, "root", "")
+	if err != nil {
+		return "", err
+	}
+	c.rules["root"] = body
+	var sb strings.Builder
+	sb.WriteString("root ::= " + body + "\n")
+	for _, n := range c.order {
+		if n != "root" {
+			fmt.Fprintf(&sb, "%s ::= %s\n", n, c.rules[n])
+		}
+	}
+	return sb.String(), nil
+}
+
+// AnyJSON is the grammar of `"format": "json"`: any JSON value (an
+// object or array at the top, as Ollama and llama.cpp's json.gbnf do).
+func AnyJSON() string {
+	c := &converter{rules: map[string]string{}}
+	c.prim("value")
+	var sb strings.Builder
+	sb.WriteString("root ::= object | array\n")
+	for _, n := range c.order {
+		fmt.Fprintf(&sb, "%s ::= %s\n", n, c.rules[n])
+	}
+	return sb.String()
+}
+
+func literal(s string) string {
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			sb.WriteString(`\"`)
+		case r == '\\':
+			sb.WriteString(`\\`)
+		case r < 0x20 || r == 0x7F:
+			fmt.Fprintf(&sb, `\x%02X`, r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	sb.WriteByte('"')
+	return sb.String()
+}
+
+// jsonLiteral is the grammar of exactly value v, encoded as JSON.
+func (c *converter) jsonLiteral(v any) (string, error) {
+	b, err := json.Marshal(plain(v))
+	if err != nil {
+		return "", err
+	}
+	return literal(string(b)) + " " + c.prim("space"), nil
+}
+
+func unsupported(path, kw string, detail string) error {
+	if detail != "" {
+		detail = ": " + detail
+	}
+	return fmt.Errorf("%w schema keyword %q at %s%s", ErrUnsupported, kw, path, detail)
+}
+
+func (c *converter) visit(s any, name, path string) (string, error) {
+	if path == "" {
+		path = "#"
+	}
+	switch x := s.(type) {
+	case bool:
+		if x {
+			return c.prim("value"), nil
+		}
+		return "", unsupported(path, "false", "a schema that accepts nothing")
+	case *ordered:
+		return c.visitObject(x, name, path)
+	}
+	return "", fmt.Errorf("schema at %s: want an object or a boolean", path)
+}
+
+func (c *converter) visitObject(s *ordered, name, path string) (string, error) {
+	for _, k := range s.keys {
+		if !enforced[k] && !annotations[k] {
+			return "", unsupported(path, k, "")
+		}
+	}
+	if ref, ok := s.get("$ref"); ok {
+		r, _ := ref.(string)
+		return c.ref(r, path)
+	}
+	if v, ok := s.get("const"); ok {
+		return c.jsonLiteral(v)
+	}
+	if v, ok := s.get("enum"); ok {
+		vals, _ := v.([]any)
+		if len(vals) == 0 {
+			return "", fmt.Errorf("schema at %s: enum must be a non-empty list", path)
+		}
+		alts := make([]string, len(vals))
+		for i, e := range vals {
+			l, err := c.jsonLiteral(e)
+			if err != nil {
+				return "", err
+			}
+			alts[i] = "(" + l + ")"
+		}
+		return strings.Join(alts, " | "), nil
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if v, ok := s.get(kw); ok {
+			subs, _ := v.([]any)
+			if len(subs) == 0 {
+				return "", fmt.Errorf("schema at %s: %s must be a non-empty list", path, kw)
+			}
+			alts := make([]string, len(subs))
+			for i, sub := range subs {
+				body, err := c.visit(merge(s, sub, kw), fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("%s/%s/%d", path, kw, i))
+				if err != nil {
+					return "", err
+				}
+				alts[i] = c.add(fmt.Sprintf("%s-%d", name, i), body)
+			}
+			return strings.Join(alts, " | "), nil
+		}
+	}
+	if v, ok := s.get("allOf"); ok {
+		subs, _ := v.([]any)
+		m, err := c.allOf(s, subs, path)
+		if err != nil {
+			return "", err
+		}
+		return c.visitObject(m, name, path)
+	}
+	typ, hasType := s.get("type")
+	if types, ok := typ.([]any); ok {
+		alts := make([]string, len(types))
+		for i, t := range types {
+			one := &ordered{keys: s.keys, vals: map[string]any{}}
+			for k, v := range s.vals {
+				one.vals[k] = v
+			}
+			one.vals["type"] = t
+			body, err := c.visitObject(one, fmt.Sprintf("%s-%v", name, t), path)
+			if err != nil {
+				return "", err
+			}
+			alts[i] = c.add(fmt.Sprintf("%s-%v", name, t), body)
+		}
+		return strings.Join(alts, " | "), nil
+	}
+	t, _ := typ.(string)
+	if !hasType {
+		switch {
+		case has(s, "properties", "additionalProperties"):
+			t = "object"
+		case has(s, "items", "prefixItems", "minItems", "maxItems"):
+			t = "array"
+		case has(s, "minLength", "maxLength", "pattern", "format"):
+			t = "string"
+		case has(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+			t = "number"
+		default:
+			return c.prim("value"), nil
+		}
+	}
+	if err := c.checkFor(s, t, path); err != nil {
+		return "", err
+	}
+	switch t {
+	case "object":
+		return c.object(s, name, path)
+	case "array":
+		return c.array(s, name, path)
+	case "string":
+		return c.str(s, name, path)
+	case "integer":
+		return c.integer(s, name, path)
+	case "number":
+		if has(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") {
+			return "", unsupported(path, firstOf(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), "bounds are enforced for integers only")
+		}
+		return c.prim("number"), nil
+	case "boolean", "null":
+		return c.prim(t), nil
+	}
+	return "", fmt.Errorf("schema at %s: unknown type %q", path, t)
+}
+
+// checkFor refuses keywords of another type that would be ignored (a
+// bound on a string, say) rather than silently loosening.
+func (c *converter) checkFor(s *ordered, t, path string) error {
+	owner := map[string]string{
+		"properties": "object", "required": "object", "additionalProperties": "object",
+		"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
+		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
+		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
+	}
+	for _, k := range s.keys {
+		o, ok := owner[k]
+		if !ok || o == t || o == "number" && t == "integer" {
+			continue
+		}
+		if k == "format" && t != "string" {
+			continue // formats of numbers (int32, float) are annotations
+		}
+		return unsupported(path, k, fmt.Sprintf("applies to %ss, the type is %s", o, t))
+	}
+	if v, ok := s.get("uniqueItems"); ok && v != false {
+		return unsupported(path, "uniqueItems", "")
+	}
+	return nil
+}
+
+func has(s *ordered, kws ...string) bool { return firstOf(s, kws...) != "" }
+
+func firstOf(s *ordered, kws ...string) string {
+	for _, k := range kws {
+		if _, ok := s.vals[k]; ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// merge returns sub with the keywords of parent other than kw (a oneOf
+// beside a type, say) added.
+func merge(parent *ordered, sub any, kw string) any {
+	so, ok := sub.(*ordered)
+	if !ok {
+		return sub
+	}
+	out := &ordered{vals: map[string]any{}}
+	for _, k := range parent.keys {
+		if k != kw && !annotations[k] && k != "$defs" && k != "definitions" {
+			out.keys = append(out.keys, k)
+			out.vals[k] = parent.vals[k]
+		}
+	}
+	for _, k := range so.keys {
+		if _, dup := out.vals[k]; !dup {
+			out.keys = append(out.keys, k)
+		}
+		out.vals[k] = so.vals[k]
+	}
+	return out
+}
+
+// allOf merges object schemas (properties and required united); other
+// combinations are refused.
+func (c *converter) allOf(s *ordered, subs []any, path string) (*ordered, error) {
+	out := &ordered{vals: map[string]any{}}
+	props := &ordered{vals: map[string]any{}}
+	var required []any
+	addAll := func(o *ordered) error {
+		for _, k := range o.keys {
+			v := o.vals[k]
+			switch k {
+			case "allOf":
+			case "properties":
+				po, _ := v.(*ordered)
+				if po == nil {
+					continue
+				}
+				for _, pk := range po.keys {
+					if _, dup := props.vals[pk]; !dup {
+						props.keys = append(props.keys, pk)
+					}
+					props.vals[pk] = po.vals[pk]
+				}
+			case "required":
+				r, _ := v.([]any)
+				required = append(required, r...)
+			default:
+				if annotations[k] {
+					continue
+				}
+				if old, dup := out.vals[k]; dup {
+					a, _ := json.Marshal(plain(old))
+					b, _ := json.Marshal(plain(v))
+					if !bytes.Equal(a, b) {
+						return unsupported(path, "allOf", fmt.Sprintf("cannot intersect two different %q", k))
+					}
+					continue
+				}
+				out.keys = append(out.keys, k)
+				out.vals[k] = v
+			}
+		}
+		return nil
+	}
+	if err := addAll(s); err != nil {
+		return nil, err
+	}
+	for i, sub := range subs {
+		so, ok := sub.(*ordered)
+		if ok {
+			if r, isRef := so.get("$ref"); isRef {
+				rs, _ := r.(string)
+				target, err := c.resolve(rs, path)
+				if err != nil {
+					return nil, err
+				}
+				so, ok = target.(*ordered)
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("schema at %s/allOf/%d: want an object", path, i)
+		}
+		if _, nested := so.get("anyOf"); nested {
+			return nil, unsupported(path, "allOf", "an anyOf inside allOf")
+		}
+		if err := addAll(so); err != nil {
+			return nil, err
+		}
+	}
+	if len(props.keys) > 0 {
+		out.keys = append(out.keys, "properties")
+		out.vals["properties"] = props
+	}
+	if len(required) > 0 {
+		out.keys = append(out.keys, "required")
+		out.vals["required"] = required
+	}
+	return out, nil
+}
+
+func (c *converter) resolve(ref, path string) (any, error) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, unsupported(path, "$ref", fmt.Sprintf("%q: only references inside the schema (#/...) are resolved", ref))
+	}
+	cur := c.root
+	for _, part := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		switch x := cur.(type) {
+		case *ordered:
+			v, ok := x.get(part)
+			if !ok {
+				return nil, fmt.Errorf("schema at %s: $ref %q does not resolve", path, ref)
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, fmt.Errorf("schema at %s: $ref %q does not resolve", path, ref)
+			}
+			cur = x[i]
+		default:
+			return nil, fmt.Errorf("schema at %s: $ref %q does not resolve", path, ref)
+		}
+	}
+	return cur, nil
+}
+
+func ruleName(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		if r < 128 && isNameByte(byte(r)) {
+			sb.WriteRune(r)
+		} else {
+			sb.WriteByte('-')
+		}
+	}
+	return strings.Trim(sb.String(), "-")
+}
+
+func (c *converter) ref(ref, path string) (string, error) {
+	if n, ok := c.refs[ref]; ok {
+		return n, nil
+	}
+	target, err := c.resolve(ref, path)
+	if err != nil {
+		return "", err
+	}
+	name := "ref-" + ruleName(ref)
+	c.refs[ref] = name
+	c.rules[name] = "" // reserved: a recursive reference resolves to it
+	body, err := c.visit(target, name, ref)
+	if err != nil {
+		return "", err
+	}
+	if body == name {
+		return "", fmt.Errorf("schema at %s: $ref %q refers to itself", path, ref)
+	}
+	c.rules[name] = body
+	c.order = append(c.order, name)
+	return name, nil
+}
+
+func (c *converter) object(s *ordered, name, path string) (string, error) {
+	props := &ordered{vals: map[string]any{}}
+	if p, ok := s.get("properties"); ok {
+		if props, ok = p.(*ordered); !ok {
+			return "", fmt.Errorf("schema at %s: properties must be an object", path)
+		}
+	}
+	req := map[string]bool{}
+	if r, ok := s.get("required"); ok {
+		list, _ := r.([]any)
+		for _, k := range list {
+			ks, _ := k.(string)
+			if _, ok := props.get(ks); !ok {
+				return "", fmt.Errorf("schema at %s: required property %q is not in properties", path, ks)
+			}
+			req[ks] = true
+		}
+	}
+	var required, optional []string
+	for _, k := range props.keys {
+		sub := props.vals[k]
+		body, err := c.visit(sub, name+"-"+ruleName(k), path+"/properties/"+k)
+		if err != nil {
+			return "", err
+		}
+		vname := c.add(name+"-"+ruleName(k), body)
+		kv := c.add(name+"-"+ruleName(k)+"-kv", literal(mustJSON(k))+" "+c.prim("space")+` ":" space `+vname)
+		if req[k] {
+			required = append(required, kv)
+		} else {
+			optional = append(optional, kv)
+		}
+	}
+	addl := ""
+	if a, ok := s.get("additionalProperties"); ok && a != false {
+		vbody, err := c.visit(a, name+"-additional", path+"/additionalProperties")
+		if err != nil {
+			return "", err
+		}
+		vname := c.add(name+"-additional-value", vbody)
+		addl = c.add(name+"-additional-kv", c.prim("string")+` ":" space `+vname)
+	}
+	// Optional properties: any subsequence, in order. opt-i is a
+	// non-empty subsequence of optional[i:].
+	optRule := ""
+	for i := len(optional) - 1; i >= 0; i-- {
+		body := optional[i]
+		if i+1 < len(optional) {
+			body = optional[i] + ` ( "," space ` + optRule + ` )? | ` + optRule
+		}
+		optRule = c.add(fmt.Sprintf("%s-opt-%d", name, i), body)
+	}
+	var seq string
+	switch {
+	case len(required) > 0:
+		seq = strings.Join(required, ` "," space `)
+		if optRule != "" {
+			seq += ` ( "," space ` + optRule + ` )?`
+		}
+		if addl != "" {
+			seq += ` ( "," space ` + addl + ` )*`
+		}
+	case optRule != "" && addl != "":
+		seq = `( ` + optRule + ` ( "," space ` + addl + ` )* | ` + addl + ` ( "," space ` + addl + ` )* )?`
+	case optRule != "":
+		seq = optRule + "?"
+	case addl != "":
+		seq = `( ` + addl + ` ( "," space ` + addl + ` )* )?`
+	}
+	c.prim("space")
+	return `"{" space ` + seq + ` "}" space`, nil
+}
+
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func intOf(s *ordered, kw, path string) (int, bool, error) {
+	v, ok := s.get(kw)
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNum := v.(json.Number)
+	i, err := strconv.Atoi(string(n))
+	if !isNum || err != nil || i < 0 {
+		return 0, false, fmt.Errorf("schema at %s: %s must be a non-negative integer", path, kw)
+	}
+	return i, true, nil
+}
+
+func repeat(item, sep string, lo, hi int) string {
+	// item (sep item){lo-1,hi-1}, or optional when lo == 0
+	tail := func(a, b int) string {
+		switch {
+		case b < 0:
+			return fmt.Sprintf(`( %s %s ){%d,}`, sep, item, a)
+		case b == 0:
+			return ""
+		}
+		return fmt.Sprintf(`( %s %s ){%d,%d}`, sep, item, a, b)
+	}
+	if lo == 0 {
+		if hi == 0 {
+			return ""
+		}
+		return fmt.Sprintf(`( %s %s )?`, item, tail(0, hi-1))
+	}
+	b := hi - 1
+	if hi < 0 {
+		b = -1
+	}
+	return fmt.Sprintf(`%s %s`, item, tail(lo-1, b))
+}
+
+func (c *converter) array(s *ordered, name, path string) (string, error) {
+	lo, _, err := intOf(s, "minItems", path)
+	if err != nil {
+		return "", err
+	}
+	hi, hasHi, err := intOf(s, "maxItems", path)
+	if err != nil {
+		return "", err
+	}
+	if !hasHi {
+		hi = -1
+	}
+	if hasHi && hi < lo {
+		return "", fmt.Errorf("schema at %s: maxItems %d < minItems %d", path, hi, lo)
+	}
+	if lo > maxRepeat || hi > maxRepeat {
+		return "", unsupported(path, "maxItems", fmt.Sprintf("at most %d items are enforced", maxRepeat))
+	}
+	items, hasItems := s.get("items")
+	prefix, _ := s.get("prefixItems")
+	if tuple, ok := items.([]any); ok { // draft 4 tuples
+		prefix, items, hasItems = tuple, nil, false
+	}
+	c.prim("space")
+	if tuple, ok := prefix.([]any); ok {
+		if hasItems && items != false {
+			return "", unsupported(path, "items", "items beside prefixItems")
+		}
+		if lo > len(tuple) || hasHi && hi < len(tuple) {
+			return "", unsupported(path, "prefixItems", "with minItems/maxItems other than the tuple's length")
+		}
+		parts := make([]string, len(tuple))
+		for i, t := range tuple {
+			body, err := c.visit(t, fmt.Sprintf("%s-%d", name, i), fmt.Sprintf("%s/prefixItems/%d", path, i))
+			if err != nil {
+				return "", err
+			}
+			parts[i] = c.add(fmt.Sprintf("%s-%d", name, i), body)
+		}
+		return `"[" space ` + strings.Join(parts, ` "," space `) + ` "]" space`, nil
+	}
+	item := c.prim("value")
+	if hasItems {
+		body, err := c.visit(items, name+"-item", path+"/items")
+		if err != nil {
+			return "", err
+		}
+		item = c.add(name+"-item", body)
+	}
+	return `"[" space ` + repeat(item, `"," space`, lo, hi) + ` "]" space`, nil
+}
+
+func (c *converter) str(s *ordered, name, path string) (string, error) {
+	lo, hasLo, err := intOf(s, "minLength", path)
+	if err != nil {
+		return "", err
+	}
+	hi, hasHi, err := intOf(s, "maxLength", path)
+	if err != nil {
+		return "", err
+	}
+	if hasHi && hi < lo {
+		return "", fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
+	}
+	if lo > maxRepeat || hi > maxRepeat {
+		return "", unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
+	}
+	pat, hasPat := s.get("pattern")
+	f, hasFormat := s.get("format")
+	if hasPat && (hasLo || hasHi || hasFormat) {
+		return "", unsupported(path, "pattern", "together with minLength, maxLength or format")
+	}
+	if hasFormat {
+		fs, _ := f.(string)
+		if hasLo || hasHi {
+			return "", unsupported(path, "format", "together with minLength or maxLength")
+		}
+		switch fs {
+		case "date", "time", "date-time", "email":
+			return c.prim(fs + "-string"), nil
+		case "uuid":
+			return c.prim("uuid"), nil
+		}
+		return "", unsupported(path, "format", fmt.Sprintf("%q (enforced: date, time, date-time, uuid, email)", fs))
+	}
+	if hasPat {
+		ps, _ := pat.(string)
+		body, err := c.pattern(ps, path)
+		if err != nil {
+			return "", err
+		}
+		c.prim("pchar")
+		c.prim("space")
+		return `"\"" ` + body + ` "\"" space`, nil
+	}
+	c.prim("char")
+	c.prim("space")
+	if !hasLo && !hasHi {
+		return c.prim("string"), nil
+	}
+	if !hasHi {
+		return fmt.Sprintf(`"\"" char{%d,} "\"" space`, lo), nil
+	}
+	return fmt.Sprintf(`"\"" char{%d,%d} "\"" space`, lo, hi), nil
+}
+
+// bound reads a numeric bound as an integer bound for integers.
+func bound(s *ordered, kw, path string, lower bool) (int64, bool, error) {
+	v, ok := s.get(kw)
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNum := v.(json.Number)
+	f, err := n.Float64()
+	if !isNum || err != nil || math.IsInf(f, 0) || math.Abs(f) > 1e15 {
+		return 0, false, fmt.Errorf("schema at %s: %s must be a number within ±1e15", path, kw)
+	}
+	exclusive := strings.HasPrefix(kw, "exclusive")
+	var b float64
+	if lower {
+		b = math.Ceil(f)
+		if exclusive && b == f {
+			b++
+		}
+	} else {
+		b = math.Floor(f)
+		if exclusive && b == f {
+			b--
+		}
+	}
+	return int64(b), true, nil
+}
+
+func (c *converter) integer(s *ordered, name, path string) (string, error) {
+	lo, hasLo := int64(math.MinInt64), false
+	hi, hasHi := int64(math.MaxInt64), false
+	for _, kw := range []string{"minimum", "exclusiveMinimum"} {
+		if b, ok, err := bound(s, kw, path, true); err != nil {
+			return "", err
+		} else if ok && (!hasLo || b > lo) {
+			lo, hasLo = b, true
+		}
+	}
+	for _, kw := range []string{"maximum", "exclusiveMaximum"} {
+		if b, ok, err := bound(s, kw, path, false); err != nil {
+			return "", err
+		} else if ok && (!hasHi || b < hi) {
+			hi, hasHi = b, true
+		}
+	}
+	if !hasLo && !hasHi {
+		return c.prim("integer"), nil
+	}
+	if hasLo && hasHi && lo > hi {
+		return "", fmt.Errorf("schema at %s: no integer lies between the bounds", path)
+	}
+	c.prim("space")
+	c.prim("integral-part")
+	return "(" + intRange(lo, hasLo, hi, hasHi) + ") space", nil
+}
+
+// intRange is a grammar of the decimal integers in [lo, hi] (a side
+// without a bound is open).
+func intRange(lo int64, hasLo bool, hi int64, hasHi bool) string {
+	var alts []string
+	// Negative part.
+	if !hasLo || lo < 0 {
+		switch {
+		case !hasLo && (!hasHi || hi >= -1):
+			alts = append(alts, `"-" [1-9] [0-9]{0,15}`)
+		case !hasLo: // x <= hi < 0: -x >= -hi
+			alts = append(alts, `"-" (`+natRange(-hi, false, 0)+`)`)
+		default: // -x in [max(1,-hi), -lo]
+			a := int64(1)
+			if hasHi && hi < 0 {
+				a = -hi
+			}
+			alts = append(alts, `"-" (`+natRange(a, true, -lo)+`)`)
+		}
+	}
+	// Non-negative part.
+	if !hasHi || hi >= 0 {
+		a := int64(0)
+		if hasLo && lo > 0 {
+			a = lo
+		}
+		if hasHi {
+			alts = append(alts, natRange(a, true, hi))
+		} else {
+			alts = append(alts, natRange(a, false, 0))
+		}
+	}
+	return strings.Join(alts, " | ")
+}
+
+// natRange is a grammar of the naturals in [a, b] (no upper bound unless
+// bounded), without leading zeros.
+func natRange(a int64, bounded bool, b int64) string {
+	var alts []string
+	da := len(strconv.FormatInt(a, 10))
+	db := 16
+	if bounded {
+		db = len(strconv.FormatInt(b, 10))
+	}
+	for d := da; d <= db; d++ {
+		lo := int64(math.Pow10(d - 1))
+		if d == 1 {
+			lo = 0
+		}
+		hi := int64(math.Pow10(d)) - 1
+		if d == da {
+			lo = a
+		}
+		if bounded && d == db {
+			hi = b
+		}
+		if !bounded && d == da && d < db {
+			alts = append(alts, digits(strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10)))
+			alts = append(alts, fmt.Sprintf(`[1-9] [0-9]{%d,15}`, d))
+			break
+		}
+		if lo <= hi {
+			alts = append(alts, digits(strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10)))
+		}
+	}
+	return strings.Join(alts, " | ")
+}
+
+// digits is a grammar of the equal-length decimal strings in [a, b].
+func digits(a, b string) string {
+	if a == b {
+		return literal(a)
+	}
+	if a[0] == b[0] {
+		return literal(a[:1]) + " (" + digits(a[1:], b[1:]) + ")"
+	}
+	n := len(a) - 1
+	rest := func(lo, hi byte) string {
+		if n == 0 {
+			return fmt.Sprintf("[%c-%c]", lo, hi)
+		}
+		return fmt.Sprintf("[%c-%c] [0-9]{%d}", lo, hi, n)
+	}
+	if strings.Trim(a[1:], "0") == "" && strings.Trim(b[1:], "9") == "" {
+		return rest(a[0], b[0])
+	}
+	var alts []string
+	alts = append(alts, literal(a[:1])+" ("+digits(a[1:], strings.Repeat("9", n))+")")
+	if a[0]+1 <= b[0]-1 {
+		alts = append(alts, rest(a[0]+1, b[0]-1))
+	}
+	alts = append(alts, literal(b[:1])+" ("+digits(strings.Repeat("0", n), b[1:])+")")
+	return strings.Join(alts, " | ")
+}
+
+// sortedKeys is for deterministic output of plain maps.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
