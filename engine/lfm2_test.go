@@ -35,12 +35,20 @@ func TestPromptCacheRestoreLFM2(t *testing.T) {
 
 // TestAllocationsLFM2: decoding a token, plain and speculative (trees by
 // lookup and n-grams, the skipped-layer draft), allocates nothing: the
-// convolution rows, checkpoints and rewinds use buffers sized once.
+// convolution rows, checkpoints and rewinds use buffers sized once (and
+// Gemma 4's windows, norms and GELU table).
 func TestAllocationsLFM2(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
-	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-lfm2-Q4_K_M.gguf"), Options{Ctx: 2048, Batch: 16})
+	for _, name := range []string{"tiny-lfm2-Q4_K_M", "tiny-gemma4-Q4_0"} {
+		t.Run(name, func(t *testing.T) { newFamilyAllocations(t, name) })
+	}
+}
+
+// newFamilyAllocations is TestAllocationsLFM2 for one zoo file of new/.
+func newFamilyAllocations(t *testing.T, name string) {
+	e := loadFile(t, zoo.Path(t, "new", "models", name+".gguf"), Options{Ctx: 2048, Batch: 16})
 	s := e.state
 	tok := []int32{1}
 	if _, err := s.Forward(tok, false); err != nil {

@@ -57,6 +57,12 @@ type State struct {
 	gate, up []float32    // [maxBatch][NFF]
 	scores   []float32    // [NHead][ctx]
 	ropeCS   []float32    // [maxBatch][RopeDim] cos/sin pairs of the batch's positions
+	ropeSWA  []float32    // [maxBatch][RopeDimSWA] the same for local layers (gemma4)
+	ones     []float32    // [max head size] the weight of an unweighted norm
+	ple      []float32    // [maxBatch][NLayer·PerLayerEmbd] per-layer inputs (gemma4 E2B/E4B)
+	pleTok   []float32    // [NLayer·PerLayerEmbd] one token's per-layer embedding
+	pleRow   []byte       // its row
+	pleG     []float32    // [maxBatch][PerLayerEmbd] the per-layer gate
 	logits   []float32    // [maxRows][NVocab]
 	acts     [][]byte     // quantized activations, one buffer per format of a mul
 	prof     *StepProfile // nil unless EnableProfile
@@ -107,20 +113,29 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		return nil, fmt.Errorf("model: batch size %d must be positive", maxBatch)
 	}
 	c := &m.Config
-	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	// Buffers for the widest layer (Gemma 4's layers differ).
+	qDim, kDim, vDim, hdMax := 0, 0, 0, 0
+	for l := range c.NLayer {
+		hd, hdv, kvh := c.HeadDimOf(l), c.HeadDimVOf(l), c.KVHeadsOf(l)
+		qDim, kDim, vDim = max(qDim, c.NHead*hd), max(kDim, kvh*hd), max(vDim, kvh*hdv)
+		hdMax = max(hdMax, hd, hdv)
+	}
 	s := &State{m: m, ctx: ctx, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
 	switch o.KVType {
 	case quant.F16, 0: // the zero Type (F32) means the default
 		s.kvType = quant.F16
 		s.kc = make([][]uint16, c.NLayer)
 		s.vc = make([][]uint16, c.NLayer)
-		for i := range s.kc {
-			if !c.IsConv(i) {
-				s.kc[i] = make([]uint16, ctx*kDim)
-				s.vc[i] = make([]uint16, ctx*vDim)
+		for l := range s.kc {
+			if c.OwnKV(l) {
+				s.kc[l] = make([]uint16, ctx*c.KVHeadsOf(l)*c.HeadDimOf(l))
+				s.vc[l] = make([]uint16, ctx*c.KVHeadsOf(l)*c.HeadDimVOf(l))
 			}
 		}
 	case quant.Q8_0:
+		if c.SWA != nil {
+			return nil, fmt.Errorf("model: a Q8_0 KV cache is not supported for %s (layers of different head sizes); use F16", c.Arch)
+		}
 		if c.HeadDim%32 != 0 || c.HeadDimV%32 != 0 {
 			return nil, fmt.Errorf("model: a Q8_0 KV cache needs head sizes that are multiples of 32, this model has %d/%d", c.HeadDim, c.HeadDimV)
 		}
@@ -145,7 +160,20 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.q = make([]float32, B*qDim)
 	s.k = make([]float32, B*kDim)
 	s.v = make([]float32, B*vDim)
-	s.att = make([]float32, B*c.NHead*c.HeadDimV)
+	s.att = make([]float32, B*c.NHead*hdMax)
+	s.ones = make([]float32, hdMax)
+	for i := range s.ones {
+		s.ones[i] = 1
+	}
+	if c.SWA != nil {
+		s.ropeSWA = make([]float32, B*c.RopeDimSWA)
+	}
+	if w := c.PerLayerEmbd; w > 0 {
+		s.ple = make([]float32, B*c.NLayer*w)
+		s.pleTok = make([]float32, c.NLayer*w)
+		s.pleRow = make([]byte, m.PLETokEmbd.RowBytes())
+		s.pleG = make([]float32, B*w)
+	}
 	s.gate = make([]float32, B*c.NFF)
 	s.up = make([]float32, B*c.NFF)
 	s.scores = make([]float32, c.NHead*ctx)
@@ -173,6 +201,9 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		if L.Wq != nil {
 			formats = max(formats, distinctActs(L.Wq, L.Wk, L.Wv))
 		}
+		if L.PLEGate != nil {
+			formats = max(formats, 2)
+		}
 		formats = max(formats, distinctActs(L.Wgate, L.Wup))
 	}
 	s.acts = make([][]byte, formats)
@@ -187,14 +218,10 @@ func (m *Model) matrices() []*quant.Matrix {
 	ms := []*quant.Matrix{m.Output}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		if L.ConvIn != nil {
-			ms = append(ms, L.ConvIn, L.ConvOut)
-		} else {
-			ms = append(ms, L.Wq, L.Wk, L.Wv, L.Wo)
-		}
-		ms = append(ms, L.Wgate, L.Wup, L.Wdown)
+		ms = append(ms, L.ConvIn, L.ConvOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj)
 	}
-	return ms
+	ms = append(ms, m.PLEModel)
+	return slices.DeleteFunc(ms, func(w *quant.Matrix) bool { return w == nil })
 }
 
 // Close stops the state's worker goroutines.
@@ -297,7 +324,7 @@ func (s *State) Logits(lo, hi int) ([]float32, error) {
 func distinctActs(ws ...*quant.Matrix) int {
 	n := 0
 	for i, w := range ws {
-		if !slices.ContainsFunc(ws[:i], w.SameActs) {
+		if w != nil && !slices.ContainsFunc(ws[:i], func(o *quant.Matrix) bool { return o != nil && w.SameActs(o) }) {
 			n++
 		}
 	}
@@ -380,6 +407,9 @@ func (s *State) head(lo, hi int) []float32 {
 		RMSNorm(s.xb[(i-lo)*E:(i-lo+1)*E], s.x[i*E:(i+1)*E], m.OutNorm, c.NormEps)
 	}
 	s.mul(s.xb, hi-lo, product{w: m.Output, out: s.logits})
+	if c.Softcap > 0 {
+		softcap(s.logits[:(hi-lo)*c.NVocab], c.Softcap)
+	}
 	return s.logits[:(hi-lo)*c.NVocab]
 }
 
@@ -391,8 +421,22 @@ func (s *State) layers(tokens []int32) {
 	m, c := s.m, &s.m.Config
 	n, E, pos0 := len(tokens), c.NEmbd, s.n
 	for i, t := range tokens {
-		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), s.x[i*E:(i+1)*E])
-		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], s.position(i, pos0)) // once per pass, not per layer
+		x := s.x[i*E : (i+1)*E]
+		quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), x)
+		if c.EmbdScale != 0 {
+			for j := range x {
+				x[j] *= c.EmbdScale
+			}
+		}
+		// The rope tables once per pass, not per layer.
+		p := s.position(i, pos0)
+		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], p, c.RopeBase, m.RopeFreqs)
+		if s.ropeSWA != nil {
+			s.ropeTable(s.ropeSWA[i*c.RopeDimSWA:(i+1)*c.RopeDimSWA], p, c.RopeBaseSWA, nil)
+		}
+	}
+	if c.PerLayerEmbd > 0 {
+		s.perLayerBatch(tokens)
 	}
 	for l := range m.Layers {
 		switch {
@@ -404,6 +448,14 @@ func (s *State) layers(tokens []int32) {
 		}
 		if !s.skip.mlp(l) {
 			s.feedForward(l, n)
+		}
+		if c.PerLayerEmbd > 0 {
+			s.perLayerBlock(l, n)
+		}
+		if sc := m.Layers[l].OutScale; sc != 0 {
+			for j := range s.x[:n*E] {
+				s.x[j] *= sc
+			}
 		}
 	}
 	if s.hasConv() && !s.probing {
@@ -418,52 +470,83 @@ func (s *State) layers(tokens []int32) {
 func (s *State) attention(l, n, pos0 int) {
 	c, L := &s.m.Config, &s.m.Layers[l]
 	E := c.NEmbd
-	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	hd, hdv, kvh := c.HeadDimOf(l), c.HeadDimVOf(l), c.KVHeadsOf(l)
+	qDim, kDim, vDim := c.NHead*hd, kvh*hd, kvh*hdv
+	own := c.OwnKV(l)
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 	}
-	s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
+	switch {
+	case !own: // keys and values are an earlier layer's
+		s.mul(s.xb, n, product{w: L.Wq, out: s.q})
+	case L.Wv == nil: // the values are the keys
+		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k})
+	default:
+		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
+	}
+	cs, rd := s.ropeCS, c.RopeDim
+	if c.IsSWA(l) {
+		cs, rd = s.ropeSWA, c.RopeDimSWA
+	}
 	for i := 0; i < n; i++ {
-		q, k, v := s.q[i*qDim:(i+1)*qDim], s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
+		q := s.q[i*qDim : (i+1)*qDim]
 		if L.Bq != nil {
 			addTo(q, L.Bq)
-			addTo(k, L.Bk)
-			addTo(v, L.Bv)
 		}
 		if L.QNorm != nil {
 			for h := 0; h < c.NHead; h++ {
-				hq := q[h*c.HeadDim : (h+1)*c.HeadDim]
+				hq := q[h*hd : (h+1)*hd]
 				RMSNorm(hq, hq, L.QNorm, c.NormEps)
 			}
-			for h := 0; h < c.NHeadKV; h++ {
-				hk := k[h*c.HeadDim : (h+1)*c.HeadDim]
+		}
+		ct := cs[i*rd : (i+1)*rd]
+		for h := 0; h < c.NHead; h++ {
+			s.rope(q[h*hd:(h+1)*hd], ct, rd)
+		}
+		if !own {
+			continue
+		}
+		k, v := s.k[i*kDim:(i+1)*kDim], s.v[i*vDim:(i+1)*vDim]
+		if L.Wv == nil {
+			copy(v, k)
+		}
+		if L.Bq != nil {
+			addTo(k, L.Bk)
+			addTo(v, L.Bv)
+		}
+		for h := 0; h < kvh; h++ {
+			hk := k[h*hd : (h+1)*hd]
+			if L.KNorm != nil {
 				RMSNorm(hk, hk, L.KNorm, c.NormEps)
 			}
-		}
-		cs := s.ropeCS[i*c.RopeDim : (i+1)*c.RopeDim]
-		for h := 0; h < c.NHead; h++ {
-			s.rope(q[h*c.HeadDim:(h+1)*c.HeadDim], cs)
-		}
-		for h := 0; h < c.NHeadKV; h++ {
-			s.rope(k[h*c.HeadDim:(h+1)*c.HeadDim], cs)
+			if c.VNorm {
+				hv := v[h*hdv : (h+1)*hdv]
+				RMSNorm(hv, hv, s.ones[:hdv], c.NormEps)
+			}
+			s.rope(hk, ct, rd)
 		}
 		p := pos0 + i
 		if s.kvType == quant.Q8_0 {
-			for h := 0; h < c.NHeadKV; h++ {
-				neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*c.HeadDim:(h+1)*c.HeadDim])
-				neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
+			for h := 0; h < kvh; h++ {
+				neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*hd:(h+1)*hd])
+				neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*hdv:(h+1)*hdv])
 			}
 			continue
 		}
-		for h := 0; h < c.NHeadKV; h++ {
-			neon.ToF16(s.kc[l][(h*s.ctx+p)*c.HeadDim:(h*s.ctx+p+1)*c.HeadDim], k[h*c.HeadDim:(h+1)*c.HeadDim])
-			neon.ToF16(s.vc[l][(h*s.ctx+p)*c.HeadDimV:(h*s.ctx+p+1)*c.HeadDimV], v[h*c.HeadDimV:(h+1)*c.HeadDimV])
+		for h := 0; h < kvh; h++ {
+			neon.ToF16(s.kc[l][(h*s.ctx+p)*hd:(h*s.ctx+p+1)*hd], k[h*hd:(h+1)*hd])
+			neon.ToF16(s.vc[l][(h*s.ctx+p)*hdv:(h*s.ctx+p+1)*hdv], v[h*hdv:(h+1)*hdv])
 		}
 	}
 	s.job.l, s.job.n, s.job.pos0 = l, n, pos0
 	s.pool.kind = JobAttention
 	s.pool.run(s.attnFn, c.NHead, 1)
 	s.mul(s.att, n, product{w: L.Wo, out: s.proj})
+	if L.PostAttnNorm != nil {
+		for i := 0; i < n; i++ {
+			RMSNorm(s.proj[i*E:(i+1)*E], s.proj[i*E:(i+1)*E], L.PostAttnNorm, c.NormEps)
+		}
+	}
 	addTo(s.x[:n*E], s.proj[:n*E])
 }
 
@@ -476,50 +559,90 @@ func (s *State) feedForward(l, n int) {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
 	}
 	s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
-	SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+	if c.GELU {
+		GELUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+	} else {
+		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+	}
 	s.mul(s.gate, n, product{w: L.Wdown, out: s.proj})
+	if L.PostFFNNorm != nil {
+		for i := 0; i < n; i++ {
+			RMSNorm(s.proj[i*E:(i+1)*E], s.proj[i*E:(i+1)*E], L.PostFFNNorm, c.NormEps)
+		}
+	}
 	addTo(s.x[:n*E], s.proj[:n*E])
 }
 
 // attnRange computes the attention output of query heads [lo, hi) for
 // every token of the batch. Token i attends to what span gives: in a
 // causal pass, cache positions 0..pos0+i; in a tree, the cache and its
-// ancestors, the same keys and values in the same order as its path alone.
+// ancestors, the same keys and values in the same order as its path alone;
+// on a sliding-window layer only the positions inside its window.
 // The result depends only on those, not on the batch or on which worker
 // runs it.
 func (s *State) attnRange(lo, hi int) {
 	c := &s.m.Config
-	qDim, hd, hdv := c.NHead*c.HeadDim, c.HeadDim, c.HeadDimV
-	group := c.NHead / c.NHeadKV
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
 	if s.kvType == quant.Q8_0 {
 		s.attnRangeQ8(lo, hi)
 		return
 	}
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+	qDim := c.NHead * hd
+	group := c.NHead / c.KVHeadsOf(l)
+	scale := s.attnScale(hd)
+	src := c.kvSrc(l)
 	for h := lo; h < hi; h++ {
 		kvh := h / group
-		kc := s.kc[l][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
-		vc := s.vc[l][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+		kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
+		vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
 		for i := 0; i < n; i++ {
-			vis, anc := s.span(i, pos0)
+			from, vis, anc := s.window(l, i, pos0)
 			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
-			sc := s.scores[h*s.ctx : h*s.ctx+vis+len(anc)]
-			neon.AttnScores(sc[:vis], q, kc[:vis*hd], scale)
+			m := vis - from
+			sc := s.scores[h*s.ctx : h*s.ctx+m+len(anc)]
+			neon.AttnScores(sc[:m], q, kc[from*hd:vis*hd], scale)
 			for j, a := range anc { // the same bits as a row of AttnScores
 				t := pos0 + int(a)
-				sc[vis+j] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
+				sc[m+j] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
 			}
 			Softmax(sc)
 			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
 			clear(out)
-			neon.AttnSum(out, sc[:vis], vc[:vis*hdv])
+			neon.AttnSum(out, sc[:m], vc[from*hdv:vis*hdv])
 			for j, a := range anc { // continuing AttnSum's order
 				t := pos0 + int(a)
-				neon.AxpyF16(out, sc[vis+j], vc[t*hdv:(t+1)*hdv])
+				neon.AxpyF16(out, sc[m+j], vc[t*hdv:(t+1)*hdv])
 			}
 		}
 	}
+}
+
+// attnScale is the scale of the attention scores for head size hd.
+func (s *State) attnScale(hd int) float32 {
+	if a := s.m.AttnScale; a != 0 {
+		return a
+	}
+	return float32(1 / math.Sqrt(float64(hd)))
+}
+
+// window is what batch token i attends to in layer l: the cache positions
+// [from, vis), then its ancestors anc in the batch (span, cut to a local
+// layer's window: the position p sees p-Window+1..p).
+func (s *State) window(l, i, pos0 int) (from, vis int, anc []int32) {
+	vis, anc = s.span(i, pos0)
+	c := &s.m.Config
+	if !c.IsSWA(l) {
+		return 0, vis, anc
+	}
+	first := s.position(i, pos0) - c.Window + 1
+	if first <= 0 {
+		return 0, vis, anc
+	}
+	if first > vis { // the window starts inside the ancestors (root at position vis)
+		return vis, vis, anc[first-vis:]
+	}
+	return first, vis, anc
 }
 
 // attnRangeQ8 is attnRange over a Q8_0 cache: the query is quantized to
@@ -581,15 +704,17 @@ func (s *State) KVType() quant.Type { return s.kvType }
 
 // ropeTable fills cs with the cos/sin of every rotated pair at position
 // p, the way ggml's rope cache computes them: the angle advances by
-// repeated multiplication with base^(-2/dims), in float32.
-func (s *State) ropeTable(cs []float32, p int) {
+// repeated multiplication with base^(-2/dims), in float32, divided by the
+// pair's frequency factor when freqs is given.
+func (s *State) ropeTable(cs []float32, p int, base float32, freqs []float32) {
 	c := &s.m.Config
-	thetaScale := float32(math.Pow(float64(c.RopeBase), -2/float64(c.RopeDim)))
+	dims := len(cs)
+	thetaScale := float32(math.Pow(float64(base), -2/float64(dims)))
 	theta := float32(p)
-	for i := 0; i < c.RopeDim; i += 2 {
+	for i := 0; i < dims; i += 2 {
 		ff := float32(1)
-		if s.m.RopeFreqs != nil {
-			ff = s.m.RopeFreqs[i/2]
+		if freqs != nil {
+			ff = freqs[i/2]
 		}
 		th := c.RopeScale * (theta / ff)
 		cs[i] = float32(math.Cos(float64(th)))
@@ -598,11 +723,12 @@ func (s *State) ropeTable(cs []float32, p int) {
 	}
 }
 
-// rope rotates one head in place with the table cs of ropeTable.
-func (s *State) rope(x, cs []float32) {
+// rope rotates the first dims dimensions of one head in place with the
+// table cs of ropeTable.
+func (s *State) rope(x, cs []float32, dims int) {
 	c := &s.m.Config
-	half := c.RopeDim / 2
-	for i := 0; i < c.RopeDim; i += 2 {
+	half := dims / 2
+	for i := 0; i < dims; i += 2 {
 		cos, sin := cs[i], cs[i+1]
 		var a, b *float32
 		if c.RopeNeox {

@@ -196,3 +196,43 @@ func TestProbeLFM2(t *testing.T) {
 		t.Error("a probe behind the ring was accepted")
 	}
 }
+
+// BenchmarkConvRewind measures what the convolution state costs a
+// rejected draft, in the shape of LFM2-1.2B (10 convolution layers of
+// width 2048, 3 taps): a chain rejected after its first token (Truncate
+// inside the ring), a tree whose kept path of 4 nodes must move (Compact),
+// and a rewind past the ring to a checkpoint.
+func BenchmarkConvRewind(b *testing.B) {
+	c := Config{NLayer: 16, NEmbd: 2048, Conv: make([]bool, 16), ConvTaps: 2}
+	for l := range c.Conv {
+		c.Conv[l] = l != 2 && l != 5 && l != 8 && l != 10 && l != 12 && l != 14
+	}
+	s := &State{m: &Model{Config: c}, ctx: 4096, maxRows: 33, maxBatch: 33, toks: make([]int32, 4096)}
+	s.newConvState(false)
+	fill := func(n int) {
+		// As if a causal pass had run to n: the ring and the checkpoints hold it.
+		s.n, s.conv.lo, s.toks = n, max(0, n-s.conv.R), s.toks[:n]
+		for k := 1; k*convEvery <= n; k++ {
+			s.conv.ckOK[k] = true
+		}
+	}
+	b.Run("reject-chain", func(b *testing.B) {
+		for b.Loop() {
+			fill(1000 + 9)
+			s.Truncate(1000 + 1)
+		}
+	})
+	b.Run("compact-tree-path-4", func(b *testing.B) {
+		nodes := []int32{0, 2, 5, 7}
+		for b.Loop() {
+			fill(1000 + 12)
+			s.convCompact(1000, nodes)
+		}
+	})
+	b.Run("rewind-checkpoint", func(b *testing.B) {
+		for b.Loop() {
+			fill(1000)
+			s.Truncate(900)
+		}
+	})
+}

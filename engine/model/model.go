@@ -42,6 +42,69 @@ type Config struct {
 	// is ConvTaps+1 long).
 	Conv     []bool
 	ConvTaps int
+	Gemma    // the Gemma 4 parts (zero for the other families)
+}
+
+// Gemma holds what Gemma 4 adds to the shape: layers of two kinds (local
+// with a sliding window, global) with their own head sizes, KV heads and
+// rope, values normalized (and on global layers equal to the keys),
+// sandwich norms, a GELU feed-forward, a scaled embedding, a per-layer
+// output scale, soft-capped logits, and in E2B/E4B per-layer embeddings
+// and layers that read an earlier layer's keys and values.
+type Gemma struct {
+	SWA          []bool  // layer l is local (sliding window); nil: none is
+	Window       int     // positions a local layer sees: p-Window+1..p
+	HeadDimSWA   int     // head size of local layers
+	KVHeads      []int   // key/value heads per layer (nil: NHeadKV everywhere)
+	RopeDimSWA   int     // rotated dimensions of local layers
+	RopeBaseSWA  float32 // rope base of local layers
+	AttnScale    float32 // scale of the attention scores (0: 1/sqrt(head size))
+	EmbdScale    float32 // token embeddings × this (0: 1)
+	Softcap      float32 // logits → Softcap·tanh(logits/Softcap) (0: none)
+	PostNorms    bool    // post_attention_norm and post_ffw_norm on the branches
+	GELU         bool    // GELU-gated feed-forward (SiLU otherwise)
+	VNorm        bool    // values RMS-normalized (no weight)
+	KVFrom       []int   // layer whose keys and values layer l uses (nil: its own)
+	PerLayerEmbd int     // width of the per-layer embeddings (0: none)
+}
+
+// HeadDimOf is the key (and value) head size of layer l.
+func (c *Config) HeadDimOf(l int) int {
+	if c.IsSWA(l) {
+		return c.HeadDimSWA
+	}
+	return c.HeadDim
+}
+
+// HeadDimVOf is the value head size of layer l.
+func (c *Config) HeadDimVOf(l int) int {
+	if c.SWA != nil {
+		return c.HeadDimOf(l)
+	}
+	return c.HeadDimV
+}
+
+// KVHeadsOf is the number of key/value heads of layer l.
+func (c *Config) KVHeadsOf(l int) int {
+	if c.KVHeads != nil {
+		return c.KVHeads[l]
+	}
+	return c.NHeadKV
+}
+
+// IsSWA reports whether layer l attends through a sliding window.
+func (c *Config) IsSWA(l int) bool { return c.SWA != nil && c.SWA[l] }
+
+// OwnKV reports whether layer l stores keys and values of its own (not a
+// convolution layer, not a layer reading an earlier layer's).
+func (c *Config) OwnKV(l int) bool { return !c.IsConv(l) && (c.KVFrom == nil || c.KVFrom[l] == l) }
+
+// kvSrc is the layer whose cache layer l's attention reads.
+func (c *Config) kvSrc(l int) int {
+	if c.KVFrom == nil {
+		return l
+	}
+	return c.KVFrom[l]
 }
 
 // IsConv reports whether layer l is a short-convolution layer.
@@ -78,6 +141,13 @@ type Layer struct {
 	ConvIn  *quant.Matrix // [3·NEmbd × NEmbd]: B, C and x
 	ConvW   []float32     // [ConvTaps+1][NEmbd]: tap j of every channel (the file's [NEmbd][ConvTaps+1] transposed)
 	ConvOut *quant.Matrix // [NEmbd × NEmbd]
+	// Gemma 4:
+	PostAttnNorm []float32     // [NEmbd] the attention branch's output norm
+	PostFFNNorm  []float32     // [NEmbd] the feed-forward branch's output norm
+	OutScale     float32       // the layer's output × this (0: no scale)
+	PLEGate      *quant.Matrix // [PerLayerEmbd × NEmbd] per-layer embedding gate
+	PLEProj      *quant.Matrix // [NEmbd × PerLayerEmbd]
+	PLENorm      []float32     // [NEmbd]
 }
 
 // Model is a loaded model. Its matrices alias the mapped GGUF file, which
@@ -88,8 +158,12 @@ type Model struct {
 	TokEmbd   *quant.Matrix // [NVocab × NEmbd]
 	OutNorm   []float32     // [NEmbd]
 	Output    *quant.Matrix // [NVocab × NEmbd]; TokEmbd when tied
-	RopeFreqs []float32     // optional per-pair frequency divisors (Llama 3.x)
+	RopeFreqs []float32     // optional per-pair frequency divisors (Llama 3.x; Gemma 4's global layers)
 	Layers    []Layer
+	// Gemma 4 E2B/E4B per-layer embeddings:
+	PLETokEmbd *quant.Matrix // [NVocab × NLayer·PerLayerEmbd]
+	PLEModel   *quant.Matrix // [NLayer·PerLayerEmbd × NEmbd]
+	PLEModelN  []float32     // [PerLayerEmbd] norm of the projected part
 }
 
 // archInfo lists what differs between the supported architectures.
@@ -100,17 +174,19 @@ type archInfo struct {
 	ropeBase float32
 	conv     bool   // layers with head_count_kv 0 are short convolutions
 	outNorm  string // the final norm's tensor (default output_norm)
+	gemma4   bool
 }
 
 var archs = map[string]archInfo{
 	"llama": {neox: false, ropeBase: 10000},
 	"qwen2": {neox: true, qkvBias: true, ropeBase: 1e6},
 	"qwen3": {neox: true, qkNorm: true, ropeBase: 1e6},
-	"lfm2":  {neox: true, qkNorm: true, ropeBase: 1e6, conv: true, outNorm: "token_embd_norm.weight"},
+	"lfm2":   {neox: true, qkNorm: true, ropeBase: 1e6, conv: true, outNorm: "token_embd_norm.weight"},
+	"gemma4": {neox: true, qkNorm: true, ropeBase: 1e6, gemma4: true},
 }
 
 // SupportedArchs names the architectures geist runs.
-func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3", "lfm2"} }
+func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3", "lfm2", "gemma4"} }
 
 func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
 	v, ok := f.Value(key)
@@ -215,7 +291,11 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.NHead, err = metaInt(f, p+"attention.head_count", 0, true); err != nil {
 		return c, err
 	}
-	if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.conv {
+	if ai.gemma4 {
+		if c.NHeadKV, c.KVHeads, err = perLayerInts(f, p+"attention.head_count_kv", c.NLayer); err != nil {
+			return c, err
+		}
+	} else if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.conv {
 		// A per-layer array: 0 marks a short-convolution layer.
 		if c.NHeadKV, c.Conv, err = convLayers(v, c.NLayer); err != nil {
 			return c, err
@@ -235,6 +315,13 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}
 	if c.NLayer <= 0 || c.NEmbd <= 0 || c.NFF <= 0 || c.NHead <= 0 || c.NHeadKV <= 0 {
 		return c, fmt.Errorf("model: %s: block_count, embedding_length, feed_forward_length and head counts must be positive (got %d, %d, %d, %d/%d)", arch, c.NLayer, c.NEmbd, c.NFF, c.NHead, c.NHeadKV)
+	}
+	for l := range c.NLayer {
+		if kv := c.KVHeadsOf(l); kv <= 0 || c.NHead%kv != 0 {
+			if !c.IsConv(l) {
+				return c, fmt.Errorf("model: %d query heads are not a multiple of %d key/value heads (layer %d)", c.NHead, kv, l)
+			}
+		}
 	}
 	if c.NHead%c.NHeadKV != 0 {
 		return c, fmt.Errorf("model: %d query heads are not a multiple of %d key/value heads", c.NHead, c.NHeadKV)
@@ -289,6 +376,11 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}
 	if c.RopeBase <= 0 {
 		return c, fmt.Errorf("model: rope base %v must be positive", c.RopeBase)
+	}
+	if ai.gemma4 {
+		if err := readGemma4(f, &c); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
@@ -418,11 +510,17 @@ func Load(f *gguf.File) (*Model, error) {
 			return nil, err
 		}
 	}
-	qDim, kDim, vDim := c.NHead*c.HeadDim, c.NHeadKV*c.HeadDim, c.NHeadKV*c.HeadDimV
+	if c.PerLayerEmbd > 0 {
+		if err := m.loadPerLayerEmbd(l, &c); err != nil {
+			return nil, err
+		}
+	}
 	m.Layers = make([]Layer, c.NLayer)
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
+		hd, hdv, kvh := c.HeadDimOf(i), c.HeadDimVOf(i), c.KVHeadsOf(i)
+		qDim, kDim, vDim := c.NHead*hd, kvh*hd, kvh*hdv
 		steps := []func() error{
 			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
 			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
@@ -448,10 +546,23 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 		steps = append(steps,
 			func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return },
-			func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
-			func() (err error) { L.Wv, err = l.matrix(p+"attn_v.weight", vDim, c.NEmbd); return },
-			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*c.HeadDimV); return },
+			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*hdv); return },
 		)
+		if c.OwnKV(i) {
+			steps = append(steps,
+				func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
+				func() (err error) {
+					if _, ok := f.Tensor(p + "attn_v.weight"); !ok && c.Arch == "gemma4" && !c.IsSWA(i) {
+						return nil // a global Gemma 4 layer: the values are the keys
+					}
+					L.Wv, err = l.matrix(p+"attn_v.weight", vDim, c.NEmbd)
+					return
+				},
+			)
+		}
+		if c.Arch == "gemma4" {
+			steps = append(steps, func() error { return l.gemmaLayer(L, p, &c) })
+		}
 		if c.HasQKVBias {
 			steps = append(steps,
 				func() (err error) { L.Bq, err = l.vector(p+"attn_q.bias", qDim); return },
@@ -461,8 +572,13 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 		if c.HasQKNorm {
 			steps = append(steps,
-				func() (err error) { L.QNorm, err = l.vector(p+"attn_q_norm.weight", c.HeadDim); return },
-				func() (err error) { L.KNorm, err = l.vector(p+"attn_k_norm.weight", c.HeadDim); return },
+				func() (err error) { L.QNorm, err = l.vector(p+"attn_q_norm.weight", hd); return },
+				func() (err error) {
+					if c.OwnKV(i) {
+						L.KNorm, err = l.vector(p+"attn_k_norm.weight", hd)
+					}
+					return
+				},
 			)
 		}
 		for _, s := range steps {
@@ -547,7 +663,7 @@ func (m *Model) pack(f *gguf.File) error {
 
 // MixerBytes is the weight bytes of the layer's attention (or
 // convolution) block, FFNBytes those of its feed-forward block.
-func (L *Layer) MixerBytes() int64 { return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut) }
+func (L *Layer) MixerBytes() int64 { return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj) }
 
 // FFNBytes is the weight bytes of the layer's feed-forward block.
 func (L *Layer) FFNBytes() int64 { return matBytes(L.Wgate, L.Wup, L.Wdown) }
@@ -583,6 +699,12 @@ func (m *Model) DecodeBytes() int64 {
 		add(L.Wdown)
 		add(L.ConvIn)
 		add(L.ConvOut)
+		add(L.PLEGate)
+		add(L.PLEProj)
+	}
+	add(m.PLEModel)
+	if m.PLETokEmbd != nil {
+		n += int64(m.PLETokEmbd.RowBytes())
 	}
 	add(m.Output)
 	if m.Output != m.TokEmbd {

@@ -30,11 +30,18 @@ var ErrSnapshot = errors.New("model: KV snapshot does not match")
 // SnapshotSize is the size of a snapshot of n positions.
 func (s *State) SnapshotSize(n int) int {
 	c := &s.m.Config
-	att := c.NLayer - c.ConvLayers()
-	if s.kvType == quant.Q8_0 {
-		return snapHeader + att*c.NHeadKV*n*(s.kRow+s.vRow) + s.convSnapshotSize()
+	size := snapHeader + s.convSnapshotSize()
+	for l := range c.NLayer {
+		if !c.OwnKV(l) {
+			continue
+		}
+		if s.kvType == quant.Q8_0 {
+			size += c.KVHeadsOf(l) * n * (s.kRow + s.vRow)
+		} else {
+			size += c.KVHeadsOf(l) * n * (c.HeadDimOf(l) + c.HeadDimVOf(l)) * 2
+		}
 	}
-	return snapHeader + att*c.NHeadKV*n*(c.HeadDim+c.HeadDimV)*2 + s.convSnapshotSize()
+	return size
 }
 
 func (s *State) snapVersion() int {
@@ -68,10 +75,10 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 	}
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {
-			if c.IsConv(l) {
+			if !c.OwnKV(l) {
 				continue
 			}
-			for h := 0; h < c.NHeadKV; h++ {
+			for h := 0; h < c.KVHeadsOf(l); h++ {
 				dst = append(dst, s.kq[l][h*s.ctx*s.kRow:(h*s.ctx+n)*s.kRow]...)
 				dst = append(dst, s.vq[l][h*s.ctx*s.vRow:(h*s.ctx+n)*s.vRow]...)
 			}
@@ -79,12 +86,13 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 		return s.appendConv(dst, n), nil
 	}
 	for l := 0; l < c.NLayer; l++ {
-		if c.IsConv(l) {
+		if !c.OwnKV(l) {
 			continue
 		}
-		for h := 0; h < c.NHeadKV; h++ {
-			dst = appendF16(dst, s.kc[l][h*s.ctx*c.HeadDim:(h*s.ctx+n)*c.HeadDim])
-			dst = appendF16(dst, s.vc[l][h*s.ctx*c.HeadDimV:(h*s.ctx+n)*c.HeadDimV])
+		hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+		for h := 0; h < c.KVHeadsOf(l); h++ {
+			dst = appendF16(dst, s.kc[l][h*s.ctx*hd:(h*s.ctx+n)*hd])
+			dst = appendF16(dst, s.vc[l][h*s.ctx*hdv:(h*s.ctx+n)*hdv])
 		}
 	}
 	return s.appendConv(dst, n), nil
@@ -134,22 +142,23 @@ func (s *State) restore(blob []byte) (int, error) {
 	p := blob[snapHeader:]
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {
-			if c.IsConv(l) {
+			if !c.OwnKV(l) {
 				continue
 			}
-			for hh := 0; hh < c.NHeadKV; hh++ {
+			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
 				p = p[copy(s.kq[l][hh*s.ctx*s.kRow:(hh*s.ctx+n)*s.kRow], p):]
 				p = p[copy(s.vq[l][hh*s.ctx*s.vRow:(hh*s.ctx+n)*s.vRow], p):]
 			}
 		}
 	} else {
 		for l := 0; l < c.NLayer; l++ {
-			if c.IsConv(l) {
+			if !c.OwnKV(l) {
 				continue
 			}
-			for hh := 0; hh < c.NHeadKV; hh++ {
-				p = readF16(s.kc[l][hh*s.ctx*c.HeadDim:(hh*s.ctx+n)*c.HeadDim], p)
-				p = readF16(s.vc[l][hh*s.ctx*c.HeadDimV:(hh*s.ctx+n)*c.HeadDimV], p)
+			hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
+				p = readF16(s.kc[l][hh*s.ctx*hd:(hh*s.ctx+n)*hd], p)
+				p = readF16(s.vc[l][hh*s.ctx*hdv:(hh*s.ctx+n)*hdv], p)
 			}
 		}
 	}

@@ -211,17 +211,17 @@ func (s *State) Compact(base int, nodes []int32) error {
 		from, to := base+int(j), base+d
 		s.toks[to] = s.toks[from]
 		for l := 0; l < c.NLayer; l++ {
-			if c.IsConv(l) {
+			if !c.OwnKV(l) {
 				continue
 			}
-			for h := 0; h < c.NHeadKV; h++ {
+			for h := 0; h < c.KVHeadsOf(l); h++ {
 				if s.kvType == quant.Q8_0 {
 					moveRow(s.kq[l], h*s.ctx, from, to, s.kRow)
 					moveRow(s.vq[l], h*s.ctx, from, to, s.vRow)
 					continue
 				}
-				moveRow(s.kc[l], h*s.ctx, from, to, c.HeadDim)
-				moveRow(s.vc[l], h*s.ctx, from, to, c.HeadDimV)
+				moveRow(s.kc[l], h*s.ctx, from, to, c.HeadDimOf(l))
+				moveRow(s.vc[l], h*s.ctx, from, to, c.HeadDimVOf(l))
 			}
 		}
 	}

@@ -51,10 +51,18 @@ func TestTreeInvariance(t *testing.T) {
 	})
 }
 
-func treeInvariance(t *testing.T, files []string, kv quant.Type) {
-	sizes, starts, trees := []int{3, 9, 16}, []int{0, 37}, 1
+// treeInvariance checks trees of 3, 9 and 16 nodes (or of sizes, when
+// given).
+func treeInvariance(t *testing.T, files []string, kv quant.Type, sizes ...int) {
+	starts, trees := []int{0, 37}, 1
+	if sizes == nil {
+		sizes = []int{3, 9, 16}
+		if testing.Short() {
+			sizes = []int{9}
+		}
+	}
 	if testing.Short() {
-		sizes, starts, trees = []int{9}, []int{37}, 1
+		starts = []int{37}
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
@@ -68,7 +76,8 @@ func treeInvariance(t *testing.T, files []string, kv quant.Type) {
 			m := openModel(t, path)
 			rng := rand.New(rand.NewPCG(3, uint64(len(name))))
 			n := starts[len(starts)-1] + 2*sizes[len(sizes)-1]
-			tree, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 16, Threads: 2, KVType: kv})
+			rows := max(16, sizes[len(sizes)-1])
+			tree, err := m.NewState(StateOptions{Ctx: n, Batch: rows, LogitRows: rows, Threads: 2, KVType: kv})
 			if err != nil {
 				t.Fatal(err)
 			}
