@@ -23,6 +23,7 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 	name := fs.String("name", "", "store the model under this name (default: the file name without .gguf)")
 	sum := fs.String("sha256", "", "expected SHA-256 of the file (default: the digest Hugging Face gives)")
 	retries := fs.Int("retries", 5, "network failures retried, resuming where the download stopped")
+	maxSize := fs.Int64("max-model-size", 0, "largest file in bytes a pull may write (0: the free space less 64 MiB; a download past it stops and is removed)")
 	noWait := fs.Bool("no-wait", false, "fail instead of waiting while another pull of the same model runs")
 	fs.String("models-dir", "", modelsDirHelp())
 	fs.String("data-dir", defaultDataDir(), "data directory (models are in its models/)")
@@ -39,7 +40,7 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 	pr := newPullReporter(e.stderr)
 	res, err := store.Pull(ctx, fs.Arg(0), models.PullOptions{
 		Name: *name, SHA256: *sum, HF: models.HFFromEnv(), Retries: *retries, Wait: !*noWait,
-		Progress: pr.report, UserAgent: "geist/" + versionString(),
+		Progress: pr.report, UserAgent: "geist/" + versionString(), MaxSize: *maxSize,
 	})
 	pr.close()
 	if err != nil {

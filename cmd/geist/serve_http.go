@@ -39,6 +39,9 @@ type httpSection struct {
 	Origins []string `toml:"origins"`
 	// Pull is who may pull models over the API: loopback (default), on, off.
 	Pull string `toml:"pull"`
+	// MaxModelSize caps a pulled file in bytes (0: the free space less
+	// 64 MiB, whatever the server announces).
+	MaxModelSize int64 `toml:"max_model_size"`
 }
 
 func (h *httpSection) validate() error {
@@ -81,7 +84,7 @@ func (c *serveConfig) httpConfig(core *appliance.Core, eng *engine.Engine, store
 		return httpapi.Config{}, err
 	}
 	return httpapi.Config{
-		Core: core, Model: m, Store: modelStoreAdapter{store}, Allow: allow, Token: token,
+		Core: core, Model: m, Store: modelStoreAdapter{store, c.HTTP.MaxModelSize}, Allow: allow, Token: token,
 		Hosts: c.HTTP.Hosts, Origins: c.HTTP.Origins, Pull: pull,
 		MaxBody: c.HTTP.MaxBody, Version: versionString(), Logger: log.With("component", "http"),
 	}, nil
@@ -234,7 +237,10 @@ func arrayLen(v any) int {
 }
 
 // modelStoreAdapter gives the HTTP API the model store.
-type modelStoreAdapter struct{ s *models.Store }
+type modelStoreAdapter struct {
+	s       *models.Store
+	maxSize int64
+}
 
 func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
 	n, err := models.CheckName(strings.TrimSpace(name))
@@ -279,19 +285,27 @@ func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(h
 	if _, err := models.ParseSource(src, models.HFFromEnv()); err != nil {
 		return fmt.Errorf("%w: %v; geist pulls GGUF files from Hugging Face (hf:OWNER/REPO/FILE.gguf) or an https URL, not Ollama's library", httpapi.ErrBadSource, err)
 	}
-	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(),
+	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(), MaxSize: a.maxSize,
 		Progress: func(p models.Progress) {
 			progress(httpapi.PullProgress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed})
 		}})
 	return err
 }
 
+// freeSpace is the free space of a directory's file system (tests replace it).
+var freeSpace = models.FreeSpace
+
 // storageCheck is /readyz's storage check: the data directory takes a
-// file (sessions and the prompt cache can be written).
+// file (sessions and the prompt cache can be written) and its file system
+// has more than models.KeepFree free (a full disk is not ready before a
+// save fails).
 func storageCheck(dir string) func(context.Context) error {
 	return func(context.Context) error {
 		if dir == "" {
 			return nil // sessions in memory, no prompt cache: nothing to write
+		}
+		if free, err := freeSpace(dir); err == nil && free < models.KeepFree {
+			return fmt.Errorf("data directory %s: the disk is full (%s free, %s wanted)", dir, models.ByteSize(free), models.ByteSize(models.KeepFree))
 		}
 		f, err := os.CreateTemp(dir, ".geist-ready-*")
 		if err != nil {

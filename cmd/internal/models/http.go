@@ -142,8 +142,6 @@ func (p *puller) httpError(resp *http.Response) error {
 	if final := resp.Request.URL; final.Host != "" && final.String() != u && !strings.Contains(e.Msg, final.Host) {
 		e.Msg += " (redirected to " + final.Scheme + "://" + final.Host + ")"
 	}
-	if msg != "" && len(msg) < 300 {
-		e.Msg += ": " + msg
-	}
+	_ = msg // the remote's own words are not echoed (issue 22: a pull must not read out other servers)
 	return e
 }

@@ -68,6 +68,10 @@ func (l *fileLock) unlock() {
 	l.f.Close() // releases the flock
 }
 
+// FreeSpace returns the bytes an unprivileged process may still write on
+// the file system holding dir.
+func FreeSpace(dir string) (int64, error) { return statfsFree(dir) }
+
 // statfsFree returns the bytes an unprivileged process may still write on
 // the file system that holds dir.
 func statfsFree(dir string) (int64, error) {

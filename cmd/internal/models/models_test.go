@@ -8,11 +8,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,7 +338,7 @@ func TestPullErrors(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 	_, err = s.Pull(context.Background(), "hf:acme/tiny-GGUF/page.gguf", PullOptions{HF: hf})
-	if !errors.Is(err, ErrNotModel) || !strings.Contains(err.Error(), "<!DO") {
+	if !errors.Is(err, ErrNotModel) || strings.Contains(err.Error(), "<!DO") { // the remote body is not echoed (issue 22)
 		t.Errorf("not a GGUF: %v", err)
 	}
 	_, err = s.Pull(context.Background(), srv.CDN.URL+"/blobs/nothing.gguf", PullOptions{HF: hf})
@@ -478,5 +480,60 @@ func TestStore(t *testing.T) {
 	}
 	if files := storeFiles(t, s); strings.Join(files, " ") != "a-broken.gguf notes.txt" {
 		t.Errorf("left %v", files)
+	}
+}
+
+// A download without a length stops at the free space less KeepFree
+// (issue 22, item 2): an endless body filled a tmpfs to 0 bytes, and the
+// partial file stayed to keep it full. Now the pull fails as out of space
+// and leaves nothing behind; --max-model-size caps it the same way.
+func TestPullWithoutLengthStopsAtFreeSpace(t *testing.T) {
+	data := testModel(t, 9)
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK) // chunked: no Content-Length
+		w.Write(data[:4])
+		chunk := make([]byte, 64<<10)
+		for range 16 << 20 / len(chunk) { // 16 MiB at most
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		name    string
+		free    int64
+		maxSize int64
+		want    string
+	}{
+		{"free space", KeepFree + 2<<20, 0, "would stay free"},
+		{"max model size", 1 << 40, 3 << 20, "--max-model-size"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			s.freeSpace = func(string) (int64, error) { return c.free, nil }
+			sent.Store(0)
+			var written int64
+			_, err := s.Pull(context.Background(), srv.URL+"/endless.gguf", PullOptions{MaxSize: c.maxSize, Retries: 2,
+				Progress: func(p Progress) { written = max(written, p.Completed) }})
+			if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want no space (%q)", err, c.want)
+			}
+			limit := min(c.free-KeepFree, max(c.maxSize, 0))
+			if c.maxSize == 0 {
+				limit = c.free - KeepFree
+			}
+			if written > limit {
+				t.Errorf("wrote %d bytes past the limit of %d", written, limit)
+			}
+			if files := storeFiles(t, s); len(files) != 0 {
+				t.Errorf("a pull that cannot finish left %v", files)
+			}
+			t.Logf("%s: stopped at %d bytes (limit %d): %v", c.name, written, limit, err)
+		})
 	}
 }

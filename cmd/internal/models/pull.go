@@ -58,6 +58,9 @@ type PullOptions struct {
 	Client   *http.Client // nil: one that honours HTTPS_PROXY
 	// UserAgent is sent with every request ("geist" when empty).
 	UserAgent string
+	// MaxSize caps the file (--max-model-size); 0: the free space less
+	// KeepFree, whatever the server announces or sends.
+	MaxSize int64
 }
 
 // PullResult is what a pull stored.
@@ -169,6 +172,7 @@ type puller struct {
 	hasFile bool
 
 	val     partialRecord // the partial download's validator
+	limit   int64         // the partial file may not grow past this (free space, MaxSize)
 	offset  int64         // bytes in the partial file
 	h       hash.Hash     // SHA-256 of the partial file's first hashed bytes
 	hashed  int64
@@ -225,6 +229,11 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 		}
 		var re retryable
 		if !errors.As(err, &re) {
+			if ctx.Err() == nil {
+				// A failure the same pull would meet again (no space, not
+				// a model, a refusal): nothing is worth keeping.
+				p.discardPartial()
+			}
 			return PullResult{}, p.failed(err)
 		}
 		if re.restart && restarts < 3 {
@@ -232,6 +241,9 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 			continue
 		}
 		if tries >= p.o.Retries || ctx.Err() != nil {
+			if p.offset == 0 {
+				p.discardPartial() // nothing to resume
+			}
 			return PullResult{}, p.failed(re.err)
 		}
 		if re.progressed {
@@ -374,13 +386,20 @@ func (p *puller) attempt(ctx context.Context) error {
 	if p.digest == "" {
 		p.digest = rem.sha256
 	}
-	if total >= 0 {
-		need := total - p.offset
-		free, err := p.s.freeSpace(p.s.dir)
-		if err == nil && need+KeepFree > free {
-			return fmt.Errorf("%w in %s for %s: the download needs %s more and %s stay free, the file system has %s",
-				ErrNoSpace, p.s.dir, p.name, ByteSize(need), ByteSize(KeepFree), ByteSize(free))
+	free, ferr := p.s.freeSpace(p.s.dir)
+	p.limit = -1
+	if ferr == nil {
+		p.limit = p.offset + free - KeepFree
+	}
+	if p.o.MaxSize > 0 && (p.limit < 0 || p.o.MaxSize < p.limit) {
+		p.limit = p.o.MaxSize
+	}
+	if total >= 0 && p.limit >= 0 && total > p.limit {
+		if p.o.MaxSize > 0 && total > p.o.MaxSize {
+			return fmt.Errorf("%w: %s is %s, more than the %s --max-model-size allows", ErrNoSpace, p.name, ByteSize(total), ByteSize(p.o.MaxSize))
 		}
+		return fmt.Errorf("%w in %s for %s: the download needs %s more and %s stay free, the file system has %s",
+			ErrNoSpace, p.s.dir, p.name, ByteSize(total-p.offset), ByteSize(KeepFree), ByteSize(free))
 	}
 	p.val = partialRecord{URL: p.src.URL, ETag: rem.etag, LastModified: rem.lastModified, SHA256: rem.sha256, Size: max(total, 0)}
 	if err := writeRecord(p.partial()+recordExt, p.val); err != nil {
@@ -438,7 +457,8 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 		n, err := io.ReadFull(body, magic[:])
 		if err != nil || string(magic[:]) != gguf.Magic {
 			p.discardPartial()
-			return fmt.Errorf("%w: %s does not serve a GGUF file (it starts with %q)", ErrNotModel, p.src.URL, magic[:n])
+			_ = n
+			return fmt.Errorf("%w: %s does not serve a GGUF file", ErrNotModel, p.src.URL)
 		}
 		if err := p.write(f, magic[:]); err != nil {
 			return err
@@ -452,6 +472,9 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 			if total >= 0 && p.offset+int64(n) > total {
 				p.discardPartial()
 				return errors.New("the server sent more bytes than it announced")
+			}
+			if err := p.room(int64(n)); err != nil {
+				return err
 			}
 			if err := p.write(f, buf[:n]); err != nil {
 				return err
@@ -482,6 +505,25 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 	}
 	p.val.Size = p.offset
 	return f.Close()
+}
+
+// room checks that n more bytes fit: under the limit set at the start
+// (the free space less KeepFree, MaxSize) and, every 64 MiB, under what
+// the file system has free now (others write too).
+func (p *puller) room(n int64) error {
+	end := p.offset + n
+	if p.limit >= 0 && end > p.limit {
+		if p.o.MaxSize > 0 && p.limit == p.o.MaxSize {
+			return fmt.Errorf("%w: %s stopped at %s, the --max-model-size (the server sent no length, or more than it announced)", ErrNoSpace, p.name, ByteSize(p.offset))
+		}
+		return fmt.Errorf("%w in %s: %s stopped at %s, where only %s would stay free", ErrNoSpace, p.s.dir, p.name, ByteSize(p.offset), ByteSize(KeepFree))
+	}
+	if end>>26 != p.offset>>26 {
+		if free, err := p.s.freeSpace(p.s.dir); err == nil && free-n < KeepFree {
+			return fmt.Errorf("%w in %s: %s stopped at %s, the file system has %s free", ErrNoSpace, p.s.dir, p.name, ByteSize(p.offset), ByteSize(free))
+		}
+	}
+	return nil
 }
 
 func (p *puller) write(f *os.File, b []byte) error {
