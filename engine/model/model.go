@@ -178,9 +178,9 @@ type archInfo struct {
 }
 
 var archs = map[string]archInfo{
-	"llama": {neox: false, ropeBase: 10000},
-	"qwen2": {neox: true, qkvBias: true, ropeBase: 1e6},
-	"qwen3": {neox: true, qkNorm: true, ropeBase: 1e6},
+	"llama":  {neox: false, ropeBase: 10000},
+	"qwen2":  {neox: true, qkvBias: true, ropeBase: 1e6},
+	"qwen3":  {neox: true, qkNorm: true, ropeBase: 1e6},
 	"lfm2":   {neox: true, qkNorm: true, ropeBase: 1e6, conv: true, outNorm: "token_embd_norm.weight"},
 	"gemma4": {neox: true, qkNorm: true, ropeBase: 1e6, gemma4: true},
 }
@@ -663,7 +663,9 @@ func (m *Model) pack(f *gguf.File) error {
 
 // MixerBytes is the weight bytes of the layer's attention (or
 // convolution) block, FFNBytes those of its feed-forward block.
-func (L *Layer) MixerBytes() int64 { return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj) }
+func (L *Layer) MixerBytes() int64 {
+	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj)
+}
 
 // FFNBytes is the weight bytes of the layer's feed-forward block.
 func (L *Layer) FFNBytes() int64 { return matBytes(L.Wgate, L.Wup, L.Wdown) }
