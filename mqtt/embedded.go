@@ -5,10 +5,40 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// The embedded broker's limits (issue 22): mochi's defaults are no
+// maximum packet size, no client limit and no CONNECT deadline, and it
+// runs in the model's process, so that eight sockets announcing 256 MiB
+// CONNECTs took RSS to 548 MB.
+const (
+	// EmbeddedMaxPacket bounds every packet a client sends, CONNECT
+	// included (checked on the fixed header, before its body is read): a
+	// request payload of the front end's largest (--max-payload, 64 KiB
+	// by default) fits, with its topic and properties, several times over.
+	EmbeddedMaxPacket = 256 << 10
+	// EmbeddedMaxClients bounds the logged-in clients; EmbeddedMaxConns
+	// the open sockets, logged in or not (more are closed at once).
+	EmbeddedMaxClients = 64
+	EmbeddedMaxConns   = 96
+	// EmbeddedConnectTimeout is how long a socket may take to send its
+	// CONNECT; after it the client's keepalive governs.
+	EmbeddedConnectTimeout = 5 * time.Second
+	// EmbeddedMaxInflight bounds a client's unacknowledged QoS 1/2
+	// messages; EmbeddedMaxPending its queued writes.
+	EmbeddedMaxInflight = 64
+	EmbeddedMaxPending  = 1024
+	// EmbeddedMaxRetained bounds the retained messages (geist's own
+	// state, discovery and last answers need a few dozen).
+	EmbeddedMaxRetained = 1024
 )
 
 // Embedded is an in-process MQTT broker for a device that is its own hub.
@@ -29,7 +59,19 @@ func StartEmbedded(addr, username, password string, log *slog.Logger) (*Embedded
 	if log == nil {
 		log = slog.Default()
 	}
-	srv := mochi.New(&mochi.Options{Logger: log.With("component", "embedded-broker")})
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = EmbeddedMaxPacket
+	caps.MaximumClients = EmbeddedMaxClients
+	caps.MaximumInflight = EmbeddedMaxInflight
+	caps.ReceiveMaximum = EmbeddedMaxInflight
+	caps.MaximumClientWritesPending = EmbeddedMaxPending
+	caps.MaximumSessionExpiryInterval = 3600
+	caps.MaximumMessageExpiryInterval = 86400
+	srv := mochi.New(&mochi.Options{Logger: log.With("component", "embedded-broker"), Capabilities: caps,
+		ClientNetReadBufferSize: 4 << 10, ClientNetWriteBufferSize: 4 << 10})
+	if err := srv.AddHook(&retainLimit{srv: srv}, nil); err != nil {
+		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
+	}
 	if username != "" {
 		ledger := &auth.Ledger{
 			Users: auth.Users{username: {Username: auth.RString(username), Password: auth.RString(password)}},
@@ -47,8 +89,8 @@ func StartEmbedded(addr, username, password string, log *slog.Logger) (*Embedded
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
 	real := ln.Addr().String()
-	ln.Close() // mochi opens its own listener; we only resolved port 0
-	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "geist", Address: real})); err != nil {
+	lim := &limitListener{Listener: ln, sem: make(chan struct{}, EmbeddedMaxConns), log: log}
+	if err := srv.AddListener(listeners.NewNet("geist", lim)); err != nil {
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
 	if err := srv.Serve(); err != nil {
@@ -93,4 +135,63 @@ func (e *Embedded) Close() error {
 		return errors.New("mqtt: embedded broker not running")
 	}
 	return e.srv.Close()
+}
+
+// limitListener bounds the open sockets and gives each a deadline for its
+// CONNECT (mochi refreshes it to the keepalive after the CONNECT).
+type limitListener struct {
+	net.Listener
+	sem     chan struct{}
+	log     *slog.Logger
+	refused atomic.Int64
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			c.SetDeadline(time.Now().Add(EmbeddedConnectTimeout))
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			if n := l.refused.Add(1); n&(n-1) == 0 {
+				l.log.Warn("embedded broker: too many connections; closing new ones", "max", cap(l.sem), "refused", n)
+			}
+			c.Close()
+		}
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// retainLimit keeps at most EmbeddedMaxRetained retained messages: a
+// publish that would retain one more is delivered but not retained.
+type retainLimit struct {
+	mochi.HookBase
+	srv *mochi.Server
+}
+
+func (h *retainLimit) ID() string { return "geist-retain-limit" }
+
+func (h *retainLimit) Provides(b byte) bool { return b == mochi.OnPublish }
+
+func (h *retainLimit) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Retain && len(pk.Payload) > 0 && h.srv.Topics.Retained.Len() >= EmbeddedMaxRetained {
+		if _, ok := h.srv.Topics.Retained.Get(pk.TopicName); !ok {
+			pk.FixedHeader.Retain = false
+		}
+	}
+	return pk, nil
 }
