@@ -16,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
@@ -67,6 +68,7 @@ type Engine struct {
 	template *chat.Template
 	state    *model.State
 	opt      Options
+	gvocab   *grammar.Vocab // built on the first constrained request
 }
 
 // LoadVocab opens a GGUF file and reads only its tokenizer; it works on
@@ -249,6 +251,13 @@ type Request struct {
 	// Spec configures speculative decoding (the zero value: SpecAuto with
 	// the defaults).
 	Spec SpecOptions
+	// Grammar, if set, is a GBNF grammar (see package grammar) every
+	// generated token must keep the output in; end-of-generation comes
+	// only where it may end. With GrammarTrigger set the grammar applies
+	// only after the output's first occurrence of that text (a lazy
+	// grammar: a tool call's opening, the end of a thinking block).
+	Grammar        string
+	GrammarTrigger string
 }
 
 // Stats describe one generation.

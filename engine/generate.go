@@ -56,6 +56,10 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
+	con, err := e.newConstraint(&req)
+	if err != nil {
+		return st, err
+	}
 	e.takeTuned()
 	e.spec.tune.busy.Store(true)
 	defer e.spec.tune.busy.Store(false)
@@ -85,7 +89,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
 	}
 
-	g := generation{e: e, req: &req, st: &st, smp: smp, sp: &sp, lookup: lookup,
+	g := generation{e: e, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
 		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
 	g.history = make([]int32, 0, e.opt.Ctx)
 	g.history = append(g.history, prompt...)
@@ -128,6 +132,7 @@ type generation struct {
 	req    *Request
 	st     *Stats
 	smp    *sample.Sampler
+	con    *constraint // nil: unconstrained
 	sp     *SpecOptions
 	lookup *spec.Lookup
 	dec    *tokenizer.Decoder
@@ -155,6 +160,7 @@ func (g *generation) emit(id int32) error {
 		st.TTFTms = float64(g.decodeStart.Sub(g.start).Microseconds()) / 1000
 	}
 	g.history = append(g.history, id)
+	g.accept(id)
 	if g.e.tok.IsEOG(id) {
 		st.StopReason, g.done = "eos", true
 		return nil

@@ -103,6 +103,7 @@ const (
 	idxDraft
 	idxCustom
 	idxSelf
+	idxGrammar
 	nDrafters
 )
 
@@ -243,6 +244,9 @@ func (g *generation) draftTree(room int) int {
 	case sp.Drafter != nil:
 		g.propose(idxCustom, sp.Drafter, room)
 	default:
+		if g.con != nil && g.con.active {
+			g.propose(idxGrammar, grammarDrafter{g}, room)
+		}
 		if sp.Mode == SpecAuto || sp.Mode == SpecLookup {
 			g.propose(idxLookup, g.lookup, room)
 		}
@@ -253,6 +257,7 @@ func (g *generation) draftTree(room int) int {
 			g.proposeModel(room)
 		}
 	}
+	g.prune()
 	// Inside a copied passage the next draft holds far more often than
 	// the same match elsewhere: classes count twice, inside and out.
 	for i := range tr.Nodes {
@@ -413,7 +418,11 @@ func (g *generation) step(t int32, m int) (int32, error) {
 			}
 			pass += time.Since(t1)
 		}
-		y := g.smp.Sample(rows[(cur-lo)*nv:(cur-lo+1)*nv], g.history)
+		y, err := g.sample(rows[(cur-lo)*nv : (cur-lo+1)*nv])
+		if err != nil {
+			s.Truncate(base)
+			return -1, err
+		}
 		child := -1
 		for c := cur + 1; c < end(cur); c++ {
 			if par[c] != int32(cur) {

@@ -109,3 +109,38 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestMatcherAllocations: once the masks of the states met are computed,
+// masking and accepting tokens allocates nothing.
+func TestMatcherAllocations(t *testing.T) {
+	g, err := Parse(jsonGBNF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := testVocab()
+	c := Bind(g, v)
+	c.Precompute()
+	text := []byte(`{"name": "light", "values": [1, 2.5, {"a": null}], "ok": true}`)
+	var toks []int32
+	for _, b := range text {
+		toks = append(toks, int32(b)+1) // the single-byte tokens
+	}
+	m := c.NewMatcher()
+	mask := make([]uint64, (v.Size()+63)/64)
+	path := []int32{toks[0], toks[1]}
+	run := func() {
+		m.Reset()
+		for _, id := range toks {
+			m.Mask(mask)
+			m.AllowsPath(path)
+			m.Forced(nil, 0)
+			if !m.AcceptToken(id) {
+				t.Fatalf("token %q refused", v.piece(id))
+			}
+		}
+	}
+	run()
+	if a := testing.AllocsPerRun(20, run); a != 0 {
+		t.Errorf("%v allocations per run of %d tokens", a, len(toks))
+	}
+}

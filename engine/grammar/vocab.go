@@ -238,3 +238,32 @@ func (c *Compiled) lvBuf(d int) []int32 {
 	}
 	return c.lvPool[d][:0]
 }
+
+// Longest appends to dst a tokenization of b by longest matching tokens,
+// left to right, and stops early where no token matches. Drafters use it
+// for text the grammar forces (any tokenization is a valid draft; the
+// model's own choice is verified).
+func (v *Vocab) Longest(dst []int32, b []byte) []int32 {
+	for len(b) > 0 {
+		node, best, bestLen := int32(0), int32(-1), 0
+		for d := 0; d < len(b); d++ {
+			child := node + 1
+			for child < v.end[node] && v.tb[child] != b[d] {
+				child = v.end[child]
+			}
+			if child >= v.end[node] {
+				break
+			}
+			node = child
+			if t := v.nodeTokens(node); len(t) > 0 {
+				best, bestLen = t[0], d+1
+			}
+		}
+		if best < 0 {
+			return dst
+		}
+		dst = append(dst, best)
+		b = b[bestLen:]
+	}
+	return dst
+}

@@ -166,3 +166,30 @@ func (t *Tree) keep(m int) {
 		}
 	}
 }
+
+// Prune removes the nodes for which keep is false, and their
+// descendants, before Controller.Plan (parents precede children). keep
+// gets a node's token and its parent's index among the nodes already
+// kept (Nodes[:parent+1] are the kept nodes so far; -1: a root), and sees
+// a node only after its parent was kept.
+func (t *Tree) Prune(keep func(tok int32, parent int) bool) {
+	n := 0
+	for i := range t.Nodes {
+		nd := t.Nodes[i]
+		if nd.Parent >= 0 {
+			if t.remap[nd.Parent] < 0 {
+				t.remap[i] = -1
+				continue
+			}
+			nd.Parent = t.remap[nd.Parent]
+		}
+		if !keep(nd.Tok, int(nd.Parent)) {
+			t.remap[i] = -1
+			continue
+		}
+		t.remap[i] = int16(n)
+		t.Nodes[n] = nd
+		n++
+	}
+	t.Nodes = t.Nodes[:n]
+}

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"sort"
+	"testing"
+
+	"github.com/geisten/geist/engine/grammar"
+	"github.com/geisten/geist/engine/sample"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+func constrained(t testing.TB, e *Engine, prompt, gbnf string, n int, sp SpecOptions, p sample.Params) ([]int32, string, Stats) {
+	t.Helper()
+	var ids []int32
+	var text []byte
+	st, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: n, Sampling: p, Spec: sp, Grammar: gbnf,
+		OnToken: func(id int32) { ids = append(ids, id) },
+		OnText:  func(b []byte) error { text = append(text, b...); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, string(text), st
+}
+
+func schemaCases(t *testing.T) (names []string, schemas map[string]json.RawMessage) {
+	raw, err := os.ReadFile("grammar/testdata/schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &schemas); err != nil {
+		t.Fatal(err)
+	}
+	for n := range schemas {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, schemas
+}
+
+// TestConstrainedOutputValidates: every answer a random-weight model
+// samples under a schema (20 seeds each) parses and validates, or was cut
+// by the token budget while still a prefix of a valid document.
+func TestConstrainedOutputValidates(t *testing.T) {
+	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 512, Batch: 32, SelfSpec: SelfSpecOff})
+	names, schemas := schemaCases(t)
+	seeds := 20
+	if testing.Short() {
+		seeds = 2
+	}
+	complete := 0
+	for _, name := range names {
+		s := schemas[name]
+		src, err := grammar.FromSchema(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(s))
+		if err := c.AddResource("s.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("s.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := range seeds {
+			p := sample.Params{Temperature: 0.7, TopK: 40, TopP: 0.95, RepeatPenalty: 1, Seed: uint64(seed)}
+			_, text, st := constrained(t, e, "Answer in JSON:", src, 200, SpecOptions{}, p)
+			if st.StopReason == "length" {
+				continue // cut: checked to be a prefix by the matcher itself
+			}
+			complete++
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(text)))
+			if err != nil {
+				t.Fatalf("%s seed %d: %q does not parse: %v", name, seed, text, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s seed %d: %q does not validate: %v", name, seed, text, err)
+			}
+		}
+	}
+	t.Logf("%d of %d answers complete", complete, len(names)*seeds)
+	if complete < len(names)*seeds/2 {
+		t.Errorf("only %d of %d answers ended within the budget", complete, len(names)*seeds)
+	}
+}
+
+// TestConstrainedSpeculationExact: under a grammar, greedy output is the
+// same with every speculation mode, and sampling emits seed for seed what
+// plain constrained sampling emits; the grammar drafts the forced tokens.
+func TestConstrainedSpeculationExact(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 256, Batch: 16})
+	installLastMLPSkip(e)
+	schema := `{"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0, "maximum": 120}, "tags": {"type": "array", "items": {"enum": ["tall", "small", "kind"]}, "maxItems": 3}}, "required": ["name", "age", "tags"]}`
+	src, err := grammar.FromSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := copyHeavy[0]
+	want, text, _ := constrained(t, e, prompt, src, 80, SpecOptions{Mode: SpecOff}, greedy())
+	t.Logf("greedy: %q", text)
+	grammarDrafted := 0
+	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecAuto, Fixed: true}, {Mode: SpecLookup, Fixed: true}, {Mode: SpecSelf, Fixed: true}} {
+		got, _, st := constrained(t, e, prompt, src, 80, sp, greedy())
+		if !equal(got, want) {
+			t.Fatalf("%+v: greedy tokens differ\n got %v\nwant %v", sp, got, want)
+		}
+		t.Logf("%+v: %+v", sp.Mode, st.Drafters)
+		grammarDrafted += st.Drafters["grammar"].Accepted
+	}
+	if grammarDrafted == 0 {
+		t.Error("the grammar drafted no accepted token")
+	}
+	seeds := 10
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		p := samplingParams
+		p.Seed = seed
+		want, _, _ := constrained(t, e, prompt, src, 60, SpecOptions{Mode: SpecOff}, p)
+		for _, sp := range []SpecOptions{{Mode: SpecAuto, Fixed: true}, {Mode: SpecSelf, Fixed: true}, {Mode: SpecLookup, Fixed: true, Chains: true}} {
+			got, _, _ := constrained(t, e, prompt, src, 60, sp, p)
+			if !equal(got, want) {
+				t.Fatalf("seed %d, %+v: sampled tokens differ\n got %v\nwant %v", seed, sp, got, want)
+			}
+		}
+	}
+}
+
+// TestConstrainedSamplingDistribution extends the chi-square test to a
+// masked distribution: the first two tokens under a grammar are
+// distributed alike with and without a drafted tree, and every sample
+// keeps to the grammar.
+func TestConstrainedSamplingDistribution(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 2×20,000 sampled generations are too slow under emulation")
+	}
+	samples := 20000
+	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
+	prompt := "Once upon a time, there was a little"
+	const gbnf = `root ::= " " ("girl" | "boy" | "dog" | "cat" | [a-z]+) " " [a-z]+ "."`
+	_, tree := samplingDrafts(t, e, prompt)
+	run := func(sp SpecOptions, seed uint64) map[[2]int32]int {
+		counts := map[[2]int32]int{}
+		for i := 0; i < samples; i++ {
+			p := samplingParams
+			p.Seed = seed + uint64(i)
+			ids, _, _ := constrained(t, e, prompt, gbnf, 3, sp, p)
+			if len(ids) < 2 {
+				t.Fatalf("generated %v", ids)
+			}
+			counts[[2]int32{ids[0], ids[1]}]++
+		}
+		return counts
+	}
+	plain := run(SpecOptions{Mode: SpecOff}, 1)
+	got := run(SpecOptions{Drafter: tree, Fixed: true}, 1_000_000)
+	chi, df, p := chiSquare(plain, got)
+	t.Logf("masked tree vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
+	if p <= 0.01 {
+		t.Errorf("speculation changes the masked distribution: p = %.4g", p)
+	}
+}
