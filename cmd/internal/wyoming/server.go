@@ -27,6 +27,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
@@ -48,11 +49,16 @@ type Config struct {
 	// Languages the model answers in; empty: any language.
 	Languages []string
 	Limits    Limits
-	// MaxConns bounds the open connections (32); more are closed at once.
-	MaxConns int
-	// IdleTimeout closes a connection on which no whole event arrived
-	// for this long while no question is being answered (5 min).
-	IdleTimeout time.Duration
+	// MaxConns bounds the open connections (32): when all are open, the
+	// one idle longest (no question being answered) is closed to make
+	// room for a new one. MaxPerClient bounds those of one client address
+	// (8); more are closed at once.
+	MaxConns, MaxPerClient int
+	// FirstTimeout closes a connection whose first whole event has not
+	// arrived after this long (10 s); IdleTimeout one on which no whole
+	// event arrived for this long since the last one, while no question
+	// is being answered (60 s).
+	FirstTimeout, IdleTimeout time.Duration
 	// WriteTimeout bounds writing one event (30 s); a client that reads
 	// nothing for that long is gone and its question is cancelled.
 	WriteTimeout time.Duration
@@ -68,9 +74,9 @@ type Server struct {
 	cfg  Config
 	core Core
 	log  *slog.Logger
-	sem  chan struct{}
 
 	mu          sync.Mutex
+	conns       map[*tracked]struct{} // the open connections
 	lastRefusal time.Time // of the last "too many connections" warning
 	refused     int       // connections refused since
 }
@@ -87,8 +93,14 @@ func New(cfg Config, core Core) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 32
 	}
+	if cfg.MaxPerClient <= 0 {
+		cfg.MaxPerClient = 8
+	}
+	if cfg.FirstTimeout <= 0 {
+		cfg.FirstTimeout = 10 * time.Second
+	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 5 * time.Minute
+		cfg.IdleTimeout = 60 * time.Second
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
@@ -101,7 +113,7 @@ func New(cfg Config, core Core) (*Server, error) {
 			return nil, fmt.Errorf("wyoming: language %q: want a language tag such as en or de-DE", l)
 		}
 	}
-	return &Server{cfg: cfg, core: core, log: cfg.Logger, sem: make(chan struct{}, cfg.MaxConns)}, nil
+	return &Server{cfg: cfg, core: core, log: cfg.Logger, conns: map[*tracked]struct{}{}}, nil
 }
 
 // Info returns the info event's data: one installed handle program with
@@ -164,15 +176,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("wyoming: accept: %w", err)
 		}
 		delay = 0
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			s.refuse(conn)
+		t, why := s.admit(conn)
+		if t == nil {
+			s.refuse(conn, why)
 			continue
 		}
 		wg.Go(func() {
-			defer func() { <-s.sem }()
-			s.serveConn(ctx, conn)
+			defer s.release(t)
+			s.serveConn(ctx, conn, t)
 		})
 	}
 }
@@ -184,9 +195,63 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-// refuse closes a connection beyond MaxConns, warning at most once a
+// tracked is an open connection: its client's address, and since when it
+// has been idle (0 while a question is answered).
+type tracked struct {
+	nc        net.Conn
+	addr      string
+	idleSince atomic.Int64 // unix nanoseconds; 0: answering
+}
+
+func clientAddr(c net.Conn) string {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return c.RemoteAddr().String()
+}
+
+// admit registers a new connection, closing the longest idle one when
+// all MaxConns are open; nil (and why) refuses it.
+func (s *Server) admit(nc net.Conn) (*tracked, string) {
+	t := &tracked{nc: nc, addr: clientAddr(nc)}
+	t.idleSince.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	same := 0
+	var oldest *tracked
+	for o := range s.conns {
+		if o.addr == t.addr {
+			same++
+		}
+		if since := o.idleSince.Load(); since != 0 && (oldest == nil || since < oldest.idleSince.Load()) {
+			oldest = o
+		}
+	}
+	if same >= s.cfg.MaxPerClient {
+		return nil, fmt.Sprintf("too many connections from %s (%d)", t.addr, s.cfg.MaxPerClient)
+	}
+	if len(s.conns) >= s.cfg.MaxConns {
+		if oldest == nil {
+			return nil, fmt.Sprintf("too many connections (%d), all answering", s.cfg.MaxConns)
+		}
+		delete(s.conns, oldest)
+		oldest.nc.Close()
+		s.log.Info("wyoming: all connections open; closed the one idle longest for a new one", "closed", oldest.nc.RemoteAddr().String(),
+			"idle", time.Since(time.Unix(0, oldest.idleSince.Load())).Round(time.Millisecond))
+	}
+	s.conns[t] = struct{}{}
+	return t, ""
+}
+
+func (s *Server) release(t *tracked) {
+	s.mu.Lock()
+	delete(s.conns, t)
+	s.mu.Unlock()
+}
+
+// refuse closes a connection it cannot take, warning at most once a
 // minute.
-func (s *Server) refuse(conn net.Conn) {
+func (s *Server) refuse(conn net.Conn, why string) {
 	conn.Close()
 	s.mu.Lock()
 	s.refused++
@@ -196,7 +261,7 @@ func (s *Server) refuse(conn net.Conn) {
 	}
 	s.mu.Unlock()
 	if warn {
-		s.log.Warn("wyoming: too many connections; closing new ones", "max", s.cfg.MaxConns, "refused", n, "remote", conn.RemoteAddr().String())
+		s.log.Warn("wyoming: "+why+"; closing new ones", "max", s.cfg.MaxConns, "per_client", s.cfg.MaxPerClient, "refused", n, "remote", conn.RemoteAddr().String())
 	}
 }
 
@@ -212,7 +277,7 @@ type conn struct {
 	readErr error
 }
 
-func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, t *tracked) {
 	defer nc.Close()
 	c := &conn{s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()), gone: make(chan struct{})}
 	c.log.Debug("wyoming: connection opened")
@@ -240,11 +305,14 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		}
 	}()
 
-	nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+	nc.SetReadDeadline(time.Now().Add(s.cfg.FirstTimeout))
 	for {
 		select {
 		case ev := <-events:
-			if !c.handle(ev) {
+			t.idleSince.Store(0)
+			ok := c.handle(ev)
+			t.idleSince.Store(time.Now().UnixNano())
+			if !ok {
 				return
 			}
 			if ctx.Err() != nil {
@@ -270,7 +338,7 @@ func (c *conn) ended() {
 	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 		c.log.Debug("wyoming: connection closed by the client")
 	case errors.As(err, &ne) && ne.Timeout():
-		c.log.Info("wyoming: idle connection closed", "idle", c.s.cfg.IdleTimeout)
+		c.log.Info("wyoming: idle connection closed", "idle", c.s.cfg.IdleTimeout, "first_event", c.s.cfg.FirstTimeout)
 	case errors.Is(err, ErrTooLarge):
 		c.s.core.Reject(appliance.SourceWyoming, appliance.CodeTooLong)
 		c.log.Warn("wyoming: closing the connection: " + strings.TrimPrefix(err.Error(), "wyoming: "))

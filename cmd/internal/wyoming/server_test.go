@@ -405,7 +405,8 @@ func TestMalformedEvents(t *testing.T) {
 }
 
 // Unknown events are ignored and the connection serves on; idle
-// connections and those past MaxConns are closed.
+// connections are closed, and when all MaxConns are open a new one takes
+// the place of the one idle longest.
 func TestConnectionLimits(t *testing.T) {
 	ts := start(t, &appliancetest.Engine{}, func(_ *appliance.Config, c *Config) {
 		c.MaxConns = 2
@@ -421,18 +422,66 @@ func TestConnectionLimits(t *testing.T) {
 	b.send("describe", nil)
 	b.until("info")
 	c := dial(t, ts.addr)
-	if !c.closed(2 * time.Second) {
-		t.Error("a third connection past MaxConns 2 stayed open")
+	c.send("describe", nil)
+	c.until("info")
+	if !a.closed(2 * time.Second) {
+		t.Error("the connection idle longest stayed open when a third came past MaxConns 2")
 	}
-	if !a.closed(3*time.Second) || !b.closed(3*time.Second) {
+	if !b.closed(3*time.Second) || !c.closed(3*time.Second) {
 		t.Error("idle connections stayed open past the idle timeout")
 	}
 	waitFor(t, "log lines", func() bool {
 		l := ts.logs.String()
-		return strings.Contains(l, "too many connections") && strings.Contains(l, "idle connection closed")
+		return strings.Contains(l, "closed the one idle longest") && strings.Contains(l, "idle connection closed")
 	})
 	if typ, _ := peer(t, ts.addr, "describe"); typ != "info" {
 		t.Error("describe after the limits")
+	}
+}
+
+// dialFrom connects from a loopback address of its own (127.0.0.N), as a
+// second client on the LAN would.
+func dialFrom(t *testing.T, local, addr string) *client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &client{t: t, nc: nc, r: NewReader(nc, Limits{MaxData: 1 << 20})}
+}
+
+// The lock-out of issue 22 (item 5): 32 idle connections from one
+// address kept everyone out for the 5-minute idle timeout. Now one
+// address gets MaxPerClient, another client is served beside them, and a
+// connection that sends nothing is closed after FirstTimeout.
+func TestIdleConnectionsLockNobodyOut(t *testing.T) {
+	ts := start(t, &appliancetest.Engine{}, func(_ *appliance.Config, c *Config) {
+		c.FirstTimeout = 3 * time.Second
+	})
+	var idle []*client
+	for range 32 {
+		idle = append(idle, dial(t, ts.addr))
+	}
+	refused := 0
+	for _, c := range idle {
+		if c.closed(30 * time.Millisecond) {
+			refused++
+		}
+	}
+	if refused != 32-8 {
+		t.Errorf("%d of 32 connections from one address refused, want %d (8 per client)", refused, 32-8)
+	}
+	start := time.Now()
+	other := dialFrom(t, "127.0.0.2", ts.addr)
+	other.send("describe", nil)
+	if evs := other.until("info"); len(evs) != 1 {
+		t.Errorf("another client beside 32 idle connections: %v", evs)
+	}
+	t.Logf("another client answered %v after 32 idle connections", time.Since(start).Round(time.Millisecond))
+	if !idle[0].closed(5 * time.Second) {
+		t.Error("a connection that sent nothing stayed open past FirstTimeout")
 	}
 }
 
