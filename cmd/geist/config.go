@@ -225,6 +225,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&h.Origins, "http-origins", h.Origins, "origins of other web pages allowed to use the HTTP API from a browser, e.g. http://localhost:* (like OLLAMA_ORIGINS; pulls and the page's texts still need the token)")
 	fs.StringVar(&h.Pull, "http-pull", h.Pull, "who may pull models over the HTTP API: loopback (this machine), on (every allowed client) or off")
 	fs.Int64Var(&h.MaxModelSize, "max-model-size", h.MaxModelSize, "largest file in bytes /api/pull may write (0: the free space less 64 MiB)")
+	fs.BoolVar(&h.PullAllowPrivate, "pull-allow-private", h.PullAllowPrivate, "let /api/pull fetch from loopback, link-local and private addresses (your own mirror); off, only public ones")
 	fs.BoolVar(&h.PageTexts, "http-page-texts", h.PageTexts, "let the status page at / show the questions and answers of recent requests (when its reader asks)")
 
 	l := &c.Limits

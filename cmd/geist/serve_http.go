@@ -42,6 +42,9 @@ type httpSection struct {
 	// MaxModelSize caps a pulled file in bytes (0: the free space less
 	// 64 MiB, whatever the server announces).
 	MaxModelSize int64 `toml:"max_model_size"`
+	// PullAllowPrivate lets /api/pull fetch from loopback, link-local and
+	// private addresses (a user's own mirror); off, only public ones.
+	PullAllowPrivate bool `toml:"pull_allow_private"`
 }
 
 func (h *httpSection) validate() error {
@@ -84,7 +87,7 @@ func (c *serveConfig) httpConfig(core *appliance.Core, eng *engine.Engine, store
 		return httpapi.Config{}, err
 	}
 	return httpapi.Config{
-		Core: core, Model: m, Store: modelStoreAdapter{store, c.HTTP.MaxModelSize}, Allow: allow, Token: token,
+		Core: core, Model: m, Store: modelStoreAdapter{store, c.HTTP.MaxModelSize, !c.HTTP.PullAllowPrivate}, Allow: allow, Token: token,
 		Hosts: c.HTTP.Hosts, Origins: c.HTTP.Origins, Pull: pull,
 		MaxBody: c.HTTP.MaxBody, Version: versionString(), Logger: log.With("component", "http"),
 	}, nil
@@ -238,8 +241,9 @@ func arrayLen(v any) int {
 
 // modelStoreAdapter gives the HTTP API the model store.
 type modelStoreAdapter struct {
-	s       *models.Store
-	maxSize int64
+	s             *models.Store
+	maxSize       int64
+	refusePrivate bool
 }
 
 func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
@@ -285,7 +289,7 @@ func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(h
 	if _, err := models.ParseSource(src, models.HFFromEnv()); err != nil {
 		return fmt.Errorf("%w: %v; geist pulls GGUF files from Hugging Face (hf:OWNER/REPO/FILE.gguf) or an https URL, not Ollama's library", httpapi.ErrBadSource, err)
 	}
-	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(), MaxSize: a.maxSize,
+	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(), MaxSize: a.maxSize, RefusePrivate: a.refusePrivate,
 		Progress: func(p models.Progress) {
 			progress(httpapi.PullProgress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed})
 		}})

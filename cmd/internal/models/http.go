@@ -4,11 +4,90 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// ErrPrivate: a pull that refuses private destinations was sent to one.
+var ErrPrivate = errors.New("models: not a public address")
+
+// notPublic reports the addresses a pull for a remote client must not
+// reach: loopback, link-local, private (RFC 1918, fc00::/7), shared
+// (100.64.0.0/10), unspecified, multicast, and everything else that is
+// not global unicast.
+func notPublic(a netip.Addr) bool {
+	a = a.Unmap()
+	return !a.IsGlobalUnicast() || a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() ||
+		netip.MustParsePrefix("100.64.0.0/10").Contains(a) || netip.MustParsePrefix("0.0.0.0/8").Contains(a)
+}
+
+func (p *puller) isPrivate(a netip.Addr) bool {
+	if p.o.private != nil {
+		return p.o.private(a)
+	}
+	return notPublic(a)
+}
+
+func privateErr(host string, a netip.Addr) error {
+	a = a.Unmap()
+	return fmt.Errorf("%w: refusing to fetch from %s (%s is not a public address; start geist serve with --pull-allow-private to pull from your own mirror)", ErrPrivate, host, a)
+}
+
+// checkHost resolves u's host and refuses it if any of its addresses is
+// not public (before the first request and every redirect; the dialer
+// checks the address it connects to again).
+func (p *puller) checkHost(ctx context.Context, u *url.URL) error {
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		if p.isPrivate(a) {
+			return privateErr(host, a)
+		}
+		return nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if p.isPrivate(a) {
+			return privateErr(host, a)
+		}
+	}
+	return nil
+}
+
+// publicOnly returns a transport like base whose connections go to public
+// addresses only: the check runs on the address actually dialled, after
+// DNS, so a name that resolves differently the second time (rebinding)
+// is caught too. Behind a proxy (HTTPS_PROXY) the dial goes to the proxy,
+// the user's own choice; checkHost still checks the names.
+func (p *puller) publicOnly(base http.RoundTripper) http.RoundTripper {
+	t, ok := base.(*http.Transport)
+	if !ok || os.Getenv("HTTPS_PROXY") != "" || os.Getenv("https_proxy") != "" || os.Getenv("HTTP_PROXY") != "" || os.Getenv("http_proxy") != "" {
+		return base
+	}
+	t = t.Clone()
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrPrivate, address)
+			}
+			if p.isPrivate(ap.Addr()) {
+				return privateErr(address, ap.Addr())
+			}
+			return nil
+		}}
+	t.DialContext = d.DialContext
+	return t
+}
 
 // defaultTransport honours HTTPS_PROXY and gives up on a server that
 // sends no response headers for a minute.
@@ -51,10 +130,19 @@ func (p *puller) get(ctx context.Context) (*http.Response, remote, error) {
 		}
 	}
 	c := base
-	c.Transport = &authTransport{base: base.Transport, host: p.src.hfHost, token: p.o.HF.Token}
+	tr := base.Transport
+	if p.o.RefusePrivate {
+		tr = p.publicOnly(tr)
+	}
+	c.Transport = &authTransport{base: tr, host: p.src.hfHost, token: p.o.HF.Token}
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
+		}
+		if p.o.RefusePrivate {
+			if err := p.checkHost(req.Context(), req.URL); err != nil {
+				return err
+			}
 		}
 		if req.Response != nil {
 			rem.learn(req.Response.Header)
@@ -69,6 +157,11 @@ func (p *puller) get(ctx context.Context) (*http.Response, remote, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.src.URL, nil)
 	if err != nil {
 		return nil, rem, err
+	}
+	if p.o.RefusePrivate {
+		if err := p.checkHost(ctx, req.URL); err != nil {
+			return nil, rem, err
+		}
 	}
 	ua := p.o.UserAgent
 	if ua == "" {

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -535,5 +537,65 @@ func TestPullWithoutLengthStopsAtFreeSpace(t *testing.T) {
 			}
 			t.Logf("%s: stopped at %d bytes (limit %d): %v", c.name, written, limit, err)
 		})
+	}
+}
+
+// SSRF through /api/pull (issue 22, item 7): with RefusePrivate a pull
+// reaches no loopback, link-local or private address: not by an IP
+// literal, not by a name that resolves to one (checked after DNS), not by
+// a redirect from a public server, and not by a connection the dialer
+// makes (checked on the address dialled). "Private" is simulated on
+// loopback: the classifier calls 127.0.0.2 private and 127.0.0.1 public.
+func TestPullRefusesPrivateDestinations(t *testing.T) {
+	data := testModel(t, 11)
+	var privateHits atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		privateHits.Add(1)
+		w.Write(data)
+	})}}
+	inner.Start()
+	defer inner.Close()
+	public := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, inner.URL+"/m.gguf", http.StatusFound)
+	}))
+	defer public.Close()
+	simulated := func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.2") }
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(public.URL, "http://"))
+	for _, c := range []struct {
+		name, url string
+		private   func(netip.Addr) bool
+	}{
+		{"IP literal", inner.URL + "/m.gguf", simulated},
+		{"redirect", public.URL + "/m.gguf", simulated},
+		{"name resolving to loopback", "http://localhost:" + port + "/m.gguf", nil},
+		// Rebinding: the name was public when checked, private when dialled.
+		{"dialled address", public.URL + "/m.gguf", func() func(netip.Addr) bool {
+			var calls atomic.Int64
+			return func(a netip.Addr) bool { return calls.Add(1) > 1 }
+		}()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t)
+			_, err := s.Pull(context.Background(), c.url, PullOptions{RefusePrivate: true, private: c.private, Retries: 2})
+			if !errors.Is(err, ErrPrivate) || !strings.Contains(err.Error(), "--pull-allow-private") {
+				t.Fatalf("err %v, want a refusal of the private address", err)
+			}
+			if files := storeFiles(t, s); len(files) != 0 {
+				t.Errorf("a refused pull left %v", files)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	if n := privateHits.Load(); n != 0 {
+		t.Errorf("the private server got %d requests", n)
+	}
+	// Allowed (--pull-allow-private): the redirect is followed.
+	s := newStore(t)
+	if _, err := s.Pull(context.Background(), public.URL+"/m.gguf", PullOptions{Name: "m"}); err != nil || privateHits.Load() != 1 {
+		t.Fatalf("allowed pull: %v (%d requests)", err, privateHits.Load())
 	}
 }

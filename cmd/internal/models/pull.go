@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
@@ -58,6 +59,15 @@ type PullOptions struct {
 	Client   *http.Client // nil: one that honours HTTPS_PROXY
 	// UserAgent is sent with every request ("geist" when empty).
 	UserAgent string
+	// RefusePrivate refuses loopback, link-local, private and other
+	// non-public destinations, checked on the addresses a name resolves
+	// to, on every redirect and on every connection (geist serve's
+	// /api/pull, unless --pull-allow-private: a client must not make
+	// geist fetch from the machine's or the LAN's own servers).
+	RefusePrivate bool
+	// private classifies an address for RefusePrivate (tests: nil is
+	// notPublic).
+	private func(netip.Addr) bool
 	// MaxSize caps the file (--max-model-size); 0: the free space less
 	// KeepFree, whatever the server announces or sends.
 	MaxSize int64
@@ -331,6 +341,9 @@ func (p *puller) attempt(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, ErrPrivate) {
+			return privateOnly(err)
 		}
 		return retryable{err: fmt.Errorf("fetching %s: %w", p.src.URL, err)}
 	}
@@ -672,4 +685,15 @@ func ByteSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// privateOnly is the refusal of a private destination, without the
+// wrapping of the request and the dial.
+func privateOnly(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.HasPrefix(e.Error(), ErrPrivate.Error()) {
+			return e
+		}
+	}
+	return err
 }

@@ -77,8 +77,8 @@ type Server struct {
 
 	mu          sync.Mutex
 	conns       map[*tracked]struct{} // the open connections
-	lastRefusal time.Time // of the last "too many connections" warning
-	refused     int       // connections refused since
+	lastRefusal time.Time             // of the last "too many connections" warning
+	refused     int                   // connections refused since
 }
 
 // New returns a Server that asks core.
