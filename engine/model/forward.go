@@ -560,9 +560,9 @@ func (s *State) feedForward(l, n int) {
 	}
 	s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
 	if c.GELU {
-		GELUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+		GELUMul(s.gate[:n*c.FFNOf(l)], s.up[:n*c.FFNOf(l)])
 	} else {
-		SiLUMul(s.gate[:n*c.NFF], s.up[:n*c.NFF])
+		SiLUMul(s.gate[:n*c.FFNOf(l)], s.up[:n*c.FFNOf(l)])
 	}
 	s.mul(s.gate, n, product{w: L.Wdown, out: s.proj})
 	if L.PostFFNNorm != nil {

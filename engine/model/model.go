@@ -65,7 +65,16 @@ type Gemma struct {
 	GELU         bool    // GELU-gated feed-forward (SiLU otherwise)
 	VNorm        bool    // values RMS-normalized (no weight)
 	KVFrom       []int   // layer whose keys and values layer l uses (nil: its own)
+	FFNs         []int   // feed-forward width per layer (nil: NFF everywhere, which is the widest)
 	PerLayerEmbd int     // width of the per-layer embeddings (0: none)
+}
+
+// FFNOf is the feed-forward width of layer l.
+func (c *Config) FFNOf(l int) int {
+	if c.FFNs != nil {
+		return c.FFNs[l]
+	}
+	return c.NFF
 }
 
 // HeadDimOf is the key (and value) head size of layer l.
@@ -285,7 +294,12 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.NEmbd, err = metaInt(f, p+"embedding_length", 0, true); err != nil {
 		return c, err
 	}
-	if c.NFF, err = metaInt(f, p+"feed_forward_length", 0, true); err != nil {
+	if ai.gemma4 {
+		// One width, or one per layer (E2B's double-wide layers).
+		if c.NFF, c.FFNs, err = perLayerInts(f, p+"feed_forward_length", c.NLayer); err != nil {
+			return c, err
+		}
+	} else if c.NFF, err = metaInt(f, p+"feed_forward_length", 0, true); err != nil {
 		return c, err
 	}
 	if c.NHead, err = metaInt(f, p+"attention.head_count", 0, true); err != nil {
@@ -524,9 +538,9 @@ func Load(f *gguf.File) (*Model, error) {
 		steps := []func() error{
 			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
 			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
-			func() (err error) { L.Wgate, err = l.matrix(p+"ffn_gate.weight", c.NFF, c.NEmbd); return },
-			func() (err error) { L.Wup, err = l.matrix(p+"ffn_up.weight", c.NFF, c.NEmbd); return },
-			func() (err error) { L.Wdown, err = l.matrix(p+"ffn_down.weight", c.NEmbd, c.NFF); return },
+			func() (err error) { L.Wgate, err = l.matrix(p+"ffn_gate.weight", c.FFNOf(i), c.NEmbd); return },
+			func() (err error) { L.Wup, err = l.matrix(p+"ffn_up.weight", c.FFNOf(i), c.NEmbd); return },
+			func() (err error) { L.Wdown, err = l.matrix(p+"ffn_down.weight", c.NEmbd, c.FFNOf(i)); return },
 		}
 		if c.IsConv(i) {
 			steps = append(steps,

@@ -41,6 +41,31 @@ type Shape struct {
 	// are short convolutions of LCache taps. Per-head Q/K norms with them.
 	AttnLayers []int
 	LCache     int
+	// Gemma 4 (Arch "gemma4"): every Period-th layer is global (head size
+	// HeadDim, RopeDim of it rotated by proportional rope), the others
+	// local (HeadDimSWA, a Window); FFNShared is the feed-forward width of
+	// the last SharedKV layers, which read an earlier layer's keys and
+	// values; PerLayer is the width of the per-layer embeddings.
+	Period, HeadDimSWA, RopeDim, Window, SharedKV, FFNShared, PerLayer int
+}
+
+// swa reports whether layer i of a gemma4 shape is local.
+func (s Shape) swa(i int) bool { return s.Period > 0 && i%s.Period < s.Period-1 }
+
+// ffn is the feed-forward width of layer i.
+func (s Shape) ffn(i int) int {
+	if s.FFNShared > 0 && i >= s.Layers-s.SharedKV {
+		return s.FFNShared
+	}
+	return s.FFN
+}
+
+// headDim is the head size of layer i.
+func (s Shape) headDim(i int) int {
+	if s.swa(i) {
+		return s.HeadDimSWA
+	}
+	return s.HeadDim
 }
 
 // attn reports whether layer i is an attention layer.
@@ -63,6 +88,15 @@ var shapes = []Shape{
 		Name: "lfm2-1.2b", Arch: "lfm2", Layers: 16, Embd: 2048, Heads: 32, HeadsKV: 8, HeadDim: 64,
 		FFN: 8192, Vocab: 65536, Text: 64400, Ctx: 128000, RopeBase: 1e6, NormEps: 1e-5,
 		Tied: true, VocabStyle: LFM2, AttnLayers: []int{2, 5, 8, 10, 12, 14}, LCache: 3,
+	},
+	{
+		// Google Gemma 4 E2B: 35 layers (every 5th global), per-layer
+		// embeddings of 256 per layer, the last 20 layers reading the
+		// keys and values of layers 13 and 14 with double-wide FFNs.
+		Name: "gemma4-e2b", Arch: "gemma4", Layers: 35, Embd: 1536, Heads: 8, HeadsKV: 1, HeadDim: 512,
+		FFN: 6144, Vocab: 262144, Text: 262000, Ctx: 131072, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Period: 5, HeadDimSWA: 256, RopeDim: 128, Window: 512,
+		SharedKV: 20, FFNShared: 12288, PerLayer: 256,
 	},
 }
 
@@ -92,8 +126,10 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2":
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2 or lfm2)", s.Name, s.Arch)
+	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2" && s.Arch != "gemma4":
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2 or gemma4)", s.Name, s.Arch)
+	case s.Arch == "gemma4" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.SharedKV >= s.Layers-1):
+		return fmt.Errorf("convert: shape %q: a gemma4 shape needs a period, a local head size, a rope dimension, a window and fewer shared layers", s.Name)
 	case s.Arch == "lfm2" && s.LCache < 2:
 		return fmt.Errorf("convert: shape %q: an lfm2 shape needs LCache >= 2", s.Name)
 	case s.Layers <= 0 || s.Embd <= 0 || s.Heads <= 0 || s.HeadsKV <= 0 || s.HeadDim <= 0 || s.FFN <= 0 || s.Ctx <= 0:
@@ -132,6 +168,9 @@ func (t synthTensor) elements() int64 {
 // tensors lists the shape's tensors as llama.cpp names them.
 func (s Shape) tensors() []synthTensor {
 	e, q, kv, f, v := int64(s.Embd), int64(s.Heads*s.HeadDim), int64(s.HeadsKV*s.HeadDim), int64(s.FFN), int64(s.Vocab)
+	if s.Arch == "gemma4" {
+		return s.gemma4Tensors()
+	}
 	outNorm := "output_norm.weight"
 	if s.Arch == "lfm2" {
 		outNorm = "token_embd_norm.weight"
@@ -184,6 +223,64 @@ func (s Shape) tensors() []synthTensor {
 			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
 	}
 	return ts
+}
+
+// gemma4Tensors lists a gemma4 shape's tensors as llama.cpp names them.
+func (s Shape) gemma4Tensors() []synthTensor {
+	e, v, pl := int64(s.Embd), int64(s.Vocab), int64(s.PerLayer)
+	ts := []synthTensor{
+		{"token_embd.weight", []int64{e, v}, kindWeight},
+		{"output_norm.weight", []int64{e}, kindNorm},
+		{"rope_freqs.weight", []int64{int64(s.HeadDim / 2)}, kindRopeFreqs},
+	}
+	if pl > 0 {
+		w := pl * int64(s.Layers)
+		ts = append(ts,
+			synthTensor{"per_layer_token_embd.weight", []int64{w, v}, kindWeight},
+			synthTensor{"per_layer_model_proj.weight", []int64{e, w}, kindWeight},
+			synthTensor{"per_layer_proj_norm.weight", []int64{pl}, kindNorm})
+	}
+	for i := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		hd, f := int64(s.headDim(i)), int64(s.ffn(i))
+		q, kv := int64(s.Heads)*hd, int64(s.HeadsKV)*hd
+		ts = append(ts,
+			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_q.weight", []int64{e, q}, kindWeight},
+			synthTensor{p + "attn_k.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_v.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+			synthTensor{p + "attn_q_norm.weight", []int64{hd}, kindNorm},
+			synthTensor{p + "attn_k_norm.weight", []int64{hd}, kindNorm},
+			synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight},
+			synthTensor{p + "post_ffw_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "layer_output_scale.weight", []int64{1}, kindNorm})
+		if pl > 0 {
+			ts = append(ts,
+				synthTensor{p + "inp_gate.weight", []int64{e, pl}, kindWeight},
+				synthTensor{p + "proj.weight", []int64{pl, e}, kindWeight},
+				synthTensor{p + "post_norm.weight", []int64{e}, kindNorm})
+		}
+	}
+	return ts
+}
+
+// proportionalRopeFreqs are Gemma 4's global-layer frequency divisors:
+// 1 for the first rot/2 pairs of a head of size dim, 1e30 (no rotation)
+// for the rest.
+func proportionalRopeFreqs(dim, rot int) []float32 {
+	out := make([]float32, dim/2)
+	for i := range out {
+		out[i] = 1e30
+		if i < rot/2 {
+			out[i] = 1
+		}
+	}
+	return out
 }
 
 // llama3RopeFreqs returns the per-frequency divisors Llama 3.1's rope
@@ -349,7 +446,11 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(1))
 			}
 		case kindRopeFreqs:
-			for j, f := range llama3RopeFreqs(float64(s.RopeBase), s.HeadDim) {
+			freqs := llama3RopeFreqs(float64(s.RopeBase), s.HeadDim)
+			if s.Arch == "gemma4" {
+				freqs = proportionalRopeFreqs(s.HeadDim, s.RopeDim)
+			}
+			for j, f := range freqs {
 				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(f))
 			}
 		default:
@@ -454,9 +555,36 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 	b.Set(a+"block_count", uint32(s.Layers))
 	b.Set(a+"context_length", uint32(s.Ctx))
 	b.Set(a+"embedding_length", uint32(s.Embd))
-	b.Set(a+"feed_forward_length", uint32(s.FFN))
+	if s.Arch == "gemma4" {
+		ffn := make([]int32, s.Layers)
+		for i := range ffn {
+			ffn[i] = int32(s.ffn(i))
+		}
+		b.Set(a+"feed_forward_length", ffn)
+	} else {
+		b.Set(a+"feed_forward_length", uint32(s.FFN))
+	}
 	b.Set(a+"attention.head_count", uint32(s.Heads))
-	if s.Arch == "lfm2" {
+	if s.Arch == "gemma4" {
+		kv, pat := make([]int32, s.Layers), make([]bool, s.Layers)
+		for i := range kv {
+			kv[i], pat[i] = int32(s.HeadsKV), s.swa(i)
+		}
+		b.Set(a+"attention.head_count_kv", kv)
+		b.Set(a+"attention.key_length", uint32(s.HeadDim))
+		b.Set(a+"attention.value_length", uint32(s.HeadDim))
+		b.Set(a+"rope.dimension_count", uint32(s.HeadDim))
+		b.Set(a+"attention.key_length_swa", uint32(s.HeadDimSWA))
+		b.Set(a+"attention.value_length_swa", uint32(s.HeadDimSWA))
+		b.Set(a+"rope.dimension_count_swa", uint32(s.HeadDimSWA))
+		b.Set(a+"rope.freq_base_swa", float32(10000))
+		b.Set(a+"attention.sliding_window", uint32(s.Window))
+		b.Set(a+"attention.sliding_window_pattern", pat)
+		b.Set(a+"attention.shared_kv_layers", uint32(s.SharedKV))
+		b.Set(a+"embedding_length_per_layer_input", uint32(s.PerLayer))
+		b.Set(a+"final_logit_softcapping", float32(30))
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+	} else if s.Arch == "lfm2" {
 		kv := make([]int32, s.Layers)
 		for i := range kv {
 			if s.attn(i) {
@@ -471,7 +599,7 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 	}
 	b.Set(a+"rope.freq_base", s.RopeBase)
 	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
-	if s.Heads*s.HeadDim != s.Embd {
+	if s.Heads*s.HeadDim != s.Embd && s.Arch != "gemma4" {
 		b.Set(a+"attention.key_length", uint32(s.HeadDim))
 		b.Set(a+"attention.value_length", uint32(s.HeadDim))
 	}

@@ -29,6 +29,14 @@ var (
 		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-5,
 		Tied: true, VocabStyle: LFM2, AttnLayers: []int{1}, LCache: 3,
 	}
+	// testGemma4 has per-layer embeddings and layers 5-9 reading the keys
+	// and values of layers 3 (local) and 4 (global) with double-wide FFNs.
+	testGemma4 = Shape{
+		Name: "test-gemma4", Arch: "gemma4", Layers: 10, Embd: 256, Heads: 4, HeadsKV: 1, HeadDim: 128,
+		FFN: 512, Vocab: 1024, Text: 990, Ctx: 4096, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Period: 5, HeadDimSWA: 64, RopeDim: 32, Window: 8,
+		SharedKV: 5, FFNShared: 1024, PerLayer: 64,
+	}
 	testQwen = Shape{
 		Name: "test-qwen", Arch: "qwen2", Layers: 3, Embd: 128, Heads: 2, HeadsKV: 1, HeadDim: 64,
 		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-6,
@@ -147,7 +155,7 @@ func checkDistribution(t *testing.T, f *gguf.File) {
 // TestSynthLoads: the files load in the engine, score finite log-probs,
 // and the vocabulary round-trips text through geist's tokenizer.
 func TestSynthLoads(t *testing.T) {
-	for _, s := range []Shape{testLlama, testQwen, testLFM2} {
+	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4} {
 		for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M, MostlyQ8_0} {
 			t.Run(s.Name+"-"+ft.String(), func(t *testing.T) {
 				path := synthFile(t, s, ft, SynthOptions{Seed: 7})
@@ -180,6 +188,9 @@ func TestSynthLoads(t *testing.T) {
 					}
 				}
 				chat := tok.Encode("<|im_start|><|eot_id|>", false, true)
+				if s.VocabStyle == Gemma {
+					chat = tok.Encode("<start_of_turn>", false, true)
+				}
 				if s.VocabStyle != Llama3 && !tok.IsControl(chat[0]) || s.VocabStyle == Llama3 && !tok.IsEOG(chat[len(chat)-1]) {
 					t.Errorf("special tokens not parsed: %v", chat)
 				}
@@ -202,6 +213,7 @@ func TestSynthVocab(t *testing.T) {
 		{Llama3, 128256, 128000, "<|begin_of_text|>", "<|eot_id|>"},
 		{Qwen2, 151936, 151643, "<|endoftext|>", "<|im_end|>"},
 		{LFM2, 65536, 64400, "<|startoftext|>", "<|im_end|>"},
+		{Gemma, 262144, 262000, "<bos>", "<end_of_turn>"},
 	} {
 		v, err := newBPEVocab(c.style, c.size, c.text)
 		if err != nil {

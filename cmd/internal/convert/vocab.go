@@ -19,6 +19,9 @@ const (
 	// LFM2 has the "lfm2" pre-tokenizer, <|startoftext|> as BOS (added),
 	// <|im_end|> as EOS, <|pad|> as padding, ChatML and LFM2's tool tokens.
 	LFM2
+	// Gemma has Gemma's control tokens (<bos> added, <end_of_turn> as
+	// EOS, <pad>) and turn template, over the "default" pre-tokenizer.
+	Gemma
 )
 
 // Token types of tokenizer.ggml.token_type.
@@ -60,6 +63,10 @@ var lfm2Specials = []string{
 	"<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>", "<|tool_call_start|>",
 	"<|tool_call_end|>", "<|tool_response_start|>", "<|tool_response_end|>",
 }
+
+var gemmaSpecials = []string{"<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"}
+
+const gemmaTemplate = "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + (message['role'] == 'assistant' and 'model' or message['role']) + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 
 // The chat templates of the two families in their simplest form (Llama 3
 // and ChatML); llama.cpp recognizes both.
@@ -108,6 +115,8 @@ func newBPEVocab(style VocabStyle, size, text int) (*bpeVocab, error) {
 		specials, v.pre, v.template = qwen2Specials, "qwen2", chatMLTemplate
 	case LFM2:
 		specials, v.pre, v.addBOS, v.template = lfm2Specials, "lfm2", true, "{{ bos_token }}"+chatMLTemplate
+	case Gemma:
+		specials, v.pre, v.addBOS, v.template = gemmaSpecials, "default", true, gemmaTemplate
 	default:
 		return nil, fmt.Errorf("convert: unknown vocabulary style %d", style)
 	}
@@ -195,6 +204,8 @@ func newBPEVocab(style VocabStyle, size, text int) (*bpeVocab, error) {
 		v.bos, v.eos, v.pad = first, first+2, first // <|endoftext|>, <|im_end|>
 	case LFM2:
 		v.bos, v.eos, v.pad = first+1, first+7, first // <|startoftext|>, <|im_end|>, <|pad|>
+	case Gemma:
+		v.bos, v.eos, v.pad = first+2, first+6, first // <bos>, <end_of_turn>, <pad>
 	}
 	return v, nil
 }
