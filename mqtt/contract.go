@@ -37,6 +37,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/geisten/geist/engine/grammar"
 	"io"
 	"math"
 	"slices"
@@ -100,6 +101,7 @@ type Request struct {
 	ReplyTo     string    // answer topic
 	TTL         time.Duration
 	Plain       bool      // the payload was plain text
+	Grammar     string    // the format as a grammar (GBNF), "" for free text
 	Received    time.Time // when the request arrived
 }
 
@@ -177,6 +179,8 @@ type wireRequest struct {
 	Stream      *bool     `json:"stream"`
 	ReplyTo     *string   `json:"reply_to"`
 	TTL         *float64  `json:"ttl_s"`
+	// Format is Ollama's: "json" or a JSON schema the answer must keep to.
+	Format json.RawMessage `json:"format"`
 }
 
 // Parse validates payload as a request. On failure it returns an *Error
@@ -307,6 +311,13 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 			return req, errorf(CodeBadRequest, "ttl_s %g must be in (0, %g]", s, maxTTL.Seconds())
 		}
 		req.TTL = time.Duration(s * float64(time.Second))
+	}
+	if len(w.Format) > 0 {
+		src, err := grammar.FromFormat(w.Format)
+		if err != nil {
+			return req, errorf(CodeBadRequest, "%v", err)
+		}
+		req.Grammar = src
 	}
 	return req, nil
 }

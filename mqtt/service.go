@@ -733,7 +733,7 @@ func (s *Service) refuse(topic string, req Request, e *Error) {
 // core is req as a request of the appliance core.
 func (r *Request) core() appliance.Request {
 	a := appliance.Request{ID: r.ID, Generated: r.Generated, Source: appliance.SourceMQTT, Text: r.Text,
-		System: r.System, Session: r.Session, TTL: r.TTL}
+		System: r.System, Session: r.Session, TTL: r.TTL, Grammar: r.Grammar}
 	a.MaxTokens = r.MaxTokens
 	a.Temperature = r.Temperature
 	for _, m := range r.Messages {

@@ -20,6 +20,8 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		MaxPromptTokens: c.cfg.Limits.MaxPromptTokens,
 		Sampling:        j.params,
 		Stop:            r.Stop,
+		Grammar:         r.Grammar,
+		GrammarTrigger:  r.GrammarTrigger,
 	}
 	var turn []Message
 	if r.Raw {

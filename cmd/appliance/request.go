@@ -100,6 +100,10 @@ type Request struct {
 	TemplateVars map[string]any
 	// System replaces Config.System for this request ("" keeps it).
 	System string
+	// Grammar constrains the answer (GBNF, see engine/grammar; front ends
+	// turn a format or schema into one and check it); GrammarTrigger
+	// makes it lazy: it applies after that text (engine.Request).
+	Grammar, GrammarTrigger string
 	// Session names the conversation whose history is rendered before the
 	// request and to which the exchange is appended; empty: stateless.
 	// The same characters as ID are allowed.

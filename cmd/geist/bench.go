@@ -142,6 +142,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	costSlope := fs.Float64("spec-cost", 0, "with --spec/--oracle: plan drafting with c(k) = 1 + SLOPE·(k-1) instead of measured times")
 	membw := fs.Bool("membw", false, "also measure the memory read bandwidth and the share of it decoding uses")
 	stepProf := fs.Bool("step-profile", false, "also show where a decode step's time goes (pool jobs, waiting, serial work)")
+	var gf grammarFlags
+	gf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -199,6 +201,28 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		r := benchResult{Model: filepath.Base(*path), Threads: t}
+		if gf.schema != "" || gf.gbnf != "" {
+			sp := engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope}
+			if sp.Mode == "" {
+				sp.Mode = engine.SpecAuto
+			}
+			gb, err := benchGrammar(ctx, eng, gf.load, prompt, max(*tg, 16), *reps, sp)
+			eng.Close()
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				b, _ := json.Marshal(struct {
+					Model   string `json:"model"`
+					Threads int    `json:"threads"`
+					*grammarBench
+				}{r.Model, t, gb})
+				fmt.Fprintf(e.stdout, "%s\n", b)
+			} else {
+				printGrammarBench(e, r.Model, t, gb)
+			}
+			continue
+		}
 		if mode != "" || *oracle >= 0 {
 			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), *oracle, *reps,
 				engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope})

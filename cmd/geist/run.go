@@ -75,10 +75,16 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	sf.register(fs)
 	var df dataFlags
 	df.register(fs)
+	var gf grammarFlags
+	gf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	so, err := sf.options()
+	if err != nil {
+		return err
+	}
+	gbnf, err := gf.load()
 	if err != nil {
 		return err
 	}
@@ -166,6 +172,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		Sampling:  p,
 		Stop:      *stops,
 		Spec:      so,
+		Grammar:   gbnf,
 		OnText: func(b []byte) error {
 			if len(b) == 0 {
 				return nil

@@ -121,6 +121,9 @@ func (c *serveConfig) loadedModel(eng *engine.Engine, store *models.Store, load 
 	if tmpl.SupportsThinking() {
 		m.Capabilities = append(m.Capabilities, "thinking")
 	}
+	// format, response_format, tool_choice and grammar are enforced by
+	// a grammar (engine/grammar).
+	m.Capabilities = append(m.Capabilities, "structured_outputs")
 	info, err := modelInfo(c.Model, false)
 	if err != nil {
 		return m, err

@@ -982,3 +982,33 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// FromFormat reads Ollama's format field (also MQTT asks'): "json" for
+// any JSON, or a JSON schema; absent, null or "" for none (""). The
+// grammar returned has been parsed once, so it compiles.
+func FromFormat(format []byte) (string, error) {
+	f := strings.TrimSpace(string(format))
+	if f == "" || f == "null" || f == `""` {
+		return "", nil
+	}
+	var src string
+	var name string
+	switch {
+	case json.Unmarshal(format, &name) == nil:
+		if name != "json" {
+			return "", fmt.Errorf("format %q: want \"json\" or a JSON schema", name)
+		}
+		src = AnyJSON()
+	case strings.HasPrefix(f, "{"):
+		var err error
+		if src, err = FromSchema(format); err != nil {
+			return "", fmt.Errorf("format: %w", err)
+		}
+	default:
+		return "", errors.New("format: want \"json\" or a JSON schema object")
+	}
+	if _, err := Parse(src); err != nil {
+		return "", fmt.Errorf("format: %w", err)
+	}
+	return src, nil
+}

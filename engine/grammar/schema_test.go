@@ -158,3 +158,49 @@ func TestSchemaRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCalls(t *testing.T) {
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
+		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
+	}
+	v := testVocab()
+	for _, c := range []struct {
+		syntax ToolSyntax
+		only   string
+		lazy   bool
+		good   []string
+		bad    []string
+	}{
+		{ToolsTags, "", false, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {"area": "kitchen"}}</tool_call>`, "<tool_call>\n{\"name\": \"HassLightSet\", \"arguments\": {\"brightness\": 40}}</tool_call>\n<tool_call>{\"name\": \"HassTurnOn\", \"arguments\": {}}</tool_call>"},
+			[]string{`{"name": "HassTurnOn", "arguments": {}}`, `<tool_call>{"name": "Nope", "arguments": {}}</tool_call>`, `<tool_call>{"name": "HassLightSet", "arguments": {"brightness": 101}}</tool_call>`}},
+		{ToolsTags, "", true, []string{`{"name": "HassTurnOn", "arguments": {}}</tool_call>`}, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {}}</tool_call>`}},
+		{ToolsLlama, "HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
+		{ToolsPlainJSON, "", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
+	} {
+		src, _, err := ToolCalls(tools, c.only, c.syntax, c.lazy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Parse(src)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, src)
+		}
+		comp := Bind(g, v)
+		for _, s := range c.good {
+			m := comp.NewMatcher()
+			if !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
+				t.Errorf("%d %q: %q refused", c.syntax, c.only, s)
+			}
+		}
+		for _, s := range c.bad {
+			m := comp.NewMatcher()
+			if m.AcceptBytes([]byte(s)) && m.CanEnd() {
+				t.Errorf("%d %q: %q accepted", c.syntax, c.only, s)
+			}
+		}
+	}
+	if _, _, err := ToolCalls(tools, "Missing", ToolsTags, false); err == nil {
+		t.Error("a named tool that is not offered: no error")
+	}
+}

@@ -234,14 +234,6 @@ func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o
 	if err := options(c.Options, req); err != nil {
 		return false, o, err
 	}
-	if len(c.Format) > 0 && string(c.Format) != "null" && string(c.Format) != `""` {
-		var f string
-		if json.Unmarshal(c.Format, &f) == nil && f != "json" {
-			return false, o, badf("format %q: want \"json\" or a JSON schema", f)
-		}
-		// Accepted without a grammar: the model is asked as it is (the
-		// prompt should ask for JSON, as Ollama's documentation says).
-	}
 	think, err := thinkValue(c.Think)
 	if err != nil {
 		return false, o, err
@@ -250,6 +242,9 @@ func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o
 		req.TemplateVars = map[string]any{"enable_thinking": false}
 	}
 	o.thinking = (think == nil || *think) && slices.Contains(s.cfg.Model.Capabilities, "thinking")
+	if err := ollamaFormat(req, c.Format, o.thinking); err != nil {
+		return false, o, err
+	}
 	return c.Stream == nil || *c.Stream, o, nil
 }
 
@@ -299,6 +294,10 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		if o.tools == nil {
 			o.tools = []string{}
 		}
+	}
+	if err := s.toolGrammar(&req, c.Tools, nil, o.thinking); err != nil {
+		s.refuse(w, err)
+		return
 	}
 	g, err := s.submit(r, req, o)
 	if err != nil {

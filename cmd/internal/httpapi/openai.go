@@ -80,6 +80,10 @@ type openaiCommon struct {
 	N           *int            `json:"n"`
 	Stop        json.RawMessage `json:"stop"`
 	Seed        *int64          `json:"seed"`
+	// ResponseFormat is enforced (text, json_object, json_schema);
+	// Grammar is llama-server's extension: a GBNF grammar for the answer.
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Grammar        string          `json:"grammar"`
 	// Accepted and ignored: presence_penalty, frequency_penalty,
 	// logit_bias, user, parallel_tool_calls, reasoning_effort, store,
 	// metadata, service_tier, top_logprobs (without logprobs).
@@ -96,7 +100,6 @@ type openaiChatRequest struct {
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
 	Logprobs            bool              `json:"logprobs"`
-	ResponseFormat      json.RawMessage   `json:"response_format"`
 }
 
 // openaiSampling applies OpenAI's common settings to req.
@@ -129,7 +132,13 @@ func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) erro
 		}
 		req.Stop = list
 	}
-	return nil
+	if c.Grammar != "" {
+		if len(c.ResponseFormat) > 0 && string(c.ResponseFormat) != "null" {
+			return badf("grammar and response_format cannot both be enforced")
+		}
+		return setGrammar(req, c.Grammar, false)
+	}
+	return openaiResponseFormat(req, c.ResponseFormat)
 }
 
 // content reads a message's content: a string, null, or a list of text
@@ -282,6 +291,10 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if o.tools = chat.ToolNames(c.Tools); o.tools == nil {
 			o.tools = []string{}
 		}
+	}
+	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice, false); err != nil {
+		s.openaiRefuse(w, err)
+		return
 	}
 	g, err := s.submit(r, req, o)
 	if err != nil {

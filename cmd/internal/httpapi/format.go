@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/grammar"
+)
+
+// Constrained answers: Ollama's format, OpenAI's response_format and
+// tool_choice, llama-server's grammar. Each becomes a GBNF grammar the
+// engine enforces token by token; whatever cannot be enforced is refused
+// with a 400 naming it, never loosened.
+
+// thinkTrigger starts the grammar after a thinking block.
+const thinkTrigger = "</think>"
+
+// setGrammar checks src and puts it on req, lazy after the thinking
+// block when the answer starts with one.
+func setGrammar(req *appliance.Request, src string, thinking bool) error {
+	if _, err := grammar.Parse(src); err != nil {
+		return badf("%v", err)
+	}
+	req.Grammar = src
+	if thinking {
+		req.GrammarTrigger = thinkTrigger
+	}
+	return nil
+}
+
+// schemaGrammar converts a JSON schema, refusing what it cannot enforce.
+func schemaGrammar(field string, schema json.RawMessage) (string, error) {
+	src, err := grammar.FromSchema(schema)
+	if err != nil {
+		return "", badf("%s: %v", field, err)
+	}
+	return src, nil
+}
+
+// ollamaFormat applies Ollama's format: "json" or a JSON schema.
+func ollamaFormat(req *appliance.Request, format json.RawMessage, thinking bool) error {
+	src, err := grammar.FromFormat(format)
+	if err != nil {
+		return badf("%v", err)
+	}
+	if src == "" {
+		return nil
+	}
+	req.Grammar = src
+	if thinking {
+		req.GrammarTrigger = thinkTrigger
+	}
+	return nil
+}
+
+// openaiResponseFormat applies OpenAI's response_format: text, json_object
+// or json_schema ({"name", "schema", "strict"}; enforced either way).
+func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return badf("response_format: %v", err)
+	}
+	switch rf.Type {
+	case "text", "":
+		return nil
+	case "json_object":
+		return setGrammar(req, grammar.AnyJSON(), false)
+	case "json_schema":
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
+			return badf("response_format: json_schema needs json_schema.schema")
+		}
+		src, err := schemaGrammar("response_format.json_schema.schema", rf.JSONSchema.Schema)
+		if err != nil {
+			return err
+		}
+		return setGrammar(req, src, false)
+	}
+	return badf("response_format type %q: want text, json_object or json_schema", rf.Type)
+}
+
+func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
+	switch f {
+	case chat.ToolsTagged:
+		return grammar.ToolsTags
+	case chat.ToolsJSON:
+		return grammar.ToolsLlama
+	}
+	return grammar.ToolsPlainJSON
+}
+
+// toolGrammar constrains tool calls: with tool_choice "required" or a
+// named function the whole answer is calls in the model's own syntax (after
+// a thinking block); with "auto" (or none given) and a model whose calls
+// open with a tag, a lazy grammar constrains each call from its opening
+// on. A request that already has a grammar (a format) keeps it.
+func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage, thinking bool) error {
+	var mode, only string
+	c := strings.TrimSpace(string(choice))
+	switch {
+	case c == "" || c == "null":
+		mode = "auto"
+	case json.Unmarshal(choice, &mode) == nil:
+		switch mode {
+		case "auto", "none", "required":
+		default:
+			return badf("tool_choice %q: want none, auto, required or a function", mode)
+		}
+	default:
+		var named struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(choice, &named); err != nil || named.Function.Name == "" {
+			return badf("tool_choice: want none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+		}
+		mode, only = "required", named.Function.Name
+	}
+	if mode == "none" || len(tools) == 0 {
+		if mode == "required" {
+			return badf("tool_choice %s without tools", c)
+		}
+		return nil
+	}
+	syntax := toolSyntax(s.cfg.Model.ToolFormat)
+	if mode == "auto" {
+		if req.Grammar != "" || syntax != grammar.ToolsTags {
+			return nil // free text with calls the model may write: nothing to enforce
+		}
+		// Offered, not demanded: tools whose parameters cannot be
+		// enforced leave the calls unconstrained rather than refusing.
+		src, trigger, err := grammar.ToolCalls(tools, "", syntax, true)
+		if err != nil {
+			return nil
+		}
+		if _, err := grammar.Parse(src); err != nil {
+			return nil
+		}
+		req.Grammar, req.GrammarTrigger = src, trigger
+		return nil
+	}
+	if req.Grammar != "" {
+		return badf("tool_choice %s and a response format cannot both be enforced", c)
+	}
+	src, _, err := grammar.ToolCalls(tools, only, syntax, false)
+	if err != nil {
+		return badf("tools: %v", err)
+	}
+	return setGrammar(req, src, thinking)
+}

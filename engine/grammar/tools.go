@@ -1,0 +1,84 @@
+package grammar
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ToolSyntax is how a model writes its tool calls.
+type ToolSyntax int
+
+// Tool call syntaxes (engine/chat's ToolFormat).
+const (
+	// ToolsPlainJSON: {"name": ..., "arguments": {...}} objects.
+	ToolsPlainJSON ToolSyntax = iota
+	// ToolsTags: <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
+	ToolsTags
+	// ToolsLlama: {"name": ..., "parameters": {...}}, several separated
+	// by ';' (Llama 3.1, 3.2).
+	ToolsLlama
+)
+
+// ToolCalls is the grammar of tool calls to the tools offered (each
+// {"type": "function", "function": {"name", "parameters"}}, or only the
+// one named): the name one of theirs, the arguments valid under that
+// tool's parameter schema. With lazy, it is the grammar of what follows
+// the trigger it returns (the model writes freely until its call
+// opening); otherwise of a whole answer of calls.
+func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
+	argsKey := "arguments"
+	if syntax == ToolsLlama {
+		argsKey = "parameters"
+	}
+	var alts []string
+	for i, raw := range tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return "", "", fmt.Errorf("tool %d: %w", i, err)
+		}
+		f := t.Function
+		if f.Name == "" || only != "" && f.Name != only {
+			continue
+		}
+		params := f.Parameters
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type": "object", "properties": {}}`)
+		}
+		name, _ := json.Marshal(f.Name)
+		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q]}`, name, argsKey, params, argsKey))
+	}
+	if len(alts) == 0 {
+		if only != "" {
+			return "", "", fmt.Errorf("tool_choice names %q, which is not among the tools", only)
+		}
+		return "", "", fmt.Errorf("no tools with a function name")
+	}
+	schema := `{"anyOf": [` + strings.Join(alts, ", ") + `]}`
+	src, err := FromSchema([]byte(schema))
+	if err != nil {
+		return "", "", fmt.Errorf("tool parameters: %w", err)
+	}
+	// src defines root as one call; rename it and wrap it.
+	src = strings.Replace(src, "root ::= ", "call ::= ", 1)
+	var root string
+	switch {
+	case syntax == ToolsTags && lazy:
+		root, trigger = `root ::= "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`, "<tool_call>"
+	case syntax == ToolsTags:
+		root = `root ::= "<tool_call>" "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`
+	case lazy:
+		return "", "", fmt.Errorf("calls in plain JSON have no opening to start a lazy grammar at")
+	case syntax == ToolsLlama:
+		root = `root ::= call ( ";" " "? call )*`
+	default:
+		root = `root ::= call ( "\n" call )*`
+	}
+	return root + "\n" + src, trigger, nil
+}
