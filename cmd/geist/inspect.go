@@ -22,7 +22,11 @@ type inspectInfo struct {
 	Supported     bool           `json:"supported"`
 	Problem       string         `json:"problem,omitempty"`
 	Layers        int            `json:"layers,omitempty"`
-	ConvLayers    int            `json:"conv_layers,omitempty"` // short-convolution layers (lfm2)
+	ConvLayers    int            `json:"conv_layers,omitempty"`    // short-convolution layers (lfm2)
+	LocalLayers   int            `json:"local_layers,omitempty"`   // sliding-window layers (gemma4)
+	SlidingWindow int            `json:"sliding_window,omitempty"` // their window
+	SharedKV      int            `json:"shared_kv_layers,omitempty"`
+	PerLayerEmbd  int            `json:"per_layer_embedding,omitempty"`
 	Embedding     int            `json:"embedding_length,omitempty"`
 	FeedForward   int            `json:"feed_forward_length,omitempty"`
 	Heads         int            `json:"heads,omitempty"`
@@ -112,9 +116,19 @@ func inspect(e *env, path string, asJSON bool) error {
 		row("supported", "no: "+info.Problem)
 	}
 	if info.Layers > 0 {
-		if info.ConvLayers > 0 {
+		switch {
+		case info.ConvLayers > 0:
 			row("layers", fmt.Sprintf("%d (%d short convolution, %d attention)", info.Layers, info.ConvLayers, info.Layers-info.ConvLayers))
-		} else {
+		case info.LocalLayers > 0:
+			l := fmt.Sprintf("%d (%d local with a %d-token window, %d global", info.Layers, info.LocalLayers, info.SlidingWindow, info.Layers-info.LocalLayers)
+			if info.SharedKV > 0 {
+				l += fmt.Sprintf("; the last %d read earlier layers' keys and values", info.SharedKV)
+			}
+			if info.PerLayerEmbd > 0 {
+				l += fmt.Sprintf("; per-layer embeddings of %d", info.PerLayerEmbd)
+			}
+			row("layers", l+")")
+		default:
 			row("layers", info.Layers)
 		}
 		row("width", info.Embedding)
@@ -147,6 +161,18 @@ func inspect(e *env, path string, asJSON bool) error {
 func fillConfig(info *inspectInfo, c model.Config) {
 	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
 	info.ConvLayers = c.ConvLayers()
+	for l := range c.NLayer {
+		if c.IsSWA(l) {
+			info.LocalLayers++
+		}
+		if c.KVFrom != nil && c.KVFrom[l] != l {
+			info.SharedKV++
+		}
+	}
+	if info.LocalLayers > 0 {
+		info.SlidingWindow = c.Window
+	}
+	info.PerLayerEmbd = c.PerLayerEmbd
 	info.Heads, info.HeadsKV, info.HeadDim = c.NHead, c.NHeadKV, c.HeadDim
 	info.ContextLength, info.RopeBase, info.TiedOutput = c.CtxTrain, c.RopeBase, c.TiedOutput
 }
