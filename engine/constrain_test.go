@@ -135,13 +135,13 @@ func TestConstrainedSpeculationExact(t *testing.T) {
 
 // TestConstrainedSamplingDistribution extends the chi-square test to a
 // masked distribution: the first two tokens under a grammar are
-// distributed alike with and without a drafted tree, and every sample
-// keeps to the grammar.
+// distributed alike with and without a drafted tree, and the test does
+// fail when the acceptance rule is broken.
 func TestConstrainedSamplingDistribution(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: 2×20,000 sampled generations are too slow under emulation")
+		t.Skip("-short: 3×6,000 sampled generations are too slow under emulation")
 	}
-	samples := 20000
+	samples := 6000
 	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
 	prompt := "Once upon a time, there was a little"
 	const gbnf = `root ::= " " ("girl" | "boy" | "dog" | "cat" | [a-z]+) " " [a-z]+ "."`
@@ -165,5 +165,11 @@ func TestConstrainedSamplingDistribution(t *testing.T) {
 	t.Logf("masked tree vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
 	if p <= 0.01 {
 		t.Errorf("speculation changes the masked distribution: p = %.4g", p)
+	}
+	broken := run(SpecOptions{Drafter: tree, Fixed: true, BreakAcceptance: true}, 2_000_000)
+	chi, df, p = chiSquare(plain, broken)
+	t.Logf("broken rule vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
+	if p > 0.01 {
+		t.Errorf("the test does not detect a broken acceptance rule: p = %.4g", p)
 	}
 }

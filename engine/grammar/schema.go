@@ -571,7 +571,7 @@ func (c *converter) resolve(ref, path string) (any, error) {
 func ruleName(s string) string {
 	var sb strings.Builder
 	for _, r := range s {
-		if r < 128 && isNameByte(byte(r)) {
+		if r < 128 && isNameByte(byte(r)) && r != '_' { // llama.cpp's names: letters, digits, '-'
 			sb.WriteRune(r)
 		} else {
 			sb.WriteByte('-')
