@@ -217,6 +217,8 @@ func (e *Engine) Ctx() int { return e.opt.Ctx }
 
 // Request is one generation.
 type Request struct {
+	// ctx is Generate's: the template's render stops at its cancellation.
+	ctx      context.Context
 	Prompt   string         // raw prompt, read as it is (used when Messages is empty and Chat is not set)
 	Messages []chat.Message // chat messages, rendered with the model's template
 	Chat     bool           // render Prompt (and System) as a one-turn chat
@@ -334,7 +336,7 @@ func (req *Request) messages() []chat.Message {
 }
 
 func (e *Engine) renderMessages(req *Request, msgs []chat.Message, addGen bool) (string, error) {
-	opt := chat.Options{AddGenerationPrompt: addGen, Tools: req.Tools, Extra: req.TemplateVars}
+	opt := chat.Options{AddGenerationPrompt: addGen, Tools: req.Tools, Extra: req.TemplateVars, Context: req.ctx}
 	if id := e.tok.BOS(); id >= 0 {
 		opt.BOS = e.tok.TokenText(id)
 	}

@@ -47,6 +47,7 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
 // greedy decoding, the same distribution when sampling.
 func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	var st Stats
+	req.ctx = ctx
 	prompt, msgs, dropped, err := e.prompt(&req)
 	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
 	if err != nil {

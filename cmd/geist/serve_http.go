@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
@@ -276,16 +278,35 @@ func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
 		}
 		f.Close()
 	}
-	hm.Capabilities = []string{"completion"}
-	if t, err := chat.Compile(hm.Template); err == nil {
+	hm.Capabilities = templateCapabilities(m.Path, hm.Template)
+	return hm, true, nil
+}
+
+// templateCaps caches the capabilities of stored models' templates by
+// file (path, size, modification time): /api/show compiles a template,
+// trial renders and all, once per file, not once per call (issue 22: a
+// hostile template burned seconds of CPU per call after the client left).
+var templateCaps sync.Map
+
+func templateCapabilities(path, src string) []string {
+	key := path
+	if st, err := os.Stat(path); err == nil {
+		key = fmt.Sprintf("%s|%d|%d", path, st.Size(), st.ModTime().UnixNano())
+	}
+	if v, ok := templateCaps.Load(key); ok {
+		return slices.Clone(v.([]string))
+	}
+	caps := []string{"completion"}
+	if t, err := chat.Compile(src); err == nil {
 		if t.SupportsTools() {
-			hm.Capabilities = append(hm.Capabilities, "tools")
+			caps = append(caps, "tools")
 		}
 		if t.SupportsThinking() {
-			hm.Capabilities = append(hm.Capabilities, "thinking")
+			caps = append(caps, "thinking")
 		}
 	}
-	return hm, true, nil
+	templateCaps.Store(key, caps)
+	return slices.Clone(caps)
 }
 
 func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(httpapi.PullProgress)) error {

@@ -1,10 +1,12 @@
 package chat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -14,11 +16,37 @@ import (
 // the engine discards some errors (those of slice bounds), and Render
 // reports it all the same.
 type budget struct {
-	lim   Limits
-	steps int64
-	bytes int64
-	err   error
-	pcs   []uintptr
+	lim      Limits
+	steps    int64
+	bytes    int64
+	err      error
+	pcs      []uintptr
+	ctx      context.Context // the request's: a render stops at its cancellation
+	deadline time.Time       // the wall-clock bound of the render (Limits.Time)
+	checked  int64           // steps at the last look at the clock
+}
+
+// newBudget starts a render's budget under lim, ending with ctx.
+func newBudget(lim Limits, ctx context.Context) *budget {
+	b := &budget{lim: lim, ctx: ctx}
+	if lim.Time > 0 {
+		b.deadline = time.Now().Add(lim.Time)
+	}
+	return b
+}
+
+// stringCost is the bytes of a string operation (a method, a filter, a
+// test with in) that cost one step: a method on a 4 MiB string costs
+// 512 Ki steps, so eight of them take the default budget.
+const stringCost = 8
+
+// valueBytes is what one element of a list a template builds costs in
+// memory, charged to the byte budget before the list is built.
+const valueBytes = 64
+
+// chargeString charges the work of an operation over a string of n bytes.
+func (b *budget) chargeString(n int64) error {
+	return b.step(n/stringCost + 1)
 }
 
 func (b *budget) fail(err error) error {
@@ -36,6 +64,17 @@ func (b *budget) step(n int64) error {
 	b.steps += n
 	if b.steps > b.lim.Steps {
 		return b.fail(limitf("more than %d steps (a loop or recursion without end?)", b.lim.Steps))
+	}
+	// The clock and the request, every 1024 steps (and at every large
+	// charge): the steps bound the work, these the time.
+	if b.steps-b.checked >= 1024 || n >= 1024 {
+		b.checked = b.steps
+		if b.ctx != nil && b.ctx.Err() != nil {
+			return b.fail(fmt.Errorf("chat: render cancelled: %w", context.Cause(b.ctx)))
+		}
+		if !b.deadline.IsZero() && time.Now().After(b.deadline) {
+			return b.fail(limitf("a render longer than %v", b.lim.Time))
+		}
 	}
 	return nil
 }
@@ -297,7 +336,63 @@ func (b *budget) guards() map[string]jinja.Value {
 		}
 		return v, b.sized(n)
 	})
-	g[guardPrefix+"str"] = g[guardPrefix+"print"]
+	fn("str", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v := arg(args, 0)
+		n, err := b.measure(v)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		if err := b.chargeString(n); err != nil {
+			return jinja.Undefined(), err
+		}
+		return v, b.sized(n)
+	})
+	// cost(v) charges an operation that reads all of v (a method, in):
+	// its length in steps, before the operation runs.
+	fn("cost", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v := arg(args, 0)
+		var n int64
+		switch {
+		case v.IsString():
+			n = int64(len(v.AsString()))
+		case v.IsList():
+			n = int64(len(v.AsList().Items)) * stringCost
+		case v.IsDict():
+			n = int64(v.AsDict().Len()) * stringCost
+		}
+		return v, b.chargeString(n)
+	})
+	// listof(v) is v|list: a string becomes one element per character,
+	// charged before the list is built.
+	fn("listof", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v := arg(args, 0)
+		n, err := b.measure(v)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		if err := b.chargeString(n); err != nil {
+			return jinja.Undefined(), err
+		}
+		return v, b.produce(n * valueBytes)
+	})
+	// split(s, sep) is s.split(sep): one element per piece, charged before.
+	fn("split", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v := arg(args, 0)
+		str := printed(v)
+		if err := b.chargeString(int64(len(str))); err != nil {
+			return jinja.Undefined(), err
+		}
+		var pieces int64
+		switch sep := arg(args, 1); {
+		case sep.IsUndefined() || sep.IsNone():
+			pieces = int64(len(strings.Fields(str)))
+		case printed(sep) == "":
+			pieces = int64(len(str))
+		default:
+			pieces = int64(strings.Count(str, printed(sep))) + 1
+		}
+		return v, b.produce(pieces*valueBytes + int64(len(str)))
+	})
 	fn("walk", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
 		_, err := b.measure(v)

@@ -59,6 +59,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,6 +117,9 @@ type Options struct {
 	// its tools variable, keys in the order sent. None: tools stays
 	// undefined.
 	Tools []json.RawMessage
+	// Context, if set, ends the render when it is done (a request's
+	// cancellation): the render fails at its next step.
+	Context context.Context
 }
 
 // ErrRaised is wrapped by the error Render returns when the template calls
@@ -133,6 +137,9 @@ type Template struct {
 	src  string
 	prog *jinja.Template
 	lim  Limits
+	// probing is the budget the trial renders at Compile share (one
+	// budget for all of them, not one each).
+	probing *budget
 
 	// Capabilities found by trial renders at compile time, as llama.cpp's
 	// jinja::caps_get does.
@@ -169,7 +176,10 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 		return nil, err
 	}
 	t = &Template{src: src, prog: prog, lim: lim, systemRole: true}
-	if err := t.probe(); err != nil {
+	t.probing = newBudget(lim, nil)
+	err = t.probe()
+	t.probing = nil
+	if err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -208,7 +218,7 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 		}
 		extra["tools"] = tools
 	}
-	out, err := t.exec(list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
+	out, err := t.exec(newBudget(t.lim, opt.Context), list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
 	if err != nil {
 		return "", err
 	}
@@ -269,8 +279,13 @@ func (t *Template) message(m Message) (jinja.Value, error) {
 }
 
 // exec runs the template with llama.cpp's variables.
-func (t *Template) exec(msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
-	b := &budget{lim: t.lim}
+func (t *Template) exec(b *budget, msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
+	if b == nil {
+		b = newBudget(t.lim, nil)
+	}
+	// A budget shared by several renders starts each one with a clean
+	// slate of errors but keeps what was spent.
+	b.err = nil
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("chat: template engine failed while rendering: %v", r)
@@ -409,14 +424,14 @@ func (t *Template) probe() error {
 	// when a template prints content[0] whole).
 	const userMarker = "User message 5c0d2e"
 	plain := t.mustMessage(Message{Role: "user", Content: userMarker})
-	out, err := t.exec([]jinja.Value{plain}, "", "", true, now, nil)
+	out, err := t.exec(t.probing, []jinja.Value{plain}, "", "", true, now, nil)
 	if errors.Is(err, ErrLimit) {
 		return err
 	}
 	if err != nil || !strings.Contains(out, userMarker) {
 		t.typedContent = true
 		plain = t.mustMessage(Message{Role: "user", Content: userMarker})
-		out, err := t.exec([]jinja.Value{plain}, "", "", true, now, nil)
+		out, err := t.exec(t.probing, []jinja.Value{plain}, "", "", true, now, nil)
 		if errors.Is(err, ErrLimit) {
 			return err
 		}
@@ -427,7 +442,7 @@ func (t *Template) probe() error {
 	// message's content; here, whether a unique content reaches the output.
 	const marker = "System message 7f3a91"
 	msgs := []jinja.Value{t.mustMessage(Message{Role: "system", Content: marker}), t.mustMessage(Message{Role: "user", Content: "User message"})}
-	out, err = t.exec(msgs, "", "", true, now, nil)
+	out, err = t.exec(t.probing, msgs, "", "", true, now, nil)
 	if errors.Is(err, ErrLimit) {
 		return err
 	}

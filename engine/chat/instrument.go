@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ardanlabs/jinja"
@@ -76,6 +77,9 @@ type Limits struct {
 	// Output bounds the size of any single string a render builds, the
 	// rendered prompt included.
 	Output int
+	// Time bounds the wall-clock time of one render (and of the trial
+	// renders at Compile, together); 0: none.
+	Time time.Duration
 }
 
 // DefaultLimits are far above what real chat templates need (the largest
@@ -89,6 +93,7 @@ var DefaultLimits = Limits{
 	Frames:  4096,
 	Bytes:   64 << 20,
 	Output:  4 << 20,
+	Time:    2 * time.Second,
 }
 
 func limitf(format string, args ...any) error {
@@ -293,7 +298,7 @@ var cheapFilters = map[string]bool{
 // stringFilters build a string about the size of their printed input.
 var stringFilters = map[string]bool{
 	"string": true, "trim": true, "upper": true, "lower": true, "title": true,
-	"capitalize": true, "escape": true, "e": true, "safe": true, "list": true,
+	"capitalize": true, "escape": true, "e": true, "safe": true,
 	"wordcount": true,
 }
 
@@ -303,6 +308,7 @@ var guardedFilters = map[string]string{
 	"tojson":  guardPrefix + "tojson",
 	"indent":  guardPrefix + "indent",
 	"replace": guardPrefix + "replace",
+	"list":    guardPrefix + "listof",
 }
 
 // instrumenter rewrites one compiled template.
@@ -385,6 +391,11 @@ func (in *instrumenter) rewrite(v, s reflect.Value) {
 			guard = "add"
 		case "~":
 			guard = "cat"
+		case "in", "not in":
+			// A substring or member search reads all of the right side.
+			r := field(s, "right")
+			r.Set(in.filter(r, guardPrefix+"cost"))
+			return
 		default:
 			return
 		}
@@ -428,6 +439,12 @@ func (in *instrumenter) rewrite(v, s reflect.Value) {
 			if args.Len() > 1 {
 				args.Index(1).Set(in.filter(args.Index(1), guardPrefix+"keep", obj))
 			}
+		case "split", "rsplit", "splitlines":
+			obj.Set(in.filterArgs(obj, guardPrefix+"split", args, field(s, "kwargs")))
+		default:
+			// upper, strip, find, count, startswith, items, ...: their
+			// work is the length of what they read.
+			obj.Set(in.filter(obj, guardPrefix+"cost"))
 		}
 	case "itemExpr":
 		in.measure(field(s, "key"))

@@ -107,7 +107,7 @@ func (t *Template) probeTools(now time.Time) error {
 		return err
 	}
 	msgs := []jinja.Value{t.mustMessage(Message{Role: "user", Content: "User message"})}
-	out, err := t.exec(msgs, "", "", true, now, map[string]any{"tools": tools})
+	out, err := t.exec(t.probing, msgs, "", "", true, now, map[string]any{"tools": tools})
 	if errors.Is(err, ErrLimit) {
 		return err
 	}
