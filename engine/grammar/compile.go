@@ -52,24 +52,34 @@ type builder struct {
 	rules  map[string]*expr
 	index  map[string]int32 // kept rules
 	inline map[string]bool
-	eps    [][]int32
-	edges  [][]edge
-	rule   []int32
-	cur    int32
-	err    error
+	// The epsilon automaton as flat edge lists (grouped by state in
+	// removeEpsilons): epsilon edges from/to, byte and call edges.
+	epsFrom, epsTo []int32
+	edgeFrom       []int32
+	edgeList       []edge
+	rule           []int32 // [state]
+	seqs           map[*expr][][]byteRange
+	cur            int32
+	err            error
 }
 
 func (b *builder) state() int32 {
-	if b.err == nil && len(b.eps) >= 4*MaxStates {
+	if b.err == nil && len(b.rule) >= 4*MaxStates {
 		b.err = fmt.Errorf("%w: the grammar expands to more than %d states", ErrSyntax, MaxStates)
 	}
-	b.eps = append(b.eps, nil)
-	b.edges = append(b.edges, nil)
 	b.rule = append(b.rule, b.cur)
-	return int32(len(b.eps) - 1)
+	return int32(len(b.rule) - 1)
 }
 
-func (b *builder) epsilon(from, to int32) { b.eps[from] = append(b.eps[from], to) }
+func (b *builder) epsilon(from, to int32) {
+	b.epsFrom = append(b.epsFrom, from)
+	b.epsTo = append(b.epsTo, to)
+}
+
+func (b *builder) edge(from int32, e edge) {
+	b.edgeFrom = append(b.edgeFrom, from)
+	b.edgeList = append(b.edgeList, e)
+}
 
 func (b *builder) fresh(from int32) int32 {
 	s := b.state()
@@ -80,7 +90,7 @@ func (b *builder) fresh(from int32) int32 {
 func (b *builder) bytes(from int32, seq []byteRange) int32 {
 	for _, r := range seq {
 		s := b.state()
-		b.edges[from] = append(b.edges[from], edge{lo: r.lo, hi: r.hi, ref: -1, to: s})
+		b.edge(from, edge{lo: r.lo, hi: r.hi, ref: -1, to: s})
 		from = s
 	}
 	return from
@@ -107,10 +117,15 @@ func (b *builder) build(e *expr, from int32, depth int) int32 {
 		return from
 	case eClass:
 		end := b.state()
-		for _, seq := range utf8Sequences(e.ranges) {
+		seqs, ok := b.seqs[e]
+		if !ok {
+			seqs = utf8Sequences(e.ranges)
+			b.seqs[e] = seqs
+		}
+		for _, seq := range seqs {
 			last := b.bytes(from, seq[:len(seq)-1])
 			r := seq[len(seq)-1]
-			b.edges[last] = append(b.edges[last], edge{lo: r.lo, hi: r.hi, ref: -1, to: end})
+			b.edge(last, edge{lo: r.lo, hi: r.hi, ref: -1, to: end})
 		}
 		return end
 	case eRef:
@@ -118,7 +133,7 @@ func (b *builder) build(e *expr, from int32, depth int) int32 {
 			return b.build(b.rules[e.name], from, depth+1)
 		}
 		s := b.state()
-		b.edges[from] = append(b.edges[from], edge{ref: b.index[e.name], to: s})
+		b.edge(from, edge{ref: b.index[e.name], to: s})
 		return s
 	case eSeq:
 		for _, s := range e.subs {
@@ -227,7 +242,7 @@ func inlinable(rules map[string]*expr, order []string) map[string]bool {
 
 // compile builds the automata of rules, root first.
 func compile(rules map[string]*expr, order []string) (*Grammar, error) {
-	b := &builder{rules: rules, index: map[string]int32{}, inline: inlinable(rules, order)}
+	b := &builder{rules: rules, index: map[string]int32{}, inline: inlinable(rules, order), seqs: map[*expr][][]byteRange{}}
 	var kept []string
 	kept = append(kept, "root")
 	for _, n := range order {
@@ -267,31 +282,41 @@ func compile(rules map[string]*expr, order []string) (*Grammar, error) {
 // removeEpsilons gives every state the byte and call edges of its
 // epsilon closure and keeps the states those edges reach.
 func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
-	n := len(b.eps)
+	n := len(b.rule)
 	isEnd := make([]bool, n)
 	for _, e := range ends {
 		isEnd[e] = true
+	}
+	// Group the edge lists by state (counting sort).
+	group := func(from []int32) []int32 {
+		start := make([]int32, n+1)
+		for _, f := range from {
+			start[f+1]++
+		}
+		for i := 1; i <= n; i++ {
+			start[i] += start[i-1]
+		}
+		return start
+	}
+	epsStart := group(b.epsFrom)
+	eps := make([]int32, len(b.epsTo))
+	next := append([]int32(nil), epsStart[:n]...)
+	for i, f := range b.epsFrom {
+		eps[next[f]] = b.epsTo[i]
+		next[f]++
+	}
+	edgeStart := group(b.edgeFrom)
+	edges := make([]edge, len(b.edgeList))
+	copy(next, edgeStart[:n])
+	for i, f := range b.edgeFrom {
+		edges[next[f]] = b.edgeList[i]
+		next[f]++
 	}
 	stamp := make([]int32, n)
 	for i := range stamp {
 		stamp[i] = -1
 	}
-	closure := func(s int32, visit func(int32)) {
-		stack := []int32{s}
-		stamp[s] = s
-		for len(stack) > 0 {
-			x := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			visit(x)
-			for _, y := range b.eps[x] {
-				if stamp[y] != s {
-					stamp[y] = s
-					stack = append(stack, y)
-				}
-			}
-		}
-	}
-	// Keep rule starts and the targets of non-epsilon edges, reachable.
+	var stack []int32
 	newID := make([]int32, n)
 	for i := range newID {
 		newID[i] = -1
@@ -307,33 +332,41 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 		add(s)
 	}
 	g := &Grammar{}
-	type pending struct {
-		edges []edge
-		final bool
-	}
-	var out []pending
+	var raw []edge // the closure's edges of order[i], targets not yet renumbered
+	var rawStart []int32
+	var final []bool
 	for i := 0; i < len(order); i++ {
 		s := order[i]
-		var p pending
-		closure(s, func(x int32) {
-			p.final = p.final || isEnd[x]
-			for _, e := range b.edges[x] {
-				p.edges = append(p.edges, e) // targets renumbered below
+		rawStart = append(rawStart, int32(len(raw)))
+		fin := false
+		stack = append(stack[:0], s)
+		stamp[s] = s
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			fin = fin || isEnd[x]
+			for _, e := range edges[edgeStart[x]:edgeStart[x+1]] {
+				raw = append(raw, e)
+				add(e.to)
 			}
-		})
-		for _, e := range p.edges {
-			add(e.to)
+			for _, y := range eps[epsStart[x]:epsStart[x+1]] {
+				if stamp[y] != s {
+					stamp[y] = s
+					stack = append(stack, y)
+				}
+			}
 		}
-		out = append(out, p)
+		final = append(final, fin)
 	}
+	rawStart = append(rawStart, int32(len(raw)))
 	g.first = make([]int32, len(order)+1)
-	g.final = make([]bool, len(order))
+	g.final = final
 	g.ruleOf = make([]int32, len(order))
-	for i, p := range out {
+	g.edges = make([]edge, 0, len(raw))
+	for i := range order {
 		g.first[i] = int32(len(g.edges))
-		g.final[i] = p.final
 		g.ruleOf[i] = b.rule[order[i]]
-		for _, e := range p.edges {
+		for _, e := range raw[rawStart[i]:rawStart[i+1]] {
 			e.to = newID[e.to]
 			dup := false
 			for _, f := range g.edges[g.first[i]:] {

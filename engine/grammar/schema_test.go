@@ -204,3 +204,56 @@ func TestToolCalls(t *testing.T) {
 		t.Error("a named tool that is not offered: no error")
 	}
 }
+
+// BenchmarkCompileHATools compiles the grammar of calls to Home
+// Assistant's intent tools (17 tools, as its Assist API offers them) from
+// their parameter schemas: the compile budget is 50 ms.
+func BenchmarkCompileHATools(b *testing.B) {
+	raw, err := os.ReadFile("testdata/ha-tools.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		b.Fatal(err)
+	}
+	var states int
+	for b.Loop() {
+		src, _, err := ToolCalls(tools, "", ToolsTags, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := Parse(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		states = g.States()
+	}
+	b.ReportMetric(float64(states), "states")
+}
+
+// BenchmarkCompileAITask compiles the AI Task schemas of the tests.
+func BenchmarkCompileAITask(b *testing.B) {
+	raw, err := os.ReadFile("testdata/schemas.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var schemas map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &schemas); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for name, s := range schemas {
+			if !strings.HasPrefix(name, "ha-ai-task") {
+				continue
+			}
+			src, err := FromSchema(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Parse(src); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
