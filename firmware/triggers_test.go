@@ -42,10 +42,7 @@ func TestTriggersWithoutBroker(t *testing.T) {
 	defer f.Close()
 	log := slog.New(slog.NewTextHandler(f, nil))
 	logs := func() string { b, _ := os.ReadFile(logFile); return string(b) }
-	core, err := appliance.New(appliance.Config{Engine: eng, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := appliancetest.Start(t, appliance.Config{Engine: eng, Logger: log})
 	spoken := filepath.Join(t.TempDir(), "spoken.txt")
 	speaker, err := voice.NewSpeaker(voice.SpeakerConfig{Command: []string{"sh", "-c", "cat >> " + spoken}}, log)
 	if err != nil {
@@ -68,15 +65,11 @@ func TestTriggersWithoutBroker(t *testing.T) {
 	var mu sync.Mutex
 	trig := NewTriggers(TriggersConfig{Core: core, Speaker: speaker, LEDs: dev.LEDs(), Logger: log,
 		OnPress: func(b string, k Press) { mu.Lock(); presses = append(presses, b+" "+k.String()); mu.Unlock() }})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { core.Run(ctx) })
-	wg.Go(func() { speaker.Run(ctx) })
+	core.Serve(func(ctx context.Context) error { speaker.Run(ctx); return nil })
 	stop := dev.LEDs().Follow(core)
-	wg.Go(func() { dev.Run(ctx, trig, nil) })
+	core.Serve(func(ctx context.Context) error { return dev.Run(ctx, trig, nil) })
 	defer func() {
-		cancel()
-		wg.Wait()
+		core.Stop()
 		stop()
 	}()
 	waitUntil(t, "the ready LED", func() bool { return ready.Read() == gpio.High })

@@ -43,27 +43,18 @@ func startService(t *testing.T, cfg Config, eng *appliancetest.Engine, mod func(
 	if mod != nil {
 		mod(&cc)
 	}
-	core, err := appliance.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := appliancetest.Start(t, cc)
 	s, err := New(cfg, core)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { core.Run(ctx); close(done) }()
-	mctx, mcancel := context.WithCancel(context.Background())
-	mdone := make(chan struct{})
-	go func() { s.Run(mctx); close(mdone) }()
-	t.Cleanup(func() { cancel(); <-done; mcancel(); <-mdone })
+	core.Serve(s.Run)
 	for deadline := time.Now().Add(10 * time.Second); !s.Connected(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("service did not connect")
 		}
 	}
-	return s, core
+	return s, core.Core
 }
 
 func decode[T any](t testing.TB, b []byte) T {

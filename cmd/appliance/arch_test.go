@@ -41,7 +41,7 @@ var architecture = map[string]struct {
 	// The appliance core and what front ends share beside it.
 	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/sample", "storage"}, nil},
 	"cmd/appliance/sentence":      {nil, nil},
-	"cmd/appliance/appliancetest": {[]string{"engine"}, nil}, // test helper: a scripted engine
+	"cmd/appliance/appliancetest": {[]string{"engine", "cmd/appliance"}, nil}, // test helper: a scripted engine, a running core
 	// Front ends: one protocol or device each, through the core.
 	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
 	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},

@@ -31,19 +31,11 @@ func testLog() *slog.Logger {
 // start runs a core over eng until the end of the test.
 func start(t *testing.T, eng appliance.Engine, mod func(*appliance.Config)) *appliance.Core {
 	t.Helper()
-	cfg := appliance.Config{Engine: eng, Logger: testLog(), ShutdownGrace: 2 * time.Second}
+	cfg := appliance.Config{Engine: eng, Logger: testLog()}
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := appliance.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return c
+	return appliancetest.Start(t, cfg).Core
 }
 
 func outcome(t *testing.T, tk *appliance.Ticket) appliance.Outcome {

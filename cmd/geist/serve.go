@@ -6,24 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/httpapi"
-	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/firmware"
-	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"
-	"github.com/geisten/geist/mqtt/hermes"
 )
 
 const serveUsage = "serve [--config FILE] [-m MODEL] [--broker URL] [--device NAME] [--data-dir DIR] [flags]"
@@ -230,165 +223,25 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	if ctl != nil {
 		ctl.core.Store(core)
 	}
-	wy, err := startWyoming(c, core, log)
+	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
+	defer fronts.close()
 	if err != nil {
 		return err
 	}
-	defer wy.close()
-
-	// The HTTP API (Ollama, OpenAI, metrics, health): the listener opens
-	// before the other front ends start, so a taken port fails at once.
-	var web *httpapi.Server
-	var webLn net.Listener
-	if c.HTTP.Addr != "" {
-		hc, err := c.httpConfig(core, eng, models.New(c.modelsDir()), loadTime, log)
-		if err != nil {
-			return err
-		}
-		if web, err = httpapi.New(hc); err != nil {
-			return err
-		}
-		web.Check("storage", true, storageCheck(c.DataDir))
-		mountPage(web, c, core, log)
-		if hooks.mountHTTP != nil {
-			hooks.mountHTTP(web)
-		}
-		if webLn, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
-			return fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", err)
-		}
-		defer webLn.Close()
-	}
-
-	// Buttons and LEDs. A board without the pins is not fatal: the error
-	// says what is missing and the rest keeps serving.
-	var dev *firmware.Device
-	if gpioConfigured(c.GPIO) {
-		open := hooks.openGPIO
-		if open == nil {
-			open = firmware.Open
-		}
-		d, err := open(c.GPIO, log.With("component", "gpio"))
-		switch {
-		case d == nil && err != nil: // an invalid configuration
-			return fmt.Errorf("gpio: %w", err)
-		case errors.Is(err, firmware.ErrUnavailable):
-			log.Warn(strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on without them", "buttons_found", d.Buttons())
-			core.SetDegraded(appliance.PartGPIO, "the configured buttons and LEDs are unavailable on this board")
-		case err != nil: // pins found but not all usable: not fatal either
-			log.Warn("GPIO: "+strings.ReplaceAll(oneLine(err.Error()), "firmware: ", "")+"; serving on", "buttons_found", d.Buttons())
-			core.SetDegraded(appliance.PartGPIO, fmt.Sprintf("some configured pins are unusable (buttons working: %s)", strings.Join(d.Buttons(), ", ")))
-		}
-		dev = d
-		defer dev.LEDs().Follow(core)() // every generation, whichever front end asked
-	}
-
-	broker := c.MQTT.Broker
-	if c.MQTT.Embedded {
-		emb, err := mqtt.StartEmbedded(c.MQTT.EmbeddedAddr, c.MQTT.Username, c.MQTT.Password, log)
-		if err != nil {
-			return err
-		}
-		defer emb.Close()
-		log.Info("embedded MQTT broker listening", "addr", emb.Addr())
-		if broker == "" {
-			broker = emb.URL()
-		}
-	}
-	var triggers *firmware.Triggers
-	tc := firmware.TriggersConfig{Core: core, Logger: log.With("component", "triggers")}
-	if dev != nil {
-		tc.LEDs = dev.LEDs()
-	}
-	if c.Voice.Speech != nil {
-		if tc.Speaker, err = voice.NewSpeaker(*c.Voice.Speech, log.With("component", "speech")); err != nil {
-			return err
-		}
-	}
-	var svc *mqtt.Service
-	switch {
-	case broker == "" && (wy != nil || web != nil):
-		log.Info("no MQTT broker configured (--broker or [mqtt] broker): MQTT is off", "http", c.HTTP.Addr, "wyoming", c.Wyoming.Addr)
-	case broker == "":
-		log.Warn("no MQTT broker configured (--broker or [mqtt] broker), no HTTP API and no Wyoming: serving nothing over the network until restarted with one (buttons and voice keep working)")
-	default:
-		mc := c.mqttConfig(broker, mqttButtons(c.GPIO, dev), log)
-		mc.OnCancel = func() {
-			if t := triggers; t != nil {
-				t.StopOutputs() // Home Assistant's Cancel button also stops speech
-			}
-		}
-		if svc, err = mqtt.New(mc, core); err != nil {
-			return err
-		}
-		tc.OnPress = func(button string, kind firmware.Press) { svc.PublishPress(button, kind.String()) }
-	}
-	triggers = firmware.NewTriggers(tc)
-	var ptt *voice.PushToTalk
-	if c.Voice.Talk != nil {
-		if ptt, err = voice.NewPushToTalk(*c.Voice.Talk, triggers.Voice(), log.With("component", "push-to-talk")); err != nil {
-			return err
-		}
-		triggers.OnCancel(ptt.Cancel)
-	}
-	var bridge *hermes.Bridge
-	var hopts *paho.ClientOptions
-	if c.Hermes != nil {
-		if bridge, err = hermes.New(c.Hermes.Config, hermes.CoreAnswerer(core), log); err != nil {
-			return err
-		}
-		clientID := c.MQTT.ClientID
-		if clientID == "" {
-			clientID = mqtt.ClientID(c.Device)
-		}
-		if hopts, err = hermesOptions(c, c.Hermes, broker, clientID); err != nil {
-			log.Error(err.Error() + "; the Hermes bridge is off")
-			bridge = nil
-		} else {
-			triggers.OnCancel(bridge.Cancel)
-		}
-	}
-	if c.Voice.Talk != nil && !slices.ContainsFunc(c.GPIO.Buttons, func(b firmware.Button) bool { return b.Talk }) {
-		log.Warn("[voice.talk] is configured but no button has talk = true: push-to-talk is unused")
-	}
-	log.Info("device triggers", "on", describeDevice(c, dev))
 
 	// The front ends stop with ctx; the core finishes (or cancels) the
-	// running request within the shutdown grace; the MQTT front end
-	// publishes the last answers, then offline.
+	// running request within the shutdown grace; then the front ends that
+	// deliver answers (MQTT, Wyoming) publish the last ones and stop.
+	drain, stopDrain := context.WithCancel(context.Background())
+	defer stopDrain()
 	var wg sync.WaitGroup
-	if tc.Speaker != nil {
-		wg.Go(func() { tc.Speaker.Run(ctx) })
-	}
-	if dev != nil {
-		var talker firmware.Talker
-		if ptt != nil {
-			talker = ptt
-		}
-		wg.Go(func() { dev.Run(ctx, triggers, talker) })
-	}
-	if bridge != nil {
-		wg.Go(func() { bridge.Connect(ctx, hopts) })
-	}
-	mctx, stopMQTT := context.WithCancel(context.Background())
-	defer stopMQTT()
-	if svc != nil {
-		wg.Go(func() { svc.Run(mctx) })
-	}
-	wy.run(ctx, mctx, &wg, log)
-	if web != nil {
-		wg.Go(func() {
-			if err := web.Serve(ctx, webLn); err != nil {
-				log.Error("HTTP API stopped", "err", err)
-			}
-		})
+	for _, f := range fronts {
+		f.run(ctx, drain, &wg)
 	}
 	err = core.Run(ctx)
-	stopMQTT()
+	stopDrain()
 	wg.Wait()
-	if ptt != nil {
-		ptt.Wait()
-	}
-	triggers.Wait()
+	fronts.wait()
 	log.Info("stopped")
 	return err
 }

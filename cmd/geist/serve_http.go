@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -61,6 +62,52 @@ func (h *httpSection) validate() error {
 	}
 	return nil
 }
+
+// httpFront is the HTTP API: Ollama, OpenAI, the status page, metrics and
+// health checks.
+type httpFront struct {
+	srv *httpapi.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// startHTTP listens on [http] addr; nil when it is empty. mount, when
+// set, sees the server before it serves.
+func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load time.Duration, mount func(*httpapi.Server), log *slog.Logger) (*httpFront, error) {
+	if c.HTTP.Addr == "" {
+		return nil, nil
+	}
+	hc, err := c.httpConfig(core, eng, models.New(c.modelsDir()), load, log)
+	if err != nil {
+		return nil, err
+	}
+	web, err := httpapi.New(hc)
+	if err != nil {
+		return nil, err
+	}
+	web.Check("storage", true, storageCheck(c.DataDir))
+	mountPage(web, c, core, log)
+	if mount != nil {
+		mount(web)
+	}
+	ln, err := net.Listen("tcp", c.HTTP.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", err)
+	}
+	return &httpFront{srv: web, ln: ln, log: log}, nil
+}
+
+// run serves until stop ends.
+func (f *httpFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		if err := f.srv.Serve(stop, f.ln); err != nil {
+			f.log.Error("HTTP API stopped", "err", err)
+		}
+	})
+}
+
+func (f *httpFront) wait()  {}
+func (f *httpFront) close() { f.ln.Close() }
 
 // httpConfig builds the HTTP front end's configuration: the loaded
 // model's description (from its GGUF header and chat template), the model

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
@@ -141,26 +142,14 @@ func startService(t *testing.T, broker, dev string, eng appliance.Engine, mod fu
 	if mod != nil {
 		mod(&cc, &mc)
 	}
-	core, err := appliance.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := appliancetest.Start(t, cc)
 	s, err := mqtt.New(mc, core)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As geist serve does: the MQTT front end stops after the core, so
-	// that it publishes the last outcomes.
-	ctx, cancel := context.WithCancel(context.Background())
-	mctx, mcancel := context.WithCancel(context.Background())
-	sdone, cdone := make(chan struct{}), make(chan struct{})
-	go func() { s.Run(mctx); close(sdone) }()
-	go func() { core.Run(ctx); mcancel(); close(cdone) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-cdone; <-sdone }) }
-	t.Cleanup(stop)
+	core.Serve(s.Run) // stops after the core: the last outcomes go out
 	waitFor(t, 10*time.Second, "service connected", s.Connected)
-	return s, core, stop
+	return s, core.Core, core.Stop
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

@@ -17,6 +17,7 @@ type wyomingFront struct {
 	srv *wyoming.Server
 	ln  net.Listener
 	adv *wyoming.Advertiser // nil: not advertised
+	log *slog.Logger
 }
 
 // startWyoming listens on [wyoming] addr; nil when it is empty.
@@ -39,7 +40,7 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 	if err != nil {
 		return nil, fmt.Errorf("wyoming: %w", err)
 	}
-	f := &wyomingFront{srv: srv, ln: ln}
+	f := &wyomingFront{srv: srv, ln: ln, log: log}
 	addr := ln.Addr().(*net.TCPAddr)
 	log.Info("Wyoming conversation service listening", "addr", addr.String())
 	if !w.MDNS {
@@ -73,26 +74,21 @@ func truncateTXT(s string) string {
 	return s
 }
 
-// run serves until mctx ends (after the core stopped, so that the last
-// answers go out) and advertises until ctx ends (the goodbye goes out at
+// run serves until drain ends (after the core stopped, so that the last
+// answers go out) and advertises until stop ends (the goodbye goes out at
 // once on shutdown).
-func (f *wyomingFront) run(ctx, mctx context.Context, wg *sync.WaitGroup, log *slog.Logger) {
-	if f == nil {
-		return
-	}
+func (f *wyomingFront) run(stop, drain context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() {
-		if err := f.srv.Serve(mctx, f.ln); err != nil {
-			log.Error(err.Error())
+		if err := f.srv.Serve(drain, f.ln); err != nil {
+			f.log.Error(err.Error())
 		}
 	})
 	if f.adv != nil {
-		wg.Go(func() { f.adv.Run(ctx) })
+		wg.Go(func() { f.adv.Run(stop) })
 	}
 }
 
-// close closes the listener if serve returns before serving.
-func (f *wyomingFront) close() {
-	if f != nil {
-		f.ln.Close()
-	}
-}
+func (f *wyomingFront) wait() {}
+
+// close closes the listener (if serve returns before serving).
+func (f *wyomingFront) close() { f.ln.Close() }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"context"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -20,14 +18,8 @@ func FuzzRequests(f *testing.F) {
 	eng := &appliancetest.Engine{Script: func(req engine.Request) []string {
 		return []string{"Sure <tool_", "call>{\"name\": \"a\", \"arguments\": {}}</tool_call> ok"}
 	}}
-	core, err := appliance.New(appliance.Config{Engine: eng, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.Cleanup(cancel)
-	go core.Run(ctx)
-	s, err := New(Config{Core: core, Model: Model{Name: "tiny", Capabilities: []string{"completion", "tools", "thinking"}}})
+	core := appliancetest.Start(f, appliance.Config{Engine: eng})
+	s, err := New(Config{Core: core.Core, Model: Model{Name: "tiny", Capabilities: []string{"completion", "tools", "thinking"}}})
 	if err != nil {
 		f.Fatal(err)
 	}

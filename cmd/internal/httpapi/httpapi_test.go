@@ -47,11 +47,8 @@ func newTestServer(t *testing.T, eng *appliancetest.Engine, tune func(*Config, *
 	if tune != nil {
 		tune(&cfg, &ccfg)
 	}
-	core, err := appliance.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Core = core
+	core := appliancetest.Start(t, ccfg)
+	cfg.Core = core.Core
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -60,12 +57,8 @@ func newTestServer(t *testing.T, eng *appliancetest.Engine, tune func(*Config, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { core.Run(ctx) })
-	wg.Go(func() { s.Serve(ctx, ln) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &testServer{Server: s, core: core, eng: eng, url: "http://" + ln.Addr().String()}
+	core.Serve(func(ctx context.Context) error { return s.Serve(ctx, ln) })
+	return &testServer{Server: s, core: core.Core, eng: eng, url: "http://" + ln.Addr().String()}
 }
 
 func (ts *testServer) do(t *testing.T, method, path, body string) (*http.Response, string) {

@@ -22,16 +22,8 @@ import (
 
 func statusCore(t *testing.T, eng *appliancetest.Engine, text bool) *appliance.Core {
 	t.Helper()
-	c, err := appliance.New(appliance.Config{Engine: eng, Logger: statusLogger(), Model: "stories260K-Q4_0", Version: "v-test",
-		RecentText: text, ShutdownGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return c
+	return appliancetest.Start(t, appliance.Config{Engine: eng, Logger: statusLogger(), Model: "stories260K-Q4_0", Version: "v-test",
+		RecentText: text, ShutdownGrace: time.Second}).Core
 }
 
 // statusSSE is one event of the feed.

@@ -50,10 +50,7 @@ func start(t *testing.T, eng *appliancetest.Engine, mod func(*appliance.Config, 
 	if mod != nil {
 		mod(&cc, &wc)
 	}
-	core, err := appliance.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := appliancetest.Start(t, cc)
 	srv, err := New(wc, core)
 	if err != nil {
 		t.Fatal(err)
@@ -62,31 +59,10 @@ func start(t *testing.T, eng *appliancetest.Engine, mod func(*appliance.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As geist serve runs them: the server stops after the core, so that
-	// the last answers reach their clients.
-	cctx, ccancel := context.WithCancel(context.Background())
-	sctx, scancel := context.WithCancel(context.Background())
-	cdone, sdone := make(chan struct{}), make(chan error, 1)
-	go func() { core.Run(cctx); scancel(); close(cdone) }()
-	go func() { sdone <- srv.Serve(sctx, ln) }()
-	var once sync.Once
-	ts := &testServer{addr: ln.Addr().String(), core: core, eng: eng, logs: logs, srv: srv}
-	ts.stop = func() {
-		once.Do(func() {
-			ccancel()
-			<-cdone
-			select {
-			case err := <-sdone:
-				if err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("Serve did not return after the core stopped")
-			}
-		})
-	}
-	t.Cleanup(ts.stop)
-	return ts
+	// The server stops after the core, so that the last answers reach
+	// their clients.
+	core.Serve(func(ctx context.Context) error { return srv.Serve(ctx, ln) })
+	return &testServer{addr: ln.Addr().String(), core: core.Core, eng: eng, logs: logs, srv: srv, stop: core.Stop}
 }
 
 // peer runs the reference client: wyoming-ask.py ADDR args....

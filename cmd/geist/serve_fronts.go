@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/firmware"
+)
+
+// A frontEnd is one front end of geist serve, started (listening,
+// connected, opened) by its starter before anything serves, so that a
+// taken port or a bad configuration fails at once.
+type frontEnd interface {
+	// run starts its goroutines on wg. stop ends when serve is asked to
+	// stop; drain ends once the core has stopped, for the front ends that
+	// still deliver its last answers.
+	run(stop, drain context.Context, wg *sync.WaitGroup)
+	// wait waits for what outlives run's goroutines (speech, asks in
+	// flight); serve calls it after they all returned.
+	wait()
+	// close releases what the front end holds; serve calls it when it
+	// returns, whether the front end ran or not.
+	close()
+}
+
+// frontEnds are the started front ends, in the order they started.
+type frontEnds []frontEnd
+
+func (fs frontEnds) wait() {
+	for _, f := range fs {
+		f.wait()
+	}
+}
+
+// close closes them in the reverse order, as defers would.
+func (fs frontEnds) close() {
+	for _, f := range slices.Backward(fs) {
+		f.close()
+	}
+}
+
+// startFronts starts every configured front end on core: Wyoming, the
+// HTTP API, the device (buttons, LEDs, speech, push-to-talk), MQTT and
+// the Hermes bridge. On an error it returns those started so far, to be
+// closed.
+func startFronts(c *serveConfig, core *appliance.Core, eng *engine.Engine, load time.Duration, hooks serveHooks, log *slog.Logger) (frontEnds, error) {
+	var fronts frontEnds
+	wy, err := startWyoming(c, core, log)
+	if err != nil {
+		return fronts, err
+	}
+	if wy != nil {
+		fronts = append(fronts, wy)
+	}
+	web, err := startHTTP(c, core, eng, load, hooks.mountHTTP, log)
+	if err != nil {
+		return fronts, err
+	}
+	if web != nil {
+		fronts = append(fronts, web)
+	}
+	var mq *mqttFront // the device's presses go out over MQTT once it is there
+	dev, err := startDevice(c, core, hooks.openGPIO, func(button string, kind firmware.Press) { mq.publishPress(button, kind) }, log)
+	if err != nil {
+		return fronts, err
+	}
+	fronts = append(fronts, dev)
+	if mq, err = startMQTT(c, core, mqttButtons(c.GPIO, dev.dev), dev.stopOutputs, wy != nil || web != nil, log); err != nil {
+		return fronts, err
+	}
+	fronts = append(fronts, mq)
+	hm, err := startHermes(c, core, mq.broker, dev, log)
+	if err != nil {
+		return fronts, err
+	}
+	if hm != nil {
+		fronts = append(fronts, hm)
+	}
+	dev.warn(c, log)
+	return fronts, nil
+}
