@@ -71,3 +71,35 @@ func (v *Vocab) CompileSchema(schema []byte) (*Compiled, error) {
 		return Bind(g, v), nil
 	})
 }
+
+// parsedCache keeps the last parsed grammars by source hash.
+type parsedCache struct {
+	mu    sync.Mutex
+	m     map[[32]byte]*Grammar
+	order [][32]byte
+}
+
+var parsed parsedCache
+
+func (c *parsedCache) get(k [32]byte) *Grammar {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *parsedCache) put(k [32]byte, g *Grammar) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[[32]byte]*Grammar{}
+	}
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	if len(c.order) >= 2*cacheSize {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[k] = g
+	c.order = append(c.order, k)
+}

@@ -16,6 +16,7 @@
 package grammar
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -72,7 +73,24 @@ func (p *parser) errf(format string, a ...any) error {
 // brackets (ranges, negation, escapes \n \t \r \\ \xHH \uHHHH \UHHHHHHHH),
 // `.` for any character, groups, `|`, `*`, `+`, `?`, `{m}`, `{m,}`,
 // `{m,n}` and `#` comments. The start rule is root.
+//
+// Grammars are immutable: the last few parsed are kept by their source's
+// hash, and parsing the same source again returns the same Grammar (front
+// ends check a request's grammar, the engine compiles it, and Home
+// Assistant sends the same tools with every request).
 func Parse(src string) (*Grammar, error) {
+	key := sha256.Sum256([]byte(src))
+	if g := parsed.get(key); g != nil {
+		return g, nil
+	}
+	g, err := parse(src)
+	if err == nil {
+		parsed.put(key, g)
+	}
+	return g, err
+}
+
+func parse(src string) (*Grammar, error) {
 	if len(src) > MaxGrammarBytes {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrSyntax, len(src), MaxGrammarBytes)
 	}

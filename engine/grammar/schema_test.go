@@ -223,7 +223,7 @@ func BenchmarkCompileHATools(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := Parse(src)
+		g, err := parse(src) // uncached
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func BenchmarkCompileAITask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := Parse(src); err != nil {
+			if _, err := parse(src); err != nil { // uncached
 				b.Fatal(err)
 			}
 		}
