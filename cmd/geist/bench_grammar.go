@@ -127,7 +127,7 @@ func benchGrammar(ctx context.Context, eng *engine.Engine, src func() (string, e
 }
 
 func printGrammarBench(e *env, model string, threads int, b *grammarBench) {
-	fmt.Fprintf(e.stdout, "%s  t=%d  grammar: compile %.2f ms, %d states, all masks %.1f ms; mask %.1f us/token (max %.1f, %.2f%% of a constrained step); plain %.2f tok/s, constrained %.2f tok/s, constrained speculative %.2f tok/s (%.2f tokens/pass, %d tokens)\n",
+	fmt.Fprintf(e.stdout, "%s  t=%d  grammar: compile %.2f ms, %d states, all masks %.1f ms; mask %.1f us/token (max %.1f, %.4f%% of a constrained step); plain %.2f tok/s, constrained %.2f tok/s, constrained speculative %.2f tok/s (%.2f tokens/pass, %d tokens)\n",
 		model, threads, b.CompileMs, b.States, b.MasksMs, b.MaskUs, b.MaskMaxUs, 100*b.MaskShare, b.PlainTokS, b.ConTokS, b.ConSpecTokS, b.TokensPerPass, b.ConTokens)
 	fmt.Fprintf(e.stdout, "  rounds, constrained/plain speed:")
 	for _, x := range b.ConRatio {
