@@ -59,6 +59,41 @@ func npmDir(t *testing.T) string {
 	return dir
 }
 
+// serveHTTP starts geist serve with args on a free loopback port and
+// returns its address and log.
+func serveHTTP(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	_, logs := runServe(t, append(args, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))...)
+	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
+	var addr string
+	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr, logs
+}
+
+// runNode runs a node script with the npm clients of dir and returns what
+// it printed, failing the test (with the serve log) if it fails.
+func runNode(t *testing.T, dir string, timeout time.Duration, logs *syncBuffer, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("%s: %v\n%s\n%s\nserve log:\n%s", args[0], err, out, stderr, logs.String())
+	}
+	return out
+}
+
 // TestServeHTTPClients: geist serve --http with the zoo's model, driven by
 // the official Ollama JavaScript client and the official OpenAI client:
 // list, show, ps, version, chat and generate streamed and not, OpenAI's
@@ -80,29 +115,9 @@ func TestServeHTTPClients(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("geist run: %d %s", code, errs)
 	}
-	_, logs := runServe(t, "-m", model, "--ctx", "256", "--temp", "0.8", "--http", "127.0.0.1:0",
-		"--data-dir", filepath.Join(t.TempDir(), "state"))
-	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
-	var addr string
-	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	addr, logs := serveHTTP(t, "-m", model, "--ctx", "256", "--temp", "0.8")
 	name := strings.TrimSuffix(filepath.Base(model), ".gguf")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "testdata/http/clients.mjs", "http://"+addr, name, prompt, n)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("clients.mjs: %v\n%s\n%s\nserve log:\n%s", err, out, stderr, logs.String())
-	}
+	out := runNode(t, dir, 2*time.Minute, logs, "testdata/http/clients.mjs", "http://"+addr, name, prompt, n)
 	var r struct {
 		Version                                        string
 		List, OpenaiModels                             []string

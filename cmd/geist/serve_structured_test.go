@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,31 +37,12 @@ func TestServeStructuredClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := withTemplate(t, zoo.Path(t, "models", serveModel), zt.Templates["Qwen-Qwen2.5-7B-Instruct"])
-	_, logs := runServe(t, "-m", model, "--ctx", "2048", "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
-	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
-	var addr string
-	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")
 	const schema = `{"type": "object", "properties": {"summary": {"type": "string", "maxLength": 40}, "temperature": {"type": "number"}, "rain": {"type": "boolean"}, "items": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}}, "required": ["summary", "temperature", "rain"]}`
 	const tools = `[{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "area": {"type": "string", "maxLength": 30}}, "required": ["name"]}}},
 		{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}]`
 	name := strings.TrimSuffix(filepath.Base(model), ".gguf")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "testdata/http/structured.mjs", "http://"+addr, name, schema, tools, "4")
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("structured.mjs: %v\n%s\n%s\nserve log:\n%s", err, out, stderr, logs.String())
-	}
+	out := runNode(t, dir, 4*time.Minute, logs, "testdata/http/structured.mjs", "http://"+addr, name, schema, tools, "4")
 	t.Logf("clients: %s", out)
 	var r struct {
 		OllamaFormat, OllamaJSON, OpenaiSchema [][2]string
