@@ -583,6 +583,10 @@ func (c *Core) run(eng Engine, j *job) {
 			e = c.ctxError(j)
 		case errors.Is(err, engine.ErrPromptTooLong):
 			e = errorf(CodeTooLong, "%s", strings.TrimPrefix(err.Error(), "engine: "))
+		case errors.Is(err, chat.ErrBadTool):
+			// A tool schema nested too deep: the client's request, not a
+			// failure of the box (issue 22: it was a 500 and lit the error LED).
+			e = errorf(CodeBadRequest, "%s", strings.TrimPrefix(err.Error(), "chat: "))
 		case errors.Is(err, chat.ErrLimit):
 			// The chat template blew up on this conversation (it passed
 			// its trial renders at load): the request is too big for it.

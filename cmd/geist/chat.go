@@ -99,6 +99,10 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 		if err := appliance.CheckID("session", o.df.session); err != nil {
 			return usageError{err}
 		}
+		if pid, ok := serveRunning(o.df.dir); o.df.dir != "" && ok {
+			// It holds sessions.db: this chat would store nothing.
+			return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, o.df.dir, pid, o.df.session)
+		}
 	}
 	if o.df.cacheSize < 0 {
 		return usagef("--cache-size %d must not be negative", o.df.cacheSize)

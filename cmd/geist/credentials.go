@@ -30,6 +30,9 @@ func (c *serveConfig) readCredentials() error {
 			return err
 		}
 	}
+	if f := c.HTTP.TokenFile; f != "" && worldReadable(f) {
+		c.warnings = append(c.warnings, fmt.Sprintf("the HTTP token file %s is readable by every user of this machine: chmod o-r %[1]s", f))
+	}
 	if c.filePassword && c.configPath != "" && worldReadable(c.configPath) {
 		c.warnings = append(c.warnings, fmt.Sprintf("the configuration file %s holds a password and every user of this machine can read it: chmod o-r %[1]s, or move the password to a password_file (or systemd's LoadCredential=)", c.configPath))
 	}

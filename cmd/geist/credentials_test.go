@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +82,29 @@ func TestServeCredentials(t *testing.T) {
 	} {
 		if _, err := parseServe(e, args); err == nil {
 			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+// A token file readable by others gets the warning password files get
+// (issue 22, item 8).
+func TestServeTokenFileWarning(t *testing.T) {
+	dir := t.TempDir()
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	for _, c := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o644, true}, {0o600, false}} {
+		p := filepath.Join(dir, fmt.Sprintf("token-%o", c.mode))
+		os.WriteFile(p, []byte("s3cret\n"), c.mode)
+		os.Chmod(p, c.mode)
+		cfg, err := parseServe(e, []string{"-m", "a.gguf", "--http-token-file", p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := slices.ContainsFunc(cfg.warnings, func(w string) bool { return strings.Contains(w, "HTTP token file") })
+		if warned != c.warn {
+			t.Errorf("token file mode %o: warnings %q", c.mode, cfg.warnings)
 		}
 	}
 }

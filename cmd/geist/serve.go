@@ -184,6 +184,11 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
+		release, err := lockDataDir(c.DataDir)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	start := time.Now()
 	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"runtime"
 	"strings"
@@ -90,4 +91,18 @@ func TestRenderDeadlineAndCancel(t *testing.T) {
 		t.Fatalf("render with a 200 ms deadline: %v after %v", err, took)
 	}
 	t.Logf("deadline 200 ms: returned after %v: %v", took.Round(time.Millisecond), err)
+}
+
+// A tool schema nested deeper than the JSON bound is the client's error
+// (ErrBadTool, a 400 from the HTTP API), not a failure (issue 22, item 8).
+func TestDeepToolSchemaIsBadTool(t *testing.T) {
+	tmpl, err := Compile(`{% for m in messages %}{{ m.content }}{% endfor %}{{ tools|length }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := `{"type":"function","function":{"name":"f","parameters":` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100) + `}}`
+	_, err = tmpl.Render([]Message{{Role: "user", Content: "hi"}}, Options{Tools: []json.RawMessage{json.RawMessage(deep)}})
+	if !errors.Is(err, ErrBadTool) {
+		t.Fatalf("deep tool schema: %v, want ErrBadTool", err)
+	}
 }

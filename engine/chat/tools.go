@@ -81,12 +81,17 @@ func argumentsValue(raw json.RawMessage) (jinja.Value, error) {
 }
 
 // toolValues decodes tool definitions into the template's tools list.
+// ErrBadTool is wrapped by Render's error for a tool definition it cannot
+// take (nested deeper than the JSON bound, not JSON): the client's fault,
+// not the model's.
+var ErrBadTool = errors.New("chat: bad tool definition")
+
 func toolValues(tools []json.RawMessage) (jinja.Value, error) {
 	items := make([]jinja.Value, len(tools))
 	for i, t := range tools {
 		v, err := ValueFromJSON(t)
 		if err != nil {
-			return jinja.Undefined(), fmt.Errorf("chat: tool %d: %w", i, err)
+			return jinja.Undefined(), fmt.Errorf("%w: tool %d: %w", ErrBadTool, i, err)
 		}
 		if !v.IsDict() {
 			return jinja.Undefined(), fmt.Errorf("chat: tool %d is not a JSON object", i)
