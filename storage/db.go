@@ -43,6 +43,8 @@ var (
 	ErrLocked = errors.New("storage: database locked by another geist process")
 	// ErrCorrupt reports a sessions database whose structure is damaged.
 	ErrCorrupt = errors.New("storage: database corrupt")
+	// ErrReadOnly reports a database on a read-only file system.
+	ErrReadOnly = errors.New("storage: read-only file system")
 	// ErrClosed reports use of a closed database.
 	ErrClosed = errors.New("storage: database closed")
 	// ErrNotFound reports a missing conversation.
@@ -105,6 +107,9 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 		return nil, fmt.Errorf("%w: open %s: %v", errDamaged, path, err)
 	case errors.Is(err, os.ErrPermission), errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("storage: %w", err)
+	case errors.Is(err, syscall.EROFS):
+		// Not damage: the file may well be sound (issue 22).
+		return nil, fmt.Errorf("%w: open %s: %v", ErrReadOnly, path, err)
 	default:
 		// bbolt reports other structural problems (file size too small,
 		// unreadable freelist) as plain errors.

@@ -76,7 +76,9 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 	if err != nil {
 		log.Warn("sessions database unavailable, keeping sessions in memory until a restart", "err", err)
 		s.Problem = "the sessions database cannot be opened: conversations are kept in memory until a restart"
-		if errors.Is(err, storage.ErrCorrupt) {
+		if errors.Is(err, storage.ErrReadOnly) {
+			s.Problem = "the data directory is on a read-only file system: conversations are kept in memory until a restart"
+		} else if errors.Is(err, storage.ErrCorrupt) {
 			s.Problem = "the sessions database is damaged beyond salvage: conversations are kept in memory until a restart"
 		}
 	} else {
