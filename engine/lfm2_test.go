@@ -84,7 +84,7 @@ func newFamilyAllocations(t *testing.T, name string) {
 					t.Fatal(err)
 				}
 			}
-			for range 5 {
+			for range 20 { // the tree, the n-gram tables and the controller's plans reach their sizes
 				step()
 			}
 			if a := testing.AllocsPerRun(runs/3, step); a != 0 {

@@ -29,17 +29,8 @@ func perLayerInts(f *gguf.File, key string, n int) (int, []int, error) {
 		}
 		return int(x), nil, nil
 	}
-	var arr []int64
-	switch a := v.(type) {
-	case []int32:
-		for _, x := range a {
-			arr = append(arr, int64(x))
-		}
-	case []uint32:
-		for _, x := range a {
-			arr = append(arr, int64(x))
-		}
-	default:
+	arr, ok := intArray(v)
+	if !ok {
 		return 0, nil, fmt.Errorf("model: metadata %q has type %T, want an integer or one per layer", key, v)
 	}
 	if len(arr) != n {
@@ -54,6 +45,26 @@ func perLayerInts(f *gguf.File, key string, n int) (int, []int, error) {
 		most = max(most, int(x))
 	}
 	return most, out, nil
+}
+
+// intArray returns a metadata array of integers as int64s.
+func intArray(v any) ([]int64, bool) {
+	var arr []int64
+	switch a := v.(type) {
+	case []int32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []uint32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []int64:
+		arr = a
+	default:
+		return nil, false
+	}
+	return arr, true
 }
 
 // readGemma4 reads Gemma 4's keys into c (whose common keys ReadConfig

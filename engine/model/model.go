@@ -240,19 +240,8 @@ func convLayers(v any, n int) (int, []bool, error) {
 		}
 		return int(x), nil, nil
 	}
-	var arr []int64
-	switch a := v.(type) {
-	case []int32:
-		for _, x := range a {
-			arr = append(arr, int64(x))
-		}
-	case []uint32:
-		for _, x := range a {
-			arr = append(arr, int64(x))
-		}
-	case []int64:
-		arr = a
-	default:
+	arr, ok := intArray(v)
+	if !ok {
 		return 0, nil, fmt.Errorf("model: head_count_kv has type %T, want an integer or an array of them", v)
 	}
 	if len(arr) != n {
