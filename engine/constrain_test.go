@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/geisten/geist/engine/grammar"
@@ -171,5 +173,39 @@ func TestConstrainedSamplingDistribution(t *testing.T) {
 	t.Logf("broken rule vs plain: chi² = %.1f, df = %d, p = %.4g", chi, df, p)
 	if p > 0.01 {
 		t.Errorf("the test does not detect a broken acceptance rule: p = %.4g", p)
+	}
+}
+
+// TestLazyGrammar: with a trigger, the model writes freely (the same text
+// as unconstrained) up to the trigger's end, then keeps to the grammar,
+// with and without speculation.
+func TestLazyGrammar(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 256, Batch: 16, SelfSpec: SelfSpecOff})
+	prompt := "Once upon a time"
+	_, free, _ := constrained(t, e, prompt, "", 40, SpecOptions{Mode: SpecOff}, greedy())
+	i := strings.Index(free, "little")
+	if i < 0 {
+		t.Fatalf("the free text %q has no trigger", free)
+	}
+	const gbnf = `root ::= " dog" [a-z ]{0,10} "."`
+	re := regexp.MustCompile(`^ dog[a-z ]{0,10}\.$`)
+	var first string
+	for _, sp := range []SpecOptions{{Mode: SpecOff}, {Mode: SpecAuto, Fixed: true}, {Mode: SpecLookup}} {
+		var text []byte
+		_, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 60, Sampling: greedy(), Spec: sp,
+			Grammar: gbnf, GrammarTrigger: "little", OnText: func(b []byte) error { text = append(text, b...); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(text)
+		head := free[:i+len("little")]
+		if !strings.HasPrefix(got, head) || !re.MatchString(got[len(head):]) {
+			t.Errorf("%+v: %q, want %q then the grammar's text", sp, got, head)
+		}
+		if first == "" {
+			first = got
+		} else if got != first {
+			t.Errorf("%+v: %q differs from plain decoding's %q", sp, got, first)
+		}
 	}
 }

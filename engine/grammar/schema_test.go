@@ -175,6 +175,7 @@ func TestToolCalls(t *testing.T) {
 		{ToolsTags, "", false, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {"area": "kitchen"}}</tool_call>`, "<tool_call>\n{\"name\": \"HassLightSet\", \"arguments\": {\"brightness\": 40}}</tool_call>\n<tool_call>{\"name\": \"HassTurnOn\", \"arguments\": {}}</tool_call>"},
 			[]string{`{"name": "HassTurnOn", "arguments": {}}`, `<tool_call>{"name": "Nope", "arguments": {}}</tool_call>`, `<tool_call>{"name": "HassLightSet", "arguments": {"brightness": 101}}</tool_call>`}},
 		{ToolsTags, "", true, []string{`{"name": "HassTurnOn", "arguments": {}}</tool_call>`}, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {}}</tool_call>`}},
+		{ToolsLlama, "", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
 		{ToolsLlama, "HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
 		{ToolsPlainJSON, "", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
 	} {

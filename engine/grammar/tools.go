@@ -25,7 +25,8 @@ const (
 // one named): the name one of theirs, the arguments valid under that
 // tool's parameter schema. With lazy, it is the grammar of what follows
 // the trigger it returns (the model writes freely until its call
-// opening); otherwise of a whole answer of calls.
+// opening: <tool_call>, or Llama's {"name"); otherwise of a whole
+// answer of calls.
 func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
 	argsKey := "arguments"
 	if syntax == ToolsLlama {
@@ -73,6 +74,15 @@ func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy boo
 		root, trigger = `root ::= "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`, "<tool_call>"
 	case syntax == ToolsTags:
 		root = `root ::= "<tool_call>" "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`
+	case syntax == ToolsLlama && lazy:
+		// After the opening {"name": the rest of one call: each tool's
+		// name, then its parameters (the rules the schema made for
+		// alternative i are root-i-...).
+		tails := make([]string, len(alts))
+		for i := range alts {
+			tails[i] = fmt.Sprintf(`root-%d-name "," space root-%d-parameters-kv "}" space`, i, i)
+		}
+		root, trigger = `root ::= space ":" space ( `+strings.Join(tails, " | ")+` )`, `{"name"`
 	case lazy:
 		return "", "", fmt.Errorf("calls in plain JSON have no opening to start a lazy grammar at")
 	case syntax == ToolsLlama:

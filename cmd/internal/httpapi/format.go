@@ -103,8 +103,8 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 // toolGrammar constrains tool calls: with tool_choice "required" or a
 // named function the whole answer is calls in the model's own syntax (after
 // a thinking block); with "auto" (or none given) and a model whose calls
-// open with a tag, a lazy grammar constrains each call from its opening
-// on. A request that already has a grammar (a format) keeps it.
+// have an opening (<tool_call>, Llama's {"name"), a lazy grammar
+// constrains each call from its opening on. A request that already has a grammar (a format) keeps it.
 func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage, thinking bool) error {
 	var mode, only string
 	c := strings.TrimSpace(string(choice))
@@ -137,7 +137,7 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 	}
 	syntax := toolSyntax(s.cfg.Model.ToolFormat)
 	if mode == "auto" {
-		if req.Grammar != "" || syntax != grammar.ToolsTags {
+		if req.Grammar != "" || syntax == grammar.ToolsPlainJSON {
 			return nil // free text with calls the model may write: nothing to enforce
 		}
 		// Offered, not demanded: tools whose parameters cannot be
