@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
@@ -131,4 +133,49 @@ func TestOversizedAsk(t *testing.T) {
 	if alloc > 4<<20 || len(eng.Requests()) != 0 {
 		t.Errorf("allocated %d KiB, %d requests run", alloc>>10, len(eng.Requests()))
 	}
+}
+
+// TestBusyRefusalsReachEveryAsker (issue 22, item 8): of 1180 asks at
+// 20/s, 956 were refused busy and only 79 refusals were published (the
+// ask topic's bucket), so 877 senders heard nothing. Busy refusals are
+// answered per asker (one a minute per answer topic), and the state says
+// how many were held back.
+func TestBusyRefusalsReachEveryAsker(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/br/answer/#")
+	s, core := startService(t, Config{Broker: b.URL, Device: "br", RefusalBurst: 10, RefusalRate: 1},
+		&appliancetest.Engine{Words: 50, Delay: 20 * time.Millisecond}, func(cc *appliance.Config) { cc.Limits.Queue = 1 })
+	const n = 60
+	for i := range n {
+		c.Publish(t, "geist/br/ask", []byte(fmt.Sprintf(`{"id":"q%d","text":"hello"}`, i)))
+	}
+	for deadline := time.Now().Add(10 * time.Second); core.Snapshot().Refused < n-2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d refused", core.Snapshot().Refused, n-2)
+		}
+	}
+	refused := int(core.Snapshot().Refused)
+	msgs, _ := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return busyReplies(m) >= refused })
+	if got := busyReplies(msgs); got != refused {
+		t.Errorf("%d asks refused busy, %d refusals published", refused, got)
+	}
+	// The same asker again within the minute: held back, and the state says so.
+	c.Publish(t, "geist/br/ask", []byte(`{"id":"q59","text":"hello"}`))
+	for deadline := time.Now().Add(5 * time.Second); s.CurrentState().RefusalsHeld == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a second busy refusal of one asker within the minute was not held back (or not counted)")
+		}
+	}
+	t.Logf("%d asks at once, %d refused busy, %d refusals published; refusals_held %d", n, refused, busyReplies(c.Messages()), s.CurrentState().RefusalsHeld)
+}
+
+func busyReplies(m []mqtttest.Msg) int {
+	n := 0
+	for _, msg := range m {
+		if strings.Contains(string(msg.Payload), `"busy"`) {
+			n++
+		}
+	}
+	return n
 }

@@ -23,6 +23,7 @@ type Refusals struct {
 	every     time.Duration
 	log       *slog.Logger
 
+	keys      int // buckets kept (maxKeys)
 	mu        sync.Mutex
 	buckets   map[string]*rate.Limiter
 	dropped   map[string]int64 // since the last report
@@ -40,8 +41,19 @@ func NewRefusals(perSecond float64, burst int, every time.Duration, log *slog.Lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Refusals{perSecond: rate.Limit(perSecond), burst: max(burst, 1), every: every, log: log,
+	return &Refusals{perSecond: rate.Limit(perSecond), burst: max(burst, 1), every: every, log: log, keys: maxKeys,
 		buckets: map[string]*rate.Limiter{}, dropped: map[string]int64{}}
+}
+
+// NewAskerRefusals keeps a bucket per asker (the topic its answer goes
+// to, one per request id) for up to keys askers, so that every asker
+// hears its refusal up to its own rate: when the table is full it starts
+// afresh (a forgotten asker may hear one more refusal), rather than
+// lumping new askers into one bucket that answers almost none of them.
+func NewAskerRefusals(perSecond float64, burst, keys int, every time.Duration, log *slog.Logger) *Refusals {
+	r := NewRefusals(perSecond, burst, every, log)
+	r.keys = -max(keys, 1)
+	return r
 }
 
 // Allow reports whether a refusal of a message on key may be answered
@@ -52,7 +64,10 @@ func (r *Refusals) Allow(key string) bool {
 	defer r.mu.Unlock()
 	b, ok := r.buckets[key]
 	if !ok {
-		if len(r.buckets) >= maxKeys {
+		switch {
+		case r.keys < 0 && len(r.buckets) >= -r.keys:
+			clear(r.buckets)
+		case r.keys > 0 && len(r.buckets) >= r.keys:
 			key = "(other)"
 			b = r.buckets[key]
 		}
