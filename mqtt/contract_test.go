@@ -26,6 +26,13 @@ func TestParseValid(t *testing.T) {
 	if e != nil || !r.Plain || r.Text != "Tell me a story." || !r.Generated || r.ID == "" || r.MaxTokens != 100 || r.TTL != time.Minute {
 		t.Errorf("plain: %+v %v", r, e)
 	}
+	r, e = Parse([]byte(`{"text":"weather?","format":{"type":"object","properties":{"rain":{"type":"boolean"}},"required":["rain"]}}`), testLimits, now)
+	if e != nil || !strings.Contains(r.Grammar, `"\"rain\""`) || r.core().Grammar != r.Grammar {
+		t.Errorf("format: %+v %v", r, e)
+	}
+	if r, e = Parse([]byte(`{"text":"x","format":"json"}`), testLimits, now); e != nil || !strings.HasPrefix(r.Grammar, "root ::= object | array") {
+		t.Errorf("format json: %+v %v", r, e)
+	}
 	r, e = Parse([]byte(`{"messages":[{"role":"system","content":"x"},{"role":"user","content":"y"}],"max_tokens":7}`), testLimits, now)
 	if e != nil || len(r.Messages) != 2 || !r.Generated || r.MaxTokens != 7 {
 		t.Errorf("messages: %+v %v", r, e)
@@ -61,6 +68,8 @@ func TestParseErrors(t *testing.T) {
 		{"max_tokens zero", `{"id":"x","text":"a","max_tokens":0}`, CodeBadRequest, "max_tokens", "x"},
 		{"temperature", `{"id":"x","text":"a","temperature":9}`, CodeBadRequest, "temperature", "x"},
 		{"ttl", `{"id":"x","text":"a","ttl_s":-1}`, CodeBadRequest, "ttl_s", "x"},
+		{"format", `{"id":"x","text":"a","format":"yaml"}`, CodeBadRequest, `format "yaml"`, "x"},
+		{"format keyword", `{"id":"x","text":"a","format":{"type":"object","not":{}}}`, CodeBadRequest, `keyword "not"`, "x"},
 		{"ttl too long", `{"id":"x","text":"a","ttl_s":1e9}`, CodeBadRequest, "ttl_s", "x"},
 		{"id with slash", `{"id":"a/b","text":"a"}`, CodeBadRequest, "id", ""},
 		{"reply_to wildcard", `{"id":"x","text":"a","reply_to":"a/#"}`, CodeBadRequest, "wildcard", "x"},
