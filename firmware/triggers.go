@@ -100,7 +100,7 @@ func (t *Triggers) ask(ctx context.Context, src appliance.Source, session, promp
 	var sink appliance.Sink
 	if t.cfg.Speaker != nil {
 		st = t.cfg.Speaker.Stream()
-		sink = func(d string) { st.Write([]byte(d)) }
+		sink = func(p appliance.Piece) { st.Write([]byte(p.Content)) } // spoken: content only
 	}
 	tk, err := core.Submit(ctx, appliance.Request{Source: src, Text: prompt, Session: session}, sink)
 	if err != nil {

@@ -114,3 +114,28 @@ func TestTriggersWithoutBroker(t *testing.T) {
 	}
 	t.Logf("log:\n%s", logs())
 }
+
+// TestButtonThinkingNotSpoken: a button's ask goes out with
+// enable_thinking false, and of a model that thinks all the same only the
+// content reaches the speaker.
+func TestButtonThinkingNotSpoken(t *testing.T) {
+	eng := &appliancetest.Engine{Script: appliancetest.Thinker}
+	log := slog.New(slog.DiscardHandler)
+	core := appliancetest.Start(t, appliance.Config{Engine: eng, Logger: log})
+	spoken := filepath.Join(t.TempDir(), "spoken.txt")
+	speaker, err := voice.NewSpeaker(voice.SpeakerConfig{Command: []string{"sh", "-c", "cat >> " + spoken}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core.Serve(func(ctx context.Context) error { speaker.Run(ctx); return nil })
+	trig := NewTriggers(TriggersConfig{Core: core, Speaker: speaker, Logger: log})
+	trig.Ask(context.Background(), "kitchen", "what is it?")
+	waitUntil(t, "the speech", func() bool {
+		b, _ := os.ReadFile(spoken)
+		return strings.Join(strings.Fields(string(b)), " ") == appliancetest.ThinkerContent
+	})
+	trig.Wait()
+	if r := eng.Requests(); len(r) != 1 || r[0].TemplateVars["enable_thinking"] != false {
+		t.Errorf("asked with template variables %v, want enable_thinking false", r[0].TemplateVars)
+	}
+}

@@ -97,6 +97,7 @@ type Request struct {
 	System      string    // system message, overriding the configured one
 	MaxTokens   int       // most tokens to generate, already capped
 	Temperature *float64  // sampling temperature, nil for the configured one
+	Think       *bool     // the model thinks first (thinking apart from text); nil: the core's policy
 	Stream      bool      // stream chunks on <answer topic>/stream
 	ReplyTo     string    // answer topic
 	TTL         time.Duration
@@ -109,6 +110,7 @@ type Request struct {
 type Usage struct {
 	PromptTokens    int     `json:"prompt_tokens"`
 	GeneratedTokens int     `json:"generated_tokens"`
+	ThinkingTokens  int     `json:"thinking_tokens,omitempty"` // of generated_tokens, in the thinking block
 	TTFTms          float64 `json:"ttft_ms"`
 	TokS            float64 `json:"tok_s"`
 	Drafted         int     `json:"drafted"`
@@ -116,14 +118,16 @@ type Usage struct {
 }
 
 func usageOf(u appliance.Usage) Usage {
-	return Usage{PromptTokens: u.PromptTokens, GeneratedTokens: u.GeneratedTokens,
+	return Usage{PromptTokens: u.PromptTokens, GeneratedTokens: u.GeneratedTokens, ThinkingTokens: u.ThinkingTokens,
 		TTFTms: round1(float64(u.TTFT.Microseconds()) / 1000), TokS: round1(u.TokS), Drafted: u.Drafted, Accepted: u.Accepted}
 }
 
 // Answer is the final payload of a request.
 type Answer struct {
-	ID       string `json:"id"`
-	Text     string `json:"text"`
+	ID   string `json:"id"`
+	Text string `json:"text"` // the content: never the thinking
+	// Thinking is the model's thinking block, apart from Text.
+	Thinking string `json:"thinking,omitempty"`
 	Done     bool   `json:"done"`
 	Session  string `json:"session,omitempty"`
 	Usage    Usage  `json:"usage"`
@@ -137,7 +141,10 @@ type Answer struct {
 type Chunk struct {
 	ID    string `json:"id"`
 	Seq   int    `json:"seq"`
-	Delta string `json:"delta"`
+	Delta string `json:"delta"` // content
+	// Thinking is a piece of the model's thinking block (Delta is then
+	// empty); it never reaches Delta or the answer's text.
+	Thinking string `json:"thinking,omitempty"`
 }
 
 // ErrorReply is the payload of an error answer. ID is empty on the error
@@ -176,6 +183,7 @@ type wireRequest struct {
 	System      *string   `json:"system"`
 	MaxTokens   *int      `json:"max_tokens"`
 	Temperature *float64  `json:"temperature"`
+	Think       *bool     `json:"think"`
 	Stream      *bool     `json:"stream"`
 	ReplyTo     *string   `json:"reply_to"`
 	TTL         *float64  `json:"ttl_s"`
@@ -290,6 +298,7 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 			req.MaxTokens = *w.MaxTokens
 		}
 	}
+	req.Think = w.Think
 	if w.Temperature != nil {
 		t := *w.Temperature
 		if math.IsNaN(t) || t < 0 || t > 2 {

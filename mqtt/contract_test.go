@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
@@ -100,19 +101,19 @@ func TestChunker(t *testing.T) {
 	clock := func() time.Time { return now }
 	var got []string
 	var seqs []int
-	c := newChunker(50*time.Millisecond, clock, func(seq int, d string) { seqs = append(seqs, seq); got = append(got, d) })
-	c.add("Once")
-	c.add(" upon")
+	c := newChunker(50*time.Millisecond, clock, func(seq int, d, _ string) { seqs = append(seqs, seq); got = append(got, d) })
+	c.add(appliance.Piece{Content: "Once"})
+	c.add(appliance.Piece{Content: " upon"})
 	if len(got) != 0 {
 		t.Fatalf("emitted early: %q", got)
 	}
-	c.add(" a time.")
+	c.add(appliance.Piece{Content: " a time."})
 	now = now.Add(10 * time.Millisecond)
-	c.add(" Lily")
+	c.add(appliance.Piece{Content: " Lily"})
 	now = now.Add(60 * time.Millisecond)
-	c.add(" \xe2\x98") // an incomplete ☺ is held back
-	c.add("\xba!")
-	c.add(" The")
+	c.add(appliance.Piece{Content: " \xe2\x98"}) // an incomplete ☺ is held back
+	c.add(appliance.Piece{Content: "\xba!"})
+	c.add(appliance.Piece{Content: " The"})
 	c.flush()
 	want := []string{"Once upon a time.", " Lily ", "\xe2\x98\xba!", " The"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {

@@ -693,8 +693,8 @@ func (s *Service) handleAsk(topic string, payload []byte, adjust func(*Request))
 	var sink appliance.Sink
 	if req.Stream {
 		stream := answer + "/stream"
-		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta string) {
-			b, _ := json.Marshal(Chunk{ID: req.ID, Seq: seq, Delta: delta})
+		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta, thinking string) {
+			b, _ := json.Marshal(Chunk{ID: req.ID, Seq: seq, Delta: delta, Thinking: thinking})
 			s.send(stream, 0, false, b)
 		})
 		sink = ch.add
@@ -752,7 +752,7 @@ func (r *Request) core() appliance.Request {
 	a := appliance.Request{ID: r.ID, Generated: r.Generated, Source: appliance.SourceMQTT, Text: r.Text,
 		System: r.System, Session: r.Session, TTL: r.TTL, Grammar: r.Grammar}
 	a.MaxTokens = r.MaxTokens
-	a.Temperature = r.Temperature
+	a.Temperature, a.Think = r.Temperature, r.Think
 	for _, m := range r.Messages {
 		a.Messages = append(a.Messages, appliance.Message{Role: m.Role, Content: m.Content})
 	}
@@ -823,7 +823,7 @@ func (s *Service) deliver(topic string, o appliance.Outcome) {
 		s.reply(o.ID, topic, nil, &Error{Code: string(o.Err.Code), Message: o.Err.Message}, true)
 		return
 	}
-	a := &Answer{ID: o.ID, Text: o.Text, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}
+	a := &Answer{ID: o.ID, Text: o.Text, Thinking: o.Thinking, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}
 	if w := o.Warning; w != nil {
 		a.Warning = &Error{Code: string(w.Code), Message: w.Message}
 	}

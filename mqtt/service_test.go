@@ -399,3 +399,31 @@ func TestOnCancelHook(t *testing.T) {
 		t.Fatal("OnCancel not called for Home Assistant's Cancel button")
 	}
 }
+
+// TestServiceThinkingApart: a model that thinks has its thinking in the
+// answer's and the chunks' thinking fields, never in text or delta; the
+// usage counts its tokens.
+func TestServiceThinkingApart(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	s, _ := startService(t, Config{Broker: b.URL, Device: "dev1", ChunkInterval: time.Millisecond}, &appliancetest.Engine{Script: appliancetest.Thinker, Delay: time.Millisecond}, nil)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/dev1/answer/#")
+	c.Publish(t, s.Topics().Ask, []byte(`{"id":"t1","text":"what is it?","stream":true,"think":true}`))
+	msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/t1")) > 0 })
+	if !ok {
+		t.Fatalf("no answer: %v", msgs)
+	}
+	var text, thinking strings.Builder
+	for _, m := range mqtttest.On(msgs, "geist/dev1/answer/t1/stream") {
+		ch := decode[Chunk](t, m.Payload)
+		text.WriteString(ch.Delta)
+		thinking.WriteString(ch.Thinking)
+	}
+	a := decode[Answer](t, mqtttest.On(msgs, "geist/dev1/answer/t1")[0].Payload)
+	if a.Text != appliancetest.ThinkerContent || text.String() != a.Text || a.Thinking != appliancetest.ThinkerThinking || thinking.String() != a.Thinking {
+		t.Errorf("answer text %q thinking %q; chunks' text %q thinking %q", a.Text, a.Thinking, text.String(), thinking.String())
+	}
+	if a.Usage.ThinkingTokens != 4 {
+		t.Errorf("usage %+v: want 4 thinking tokens", a.Usage)
+	}
+}

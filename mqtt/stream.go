@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/sentence"
 )
 
@@ -14,40 +15,61 @@ import (
 type chunker struct {
 	interval time.Duration
 	now      func() time.Time
-	emit     func(seq int, delta string)
-	buf      []byte
+	emit     func(seq int, delta, thinking string)
+	buf      []byte // content held
+	think    []byte // thinking held (it comes before the content)
 	seq      int
 	last     time.Time
 }
 
-func newChunker(interval time.Duration, now func() time.Time, emit func(int, string)) *chunker {
+func newChunker(interval time.Duration, now func() time.Time, emit func(seq int, delta, thinking string)) *chunker {
 	return &chunker{interval: interval, now: now, emit: emit, last: now()}
 }
 
-// add takes the next piece of text.
-func (c *chunker) add(delta string) {
-	c.buf = append(c.buf, delta...)
-	n := sentence.WholeRunes(c.buf)
+// add takes the next piece of the answer.
+func (c *chunker) add(p appliance.Piece) {
+	if p.Thinking != "" {
+		c.think = append(c.think, p.Thinking...)
+		c.maybeFlush(&c.think, true)
+	}
+	if p.Content != "" {
+		if len(c.think) > 0 {
+			c.flushN(&c.think, len(c.think), true) // the thinking ended
+		}
+		c.buf = append(c.buf, p.Content...)
+		c.maybeFlush(&c.buf, false)
+	}
+}
+
+func (c *chunker) maybeFlush(buf *[]byte, thinking bool) {
+	n := sentence.WholeRunes(*buf)
 	if n == 0 {
 		return
 	}
-	if endsSentence(c.buf[:n]) || c.now().Sub(c.last) >= c.interval {
-		c.flushN(n)
+	if endsSentence((*buf)[:n]) || c.now().Sub(c.last) >= c.interval {
+		c.flushN(buf, n, thinking)
 	}
 }
 
 // flush emits everything held (an incomplete UTF-8 tail included, which
 // JSON then shows as U+FFFD: the text ended there).
 func (c *chunker) flush() {
+	if len(c.think) > 0 {
+		c.flushN(&c.think, len(c.think), true)
+	}
 	if len(c.buf) > 0 {
-		c.flushN(len(c.buf))
+		c.flushN(&c.buf, len(c.buf), false)
 	}
 }
 
-func (c *chunker) flushN(n int) {
-	c.emit(c.seq, string(c.buf[:n]))
+func (c *chunker) flushN(buf *[]byte, n int, thinking bool) {
+	if thinking {
+		c.emit(c.seq, "", string((*buf)[:n]))
+	} else {
+		c.emit(c.seq, string((*buf)[:n]), "")
+	}
 	c.seq++
-	c.buf = append(c.buf[:0], c.buf[n:]...)
+	*buf = append((*buf)[:0], (*buf)[n:]...)
 	c.last = c.now()
 }
 

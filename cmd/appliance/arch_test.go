@@ -33,8 +33,9 @@ var architecture = map[string]struct {
 	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {nil, nil},
+	"engine/grammar":   {nil, nil}, // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, nil},
-	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "quant"}, nil},
+	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
 	"engine/zoo":       {nil, nil}, // test helper: finds the conformance zoo
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt"}},
@@ -43,13 +44,13 @@ var architecture = map[string]struct {
 	"cmd/appliance/sentence":      {nil, nil},
 	"cmd/appliance/appliancetest": {[]string{"engine", "cmd/appliance"}, nil}, // test helper: a scripted engine, a running core
 	// Front ends: one protocol or device each, through the core.
-	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
+	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard", "engine/grammar"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
 	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
 	"mqtt/guard":           {nil, []string{"github.com/eclipse/paho.mqtt.golang", "golang.org/x/time/rate"}}, // bounds what MQTT clients read
 	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
-	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls
+	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/grammar"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls
 	// issue 13: the Wyoming server and its mDNS responder.
 	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client

@@ -39,6 +39,23 @@ type Engine interface {
 	Generate(ctx context.Context, req engine.Request) (engine.Stats, error)
 }
 
+// DefaultThink is the default thinking policy: the sources whose answers
+// are spoken do not think.
+func DefaultThink() map[Source]bool {
+	return map[Source]bool{SourceVoice: false, SourceButton: false, SourceWyoming: false, SourceHermes: false}
+}
+
+// thinks says whether r has the model think.
+func (c *Core) thinks(r *Request) bool {
+	if r.Think != nil {
+		return *r.Think
+	}
+	if on, ok := c.cfg.Think[r.Source]; ok {
+		return on
+	}
+	return true
+}
+
 // Config configures a Core; zero values take the defaults noted.
 type Config struct {
 	Engine   Engine
@@ -62,6 +79,12 @@ type Config struct {
 	// cache keeps of it.
 	Storage *Storage
 	Logger  *slog.Logger
+
+	// Think is the thinking policy per source: whether a request that
+	// does not say (Request.Think) has the model think. Sources it does
+	// not name think, but voice, button, Wyoming and Hermes, which are
+	// spoken and wait for no reasoning (DefaultThink).
+	Think map[Source]bool
 
 	// RecentText keeps each finished request's question and answer (a
 	// few KiB each) in Recent, for a status page allowed to show them.
@@ -126,12 +149,12 @@ type Core struct {
 
 // counters feed the State; Core.mu guards them.
 type counters struct {
-	byOutcome                                      map[Source]map[string]int64
-	served, refused, cancelled, failed, duplicates int64
-	prompt, cached, generated, drafted, accep      int64
-	passes, treePasses                             int64
-	drafters                                       map[string]DrafterUsage
-	lastTokS                                       float64
+	byOutcome                                           map[Source]map[string]int64
+	served, refused, cancelled, failed, duplicates      int64
+	prompt, cached, generated, thinking, drafted, accep int64
+	passes, treePasses                                  int64
+	drafters                                            map[string]DrafterUsage
+	lastTokS                                            float64
 }
 
 // New returns a Core for cfg. Requests may be submitted at once; they run
@@ -145,6 +168,9 @@ func New(cfg Config) (*Core, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
 	}
+	think := DefaultThink()
+	maps.Copy(think, cfg.Think)
+	cfg.Think = think
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -658,6 +684,7 @@ func (c *Core) finish(j *job, o Outcome) {
 		s.prompt += int64(o.Usage.PromptTokens)
 		s.cached += int64(o.Usage.CachedTokens)
 		s.generated += int64(o.Usage.GeneratedTokens)
+		s.thinking += int64(o.Usage.ThinkingTokens)
 		s.drafted += int64(o.Usage.Drafted)
 		s.accep += int64(o.Usage.Accepted)
 		s.passes += int64(o.Usage.TargetPasses)
@@ -735,7 +762,7 @@ func (c *Core) Snapshot() State {
 	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
 		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS,
 		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
-		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, Drafted: s.drafted, Accepted: s.accep,
+		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, ThinkingTokens: s.thinking, Drafted: s.drafted, Accepted: s.accep,
 		TargetPasses: s.passes, TreePasses: s.treePasses, Drafters: maps.Clone(s.drafters),
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
 	for _, j := range c.running {

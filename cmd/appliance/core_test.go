@@ -77,7 +77,7 @@ func TestSubmitAnswers(t *testing.T) {
 	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
 	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief" })
 	var streamed strings.Builder
-	tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "hello"}, func(d string) { streamed.WriteString(d) })
+	tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "hello"}, func(p appliance.Piece) { streamed.WriteString(p.Content) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestQueueCancelWithdraw(t *testing.T) {
 	c := start(t, eng, func(cfg *appliance.Config) { cfg.Limits.Queue = 2 })
 	started := make(chan struct{})
 	var once sync.Once
-	run, err := c.Submit(context.Background(), appliance.Request{ID: "run", Text: "long"}, func(string) { once.Do(func() { close(started) }) })
+	run, err := c.Submit(context.Background(), appliance.Request{ID: "run", Text: "long"}, func(appliance.Piece) { once.Do(func() { close(started) }) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestShutdown(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	started := make(chan struct{})
 	var once sync.Once
-	run, _ := c.Submit(context.Background(), appliance.Request{Text: "x"}, func(string) { once.Do(func() { close(started) }) })
+	run, _ := c.Submit(context.Background(), appliance.Request{Text: "x"}, func(appliance.Piece) { once.Do(func() { close(started) }) })
 	<-started
 	queued := submit(t, c, appliance.Request{Text: "x"})
 	var stopping bool
@@ -556,5 +556,48 @@ func TestSpeculationTotals(t *testing.T) {
 	if st.TargetPasses != 10 || st.TreePasses != 8 || st.TokensPerPass != 2 || st.MeanTreeSize != 3 || st.MeanAcceptedDepth != 1.25 ||
 		st.Drafters["lookup"] != (appliance.DrafterUsage{Drafted: 16, Accepted: 8, Steps: 6}) || st.AcceptanceRate != 10.0/24 {
 		t.Errorf("state %+v", st)
+	}
+}
+
+// TestThinkingApart: a model that thinks whatever the template says has
+// its thinking block split from the content for every source: the sink
+// and the outcome's text carry content only, the thinking and its tokens
+// are apart; spoken sources get enable_thinking false, others (and a
+// request's own Think) decide for themselves.
+func TestThinkingApart(t *testing.T) {
+	eng := &appliancetest.Engine{Script: appliancetest.Thinker}
+	c := start(t, eng, nil)
+	on := true
+	for i, r := range []appliance.Request{
+		{Source: appliance.SourceVoice, Text: "q"},
+		{Source: appliance.SourceButton, Text: "q"},
+		{Source: appliance.SourceWyoming, Text: "q"},
+		{Source: appliance.SourceHermes, Text: "q"},
+		{Source: appliance.SourceMQTT, Text: "q"},
+		{Source: appliance.SourceHTTP, Text: "q"},
+		{Source: appliance.SourceVoice, Text: "q", Think: &on},
+	} {
+		var content, thinking strings.Builder
+		tk, err := c.Submit(context.Background(), r, func(p appliance.Piece) { content.WriteString(p.Content); thinking.WriteString(p.Thinking) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outcome(t, tk)
+		if o.Err != nil || o.Text != appliancetest.ThinkerContent || content.String() != o.Text ||
+			o.Thinking != appliancetest.ThinkerThinking || thinking.String() != o.Thinking {
+			t.Errorf("%s: text %q streamed %q thinking %q streamed %q", r.Source, o.Text, content.String(), o.Thinking, thinking.String())
+		}
+		if o.Usage.ThinkingTokens != 4 || o.Usage.GeneratedTokens != 6 {
+			t.Errorf("%s: %d of %d tokens counted as thinking, want 4 of 6", r.Source, o.Usage.ThinkingTokens, o.Usage.GeneratedTokens)
+		}
+		req := eng.Requests()[i]
+		off, set := req.TemplateVars["enable_thinking"]
+		wantOff := i < 4
+		if set != wantOff || set && off != false {
+			t.Errorf("%s (think %v): template variables %v", r.Source, r.Think, req.TemplateVars)
+		}
+	}
+	if st := c.Snapshot(); st.ThinkingTokens != 7*4 {
+		t.Errorf("state: %d thinking tokens, want %d", st.ThinkingTokens, 7*4)
 	}
 }

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"maps"
 	"strings"
 	"time"
 
@@ -60,10 +61,25 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 			msgs = append(msgs, chatMessage(m))
 		}
 		ereq.Messages, ereq.History = msgs, len(history)+max(min(r.History, len(turn)-1), 0)
-		ereq.Tools, ereq.TemplateVars = r.Tools, r.TemplateVars
+		ereq.Tools, ereq.TemplateVars = r.Tools, thinkingVars(r.TemplateVars, c.thinks(r))
 	}
-	ereq.OnToken = func(int32) { j.progress.token() }
-	var text strings.Builder
+	// The answer is shaped here once for every front end: a leading
+	// thinking block is split from the content (think off, a template
+	// without enable_thinking may still think: it is kept, not shown).
+	var split chat.ThinkSplitter
+	var content, thinking strings.Builder
+	thinkingTokens, undecided := 0, 0 // tokens whose text is not yet told apart
+	ereq.OnToken = func(int32) {
+		undecided++
+		j.progress.token()
+	}
+	deliver := func(p Piece) {
+		content.WriteString(p.Content)
+		thinking.WriteString(p.Thinking)
+		if j.sink != nil && (p.Content != "" || p.Thinking != "") {
+			j.sink(p)
+		}
+	}
 	ereq.OnText = func(b []byte) error {
 		// A cancelled request stops at the next piece, also inside a
 		// speculative step that accepted several drafted tokens (the
@@ -72,15 +88,24 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		if err := j.ctx.Err(); err != nil {
 			return err
 		}
-		text.Write(b)
-		if j.sink != nil {
-			j.sink(string(b))
+		th, co := split.Add(string(b), false)
+		switch {
+		case th != "" || split.InBlock():
+			thinkingTokens, undecided = thinkingTokens+undecided, 0
+		case !split.Undecided():
+			undecided = 0
 		}
+		deliver(Piece{Content: co, Thinking: th})
 		return nil
 	}
 	start := time.Now()
 	st, err := eng.Generate(j.ctx, ereq)
-	o := Outcome{Text: text.String(), Usage: usage(st, start.Sub(j.queued), time.Since(start))}
+	if j.ctx.Err() == nil {
+		th, co := split.Add("", true) // what was held back
+		deliver(Piece{Content: co, Thinking: th})
+	}
+	o := Outcome{Text: content.String(), Thinking: thinking.String(), Usage: usage(st, start.Sub(j.queued), time.Since(start))}
+	o.Usage.ThinkingTokens = min(thinkingTokens, o.Usage.GeneratedTokens)
 	if err != nil {
 		return o, err
 	}
@@ -98,6 +123,18 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 	}
 	return o, nil
+}
+
+// thinkingVars are the template variables with enable_thinking false
+// when the request does not think (and does not set it itself).
+func thinkingVars(vars map[string]any, think bool) map[string]any {
+	if _, set := vars["enable_thinking"]; think || set {
+		return vars
+	}
+	out := make(map[string]any, len(vars)+1)
+	maps.Copy(out, vars)
+	out["enable_thinking"] = false
+	return out
 }
 
 func chatMessage(m Message) chat.Message {

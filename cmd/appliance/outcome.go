@@ -2,16 +2,25 @@ package appliance
 
 import "time"
 
-// Sink receives a request's answer as it is generated, piece by piece
-// (any split, even inside a UTF-8 sequence). It is called on the worker
+// Piece is a piece of an answer, shaped once for every front end: its
+// content (what is shown or spoken) and its thinking (a reasoning model's
+// <think> block, never spoken). Either may be empty, never both.
+type Piece struct {
+	Content  string
+	Thinking string
+}
+
+// Sink receives a request's answer as it is generated, piece by piece (any
+// split, even inside a UTF-8 sequence). It is called on the worker
 // goroutine, never after the request's Ticket is done, and must return
 // promptly: generation waits for it.
-type Sink func(delta string)
+type Sink func(Piece)
 
 // Usage are the statistics of one answer.
 type Usage struct {
 	PromptTokens    int
 	GeneratedTokens int
+	ThinkingTokens  int    // of GeneratedTokens, those inside the thinking block
 	CachedTokens    int    // prompt tokens whose KV state was reused (memory or the prompt cache)
 	DroppedTurns    int    // oldest history messages left out to fit the context
 	StopReason      string // "eos", "stop", "length", "context"
@@ -43,9 +52,12 @@ type Outcome struct {
 	ID      string
 	Source  Source
 	Session string
-	Text    string // the answer (on cancellation, what was generated so far)
-	Usage   Usage
-	Err     *Error // nil on success
+	Text    string // the answer's content (on cancellation, what was generated so far)
+	// Thinking is the answer's thinking block, apart from Text (empty
+	// when the model did not think).
+	Thinking string
+	Usage    Usage
+	Err      *Error // nil on success
 	// Warning, on success, says what went wrong beside the answer: the
 	// answer is delivered all the same (CodeNotSaved: the conversation
 	// does not remember it).
@@ -147,7 +159,7 @@ type State struct {
 	// an error code.
 	Requests map[Source]map[string]int64
 
-	PromptTokens, CachedTokens, GeneratedTokens, Drafted, Accepted int64
+	PromptTokens, CachedTokens, GeneratedTokens, ThinkingTokens, Drafted, Accepted int64
 	// Speculative decoding, all answers: model passes while decoding,
 	// those that verified a drafted tree, and each drafter's counts.
 	TargetPasses, TreePasses int64

@@ -98,6 +98,12 @@ type Request struct {
 	// TemplateVars are further chat template variables (llama.cpp's
 	// chat_template_kwargs), such as "enable_thinking": false.
 	TemplateVars map[string]any
+	// Think asks the model to think before it answers (nil: the source's
+	// policy, Config.Think). Off, the template gets enable_thinking false
+	// (unless TemplateVars sets it), and a model that thinks all the same
+	// keeps its thinking in Outcome.Thinking: it never reaches the
+	// content.
+	Think *bool
 	// System replaces Config.System for this request ("" keeps it).
 	System string
 	// Grammar constrains the answer (GBNF, see engine/grammar; front ends

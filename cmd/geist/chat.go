@@ -197,7 +197,8 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 		defer c.e.interrupts(cancel)()
 	}
 	last := byte('\n')
-	sink := func(d string) {
+	sink := func(p appliance.Piece) {
+		d := p.Content // the thinking is not printed
 		if d == "" {
 			return
 		}

@@ -122,7 +122,11 @@ type coreAnswerer struct{ core Core }
 
 func (a coreAnswerer) Answer(ctx context.Context, session, question string, onText func([]byte) error) error {
 	tk, err := a.core.Submit(ctx, appliance.Request{Source: appliance.SourceHermes, Session: session, Text: question},
-		func(d string) { onText([]byte(d)) })
+		func(p appliance.Piece) { // spoken: content only
+			if p.Content != "" {
+				onText([]byte(p.Content))
+			}
+		})
 	if err != nil {
 		return err
 	}

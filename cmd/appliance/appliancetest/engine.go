@@ -111,6 +111,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 				return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
 			case <-time.After(e.Delay):
 			}
+			if req.OnToken != nil {
+				req.OnToken(int32(i)) // a piece is a token
+			}
 			if req.OnText != nil {
 				if err := req.OnText([]byte(p)); err != nil {
 					return engine.Stats{}, err
@@ -167,3 +170,17 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 	}
 	return st, nil
 }
+
+// Thinker is a Script for a reasoning model whose template has no
+// enable_thinking switch: it thinks first, whatever it is asked, in
+// ThinkerPieces (a <think> block of 4 tokens, then 2 tokens of content:
+// ThinkerContent).
+func Thinker(engine.Request) []string { return ThinkerPieces }
+
+// ThinkerPieces are Thinker's tokens; ThinkerThinking and ThinkerContent
+// what the core makes of them.
+var (
+	ThinkerPieces   = []string{"<think>", "\nweigh the secret", " word", "\n</think>", "\n\nIt is four.", " Done."}
+	ThinkerThinking = "\nweigh the secret word\n"
+	ThinkerContent  = "It is four. Done."
+)

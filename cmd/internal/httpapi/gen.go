@@ -24,31 +24,30 @@ func (p *piece) empty() bool { return p.content == "" && p.thinking == "" && len
 // genOptions say how to read a generation's text.
 type genOptions struct {
 	tools    []string // names of the tools offered: parse calls when non-nil
-	thinking bool     // move a leading <think>...</think> block to thinking
+	thinking bool     // the client sees the thinking (the core splits it off)
 }
 
-// textSplitter turns the raw text of an answer into pieces.
+// textSplitter turns the core's pieces of an answer into this API's:
+// the thinking kept when asked for, tool calls parsed out of the content.
 type textSplitter struct {
-	tools *chat.ToolParser
-	think *thinkSplitter
+	tools    *chat.ToolParser
+	thinking bool
 }
 
 func (s *Server) splitter(o genOptions) *textSplitter {
-	ts := &textSplitter{}
+	ts := &textSplitter{thinking: o.thinking}
 	if o.tools != nil {
 		ts.tools = chat.NewToolParser(s.cfg.Model.ToolFormat, o.tools)
-	}
-	if o.thinking {
-		ts.think = &thinkSplitter{}
 	}
 	return ts
 }
 
-func (ts *textSplitter) add(text string, final bool) piece {
+func (ts *textSplitter) add(in appliance.Piece, final bool) piece {
 	var p piece
-	if ts.think != nil {
-		p.thinking, text = ts.think.add(text, final)
+	if ts.thinking {
+		p.thinking = in.Thinking
 	}
+	text := in.Content
 	if ts.tools == nil {
 		p.content = text
 		return p
@@ -66,74 +65,20 @@ func (ts *textSplitter) add(text string, final bool) piece {
 	return p
 }
 
-// thinkSplitter moves a thinking block at the start of an answer
-// (<think>...</think>, Qwen 3, DeepSeek-R1) out of the content.
-type thinkSplitter struct {
-	pending string
-	state   int // 0: start undecided, 1: thinking, 2: content
-}
-
-const (
-	thinkOpen  = "<think>"
-	thinkClose = "</think>"
-)
-
-func (t *thinkSplitter) add(text string, final bool) (thinking, content string) {
-	t.pending += text
-	for {
-		switch t.state {
-		case 0:
-			trimmed := strings.TrimLeft(t.pending, " \t\r\n")
-			switch {
-			case strings.HasPrefix(trimmed, thinkOpen):
-				t.pending, t.state = trimmed[len(thinkOpen):], 1
-				continue
-			case !final && strings.HasPrefix(thinkOpen, trimmed):
-				return "", ""
-			}
-			t.state = 2
-		case 1:
-			if i := strings.Index(t.pending, thinkClose); i >= 0 {
-				thinking += t.pending[:i]
-				t.pending, t.state = strings.TrimLeft(t.pending[i+len(thinkClose):], " \t\r\n"), 2
-				continue
-			}
-			keep := 0
-			if !final {
-				keep = partialSuffix(t.pending, thinkClose)
-			}
-			thinking += t.pending[:len(t.pending)-keep]
-			t.pending = t.pending[len(t.pending)-keep:]
-			return thinking, ""
-		case 2:
-			content, t.pending = t.pending, ""
-			return thinking, content
-		}
-	}
-}
-
-func partialSuffix(s, tag string) int {
-	for n := min(len(tag)-1, len(s)); n > 0; n-- {
-		if strings.HasSuffix(s, tag[:n]) {
-			return n
-		}
-	}
-	return 0
-}
-
 // pipe carries text from the core's worker (the Sink, which must not
 // block) to the handler goroutine, which writes it to the network.
 type pipe struct {
-	mu   sync.Mutex
-	buf  strings.Builder
-	wake chan struct{}
+	mu              sync.Mutex
+	content, thinks strings.Builder
+	wake            chan struct{}
 }
 
 func newPipe() *pipe { return &pipe{wake: make(chan struct{}, 1)} }
 
-func (p *pipe) sink(delta string) {
+func (p *pipe) sink(piece appliance.Piece) {
 	p.mu.Lock()
-	p.buf.WriteString(delta)
+	p.content.WriteString(piece.Content)
+	p.thinks.WriteString(piece.Thinking)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -141,12 +86,13 @@ func (p *pipe) sink(delta string) {
 	}
 }
 
-func (p *pipe) take() string {
+func (p *pipe) take() appliance.Piece {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.buf.String()
-	p.buf.Reset()
-	return s
+	out := appliance.Piece{Content: p.content.String(), Thinking: p.thinks.String()}
+	p.content.Reset()
+	p.thinks.Reset()
+	return out
 }
 
 // generation is one request of the core as the handler sees it.
@@ -219,7 +165,7 @@ func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (app
 func (g *generation) wait() (appliance.Outcome, piece) {
 	defer g.cancel()
 	o := g.ticket.Outcome()
-	return o, g.split.add(o.Text, true)
+	return o, g.split.add(appliance.Piece{Content: o.Text, Thinking: o.Thinking}, true)
 }
 
 // statusOf maps the core's error codes to HTTP statuses.

@@ -170,7 +170,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDegraded, prometheus.GaugeValue, v, string(p))
 	}
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(len(st.Running)))
-	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "generated": st.GeneratedTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
+	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "generated": st.GeneratedTokens, "thinking": st.ThinkingTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
 		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, float64(n), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(descPasses, prometheus.CounterValue, float64(st.TargetPasses), "all")

@@ -238,9 +238,7 @@ func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o
 	if err != nil {
 		return false, o, err
 	}
-	if think != nil && !*think {
-		req.TemplateVars = map[string]any{"enable_thinking": false}
-	}
+	req.Think = think // nil: the core's policy for HTTP (think)
 	o.thinking = (think == nil || *think) && slices.Contains(s.cfg.Model.Capabilities, "thinking")
 	if err := ollamaFormat(req, c.Format, o.thinking); err != nil {
 		return false, o, err

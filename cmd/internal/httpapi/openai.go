@@ -249,7 +249,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	var o genOptions
+	o := genOptions{thinking: true} // the thinking goes out as reasoning_content (the core splits it off)
 	err := s.checkModel(c.Model)
 	if err == nil {
 		if c.MaxTokens == nil {

@@ -408,9 +408,13 @@ type stream struct {
 	more    chan struct{}
 }
 
-func (st *stream) sink(delta string) {
+// sink takes the answer's content (spoken: never its thinking).
+func (st *stream) sink(p appliance.Piece) {
+	if p.Content == "" {
+		return
+	}
 	st.mu.Lock()
-	st.pending = append(st.pending, delta...)
+	st.pending = append(st.pending, p.Content...)
 	st.mu.Unlock()
 	select {
 	case st.more <- struct{}{}:

@@ -511,3 +511,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestThinkingNotSpoken: Wyoming asks go out with enable_thinking false,
+// and a model that thinks all the same has only its content spoken.
+func TestThinkingNotSpoken(t *testing.T) {
+	eng := &appliancetest.Engine{Script: appliancetest.Thinker}
+	ts := start(t, eng, nil)
+	typ, data := peer(t, ts.addr, "ask", "what is it?")
+	if typ != "handled" || data["text"] != appliancetest.ThinkerContent {
+		t.Fatalf("ask: %s %v, want only %q", typ, data, appliancetest.ThinkerContent)
+	}
+	if r := eng.Requests(); len(r) != 1 || r[0].TemplateVars["enable_thinking"] != false {
+		t.Errorf("asked with template variables %v, want enable_thinking false", r[0].TemplateVars)
+	}
+}

@@ -1,0 +1,66 @@
+package chat
+
+import "strings"
+
+// ThinkSplitter moves a thinking block at the start of an answer
+// (<think>...</think>: Qwen 3, DeepSeek-R1, SmolLM3) out of its content,
+// as the answer streams in pieces. Text that may still become the tag is
+// held back until the next piece (or the final one) decides it.
+type ThinkSplitter struct {
+	pending string
+	state   int // 0: start undecided, 1: thinking, 2: content, 3: blank after the block
+}
+
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// Undecided reports whether the start of the answer does not yet tell
+// whether it thinks (nothing but blanks, or part of the opening tag).
+func (t *ThinkSplitter) Undecided() bool { return t.state == 0 }
+
+// InBlock reports whether the answer is inside its thinking block.
+func (t *ThinkSplitter) InBlock() bool { return t.state == 1 }
+
+// Add takes the next piece of the answer (final: the last one) and
+// returns what of it, and of what was held back, is thinking and what is
+// content.
+func (t *ThinkSplitter) Add(text string, final bool) (thinking, content string) {
+	t.pending += text
+	for {
+		switch t.state {
+		case 0:
+			trimmed := strings.TrimLeft(t.pending, " \t\r\n")
+			switch {
+			case strings.HasPrefix(trimmed, thinkOpen):
+				t.pending, t.state = trimmed[len(thinkOpen):], 1
+				continue
+			case !final && strings.HasPrefix(thinkOpen, trimmed):
+				return "", ""
+			}
+			t.state = 2
+		case 1:
+			if i := strings.Index(t.pending, thinkClose); i >= 0 {
+				thinking += t.pending[:i]
+				t.pending, t.state = t.pending[i+len(thinkClose):], 3
+				continue
+			}
+			keep := 0
+			if !final {
+				keep = partialSuffix(t.pending, thinkClose)
+			}
+			thinking += t.pending[:len(t.pending)-keep]
+			t.pending = t.pending[len(t.pending)-keep:]
+			return thinking, ""
+		case 3: // the blank lines after the block are neither
+			if t.pending = strings.TrimLeft(t.pending, " \t\r\n"); t.pending == "" && !final {
+				return thinking, ""
+			}
+			t.state = 2
+		case 2:
+			content, t.pending = t.pending, ""
+			return thinking, content
+		}
+	}
+}
