@@ -336,13 +336,18 @@ func (b *budget) guards() map[string]jinja.Value {
 		}
 		return v, b.sized(n)
 	})
-	fn("str", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-		v := arg(args, 0)
+	// read measures v and charges reading it, for the filters below.
+	read := func(v jinja.Value) (int64, error) {
 		n, err := b.measure(v)
 		if err != nil {
-			return jinja.Undefined(), err
+			return 0, err
 		}
-		if err := b.chargeString(n); err != nil {
+		return n, b.chargeString(n)
+	}
+	fn("str", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		v := arg(args, 0)
+		n, err := read(v)
+		if err != nil {
 			return jinja.Undefined(), err
 		}
 		return v, b.sized(n)
@@ -366,11 +371,8 @@ func (b *budget) guards() map[string]jinja.Value {
 	// charged before the list is built.
 	fn("listof", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
-		n, err := b.measure(v)
+		n, err := read(v)
 		if err != nil {
-			return jinja.Undefined(), err
-		}
-		if err := b.chargeString(n); err != nil {
 			return jinja.Undefined(), err
 		}
 		return v, b.produce(n * valueBytes)
