@@ -58,6 +58,8 @@ type State struct {
 	scores   []float32    // [NHead][ctx]
 	ropeCS   []float32    // [maxBatch][RopeDim] cos/sin pairs of the batch's positions
 	ropeSWA  []float32    // [maxBatch][RopeDimSWA] the same for local layers (gemma4)
+	ropeFreq []float32    // the rope frequency divisors of this context (nil: none)
+	moe      moeBufs      // the mixture-of-experts block's buffers
 	ones     []float32    // [max head size] the weight of an unweighted norm
 	ple      []float32    // [maxBatch][NLayer·PerLayerEmbd] per-layer inputs (gemma4 E2B/E4B)
 	pleTok   []float32    // [NLayer·PerLayerEmbd] one token's per-layer embedding
@@ -190,6 +192,13 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.logits = make([]float32, s.maxRows*c.NVocab)
 	s.lay = newLayout(s.maxRows, B)
 	s.newConvState(o.FullHistory)
+	s.ropeFreq = m.RopeFreqs
+	if m.RopeFreqsLong != nil && c.RopeCtxOrig > 0 && ctx > c.RopeCtxOrig {
+		s.ropeFreq = m.RopeFreqsLong
+	}
+	if c.Experts > 0 {
+		s.newMoE(B)
+	}
 	// Activation buffers: as many as a mul has distinct formats (q, k, v
 	// of different types may), each for the widest product.
 	widest, formats := 0, 1
@@ -204,7 +213,12 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		if L.PLEGate != nil {
 			formats = max(formats, 2)
 		}
-		formats = max(formats, distinctActs(L.Wgate, L.Wup))
+		if L.Wgate != nil {
+			formats = max(formats, distinctActs(L.Wgate, L.Wup))
+		}
+		if L.ExpGate != nil {
+			formats = max(formats, distinctActs(L.ExpGate[0], L.ExpUp[0]))
+		}
 	}
 	s.acts = make([][]byte, formats)
 	for i := range s.acts {
@@ -218,7 +232,13 @@ func (m *Model) matrices() []*quant.Matrix {
 	ms := []*quant.Matrix{m.Output}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		ms = append(ms, L.ConvIn, L.ConvOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj)
+		ms = append(ms, L.ConvIn, L.ConvOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj, L.Router)
+	}
+	for i := range m.Layers { // the experts last: what a repack budget leaves in the file
+		L := &m.Layers[i]
+		for e := range L.ExpGate {
+			ms = append(ms, L.ExpGate[e], L.ExpUp[e], L.ExpDown[e])
+		}
 	}
 	ms = append(ms, m.PLEModel)
 	return slices.DeleteFunc(ms, func(w *quant.Matrix) bool { return w == nil })
@@ -410,6 +430,9 @@ func (s *State) head(lo, hi int) []float32 {
 	if c.Softcap > 0 {
 		softcap(s.logits[:(hi-lo)*c.NVocab], c.Softcap)
 	}
+	if c.LogitScale != 0 {
+		scale(s.logits[:(hi-lo)*c.NVocab], 1/c.LogitScale)
+	}
 	return s.logits[:(hi-lo)*c.NVocab]
 }
 
@@ -430,9 +453,9 @@ func (s *State) layers(tokens []int32) {
 		}
 		// The rope tables once per pass, not per layer.
 		p := s.position(i, pos0)
-		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], p, c.RopeBase, m.RopeFreqs)
+		s.ropeTable(s.ropeCS[i*c.RopeDim:(i+1)*c.RopeDim], p, c.RopeBase, c.RopeScale, s.ropeFreq)
 		if s.ropeSWA != nil {
-			s.ropeTable(s.ropeSWA[i*c.RopeDimSWA:(i+1)*c.RopeDimSWA], p, c.RopeBaseSWA, nil)
+			s.ropeTable(s.ropeSWA[i*c.RopeDimSWA:(i+1)*c.RopeDimSWA], p, c.RopeBaseSWA, c.RopeScaleSWA, nil)
 		}
 	}
 	if c.PerLayerEmbd > 0 {
@@ -488,6 +511,9 @@ func (s *State) attention(l, n, pos0 int) {
 	if c.IsSWA(l) {
 		cs, rd = s.ropeSWA, c.RopeDimSWA
 	}
+	if c.ropeOff(l) {
+		rd = 0 // NoPE (smollm3): the table is not read
+	}
 	for i := 0; i < n; i++ {
 		q := s.q[i*qDim : (i+1)*qDim]
 		if L.Bq != nil {
@@ -499,7 +525,7 @@ func (s *State) attention(l, n, pos0 int) {
 				RMSNorm(hq, hq, L.QNorm, c.NormEps)
 			}
 		}
-		ct := cs[i*rd : (i+1)*rd]
+		ct := cs[i*rd : (i+1)*rd : (i+1)*rd]
 		for h := 0; h < c.NHead; h++ {
 			s.rope(q[h*hd:(h+1)*hd], ct, rd)
 		}
@@ -547,7 +573,7 @@ func (s *State) attention(l, n, pos0 int) {
 			RMSNorm(s.proj[i*E:(i+1)*E], s.proj[i*E:(i+1)*E], L.PostAttnNorm, c.NormEps)
 		}
 	}
-	addTo(s.x[:n*E], s.proj[:n*E])
+	s.residual(n)
 }
 
 // feedForward runs layer l's feed-forward block over the batch of n
@@ -557,6 +583,11 @@ func (s *State) feedForward(l, n int) {
 	E := c.NEmbd
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.FFNNorm, c.NormEps)
+	}
+	if L.Router != nil {
+		s.experts(l, n)
+		s.residual(n)
+		return
 	}
 	s.mul(s.xb, n, product{w: L.Wgate, out: s.gate}, product{w: L.Wup, out: s.up})
 	if c.GELU {
@@ -570,7 +601,25 @@ func (s *State) feedForward(l, n int) {
 			RMSNorm(s.proj[i*E:(i+1)*E], s.proj[i*E:(i+1)*E], L.PostFFNNorm, c.NormEps)
 		}
 	}
-	addTo(s.x[:n*E], s.proj[:n*E])
+	s.residual(n)
+}
+
+// residual adds a branch's output (s.proj, n rows) to the residual
+// stream, scaled first where the family says so (granite).
+func (s *State) residual(n int) {
+	c := &s.m.Config
+	out := s.proj[:n*c.NEmbd]
+	if c.ResidScale != 0 {
+		scale(out, c.ResidScale)
+	}
+	addTo(s.x[:n*c.NEmbd], out)
+}
+
+// scale multiplies x by a in place (ggml_scale).
+func scale(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
 }
 
 // attnRange computes the attention output of query heads [lo, hi) for
@@ -706,8 +755,12 @@ func (s *State) KVType() quant.Type { return s.kvType }
 // p, the way ggml's rope cache computes them: the angle advances by
 // repeated multiplication with base^(-2/dims), in float32, divided by the
 // pair's frequency factor when freqs is given.
-func (s *State) ropeTable(cs []float32, p int, base float32, freqs []float32) {
+func (s *State) ropeTable(cs []float32, p int, base, freqScale float32, freqs []float32) {
 	c := &s.m.Config
+	mscale := float32(1)
+	if c.RopeAttn != 0 {
+		mscale = c.RopeAttn
+	}
 	dims := len(cs)
 	thetaScale := float32(math.Pow(float64(base), -2/float64(dims)))
 	theta := float32(p)
@@ -716,9 +769,9 @@ func (s *State) ropeTable(cs []float32, p int, base float32, freqs []float32) {
 		if freqs != nil {
 			ff = freqs[i/2]
 		}
-		th := c.RopeScale * (theta / ff)
-		cs[i] = float32(math.Cos(float64(th)))
-		cs[i+1] = float32(math.Sin(float64(th)))
+		th := freqScale * (theta / ff)
+		cs[i] = float32(math.Cos(float64(th))) * mscale
+		cs[i+1] = float32(math.Sin(float64(th))) * mscale
 		theta *= thetaScale
 	}
 }

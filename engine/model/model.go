@@ -43,6 +43,7 @@ type Config struct {
 	Conv     []bool
 	ConvTaps int
 	Gemma    // the Gemma 4 parts (zero for the other families)
+	Variant  // the switches other families set (arch.go)
 }
 
 // Gemma holds what Gemma 4 adds to the shape: layers of two kinds (local
@@ -157,6 +158,12 @@ type Layer struct {
 	PLEGate      *quant.Matrix // [PerLayerEmbd × NEmbd] per-layer embedding gate
 	PLEProj      *quant.Matrix // [NEmbd × PerLayerEmbd]
 	PLENorm      []float32     // [NEmbd]
+	// A mixture-of-experts feed-forward block (qwen3moe) has these
+	// instead of Wgate, Wup and Wdown:
+	Router  *quant.Matrix   // [Experts × NEmbd]
+	ExpGate []*quant.Matrix // per expert [FFNExp × NEmbd]
+	ExpUp   []*quant.Matrix // per expert [FFNExp × NEmbd]
+	ExpDown []*quant.Matrix // per expert [NEmbd × FFNExp]
 }
 
 // Model is a loaded model. Its matrices alias the mapped GGUF file, which
@@ -167,35 +174,16 @@ type Model struct {
 	TokEmbd   *quant.Matrix // [NVocab × NEmbd]
 	OutNorm   []float32     // [NEmbd]
 	Output    *quant.Matrix // [NVocab × NEmbd]; TokEmbd when tied
-	RopeFreqs []float32     // optional per-pair frequency divisors (Llama 3.x; Gemma 4's global layers)
+	RopeFreqs []float32     // optional per-pair frequency divisors (Llama 3.x; Gemma 4's global layers; phi3's short factors)
+	// RopeFreqsLong are LongRoPE's divisors for a state whose context
+	// exceeds RopeCtxOrig (phi3).
+	RopeFreqsLong []float32
 	Layers    []Layer
 	// Gemma 4 E2B/E4B per-layer embeddings:
 	PLETokEmbd *quant.Matrix // [NVocab × NLayer·PerLayerEmbd]
 	PLEModel   *quant.Matrix // [NLayer·PerLayerEmbd × NEmbd]
 	PLEModelN  []float32     // [PerLayerEmbd] norm of the projected part
 }
-
-// archInfo lists what differs between the supported architectures.
-type archInfo struct {
-	neox     bool
-	qkvBias  bool
-	qkNorm   bool
-	ropeBase float32
-	conv     bool   // layers with head_count_kv 0 are short convolutions
-	outNorm  string // the final norm's tensor (default output_norm)
-	gemma4   bool
-}
-
-var archs = map[string]archInfo{
-	"llama":  {neox: false, ropeBase: 10000},
-	"qwen2":  {neox: true, qkvBias: true, ropeBase: 1e6},
-	"qwen3":  {neox: true, qkNorm: true, ropeBase: 1e6},
-	"lfm2":   {neox: true, qkNorm: true, ropeBase: 1e6, conv: true, outNorm: "token_embd_norm.weight"},
-	"gemma4": {neox: true, qkNorm: true, ropeBase: 1e6, gemma4: true},
-}
-
-// SupportedArchs names the architectures geist runs.
-func SupportedArchs() []string { return []string{"llama", "qwen2", "qwen3", "lfm2", "gemma4"} }
 
 func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
 	v, ok := f.Value(key)
@@ -352,7 +340,7 @@ func ReadConfig(f *gguf.File) (Config, error) {
 		return c, err
 	}
 	c.RopeScale = 1
-	if st, ok := f.String(p + "rope.scaling.type"); ok && st != "none" && st != "linear" {
+	if st, ok := f.String(p + "rope.scaling.type"); ok && st != "none" && st != "linear" && st != "longrope" {
 		return c, fmt.Errorf("model: rope scaling type %q is not supported (geist supports none and linear)", st)
 	}
 	factor, err := metaFloat(f, p+"rope.scaling.factor", 0)
@@ -380,8 +368,11 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.RopeBase <= 0 {
 		return c, fmt.Errorf("model: rope base %v must be positive", c.RopeBase)
 	}
-	if ai.gemma4 {
-		if err := readGemma4(f, &c); err != nil {
+	if c.RopeScaleSWA == 0 {
+		c.RopeScaleSWA = c.RopeScale
+	}
+	if ai.read != nil {
+		if err := ai.read(f, &c); err != nil {
 			return c, err
 		}
 	}
@@ -513,6 +504,16 @@ func Load(f *gguf.File) (*Model, error) {
 			return nil, err
 		}
 	}
+	if _, ok := f.Tensor("rope_factors_short.weight"); ok {
+		// LongRoPE (phi3): divisors for contexts up to the original one,
+		// and others beyond.
+		if m.RopeFreqs, err = l.vector("rope_factors_short.weight", c.RopeDim/2); err != nil {
+			return nil, err
+		}
+		if m.RopeFreqsLong, err = l.vector("rope_factors_long.weight", c.RopeDim/2); err != nil {
+			return nil, err
+		}
+	}
 	if c.PerLayerEmbd > 0 {
 		if err := m.loadPerLayerEmbd(l, &c); err != nil {
 			return nil, err
@@ -527,9 +528,7 @@ func Load(f *gguf.File) (*Model, error) {
 		steps := []func() error{
 			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
 			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
-			func() (err error) { L.Wgate, err = l.matrix(p+"ffn_gate.weight", c.FFNOf(i), c.NEmbd); return },
-			func() (err error) { L.Wup, err = l.matrix(p+"ffn_up.weight", c.FFNOf(i), c.NEmbd); return },
-			func() (err error) { L.Wdown, err = l.matrix(p+"ffn_down.weight", c.NEmbd, c.FFNOf(i)); return },
+			func() error { return l.feedForward(L, p, &c, i) },
 		}
 		if c.IsConv(i) {
 			steps = append(steps,
@@ -548,10 +547,21 @@ func Load(f *gguf.File) (*Model, error) {
 			continue
 		}
 		steps = append(steps,
-			func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return },
 			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*hdv); return },
 		)
-		if c.OwnKV(i) {
+		if _, ok := f.Tensor(p + "attn_qkv.weight"); ok {
+			// Fused (phi3): the rows of Q, then K, then V.
+			steps = append(steps, func() (err error) {
+				ws, err := l.split(p+"attn_qkv.weight", c.NEmbd, qDim, kDim, vDim)
+				if err == nil {
+					L.Wq, L.Wk, L.Wv = ws[0], ws[1], ws[2]
+				}
+				return err
+			})
+		} else {
+			steps = append(steps, func() (err error) { L.Wq, err = l.matrix(p+"attn_q.weight", qDim, c.NEmbd); return })
+		}
+		if _, ok := f.Tensor(p + "attn_qkv.weight"); !ok && c.OwnKV(i) {
 			steps = append(steps,
 				func() (err error) { L.Wk, err = l.matrix(p+"attn_k.weight", kDim, c.NEmbd); return },
 				func() (err error) {
@@ -563,7 +573,7 @@ func Load(f *gguf.File) (*Model, error) {
 				},
 			)
 		}
-		if c.Arch == "gemma4" {
+		if c.PostNorms {
 			steps = append(steps, func() error { return l.gemmaLayer(L, p, &c) })
 		}
 		if c.HasQKVBias {
@@ -670,8 +680,15 @@ func (L *Layer) MixerBytes() int64 {
 	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj)
 }
 
-// FFNBytes is the weight bytes of the layer's feed-forward block.
-func (L *Layer) FFNBytes() int64 { return matBytes(L.Wgate, L.Wup, L.Wdown) }
+// FFNBytes is the weight bytes of the layer's feed-forward block (all
+// its experts).
+func (L *Layer) FFNBytes() int64 {
+	n := matBytes(L.Wgate, L.Wup, L.Wdown, L.Router)
+	for e := range L.ExpGate {
+		n += matBytes(L.ExpGate[e], L.ExpUp[e], L.ExpDown[e])
+	}
+	return n
+}
 
 func matBytes(ws ...*quant.Matrix) int64 {
 	var n int64
@@ -706,6 +723,14 @@ func (m *Model) DecodeBytes() int64 {
 		add(L.ConvOut)
 		add(L.PLEGate)
 		add(L.PLEProj)
+		add(L.Router)
+		for e := range L.ExpGate { // the chosen experts only
+			if e < m.ExpertsUsed {
+				add(L.ExpGate[e])
+				add(L.ExpUp[e])
+				add(L.ExpDown[e])
+			}
+		}
 	}
 	add(m.PLEModel)
 	if m.PLETokEmbd != nil {
