@@ -178,7 +178,7 @@ type Model struct {
 	// RopeFreqsLong are LongRoPE's divisors for a state whose context
 	// exceeds RopeCtxOrig (phi3).
 	RopeFreqsLong []float32
-	Layers    []Layer
+	Layers        []Layer
 	// Gemma 4 E2B/E4B per-layer embeddings:
 	PLETokEmbd *quant.Matrix // [NVocab × NLayer·PerLayerEmbd]
 	PLEModel   *quant.Matrix // [NLayer·PerLayerEmbd × NEmbd]
