@@ -60,6 +60,9 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 			if strings.HasPrefix(name, "stories260K") {
 				opt.DraftModel = zoo.Path(t, "models", "stories260K-Q4_0.gguf")
 			}
+			if d, ok := familyDraft[strings.TrimSuffix(name, "-Q4_K_M")]; ok {
+				opt.DraftModel = zoo.Path(t, "new", "models", d)
+			}
 			opt.SelfSpec = SelfSpecOff
 			e := loadFile(t, filepath.Join(filepath.Dir(filepath.Dir(gf)), "models", name+".gguf"), opt)
 			g := readGoldenFile(t, gf)
