@@ -40,4 +40,3 @@ func TestAllocationsFamilies(t *testing.T) {
 		t.Run(fam, func(t *testing.T) { newFamilyAllocations(t, fam+"-Q4_K_M") })
 	}
 }
-

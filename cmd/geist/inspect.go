@@ -27,6 +27,10 @@ type inspectInfo struct {
 	SlidingWindow int            `json:"sliding_window,omitempty"` // their window
 	SharedKV      int            `json:"shared_kv_layers,omitempty"`
 	PerLayerEmbd  int            `json:"per_layer_embedding,omitempty"`
+	Experts       int            `json:"expert_count,omitempty"`      // mixture of experts (qwen3moe)
+	ExpertsUsed   int            `json:"expert_used_count,omitempty"` // experts run per token
+	ExpertFFN     int            `json:"expert_feed_forward_length,omitempty"`
+	NoRopeLayers  int            `json:"no_rope_layers,omitempty"` // layers without rope (smollm3)
 	Embedding     int            `json:"embedding_length,omitempty"`
 	FeedForward   int            `json:"feed_forward_length,omitempty"`
 	Heads         int            `json:"heads,omitempty"`
@@ -131,8 +135,15 @@ func inspect(e *env, path string, asJSON bool) error {
 		default:
 			row("layers", info.Layers)
 		}
+		if info.NoRopeLayers > 0 {
+			row("layers without rope", info.NoRopeLayers)
+		}
 		row("width", info.Embedding)
-		row("feed-forward", info.FeedForward)
+		if info.Experts > 0 {
+			row("feed-forward", fmt.Sprintf("%d experts of %d, %d per token", info.Experts, info.ExpertFFN, info.ExpertsUsed))
+		} else {
+			row("feed-forward", info.FeedForward)
+		}
 		row("heads", fmt.Sprintf("%d query, %d key/value, size %d", info.Heads, info.HeadsKV, info.HeadDim))
 		row("context length", info.ContextLength)
 		row("rope base", info.RopeBase)
@@ -173,6 +184,12 @@ func fillConfig(info *inspectInfo, c model.Config) {
 		info.SlidingWindow = c.Window
 	}
 	info.PerLayerEmbd = c.PerLayerEmbd
+	info.Experts, info.ExpertsUsed, info.ExpertFFN = c.Experts, c.ExpertsUsed, c.FFNExp
+	for l := range c.NLayer {
+		if c.NoRope != nil && c.NoRope[l] {
+			info.NoRopeLayers++
+		}
+	}
 	info.Heads, info.HeadsKV, info.HeadDim = c.NHead, c.NHeadKV, c.HeadDim
 	info.ContextLength, info.RopeBase, info.TiedOutput = c.CtxTrain, c.RopeBase, c.TiedOutput
 }
