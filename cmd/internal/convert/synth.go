@@ -98,6 +98,14 @@ var shapes = []Shape{
 		Tied: true, VocabStyle: Gemma, Period: 5, HeadDimSWA: 256, RopeDim: 128, Window: 512,
 		SharedKV: 20, FFNShared: 12288, PerLayer: 256,
 	},
+	{
+		// Google Gemma 3 1B: 26 layers, five local (512-token window) to
+		// one global, heads of 256 while width/heads is 288, the 262k
+		// vocabulary (its tied head is a third of the file).
+		Name: "gemma3-1b", Arch: "gemma3", Layers: 26, Embd: 1152, Heads: 4, HeadsKV: 1, HeadDim: 256,
+		FFN: 6912, Vocab: 262144, Text: 262000, Ctx: 32768, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Window: 512,
+	},
 }
 
 // Shapes returns the shapes Synth knows by name.
@@ -126,8 +134,8 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2" && s.Arch != "gemma4":
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2 or gemma4)", s.Name, s.Arch)
+	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2" && s.Arch != "gemma4" && s.Arch != "gemma3":
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4 or gemma3)", s.Name, s.Arch)
 	case s.Arch == "gemma4" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.SharedKV >= s.Layers-1):
 		return fmt.Errorf("convert: shape %q: a gemma4 shape needs a period, a local head size, a rope dimension, a window and fewer shared layers", s.Name)
 	case s.Arch == "lfm2" && s.LCache < 2:
@@ -199,10 +207,15 @@ func (s Shape) tensors() []synthTensor {
 				synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
 			continue
 		}
-		if s.Arch == "lfm2" {
+		if s.Arch == "lfm2" || s.Arch == "gemma3" {
 			ts = append(ts,
 				synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
 				synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm})
+		}
+		if s.Arch == "gemma3" {
+			ts = append(ts,
+				synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
+				synthTensor{p + "post_ffw_norm.weight", []int64{e}, kindNorm})
 		}
 		ts = append(ts,
 			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
@@ -596,6 +609,9 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 		b.Set(a+"vocab_size", uint32(s.Vocab))
 	} else {
 		b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
+	}
+	if s.Arch == "gemma3" {
+		b.Set(a+"attention.sliding_window", uint32(s.Window))
 	}
 	b.Set(a+"rope.freq_base", s.RopeBase)
 	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
