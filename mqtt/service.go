@@ -184,12 +184,9 @@ type Core interface {
 	Watch(fn func(appliance.Event)) (stop func())
 	Reject(src appliance.Source, code appliance.Code)
 	Limits() appliance.Limits
-}
-
-// linkReporter is a Core that hears of the broker link (*appliance.Core
-// does: its State reports it, as Links["mqtt"] and, while it is down,
-// as the degraded part "broker").
-type linkReporter interface {
+	// SetLink and SetDegraded hear of the broker link: the State reports
+	// it as Links["mqtt"] and, while it is down, as the degraded part
+	// "broker".
 	SetLink(name string, l appliance.Link)
 	SetDegraded(p appliance.Part, reason string)
 }
@@ -340,20 +337,18 @@ func (s *Service) setLink(l LinkState) {
 	}
 	s.link = l
 	s.mu.Unlock()
-	if r, ok := s.core.(linkReporter); ok {
-		detail := l.Reason
-		if l.Err != "" {
-			detail += ": " + l.Err
-		}
-		r.SetLink("mqtt", appliance.Link{Up: l.Connected, Since: l.Since, Target: l.Broker, Reason: l.Reason, Detail: detail, NextRetry: l.NextRetry})
-		switch {
-		case l.Reason == ReasonStopped: // shutting down: no news for the state
-		case l.Connected:
-			r.SetDegraded(appliance.PartBroker, "")
-		case l.Reason != ReasonConnecting || l.Attempts > 0:
-			// The reason in a few words only: safe for any client.
-			r.SetDegraded(appliance.PartBroker, "not connected: "+l.Reason)
-		}
+	detail := l.Reason
+	if l.Err != "" {
+		detail += ": " + l.Err
+	}
+	s.core.SetLink("mqtt", appliance.Link{Up: l.Connected, Since: l.Since, Target: l.Broker, Reason: l.Reason, Detail: detail, NextRetry: l.NextRetry})
+	switch {
+	case l.Reason == ReasonStopped: // shutting down: no news for the state
+	case l.Connected:
+		s.core.SetDegraded(appliance.PartBroker, "")
+	case l.Reason != ReasonConnecting || l.Attempts > 0:
+		// The reason in a few words only: safe for any client.
+		s.core.SetDegraded(appliance.PartBroker, "not connected: "+l.Reason)
 	}
 }
 

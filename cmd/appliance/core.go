@@ -37,6 +37,12 @@ import (
 // concurrent use: the core calls it from one worker at a time.
 type Engine interface {
 	Generate(ctx context.Context, req engine.Request) (engine.Stats, error)
+	// ModelID names the model in the prompt cache's keys;
+	// ConversationPrefix is the token prefix the chat template renders
+	// msgs to (deleting a conversation drops its prompt-cache entries by
+	// them).
+	ModelID() []byte
+	ConversationPrefix(msgs []chat.Message) ([]int32, error)
 }
 
 // DefaultThink is the default thinking policy: the sources whose answers

@@ -493,6 +493,7 @@ type dropCache struct {
 
 func (*dropCache) Lookup([]byte, []int32) (int, []byte, bool) { return 0, nil, false }
 func (*dropCache) Put([]byte, []int32, []byte) error          { return nil }
+func (*dropCache) Stats() appliance.CacheStats                { return appliance.CacheStats{} }
 func (d *dropCache) DeletePrefix(model []byte, prefixes ...[]int32) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -599,5 +600,21 @@ func TestThinkingApart(t *testing.T) {
 	}
 	if st := c.Snapshot(); st.ThinkingTokens != 7*4 {
 		t.Errorf("state: %d thinking tokens, want %d", st.ThinkingTokens, 7*4)
+	}
+}
+
+// TestDeleteSessionDropsCacheScripted: the scripted engine (as every
+// engine the core accepts: the Engine interface requires it) renders the
+// conversation's prefixes, and deleting the session drops them; no engine
+// can make the core skip it.
+func TestDeleteSessionDropsCacheScripted(t *testing.T) {
+	cache := &dropCache{}
+	c := start(t, &appliancetest.Engine{}, func(cfg *appliance.Config) { cfg.Storage = &appliance.Storage{Cache: cache} })
+	outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
+	if err := c.DeleteSession(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	if cache.model != "appliancetest" || !slices.Equal(cache.prefixes, []string{"user:one\n"}) {
+		t.Errorf("dropped %q of %q", cache.prefixes, cache.model)
 	}
 }

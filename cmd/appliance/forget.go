@@ -9,19 +9,6 @@ import (
 	"github.com/geisten/geist/engine/chat"
 )
 
-// cacheDropper deletes prompt-cache entries by token prefix
-// (*storage.Cache).
-type cacheDropper interface {
-	DeletePrefix(model []byte, prefixes ...[]int32) (int, error)
-}
-
-// conversationPrefixer gives the token prefix of a conversation's
-// prompts (*engine.Engine).
-type conversationPrefixer interface {
-	ModelID() []byte
-	ConversationPrefix(msgs []chat.Message) ([]int32, error)
-}
-
 // turnLister returns every stored message of a conversation, not only
 // the history a request reads.
 type turnLister interface {
@@ -80,9 +67,8 @@ func (c *Core) dropCached(session string) {
 	if c.cfg.Storage == nil {
 		return
 	}
-	drop, ok := c.cfg.Storage.Cache.(cacheDropper)
-	eng, ok2 := c.cfg.Engine.(conversationPrefixer)
-	if !ok || !ok2 {
+	drop, eng := c.cfg.Storage.Cache, c.cfg.Engine
+	if drop == nil {
 		return
 	}
 	var msgs []Message

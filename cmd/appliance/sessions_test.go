@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
 
@@ -179,3 +180,6 @@ type nopEngine struct{}
 func (nopEngine) Generate(context.Context, engine.Request) (engine.Stats, error) {
 	return engine.Stats{}, nil
 }
+
+func (nopEngine) ModelID() []byte                                    { return nil }
+func (nopEngine) ConversationPrefix([]chat.Message) ([]int32, error) { return nil, nil }

@@ -33,7 +33,7 @@ type Storage struct {
 	Sessions SessionStore
 	// Cache keeps KV states of prompt prefixes across restarts, for
 	// engine.Options.Cache (nil: none).
-	Cache engine.PromptCache
+	Cache PromptCache
 	// Problem says, in words safe for any client, why the sessions live
 	// in memory although a data directory was given ("" when they do
 	// not): the core reports it as PartStorage degraded.
@@ -105,10 +105,18 @@ type CacheStats = storage.CacheStats
 // CacheStats returns the prompt cache's counters, and false when there
 // is no prompt cache.
 func (s *Storage) CacheStats() (CacheStats, bool) {
-	if c, ok := s.Cache.(*storage.Cache); ok && c != nil {
-		return c.Stats(), true
+	if s.Cache == nil {
+		return CacheStats{}, false
 	}
-	return CacheStats{}, false
+	return s.Cache.Stats(), true
+}
+
+// PromptCache is the prompt cache as the core uses it (*storage.Cache):
+// the engine's, deleting a conversation's entries, and its figures.
+type PromptCache interface {
+	engine.PromptCache
+	DeletePrefix(model []byte, prefixes ...[]int32) (int, error)
+	Stats() CacheStats
 }
 
 // openSessions opens sessions.db within the limits. A damaged file is

@@ -208,7 +208,7 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 	}
 	tk, err := c.core.Submit(actx, appliance.Request{Source: appliance.SourceCLI, Text: text, Session: c.session, System: c.system}, sink)
 	if err != nil {
-		fmt.Fprintf(c.e.stderr, "error: %s\n", err.(*appliance.Error).Message)
+		fmt.Fprintf(c.e.stderr, "error: %s\n", refusal(err))
 		return nil
 	}
 	o := tk.Outcome()
@@ -297,7 +297,7 @@ func (c *chatLoop) switchSession(name string, say func(string, ...any)) {
 		return
 	}
 	if err := appliance.CheckID("session", name); err != nil {
-		say("%s", err.(*appliance.Error).Message)
+		say("%s", refusal(err))
 		return
 	}
 	if _, ok := c.sessions.db.(*appliance.MemorySessions); ok {
@@ -490,4 +490,13 @@ func size(parts []string) int {
 		n += len(p) + 1
 	}
 	return n
+}
+
+// refusal is what the core's refusal says to people: its message (the
+// error itself when it is not the core's).
+func refusal(err error) string {
+	if e, ok := errors.AsType[*appliance.Error](err); ok {
+		return e.Message
+	}
+	return err.Error()
 }

@@ -41,7 +41,11 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 		return nil, fmt.Errorf("wyoming: %w", err)
 	}
 	f := &wyomingFront{srv: srv, ln: ln, log: log}
-	addr := ln.Addr().(*net.TCPAddr)
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok { // a "tcp" listener's address is a TCPAddr
+		ln.Close()
+		return nil, fmt.Errorf("wyoming: listening on %s, not a TCP address", ln.Addr())
+	}
 	log.Info("Wyoming conversation service listening", "addr", addr.String())
 	if !w.MDNS {
 		return f, nil

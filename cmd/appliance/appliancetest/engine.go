@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
 )
 
 // Engine implements appliance.Engine. It answers " w0 w1 … wN-1." (Words
@@ -184,3 +185,18 @@ var (
 	ThinkerThinking = "\nweigh the secret word\n"
 	ThinkerContent  = "It is four. Done."
 )
+
+// ModelID names the scripted model in prompt-cache keys.
+func (e *Engine) ModelID() []byte { return []byte("appliancetest") }
+
+// ConversationPrefix "tokenizes" msgs a byte a token: role, content and a
+// separator each, as a chat template's render would begin.
+func (e *Engine) ConversationPrefix(msgs []chat.Message) ([]int32, error) {
+	var out []int32
+	for _, m := range msgs {
+		for _, b := range []byte(m.Role + ":" + m.Content + "\n") {
+			out = append(out, int32(b))
+		}
+	}
+	return out, nil
+}

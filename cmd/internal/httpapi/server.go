@@ -33,10 +33,21 @@ import (
 // DefaultAddr is Ollama's address, so that clients work unchanged.
 const DefaultAddr = "127.0.0.1:11434"
 
+// Core is what the HTTP front end needs of the appliance core
+// (*appliance.Core): generations, the refusals it counts, the state and
+// its events for metrics and health, and when it stopped.
+type Core interface {
+	Submit(ctx context.Context, r appliance.Request, sink appliance.Sink) (*appliance.Ticket, error)
+	Reject(src appliance.Source, code appliance.Code)
+	Snapshot() appliance.State
+	Watch(fn func(appliance.Event)) (stop func())
+	Done() <-chan struct{}
+}
+
 // Config configures a Server; zero values take the defaults noted.
 type Config struct {
 	// Core answers the generations. Required.
-	Core *appliance.Core
+	Core Core
 	// Model is the loaded model: what /api/tags, /api/show, /api/ps and
 	// /v1/models describe and what requests must name.
 	Model Model
@@ -135,7 +146,7 @@ func (c *Config) defaults() {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	core    *appliance.Core
+	core    Core
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	metrics *metrics
