@@ -37,13 +37,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/geisten/geist/engine/grammar"
 	"io"
 	"math"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/geisten/geist/engine/grammar"
 
 	"github.com/geisten/geist/cmd/appliance"
 )
@@ -119,7 +120,7 @@ type Usage struct {
 
 func usageOf(u appliance.Usage) Usage {
 	return Usage{PromptTokens: u.PromptTokens, GeneratedTokens: u.GeneratedTokens, ThinkingTokens: u.ThinkingTokens,
-		TTFTms: round1(float64(u.TTFT.Microseconds()) / 1000), TokS: round1(u.TokS), Drafted: u.Drafted, Accepted: u.Accepted}
+		TTFTms: appliance.Round1(float64(u.TTFT.Microseconds()) / 1000), TokS: appliance.Round1(u.TokS), Drafted: u.Drafted, Accepted: u.Accepted}
 }
 
 // Answer is the final payload of a request.

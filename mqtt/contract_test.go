@@ -127,7 +127,7 @@ func TestChunker(t *testing.T) {
 	if n := sentence.WholeRunes([]byte("a\xe2\x98")); n != 1 {
 		t.Errorf("WholeRunes = %d", n)
 	}
-	if !bytes.Equal([]byte(truncate("aé", 2)), []byte("a")) {
+	if !bytes.Equal([]byte(sentence.Cut("aé", 2)), []byte("a")) {
 		t.Error("truncate split a rune")
 	}
 }

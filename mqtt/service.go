@@ -17,6 +17,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/sentence"
 	"github.com/geisten/geist/mqtt/guard"
 )
 
@@ -850,7 +851,7 @@ func (s *Service) reply(id, topic string, a *Answer, e *Error, wait bool) {
 	pub(topic, b)
 	last, _ := json.Marshal(map[string]any{"id": a.ID, "text": a.Text, "session": a.Session})
 	s.send(s.t.LastAnswer, 0, true, last)
-	ev, _ := json.Marshal(map[string]any{"event_type": "answer", "id": a.ID, "text": truncate(a.Text, 1024), "session": a.Session})
+	ev, _ := json.Marshal(map[string]any{"event_type": "answer", "id": a.ID, "text": sentence.Cut(a.Text, 1024), "session": a.Session})
 	s.send(s.t.Event, 0, false, ev)
 }
 
@@ -930,7 +931,7 @@ type State struct {
 // CurrentState returns the state as it would be published now.
 func (s *Service) CurrentState() State {
 	c := s.core.Snapshot()
-	st := State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: round1(c.LastTokS),
+	st := State{State: c.State, Busy: c.Busy, Queue: c.Queue, Model: s.cfg.Model, TokS: appliance.Round1(c.LastTokS),
 		AcceptanceRate: c.AcceptanceRate, TokensPerPass: round2(c.TokensPerPass), TreeSize: round2(c.MeanTreeSize),
 		AcceptedDepth: round2(c.MeanAcceptedDepth), CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
 		Cancelled: c.Cancelled, Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded),
@@ -964,18 +965,3 @@ func (s *Service) publishState() {
 	b, _ := json.Marshal(s.CurrentState())
 	s.publish(s.t.State, 1, true, b)
 }
-
-func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !isRuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -633,7 +633,7 @@ func (c *Core) run(eng Engine, j *job) {
 		o.Err = e
 	} else {
 		c.log.Info("answered", "id", j.req.ID, "source", j.req.Source, "session", j.req.Session, "prompt_tokens", o.Usage.PromptTokens,
-			"generated_tokens", o.Usage.GeneratedTokens, "tok_s", round1(o.Usage.TokS), "ms", o.Usage.Duration.Milliseconds())
+			"generated_tokens", o.Usage.GeneratedTokens, "tok_s", Round1(o.Usage.TokS), "ms", o.Usage.Duration.Milliseconds())
 	}
 	c.finish(j, o)
 }
@@ -813,4 +813,5 @@ func (c *Core) Snapshot() State {
 	return st
 }
 
-func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+// Round1 rounds x to one decimal, for logs and payloads.
+func Round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }

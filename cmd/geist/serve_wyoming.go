@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/appliance/sentence"
 	"github.com/geisten/geist/cmd/internal/wyoming"
 )
 
@@ -60,7 +61,7 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 	}
 	f.adv, err = wyoming.NewAdvertiser(wyoming.AdvertiseConfig{
 		Instance: "geist-" + c.Device, Port: addr.Port, IPs: ips,
-		TXT:    []string{"version=" + versionString(), "model=" + truncateTXT(modelName(c.Model))},
+		TXT:    []string{"version=" + versionString(), "model=" + sentence.Cut(modelName(c.Model), 200)},
 		Logger: log.With("component", "mdns"),
 	})
 	if err != nil {
@@ -68,14 +69,6 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 		return nil, err
 	}
 	return f, nil
-}
-
-// truncateTXT keeps a TXT value within its record's 255 bytes.
-func truncateTXT(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
 }
 
 // run serves until drain ends (after the core stopped, so that the last

@@ -522,9 +522,5 @@ func clip(s string) string {
 	if len(s) <= logText {
 		return s
 	}
-	i := logText
-	for i > 0 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return s[:i] + fmt.Sprintf("…(%d bytes)", len(s))
+	return sentence.Cut(s, logText) + fmt.Sprintf("…(%d bytes)", len(s))
 }

@@ -234,3 +234,17 @@ func WholeRunes(b []byte) int {
 	}
 	return len(b)
 }
+
+// Cut returns the longest start of s of at most n bytes that ends on a
+// rune boundary: s shortened for a payload or a log line without
+// splitting a UTF-8 sequence.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := max(n, 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}

@@ -569,9 +569,10 @@ func sessionName(conv string) string {
 	return "wyoming-h" + hex.EncodeToString(sum[:12])
 }
 
+// truncate shortens s for a log line, on a rune boundary.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+	if c := sentence.Cut(s, n); c != s {
+		return c + "…"
 	}
-	return s[:n] + "…"
+	return s
 }
