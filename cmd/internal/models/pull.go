@@ -402,7 +402,8 @@ func (p *puller) attempt(ctx context.Context) error {
 	free, ferr := p.s.freeSpace(p.s.dir)
 	p.limit = -1
 	if ferr == nil {
-		p.limit = p.offset + free - KeepFree
+		// Less free than the reserve is a limit of 0, not "unknown" (-1).
+		p.limit = max(p.offset+free-KeepFree, 0)
 	}
 	if p.o.MaxSize > 0 && (p.limit < 0 || p.o.MaxSize < p.limit) {
 		p.limit = p.o.MaxSize
