@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +102,8 @@ var frontEnds = []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/intern
 
 type listedPackage struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string
 	Standard     bool
 	Imports      []string
 	TestImports  []string
@@ -301,5 +306,52 @@ func TestArchitectureCatches(t *testing.T) {
 	pkgs["newpkg"] = &listedPackage{ImportPath: module + "/newpkg"}
 	if got := strings.Join(archViolations(module, pkgs), "\n"); !strings.Contains(got, "newpkg: not in the architecture table") {
 		t.Errorf("a package missing from the table: %s", got)
+	}
+}
+
+// TestOnlyTheCoreRenders: only the core renders prompts for the front
+// ends: no front end compiles or renders a chat template (engine/chat's
+// Compile, CompileLimits, Template), so every request reaches the model
+// through the core's one rendering (system message, session history,
+// thinking policy).
+func TestOnlyTheCoreRenders(t *testing.T) {
+	_, pkgs := modulePackages(t)
+	rendering := []string{"Compile", "CompileLimits", "Template"}
+	checked := 0
+	for fe, p := range pkgs {
+		if !slices.ContainsFunc(frontEnds, func(f string) bool { return fe == f || strings.HasPrefix(fe, f+"/") }) {
+			continue
+		}
+		checked++
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chatName := ""
+			for _, im := range f.Imports {
+				if strings.Trim(im.Path.Value, `"`) == "github.com/geisten/geist/engine/chat" {
+					chatName = "chat"
+					if im.Name != nil {
+						chatName = im.Name.Name
+					}
+				}
+			}
+			if chatName == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == chatName && slices.Contains(rendering, sel.Sel.Name) {
+						t.Errorf("%s/%s uses chat.%s: only the core renders prompts", fe, name, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if checked < len(frontEnds) {
+		t.Errorf("%d front-end packages found, want at least %d", checked, len(frontEnds))
 	}
 }
