@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/mattn/go-shellwords"
 	"github.com/spf13/pflag"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
@@ -134,6 +136,10 @@ type generationSection struct {
 	System      string  `toml:"system"`
 	MaxHistory  int     `toml:"max_history"`
 	MaxSessions int     `toml:"max_sessions"`
+	// Think is the thinking policy per source (mqtt, http, wyoming,
+	// button, voice, hermes, cli): think = { mqtt = false, voice = true }
+	// over appliance.DefaultThink (the spoken sources do not think).
+	Think map[string]bool `toml:"think"`
 }
 
 func defaultServeConfig() serveConfig {
@@ -385,6 +391,11 @@ func (c *serveConfig) validate() error {
 	var errs []error
 	if c.Model == "" {
 		errs = append(errs, errors.New("no model given (-m MODEL or model = in the config)"))
+	}
+	for src := range c.Generation.Think {
+		if !slices.Contains([]appliance.Source{appliance.SourceMQTT, appliance.SourceHTTP, appliance.SourceWyoming, appliance.SourceButton, appliance.SourceVoice, appliance.SourceHermes, appliance.SourceCLI}, appliance.Source(src)) {
+			errs = append(errs, fmt.Errorf("generation: think names an unknown source %q (mqtt, http, wyoming, button, voice, hermes, cli)", src))
+		}
 	}
 	if c.Threads < 0 || c.Ctx < 0 {
 		errs = append(errs, errors.New("threads and ctx must not be negative"))

@@ -112,7 +112,17 @@ func (c *serveConfig) coreConfig(eng appliance.Engine, sessions appliance.Sessio
 		Version:       versionString(),
 		Logger:        log,
 		RecentText:    c.HTTP.PageTexts && c.HTTP.Addr != "",
+		Think:         c.Generation.think(),
 	}
+}
+
+// think is [generation] think as the core's policy.
+func (g *generationSection) think() map[appliance.Source]bool {
+	out := make(map[appliance.Source]bool, len(g.Think))
+	for src, on := range g.Think {
+		out[appliance.Source(src)] = on
+	}
+	return out
 }
 
 // mqttConfig turns the serve configuration into the MQTT front end's.
