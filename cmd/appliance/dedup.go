@@ -108,5 +108,3 @@ func (s *seen) finish(id string, o *Outcome, now time.Time) {
 	s.order.MoveToBack(e)
 	s.expire(now)
 }
-
-func (s *seen) len() int { return s.order.Len() }

@@ -571,13 +571,13 @@ func TestServeLoad(t *testing.T) {
 	h0 := heap()
 	start := time.Now()
 	send("l", 200, 20*time.Millisecond) // 50 per second
-	msgs, ok := c.Wait(60*time.Second, answered("l", 200))
+	_, ok := c.Wait(60*time.Second, answered("l", 200))
 	elapsed := time.Since(start)
 	if !ok {
 		t.Fatalf("only part of 200 requests got a reply")
 	}
 	time.Sleep(200 * time.Millisecond)
-	msgs = c.Messages()
+	msgs := c.Messages()
 	codes := map[string]int{}
 	for i := range 200 {
 		rs := replies(t, msgs, fmt.Sprintf("geist/load/answer/l%d", i))

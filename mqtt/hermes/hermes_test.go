@@ -210,12 +210,12 @@ func TestOtherSitesIgnored(t *testing.T) {
 	r.publish(t, TopicTextCaptured, map[string]any{"text": "no site at all"}) // "default"
 	r.publish(t, TopicIntentNotRecognized, map[string]any{"input": "wrong mode", "siteId": "office", "sessionId": "x"})
 	r.publish(t, TopicTextCaptured, map[string]any{"text": "from the office", "siteId": "office", "sessionId": "o"})
-	msgs, ok := r.rhasspy.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, TopicSay)) == 1 })
+	_, ok := r.rhasspy.Wait(10*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, TopicSay)) == 1 })
 	if !ok {
 		t.Fatal("office not answered")
 	}
 	time.Sleep(500 * time.Millisecond)
-	msgs = r.rhasspy.Messages()
+	msgs := r.rhasspy.Messages()
 	if s := sayings(t, msgs); len(s) != 1 || s[0].SiteID != "office" {
 		t.Errorf("says %+v", s)
 	}
