@@ -167,6 +167,13 @@ type Kernels struct {
 	// AxpyF16 row after row. Both give the set's one-row kernels' bits.
 	AttnScores func(sc, q []float32, k []uint16, scale float32)
 	AttnSum    func(out, w []float32, v []uint16)
+	// AttnSumF32 is AttnSum over float32 rows (a dequantized block of a
+	// Q8_0 cache): out[i] += w[t]*v[t][i], each product rounded before its
+	// addition, t in order; the same bits on every set.
+	AttnSumF32 func(out, w, v []float32)
+	// AttnTile are the tiled attention kernels (nil when the set has none:
+	// attention then runs each row with AttnScores and AttnSum).
+	AttnTile *AttnTileKernels
 
 	// SiLUMul sets gate[i] = silu(gate[i]) * up[i] with the exponential
 	// of silu.go: every set gives the same bits.
@@ -174,6 +181,10 @@ type Kernels struct {
 	// Softmax normalizes x in place (silu.go's softmax: the same bits on
 	// every set).
 	Softmax func(x []float32)
+	// ExpSub sets x[i] = e^(x[i]-m) with silu.go's exponential (the same
+	// bits on every set): the weights of one key block of an online
+	// softmax.
+	ExpSub func(x []float32, m float32)
 
 	// Element-wise steps (elem.go; the same bits on every set): Add sets
 	// dst += src, ScaleMul out = (x*scale)*w, ToF16 converts to half
@@ -244,6 +255,8 @@ func fill(k, g *Kernels) {
 	or(&k.AxpyF16, g.AxpyF16)
 	or(&k.SiLUMul, g.SiLUMul)
 	or(&k.Softmax, g.Softmax)
+	or(&k.ExpSub, g.ExpSub)
+	or(&k.AttnSumF32, g.AttnSumF32)
 	or(&k.Add, g.Add)
 	or(&k.ScaleMul, g.ScaleMul)
 	or(&k.ToF16, g.ToF16)
@@ -453,6 +466,13 @@ func ToF16(dst []uint16, src []float32) { Active().ToF16(dst, src) }
 // Softmax calls Active().Softmax.
 func Softmax(x []float32) { Active().Softmax(x) }
 
+// ExpSub calls Active().ExpSub.
+func ExpSub(x []float32, m float32) { Active().ExpSub(x, m) }
+
+// Exp is e^x with the exponential every set's ExpSub, Softmax and SiLUMul
+// use (silu.go): the same bits everywhere.
+func Exp(x float32) float32 { return expf(x) }
+
 // SiLUMul calls Active().SiLUMul.
 func SiLUMul(gate, up []float32) { Active().SiLUMul(gate, up) }
 
@@ -461,6 +481,9 @@ func AttnScores(sc, q []float32, k []uint16, scale float32) { Active().AttnScore
 
 // AttnSum calls Active().AttnSum.
 func AttnSum(out, w []float32, v []uint16) { Active().AttnSum(out, w, v) }
+
+// AttnSumF32 calls Active().AttnSumF32.
+func AttnSumF32(out, w, v []float32) { Active().AttnSumF32(out, w, v) }
 
 // AxpyF16 calls Active().AxpyF16.
 func AxpyF16(out []float32, alpha float32, b []uint16) { Active().AxpyF16(out, alpha, b) }

@@ -37,9 +37,11 @@ func init() {
 		AttnSum:      attnSumavx2,
 		SiLUMul:      siluMulavx2,
 		Softmax:      softmaxavx2,
+		ExpSub:       expSubavx2,
 		Add:          addavx2,
 		ScaleMul:     scaleMulavx2,
 		ToF16:        toF16avx2,
+		AttnTile:     &avx2AttnTile,
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)
@@ -49,6 +51,7 @@ func init() {
 	// where VPDPBUSD pays (registered after avx2, so preferred).
 	vnni := *avx
 	vnni.Name = "avx512vnni"
+	vnni.AttnTile = &vnniAttnTile
 	fill(&vnni, generic)
 	vnniRows(&vnni)
 	vnniTiles(&vnni)

@@ -49,8 +49,10 @@ var generic = &Kernels{
 	AxpyF16:      axpyF16,
 	AttnScores:   attnScores,
 	AttnSum:      attnSum,
+	AttnSumF32:   attnSumF32,
 	SiLUMul:      siluMul,
 	Softmax:      softmaxGeneric,
+	ExpSub:       expSub,
 	Add:          add,
 	ScaleMul:     scaleMul,
 	ToF16:        toF16,
@@ -69,6 +71,17 @@ func attnSum(out, w []float32, v []uint16) {
 	hd := len(out)
 	for t, a := range w {
 		axpyF16(out, a, v[t*hd:(t+1)*hd])
+	}
+}
+
+func attnSumF32(out, w, v []float32) {
+	hd := len(out)
+	v = v[:len(w)*hd]
+	for t, a := range w {
+		row := v[t*hd : (t+1)*hd]
+		for i, x := range row {
+			out[i] += float32(a * x) // rounded before the addition: no fused multiply-add
+		}
 	}
 }
 

@@ -93,6 +93,31 @@ func TestSoftmaxMatchesGeneric(t *testing.T) {
 	}
 }
 
+// TestExpSubMatchesGeneric: every set's ExpSub gives the generic bits
+// (the online softmax of the attention mixes them with Exp).
+func TestExpSubMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(59, 60))
+	for _, k := range Available() {
+		for _, n := range []int{1, 7, 8, 9, 64, 65} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 10)
+			}
+			m := float32(r.NormFloat64())
+			want := append([]float32{}, x...)
+			for i := range want {
+				want[i] = Exp(want[i] - m)
+			}
+			k.ExpSub(x, m)
+			for i := range x {
+				if !sameBits(x[i], want[i]) {
+					t.Fatalf("%s n=%d: %d: %v, Exp %v", k.Name, n, i, x[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 func BenchmarkSiLUMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(55, 56))
 	g0, u := randFloats(r, 8192), randFloats(r, 8192)

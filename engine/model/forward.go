@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/geisten/geist/neon"
-	"github.com/geisten/geist/neon/ggml"
 	"github.com/geisten/geist/quant"
 )
 
@@ -35,19 +34,20 @@ type State struct {
 	kq, vq [][]byte   // Q8_0 cache per layer: [NHeadKV][ctx][kRow] keys, [NHeadKV][ctx][vRow] values
 	kRow   int        // bytes of one Q8_0 key row
 	vRow   int        // bytes of one Q8_0 value row
-	qq     []byte     // [NHead][kRow] queries quantized to Q8_0 (Q8_0 cache)
 
 	pool    *pool
-	mulFn   func(lo, hi int) // s.mulRange, bound once
-	quantFn func(lo, hi int) // s.quantRange, bound once
-	attnFn  func(lo, hi int) // s.attnRange, bound once
-	job     struct {         // parameters of the current pool job
-		ps   [maxProducts]product // the products of a mul (np of them)
-		np   int
-		x    []float32 // their input
-		n    int
-		l    int
-		pos0 int
+	mulFn   func(lo, hi int)    // s.mulRange, bound once
+	quantFn func(lo, hi int)    // s.quantRange, bound once
+	attnFn  func(w, lo, hi int) // s.attnUnits, bound once
+	attnW   []attnScratch       // per worker
+	job     struct {            // parameters of the current pool job
+		ps    [maxProducts]product // the products of a mul (np of them)
+		np    int
+		x     []float32 // their input
+		n     int
+		l     int
+		pos0  int
+		tiles attnTiles
 	}
 
 	x, xb    []float32    // [maxBatch][NEmbd] residual stream, normed input
@@ -55,7 +55,6 @@ type State struct {
 	att      []float32    // [maxBatch][NHead*HeadDimV] attention output
 	proj     []float32    // [maxBatch][NEmbd] projection output
 	gate, up []float32    // [maxBatch][NFF]
-	scores   []float32    // [NHead][ctx]
 	ropeCS   []float32    // [maxBatch][RopeDim] cos/sin pairs of the batch's positions
 	ropeSWA  []float32    // [maxBatch][RopeDimSWA] the same for local layers (gemma4)
 	ropeFreq []float32    // the rope frequency divisors of this context (nil: none)
@@ -151,7 +150,6 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 				s.vq[i] = make([]byte, c.NHeadKV*ctx*s.vRow)
 			}
 		}
-		s.qq = make([]byte, c.NHead*s.kRow)
 	default:
 		return nil, fmt.Errorf("model: KV cache type %s is not supported (want F16 or Q8_0)", o.KVType)
 	}
@@ -178,11 +176,11 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	s.gate = make([]float32, B*c.NFF)
 	s.up = make([]float32, B*c.NFF)
-	s.scores = make([]float32, c.NHead*ctx)
 	s.pool = newPool(o.Threads)
 	s.mulFn = s.mulRange
 	s.quantFn = s.quantRange
-	s.attnFn = s.attnRange
+	s.attnFn = s.attnUnits
+	s.newAttnScratch(s.pool.n)
 	s.ropeCS = make([]float32, B*c.RopeDim)
 	s.maxRows = o.LogitRows
 	if s.maxRows <= 0 {
@@ -566,7 +564,7 @@ func (s *State) attention(l, n, pos0 int) {
 	}
 	s.job.l, s.job.n, s.job.pos0 = l, n, pos0
 	s.pool.kind = JobAttention
-	s.pool.run(s.attnFn, c.NHead, 1)
+	s.runAttention()
 	s.mul(s.att, n, product{w: L.Wo, out: s.proj})
 	if L.PostAttnNorm != nil {
 		for i := 0; i < n; i++ {
@@ -622,51 +620,6 @@ func scale(x []float32, a float32) {
 	}
 }
 
-// attnRange computes the attention output of query heads [lo, hi) for
-// every token of the batch. Token i attends to what span gives: in a
-// causal pass, cache positions 0..pos0+i; in a tree, the cache and its
-// ancestors, the same keys and values in the same order as its path alone;
-// on a sliding-window layer only the positions inside its window.
-// The result depends only on those, not on the batch or on which worker
-// runs it.
-func (s *State) attnRange(lo, hi int) {
-	c := &s.m.Config
-	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
-	if s.kvType == quant.Q8_0 {
-		s.attnRangeQ8(lo, hi)
-		return
-	}
-	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
-	qDim := c.NHead * hd
-	group := c.NHead / c.KVHeadsOf(l)
-	scale := s.attnScale(hd)
-	src := c.kvSrc(l)
-	for h := lo; h < hi; h++ {
-		kvh := h / group
-		kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
-		vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
-		for i := 0; i < n; i++ {
-			from, vis, anc := s.window(l, i, pos0)
-			q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
-			m := vis - from
-			sc := s.scores[h*s.ctx : h*s.ctx+m+len(anc)]
-			neon.AttnScores(sc[:m], q, kc[from*hd:vis*hd], scale)
-			for j, a := range anc { // the same bits as a row of AttnScores
-				t := pos0 + int(a)
-				sc[m+j] = neon.DotF32F16(q, kc[t*hd:(t+1)*hd]) * scale
-			}
-			Softmax(sc)
-			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
-			clear(out)
-			neon.AttnSum(out, sc[:m], vc[from*hdv:vis*hdv])
-			for j, a := range anc { // continuing AttnSum's order
-				t := pos0 + int(a)
-				neon.AxpyF16(out, sc[m+j], vc[t*hdv:(t+1)*hdv])
-			}
-		}
-	}
-}
-
 // attnScale is the scale of the attention scores for head size hd.
 func (s *State) attnScale(hd int) float32 {
 	if a := s.m.AttnScale; a != 0 {
@@ -692,60 +645,6 @@ func (s *State) window(l, i, pos0 int) (from, vis int, anc []int32) {
 		return vis, vis, anc[first-vis:]
 	}
 	return first, vis, anc
-}
-
-// attnRangeQ8 is attnRange over a Q8_0 cache: the query is quantized to
-// Q8_0 for the integer dot with the keys (as llama.cpp does), the values
-// are dequantized on the fly.
-func (s *State) attnRangeQ8(lo, hi int) {
-	c := &s.m.Config
-	qDim, hd, hdv := c.NHead*c.HeadDim, c.HeadDim, c.HeadDimV
-	group := c.NHead / c.NHeadKV
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	l, n, pos0 := s.job.l, s.job.n, s.job.pos0
-	nbk, nbv := hd/32, hdv/32
-	for h := lo; h < hi; h++ {
-		kvh := h / group
-		kq := s.kq[l][kvh*s.ctx*s.kRow : (kvh+1)*s.ctx*s.kRow]
-		vq := s.vq[l][kvh*s.ctx*s.vRow : (kvh+1)*s.ctx*s.vRow]
-		qq := s.qq[h*s.kRow : (h+1)*s.kRow]
-		for i := 0; i < n; i++ {
-			vis, anc := s.span(i, pos0)
-			neon.QuantizeQ8_0(qq, s.q[i*qDim+h*hd:i*qDim+(h+1)*hd])
-			sc := s.scores[h*s.ctx : h*s.ctx+vis+len(anc)]
-			for t := range vis {
-				neon.DotQ8_0Q8_0(sc[t:t+1], kq[t*s.kRow:(t+1)*s.kRow], qq, 0, nbk, 1)
-				sc[t] *= scale
-			}
-			for j, a := range anc {
-				t := pos0 + int(a)
-				neon.DotQ8_0Q8_0(sc[vis+j:vis+j+1], kq[t*s.kRow:(t+1)*s.kRow], qq, 0, nbk, 1)
-				sc[vis+j] *= scale
-			}
-			Softmax(sc)
-			out := s.att[(i*c.NHead+h)*hdv : (i*c.NHead+h+1)*hdv]
-			clear(out)
-			for t, w := range sc[:vis] {
-				axpyQ8_0(out, w, vq[t*s.vRow:(t+1)*s.vRow], nbv)
-			}
-			for j, a := range anc {
-				t := pos0 + int(a)
-				axpyQ8_0(out, sc[vis+j], vq[t*s.vRow:(t+1)*s.vRow], nbv)
-			}
-		}
-	}
-}
-
-// axpyQ8_0 adds alpha times a dequantized Q8_0 row of nb blocks to out.
-func axpyQ8_0(out []float32, alpha float32, row []byte, nb int) {
-	for b := 0; b < nb; b++ {
-		blk := row[b*34 : b*34+34]
-		d := alpha * ggml.FP16ToFP32(uint16(blk[0])|uint16(blk[1])<<8)
-		o := out[b*32 : b*32+32]
-		for j, q := range blk[2:34] {
-			o[j] += d * float32(int8(q))
-		}
-	}
 }
 
 // KVType is the type of the KV cache.

@@ -30,6 +30,7 @@ type pool struct {
 	waiting atomic.Bool   // the caller is parked (or about to park) on done
 	done    chan struct{} // the last worker to finish wakes the caller
 	fn      func(lo, hi int)
+	fnw     func(w, lo, hi int) // instead of fn: told which worker runs the span
 	total   int
 	grain   int
 	stop    chan struct{}
@@ -83,7 +84,11 @@ func (p *pool) worker(i int) {
 		seen = g
 		lo, hi := p.span(i)
 		if lo < hi {
-			p.fn(lo, hi)
+			if p.fnw != nil {
+				p.fnw(i, lo, hi)
+			} else {
+				p.fn(lo, hi)
+			}
 		}
 		if p.left.Add(-1) == 0 && p.waiting.Load() {
 			select {
@@ -144,7 +149,13 @@ func (p *pool) span(i int) (int, int) {
 // run calls fn over [0, total) split into contiguous spans, one per
 // worker, and returns when all are done. Spans are multiples of grain.
 // Small ranges run on the calling goroutine alone.
-func (p *pool) run(fn func(lo, hi int), total, grain int) {
+func (p *pool) run(fn func(lo, hi int), total, grain int) { p.runAny(fn, nil, total, grain) }
+
+// runWorker is run for work that keeps scratch per worker: fn is told the
+// index (0..n-1) of the worker that runs the span.
+func (p *pool) runWorker(fn func(w, lo, hi int), total, grain int) { p.runAny(nil, fn, total, grain) }
+
+func (p *pool) runAny(fn func(lo, hi int), fnw func(w, lo, hi int), total, grain int) {
 	if grain < 1 {
 		grain = 1
 	}
@@ -153,7 +164,11 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 		t0 = time.Now()
 	}
 	if p.n == 1 || total <= grain {
-		fn(0, total)
+		if fnw != nil {
+			fnw(0, 0, total)
+		} else {
+			fn(0, total)
+		}
 		if p.prof != nil {
 			jp := &p.prof[p.kind]
 			jp.Runs++
@@ -161,7 +176,7 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 		}
 		return
 	}
-	p.fn, p.total, p.grain = fn, total, grain
+	p.fn, p.fnw, p.total, p.grain = fn, fnw, total, grain
 	p.left.Store(int32(p.n - 1))
 	p.gen.Add(1)
 	for i := 1; i < p.n; i++ {
@@ -172,9 +187,12 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 			}
 		}
 	}
-	lo, hi := p.span(0)
-	if lo < hi {
-		fn(lo, hi)
+	if lo, hi := p.span(0); lo < hi {
+		if fnw != nil {
+			fnw(0, lo, hi)
+		} else {
+			fn(lo, hi)
+		}
 	}
 	if p.prof != nil {
 		t1 := time.Now()
@@ -187,7 +205,7 @@ func (p *pool) run(fn func(lo, hi int), total, grain int) {
 	} else {
 		p.wait()
 	}
-	p.fn = nil
+	p.fn, p.fnw = nil, nil
 }
 
 // wait returns when every worker has finished the current job: polling,

@@ -1,0 +1,395 @@
+package model
+
+import (
+	"math"
+
+	"github.com/geisten/geist/neon"
+	"github.com/geisten/geist/neon/ggml"
+	"github.com/geisten/geist/quant"
+)
+
+// Attention is tiled over queries and keys with an online softmax (as
+// FlashAttention and llama.cpp's CPU flash path do it): a tile is up to
+// attnRows query rows — the query heads that share one KV head, for
+// several tokens of the batch — and it walks the keys in blocks of
+// attnBlock positions, so each block of keys and values is read once per
+// tile (and stays in the first-level cache while every row of the tile
+// uses it) instead of once per query. A row skips the blocks past its
+// last visible key (the causal mask costs nothing).
+//
+// Batch invariance: a row's result depends only on its query, the keys and
+// values it sees and the block boundaries, which are fixed multiples of
+// attnBlock of the position in its own key sequence, whatever the tile or
+// the batch: its blocks are visited in ascending order, each block's
+// scores, maximum, exponentials and weighted values are computed the same
+// way alone or beside other rows, and the running maximum, sum and output
+// are merged block after block in that one order. A tree token's key
+// sequence is the cache it sees followed by its ancestors, exactly the
+// sequence its path has once compacted into the cache, so a tree pass
+// gives the bits of the chain.
+const (
+	attnBlock = 64 // key positions per block
+	attnRows  = 32 // query rows per tile (at least one token's group)
+)
+
+// attnScratch is one worker's attention buffers.
+type attnScratch struct {
+	rows   []keySpan // [tileRows] the tile's rows
+	sc     []float32 // [tileRows][attnBlock] one block's scores, then weights
+	m      []float32 // [tileRows] running maximum score
+	l      []float64 // [tileRows] running sum of weights
+	kg, vg []uint16  // [attnBlock][HeadDim], [attnBlock][HeadDimV] a gathered F16 block
+	// F16 cache with the set's tile kernels: a block converted once.
+	kt, vf32 []float32 // [HeadDim][attnBlock] keys transposed, [attnBlock][HeadDimV] values
+	kt2, vf2 []float32 // the same for a row's gathered block
+	// Q8_0 cache:
+	qq   []byte    // [attnRows][kRow] the rows' queries quantized
+	st   []float32 // [tileRows] one key's scores against the rows
+	vf   []float32 // [attnBlock][HeadDimV] a block of values dequantized
+	vg32 []float32 // the same for a row's gathered block
+}
+
+func (s *State) newAttnScratch(threads int) {
+	c := &s.m.Config
+	s.attnW = make([]attnScratch, max(threads, 1))
+	R, hd, hdv := 0, 0, 0
+	for l := range c.NLayer {
+		R, hd, hdv = max(R, s.tileRows(l)), max(hd, c.HeadDimOf(l)), max(hdv, c.HeadDimVOf(l))
+	}
+	for i := range s.attnW {
+		w := &s.attnW[i]
+		w.rows = make([]keySpan, R)
+		w.sc = make([]float32, R*attnBlock)
+		w.m = make([]float32, R)
+		w.l = make([]float64, R)
+		if s.kvType == quant.Q8_0 {
+			w.qq = make([]byte, R*s.kRow)
+			w.st = make([]float32, R)
+			w.vf = make([]float32, attnBlock*hdv)
+			w.vg32 = make([]float32, attnBlock*hdv)
+			continue
+		}
+		w.kg = make([]uint16, attnBlock*hd)
+		w.vg = make([]uint16, attnBlock*hdv)
+		w.kt = make([]float32, attnBlock*hd)
+		w.kt2 = make([]float32, attnBlock*hd)
+		w.vf32 = make([]float32, attnBlock*hdv)
+		w.vf2 = make([]float32, attnBlock*hdv)
+	}
+}
+
+// tileRows is the most query rows of a tile: attnRows, or one token's
+// group of query heads when that is larger.
+func (s *State) tileRows(l int) int {
+	group := s.m.NHead / s.m.KVHeadsOf(l)
+	return max(group, attnRows/group*group)
+}
+
+// attnTiles is how the attention job of a batch of n tokens is split into
+// units: every KV head's query rows in tiles of tok tokens, and when that
+// gives fewer units than workers, each tile's group of heads in parts.
+type attnTiles struct {
+	tok, tiles, parts int
+}
+
+func (s *State) attnSplit(n int) attnTiles {
+	c := &s.m.Config
+	kvh := c.KVHeadsOf(s.job.l)
+	group := c.NHead / kvh
+	t := attnTiles{tok: max(1, attnRows/group), parts: 1}
+	t.tiles = (n + t.tok - 1) / t.tok
+	if units := kvh * t.tiles; units < s.pool.n {
+		t.parts = min(group, (s.pool.n+units-1)/units)
+	}
+	return t
+}
+
+// runAttention computes the attention output of every query head for the
+// batch of the current job.
+func (s *State) runAttention() {
+	c := &s.m.Config
+	s.job.tiles = s.attnSplit(s.job.n)
+	s.pool.runWorker(s.attnFn, c.KVHeadsOf(s.job.l)*s.job.tiles.tiles*s.job.tiles.parts, 1)
+}
+
+// attnUnits computes units [lo, hi) of the attention job on worker w's
+// scratch.
+func (s *State) attnUnits(w, lo, hi int) {
+	c := &s.m.Config
+	group := c.NHead / c.KVHeadsOf(s.job.l)
+	t := s.job.tiles
+	for u := lo; u < hi; u++ {
+		kvh, rem := u/(t.tiles*t.parts), u%(t.tiles*t.parts)
+		tile, part := rem/t.parts, rem%t.parts
+		i0, i1 := tile*t.tok, min((tile+1)*t.tok, s.job.n)
+		g0, g1 := part*group/t.parts, (part+1)*group/t.parts
+		s.attnTile(&s.attnW[w], kvh, i0, i1, g0, g1)
+	}
+}
+
+// keySpan is what query row r of a tile sees: its token, its query head
+// and its key sequence, positions [lo, vis+len(anc)) of the sequence of
+// the cache positions [0, vis) and then the batch slots pos0+anc[j] (lo
+// > 0 on a sliding-window layer).
+type keySpan struct {
+	tok, head int
+	lo, vis   int
+	anc       []int32
+}
+
+func (k keySpan) keys() int { return k.vis + len(k.anc) }
+
+// slot is the cache slot of position j of the row's key sequence.
+func (k keySpan) slot(j, pos0 int) int {
+	if j < k.vis {
+		return j
+	}
+	return pos0 + int(k.anc[j-k.vis])
+}
+
+// attnTile runs the tile of tokens [i0, i1) and the query heads g0..g1-1
+// of KV head kvh's group.
+func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
+	c, l := &s.m.Config, s.job.l
+	group := c.NHead / c.KVHeadsOf(l)
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+	qDim := c.NHead * hd
+	pos0 := s.job.pos0
+	rows := w.rows
+	nr, most, first := 0, 0, math.MaxInt
+	for i := i0; i < i1; i++ {
+		vis, anc := s.span(i, pos0)
+		from, _, wanc := s.window(l, i, pos0)
+		lo := from + len(anc) - len(wanc) // a window starting inside the ancestors
+		for g := g0; g < g1; g++ {
+			rows[nr] = keySpan{tok: i, head: kvh*group + g, lo: lo, vis: vis, anc: anc}
+			most, first = max(most, rows[nr].keys()), min(first, lo)
+			nr++
+		}
+	}
+	for r := 0; r < nr; r++ {
+		w.m[r] = float32(math.Inf(-1))
+		w.l[r] = 0
+		clear(s.attOut(rows[r], hdv))
+	}
+	first = first / attnBlock * attnBlock
+	scale := s.attnScale(hd)
+	if s.kvType == quant.Q8_0 {
+		s.attnTileQ8(w, rows[:nr], kvh, first, most, scale)
+	} else if tk := neon.Active().AttnTile; tk != nil && hd%8 == 0 && hdv%64 == 0 {
+		s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
+	} else {
+		src := c.kvSrc(l)
+		kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
+		vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+		for b := first; b < most; b += attnBlock {
+			for r := 0; r < nr; r++ {
+				row := &rows[r]
+				rb, e := max(b, row.lo), min(b+attnBlock, row.keys())
+				if e <= rb {
+					continue // the causal mask (or the window): the whole block is hidden
+				}
+				k, v := kc[rb*hd:e*hd], vc[rb*hdv:e*hdv]
+				if e > row.vis { // the block reaches into the row's ancestors
+					for j := rb; j < e; j++ {
+						t := row.slot(j, pos0)
+						copy(w.kg[(j-rb)*hd:(j-rb+1)*hd], kc[t*hd:(t+1)*hd])
+						copy(w.vg[(j-rb)*hdv:(j-rb+1)*hdv], vc[t*hdv:(t+1)*hdv])
+					}
+					k, v = w.kg[:(e-rb)*hd], w.vg[:(e-rb)*hdv]
+				}
+				q := s.q[row.tok*qDim+row.head*hd : row.tok*qDim+(row.head+1)*hd]
+				sc := w.sc[r*attnBlock : r*attnBlock+e-rb]
+				neon.AttnScores(sc, q, k, scale)
+				out := s.attOut(*row, hdv)
+				s.softmaxBlock(w, r, sc, out, blockMax(sc))
+				neon.AttnSum(out, sc, v)
+			}
+		}
+	}
+	for r := 0; r < nr; r++ {
+		inv := float32(1 / w.l[r])
+		out := s.attOut(rows[r], hdv)
+		for d := range out {
+			out[d] *= inv
+		}
+	}
+}
+
+// attnTileF16 is the tile's walk over an F16 cache with the set's tile
+// kernels: each block of keys is converted to float32 (transposed) and
+// its values to float32 once for the rows that see it whole from the
+// cache; a row whose block reaches into its ancestors converts its own
+// gathered block.
+func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
+	c, l := &s.m.Config, s.job.l
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+	qDim := c.NHead * hd
+	pos0, src := s.job.pos0, c.kvSrc(l)
+	kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
+	vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+	for b := first; b < most; b += attnBlock {
+		converted := false
+		for r := range rows {
+			row := &rows[r]
+			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
+			if re <= rb {
+				continue // the causal mask (or the window): the whole block is hidden
+			}
+			kt, vf := w.kt, w.vf32
+			if re > row.vis { // the block reaches into the row's ancestors
+				clear(w.kg)
+				for j := b; j < re; j++ {
+					t := row.slot(j, pos0)
+					copy(w.kg[(j-b)*hd:(j-b+1)*hd], kc[t*hd:(t+1)*hd])
+					copy(w.vg[(j-b)*hdv:(j-b+1)*hdv], vc[t*hdv:(t+1)*hdv])
+				}
+				kt, vf = w.kt2, w.vf2
+				tk.KT(kt, w.kg, hd)
+				tk.ToF32(vf[:(re-b)*hdv], w.vg[:(re-b)*hdv])
+			} else if !converted {
+				e := min(b+attnBlock, most)
+				if b+attnBlock <= s.ctx {
+					tk.KT(kt, kc[b*hd:(b+attnBlock)*hd], hd)
+				} else { // the cache ends inside the block
+					clear(w.kg)
+					copy(w.kg, kc[b*hd:])
+					tk.KT(kt, w.kg, hd)
+				}
+				tk.ToF32(vf[:(e-b)*hdv], vc[b*hdv:e*hdv])
+				converted = true
+			}
+			q := s.q[row.tok*qDim+row.head*hd : row.tok*qDim+(row.head+1)*hd]
+			sc := w.sc[r*attnBlock : (r+1)*attnBlock]
+			tk.Scores(sc, q, kt, scale)
+			sc = sc[rb-b : re-b]
+			out := s.attOut(*row, hdv)
+			s.softmaxBlock(w, r, sc, out, tk.Max(sc))
+			tk.Sum(out, sc, vf[(rb-b)*hdv:(re-b)*hdv])
+		}
+	}
+}
+
+// attOut is the attention output of a row.
+func (s *State) attOut(r keySpan, hdv int) []float32 {
+	o := (r.tok*s.m.NHead + r.head) * hdv
+	return s.att[o : o+hdv]
+}
+
+// softmaxBlock turns row r's scores of one block into weights relative to
+// the running maximum, rescaling the row's output and sum when the block
+// raises the maximum.
+func (s *State) softmaxBlock(w *attnScratch, r int, sc, out []float32, mb float32) {
+	if mb > w.m[r] {
+		if !math.IsInf(float64(w.m[r]), -1) {
+			f := neon.Exp(w.m[r] - mb)
+			for d := range out {
+				out[d] *= f
+			}
+			w.l[r] *= float64(f)
+		}
+		w.m[r] = mb
+	}
+	neon.ExpSub(sc, w.m[r])
+	w.l[r] += blockSum(sc)
+}
+
+// blockMax is the largest of x (not empty).
+func blockMax(x []float32) float32 {
+	m := x[0]
+	for _, v := range x[1:] {
+		if v > m { // scores are never NaN
+			m = v
+		}
+	}
+	return m
+}
+
+// blockSum is the sum of x in float64: four running sums of every fourth
+// element, the tail into the first, combined as (s0+s1)+(s2+s3), one order
+// for a given length.
+func blockSum(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += float64(x[i])
+		s1 += float64(x[i+1])
+		s2 += float64(x[i+2])
+		s3 += float64(x[i+3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// attnTileQ8 is the tile's walk over a Q8_0 cache: each row's query is
+// quantized to Q8_0 for integer dots with the keys (as llama.cpp's Q8_0
+// path), one key against every row of the tile per call; each block of
+// values is dequantized once for the whole tile. A row whose block reaches
+// into its ancestors (a tree token) is scored and summed over a gathered
+// block instead.
+func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
+	c := &s.m.Config
+	hd, hdv := c.HeadDim, c.HeadDimV
+	qDim := c.NHead * hd
+	pos0, kR, vR := s.job.pos0, s.kRow, s.vRow
+	nbk, nbv := hd/32, hdv/32
+	kq := s.kq[s.job.l][kvh*s.ctx*kR : (kvh+1)*s.ctx*kR]
+	vq := s.vq[s.job.l][kvh*s.ctx*vR : (kvh+1)*s.ctx*vR]
+	nr := len(rows)
+	for r, row := range rows {
+		neon.QuantizeQ8_0(w.qq[r*kR:(r+1)*kR], s.q[row.tok*qDim+row.head*hd:row.tok*qDim+(row.head+1)*hd])
+	}
+	for b := 0; b < most; b += attnBlock {
+		// Slots [b, e) hold keys every row reads from the cache or (past
+		// its visible ones) does not read: score them against all rows.
+		e := min(b+attnBlock, most)
+		for j := b; j < e; j++ {
+			neon.DotQ8_0Q8_0(w.st[:nr], kq[j*kR:(j+1)*kR], w.qq, kR, nbk, nr)
+			for r := 0; r < nr; r++ {
+				w.sc[r*attnBlock+j-b] = w.st[r] * scale
+			}
+		}
+		dequantQ8Rows(w.vf, vq[b*vR:e*vR], e-b, nbv)
+		for r := range rows {
+			row := &rows[r]
+			re := min(b+attnBlock, row.keys())
+			if re <= b {
+				continue // the causal mask: the whole block is hidden
+			}
+			sc := w.sc[r*attnBlock : r*attnBlock+re-b]
+			vf := w.vf
+			if re > row.vis {
+				for j := max(b, row.vis); j < re; j++ {
+					t := row.slot(j, pos0)
+					neon.DotQ8_0Q8_0(sc[j-b:j-b+1], kq[t*kR:(t+1)*kR], w.qq[r*kR:(r+1)*kR], 0, nbk, 1)
+					sc[j-b] *= scale
+				}
+				vf = w.vg32
+				copy(vf, w.vf[:(re-b)*hdv])
+				for j := max(b, row.vis); j < re; j++ {
+					t := row.slot(j, pos0)
+					dequantQ8Rows(vf[(j-b)*hdv:], vq[t*vR:(t+1)*vR], 1, nbv)
+				}
+			}
+			out := s.attOut(*row, hdv)
+			s.softmaxBlock(w, r, sc, out, blockMax(sc))
+			neon.AttnSumF32(out, sc, vf[:len(sc)*hdv])
+		}
+	}
+}
+
+// dequantQ8Rows dequantizes n Q8_0 rows of nb blocks each into out.
+func dequantQ8Rows(out []float32, rows []byte, n, nb int) {
+	for t := 0; t < n; t++ {
+		for b := 0; b < nb; b++ {
+			blk := rows[(t*nb+b)*34 : (t*nb+b)*34+34]
+			d := ggml.FP16ToFP32(uint16(blk[0]) | uint16(blk[1])<<8)
+			o := out[(t*nb+b)*32 : (t*nb+b)*32+32]
+			for j, q := range blk[2:34] {
+				o[j] = d * float32(int8(q))
+			}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package neon
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/geisten/geist/neon/ggml"
+)
+
+// TestAttnTileMatchesGeneric: every set's tiled attention kernels give the
+// reference bits, for the head sizes of the models (and a few more), any
+// number of value rows.
+func TestAttnTileMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(61, 62))
+	g := GenericAttnTile()
+	for _, k := range Available() {
+		a := k.AttnTile
+		if a == nil {
+			continue
+		}
+		for _, hd := range []int{8, 64, 72, 128, 256} {
+			kc := make([]uint16, AttnBlock*hd)
+			for i := range kc {
+				kc[i] = ggml.FP32ToFP16(float32(r.NormFloat64()))
+			}
+			kt, want := make([]float32, AttnBlock*hd+1), make([]float32, AttnBlock*hd)
+			kt[len(kt)-1] = guard
+			a.KT(kt[:AttnBlock*hd], kc, hd)
+			g.KT(want, kc, hd)
+			if kt[len(kt)-1] != guard {
+				t.Fatalf("%s hd=%d: KT wrote past its block", k.Name, hd)
+			}
+			for i := range want {
+				if !sameBits(kt[i], want[i]) {
+					t.Fatalf("%s hd=%d: kt[%d] %v, generic %v", k.Name, hd, i, kt[i], want[i])
+				}
+			}
+			q := randFloats(r, hd)
+			sc, scw := make([]float32, AttnBlock+1), make([]float32, AttnBlock)
+			sc[AttnBlock] = guard
+			a.Scores(sc[:AttnBlock], q, kt, 0.125)
+			g.Scores(scw, q, want, 0.125)
+			for i := range scw {
+				if !sameBits(sc[i], scw[i]) {
+					t.Fatalf("%s hd=%d: score %d %v, generic %v", k.Name, hd, i, sc[i], scw[i])
+				}
+			}
+			if sc[AttnBlock] != guard {
+				t.Fatalf("%s hd=%d: Scores wrote past its block", k.Name, hd)
+			}
+			f := make([]float32, len(kc)+3)
+			f[len(kc)+2] = guard
+			a.ToF32(f[:len(kc)+2], append(kc, 0x3c00, 0xbc00))
+			g.ToF32(want, kc)
+			for i := range want {
+				if !sameBits(f[i], want[i]) {
+					t.Fatalf("%s hd=%d: ToF32 %d %v, generic %v", k.Name, hd, i, f[i], want[i])
+				}
+			}
+			if f[len(kc)] != 1 || f[len(kc)+1] != -1 || f[len(kc)+2] != guard {
+				t.Fatalf("%s hd=%d: ToF32 tail %v", k.Name, hd, f[len(kc):])
+			}
+			for _, n := range []int{1, 7, 8, 9, 17, 64} {
+				if m, w := a.Max(scw[:n]), g.Max(scw[:n]); !sameBits(m, w) {
+					t.Fatalf("%s: Max of %d %v, generic %v", k.Name, n, m, w)
+				}
+			}
+			if hd%64 != 0 {
+				continue
+			}
+			for _, rows := range []int{0, 1, 5, 64} {
+				w := randFloats(r, rows)
+				out := randFloats(r, hd+1)
+				out[hd] = guard
+				ref := append([]float32{}, out[:hd]...)
+				a.Sum(out[:hd], w, want[:rows*hd])
+				g.Sum(ref, w, want[:rows*hd])
+				for i := range ref {
+					if !sameBits(out[i], ref[i]) {
+						t.Fatalf("%s hd=%d rows=%d: sum %d %v, generic %v", k.Name, hd, rows, i, out[i], ref[i])
+					}
+				}
+				if out[hd] != guard {
+					t.Fatalf("%s hd=%d rows=%d: Sum wrote past its output", k.Name, hd, rows)
+				}
+			}
+		}
+	}
+}
