@@ -32,6 +32,11 @@ type benchResult struct {
 	PPCPUTokS  float64            `json:"pp_cpu_tok_s,omitempty"`
 	TGCPUTokS  float64            `json:"tg_cpu_tok_s,omitempty"`
 	VerifyCost map[string]float64 `json:"verify_cost,omitempty"`
+	// With lists (-p 128,4096, --depth 0,4096): every prefill length's
+	// speed and every decoding depth's (tg_tok_s and pp_tok_s are the
+	// first of each).
+	Prefill []lengthRate `json:"prefill,omitempty"`
+	Decode  []lengthRate `json:"decode,omitempty"`
 	// c(K) from the passes' CPU time.
 	VerifyCostCPU map[string]float64 `json:"verify_cost_cpu,omitempty"`
 	// With --step-profile: where one decode step's wall time goes, and a
@@ -63,6 +68,12 @@ type benchResult struct {
 	Rounds []float64 `json:"rounds,omitempty"`
 }
 
+// lengthRate is a speed at a prompt length or a cache depth.
+type lengthRate struct {
+	Tokens int     `json:"tokens"`
+	TokS   float64 `json:"tok_s"`
+}
+
 // stepProfile is model.StepProfile per decoded token, in microseconds:
 // pool jobs by kind (the caller's own share, then its wait for the
 // workers), the serial rest, and the hand-offs to the workers.
@@ -91,11 +102,17 @@ func newStepProfile(p model.StepProfile) *stepProfile {
 	}
 }
 
-func parseInts(s, name string) ([]int, error) {
+func parseInts(s, name string) ([]int, error) { return parseCounts(s, name, 1) }
+
+// parseCounts reads a comma-separated list of integers of at least least.
+func parseCounts(s, name string, least int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
+		if err != nil || n < least {
+			if least == 0 {
+				return nil, usagef("--%s: %q is not a list of integers >= 0", name, s)
+			}
 			return nil, usagef("--%s: %q is not a list of positive integers", name, s)
 		}
 		out = append(out, n)
@@ -123,8 +140,9 @@ func parseThreads(s string) ([]int, error) {
 func cmdBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json] [--spec MODE --prompt-file FILE] [--oracle ALPHA]")
 	path := fs.StringP("model", "m", "", "GGUF model file")
-	pp := fs.IntP("n-prompt", "p", 128, "prompt tokens for the prefill test (0: skip)")
+	ppList := fs.StringP("n-prompt", "p", "128", "prompt tokens for the prefill test (0: skip); a comma-separated list (-p 128,512,2048,4096) measures each")
 	tg := fs.IntP("n-gen", "n", 64, "tokens for the decode test (0: skip)")
+	depthList := fs.String("depth", "0", "cache positions filled before the decode test; a comma-separated list (--depth 0,2048,4096) measures each")
 	threads := fs.StringP("threads", "t", "0", "threads for matrix products, as in run (0: all performance cores); a comma-separated list (-t 1,2) measures each")
 	batch := fs.String("batch", "1,2,4,8", "batch sizes K for the verification cost c(K)")
 	reps := fs.IntP("repetitions", "r", 3, "repetitions of each measurement (the best counts); with --spec/--oracle, interleaved rounds")
@@ -169,9 +187,19 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *pp < 0 || *tg < 0 || *reps < 1 {
-		return usagef("-p, -n must be >= 0 and -r >= 1")
+	pps, err := parseCounts(*ppList, "n-prompt", 0)
+	if err != nil {
+		return err
 	}
+	depths, err := parseCounts(*depthList, "depth", 0)
+	if err != nil {
+		return err
+	}
+	if slices.Min(pps) < 0 || slices.Min(depths) < 0 || *tg < 0 || *reps < 1 {
+		return usagef("-p, --depth, -n must be >= 0 and -r >= 1")
+	}
+	pp := &pps[0]
+	maxPP, maxDepth := slices.Max(pps), slices.Max(depths)
 	if *oracle > 1 || (*oracle < 0 && *oracle != -1) {
 		return usagef("--oracle %v must be in [0, 1]", *oracle)
 	}
@@ -191,7 +219,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	maxK := slices.Max(ks)
 	for _, t := range ths {
-		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, *tg, 512) + 1024, Batch: max(*pp, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
+		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, maxPP, maxDepth+*tg, 512) + 1024, Batch: max(maxPP, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
 			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec}
 		if mode == engine.SpecSelf && *selfSpec != engine.SelfSpecLoad {
 			opt.SelfSpec = engine.SelfSpecLoad
@@ -227,7 +255,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), *oracle, *reps,
 				engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope})
 		} else {
-			err = benchPlain(ctx, eng, &r, *pp, *tg, ks, *reps, *stepProf)
+			err = benchPlain(ctx, eng, &r, pps, depths, *tg, ks, *reps, *stepProf)
 			if err == nil && *membw {
 				r.DecodeBytes = eng.Model().DecodeBytes()
 				r.MemReadBps = memReadBandwidth(t, max(*reps, 3))
@@ -253,7 +281,8 @@ func randomTokens(n, vocab int, seed uint64) []int32 {
 }
 
 // benchPlain measures prefill and decode speed and the verification cost.
-func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg int, ks []int, reps int, stepProf bool) error {
+func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pps, depths []int, tg int, ks []int, reps int, stepProf bool) error {
+	pp := pps[0]
 	s := eng.State()
 	nv := eng.Model().NVocab
 	var cpuBest time.Duration // the best repetition's CPU time, set by best
@@ -276,7 +305,10 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		}
 		return b, nil
 	}
-	if pp > 0 {
+	for i, pp := range pps {
+		if pp == 0 {
+			continue
+		}
 		toks := randomTokens(pp, nv, 1)
 		d, err := best(func() error {
 			s.Truncate(0)
@@ -285,6 +317,12 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		})
 		if err != nil {
 			return err
+		}
+		if len(pps) > 1 {
+			r.Prefill = append(r.Prefill, lengthRate{pp, float64(pp) / d.Seconds()})
+		}
+		if i > 0 {
+			continue
 		}
 		r.PPTokS = float64(pp) / d.Seconds()
 		if cpuBest > 0 {
@@ -300,19 +338,37 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 			s.EnableProfile(false)
 		}
 	}
-	if tg > 0 {
+	for i, depth := range depths {
+		if tg == 0 {
+			break
+		}
+		// The decode test starts after depth cache positions (filled once,
+		// untimed): every token attends to them.
+		s.Truncate(0)
+		if depth > 0 {
+			if _, err := s.Forward(randomTokens(depth, nv, 4), false); err != nil {
+				return err
+			}
+		}
 		toks := randomTokens(tg, nv, 2)
-		d, err := best(func() error {
-			s.Truncate(0)
+		decode := func() error {
+			s.Truncate(depth)
 			for i := range toks {
 				if _, err := s.Forward(toks[i:i+1], false); err != nil {
 					return err
 				}
 			}
 			return nil
-		})
+		}
+		d, err := best(decode)
 		if err != nil {
 			return err
+		}
+		if len(depths) > 1 {
+			r.Decode = append(r.Decode, lengthRate{depth, float64(tg) / d.Seconds()})
+		}
+		if i > 0 {
+			continue
 		}
 		r.TGTokS = float64(tg) / d.Seconds()
 		if cpuBest > 0 {
@@ -320,11 +376,8 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pp, tg 
 		}
 		if stepProf {
 			s.EnableProfile(true)
-			s.Truncate(0)
-			for i := range toks {
-				if _, err := s.Forward(toks[i:i+1], false); err != nil {
-					return err
-				}
+			if err := decode(); err != nil {
+				return err
 			}
 			r.StepProfile = newStepProfile(s.StepProfile())
 			s.EnableProfile(false)
@@ -491,6 +544,12 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		return
 	}
 	fmt.Fprintf(e.stdout, "%s  t=%d  pp %.2f tok/s  tg %.2f tok/s", r.Model, r.Threads, r.PPTokS, r.TGTokS)
+	for _, x := range r.Prefill {
+		fmt.Fprintf(e.stdout, "  pp%d %.2f", x.Tokens, x.TokS)
+	}
+	for _, x := range r.Decode {
+		fmt.Fprintf(e.stdout, "  tg@d%d %.2f", x.Tokens, x.TokS)
+	}
 	for _, k := range ks {
 		if c, ok := r.VerifyCost[strconv.Itoa(k)]; ok {
 			fmt.Fprintf(e.stdout, "  c(%d) %.2f", k, c)

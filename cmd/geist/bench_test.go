@@ -34,6 +34,27 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// TestBenchLengths: -p and --depth take lists: every prompt length's
+// prefill speed and every depth's decode speed.
+func TestBenchLengths(t *testing.T) {
+	model := zoo.Path(t, "models", "stories260K-Q4_0.gguf")
+	code, out, errs := geist(t, "", "bench", "-m", model, "-p", "16,70", "--depth", "0,70", "-n", "4", "-t", "1", "--batch", "1", "-r", "1", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r benchResult
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Prefill) != 2 || r.Prefill[1].Tokens != 70 || r.Prefill[1].TokS <= 0 || len(r.Decode) != 2 || r.Decode[1].Tokens != 70 || r.Decode[1].TokS <= 0 || r.TGTokS != r.Decode[0].TokS {
+		t.Errorf("%s", out)
+	}
+	code, out, _ = geist(t, "", "bench", "-m", model, "-p", "16,70", "--depth", "0,70", "-n", "4", "-t", "1", "--batch", "1", "-r", "1")
+	if code != 0 || !strings.Contains(out, "pp70 ") || !strings.Contains(out, "tg@d70 ") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+}
+
 // TestBenchSpecRounds: --oracle and --spec compare plain and speculative
 // decoding in interleaved rounds and report every round's ratio, the
 // tokens per pass and, for a skipped-layer draft, the skipped blocks.

@@ -338,6 +338,10 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 	kq := s.kq[s.job.l][kvh*s.ctx*kR : (kvh+1)*s.ctx*kR]
 	vq := s.vq[s.job.l][kvh*s.ctx*vR : (kvh+1)*s.ctx*vR]
 	nr := len(rows)
+	tk := neon.Active().AttnTile // its fused sums when the set has them
+	if hdv%64 != 0 {
+		tk = nil
+	}
 	for r, row := range rows {
 		neon.QuantizeQ8_0(w.qq[r*kR:(r+1)*kR], s.q[row.tok*qDim+row.head*hd:row.tok*qDim+(row.head+1)*hd])
 	}
@@ -374,8 +378,13 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 				}
 			}
 			out := s.attOut(*row, hdv)
-			s.softmaxBlock(w, r, sc, out, blockMax(sc))
-			neon.AttnSumF32(out, sc, vf[:len(sc)*hdv])
+			if tk != nil {
+				s.softmaxBlock(w, r, sc, out, tk.Max(sc))
+				tk.Sum(out, sc, vf[:len(sc)*hdv])
+			} else {
+				s.softmaxBlock(w, r, sc, out, blockMax(sc))
+				neon.AttnSumF32(out, sc, vf[:len(sc)*hdv])
+			}
 		}
 	}
 }
