@@ -417,7 +417,7 @@ func TestFaultDeleteDropsCache(t *testing.T) {
 			t.Fatalf("ask %d: %+v", i, r)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the engine writes snapshots in the background
+	time.Sleep(time.Second) // the engine writes snapshots in the background (200 ms was too short at a load of 7)
 	if code, _, errs := geist(t, "", "sessions", "--data-dir", dataDir, "delete", "kitchen"); code != 0 {
 		t.Fatalf("sessions delete: %s", errs)
 	}
