@@ -44,6 +44,7 @@ const (
 // Embedded is an in-process MQTT broker for a device that is its own hub.
 type Embedded struct {
 	srv  *mochi.Server
+	lim  *limitListener
 	addr string
 }
 
@@ -89,14 +90,14 @@ func StartEmbedded(addr, username, password string, log *slog.Logger) (*Embedded
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
 	real := ln.Addr().String()
-	lim := &limitListener{Listener: ln, sem: make(chan struct{}, EmbeddedMaxConns), log: log}
+	lim := &limitListener{Listener: ln, sem: make(chan struct{}, EmbeddedMaxConns), log: log, open: map[*limitConn]struct{}{}}
 	if err := srv.AddListener(listeners.NewNet("geist", lim)); err != nil {
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
 	if err := srv.Serve(); err != nil {
 		return nil, fmt.Errorf("mqtt: embedded broker: %w", err)
 	}
-	return &Embedded{srv: srv, addr: real}, nil
+	return &Embedded{srv: srv, lim: lim, addr: real}, nil
 }
 
 // CheckEmbedded checks the embedded broker's settings without starting
@@ -129,12 +130,36 @@ func (e *Embedded) URL() string {
 	return "tcp://" + net.JoinHostPort(host, port)
 }
 
-// Close stops the broker.
+// embeddedCloseGrace is how long Close lets mochi say goodbye to its
+// clients before it closes their sockets itself.
+const embeddedCloseGrace = 2 * time.Second
+
+// Close stops the broker. It stops accepting first: mochi disconnects the
+// clients it knows and only then closes its listener, so a client that
+// reconnected in between (paho does at once) or was still sending its
+// CONNECT was never disconnected, and mochi's Close waited for it until its
+// keepalive ran out (a serve that did not stop within 30 s under qemu).
+// Whatever socket is still open after embeddedCloseGrace is closed here,
+// and Close gives up waiting after a second grace: it never hangs a stop.
 func (e *Embedded) Close() error {
 	if e == nil || e.srv == nil {
 		return errors.New("mqtt: embedded broker not running")
 	}
-	return e.srv.Close()
+	e.lim.Listener.Close()
+	done := make(chan error, 1)
+	go func() { done <- e.srv.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(embeddedCloseGrace):
+	}
+	e.lim.closeAll()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(embeddedCloseGrace):
+		return errors.New("mqtt: embedded broker: clients still attached after their sockets were closed; stopped without them")
+	}
 }
 
 // limitListener bounds the open sockets and gives each a deadline for its
@@ -144,6 +169,22 @@ type limitListener struct {
 	sem     chan struct{}
 	log     *slog.Logger
 	refused atomic.Int64
+
+	mu   sync.Mutex
+	open map[*limitConn]struct{} // the accepted sockets not yet closed
+}
+
+// closeAll closes every socket still open.
+func (l *limitListener) closeAll() {
+	l.mu.Lock()
+	conns := make([]*limitConn, 0, len(l.open))
+	for c := range l.open {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -155,7 +196,17 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		select {
 		case l.sem <- struct{}{}:
 			c.SetDeadline(time.Now().Add(EmbeddedConnectTimeout))
-			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+			lc := &limitConn{Conn: c}
+			lc.release = func() {
+				l.mu.Lock()
+				delete(l.open, lc)
+				l.mu.Unlock()
+				<-l.sem
+			}
+			l.mu.Lock()
+			l.open[lc] = struct{}{}
+			l.mu.Unlock()
+			return lc, nil
 		default:
 			if n := l.refused.Add(1); n&(n-1) == 0 {
 				l.log.Warn("embedded broker: too many connections; closing new ones", "max", cap(l.sem), "refused", n)

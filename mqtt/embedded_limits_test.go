@@ -99,3 +99,50 @@ func TestEmbeddedBrokerLimits(t *testing.T) {
 	}
 	cl.Disconnect(0)
 }
+
+// Close returns within its grace however the clients behave: a paho
+// client that reconnects at once when it is disconnected (as every geist
+// and Home Assistant client does) and a socket still owing its CONNECT
+// (mochi waited for it until the CONNECT deadline, 5 s).
+// mochi closed its listener only after disconnecting the clients it knew,
+// so the reconnect got in and Close waited out its keepalive (issue 28's
+// CI: `geist serve` did not stop within 30 s under qemu).
+func TestEmbeddedCloseWithReconnectingClient(t *testing.T) {
+	e, err := StartEmbedded("127.0.0.1:0", "", "", testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := paho.NewClientOptions().AddBroker("tcp://" + e.Addr()).SetClientID("reconnecter").
+		SetAutoReconnect(true).SetConnectRetry(true).SetKeepAlive(60 * time.Second).
+		SetConnectRetryInterval(10 * time.Millisecond).SetMaxReconnectInterval(10 * time.Millisecond)
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(0)
+	silent, err := net.Dial("tcp", e.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		e.lim.mu.Lock()
+		n := len(e.lim.open)
+		e.lim.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker accepted %d of 2 sockets", n)
+		}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { e.Close(); close(done) }()
+	select {
+	case <-done:
+		t.Logf("closed in %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(embeddedCloseGrace + time.Second):
+		t.Fatalf("Close still waiting after %v", time.Since(start).Round(time.Millisecond))
+	}
+}
