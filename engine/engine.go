@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,14 @@ import (
 // Options configure loading.
 type Options struct {
 	Threads int // worker threads for matrix products (0: the default)
-	Ctx     int // context size in tokens (0: the model's, capped at 4096)
+	// Ctx is the context of a request that does not ask for one (0:
+	// auto, ChooseContext's: the model's trained context capped by the
+	// memory available). A request's NumCtx may go up to the larger of
+	// Ctx and the automatic choice; the KV cache grows on demand.
+	Ctx int
+	// MemInfo is the meminfo file the memory available is read from (""
+	// MemInfo, the system's).
+	MemInfo string
 	Batch   int // tokens per forward pass during prefill (0: 64)
 	// LogitRows is the most tokens per pass whose logits are kept (0: 33,
 	// enough to verify the longest draft).
@@ -49,12 +57,14 @@ type Options struct {
 }
 
 // ErrPromptTooLong is returned when a prompt does not fit the context.
-var ErrPromptTooLong = errors.New("engine: prompt too long")
+var ErrPromptTooLong = errors.New("prompt too long")
 
 // Engine is a loaded model with its tokenizer, chat template and one
 // sequence state. It is not safe for concurrent use: one request at a time.
 type Engine struct {
-	id       []byte      // model identity for the prompt cache
+	id       []byte // model identity for the prompt cache
+	choice   ContextChoice
+	maxCtx   int
 	snap     snapshotter // background writes to the prompt cache
 	closed   bool
 	spec     specState
@@ -94,7 +104,7 @@ func LoadVocab(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
 // Load opens the model at path.
 func Load(path string, opt Options) (*Engine, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("engine: model file: %w", err)
+		return nil, modelFileError(path, err)
 	}
 	tok, f, err := LoadVocab(path)
 	if err != nil {
@@ -131,18 +141,25 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: chat template: %w", err)
 	}
+	avail, _ := ReadMemAvailable(cmp.Or(opt.MemInfo, MemInfo))
+	e.choice = ChooseContext(e.model.Config, kvType, int64(len(f.Bytes()))-f.DataOffset, avail)
+	alloc := opt.Ctx
 	if opt.Ctx <= 0 {
-		opt.Ctx = min(e.model.CtxTrain, 4096)
+		opt.Ctx = e.choice.Ctx
+		alloc = min(opt.Ctx, 4096) // grown on demand
+	} else if opt.Ctx != e.choice.Ctx {
+		e.choice.Bound = "ctx"
 	}
+	e.maxCtx = max(opt.Ctx, e.choice.Ctx)
 	if opt.Threads <= 0 {
 		opt.Threads = DefaultThreads()
 	}
 	if opt.Batch <= 0 {
 		opt.Batch = 64
 	}
-	opt.Batch = min(opt.Batch, opt.Ctx)
+	opt.Batch = min(opt.Batch, alloc)
 	e.opt = opt
-	if e.state, err = e.model.NewState(model.StateOptions{Ctx: opt.Ctx, Batch: opt.Batch, Threads: opt.Threads, LogitRows: opt.LogitRows, KVType: kvType}); err != nil {
+	if e.state, err = e.model.NewState(model.StateOptions{Ctx: alloc, MaxCtx: e.maxCtx, Batch: opt.Batch, Threads: opt.Threads, LogitRows: opt.LogitRows, KVType: kvType}); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -212,8 +229,22 @@ func (e *Engine) Model() *model.Model { return e.model }
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
 
-// Ctx is the context size in tokens.
+// Ctx is the context of a request that asks for none, in tokens.
 func (e *Engine) Ctx() int { return e.opt.Ctx }
+
+// MaxCtx is the most context a request's NumCtx gets.
+func (e *Engine) MaxCtx() int { return e.maxCtx }
+
+// ContextChoice is the automatic context choice and what bounds it.
+func (e *Engine) ContextChoice() ContextChoice { return e.choice }
+
+// reqCtx is the context of req: its NumCtx up to MaxCtx, or Ctx.
+func (e *Engine) reqCtx(req *Request) int {
+	if req.NumCtx > 0 {
+		return min(req.NumCtx, e.maxCtx)
+	}
+	return e.opt.Ctx
+}
 
 // Request is one generation.
 type Request struct {
@@ -243,8 +274,11 @@ type Request struct {
 	// more than the context takes: the context less one token).
 	MaxPromptTokens int
 	MaxTokens       int // most tokens to generate (0: until the context is full)
-	Sampling        sample.Params
-	Stop            []string // stop strings, besides the end-of-generation tokens
+	// NumCtx is the context of this request (Ollama's num_ctx; 0: the
+	// engine's Ctx), up to MaxCtx.
+	NumCtx   int
+	Sampling sample.Params
+	Stop     []string // stop strings, besides the end-of-generation tokens
 	// OnText receives the generated text as it streams (the slice is reused:
 	// copy what you keep). Returning an error stops generation with it.
 	OnText func(text []byte) error
@@ -373,7 +407,7 @@ func (e *Engine) Tokens(req *Request) ([]int32, error) {
 // dropped. It returns the tokens, the messages rendered (nil for a raw
 // prompt) and how many history messages were left out.
 func (e *Engine) prompt(req *Request) (toks []int32, msgs []chat.Message, dropped int, err error) {
-	limit := e.opt.Ctx - 1
+	limit := e.reqCtx(req) - 1
 	if req.MaxPromptTokens > 0 {
 		limit = min(limit, req.MaxPromptTokens)
 	}
@@ -416,7 +450,7 @@ func (e *Engine) prompt(req *Request) (toks []int32, msgs []chat.Message, droppe
 		return nil, nil, dropped, errors.New("engine: empty prompt")
 	}
 	if len(toks) > limit {
-		return toks, nil, dropped, fmt.Errorf("%w: %d prompt tokens, at most %d fit", ErrPromptTooLong, len(toks), limit)
+		return toks, nil, dropped, e.tooLong(req, len(toks), limit)
 	}
 	return toks, msgs, dropped, nil
 }
@@ -433,8 +467,8 @@ func (e *Engine) Score(ctx context.Context, tokens []int32, top int) ([][]TokenL
 	if len(tokens) == 0 {
 		return nil, errors.New("engine: no tokens to score")
 	}
-	if len(tokens) > e.opt.Ctx {
-		return nil, fmt.Errorf("%w: %d tokens do not fit the context of %d", ErrPromptTooLong, len(tokens), e.opt.Ctx)
+	if len(tokens) > e.maxCtx {
+		return nil, fmt.Errorf("%w: %d tokens do not fit the context of %d (--ctx raises it)", ErrPromptTooLong, len(tokens), e.maxCtx)
 	}
 	nv := e.model.NVocab
 	if top <= 0 || top > nv {
@@ -480,4 +514,29 @@ func topLogprobs(lp []float32, n int) []TokenLogprob {
 		}
 	}
 	return best
+}
+
+// tooLong says how many tokens a prompt has, how many fit, and what
+// raises the limit: the request's num_ctx while it is below the cap,
+// --ctx / ctx in the config beyond it.
+func (e *Engine) tooLong(req *Request, n, limit int) error {
+	if req.MaxPromptTokens > 0 && limit == req.MaxPromptTokens && limit < e.reqCtx(req)-1 {
+		return fmt.Errorf("%w: %d prompt tokens, at most %d fit (the request's limit on prompt tokens)", ErrPromptTooLong, n, limit)
+	}
+	if ctx := e.reqCtx(req); ctx < e.maxCtx {
+		return fmt.Errorf("%w: %d prompt tokens, at most %d fit in a context of %d: send a larger num_ctx (up to %d), or raise the default with --ctx or ctx in the config", ErrPromptTooLong, n, limit, ctx, e.maxCtx)
+	}
+	return fmt.Errorf("%w: %d prompt tokens, at most %d fit in a context of %d: raise it with --ctx or ctx in the config (ctx = \"auto\" takes what the model and the memory allow: %d)", ErrPromptTooLong, n, limit, e.maxCtx, max(e.choice.Ctx, e.choice.MemoryCap))
+}
+
+// modelFileError names a model file that cannot be opened in the user's
+// words.
+func modelFileError(path string, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("model %s: no such file (geist models list shows the models pulled; -m takes a name or a path)", path)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("model %s: permission denied", path)
+	}
+	return fmt.Errorf("model %s: %v", path, err)
 }

@@ -92,9 +92,10 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 
 	g := generation{e: e, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
 		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
-	g.history = make([]int32, 0, e.opt.Ctx)
+	g.ctx = e.reqCtx(&req)
+	g.history = make([]int32, 0, g.ctx)
 	g.history = append(g.history, prompt...)
-	g.maxTok = e.opt.Ctx - len(prompt)
+	g.maxTok = g.ctx - len(prompt)
 	if req.MaxTokens > 0 {
 		g.maxTok = min(g.maxTok, req.MaxTokens)
 	}
@@ -130,6 +131,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 // generation is the state of one Generate call.
 type generation struct {
 	e      *Engine
+	ctx    int // the request's context (reqCtx)
 	req    *Request
 	st     *Stats
 	smp    *sample.Sampler
@@ -179,7 +181,7 @@ func (g *generation) emit(id int32) error {
 	}
 	if st.GeneratedTokens >= g.maxTok {
 		st.StopReason, g.done = "length", true
-		if len(g.history) >= g.e.opt.Ctx {
+		if len(g.history) >= g.ctx {
 			st.StopReason = "context"
 		}
 	}
@@ -223,7 +225,7 @@ func (g *generation) run(ctx context.Context, t int32) error {
 			return err
 		}
 		// Room for drafts: the output budget, the context and the pass.
-		room := min(g.sp.DraftMax, g.maxTok-st.GeneratedTokens-1, e.opt.Ctx-len(g.history)-1)
+		room := min(g.sp.DraftMax, g.maxTok-st.GeneratedTokens-1, g.ctx-len(g.history)-1)
 		next, err := g.step(t, g.draftTree(room))
 		if err != nil || g.done {
 			return err

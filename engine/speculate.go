@@ -171,7 +171,7 @@ func loadDraft(path string, target *Engine) (*draftModel, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: draft model: %w", err)
 	}
-	s, err := m.NewState(model.StateOptions{Ctx: target.opt.Ctx, Batch: target.opt.Batch, Threads: target.opt.Threads, KVType: target.state.KVType()})
+	s, err := m.NewState(model.StateOptions{Ctx: target.state.Allocated(), MaxCtx: target.maxCtx, Batch: target.opt.Batch, Threads: target.opt.Threads, KVType: target.state.KVType()})
 	if err != nil {
 		f.Close()
 		return nil, err

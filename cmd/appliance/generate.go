@@ -18,6 +18,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	r := &j.req
 	ereq := engine.Request{
 		MaxTokens:       r.MaxTokens,
+		NumCtx:          r.NumCtx,
 		MaxPromptTokens: c.cfg.Limits.MaxPromptTokens,
 		Sampling:        j.params,
 		Stop:            r.Stop,

@@ -62,6 +62,9 @@ type Options struct {
 	RepeatPenalty *float64 // > 0; 1: off
 	Seed          *uint64  // nil: a fresh seed per request
 	Stop          []string // stop strings, besides the model's end of generation
+	// NumCtx is the context the request asks for (Ollama's num_ctx; 0:
+	// the model's default), honoured up to the most the engine allows.
+	NumCtx int
 }
 
 // Request is one generation asked of the core.

@@ -24,16 +24,16 @@ import (
 // serveConfig is geist serve's configuration: a TOML file (see
 // scripts/geist.toml) whose every setting is also a flag; flags win.
 type serveConfig struct {
-	Model     string `toml:"model"`
-	ModelsDir string `toml:"models_dir"` // the model store (/api/pull, -m NAME); default DATA-DIR/models
-	Device    string `toml:"device"`
-	DataDir   string `toml:"data_dir"`
-	Threads   int    `toml:"threads"`
-	Ctx       int    `toml:"ctx"`
-	CacheSize int64  `toml:"cache_size"` // prompt cache budget in bytes; 0: no cache.db
-	KVType    string `toml:"kv_type"`    // f16 or q8_0
-	LogLevel  string `toml:"log_level"`
-	LogFormat string `toml:"log_format"`
+	Model     string  `toml:"model"`
+	ModelsDir string  `toml:"models_dir"` // the model store (/api/pull, -m NAME); default DATA-DIR/models
+	Device    string  `toml:"device"`
+	DataDir   string  `toml:"data_dir"`
+	Threads   int     `toml:"threads"`
+	Ctx       ctxSize `toml:"ctx"`        // "auto" (0) or tokens
+	CacheSize int64   `toml:"cache_size"` // prompt cache budget in bytes; 0: no cache.db
+	KVType    string  `toml:"kv_type"`    // f16 or q8_0
+	LogLevel  string  `toml:"log_level"`
+	LogFormat string  `toml:"log_format"`
 
 	MQTT       mqttSection       `toml:"mqtt"`
 	HTTP       httpSection       `toml:"http"`
@@ -200,7 +200,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Device, "device", c.Device, "device name in topics and Home Assistant ids, unique per broker ([a-zA-Z0-9_-]; default: the host name)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of sessions.db, cache.db, models/ and geist.sock, as for every command (\"\": sessions in memory, no prompt cache)")
 	fs.IntVarP(&c.Threads, "threads", "t", c.Threads, "threads for matrix products (0: all performance cores)")
-	fs.IntVar(&c.Ctx, "ctx", c.Ctx, "context size in tokens (0: the model's, at most 4096)")
+	fs.Var(&c.Ctx, "ctx", "context in tokens of a request without num_ctx: auto (the model's trained context, capped by the memory available) or N")
 	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
 	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")

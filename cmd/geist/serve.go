@@ -214,13 +214,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			defer ctl.Close() // before the store closes
 		}
 	}
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: c.Ctx, KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
+	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 	loadTime := time.Since(start)
-	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "ms", loadTime.Milliseconds(),
+	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
 	var ae appliance.Engine = eng
 	if hooks.wrapEngine != nil {

@@ -132,7 +132,9 @@ func TestServeWyomingConfig(t *testing.T) {
 		t.Errorf("bad addr: status %d, %q", code, errs)
 	}
 	sample, err := parseServe(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""})
-	if err != nil || sample.Wyoming.Addr != "0.0.0.0:10500" || !sample.Wyoming.MDNS {
-		t.Errorf("scripts/geist.toml: %+v %v", sample.Wyoming, err)
+	// The sample keeps Wyoming (no authentication) on loopback, unannounced,
+	// and sizes the context itself.
+	if err != nil || sample.Wyoming.Addr != "127.0.0.1:10500" || sample.Wyoming.MDNS || sample.Ctx != 0 {
+		t.Errorf("scripts/geist.toml: %+v ctx %v %v", sample.Wyoming, sample.Ctx, err)
 	}
 }

@@ -18,7 +18,8 @@ var ErrContextFull = errors.New("model: context is full")
 // exactly as it would alone: the same kernels, the same accumulation order.
 type State struct {
 	m        *Model
-	ctx      int     // positions the cache holds
+	ctx      int     // positions the cache holds now (the stride of its rows)
+	limit    int     // positions it may grow to (Ctx)
 	maxBatch int     // tokens per forward pass
 	maxRows  int     // tokens per pass whose logits are returned
 	n        int     // positions filled
@@ -91,6 +92,9 @@ type StateOptions struct {
 	// (verification needs a draft's worth; 0: min(Batch, 33)). The logits
 	// buffer is the largest one for big vocabularies, so it is sized apart.
 	LogitRows int
+	// MaxCtx is how many positions the cache may grow to, on demand, when
+	// a pass needs more than Ctx (0: Ctx; never less than Ctx).
+	MaxCtx int
 	// KVType is the KV cache type: F16 (the default) or Q8_0, which halves
 	// the cache at a small cost in accuracy (head sizes must be multiples
 	// of 32). The zero value means F16.
@@ -121,7 +125,13 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		qDim, kDim, vDim = max(qDim, c.NHead*hd), max(kDim, kvh*hd), max(vDim, kvh*hdv)
 		hdMax = max(hdMax, hd, hdv)
 	}
-	s := &State{m: m, ctx: ctx, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
+	limit := max(ctx, o.MaxCtx)
+	for l := range c.NLayer {
+		if c.IsConv(l) {
+			ctx = limit // recurrent checkpoints are laid out for the whole context: no growing
+		}
+	}
+	s := &State{m: m, ctx: ctx, limit: limit, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
 	switch o.KVType {
 	case quant.F16, 0: // the zero Type (F32) means the default
 		s.kvType = quant.F16
@@ -254,8 +264,9 @@ func (s *State) Len() int { return s.n }
 // do not keep it across a call that changes the state.
 func (s *State) Tokens() []int32 { return s.toks[:s.n:s.n] }
 
-// Ctx is the capacity of the KV cache in positions.
-func (s *State) Ctx() int { return s.ctx }
+// Ctx is the capacity of the KV cache in positions (what it may grow to;
+// Allocated is what it holds now).
+func (s *State) Ctx() int { return s.limit }
 
 // MaxBatch is the most tokens one forward pass takes.
 func (s *State) MaxBatch() int { return s.maxBatch }
@@ -316,14 +327,15 @@ func (s *State) check(tokens []int32) error {
 	if len(tokens) == 0 {
 		return errors.New("model: forward pass over no tokens")
 	}
-	if s.n+len(tokens) > s.ctx {
-		return fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.ctx)
+	if s.n+len(tokens) > s.limit {
+		return fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.limit)
 	}
 	for _, t := range tokens {
 		if t < 0 || int(t) >= s.m.NVocab {
 			return fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
 		}
 	}
+	s.reserve(s.n + len(tokens))
 	return nil
 }
 

@@ -133,12 +133,13 @@ func (s *State) restore(blob []byte) (int, error) {
 		return 0, fmt.Errorf("%w: layout %v, this model has %v", ErrSnapshot, h[:6], want)
 	}
 	n := h[6]
-	if n > s.ctx {
-		return 0, fmt.Errorf("%w: %d positions exceed the context of %d", ErrSnapshot, n, s.ctx)
+	if n > s.limit {
+		return 0, fmt.Errorf("%w: %d positions exceed the context of %d", ErrSnapshot, n, s.limit)
 	}
 	if len(blob) != s.SnapshotSize(n) {
 		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, len(blob), n, s.SnapshotSize(n))
 	}
+	s.reserve(n)
 	p := blob[snapHeader:]
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {

@@ -142,7 +142,7 @@ func (s *Server) checkModel(name string) error {
 }
 
 // options applies Ollama's options to req: those geist's sampler has,
-// num_predict and stop; the rest (hardware, mirostat, penalties other than
+// num_predict, num_ctx (up to the most the model and memory allow) and stop; the rest (hardware, mirostat, penalties other than
 // repeat_penalty) are accepted and ignored, as Ollama ignores options it
 // does not know.
 func options(opts map[string]json.RawMessage, req *appliance.Request) error {
@@ -198,6 +198,11 @@ func options(opts map[string]json.RawMessage, req *appliance.Request) error {
 		return err
 	} else if ok && n > 0 {
 		req.MaxTokens = int(min(n, math.MaxInt32))
+	}
+	if n, ok, err := integer("num_ctx"); err != nil {
+		return err
+	} else if ok && n > 0 {
+		req.NumCtx = int(min(n, math.MaxInt32))
 	}
 	if raw, ok := opts["stop"]; ok && string(raw) != "null" {
 		stop, err := stopList(raw)

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/quant"
+)
+
+func meminfo(t *testing.T, availKB int64) string {
+	p := filepath.Join(t.TempDir(), "meminfo")
+	body := "MemTotal:       25000000 kB\nMemFree:          100000 kB\nMemAvailable:   " + strconv.FormatInt(availKB, 10) + " kB\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestChooseContext: the context is the trained one while the memory left
+// after the weights and the reserve takes it, the memory's cap (a multiple
+// of 256) below that, never under 512; Q8_0 keys and values take about
+// half as much; an unreadable meminfo leaves the trained context.
+func TestChooseContext(t *testing.T) {
+	// Llama 3.2 1B: 16 layers, 8 KV heads of 64, trained for 131072.
+	c := model.Config{NLayer: 16, NHead: 32, NHeadKV: 8, HeadDim: 64, HeadDimV: 64, CtxTrain: 131072}
+	const gib = 1 << 30
+	weights := int64(773e6)
+	per := KVBytesPerToken(c, quant.F16)
+	if per != 16*8*128*2+32*4 {
+		t.Fatalf("F16 KV per token %d", per)
+	}
+	for _, tc := range []struct {
+		avail int64
+		kv    quant.Type
+		ctx   int
+		bound string
+	}{
+		{24 * gib, quant.F16, 131072, "trained"},
+		{3 * gib, quant.F16, 61952, "memory"}, // (3 GiB - 773 MB - 384 MiB) / 32896 bytes = 62183
+		{3 * gib, quant.Q8_0, 116480, "memory"},
+		{1 * gib, quant.F16, 768, "memory"},
+		{800 << 20, quant.F16, 512, "memory"}, // nothing left: the floor
+		{0, quant.F16, 131072, "trained"},
+	} {
+		ch := ChooseContext(c, tc.kv, weights, tc.avail)
+		if ch.Ctx != tc.ctx || ch.Bound != tc.bound || ch.Ctx%256 != 0 {
+			t.Errorf("%d GiB %s: %+v, want %d bounded by %s", tc.avail/gib, tc.kv, ch, tc.ctx, tc.bound)
+		}
+	}
+	if got := ChooseContext(c, quant.F16, weights, 3*gib).String(); !strings.Contains(got, "bounded by the memory available") {
+		t.Errorf("String %q", got)
+	}
+	if n, err := ReadMemAvailable(meminfo(t, 4<<20)); err != nil || n != 4*gib {
+		t.Errorf("ReadMemAvailable: %d %v", n, err)
+	}
+	if _, err := ReadMemAvailable(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing meminfo read")
+	}
+}
+
+// TestNumCtx: an engine started with a context of 32 tokens on a machine
+// with 4 GiB available (an injected meminfo) answers a request whose
+// num_ctx asks for 160, growing its KV cache (the model is not loaded
+// again), and a prompt too long names the tokens, the limit and what
+// raises it.
+func TestNumCtx(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 32, MemInfo: meminfo(t, 4<<20)})
+	if e.Ctx() != 32 || e.MaxCtx() < 160 {
+		t.Fatalf("Ctx %d, MaxCtx %d (choice %+v)", e.Ctx(), e.MaxCtx(), e.ContextChoice())
+	}
+	prompt := strings.Repeat("Once upon a time there was a little girl. ", 8)
+	_, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 4, Sampling: greedy()})
+	if !errors.Is(err, ErrPromptTooLong) || !strings.Contains(err.Error(), "num_ctx") || !strings.Contains(err.Error(), "--ctx") {
+		t.Fatalf("a long prompt in 32 tokens: %v", err)
+	}
+	st, err := e.Generate(context.Background(), Request{Prompt: prompt, NumCtx: 160, MaxTokens: 4, Sampling: greedy()})
+	if err != nil || st.PromptTokens <= 32 || st.GeneratedTokens != 4 {
+		t.Fatalf("num_ctx 160: %+v %v", st, err)
+	}
+	if e.state.Allocated() < st.PromptTokens {
+		t.Errorf("KV cache holds %d positions for a prompt of %d", e.state.Allocated(), st.PromptTokens)
+	}
+	_, err = e.Generate(context.Background(), Request{Prompt: strings.Repeat(prompt, 400), NumCtx: 1 << 30, Sampling: greedy()})
+	if !errors.Is(err, ErrPromptTooLong) || !strings.Contains(err.Error(), "ctx in the config") {
+		t.Errorf("a prompt past the cap: %v", err)
+	}
+}
