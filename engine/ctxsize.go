@@ -78,7 +78,12 @@ func kib(n int64) string {
 // KVBytesPerToken is what one position costs in the KV cache of kv type
 // (F16 or Q8_0), with its attention scores.
 func KVBytesPerToken(c model.Config, kv quant.Type) int64 {
-	per := int64(c.NLayer) * int64(c.NHeadKV) * int64(c.HeadDim+c.HeadDimV)
+	var per int64
+	for l := range c.NLayer {
+		if c.OwnKV(l) {
+			per += int64(c.KVHeadsOf(l)) * int64(c.HeadDimOf(l)+c.HeadDimVOf(l))
+		}
+	}
 	if kv == quant.Q8_0 {
 		per = per / 32 * 34
 	} else {
