@@ -201,7 +201,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.lay = newLayout(s.maxRows, B)
 	s.newConvState(o.FullHistory)
 	s.ropeFreq = m.RopeFreqs
-	if m.RopeFreqsLong != nil && c.RopeCtxOrig > 0 && ctx > c.RopeCtxOrig {
+	if m.RopeFreqsLong != nil && c.RopeCtxOrig > 0 && limit > c.RopeCtxOrig { // the limit, not the size now: growing never changes the rope
 		s.ropeFreq = m.RopeFreqsLong
 	}
 	if c.Experts > 0 {

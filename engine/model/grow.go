@@ -29,7 +29,6 @@ func (s *State) reserve(n int) {
 			}
 		}
 	}
-	s.scores = make([]float32, c.NHead*grown)
 	toks := make([]int32, len(s.toks), grown)
 	copy(toks, s.toks)
 	s.toks = toks
