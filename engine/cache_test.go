@@ -131,6 +131,10 @@ func promptCacheRestore(t *testing.T, files []string) {
 				if st.ReusedTokens < minRestore {
 					t.Errorf("request %d: reused %d of %d prompt tokens: no restore from the cache", i, st.ReusedTokens, st.PromptTokens)
 				}
+				// After a Reset every reused token came from the cache.
+				if st.RestoredTokens != st.ReusedTokens || st.EvaluatedTokens != st.PromptTokens-st.ReusedTokens {
+					t.Errorf("request %d: %d prompt tokens, %d reused, %d restored, %d evaluated", i, st.PromptTokens, st.ReusedTokens, st.RestoredTokens, st.EvaluatedTokens)
+				}
 				if !equal(ids, cold[q]) {
 					t.Errorf("request %d: after a restore\n got %v\nwant %v (cold)", i, ids, cold[q])
 				}

@@ -304,7 +304,9 @@ type Stats struct {
 	PrefillTokS     float64 `json:"prefill_tok_s"`
 	DecodeTokS      float64 `json:"decode_tok_s"`
 	StopReason      string  `json:"stop_reason"`             // "eos", "stop", "length", "context"
-	ReusedTokens    int     `json:"reused_tokens"`           // prompt tokens whose KV state was reused
+	ReusedTokens    int     `json:"reused_tokens"`           // prompt tokens whose KV state was reused (held in memory or restored)
+	RestoredTokens  int     `json:"restored_tokens"`         // of ReusedTokens, those restored from the prompt cache
+	EvaluatedTokens int     `json:"evaluated_tokens"`        // prompt tokens the model evaluated: PromptTokens - ReusedTokens
 	DroppedTurns    int     `json:"dropped_turns,omitempty"` // oldest turns left out to fit the context
 
 	// Speculative decoding: forward passes of the target model while

@@ -21,24 +21,29 @@ func commonPrefix(a, b []int32) int {
 }
 
 // prefill brings the KV state to toks, reusing the longest common prefix
-// with what the state already holds, and returns the number of reused
-// tokens. (Generation prefills all but the last prompt token: that one runs
-// in the first decoding step, together with a draft.)
-func (e *Engine) prefill(ctx context.Context, toks []int32) (int, error) {
+// with what the state already holds or, when the prompt cache holds a
+// longer one, restoring that. It returns the reused tokens and, of those,
+// the ones restored from the prompt cache. (Generation prefills all but
+// the last prompt token: that one runs in the first decoding step,
+// together with a draft.)
+func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int, err error) {
 	s := e.state
-	reuse := commonPrefix(s.Tokens(), toks)
+	reuse = commonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
-	reuse = e.restore(toks, reuse)
+	if r := e.restore(toks, reuse); r != reuse {
+		reuse = r
+		restored = r
+	}
 	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {
-			return reuse, err
+			return reuse, restored, err
 		}
 		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
-			return reuse, err
+			return reuse, restored, err
 		}
 	}
-	return reuse, nil
+	return reuse, restored, nil
 }
 
 // Generate runs req to completion, streaming text through req.OnText. With
@@ -81,11 +86,12 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()
-	reused, err := e.prefill(ctx, prompt[:len(prompt)-1])
+	reused, restored, err := e.prefill(ctx, prompt[:len(prompt)-1])
+	st.ReusedTokens, st.RestoredTokens = reused, restored
+	st.EvaluatedTokens = len(prompt) - reused
 	if err != nil {
 		return st, err
 	}
-	st.ReusedTokens = reused
 	if n := len(prompt) - 1 - reused; n > 0 {
 		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
 	}

@@ -72,7 +72,7 @@ func newFamilyAllocations(t *testing.T, name string) {
 		t.Run(string(sp.Mode), func(t *testing.T) {
 			g := newTestGeneration(e, &sp, ids)
 			e.Reset()
-			if _, err := e.prefill(t.Context(), ids[:len(ids)-1]); err != nil {
+			if _, _, err := e.prefill(t.Context(), ids[:len(ids)-1]); err != nil {
 				t.Fatal(err)
 			}
 			step := func() {

@@ -340,7 +340,7 @@ func TestSpeculativeAllocations(t *testing.T) {
 		t.Run(string(sp.Mode), func(t *testing.T) {
 			g := newTestGeneration(e, &sp, ids)
 			e.Reset()
-			if _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
+			if _, _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
 				t.Fatal(err)
 			}
 			step := func() {

@@ -40,6 +40,19 @@ func TestStateOwnsTokens(t *testing.T) {
 	if n := st.ReusedTokens; n < minRestore || !slices.Equal(f.State().Tokens(), prompt) {
 		t.Errorf("restored %d tokens; state tokens %v, prompt %v", n, f.State().Tokens(), prompt)
 	}
+	if st.RestoredTokens != st.ReusedTokens || st.EvaluatedTokens != len(prompt)-st.ReusedTokens {
+		t.Errorf("fresh engine: %d prompt tokens, %d reused, %d restored, %d evaluated", len(prompt), st.ReusedTokens, st.RestoredTokens, st.EvaluatedTokens)
+	}
+	// The same conversation continued: its prefix is held in memory,
+	// nothing restored.
+	req = Request{Messages: []chat.Message{system, {Role: "user", Content: "Another one?"}, {Role: "assistant", Content: "Yes."}, {Role: "user", Content: "More?"}}, MaxTokens: 1, Sampling: greedy()}
+	prompt, _ = f.Tokens(&req)
+	if st, err = f.Generate(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if st.ReusedTokens < minRestore || st.RestoredTokens != 0 || st.EvaluatedTokens != len(prompt)-st.ReusedTokens {
+		t.Errorf("held in memory: %d prompt tokens, %d reused, %d restored, %d evaluated", len(prompt), st.ReusedTokens, st.RestoredTokens, st.EvaluatedTokens)
+	}
 	f.Reset()
 	if len(f.State().Tokens()) != 0 {
 		t.Errorf("after Reset: %v", f.State().Tokens())

@@ -112,6 +112,9 @@ type Usage struct {
 	PromptTokens    int     `json:"prompt_tokens"`
 	GeneratedTokens int     `json:"generated_tokens"`
 	ThinkingTokens  int     `json:"thinking_tokens,omitempty"` // of generated_tokens, in the thinking block
+	CachedTokens    int     `json:"cached_tokens"`             // of prompt_tokens, those whose KV state was reused (held in memory or restored)
+	RestoredTokens  int     `json:"restored_tokens"`           // of cached_tokens, those restored from the prompt cache
+	EvaluatedTokens int     `json:"evaluated_tokens"`          // of prompt_tokens, those the model evaluated
 	TTFTms          float64 `json:"ttft_ms"`
 	TokS            float64 `json:"tok_s"`
 	Drafted         int     `json:"drafted"`
@@ -120,6 +123,7 @@ type Usage struct {
 
 func usageOf(u appliance.Usage) Usage {
 	return Usage{PromptTokens: u.PromptTokens, GeneratedTokens: u.GeneratedTokens, ThinkingTokens: u.ThinkingTokens,
+		CachedTokens: u.CachedTokens, RestoredTokens: u.RestoredTokens, EvaluatedTokens: u.EvaluatedTokens(),
 		TTFTms: appliance.Round1(float64(u.TTFT.Microseconds()) / 1000), TokS: appliance.Round1(u.TokS), Drafted: u.Drafted, Accepted: u.Accepted}
 }
 

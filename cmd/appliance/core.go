@@ -155,12 +155,12 @@ type Core struct {
 
 // counters feed the State; Core.mu guards them.
 type counters struct {
-	byOutcome                                           map[Source]map[string]int64
-	served, refused, cancelled, failed, duplicates      int64
-	prompt, cached, generated, thinking, drafted, accep int64
-	passes, treePasses                                  int64
-	drafters                                            map[string]DrafterUsage
-	lastTokS                                            float64
+	byOutcome                                                     map[Source]map[string]int64
+	served, refused, cancelled, failed, duplicates                int64
+	prompt, cached, restored, generated, thinking, drafted, accep int64
+	passes, treePasses                                            int64
+	drafters                                                      map[string]DrafterUsage
+	lastTokS                                                      float64
 }
 
 // New returns a Core for cfg. Requests may be submitted at once; they run
@@ -689,6 +689,7 @@ func (c *Core) finish(j *job, o Outcome) {
 		s.lastTokS = o.Usage.TokS
 		s.prompt += int64(o.Usage.PromptTokens)
 		s.cached += int64(o.Usage.CachedTokens)
+		s.restored += int64(o.Usage.RestoredTokens)
 		s.generated += int64(o.Usage.GeneratedTokens)
 		s.thinking += int64(o.Usage.ThinkingTokens)
 		s.drafted += int64(o.Usage.Drafted)
@@ -768,7 +769,7 @@ func (c *Core) Snapshot() State {
 	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
 		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS,
 		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
-		PromptTokens: s.prompt, CachedTokens: s.cached, GeneratedTokens: s.generated, ThinkingTokens: s.thinking, Drafted: s.drafted, Accepted: s.accep,
+		PromptTokens: s.prompt, CachedTokens: s.cached, RestoredTokens: s.restored, GeneratedTokens: s.generated, ThinkingTokens: s.thinking, Drafted: s.drafted, Accepted: s.accep,
 		TargetPasses: s.passes, TreePasses: s.treePasses, Drafters: maps.Clone(s.drafters),
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
 	for _, j := range c.running {

@@ -148,7 +148,7 @@ func chatMessage(m Message) chat.Message {
 
 func usage(st engine.Stats, queued, took time.Duration) Usage {
 	u := Usage{
-		PromptTokens: st.PromptTokens, GeneratedTokens: st.GeneratedTokens, CachedTokens: st.ReusedTokens,
+		PromptTokens: st.PromptTokens, GeneratedTokens: st.GeneratedTokens, CachedTokens: st.ReusedTokens, RestoredTokens: st.RestoredTokens,
 		DroppedTurns: st.DroppedTurns, StopReason: st.StopReason, Queued: queued,
 		TTFT: time.Duration(st.TTFTms * float64(time.Millisecond)), Duration: took,
 		PrefillTokS: st.PrefillTokS, TokS: st.DecodeTokS, Drafted: st.Drafted, Accepted: st.Accepted,

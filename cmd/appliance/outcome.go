@@ -22,6 +22,7 @@ type Usage struct {
 	GeneratedTokens int
 	ThinkingTokens  int    // of GeneratedTokens, those inside the thinking block
 	CachedTokens    int    // prompt tokens whose KV state was reused (memory or the prompt cache)
+	RestoredTokens  int    // of CachedTokens, those restored from the prompt cache
 	DroppedTurns    int    // oldest history messages left out to fit the context
 	StopReason      string // "eos", "stop", "length", "context"
 	Queued          time.Duration
@@ -40,6 +41,10 @@ type Usage struct {
 	MaxAcceptedDepth int
 	Drafters         map[string]DrafterUsage
 }
+
+// EvaluatedTokens are the prompt tokens the model evaluated: those whose
+// KV state was neither held nor restored (Ollama's prompt_eval_count).
+func (u *Usage) EvaluatedTokens() int { return max(u.PromptTokens-u.CachedTokens, 0) }
 
 // DrafterUsage counts one drafter's proposals: tokens verified, tokens
 // accepted, passes that verified any of them.
@@ -160,6 +165,9 @@ type State struct {
 	Requests map[Source]map[string]int64
 
 	PromptTokens, CachedTokens, GeneratedTokens, ThinkingTokens, Drafted, Accepted int64
+	// RestoredTokens are the CachedTokens restored from the prompt cache
+	// (the rest were held in memory).
+	RestoredTokens int64
 	// Speculative decoding, all answers: model passes while decoding,
 	// those that verified a drafted tree, and each drafter's counts.
 	TargetPasses, TreePasses int64

@@ -234,8 +234,8 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 		if u.StopReason == "" && o.Err != nil {
 			u.StopReason = string(o.Err.Code)
 		}
-		fmt.Fprintf(c.e.stderr, "prompt %d tokens (%d cached, %d history messages left out), answer %d tokens, %.1f tok/s, first token after %d ms, stop: %s\n",
-			u.PromptTokens, u.CachedTokens, u.DroppedTurns, u.GeneratedTokens, u.TokS, u.TTFT.Milliseconds(), u.StopReason)
+		fmt.Fprintf(c.e.stderr, "prompt %d tokens (%d cached, %d of them restored from the prompt cache, %d evaluated; %d history messages left out), answer %d tokens, %.1f tok/s, first token after %d ms, stop: %s\n",
+			u.PromptTokens, u.CachedTokens, u.RestoredTokens, u.EvaluatedTokens(), u.DroppedTurns, u.GeneratedTokens, u.TokS, u.TTFT.Milliseconds(), u.StopReason)
 	}
 	return nil
 }

@@ -161,6 +161,8 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 		e.mu.Unlock()
 		st.PromptTokens = 40 + 20*e.answers
 		st.ReusedTokens = int(float64(st.PromptTokens) * (0.3 + 0.6*math.Abs(math.Sin(k))))
+		st.RestoredTokens = st.ReusedTokens / 2
+		st.EvaluatedTokens = st.PromptTokens - st.ReusedTokens
 		st.DecodeTokS = 18 + 6*math.Sin(k/2)
 		st.Drafted = words
 		st.Accepted = int(float64(words) * (0.45 + 0.4*math.Abs(math.Cos(k/3))))

@@ -209,7 +209,9 @@ type timings struct {
 
 // timingsOf measures o: total from the request's arrival, load as the
 // time the request waited for the engine (the model stays loaded),
-// prompt evaluation as the time to the first token (prefill), evaluation
+// prompt evaluation as the prompt tokens the model evaluated (as Ollama
+// counts them: not those whose KV state was held or restored from the
+// prompt cache) and the time to the first token (prefill), evaluation
 // as the decoding after it.
 func (g *generation) timingsOf(o *appliance.Outcome) timings {
 	u := &o.Usage
@@ -220,7 +222,7 @@ func (g *generation) timingsOf(o *appliance.Outcome) timings {
 	return timings{
 		TotalDuration:      int64(time.Since(g.start)),
 		LoadDuration:       int64(u.Queued),
-		PromptEvalCount:    u.PromptTokens,
+		PromptEvalCount:    u.EvaluatedTokens(),
 		PromptEvalDuration: int64(u.TTFT),
 		EvalCount:          u.GeneratedTokens,
 		EvalDuration:       int64(eval),

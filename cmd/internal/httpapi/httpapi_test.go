@@ -518,3 +518,35 @@ func TestMetricsSpeculation(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheAccounting: Ollama's prompt_eval_count counts only the prompt
+// tokens evaluated, OpenAI's usage says how many were cached, and
+// /metrics counts prompt, cached, restored and evaluated tokens.
+func TestCacheAccounting(t *testing.T) {
+	ts := newTestServer(t, &appliancetest.Engine{Words: 3, Varied: true}, nil)
+	// The engine's first answer: 60 prompt tokens, 48 reused (24 restored).
+	resp, body := ts.do(t, "POST", "/api/chat", `{"model":"tiny","stream":false,"messages":[{"role":"user","content":"hi"}]}`)
+	var oll chatResponse
+	if err := json.Unmarshal([]byte(body), &oll); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s %v", resp.StatusCode, body, err)
+	}
+	if oll.PromptEvalCount != 60-48 {
+		t.Errorf("prompt_eval_count %d, want the 12 of 60 prompt tokens not reused", oll.PromptEvalCount)
+	}
+	// The second: 80 prompt tokens, 67 reused.
+	resp, body = ts.do(t, "POST", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`)
+	var oai struct{ Usage openaiUsage }
+	if err := json.Unmarshal([]byte(body), &oai); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s %v", resp.StatusCode, body, err)
+	}
+	if u := oai.Usage; u.PromptTokens != 80 || u.PromptTokensDetails.CachedTokens != 67 {
+		t.Errorf("usage %+v, want 80 prompt tokens, 67 cached", u)
+	}
+	_, body = ts.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`geist_tokens_total{kind="prompt"} 140`, `geist_tokens_total{kind="cached"} 115`,
+		`geist_tokens_total{kind="restored"} 57`, `geist_tokens_total{kind="evaluated"} 25`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the metrics:\n%s", want, body)
+		}
+	}
+}

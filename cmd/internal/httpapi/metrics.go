@@ -132,7 +132,7 @@ var (
 	descQueue    = prometheus.NewDesc("geist_queue_depth", "Requests waiting in the queue.", nil, nil)
 	descDegraded = prometheus.NewDesc("geist_degraded", "1 while a part works less than configured (storage: sessions in memory or the last save failed; broker: not connected; gpio: pins missing), else 0.", []string{"part"}, nil)
 	descRunning  = prometheus.NewDesc("geist_requests_running", "Requests generating now.", nil, nil)
-	descTokens   = prometheus.NewDesc("geist_tokens_total", "Tokens of answered requests by kind: prompt, cached (prompt tokens whose KV state was reused), generated, drafted, accepted.", []string{"kind"}, nil)
+	descTokens   = prometheus.NewDesc("geist_tokens_total", "Tokens of answered requests by kind: prompt, cached (prompt tokens whose KV state was reused: held in memory or restored), restored (of cached, those restored from the prompt cache), evaluated (prompt tokens the model evaluated), generated, thinking, drafted, accepted.", []string{"kind"}, nil)
 	descSessions = prometheus.NewDesc("geist_sessions", "Conversations the session store holds.", nil, nil)
 	descLoad     = prometheus.NewDesc("geist_model_load_seconds", "How long loading the model took.", []string{"model"}, nil)
 	descUp       = prometheus.NewDesc("geist_start_time_seconds", "When the appliance core started (Unix time).", nil, nil)
@@ -170,7 +170,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDegraded, prometheus.GaugeValue, v, string(p))
 	}
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(len(st.Running)))
-	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "generated": st.GeneratedTokens, "thinking": st.ThinkingTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
+	for kind, n := range map[string]int64{"prompt": st.PromptTokens, "cached": st.CachedTokens, "restored": st.RestoredTokens, "evaluated": st.PromptTokens - st.CachedTokens, "generated": st.GeneratedTokens, "thinking": st.ThinkingTokens, "drafted": st.Drafted, "accepted": st.Accepted} {
 		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, float64(n), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(descPasses, prometheus.CounterValue, float64(st.TargetPasses), "all")
