@@ -25,6 +25,7 @@ type Grammar struct {
 	ruleStart []int32 // [rule]
 	ruleNames []string
 	called    []bool // [rule] some edge calls it (else ending it ends the grammar)
+	shallow   []bool // [rule] its states' masks are per return state
 	root      int32
 	hash      [32]byte
 }
@@ -194,11 +195,48 @@ func hasLoop(e *expr) bool {
 	return false
 }
 
+// exprSize estimates the states e expands to (a called rule counts one).
+func exprSize(e *expr) int {
+	n := 0
+	switch e.kind {
+	case eLit:
+		n = len(e.lit)
+	case eClass:
+		n = 2 * len(e.ranges)
+	case eRef:
+		n = 1
+	case eSeq, eAlt:
+		for _, s := range e.subs {
+			n += exprSize(s)
+		}
+		n++
+	case eRepeat:
+		k := e.max
+		if k < 0 {
+			k = e.min + 1
+		}
+		n = exprSize(e.subs[0])*max(k, 1) + 1
+	}
+	return min(n, 1<<20)
+}
+
+// Inlining a loop-free rule copies its states into every caller; past
+// this many copied states in all, a rule used many times is called
+// instead. The masks of a called rule's states would mostly depend on
+// what follows it (every token that reaches its end is checked against
+// the stack at run time), so the masks of such a rule's states are
+// computed per return state (see Compiled): as precise as inlined, at a
+// fraction of the states. Home Assistant's tools use the whitespace rule
+// (up to two newlines and 20 spaces, llama.cpp's) 650 times: inlined,
+// they were 60% of the automaton.
+var inlineBudget = 2000
+
 // inlinable chooses the rules substituted into their callers: those not
 // on a cycle, other than root, that are used once or hold no unbounded
 // loop (a loop inlined in many places would need its masks computed for
-// every copy).
-func inlinable(rules map[string]*expr, order []string) map[string]bool {
+// every copy) and whose copies stay within inlineBudget; shallow are the
+// loop-free rules left out for size.
+func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]bool) {
 	uses := map[string]int{}
 	for _, n := range order {
 		refs(rules[n], func(m string) { uses[m]++ })
@@ -223,7 +261,7 @@ func inlinable(rules map[string]*expr, order []string) map[string]bool {
 			loops[n] = true
 		}
 	}
-	in := map[string]bool{}
+	in, shallow = map[string]bool{}, map[string]bool{}
 	for _, n := range order {
 		r := reach(n)
 		if n == "root" || r[n] {
@@ -233,16 +271,30 @@ func inlinable(rules map[string]*expr, order []string) map[string]bool {
 		for m := range r {
 			loop = loop || loops[m]
 		}
-		if uses[n] <= 1 || !loop {
+		switch {
+		case uses[n] <= 1:
+			in[n] = true
+		case loop:
+		case len(r) == 0 && uses[n]*exprSize(rules[n]) > inlineBudget:
+			shallow[n] = true
+		default:
 			in[n] = true
 		}
 	}
-	return in
+	return in, shallow
 }
 
 // compile builds the automata of rules, root first.
-func compile(rules map[string]*expr, order []string) (*Grammar, error) {
-	b := &builder{rules: rules, index: map[string]int32{}, inline: inlinable(rules, order), seqs: map[*expr][][]byteRange{}}
+// srcLen sizes the builder's lists (about one epsilon state per source
+// byte for the schema grammars), so that they grow once or twice, not a
+// dozen times.
+func compile(rules map[string]*expr, order []string, srcLen int) (*Grammar, error) {
+	inline, shallow := inlinable(rules, order)
+	b := &builder{rules: rules, index: map[string]int32{}, inline: inline, seqs: map[*expr][][]byteRange{}}
+	est := min(srcLen+64, 4*MaxStates)
+	b.rule = make([]int32, 0, est)
+	b.epsFrom, b.epsTo = make([]int32, 0, est), make([]int32, 0, est)
+	b.edgeFrom, b.edgeList = make([]int32, 0, est), make([]edge, 0, est)
 	var kept []string
 	kept = append(kept, "root")
 	for _, n := range order {
@@ -268,6 +320,10 @@ func compile(rules map[string]*expr, order []string) (*Grammar, error) {
 		return nil, fmt.Errorf("%w: the grammar needs %d states, at most %d", ErrSyntax, len(g.final), MaxStates)
 	}
 	g.ruleNames = kept
+	g.shallow = make([]bool, len(kept))
+	for i, n := range kept {
+		g.shallow[i] = shallow[n]
+	}
 	var src strings.Builder
 	for _, n := range order {
 		fmt.Fprintf(&src, "%s ::= %s\n", n, exprString(rules[n]))
@@ -316,12 +372,12 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 	for i := range stamp {
 		stamp[i] = -1
 	}
-	var stack []int32
+	stack := make([]int32, 0, 64)
 	newID := make([]int32, n)
 	for i := range newID {
 		newID[i] = -1
 	}
-	var order []int32
+	order := make([]int32, 0, n/2)
 	add := func(s int32) {
 		if newID[s] < 0 {
 			newID[s] = int32(len(order))
@@ -331,13 +387,14 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 	for _, s := range starts {
 		add(s)
 	}
-	g := &Grammar{}
-	var raw []edge // the closure's edges of order[i], targets not yet renumbered
-	var rawStart []int32
-	var final []bool
+	// Each kept state's closure edges, written in place with targets
+	// still the epsilon automaton's and renumbered after (the builder
+	// never makes two equal edges, and a closure visits a state once,
+	// so the lists need no deduplication).
+	g := &Grammar{edges: make([]edge, 0, 2*len(edges)), first: make([]int32, 0, n/2+1), final: make([]bool, 0, n/2)}
 	for i := 0; i < len(order); i++ {
 		s := order[i]
-		rawStart = append(rawStart, int32(len(raw)))
+		g.first = append(g.first, int32(len(g.edges)))
 		fin := false
 		stack = append(stack[:0], s)
 		stamp[s] = s
@@ -346,7 +403,7 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 			stack = stack[:len(stack)-1]
 			fin = fin || isEnd[x]
 			for _, e := range edges[edgeStart[x]:edgeStart[x+1]] {
-				raw = append(raw, e)
+				g.edges = append(g.edges, e)
 				add(e.to)
 			}
 			for _, y := range eps[epsStart[x]:epsStart[x+1]] {
@@ -356,28 +413,16 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 				}
 			}
 		}
-		final = append(final, fin)
+		g.final = append(g.final, fin)
 	}
-	rawStart = append(rawStart, int32(len(raw)))
-	g.first = make([]int32, len(order)+1)
-	g.final = final
+	g.first = append(g.first, int32(len(g.edges)))
+	for i := range g.edges {
+		g.edges[i].to = newID[g.edges[i].to]
+	}
 	g.ruleOf = make([]int32, len(order))
-	g.edges = make([]edge, 0, len(raw))
-	for i := range order {
-		g.first[i] = int32(len(g.edges))
-		g.ruleOf[i] = b.rule[order[i]]
-		for _, e := range raw[rawStart[i]:rawStart[i+1]] {
-			e.to = newID[e.to]
-			dup := false
-			for _, f := range g.edges[g.first[i]:] {
-				dup = dup || f == e
-			}
-			if !dup {
-				g.edges = append(g.edges, e)
-			}
-		}
+	for i, s := range order {
+		g.ruleOf[i] = b.rule[s]
 	}
-	g.first[len(order)] = int32(len(g.edges))
 	g.ruleStart = make([]int32, len(starts))
 	for i, s := range starts {
 		g.ruleStart[i] = newID[s]
@@ -404,14 +449,14 @@ func (g *Grammar) checkLeftRecursion() error {
 			}
 		}
 	}
+	seen := make([]int32, len(g.final)) // rule+1 whose walk saw the state
 	for r := range g.ruleStart {
-		seen := make([]bool, len(g.final))
 		var walk func(s int32) bool
 		walk = func(s int32) bool {
-			if seen[s] {
+			if seen[s] == int32(r)+1 {
 				return false
 			}
-			seen[s] = true
+			seen[s] = int32(r) + 1
 			for _, e := range g.out(s) {
 				if e.ref < 0 {
 					continue

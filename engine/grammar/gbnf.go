@@ -106,7 +106,7 @@ func parse(src string) (*Grammar, error) {
 			return nil, err
 		}
 	}
-	return compile(p.rules, p.order)
+	return compile(p.rules, p.order, len(src))
 }
 
 func (p *parser) checkRefs(e *expr) error {

@@ -158,6 +158,7 @@ type Matcher struct {
 	stacks []int32
 	buf    [2][]int32
 	path   []int32
+	seen   []*stateMask
 	done   bool // an end-of-generation token was accepted
 }
 
@@ -169,6 +170,7 @@ func (c *Compiled) NewMatcher() *Matcher {
 	m.buf[0] = make([]int32, 0, 64)
 	m.buf[1] = make([]int32, 0, 64)
 	m.path = make([]int32, 0, 64)
+	m.seen = make([]*stateMask, 0, 64)
 	m.Reset()
 	return m
 }
@@ -372,7 +374,7 @@ func (m *Matcher) Mask(dst []uint64) {
 	if m.done {
 		return
 	}
-	seen := m.buf[0][:0]
+	seen := m.seen[:0]
 	for _, f := range m.stacks {
 		if f == accept {
 			for _, id := range m.c.v.eog {
@@ -380,14 +382,13 @@ func (m *Matcher) Mask(dst []uint64) {
 			}
 			continue
 		}
-		s := m.w.a.frames[f].state
-		sm := m.c.stateMask(s)
+		sm := m.maskOf(f)
 		dup := false
 		for _, x := range seen {
-			dup = dup || x == s
+			dup = dup || x == sm
 		}
 		if !dup {
-			seen = append(seen, s)
+			seen = append(seen, sm)
 			if sm.acc != nil {
 				for i, w := range sm.acc {
 					dst[i] |= w
@@ -404,7 +405,18 @@ func (m *Matcher) Mask(dst []uint64) {
 			}
 		}
 	}
-	m.buf[0] = seen[:0]
+	clear(seen)
+	m.seen = seen[:0]
+}
+
+// maskOf returns the precomputed mask of frame f: its state's, or for a
+// shallow rule's state, the state's on top of its return state.
+func (m *Matcher) maskOf(f int32) *stateMask {
+	fr := m.w.a.frames[f]
+	if g := m.c.g; g.shallow[g.ruleOf[fr.state]] && fr.parent >= 0 {
+		return m.c.pairMask(fr.state, m.w.a.frames[fr.parent].state)
+	}
+	return m.c.stateMask(fr.state)
 }
 
 // Forced appends to dst the bytes that must come next whatever is

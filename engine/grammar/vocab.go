@@ -128,9 +128,12 @@ type Compiled struct {
 	g *Grammar
 	v *Vocab
 
-	mu     sync.Mutex
-	masks  []*stateMask // [state], nil until needed
-	w      walker       // the mask computation's arena
+	mu    sync.Mutex
+	masks []*stateMask // [state], nil until needed
+	// The masks of a shallow rule's states, by state and return state
+	// (state<<32 | return).
+	pairs  map[uint64]*stateMask
+	w      walker // the mask computation's arena
 	bits   []uint64
 	lvPool [][]int32
 	lv     [][]int32 // stack sets per trie depth
@@ -164,14 +167,31 @@ func (c *Compiled) stateMask(s int32) *stateMask {
 	if sm := c.masks[s]; sm != nil {
 		return sm
 	}
-	sm := c.compute(s)
+	sm := c.compute(s, -1)
 	c.masks[s] = sm
 	return sm
 }
 
+// pairMask is the mask of state s of a shallow rule called to return to
+// state ret.
+func (c *Compiled) pairMask(s, ret int32) *stateMask {
+	key := uint64(s)<<32 | uint64(uint32(ret))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sm := c.pairs[key]; sm != nil {
+		return sm
+	}
+	if c.pairs == nil {
+		c.pairs = map[uint64]*stateMask{}
+	}
+	sm := c.compute(s, ret)
+	c.pairs[key] = sm
+	return sm
+}
+
 // compute walks the vocabulary trie from state s alone on a stack whose
-// rest is unknown.
-func (c *Compiled) compute(s int32) *stateMask {
+// rest is unknown (or, with ret >= 0, from s on top of ret).
+func (c *Compiled) compute(s, ret int32) *stateMask {
 	g, v := c.g, c.v
 	if c.w.a == nil {
 		c.w = walker{g: g, a: newArena(4096)}
@@ -179,9 +199,16 @@ func (c *Compiled) compute(s int32) *stateMask {
 	}
 	c.w.a.reset()
 	clear(c.bits)
+	top := s
+	if ret >= 0 {
+		top = ret
+	}
 	below := int32(outside)
-	if r := g.ruleOf[s]; r == g.root && !g.called[r] {
+	if r := g.ruleOf[top]; r == g.root && !g.called[r] {
 		below = bottom
+	}
+	if ret >= 0 {
+		below = c.w.a.intern(ret, below)
 	}
 	sm := &stateMask{}
 	nAcc := 0
