@@ -82,10 +82,14 @@ func contractError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
-// Message is one chat message of a request.
+// Message is one chat message of a request: roles system, user,
+// assistant (with the tool calls it made) and tool (a call's result,
+// naming the tool).
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string               `json:"role"`
+	Content   string               `json:"content"`
+	ToolCalls []appliance.ToolCall `json:"tool_calls,omitempty"`
+	ToolName  string               `json:"tool_name,omitempty"`
 }
 
 // Request is one validated ask.
@@ -102,9 +106,12 @@ type Request struct {
 	Stream      bool      // stream chunks on <answer topic>/stream
 	ReplyTo     string    // answer topic
 	TTL         time.Duration
-	Plain       bool      // the payload was plain text
-	Grammar     string    // the format as a grammar (GBNF), "" for free text
-	Received    time.Time // when the request arrived
+	Plain       bool   // the payload was plain text
+	Grammar     string // the format as a grammar (GBNF), "" for free text
+	// Tools are the tools the model may call (JSON objects, as Ollama's
+	// tools); the answer carries its calls in tool_calls.
+	Tools    []json.RawMessage
+	Received time.Time // when the request arrived
 }
 
 // Usage are the statistics of one answer.
@@ -133,10 +140,13 @@ type Answer struct {
 	Text string `json:"text"` // the content: never the thinking
 	// Thinking is the model's thinking block, apart from Text.
 	Thinking string `json:"thinking,omitempty"`
-	Done     bool   `json:"done"`
-	Session  string `json:"session,omitempty"`
-	Usage    Usage  `json:"usage"`
-	ServedBy string `json:"served_by"`
+	// ToolCalls are the calls of the tools offered that the answer made,
+	// parsed out of Text.
+	ToolCalls []appliance.ToolCall `json:"tool_calls,omitempty"`
+	Done      bool                 `json:"done"`
+	Session   string               `json:"session,omitempty"`
+	Usage     Usage                `json:"usage"`
+	ServedBy  string               `json:"served_by"`
 	// Warning says what went wrong beside a delivered answer
 	// (not_saved: the conversation does not remember it).
 	Warning *Error `json:"warning,omitempty"`
@@ -150,6 +160,9 @@ type Chunk struct {
 	// Thinking is a piece of the model's thinking block (Delta is then
 	// empty); it never reaches Delta or the answer's text.
 	Thinking string `json:"thinking,omitempty"`
+	// ToolCalls are the calls completed since the last chunk (Delta is
+	// then empty); the answer carries them all.
+	ToolCalls []appliance.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ErrorReply is the payload of an error answer. ID is empty on the error
@@ -175,6 +188,7 @@ type Limits struct {
 const (
 	maxTopicLen   = 512
 	maxMessages   = 256
+	maxTools      = 128
 	maxTTLDefault = 24 * time.Hour
 )
 
@@ -193,7 +207,8 @@ type wireRequest struct {
 	ReplyTo     *string   `json:"reply_to"`
 	TTL         *float64  `json:"ttl_s"`
 	// Format is Ollama's: "json" or a JSON schema the answer must keep to.
-	Format json.RawMessage `json:"format"`
+	Format json.RawMessage   `json:"format"`
+	Tools  []json.RawMessage `json:"tools"`
 }
 
 // Parse validates payload as a request. On failure it returns an *Error
@@ -268,18 +283,8 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		if len(w.Messages) > maxMessages {
 			return req, errorf(CodeBadRequest, "%d messages exceed the limit of %d", len(w.Messages), maxMessages)
 		}
-		for i, m := range w.Messages {
-			switch m.Role {
-			case "system", "user", "assistant":
-			default:
-				return req, errorf(CodeBadRequest, "messages[%d].role %q is not system, user or assistant", i, m.Role)
-			}
-			if strings.TrimSpace(m.Content) == "" {
-				return req, errorf(CodeBadRequest, "messages[%d].content is empty", i)
-			}
-		}
-		if w.Messages[len(w.Messages)-1].Role != "user" {
-			return req, errorf(CodeBadRequest, "the last message must have role user")
+		if e := checkMessages(w.Messages); e != nil {
+			return req, e
 		}
 		req.Messages = w.Messages
 	default:
@@ -326,6 +331,10 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		}
 		req.TTL = time.Duration(s * float64(time.Second))
 	}
+	if e := checkTools(w.Tools); e != nil {
+		return req, e
+	}
+	req.Tools = w.Tools
 	if len(w.Format) > 0 {
 		src, err := grammar.FromFormat(w.Format)
 		if err != nil {
@@ -334,6 +343,49 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		req.Grammar = src
 	}
 	return req, nil
+}
+
+// checkMessages validates a request's messages: known roles, content
+// (or, from the assistant, tool calls), a user or tool message last.
+func checkMessages(msgs []Message) *Error {
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return errorf(CodeBadRequest, "messages[%d].role %q is not system, user, assistant or tool", i, m.Role)
+		}
+		if strings.TrimSpace(m.Content) == "" && (m.Role != "assistant" || len(m.ToolCalls) == 0) {
+			return errorf(CodeBadRequest, "messages[%d].content is empty", i)
+		}
+		if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+			return errorf(CodeBadRequest, "messages[%d] has tool_calls but role %q (only assistant messages make calls)", i, m.Role)
+		}
+		for j, c := range m.ToolCalls {
+			if c.Name == "" {
+				return errorf(CodeBadRequest, "messages[%d].tool_calls[%d] has no name", i, j)
+			}
+			if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+				return errorf(CodeBadRequest, "messages[%d].tool_calls[%d].arguments is not valid JSON", i, j)
+			}
+		}
+	}
+	if r := msgs[len(msgs)-1].Role; r != "user" && r != "tool" {
+		return errorf(CodeBadRequest, "the last message must have role user or tool")
+	}
+	return nil
+}
+
+// checkTools validates a request's tools: at most maxTools JSON objects.
+func checkTools(tools []json.RawMessage) *Error {
+	if len(tools) > maxTools {
+		return errorf(CodeBadRequest, "%d tools exceed the limit of %d", len(tools), maxTools)
+	}
+	for i, t := range tools {
+		if b := bytes.TrimSpace(t); len(b) == 0 || b[0] != '{' {
+			return errorf(CodeBadRequest, "tools[%d] is not a JSON object", i)
+		}
+	}
+	return nil
 }
 
 // ParseCancel reads a cancel payload: {"id": "..."} or the bare id.

@@ -101,7 +101,7 @@ func TestChunker(t *testing.T) {
 	clock := func() time.Time { return now }
 	var got []string
 	var seqs []int
-	c := newChunker(50*time.Millisecond, clock, func(seq int, d, _ string) { seqs = append(seqs, seq); got = append(got, d) })
+	c := newChunker(50*time.Millisecond, clock, func(c Chunk) { seqs = append(seqs, c.Seq); got = append(got, c.Delta) })
 	c.add(appliance.Piece{Content: "Once"})
 	c.add(appliance.Piece{Content: " upon"})
 	if len(got) != 0 {

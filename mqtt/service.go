@@ -689,8 +689,9 @@ func (s *Service) handleAsk(topic string, payload []byte, adjust func(*Request))
 	var sink appliance.Sink
 	if req.Stream {
 		stream := answer + "/stream"
-		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(seq int, delta, thinking string) {
-			b, _ := json.Marshal(Chunk{ID: req.ID, Seq: seq, Delta: delta, Thinking: thinking})
+		ch = newChunker(s.cfg.ChunkInterval, time.Now, func(c Chunk) {
+			c.ID = req.ID
+			b, _ := json.Marshal(c)
 			s.send(stream, 0, false, b)
 		})
 		sink = ch.add
@@ -746,11 +747,11 @@ func (s *Service) allowRefusal(topic string, req Request) bool {
 // core is req as a request of the appliance core.
 func (r *Request) core() appliance.Request {
 	a := appliance.Request{ID: r.ID, Generated: r.Generated, Source: appliance.SourceMQTT, Text: r.Text,
-		System: r.System, Session: r.Session, TTL: r.TTL, Grammar: r.Grammar}
+		System: r.System, Session: r.Session, TTL: r.TTL, Grammar: r.Grammar, Tools: r.Tools}
 	a.MaxTokens = r.MaxTokens
 	a.Temperature, a.Think = r.Temperature, r.Think
 	for _, m := range r.Messages {
-		a.Messages = append(a.Messages, appliance.Message{Role: m.Role, Content: m.Content})
+		a.Messages = append(a.Messages, appliance.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolName: m.ToolName})
 	}
 	return a
 }
@@ -819,7 +820,7 @@ func (s *Service) deliver(topic string, o appliance.Outcome) {
 		s.reply(o.ID, topic, nil, &Error{Code: string(o.Err.Code), Message: o.Err.Message}, true)
 		return
 	}
-	a := &Answer{ID: o.ID, Text: o.Text, Thinking: o.Thinking, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}
+	a := &Answer{ID: o.ID, Text: o.Text, Thinking: o.Thinking, ToolCalls: o.Calls, Done: true, Session: o.Session, Usage: usageOf(o.Usage), ServedBy: s.cfg.Device}
 	if w := o.Warning; w != nil {
 		a.Warning = &Error{Code: string(w.Code), Message: w.Message}
 	}
@@ -922,6 +923,10 @@ type State struct {
 	// Degraded names the parts working less than configured (storage,
 	// broker, gpio) and why; absent when everything works.
 	Degraded map[string]string `json:"degraded,omitempty"`
+	// GeneratedTokens counts the tokens of all answers; ThinkingTokens
+	// those of them in a thinking block (never in an answer's text).
+	GeneratedTokens int64 `json:"generated_tokens"`
+	ThinkingTokens  int64 `json:"thinking_tokens"`
 	// RefusalsHeld counts the refusals not answered (rate limits per
 	// topic and per asker) since the start: above 0, some senders heard
 	// nothing back.
@@ -935,7 +940,7 @@ func (s *Service) CurrentState() State {
 		AcceptanceRate: c.AcceptanceRate, TokensPerPass: round2(c.TokensPerPass), TreeSize: round2(c.MeanTreeSize),
 		AcceptedDepth: round2(c.MeanAcceptedDepth), CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
 		Cancelled: c.Cancelled, Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded),
-		RefusalsHeld: s.askers.Held()}
+		GeneratedTokens: c.GeneratedTokens, ThinkingTokens: c.ThinkingTokens, RefusalsHeld: s.askers.Held()}
 	for name, d := range c.Drafters {
 		if d.Drafted == 0 {
 			continue

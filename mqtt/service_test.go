@@ -427,3 +427,58 @@ func TestServiceThinkingApart(t *testing.T) {
 		t.Errorf("usage %+v: want 4 thinking tokens", a.Usage)
 	}
 }
+
+// TestServiceToolCalls: an ask offering tools gets the model's calls in
+// the answer's and the chunks' tool_calls, parsed by the core (never in
+// text or delta, the thinking apart); the call's result goes back as a
+// tool message after the assistant's calls; the state counts thinking
+// tokens apart.
+func TestServiceToolCalls(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	eng := &appliancetest.Engine{Delay: time.Millisecond, Script: appliancetest.ToolCaller}
+	s, _ := startService(t, Config{Broker: b.URL, Device: "dev1", ChunkInterval: time.Millisecond}, eng, nil)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/dev1/answer/#")
+	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+	c.Publish(t, s.Topics().Ask, []byte(`{"id":"t1","text":"weather in Paris?","stream":true,"think":true,"tools":`+tools+`}`))
+	msgs, ok := c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/t1")) > 0 })
+	if !ok {
+		t.Fatalf("no answer: %v", msgs)
+	}
+	var text strings.Builder
+	var calls []appliance.ToolCall
+	for _, m := range mqtttest.On(msgs, "geist/dev1/answer/t1/stream") {
+		ch := decode[Chunk](t, m.Payload)
+		text.WriteString(ch.Delta)
+		calls = append(calls, ch.ToolCalls...)
+	}
+	a := decode[Answer](t, mqtttest.On(msgs, "geist/dev1/answer/t1")[0].Payload)
+	want := `[{"name":"get_weather","arguments":{"city":"Paris"}}]`
+	got, _ := json.Marshal(a.ToolCalls)
+	streamed, _ := json.Marshal(calls)
+	if a.Text != "Let me check." || text.String() != a.Text || a.Thinking != "look it up" || string(got) != want || string(streamed) != want {
+		t.Errorf("answer text %q thinking %q calls %s; chunks' text %q calls %s", a.Text, a.Thinking, got, text.String(), streamed)
+	}
+	c.Publish(t, s.Topics().Ask, []byte(`{"id":"t2","tools":`+tools+`,"messages":[{"role":"user","content":"weather in Paris?"},`+
+		`{"role":"assistant","content":"","tool_calls":[{"name":"get_weather","arguments":{"city":"Paris"}}]},{"role":"tool","tool_name":"get_weather","content":"21 C"}]}`))
+	msgs, ok = c.Wait(5*time.Second, func(m []mqtttest.Msg) bool { return len(mqtttest.On(m, "geist/dev1/answer/t2")) > 0 })
+	if !ok {
+		t.Fatalf("no answer: %v", msgs)
+	}
+	if a := decode[Answer](t, mqtttest.On(msgs, "geist/dev1/answer/t2")[0].Payload); a.Text != "It is 21 degrees." || a.ToolCalls != nil {
+		t.Errorf("answer to the tool's result: %+v", a)
+	}
+	reqs := eng.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if len(last) != 3 || len(last[1].ToolCalls) != 1 || last[1].ToolCalls[0].Name != "get_weather" || last[2].Role != "tool" || last[2].ToolName != "get_weather" {
+		t.Errorf("the engine saw %+v", last)
+	}
+	if st := s.CurrentState(); st.ThinkingTokens != 3 || st.GeneratedTokens != 9 {
+		t.Errorf("state counts %d thinking of %d generated tokens, want 3 of 9", st.ThinkingTokens, st.GeneratedTokens)
+	}
+	for _, bad := range []string{`{"text":"x","tools":[1]}`, `{"messages":[{"role":"user","content":"x","tool_calls":[{"name":"f"}]}]}`, `{"messages":[{"role":"assistant","content":"x"}]}`} {
+		if _, e := Parse([]byte(bad), Limits{}, time.Now()); e == nil || e.Code != CodeBadRequest {
+			t.Errorf("%s: %v, want bad_request", bad, e)
+		}
+	}
+}

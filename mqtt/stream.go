@@ -11,18 +11,19 @@ import (
 // chunker batches streamed text into chunks: it emits what it holds at the
 // end of a sentence or line, or when interval has passed since the last
 // chunk, so a fast model does not flood the broker with one message per
-// token. It never splits a UTF-8 sequence.
+// token. It never splits a UTF-8 sequence. Tool calls go out as soon as
+// they are complete, after the content before them.
 type chunker struct {
 	interval time.Duration
 	now      func() time.Time
-	emit     func(seq int, delta, thinking string)
-	buf      []byte // content held
-	think    []byte // thinking held (it comes before the content)
+	emit     func(Chunk) // ID is left for emit to fill in
+	buf      []byte      // content held
+	think    []byte      // thinking held (it comes before the content)
 	seq      int
 	last     time.Time
 }
 
-func newChunker(interval time.Duration, now func() time.Time, emit func(seq int, delta, thinking string)) *chunker {
+func newChunker(interval time.Duration, now func() time.Time, emit func(Chunk)) *chunker {
 	return &chunker{interval: interval, now: now, emit: emit, last: now()}
 }
 
@@ -38,6 +39,12 @@ func (c *chunker) add(p appliance.Piece) {
 		}
 		c.buf = append(c.buf, p.Content...)
 		c.maybeFlush(&c.buf, false)
+	}
+	if len(p.Calls) > 0 {
+		c.flush()
+		c.emit(Chunk{Seq: c.seq, ToolCalls: p.Calls})
+		c.seq++
+		c.last = c.now()
 	}
 }
 
@@ -64,9 +71,9 @@ func (c *chunker) flush() {
 
 func (c *chunker) flushN(buf *[]byte, n int, thinking bool) {
 	if thinking {
-		c.emit(c.seq, "", string((*buf)[:n]))
+		c.emit(Chunk{Seq: c.seq, Thinking: string((*buf)[:n])})
 	} else {
-		c.emit(c.seq, string((*buf)[:n]), "")
+		c.emit(Chunk{Seq: c.seq, Delta: string((*buf)[:n])})
 	}
 	c.seq++
 	*buf = append((*buf)[:0], (*buf)[n:]...)

@@ -92,6 +92,11 @@ type Config struct {
 	// spoken and wait for no reasoning (DefaultThink).
 	Think map[Source]bool
 
+	// ToolFormat is how the model writes tool calls (its template's
+	// chat.Template.ToolFormat; zero: both forms are read): the core
+	// parses them out of the answers of requests offering tools.
+	ToolFormat chat.ToolFormat
+
 	// RecentText keeps each finished request's question and answer (a
 	// few KiB each) in Recent, for a status page allowed to show them.
 	RecentText bool

@@ -52,7 +52,11 @@ func entrySize(o *Outcome) int {
 	if o == nil {
 		return 0
 	}
-	return len(o.Text) + len(o.ID) + 64
+	n := len(o.Text) + len(o.Thinking) + len(o.ID) + 64
+	for _, c := range o.Calls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments) + 32
+	}
+	return n
 }
 
 // expire drops finished entries older than TTL and the oldest beyond the

@@ -67,17 +67,31 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	// The answer is shaped here once for every front end: a leading
 	// thinking block is split from the content (think off, a template
 	// without enable_thinking may still think: it is kept, not shown).
+	// With tools offered, the calls are parsed out of the content (the
+	// template's form of them, chat.ToolParser); the session keeps the
+	// content as the model wrote it, calls included, for the template
+	// to render again.
 	var split chat.ThinkSplitter
-	var content, thinking strings.Builder
+	var content, thinking, written strings.Builder
+	var calls []ToolCall
+	var tools *chat.ToolParser
+	if len(r.Tools) > 0 && !r.Raw {
+		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
+	}
 	thinkingTokens, undecided := 0, 0 // tokens whose text is not yet told apart
 	ereq.OnToken = func(int32) {
 		undecided++
 		j.progress.token()
 	}
-	deliver := func(p Piece) {
+	deliver := func(p Piece, final bool) {
+		written.WriteString(p.Content)
+		if tools != nil {
+			p.Content, p.Calls = parseCalls(tools, p.Content, final)
+			calls = append(calls, p.Calls...)
+		}
 		content.WriteString(p.Content)
 		thinking.WriteString(p.Thinking)
-		if j.sink != nil && (p.Content != "" || p.Thinking != "") {
+		if j.sink != nil && (p.Content != "" || p.Thinking != "" || len(p.Calls) > 0) {
 			j.sink(p)
 		}
 	}
@@ -89,29 +103,30 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		if err := j.ctx.Err(); err != nil {
 			return err
 		}
+		was := split.InBlock()
 		th, co := split.Add(string(b), false)
 		switch {
-		case th != "" || split.InBlock():
+		case th != "" || was || split.InBlock(): // the closing tag is thinking too
 			thinkingTokens, undecided = thinkingTokens+undecided, 0
 		case !split.Undecided():
 			undecided = 0
 		}
-		deliver(Piece{Content: co, Thinking: th})
+		deliver(Piece{Content: co, Thinking: th}, false)
 		return nil
 	}
 	start := time.Now()
 	st, err := eng.Generate(j.ctx, ereq)
 	if j.ctx.Err() == nil {
 		th, co := split.Add("", true) // what was held back
-		deliver(Piece{Content: co, Thinking: th})
+		deliver(Piece{Content: co, Thinking: th}, true)
 	}
-	o := Outcome{Text: content.String(), Thinking: thinking.String(), Usage: usage(st, start.Sub(j.queued), time.Since(start))}
+	o := Outcome{Text: content.String(), Thinking: thinking.String(), Calls: calls, Usage: usage(st, start.Sub(j.queued), time.Since(start))}
 	o.Usage.ThinkingTokens = min(thinkingTokens, o.Usage.GeneratedTokens)
 	if err != nil {
 		return o, err
 	}
 	if r.Session != "" && !r.Raw {
-		if err := c.sessions.Append(r.Session, append(turn, Message{Role: "assistant", Content: o.Text})...); err != nil {
+		if err := c.sessions.Append(r.Session, append(turn, Message{Role: "assistant", Content: written.String()})...); err != nil {
 			// The answer is generated: deliver it, and say that the
 			// conversation will not remember it. The error itself (with
 			// the file's path) goes to the log only.
@@ -124,6 +139,25 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseCalls takes the next piece of content through p: the content
+// that is not a call, and the calls it completed (at the end, final,
+// what p held back).
+func parseCalls(p *chat.ToolParser, text string, final bool) (string, []ToolCall) {
+	var parsed []chat.ToolCall
+	if text != "" {
+		text, parsed = p.Add(text)
+	}
+	if final {
+		rest, more := p.Flush()
+		text, parsed = text+rest, append(parsed, more...)
+	}
+	var out []ToolCall
+	for _, c := range parsed {
+		out = append(out, ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return text, out
 }
 
 // thinkingVars are the template variables with enable_thinking false

@@ -3,11 +3,14 @@ package appliance
 import "time"
 
 // Piece is a piece of an answer, shaped once for every front end: its
-// content (what is shown or spoken) and its thinking (a reasoning model's
-// <think> block, never spoken). Either may be empty, never both.
+// content (what is shown or spoken), its thinking (a reasoning model's
+// <think> block, never spoken) and the tool calls completed with it
+// (parsed out of the content when the request offered tools). Any may
+// be empty, never all.
 type Piece struct {
 	Content  string
 	Thinking string
+	Calls    []ToolCall
 }
 
 // Sink receives a request's answer as it is generated, piece by piece (any
@@ -61,8 +64,11 @@ type Outcome struct {
 	// Thinking is the answer's thinking block, apart from Text (empty
 	// when the model did not think).
 	Thinking string
-	Usage    Usage
-	Err      *Error // nil on success
+	// Calls are the tool calls the answer made (when the request offered
+	// tools), parsed out of Text in the model's form of them.
+	Calls []ToolCall
+	Usage Usage
+	Err   *Error // nil on success
 	// Warning, on success, says what went wrong beside the answer: the
 	// answer is delivered all the same (CodeNotSaved: the conversation
 	// does not remember it).

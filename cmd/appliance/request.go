@@ -95,8 +95,8 @@ type Request struct {
 	Raw bool
 	// Tools are the tools the model may call, each a JSON object as the
 	// client sent it ({"type": "function", "function": {...}}), rendered
-	// through the model's chat template. The answer's text carries any
-	// calls as the model wrote them (chat.ToolParser reads them).
+	// through the model's chat template. The core parses the calls out
+	// of the answer (Piece.Calls, Outcome.Calls; Config.ToolFormat).
 	Tools []json.RawMessage
 	// TemplateVars are further chat template variables (llama.cpp's
 	// chat_template_kwargs), such as "enable_thinking": false.

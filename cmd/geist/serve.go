@@ -227,7 +227,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		ae = hooks.wrapEngine(ae)
 	}
 	cc := c.coreConfig(ae, store.Sessions, log)
-	cc.ModelLoad, cc.Storage = loadTime, store
+	cc.ModelLoad, cc.Storage, cc.ToolFormat = loadTime, store, eng.Template().ToolFormat()
 	core, err := appliance.New(cc)
 	if err != nil {
 		return err

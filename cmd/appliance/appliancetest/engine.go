@@ -188,6 +188,18 @@ var (
 	ThinkerContent  = "It is four. Done."
 )
 
+// ToolCaller is a Script for a reasoning model offered a weather tool:
+// asked anything, it thinks ("look it up"), says "Let me check." and
+// calls get_weather for Paris in <tool_call> tags (8 tokens, 3 of them
+// thinking); given a tool's result (the last message's role "tool"), it
+// answers "It is 21 degrees.".
+func ToolCaller(req engine.Request) []string {
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "tool" {
+		return []string{"It is 21 degrees."}
+	}
+	return []string{"<think>", "look it up", "</think>", "Let me check.", "<tool_call>", `{"name": "get_weather", `, `"arguments": {"city": "Paris"}}`, "</tool_call>"}
+}
+
 // ModelID names the scripted model in prompt-cache keys.
 func (e *Engine) ModelID() []byte { return []byte("appliancetest") }
 

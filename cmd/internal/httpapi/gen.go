@@ -9,59 +9,29 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/engine/chat"
 )
 
 // piece is what a generation produced since the last one: content,
-// thinking, and tool calls complete by now.
+// thinking, and tool calls complete by now (the core shapes them).
 type piece struct {
 	content, thinking string
-	calls             []chat.ToolCall
+	calls             []appliance.ToolCall
 }
 
 func (p *piece) empty() bool { return p.content == "" && p.thinking == "" && len(p.calls) == 0 }
 
-// genOptions say how to read a generation's text.
+// genOptions say how to show a generation.
 type genOptions struct {
-	tools    []string // names of the tools offered: parse calls when non-nil
-	thinking bool     // the client sees the thinking (the core splits it off)
+	thinking bool // the client sees the thinking (the core splits it off)
 }
 
-// textSplitter turns the core's pieces of an answer into this API's:
-// the thinking kept when asked for, tool calls parsed out of the content.
-type textSplitter struct {
-	tools    *chat.ToolParser
-	thinking bool
-}
-
-func (s *Server) splitter(o genOptions) *textSplitter {
-	ts := &textSplitter{thinking: o.thinking}
-	if o.tools != nil {
-		ts.tools = chat.NewToolParser(s.cfg.Model.ToolFormat, o.tools)
-	}
-	return ts
-}
-
-func (ts *textSplitter) add(in appliance.Piece, final bool) piece {
-	var p piece
-	if ts.thinking {
+// show turns the core's piece of an answer into this API's: the
+// thinking kept when asked for.
+func (o genOptions) show(in appliance.Piece) piece {
+	p := piece{content: in.Content, calls: in.Calls}
+	if o.thinking {
 		p.thinking = in.Thinking
 	}
-	text := in.Content
-	if ts.tools == nil {
-		p.content = text
-		return p
-	}
-	var c string
-	var calls []chat.ToolCall
-	if text != "" {
-		c, calls = ts.tools.Add(text)
-	}
-	if final {
-		c2, calls2 := ts.tools.Flush()
-		c, calls = c+c2, append(calls, calls2...)
-	}
-	p.content, p.calls = c, calls
 	return p
 }
 
@@ -70,6 +40,7 @@ func (ts *textSplitter) add(in appliance.Piece, final bool) piece {
 type pipe struct {
 	mu              sync.Mutex
 	content, thinks strings.Builder
+	calls           []appliance.ToolCall
 	wake            chan struct{}
 }
 
@@ -79,6 +50,7 @@ func (p *pipe) sink(piece appliance.Piece) {
 	p.mu.Lock()
 	p.content.WriteString(piece.Content)
 	p.thinks.WriteString(piece.Thinking)
+	p.calls = append(p.calls, piece.Calls...)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -89,9 +61,10 @@ func (p *pipe) sink(piece appliance.Piece) {
 func (p *pipe) take() appliance.Piece {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := appliance.Piece{Content: p.content.String(), Thinking: p.thinks.String()}
+	out := appliance.Piece{Content: p.content.String(), Thinking: p.thinks.String(), Calls: p.calls}
 	p.content.Reset()
 	p.thinks.Reset()
+	p.calls = nil
 	return out
 }
 
@@ -102,7 +75,7 @@ type generation struct {
 	ticket  *appliance.Ticket
 	pipe    *pipe
 	cancel  context.CancelFunc
-	split   *textSplitter
+	opts    genOptions
 	wrote   bool // a chunk went out (the status is sent)
 	writeOK bool
 }
@@ -112,7 +85,7 @@ type generation struct {
 func (s *Server) submit(r *http.Request, req appliance.Request, o genOptions) (*generation, error) {
 	req.Source = appliance.SourceHTTP
 	ctx, cancel := context.WithCancel(r.Context())
-	g := &generation{s: s, start: time.Now(), pipe: newPipe(), cancel: cancel, split: s.splitter(o), writeOK: true}
+	g := &generation{s: s, start: time.Now(), pipe: newPipe(), cancel: cancel, opts: o, writeOK: true}
 	t, err := s.core.Submit(ctx, req, g.pipe.sink)
 	if err != nil {
 		cancel()
@@ -145,10 +118,10 @@ func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (app
 	for {
 		select {
 		case <-g.pipe.wake:
-			send(g.split.add(g.pipe.take(), false))
+			send(g.opts.show(g.pipe.take()))
 		case <-g.ticket.Done():
 			o := g.ticket.Outcome()
-			last := g.split.add(g.pipe.take(), true)
+			last := g.opts.show(g.pipe.take())
 			if o.Err == nil {
 				// What the end released (held-back text, calls completed
 				// by it) goes out as a chunk before the final object, as
@@ -165,7 +138,7 @@ func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (app
 func (g *generation) wait() (appliance.Outcome, piece) {
 	defer g.cancel()
 	o := g.ticket.Outcome()
-	return o, g.split.add(appliance.Piece{Content: o.Text, Thinking: o.Thinking}, true)
+	return o, g.opts.show(appliance.Piece{Content: o.Text, Thinking: o.Thinking, Calls: o.Calls})
 }
 
 // statusOf maps the core's error codes to HTTP statuses.

@@ -47,6 +47,7 @@ func newTestServer(t *testing.T, eng *appliancetest.Engine, tune func(*Config, *
 	if tune != nil {
 		tune(&cfg, &ccfg)
 	}
+	ccfg.ToolFormat = cfg.Model.ToolFormat // the core parses the calls, as serve sets it
 	core := appliancetest.Start(t, ccfg)
 	cfg.Core = core.Core
 	s, err := New(cfg)

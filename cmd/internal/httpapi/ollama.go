@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/engine/chat"
 )
 
 // ollamaMessage is a message of Ollama's /api/chat.
@@ -291,13 +290,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		s.loadOnly(w, &c.ollamaCommon, true)
 		return
 	}
-	if len(c.Tools) > 0 {
-		req.Tools = c.Tools
-		o.tools = chat.ToolNames(c.Tools)
-		if o.tools == nil {
-			o.tools = []string{}
-		}
-	}
+	req.Tools = c.Tools // the core parses the calls out of the answer
 	if err := s.toolGrammar(&req, c.Tools, nil, o.thinking); err != nil {
 		s.refuse(w, err)
 		return
@@ -367,7 +360,7 @@ func historyOf(msgs []appliance.Message) int {
 	return 0
 }
 
-func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
+func ollamaCalls(calls []appliance.ToolCall) []ollamaToolCall {
 	if len(calls) == 0 {
 		return nil
 	}

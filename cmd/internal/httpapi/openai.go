@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/engine/chat"
 )
 
 // openaiError is OpenAI's error body.
@@ -219,7 +218,7 @@ type openaiResponse[C any] struct {
 type openaiChatResponse = openaiResponse[openaiChoice]
 
 // openaiCalls converts parsed calls, numbering them from first.
-func openaiCalls(calls []chat.ToolCall, first int, stream bool) []openaiToolCall {
+func openaiCalls(calls []appliance.ToolCall, first int, stream bool) []openaiToolCall {
 	out := make([]openaiToolCall, len(calls))
 	for i, c := range calls {
 		tc := openaiToolCall{ID: newID("call_"), Type: "function"}
@@ -287,10 +286,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	req.History = historyOf(req.Messages)
 	if len(c.Tools) > 0 && strings.Trim(string(c.ToolChoice), `" `) != "none" {
-		req.Tools = c.Tools
-		if o.tools = chat.ToolNames(c.Tools); o.tools == nil {
-			o.tools = []string{}
-		}
+		req.Tools = c.Tools // the core parses the calls out of the answer
 	}
 	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice, false); err != nil {
 		s.openaiRefuse(w, err)
