@@ -56,6 +56,7 @@ type serveConfig struct {
 	// warnings are said once the log exists (readCredentials).
 	filePassword bool
 	warnings     []string
+	notes        []string // logged at info level at the start (OLLAMA_HOST)
 }
 
 // hermesSection is [hermes]: the bridge's settings and, for a broker of

@@ -28,6 +28,7 @@ import (
 //	GET    /v1/sessions        the conversations, as sessions list --json
 //	GET    /v1/sessions/NAME   one conversation, as sessions export
 //	DELETE /v1/sessions/NAME   delete it
+//	GET    /v1/status          the loaded model, as geist ps --json
 //
 // It runs whether or not an HTTP front end is configured, needs no port
 // or password, and works with curl --unix-socket. Without a running
@@ -77,6 +78,25 @@ type controlServer struct {
 	path string
 	done chan struct{}
 	core atomic.Pointer[appliance.Core] // deletes go through it once it exists
+	st   atomic.Pointer[daemonStatus]   // what GET /v1/status answers
+}
+
+// daemonStatus is what a running geist serve has loaded: GET /v1/status,
+// geist ps.
+type daemonStatus struct {
+	Model  string    `json:"model"` // "" while loading
+	Path   string    `json:"path"`
+	Size   int64     `json:"size"`
+	Ctx    int       `json:"ctx"`     // context positions allocated now
+	MaxCtx int       `json:"max_ctx"` // what a request's num_ctx may grow it to
+	Since  time.Time `json:"since"`
+	PID    int       `json:"pid"`
+}
+
+// setStatus records the loaded model for GET /v1/status.
+func (s *controlServer) setStatus(st daemonStatus) {
+	st.PID = os.Getpid()
+	s.st.Store(&st)
 }
 
 // startControl listens on dir/geist.sock and serves db's conversations
@@ -122,6 +142,14 @@ func startControl(dir string, db *storage.Sessions, log *slog.Logger) (*controlS
 	})
 	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
 		path: path, done: make(chan struct{})}
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st := daemonStatus{PID: os.Getpid()}
+		if p := s.st.Load(); p != nil {
+			st = *p
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st)
+	})
 	mux.HandleFunc("DELETE /v1/sessions/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		var err error
@@ -248,4 +276,18 @@ func (d *daemonSessions) Delete(id string) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// Status asks the daemon what it has loaded.
+func (d *daemonSessions) Status() (daemonStatus, error) {
+	var st daemonStatus
+	resp, err := d.do(http.MethodGet, "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&st); err != nil {
+		return st, fmt.Errorf("the running geist serve's status: %w", err)
+	}
+	return st, nil
 }

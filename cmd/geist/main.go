@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/geisten/geist/cmd/internal/models"
 )
 
 // version is set with -ldflags "-X main.version=..."; see versionString.
@@ -51,7 +53,10 @@ func init() {
 		{"gpio", gpioUsage, "list the board's GPIO lines, watch buttons", cmdGPIO},
 		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
 		{"pull", pullUsage, "download a model into the model store (Hugging Face or a URL)", cmdPull},
-		{"models", modelsUsage, "list and remove stored models", cmdModels},
+		{"models", modelsUsage, "list, remove and find models (catalog: the names geist pull takes; ps: what serve has loaded)", cmdModels},
+		{"list", listUsage, "the stored models (geist models list)", modelsAlias("list", listUsage)},
+		{"ps", psUsage, "the model geist serve has loaded (geist models ps)", modelsAlias("ps", psUsage)},
+		{"rm", rmUsage, "remove stored models (geist models rm)", modelsAlias("rm", rmUsage)},
 		{"init", initUsage, "write the sample configuration and the systemd unit", cmdInit},
 		{"version", "version", "print the version", cmdVersion},
 	}
@@ -158,8 +163,34 @@ func Main(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "geist: unknown flag %q before the command (run 'geist help')\n", args[0])
 		return 2
 	}
-	fmt.Fprintf(e.stderr, "geist: unknown command %q (run 'geist help')\n", args[0])
+	hint := ""
+	if sim := models.Similar(args[0], commandNames(), 2); len(sim) > 0 {
+		hint = fmt.Sprintf("; did you mean %s?", strings.Join(quoteAll(sim), " or "))
+	}
+	fmt.Fprintf(e.stderr, "geist: unknown command %q%s (run 'geist help')\n", args[0], hint)
 	return 2
+}
+
+const (
+	listUsage = "list [--json] [--models-dir DIR]"
+	psUsage   = "ps [--json] [--data-dir DIR]"
+	rmUsage   = "rm NAME... [--models-dir DIR]"
+)
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return append(names, "help")
+}
+
+func quoteAll(s []string) []string {
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return q
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

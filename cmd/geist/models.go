@@ -14,7 +14,7 @@ import (
 	"github.com/geisten/geist/cmd/internal/models"
 )
 
-const modelsUsage = "models list|rm [NAME...] [--json] [--models-dir DIR]"
+const modelsUsage = "models list|catalog|ps|rm [NAME...] [--json] [--models-dir DIR]"
 
 // recommendedModels are small instruct models whose architecture and
 // tokenizer geist supports, in Q4_0 (README, "Models").
@@ -83,7 +83,19 @@ func resolveModelFlags(fs *pflag.FlagSet) error {
 }
 
 func cmdModels(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "models", modelsUsage)
+	return runModels(e, "models", modelsUsage, args)
+}
+
+// modelsAlias is geist list, ps or rm: geist models SUB as an Ollama user
+// types it.
+func modelsAlias(sub, usage string) func(context.Context, *env, []string) error {
+	return func(_ context.Context, e *env, args []string) error {
+		return runModels(e, sub, usage, append([]string{sub}, args...))
+	}
+}
+
+func runModels(e *env, name, usage string, args []string) error {
+	fs := newFlags(e, name, usage)
 	asJSON := fs.Bool("json", false, "list: print a JSON array")
 	fs.String("models-dir", "", modelsDirHelp())
 	fs.String("data-dir", defaultDataDir(), "data directory (models are in its models/)")
@@ -101,6 +113,16 @@ func cmdModels(_ context.Context, e *env, args []string) error {
 			return usagef("list takes no arguments")
 		}
 		return listModels(e, store, *asJSON)
+	case "catalog":
+		if fs.NArg() > 1 {
+			return usagef("catalog takes no arguments")
+		}
+		return listCatalog(e, store, *asJSON)
+	case "ps":
+		if fs.NArg() > 1 {
+			return usagef("ps takes no arguments")
+		}
+		return listLoaded(e, fs.Lookup("data-dir").Value.String(), *asJSON)
 	case "rm", "remove":
 		if fs.NArg() < 2 {
 			return usagef("rm needs the NAME of a stored model (geist models list shows them)")
@@ -121,7 +143,11 @@ func cmdModels(_ context.Context, e *env, args []string) error {
 		}
 		return nil
 	}
-	return usagef("unknown models command %q (want list or rm)", sub)
+	hint := ""
+	if sim := models.Similar(sub, []string{"list", "catalog", "ps", "rm"}, 1); len(sim) > 0 {
+		hint = fmt.Sprintf("; did you mean %q?", sim[0])
+	}
+	return usagef("unknown models command %q%s (want list, catalog, ps or rm)", sub, hint)
 }
 
 func listModels(e *env, store *models.Store, asJSON bool) error {
@@ -138,7 +164,7 @@ func listModels(e *env, store *models.Store, asJSON bool) error {
 		return nil
 	}
 	if len(ms) == 0 {
-		fmt.Fprintf(e.stdout, "no models in %s; get one with\n  geist pull %s\n", store.Dir(), recommendedModels[0].ref)
+		fmt.Fprintf(e.stdout, "no models in %s; get one with\n  geist pull %s\n(geist models catalog lists the names geist pull takes)\n", store.Dir(), models.Catalog()[0].Name)
 		return nil
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -163,4 +189,66 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// listCatalog prints the names geist pull takes, marking those stored.
+func listCatalog(e *env, store *models.Store, asJSON bool) error {
+	cat := models.Catalog()
+	if asJSON {
+		b, _ := json.MarshalIndent(cat, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	stored := map[string]bool{}
+	if ms, err := store.List(); err == nil {
+		for _, m := range ms {
+			stored[m.Name] = true
+		}
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tARCH\tQUANT\tSTORED\tABOUT")
+	for _, c := range cat {
+		have := ""
+		if stored[c.Name] {
+			have = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Architecture, c.Quantization, dash(have), c.About)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "geist pull NAME fetches one (FAMILY alone is its default size; -q8_0 etc. pick another quantization); the sources are Hugging Face files: geist models catalog --json shows them")
+	return nil
+}
+
+// listLoaded prints what the geist serve of dataDir has loaded, asking
+// it over the control socket (geist ps).
+func listLoaded(e *env, dataDir string, asJSON bool) error {
+	d := dialDaemon(dataDir)
+	if d == nil {
+		if asJSON {
+			fmt.Fprintln(e.stdout, "[]")
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "no geist serve is running for the data directory %s (nothing is loaded; --data-dir names another)\n", dataDir)
+		return nil
+	}
+	st, err := d.Status()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent([]daemonStatus{st}, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSIZE\tCONTEXT\tSINCE\tPID\tPATH")
+	if st.Model == "" {
+		fmt.Fprintf(w, "(loading)\t-\t-\t-\t%d\t%s\n", st.PID, dash(st.Path))
+	} else {
+		fmt.Fprintf(w, "%s\t%s\t%d (up to %d)\t%s\t%d\t%s\n", st.Model, humanBytes(st.Size), st.Ctx, st.MaxCtx,
+			st.Since.Local().Format("2006-01-02 15:04"), st.PID, st.Path)
+	}
+	return w.Flush()
 }

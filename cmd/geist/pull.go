@@ -15,12 +15,12 @@ import (
 	"github.com/geisten/geist/cmd/internal/models"
 )
 
-const pullUsage = "pull [--name NAME] [--sha256 HEX] [--models-dir DIR] URL|hf:OWNER/REPO[@REVISION]/FILE.gguf"
+const pullUsage = "pull [--name NAME] [--sha256 HEX] [--models-dir DIR] NAME|hf:OWNER/REPO[@REVISION]/FILE.gguf|URL (NAME from geist models catalog: qwen2.5:0.5b, qwen3:1.7b-q8_0)"
 
 // cmdPull downloads a model into the store.
 func cmdPull(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "pull", pullUsage)
-	name := fs.String("name", "", "store the model under this name (default: the file name without .gguf)")
+	name := fs.String("name", "", "store the model under this name (default: the catalog name, or the file name without .gguf)")
 	sum := fs.String("sha256", "", "expected SHA-256 of the file (default: the digest Hugging Face gives)")
 	retries := fs.Int("retries", 5, "network failures retried, resuming where the download stopped")
 	maxSize := fs.Int64("max-model-size", 0, "largest file in bytes a pull may write (0: the free space less 64 MiB; a download past it stops and is removed)")
@@ -31,7 +31,7 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("want one URL or hf:OWNER/REPO/FILE.gguf, got %d arguments", fs.NArg())
+		return usagef("want one model: a catalog name (geist models catalog lists them), hf:OWNER/REPO/FILE.gguf or a URL; got %d arguments", fs.NArg())
 	}
 	if *retries < 0 {
 		return usagef("--retries %d must not be negative", *retries)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +62,15 @@ func parseServe(e *env, args []string) (serveConfig, error) {
 	}
 	if err := c.applyDeviceFlags(fs2); err != nil {
 		return c, usageError{configError{err}}
+	}
+	if h := os.Getenv("OLLAMA_HOST"); h != "" && !fs2.Changed("http") {
+		// As Ollama: OLLAMA_HOST is where the API listens (--http wins).
+		addr, err := ollamaHost(h)
+		if err != nil {
+			return c, usageError{configError{err}}
+		}
+		c.HTTP.Addr = addr
+		c.notes = append(c.notes, "the HTTP API listens on "+addr+", from OLLAMA_HOST (--http overrides it)")
 	}
 	if err := c.validate(); err != nil {
 		return c, usageError{configError{err}}
@@ -190,6 +201,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	for _, w := range c.warnings {
 		log.Warn(w)
 	}
+	for _, n := range c.notes {
+		log.Info(n)
+	}
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -237,6 +251,11 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	if ctl != nil {
 		ctl.core.Store(core)
+		st := daemonStatus{Model: modelName(c.Model), Path: c.Model, Ctx: eng.Ctx(), MaxCtx: eng.MaxCtx(), Since: time.Now()}
+		if fi, err := os.Stat(c.Model); err == nil {
+			st.Size = fi.Size()
+		}
+		ctl.setStatus(st)
 	}
 	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
 	defer fronts.close()
@@ -259,4 +278,25 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	fronts.wait()
 	log.Info("stopped")
 	return err
+}
+
+// ollamaHost reads OLLAMA_HOST as Ollama does: [scheme://]HOST[:PORT] or
+// :PORT, the host 127.0.0.1 and the port 11434 when left out.
+func ollamaHost(v string) (string, error) {
+	h := strings.TrimSpace(v)
+	if i := strings.Index(h, "://"); i >= 0 {
+		h = h[i+3:]
+	}
+	h = strings.TrimRight(h, "/")
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		host, port = strings.Trim(h, "[]"), "11434"
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 || strings.ContainsAny(host, "/ ") {
+		return "", fmt.Errorf("OLLAMA_HOST %q is not HOST[:PORT] (e.g. 0.0.0.0:11434); unset it or give --http", v)
+	}
+	return net.JoinHostPort(host, port), nil
 }

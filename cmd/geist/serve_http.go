@@ -357,8 +357,8 @@ func templateCapabilities(path, src string) []string {
 }
 
 func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(httpapi.PullProgress)) error {
-	if _, err := models.ParseSource(src, models.HFFromEnv()); err != nil {
-		return fmt.Errorf("%w: %v; geist pulls GGUF files from Hugging Face (hf:OWNER/REPO/FILE.gguf) or an https URL, not Ollama's library", httpapi.ErrBadSource, err)
+	if _, _, err := models.ResolveSource(src, models.HFFromEnv()); err != nil {
+		return fmt.Errorf("%w: %v", httpapi.ErrBadSource, err)
 	}
 	_, err := a.s.Pull(ctx, src, models.PullOptions{HF: models.HFFromEnv(), Retries: 3, Wait: true, UserAgent: "geist/" + versionString(), MaxSize: a.maxSize, RefusePrivate: a.refusePrivate,
 		Progress: func(p models.Progress) {

@@ -55,7 +55,12 @@ type Model struct {
 }
 
 // tagged is the model's name as Ollama clients list it.
-func (m *Model) tagged() string { return m.Name + ":latest" }
+func (m *Model) tagged() string {
+	if strings.Contains(m.Name, ":") {
+		return m.Name // a tagged name already (qwen3:1.7b, from geist's catalog)
+	}
+	return m.Name + ":latest"
+}
 
 // ModelStore is the model directory behind /api/show (of models not
 // loaded) and /api/pull. cmd/geist adapts cmd/internal/models to it.
@@ -80,7 +85,7 @@ type PullProgress struct {
 
 // ErrBadSource is wrapped by a ModelStore's Pull error for a model
 // reference it cannot fetch (HTTP 400 rather than 500).
-var ErrBadSource = errors.New("httpapi: not a model geist can pull")
+var ErrBadSource = errors.New("not a model geist can pull")
 
 // canonicalName reduces a client's model name to the stored form: no
 // ":latest" tag, no ".gguf", no surrounding spaces.

@@ -16,7 +16,7 @@ import (
 )
 
 // ErrPrivate: a pull that refuses private destinations was sent to one.
-var ErrPrivate = errors.New("models: not a public address")
+var ErrPrivate = errors.New("not a public address")
 
 // notPublic reports the addresses a pull for a remote client must not
 // reach: loopback, link-local, private (RFC 1918, fc00::/7), shared

@@ -83,11 +83,11 @@ type PullResult struct {
 
 var (
 	// ErrChecksum: the download's SHA-256 is not the expected one.
-	ErrChecksum = errors.New("models: sha256 mismatch")
+	ErrChecksum = errors.New("sha256 mismatch")
 	// ErrNoSpace: the file system has too little room for the download.
-	ErrNoSpace = errors.New("models: not enough free disk space")
+	ErrNoSpace = errors.New("not enough free disk space")
 	// ErrNotModel: the downloaded file is not a GGUF model geist can open.
-	ErrNotModel = errors.New("models: not a usable GGUF file")
+	ErrNotModel = errors.New("not a usable GGUF file")
 )
 
 // HTTPError is a response that ends a pull: the status, and the error in
@@ -130,17 +130,25 @@ func normalDigest(s string) (string, error) {
 // atomically. A model whose stored digest is the remote's is up to date and
 // not downloaded again.
 func (s *Store) Pull(ctx context.Context, src string, o PullOptions) (PullResult, error) {
-	source, err := ParseSource(src, o.HF)
+	source, cat, err := ResolveSource(src, o.HF)
 	if err != nil {
 		return PullResult{}, err
 	}
 	name := o.Name
-	if name == "" {
+	switch {
+	case name != "":
+		if name, err = CheckName(name); err != nil {
+			return PullResult{}, err
+		}
+	case cat.Name != "":
+		name = cat.Name
+	default:
 		if name, err = source.DefaultName(); err != nil {
 			return PullResult{}, err
 		}
-	} else if name, err = CheckName(name); err != nil {
-		return PullResult{}, err
+	}
+	if o.SHA256 == "" {
+		o.SHA256 = cat.SHA256
 	}
 	p := &puller{s: s, src: source, name: name, o: o, final: s.file(name)}
 	if o.SHA256 != "" {

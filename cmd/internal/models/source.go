@@ -118,3 +118,27 @@ func (s Source) DefaultName() (string, error) {
 	}
 	return n, nil
 }
+
+// ResolveSource parses what geist pull and /api/pull take: a catalog name
+// (qwen2.5:0.5b, qwen3:1.7b-q8_0, llama3.2), whose entry it returns too,
+// or a source ParseSource takes. A FAMILY:TAG name the catalog does not
+// have fails with the close matches (an *UnknownCatalogError).
+func ResolveSource(src string, hf HF) (Source, CatalogEntry, error) {
+	if e, ok := LookupCatalog(src); ok {
+		s, err := ParseSource(e.Source, hf)
+		return s, e, err
+	}
+	if IsCatalogName(src) {
+		_, err := resolveCatalog(src)
+		return Source{}, CatalogEntry{}, err
+	}
+	s, err := ParseSource(src, hf)
+	if err != nil && !strings.ContainsAny(src, ":/") {
+		// A bare word: most likely a mistyped catalog family.
+		if sim := Similar(src, catalogNames(), 3); len(sim) > 0 {
+			return Source{}, CatalogEntry{}, &UnknownCatalogError{Name: src, Similar: sim}
+		}
+		return Source{}, CatalogEntry{}, fmt.Errorf("%q is neither a catalog name (geist models catalog lists them), hf:OWNER/REPO/FILE.gguf nor an http(s) URL", src)
+	}
+	return s, CatalogEntry{}, err
+}

@@ -38,11 +38,11 @@ const Ext = ".gguf"
 
 var (
 	// ErrNotFound: no stored model has the name.
-	ErrNotFound = errors.New("models: no such model")
+	ErrNotFound = errors.New("no such model")
 	// ErrBadName: the name is not a valid model name.
-	ErrBadName = errors.New("models: invalid model name")
+	ErrBadName = errors.New("invalid model name")
 	// ErrBusy: another pull of the same model holds its lock.
-	ErrBusy = errors.New("models: another pull of this model is running")
+	ErrBusy = errors.New("another pull of this model is running")
 )
 
 // Model describes a stored model. The JSON form is what geist models list
@@ -92,17 +92,18 @@ func New(dir string) *Store {
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*(:[A-Za-z0-9][A-Za-z0-9._+-]*)?$`)
 
 // CheckName returns the canonical form of a model name: without a ".gguf"
 // suffix or an Ollama-style ":latest" tag (Home Assistant sends
-// "NAME:latest"). A name has letters, digits, '.', '_', '+' and '-', starts
-// with a letter or digit and is at most 200 bytes long.
+// "NAME:latest"). A name has letters, digits, '.', '_', '+' and '-', and
+// at most one ':' before a tag as Ollama's names have (qwen3:1.7b); it
+// starts with a letter or digit and is at most 200 bytes long.
 func CheckName(name string) (string, error) {
 	n := strings.TrimSuffix(name, ":latest")
 	n = strings.TrimSuffix(n, Ext)
-	if !nameRE.MatchString(n) || strings.HasSuffix(n, ".partial") || strings.HasSuffix(n, ".lock") {
-		return "", fmt.Errorf("%w %q: use letters, digits, '.', '_', '+' and '-'", ErrBadName, name)
+	if len(n) > 200 || !nameRE.MatchString(n) || strings.HasSuffix(n, ".partial") || strings.HasSuffix(n, ".lock") {
+		return "", fmt.Errorf("%w %q: use letters, digits, '.', '_', '+' and '-', and at most one ':' before a tag (qwen3:1.7b), at most 200 in all", ErrBadName, name)
 	}
 	return n, nil
 }
@@ -146,7 +147,27 @@ func (s *Store) Resolve(ref string) (string, error) {
 	if looksLikePath || strings.HasSuffix(ref, Ext) {
 		return ref, nil
 	}
-	return "", fmt.Errorf("model %q: no such file, and no model of that name in %s (geist models list shows the stored ones; geist pull adds one)", ref, s.dir)
+	return "", s.notStored(ref)
+}
+
+// notStored words a model name that is neither a file nor a stored model:
+// a catalog name not pulled yet says how to pull it; otherwise the close
+// stored and catalog names are offered.
+func (s *Store) notStored(ref string) error {
+	if e, ok := LookupCatalog(ref); ok {
+		return fmt.Errorf("model %q is not downloaded yet: geist pull %s fetches it (%s) into %s", ref, e.Name, e.About, s.dir)
+	}
+	var names []string
+	if ms, err := s.List(); err == nil {
+		for _, m := range ms {
+			names = append(names, m.Name)
+		}
+	}
+	hint := ""
+	if sim := Similar(ref, append(names, catalogNames()...), 3); len(sim) > 0 {
+		hint = "; did you mean " + orList(sim) + "?"
+	}
+	return fmt.Errorf("model %q: no such file, and no model of that name in %s%s (geist list shows the stored models, geist models catalog the ones geist pull fetches by name)", ref, s.dir, hint)
 }
 
 // List returns the stored models sorted by name. A missing directory has

@@ -1,0 +1,110 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/geisten/geist/cmd/internal/models/hftest"
+	"github.com/geisten/geist/engine/model"
+)
+
+func TestLookupCatalog(t *testing.T) {
+	for _, tc := range []struct{ name, source, stored string }{
+		{"qwen2.5:0.5b", "hf:bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q4_0.gguf", "qwen2.5:0.5b"},
+		{"Qwen2.5:0.5B", "hf:bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q4_0.gguf", "qwen2.5:0.5b"},
+		{"qwen3:1.7b-q4_0", "hf:bartowski/Qwen_Qwen3-1.7B-GGUF/Qwen_Qwen3-1.7B-Q4_0.gguf", "qwen3:1.7b-q4_0"},
+		{"qwen3:1.7b-Q8_0", "hf:bartowski/Qwen_Qwen3-1.7B-GGUF/Qwen_Qwen3-1.7B-Q8_0.gguf", "qwen3:1.7b-q8_0"},
+		{"qwen3", "hf:bartowski/Qwen_Qwen3-1.7B-GGUF/Qwen_Qwen3-1.7B-Q4_0.gguf", "qwen3"},
+		{"llama3.2:latest", "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "llama3.2"},
+		{"llama3.2:1b", "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "llama3.2:1b"},
+		{"gemma3:1b", "hf:bartowski/google_gemma-3-1b-it-GGUF/google_gemma-3-1b-it-Q4_0.gguf", "gemma3:1b"},
+	} {
+		e, ok := LookupCatalog(tc.name)
+		if !ok || e.Source != tc.source || e.Name != tc.stored {
+			t.Errorf("LookupCatalog(%q) = %+v, %v; want %s stored as %s", tc.name, e, ok, tc.source, tc.stored)
+		}
+		if _, err := CheckName(e.Name); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+	}
+	for _, bad := range []string{"qwen3:1.7b-q9_9", "qwen9:1b", "hf:a/b/c.gguf", ""} {
+		if e, ok := LookupCatalog(bad); ok {
+			t.Errorf("LookupCatalog(%q) = %+v, want none", bad, e)
+		}
+	}
+	// Every entry parses as a source, has a supported architecture and a
+	// name the store takes.
+	seen := map[string]bool{}
+	for _, e := range Catalog() {
+		if seen[e.Name] {
+			t.Errorf("%s listed twice", e.Name)
+		}
+		seen[e.Name] = true
+		if _, err := ParseSource(e.Source, HF{}); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+		if !strings.Contains(supportedArchs(), e.Architecture) {
+			t.Errorf("%s: architecture %s is not one geist runs", e.Name, e.Architecture)
+		}
+	}
+}
+
+func TestResolveSourceSuggests(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"qwen2.5:0.5", `"qwen2.5:0.5b"`},
+		{"qwen2.5:7b", `"qwen2.5:0.5b"`},
+		{"lama3.2:1b", `"llama3.2:1b"`},
+		{"qwen", `"qwen3"`},
+		{"gemma3:1b-q5_k_s", `"gemma3:1b"`},
+	} {
+		_, _, err := ResolveSource(tc.in, HF{})
+		var ue *UnknownCatalogError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ResolveSource(%q): %v; want a suggestion of %s", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestPullCatalogName(t *testing.T) {
+	srv := hftest.New(t)
+	data := testModel(t, 21)
+	srv.Put("bartowski/Qwen2.5-0.5B-Instruct-GGUF/main/Qwen2.5-0.5B-Instruct-Q4_0.gguf", hftest.File{Data: data})
+	s := newStore(t)
+	res, err := s.Pull(context.Background(), "qwen2.5:0.5b", PullOptions{HF: HF{Endpoint: srv.Endpoint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Model.Name != "qwen2.5:0.5b" || res.Verified == "" {
+		t.Errorf("result %+v: want qwen2.5:0.5b, verified", res)
+	}
+	checkStored(t, s, "qwen2.5:0.5b", data)
+	if p, err := s.Resolve("qwen2.5:0.5b"); err != nil || p != s.file("qwen2.5:0.5b") {
+		t.Errorf("Resolve = %q, %v", p, err)
+	}
+	// A catalog name not pulled yet says how to get it; a mistyped one
+	// offers the close names.
+	if _, err := s.Resolve("llama3.2:1b"); err == nil || !strings.Contains(err.Error(), "geist pull llama3.2:1b") {
+		t.Errorf("Resolve(not pulled) = %v", err)
+	}
+	if _, err := s.Resolve("qwen2.5:0.5bb"); err == nil || !strings.Contains(err.Error(), `did you mean "qwen2.5:0.5b"`) {
+		t.Errorf("Resolve(mistyped) = %v", err)
+	}
+	if _, err := os.Stat(s.file("qwen2.5:0.5b") + recordExt); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSimilar(t *testing.T) {
+	got := Similar("serv", []string{"serve", "sessions", "run", "synth"}, 2)
+	if len(got) == 0 || got[0] != "serve" {
+		t.Errorf("Similar(serv) = %v", got)
+	}
+	if got := Similar("xyzzy", []string{"serve", "run"}, 2); len(got) != 0 {
+		t.Errorf("Similar(xyzzy) = %v, want none", got)
+	}
+}
+
+func supportedArchs() string { return strings.Join(model.SupportedArchs(), " ") }
