@@ -531,6 +531,16 @@ func (e *Engine) tooLong(req *Request, n, limit int) error {
 	return fmt.Errorf("%w: %d prompt tokens, at most %d fit in a context of %d: raise it with --ctx or ctx in the config (ctx = \"auto\" takes what the model and the memory allow: %d)", ErrPromptTooLong, n, limit, e.maxCtx, max(e.choice.Ctx, e.choice.MemoryCap))
 }
 
+// CheckModelFile reports, in Load's words, a model file that cannot be
+// opened (commands check it before they open anything else).
+func CheckModelFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return modelFileError(path, err)
+	}
+	return f.Close()
+}
+
 // modelFileError names a model file that cannot be opened in the user's
 // words.
 func modelFileError(path string, err error) error {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -111,7 +112,14 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	if o.mf.path == "" {
 		return usagef("no model given (-m MODEL)")
 	}
-	store := appliance.OpenStorage(o.df.dir, appliance.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
+	if err := engine.CheckModelFile(o.mf.path); err != nil {
+		return err
+	}
+	dir := o.df.dir
+	if _, ok := serveRunning(dir); ok {
+		dir = "" // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
+	}
+	store := appliance.OpenStorage(dir, appliance.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
 		MaxHistory: 1000, Model: o.mf.path, Logger: log})
 	defer store.Close()
 	o.mf.cache, o.mf.log = store.Cache, log

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,29 @@ func TestServeLockRefusesASecond(t *testing.T) {
 		t.Errorf("chat --session beside serve: exit %d, %s", code, errs)
 	}
 	t.Logf("refusals: %s", strings.TrimSpace(errs))
+	// Other commands answer at once: no wait for the daemon's database
+	// locks (it was 2 s), a wrong path reported first.
+	t0 := time.Now()
+	code, out, errs := geist(t, "", "run", "-m", model, "-n", "3", "--temp", "0", "--data-dir", dir, "Once")
+	el := time.Since(t0)
+	if code != 0 || out == "" || errs != "" {
+		t.Errorf("run beside serve: exit %d, %q, stderr %q", code, out, errs)
+	}
+	t0 = time.Now()
+	code, _, errs = geist(t, "", "run", "-m", filepath.Join(dir, "missing.gguf"), "--data-dir", dir, "hi")
+	elMissing := time.Since(t0)
+	if code == 0 || !strings.Contains(errs, "no such file") {
+		t.Errorf("run -m missing beside serve: exit %d, %s", code, errs)
+	}
+	t.Logf("beside serve: run %v, a missing model %v", el, elMissing)
+	if el > 1500*time.Millisecond || elMissing > time.Second { // 0.3 s unloaded; the lock wait was 2 s
+		t.Errorf("run beside serve took %v, a missing model %v: waiting for a lock?", el, elMissing)
+	}
+	// geist ps asks the daemon what it has loaded.
+	code, out, errs = geist(t, "", "ps", "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, modelName(model)) || !strings.Contains(out, "CONTEXT") {
+		t.Errorf("geist ps: exit %d, %q %q", code, out, errs)
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("first serve: exit %d\n%s", code, logs.String())
 	}

@@ -138,8 +138,17 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		mf.selfSpec = engine.SelfSpecLoad // unless a choice was persisted: the request needs one now
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if mf.path != "" {
+		// A wrong path is reported before anything else is opened.
+		if err := engine.CheckModelFile(mf.path); err != nil {
+			return err
+		}
+	}
 	var conv *conversation
 	if df.session != "" {
+		if pid, ok := serveRunning(df.dir); ok {
+			return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, df.dir, pid, df.session)
+		}
 		db, err := df.openSessions()
 		if err != nil {
 			return err

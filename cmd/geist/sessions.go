@@ -69,6 +69,12 @@ func (d *dataFlags) openCache(log *slog.Logger) *storage.Cache {
 	if d.cacheSize <= 0 {
 		return nil
 	}
+	if pid, ok := serveRunning(d.dir); ok {
+		// The daemon holds cache.db: go without it rather than wait for
+		// a lock it never gives up.
+		log.Debug("prompt cache skipped: geist serve holds it", "data_dir", d.dir, "pid", pid)
+		return nil
+	}
 	if err := os.MkdirAll(d.dir, 0o750); err != nil {
 		log.Warn("prompt cache disabled", "err", err)
 		return nil
