@@ -30,7 +30,11 @@ func TestSkipSearch(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			e := load(t, name, Options{Ctx: 512, Batch: 32})
-			toks := selfCalibration(t, e, 160)
+			n := 160
+			if testing.Short() {
+				n = 64 // under emulation (83 s with 160)
+			}
+			toks := selfCalibration(t, e, n)
 			st, err := e.model.NewState(model.StateOptions{Ctx: len(toks) + 33, Batch: 32, LogitRows: 32, Threads: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,13 +77,28 @@ func TestConformance(t *testing.T) {
 // values: it allows 0.25 at worst and 0.04 on average there.
 func TestConformanceQ8KV(t *testing.T) {
 	files, _ := filepath.Glob(zoo.Path(t, "golden", "gen-tiny-*.json"))
+	if testing.Short() {
+		// Under emulation: the quantized models (the cache's kernels are
+		// the same; float weights only make each pass slower).
+		files = slices.DeleteFunc(files, func(f string) bool {
+			return strings.HasSuffix(f, "F16.json") || strings.HasSuffix(f, "F32.json")
+		})
+	}
 	conformance(t, files, quant.Q8_0)
 }
 
 // forEachKernels runs f once with every kernel set this CPU can run
 // (generic, neon, neon-dotprod, avx2, ...), as a subtest named after it.
+//
+// With -short on arm64 (qemu in CI) the generic set is left out: it is
+// the same Go code the native run tests in full, and under emulation it
+// took a third of this package's time.
 func forEachKernels(t *testing.T, f func(t *testing.T)) {
 	for _, k := range neon.Available() {
+		if testing.Short() && runtime.GOARCH == "arm64" && k.Name == "generic" && len(neon.Available()) > 1 {
+			t.Logf("-short on arm64: the generic kernel set is tested natively")
+			continue
+		}
 		t.Run(k.Name, func(t *testing.T) {
 			restore, err := neon.Use(k.Name)
 			if err != nil {
