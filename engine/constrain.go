@@ -53,12 +53,32 @@ func (e *Engine) CompileGrammar(src string) (*grammar.Compiled, error) {
 	return e.grammarVocab().Compile(src)
 }
 
+// Phases of a constraint.
+const (
+	phActive   = iota // the grammar applies
+	phOpening         // a thinking block may open: its opening or the grammar's first bytes
+	phThinking        // inside the thinking block: free text up to its end
+	phWaiting         // lazy: free text up to the trigger
+)
+
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
 // constraint is a generation's grammar state.
 type constraint struct {
-	m       *grammar.Matcher
-	active  bool   // the trigger was seen (or there is none)
-	trigger []byte // lazy: text that starts the grammar
-	tail    []byte // the generated text's end, to find the trigger
+	m     *grammar.Matcher
+	v     *grammar.Vocab
+	phase int
+	// lazy: the grammar applies from the end of trigger on, and where it
+	// may end, a token it does not allow ends it: the model writes free
+	// text again (and the trigger starts it once more).
+	lazy    bool
+	trigger []byte
+	tail    []byte // the generated text's end, to find the trigger (or, opening, the text so far)
+	rest    []byte // what follows a trigger in its token
+	gramOK  bool   // opening: the grammar allowed every token so far
 	mask    []uint64
 	masked  []float32 // [NVocab] the logits with the mask applied
 	forced  []byte
@@ -66,7 +86,7 @@ type constraint struct {
 	draft   []int32
 }
 
-func (e *Engine) newConstraint(req *Request) (*constraint, error) {
+func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error) {
 	if req.Grammar == "" {
 		return nil, nil
 	}
@@ -75,25 +95,69 @@ func (e *Engine) newConstraint(req *Request) (*constraint, error) {
 		return nil, err
 	}
 	nv := e.model.NVocab
-	k := &constraint{m: c.NewMatcher(), active: req.GrammarTrigger == "", trigger: []byte(req.GrammarTrigger),
+	k := &constraint{m: c.NewMatcher(), v: c.Vocab(), lazy: req.GrammarTrigger != "", trigger: []byte(req.GrammarTrigger),
 		mask: make([]uint64, (nv+63)/64), masked: make([]float32, nv),
 		forced: make([]byte, 0, 64), path: make([]int32, 0, spec.MaxTree), draft: make([]int32, 0, spec.MaxDraft)}
-	k.tail = make([]byte, 0, len(k.trigger)+64)
+	k.tail = make([]byte, 0, max(len(k.trigger), len(thinkClose))+64)
+	k.rest = make([]byte, 0, 64)
+	switch {
+	case req.GrammarAfterThink && e.thinksInPrompt(prompt):
+		k.phase = phThinking
+	case req.GrammarAfterThink && e.thinks():
+		k.phase, k.gramOK = phOpening, true
+	case k.lazy:
+		k.phase = phWaiting
+	}
 	return k, nil
+}
+
+// thinks reports whether the model thinks in <think> blocks: its
+// template has them or a thinking switch, or its vocabulary has <think>
+// as a token of its own (Qwen3, SmolLM3, DeepSeek-R1's).
+func (e *Engine) thinks() bool {
+	_, ok := e.tok.TokenID(thinkOpen)
+	return ok || e.Template().SupportsThinking()
+}
+
+// thinksInPrompt reports whether the prompt ends inside an open thinking
+// block (a template that opens it for the model).
+func (e *Engine) thinksInPrompt(prompt []int32) bool {
+	var tail []byte
+	for _, id := range prompt[max(len(prompt)-16, 0):] {
+		tail = append(tail, e.tok.TokenToPiece(id, true)...)
+	}
+	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
 }
 
 // errGrammarDead is returned if the grammar allows no token (only a
 // grammar that cannot be completed gets there).
 var errGrammarDead = fmt.Errorf("engine: the grammar allows no next token")
 
-// sample draws the next token from logits, masked when the grammar is
-// active.
+// free reports whether the next token is unconstrained.
+func (k *constraint) free() bool {
+	switch k.phase {
+	case phThinking, phWaiting:
+		return true
+	case phOpening:
+		return k.lazy
+	case phActive:
+		return k.lazy && k.m.CanEnd() // a token the grammar refuses ends it
+	}
+	return false
+}
+
+// sample draws the next token from logits, masked when the grammar
+// applies.
 func (g *generation) sample(logits []float32) (int32, error) {
 	k := g.con
-	if k == nil || !k.active {
+	if k == nil || k.free() {
 		return g.smp.Sample(logits, g.history), nil
 	}
-	k.m.Mask(k.mask)
+	if k.phase == phOpening {
+		k.openingMask()
+	} else {
+		k.m.Mask(k.mask)
+	}
 	any := false
 	neg := float32(math.Inf(-1))
 	out := k.masked[:len(logits)]
@@ -118,27 +182,110 @@ func (g *generation) sample(logits []float32) (int32, error) {
 	return g.smp.Sample(out, g.history), nil
 }
 
-// accept advances the grammar over an emitted token (or, before the
-// trigger, looks for it).
+// openingMask allows, before a thinking block may open, the tokens the
+// grammar allows (while it allowed all so far) and those that keep the
+// text on its way to <think> (after blank space).
+func (k *constraint) openingMask() {
+	if k.gramOK {
+		k.m.Mask(k.mask)
+	} else {
+		clear(k.mask)
+	}
+	text := bytes.TrimLeft(k.tail, " \t\r\n")
+	for id := int32(0); id < int32(k.v.Size()); id++ {
+		if p := k.v.Piece(id); len(p) > 0 && thinkPrefix(text, p) {
+			k.mask[id>>6] |= 1 << (id & 63)
+		}
+	}
+}
+
+// thinkPrefix reports whether text (trimmed) followed by p is blank
+// space, a beginning of <think>, or starts with it.
+func thinkPrefix(text, p []byte) bool {
+	if len(text) == 0 {
+		p = bytes.TrimLeft(p, " \t\r\n")
+	}
+	n := min(len(thinkOpen)-len(text), len(p))
+	if n < 0 {
+		return false
+	}
+	return string(text)+string(p[:n]) == thinkOpen[:len(text)+n]
+}
+
+// accept advances the grammar over an emitted token, or follows the
+// free text (the thinking block, the text up to the trigger).
 func (g *generation) accept(id int32) {
 	k := g.con
 	if k == nil || k.m.Done() {
 		return
 	}
-	if k.active {
-		k.m.AcceptToken(id) // allowed: it was sampled from the mask
-		return
+	switch k.phase {
+	case phActive:
+		if k.m.AcceptToken(id) {
+			return
+		}
+		// A lazy grammar that may end, ended: free text again.
+		k.m.Reset()
+		k.phase, k.tail = phWaiting, k.tail[:0]
+		k.follow(g.e.tok.TokenToPiece(id, true))
+	case phOpening:
+		p := g.e.tok.TokenToPiece(id, true)
+		if !k.lazy && k.gramOK && !k.m.AcceptToken(id) {
+			k.gramOK = false
+		}
+		if !thinkPrefix(bytes.TrimLeft(k.tail, " \t\r\n"), p) {
+			// The grammar's token, not the thinking block's.
+			k.phase, k.tail = phActive, k.tail[:0]
+			if k.lazy {
+				k.m.Reset()
+				k.phase = phWaiting
+				k.follow(p)
+			}
+			return
+		}
+		k.tail = append(k.tail, p...)
+		if t := bytes.TrimLeft(k.tail, " \t\r\n"); len(t) >= len(thinkOpen) {
+			rest := append(k.rest[:0], t[len(thinkOpen):]...)
+			k.m.Reset()
+			k.phase, k.tail = phThinking, k.tail[:0]
+			k.follow(rest)
+		}
+	default:
+		k.follow(g.e.tok.TokenToPiece(id, true))
 	}
-	p := g.e.tok.TokenToPiece(id, true)
-	k.tail = append(k.tail, p...)
-	if i := bytes.Index(k.tail, k.trigger); i >= 0 {
-		k.active = true
-		k.m.AcceptBytes(k.tail[i+len(k.trigger):]) // the rest of the token starts the grammar
+}
+
+// follow reads free text b: in the thinking block, for its end; before
+// the trigger, for the trigger. What follows either in b goes on in the
+// next phase.
+func (k *constraint) follow(b []byte) {
+	for len(b) > 0 && k.phase != phActive {
+		want := k.trigger
+		if k.phase == phThinking {
+			want = []byte(thinkClose)
+		}
+		k.tail = append(k.tail, b...)
+		i := bytes.Index(k.tail, want)
+		if i < 0 {
+			if keep := len(want) - 1; len(k.tail) > keep {
+				k.tail = append(k.tail[:0], k.tail[len(k.tail)-keep:]...)
+			}
+			return
+		}
+		b = append(k.rest[:0], k.tail[i+len(want):]...)
+		k.rest = b[:0]
 		k.tail = k.tail[:0]
-		return
-	}
-	if keep := len(k.trigger) - 1; len(k.tail) > keep {
-		k.tail = append(k.tail[:0], k.tail[len(k.tail)-keep:]...)
+		if k.phase == phThinking && k.lazy {
+			k.phase = phWaiting
+			continue
+		}
+		thought := k.phase == phThinking
+		k.phase = phActive
+		// The rest of the token starts the grammar (after a thinking
+		// block, without the blank lines the grammar has no room for).
+		if !k.m.AcceptBytes(b) && thought {
+			k.m.AcceptBytes(bytes.TrimLeft(b, " \t\r\n"))
+		}
 	}
 }
 
@@ -158,7 +305,7 @@ func (k *constraint) pathTo(tr *spec.Tree, i int) []int32 {
 // prune removes drafted tokens the grammar forbids.
 func (g *generation) prune() {
 	k := g.con
-	if k == nil || !k.active {
+	if k == nil || k.phase != phActive || k.free() {
 		return
 	}
 	tr := g.e.spec.tree
@@ -176,7 +323,7 @@ func (d grammarDrafter) Name() string { return "grammar" }
 
 func (d grammarDrafter) Draft(history []int32, max int, dst []int32) ([]int32, int) {
 	k := d.g.con
-	if k == nil || !k.active || max <= 0 {
+	if k == nil || k.phase != phActive || max <= 0 {
 		return dst[:0], 0
 	}
 	k.forced = k.m.Forced(k.forced[:0], cap(k.forced))

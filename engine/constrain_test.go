@@ -12,6 +12,7 @@ import (
 
 	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -182,8 +183,8 @@ func TestConstrainedSamplingDistribution(t *testing.T) {
 }
 
 // TestLazyGrammar: with a trigger, the model writes freely (the same text
-// as unconstrained) up to the trigger's end, then keeps to the grammar,
-// with and without speculation.
+// as unconstrained) up to the trigger's end, then keeps to the grammar
+// until it ends and writes freely again, with and without speculation.
 func TestLazyGrammar(t *testing.T) {
 	e := load(t, "stories260K-F32", Options{Ctx: 256, Batch: 16, SelfSpec: SelfSpecOff})
 	prompt := "Once upon a time"
@@ -193,7 +194,7 @@ func TestLazyGrammar(t *testing.T) {
 		t.Fatalf("the free text %q has no trigger", free)
 	}
 	const gbnf = `root ::= " dog" [a-z ]{0,10} "."`
-	re := regexp.MustCompile(`^ dog[a-z ]{0,10}\.$`)
+	re := regexp.MustCompile(`^ dog[a-z ]{0,10}\.`)
 	var first string
 	for _, sp := range []SpecOptions{{Mode: SpecOff}, {Mode: SpecAuto, Fixed: true}, {Mode: SpecLookup}} {
 		var text []byte
@@ -206,11 +207,108 @@ func TestLazyGrammar(t *testing.T) {
 		head := free[:i+len("little")]
 		if !strings.HasPrefix(got, head) || !re.MatchString(got[len(head):]) {
 			t.Errorf("%+v: %q, want %q then the grammar's text", sp, got, head)
+		} else if m := re.FindString(got[len(head):]); len(got) == len(head)+len(m) {
+			t.Errorf("%+v: %q: nothing after the grammar's text (60 tokens: free text should follow)", sp, got)
 		}
 		if first == "" {
 			first = got
 		} else if got != first {
 			t.Errorf("%+v: %q differs from plain decoding's %q", sp, got, first)
 		}
+	}
+}
+
+// TestGrammarPhases: a thinking model thinks before the grammar applies
+// (whether it opens the block or the prompt did, and the tool call
+// trigger counts only after the block); a lazy grammar that ended gives
+// way to free text, and its trigger starts it again.
+func TestGrammarPhases(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf"), Options{Ctx: 128, Batch: 8, SelfSpec: SelfSpecOff})
+	if !e.thinks() {
+		t.Fatal("tiny-qwen3moe (Qwen3's template) does not think")
+	}
+	const gbnf = `root ::= "{" [a-z]* "}"`
+	enc := func(s string) []int32 { return e.grammarVocab().Longest(nil, []byte(s)) } // no dummy prefix
+	newGen := func(req Request, prompt []int32) *generation {
+		k, err := e.newConstraint(&req, prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &generation{e: e, con: k}
+	}
+	feed := func(g *generation, s string) {
+		for _, id := range enc(s) {
+			g.accept(id)
+		}
+	}
+	allowed := func(g *generation, s string) bool {
+		k := g.con
+		if k.free() {
+			return true
+		}
+		if k.phase == phOpening {
+			k.openingMask()
+		} else {
+			k.m.Mask(k.mask)
+		}
+		id := enc(s)[0]
+		return k.mask[id>>6]&(1<<(id&63)) != 0
+	}
+	g := newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
+	if g.con.phase != phOpening || !allowed(g, "<think>") || !allowed(g, "{") || allowed(g, "x") {
+		t.Fatalf("opening: phase %d, <think> %v, { %v, x %v", g.con.phase, allowed(g, "<think>"), allowed(g, "{"), allowed(g, "x"))
+	}
+	feed(g, "<think>")
+	if g.con.phase != phThinking || !allowed(g, "x") {
+		t.Fatalf("after <think>: phase %d", g.con.phase)
+	}
+	feed(g, "a {b} c</think>\n\n")
+	if g.con.phase != phActive || allowed(g, "x") || !allowed(g, "{") {
+		t.Fatalf("after </think>: phase %d", g.con.phase)
+	}
+	feed(g, "{ab}")
+	if !g.con.m.CanEnd() {
+		t.Fatal("the grammar's text did not complete it")
+	}
+
+	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
+	feed(g, "{a")
+	if g.con.phase != phActive || !allowed(g, "}") || allowed(g, "<think>") {
+		t.Fatalf("no thinking block: phase %d", g.con.phase)
+	}
+
+	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi<think>\n"))
+	if g.con.phase != phThinking {
+		t.Fatalf("a prompt that opens the block: phase %d", g.con.phase)
+	}
+
+	g = newGen(Request{Grammar: gbnf}, enc("hi"))
+	if g.con.phase != phActive || allowed(g, "<think>") {
+		t.Fatalf("without GrammarAfterThink: phase %d", g.con.phase)
+	}
+
+	g = newGen(Request{Grammar: gbnf, GrammarTrigger: "<tool_call>", GrammarAfterThink: true}, enc("hi"))
+	if !g.con.free() {
+		t.Fatal("lazy: the opening is not free")
+	}
+	feed(g, "<think>a <tool_call> b")
+	if g.con.phase != phThinking {
+		t.Fatalf("the trigger inside the thinking block: phase %d", g.con.phase)
+	}
+	feed(g, "</think>ok <tool_call>")
+	if g.con.phase != phActive || allowed(g, "x") {
+		t.Fatalf("the trigger after the block: phase %d", g.con.phase)
+	}
+	feed(g, "{ab}")
+	if !g.con.free() {
+		t.Fatal("a lazy grammar that may end does not let free text follow")
+	}
+	feed(g, " done.")
+	if g.con.phase != phWaiting {
+		t.Fatalf("free text after the call: phase %d", g.con.phase)
+	}
+	feed(g, "<tool_call>{")
+	if g.con.phase != phActive || allowed(g, "{") || !allowed(g, "}") {
+		t.Fatalf("the second call: phase %d", g.con.phase)
 	}
 }

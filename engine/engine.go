@@ -291,9 +291,16 @@ type Request struct {
 	// generated token must keep the output in; end-of-generation comes
 	// only where it may end. With GrammarTrigger set the grammar applies
 	// only after the output's first occurrence of that text (a lazy
-	// grammar: a tool call's opening, the end of a thinking block).
+	// grammar: a tool call's opening); where a lazy grammar may end, a
+	// token it does not allow ends it and free text follows, until the
+	// trigger starts it again (text after a tool call, then another).
 	Grammar        string
 	GrammarTrigger string
+	// GrammarAfterThink lets a thinking model think first: on a model
+	// with a <think> token, the answer may open with a thinking block
+	// (or the prompt opened one), and the grammar applies after its
+	// </think> (a lazy one waits for its trigger from there).
+	GrammarAfterThink bool
 }
 
 // Stats describe one generation.

@@ -62,7 +62,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	con, err := e.newConstraint(&req)
+	con, err := e.newConstraint(&req, prompt)
 	if err != nil {
 		return st, err
 	}

@@ -244,7 +244,7 @@ func (g *generation) draftTree(room int) int {
 	case sp.Drafter != nil:
 		g.propose(idxCustom, sp.Drafter, room)
 	default:
-		if g.con != nil && g.con.active {
+		if g.con != nil && g.con.phase == phActive {
 			g.propose(idxGrammar, grammarDrafter{g}, room)
 		}
 		if sp.Mode == SpecAuto || sp.Mode == SpecLookup {

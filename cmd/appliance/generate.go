@@ -63,6 +63,8 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 		ereq.Messages, ereq.History = msgs, len(history)+max(min(r.History, len(turn)-1), 0)
 		ereq.Tools, ereq.TemplateVars = r.Tools, thinkingVars(r.TemplateVars, c.thinks(r))
+		// A thinking model thinks before a constrained answer too.
+		ereq.GrammarAfterThink = c.thinks(r)
 	}
 	// The answer is shaped here once for every front end: a leading
 	// thinking block is split from the content (think off, a template

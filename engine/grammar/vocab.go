@@ -91,6 +91,16 @@ func (v *Vocab) Size() int { return v.n }
 
 func (v *Vocab) piece(id int32) []byte { return v.bytes[v.off[id]:v.off[id+1]] }
 
+// Piece returns token id's bytes (empty for a token never generated as
+// text, and for the end-of-generation tokens). The slice is v's: do not
+// change it.
+func (v *Vocab) Piece(id int32) []byte {
+	if id < 0 || int(id) >= v.n {
+		return nil
+	}
+	return v.piece(id)
+}
+
 func (v *Vocab) isEOG(id int32) bool { return v.eogSet[id>>6]&(1<<(id&63)) != 0 }
 
 // nodeTokens returns the tokens ending at trie node i.

@@ -14,19 +14,16 @@ import (
 // engine enforces token by token; whatever cannot be enforced is refused
 // with a 400 naming it, never loosened.
 
-// thinkTrigger starts the grammar after a thinking block.
-const thinkTrigger = "</think>"
+// A thinking model's answer may open with its thinking block: the core
+// has the engine apply the grammar after it (engine.Request's
+// GrammarAfterThink), whichever front end asked.
 
-// setGrammar checks src and puts it on req, lazy after the thinking
-// block when the answer starts with one.
-func setGrammar(req *appliance.Request, src string, thinking bool) error {
+// setGrammar checks src and puts it on req.
+func setGrammar(req *appliance.Request, src string) error {
 	if _, err := grammar.Parse(src); err != nil {
 		return badf("%v", err)
 	}
 	req.Grammar = src
-	if thinking {
-		req.GrammarTrigger = thinkTrigger
-	}
 	return nil
 }
 
@@ -40,18 +37,12 @@ func schemaGrammar(field string, schema json.RawMessage) (string, error) {
 }
 
 // ollamaFormat applies Ollama's format: "json" or a JSON schema.
-func ollamaFormat(req *appliance.Request, format json.RawMessage, thinking bool) error {
+func ollamaFormat(req *appliance.Request, format json.RawMessage) error {
 	src, err := grammar.FromFormat(format)
 	if err != nil {
 		return badf("%v", err)
 	}
-	if src == "" {
-		return nil
-	}
 	req.Grammar = src
-	if thinking {
-		req.GrammarTrigger = thinkTrigger
-	}
 	return nil
 }
 
@@ -76,7 +67,7 @@ func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
 	case "text", "":
 		return nil
 	case "json_object":
-		return setGrammar(req, grammar.AnyJSON(), false)
+		return setGrammar(req, grammar.AnyJSON())
 	case "json_schema":
 		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
 			return badf("response_format: json_schema needs json_schema.schema")
@@ -85,7 +76,7 @@ func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		return setGrammar(req, src, false)
+		return setGrammar(req, src)
 	}
 	return badf("response_format type %q: want text, json_object or json_schema", rf.Type)
 }
@@ -101,11 +92,12 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 }
 
 // toolGrammar constrains tool calls: with tool_choice "required" or a
-// named function the whole answer is calls in the model's own syntax (after
-// a thinking block); with "auto" (or none given) and a model whose calls
-// have an opening (<tool_call>, Llama's {"name"), a lazy grammar
-// constrains each call from its opening on. A request that already has a grammar (a format) keeps it.
-func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage, thinking bool) error {
+// named function the whole answer is calls in the model's own syntax;
+// with "auto" (or none given) and a model whose calls have an opening
+// (<tool_call>, Llama's {"name"), a lazy grammar constrains each call
+// from its opening on, with free text between and after the calls. A
+// request that already has a grammar (a format) keeps it.
+func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage) error {
 	var mode, only string
 	c := strings.TrimSpace(string(choice))
 	switch {
@@ -159,5 +151,5 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 	if err != nil {
 		return badf("tools: %v", err)
 	}
-	return setGrammar(req, src, thinking)
+	return setGrammar(req, src)
 }

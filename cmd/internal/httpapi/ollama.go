@@ -244,7 +244,7 @@ func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o
 	}
 	req.Think = think // nil: the core's policy for HTTP (think)
 	o.thinking = (think == nil || *think) && slices.Contains(s.cfg.Model.Capabilities, "thinking")
-	if err := ollamaFormat(req, c.Format, o.thinking); err != nil {
+	if err := ollamaFormat(req, c.Format); err != nil {
 		return false, o, err
 	}
 	return c.Stream == nil || *c.Stream, o, nil
@@ -291,7 +291,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tools = c.Tools // the core parses the calls out of the answer
-	if err := s.toolGrammar(&req, c.Tools, nil, o.thinking); err != nil {
+	if err := s.toolGrammar(&req, c.Tools, nil); err != nil {
 		s.refuse(w, err)
 		return
 	}

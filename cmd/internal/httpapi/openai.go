@@ -135,7 +135,7 @@ func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) erro
 		if len(c.ResponseFormat) > 0 && string(c.ResponseFormat) != "null" {
 			return badf("grammar and response_format cannot both be enforced")
 		}
-		return setGrammar(req, c.Grammar, false)
+		return setGrammar(req, c.Grammar)
 	}
 	return openaiResponseFormat(req, c.ResponseFormat)
 }
@@ -288,7 +288,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	if len(c.Tools) > 0 && strings.Trim(string(c.ToolChoice), `" `) != "none" {
 		req.Tools = c.Tools // the core parses the calls out of the answer
 	}
-	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice, false); err != nil {
+	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice); err != nil {
 		s.openaiRefuse(w, err)
 		return
 	}
