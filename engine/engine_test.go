@@ -191,7 +191,7 @@ func TestDecodeAllocations(t *testing.T) {
 	if _, err := s.Forward(tok, false); err != nil {
 		t.Fatal(err)
 	}
-	allocs := testing.AllocsPerRun(50, func() {
+	allocs := steadyAllocs(50, func() {
 		if _, err := s.Forward(tok, false); err != nil {
 			t.Fatal(err)
 		}
@@ -283,4 +283,22 @@ func TestPromptTokenizedOnce(t *testing.T) {
 			t.Errorf("request %d with a prompt cache: tokenized %d times, want %d", i, c.counts.encodes, want)
 		}
 	}
+}
+
+// steadyAllocs is testing.AllocsPerRun for code that runs on the worker
+// pool: a nonzero count is measured again, up to three times, and the
+// least is returned. A goroutine that parks (the pool's workers and its
+// caller, once their polling runs out) takes a sudog from the runtime's
+// per-P cache, and the runtime allocates one when that cache is empty;
+// under qemu's timing the goroutines park often and move between Ps, so
+// a run of a few steps saw such an allocation now and then (CI, the
+// gemma4 speculative step: "1 allocations per speculative step", which
+// pprof put in pool.await, 112 B: a sudog). An allocation of our own
+// code shows on every run.
+func steadyAllocs(runs int, f func()) float64 {
+	a := testing.AllocsPerRun(runs, f)
+	for try := 1; a != 0 && try < 3; try++ {
+		a = min(a, testing.AllocsPerRun(runs, f))
+	}
+	return a
 }

@@ -58,7 +58,7 @@ func newFamilyAllocations(t *testing.T, name string) {
 	if testing.Short() {
 		runs = 10
 	}
-	if a := testing.AllocsPerRun(runs, func() {
+	if a := steadyAllocs(runs, func() {
 		if _, err := s.Forward(tok, false); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func newFamilyAllocations(t *testing.T, name string) {
 			for range 20 { // the tree, the n-gram tables and the controller's plans reach their sizes
 				step()
 			}
-			if a := testing.AllocsPerRun(runs/3, step); a != 0 {
+			if a := steadyAllocs(runs/3, step); a != 0 {
 				t.Errorf("%v allocations per speculative step", a)
 			}
 			if g.st.Drafted == 0 {

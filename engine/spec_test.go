@@ -362,7 +362,7 @@ func TestSpeculativeAllocations(t *testing.T) {
 			for range 5 {
 				step()
 			}
-			if a := testing.AllocsPerRun(runs, step); a != 0 {
+			if a := steadyAllocs(runs, step); a != 0 {
 				t.Errorf("%v allocations per speculative step", a)
 			}
 			if g.st.Drafted == 0 {
