@@ -80,7 +80,6 @@ type pullReporter struct {
 	w        io.Writer
 	tty      bool
 	bar      *progressbar.ProgressBar
-	barStart int64 // Completed when the bar was made
 	status   string
 	transfer bool // bytes are flowing (a bar or plain lines are shown)
 	lastLine time.Time
@@ -111,7 +110,7 @@ func (r *pullReporter) report(p models.Progress) {
 	}
 	if !r.transfer {
 		// Bytes begin to flow: the first transfer, or one after a retry.
-		r.transfer, r.status, r.start, r.barStart = true, p.Status, time.Now(), p.Start
+		r.transfer, r.status, r.start = true, p.Status, time.Now()
 		if p.Detail != "" {
 			fmt.Fprintln(r.w, p.Detail)
 		}
@@ -121,22 +120,24 @@ func (r *pullReporter) report(p models.Progress) {
 		}
 		max := int64(-1)
 		if p.Total > 0 {
-			max = p.Total - p.Start // the bar covers this transfer, so rate and time left are its own
+			max = p.Total // the whole file: a resumed download starts part-filled
 		}
+		// The numbers are the reporter's own (bytes of the whole file, the
+		// rate of this transfer): the bar's would count the resumed part
+		// as if it had arrived in the first instant.
 		r.bar = progressbar.NewOptions64(max,
 			progressbar.OptionSetWriter(r.w),
 			progressbar.OptionSetDescription(p.Status),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowCount(),
-			progressbar.OptionUseIECUnits(true),
+			progressbar.OptionShowBytes(false),
+			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetWidth(r.barWidth()),
-			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.w) }),
 		)
 	}
 	if r.bar != nil {
-		r.bar.Set64(p.Completed - r.barStart)
+		r.bar.Describe(p.Status + " " + r.numbers(p))
+		r.bar.Set64(p.Completed)
 		return
 	}
 	if time.Since(r.lastLine) >= plainEvery || p.Total > 0 && p.Completed == p.Total {
@@ -147,6 +148,12 @@ func (r *pullReporter) report(p models.Progress) {
 // line prints one plain progress line: done, rate and time left.
 func (r *pullReporter) line(p models.Progress) {
 	r.lastLine = time.Now()
+	fmt.Fprintf(r.w, "%s: %s\n", p.Status, r.numbers(p))
+}
+
+// numbers are the bytes of the file there (a resumed download counts
+// what it had), of how many, the rate of this transfer and the time left.
+func (r *pullReporter) numbers(p models.Progress) string {
 	done := humanBytes(p.Completed)
 	if p.Total > 0 {
 		done = fmt.Sprintf("%s of %s (%d%%)", done, humanBytes(p.Total), p.Completed*100/p.Total)
@@ -159,10 +166,10 @@ func (r *pullReporter) line(p models.Progress) {
 			rate += fmt.Sprintf(", %v left", time.Duration(float64(p.Total-p.Completed)/bps*float64(time.Second)).Round(time.Second))
 		}
 	}
-	fmt.Fprintf(r.w, "%s: %s%s\n", p.Status, done, rate)
+	return done + rate
 }
 
-// barWidth fits the bar beside its description and numbers (about 75
+// barWidth fits the bar beside its description and numbers (about 90
 // columns) on the terminal.
 func (r *pullReporter) barWidth() int {
 	cols := 80
@@ -171,7 +178,7 @@ func (r *pullReporter) barWidth() int {
 			cols = w
 		}
 	}
-	return min(max(cols-75, 10), 50)
+	return min(max(cols-90, 10), 40)
 }
 
 func (r *pullReporter) close() {

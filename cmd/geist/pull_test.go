@@ -219,3 +219,16 @@ func checkFile(t *testing.T, path string, want []byte) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// After a resume the progress counts the whole file from the resumed
+// offset, not the rest from 0.
+func TestPullProgressFromTheResumedOffset(t *testing.T) {
+	var buf bytes.Buffer
+	r := newPullReporter(&buf)
+	r.report(models.Progress{Status: "pulling 0123456789ab", Total: 100 << 20, Completed: 40 << 20, Start: 40 << 20, Detail: "resuming at 40.00 MiB"})
+	r.report(models.Progress{Status: "pulling 0123456789ab", Total: 100 << 20, Completed: 100 << 20, Start: 40 << 20})
+	out := buf.String()
+	if !strings.Contains(out, "(40%)") || !strings.Contains(out, "(100%)") || strings.Contains(out, "(0%)") {
+		t.Errorf("progress %q: want 40%% then 100%%", out)
+	}
+}

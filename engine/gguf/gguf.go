@@ -49,6 +49,9 @@ var maxMetadata = MaxMetadata
 // ErrNotGGUF is returned for input that does not start with the GGUF magic.
 var ErrNotGGUF = errors.New("gguf: not a GGUF file (bad magic)")
 
+// ErrTruncated: the bytes end before what the header says follows.
+var ErrTruncated = errors.New("gguf: truncated")
+
 // ValueType is the type tag of a metadata value.
 type ValueType uint32
 
@@ -305,7 +308,7 @@ func (r *reader) need(n int, what string) error {
 		if r.end < len(r.b) {
 			return fmt.Errorf("gguf: %s needs %d bytes at offset %d, more than the %s", what, n, r.off, r.room())
 		}
-		return fmt.Errorf("gguf: truncated: %s needs %d bytes at offset %d, %d remain", what, n, r.off, r.remaining())
+		return fmt.Errorf("%w: %s needs %d bytes at offset %d, %d remain", ErrTruncated, what, n, r.off, r.remaining())
 	}
 	return nil
 }
@@ -343,6 +346,9 @@ func (r *reader) str(what string, idx int) (string, error) {
 	}
 	n, _ := r.u64("")
 	if n > uint64(r.remaining()) {
+		if r.end == len(r.b) {
+			return "", fmt.Errorf("%w: %s: string length %d exceeds the %s", ErrTruncated, name(), n, r.room())
+		}
 		return "", fmt.Errorf("gguf: %s: string length %d exceeds the %s", name(), n, r.room())
 	}
 	s := string(r.b[r.off : r.off+int(n)])
@@ -351,7 +357,16 @@ func (r *reader) str(what string, idx int) (string, error) {
 }
 
 // Parse parses a whole GGUF file held in b. The tensors' Data alias b.
-func Parse(b []byte) (*File, error) {
+func Parse(b []byte) (*File, error) { return parse(b, false) }
+
+// ParseHeader reads the header of a file's first bytes b (a download's
+// start): metadata and tensor table, not the tensor data (Tensor.Data is
+// nil). When b ends before the tensor table does, it returns what it read
+// (the metadata before the cut, no tensors) with an error wrapping
+// ErrTruncated.
+func ParseHeader(b []byte) (*File, error) { return parse(b, true) }
+
+func parse(b []byte, headerOnly bool) (*File, error) {
 	r := &reader{b: b, end: len(b)}
 	if len(b) < 4 || string(b[:4]) != Magic {
 		return nil, ErrNotGGUF
@@ -384,17 +399,17 @@ func Parse(b []byte) (*File, error) {
 	}
 	// Each KV needs at least 8+4 bytes (key length, type) plus a value byte;
 	// each tensor at least 8+4+4+8 bytes.
-	if nKV > uint64(r.remaining())/13 {
+	if !headerOnly && nKV > uint64(r.remaining())/13 {
 		return nil, fmt.Errorf("gguf: metadata count %d cannot fit in %d bytes", nKV, r.remaining())
 	}
-	if nTensors > uint64(r.remaining())/24 {
+	if !headerOnly && nTensors > uint64(r.remaining())/24 {
 		return nil, fmt.Errorf("gguf: tensor count %d cannot fit in %d bytes", nTensors, r.remaining())
 	}
 	f := &File{
 		Version:     version,
-		KV:          make([]KV, 0, nKV),
-		kvIndex:     make(map[string]int, nKV),
-		tensorIndex: make(map[string]int, nTensors),
+		KV:          make([]KV, 0, min(nKV, uint64(len(b))/13)),
+		kvIndex:     make(map[string]int, min(nKV, uint64(len(b))/13)),
+		tensorIndex: make(map[string]int, min(nTensors, uint64(len(b))/24)),
 		data:        b,
 		Alignment:   DefaultAlignment,
 	}
@@ -402,6 +417,9 @@ func Parse(b []byte) (*File, error) {
 	for i := uint64(0); i < nKV; i++ {
 		key, err := r.str("metadata key", int(i))
 		if err != nil {
+			if headerOnly && errors.Is(err, ErrTruncated) {
+				return f, err
+			}
 			return nil, err
 		}
 		if _, dup := f.kvIndex[key]; dup {
@@ -409,10 +427,16 @@ func Parse(b []byte) (*File, error) {
 		}
 		t, err := r.u32(fmt.Sprintf("type of %q", key))
 		if err != nil {
+			if headerOnly && errors.Is(err, ErrTruncated) {
+				return f, err
+			}
 			return nil, err
 		}
 		v, err := r.value(ValueType(t), key, 0)
 		if err != nil {
+			if headerOnly && errors.Is(err, ErrTruncated) {
+				return f, err
+			}
 			return nil, err
 		}
 		f.kvIndex[key] = len(f.KV)
@@ -429,10 +453,14 @@ func Parse(b []byte) (*File, error) {
 		}
 		f.Alignment = int(a)
 	}
-	f.Tensors = make([]Tensor, 0, nTensors)
+	f.Tensors = make([]Tensor, 0, min(nTensors, uint64(len(b))/24))
 	for i := uint64(0); i < nTensors; i++ {
 		t, err := r.tensorInfo(i)
 		if err != nil {
+			if headerOnly && errors.Is(err, ErrTruncated) {
+				f.Tensors, f.tensorIndex = nil, map[string]int{}
+				return f, err
+			}
 			return nil, err
 		}
 		if _, dup := f.tensorIndex[t.Name]; dup {
@@ -448,7 +476,7 @@ func Parse(b []byte) (*File, error) {
 	// may end right after the tensor table.
 	start := alignUp(int64(r.off), int64(f.Alignment))
 	f.DataOffset = start
-	if len(f.Tensors) == 0 {
+	if len(f.Tensors) == 0 || headerOnly {
 		return f, nil
 	}
 	if start > int64(len(b)) {
@@ -559,6 +587,9 @@ func (r *reader) array(et ValueType, n uint64, key string, depth int) (any, erro
 		return nil, fmt.Errorf("gguf: %q: array of %d elements exceeds the limit of %d", key, n, MaxArray)
 	}
 	if n > uint64(r.remaining())/minSize {
+		if r.end == len(r.b) {
+			return nil, fmt.Errorf("%w: %q: array of %d %s elements exceeds the %s", ErrTruncated, key, n, et, r.room())
+		}
 		return nil, fmt.Errorf("gguf: %q: array of %d %s elements exceeds the %s", key, n, et, r.room())
 	}
 	cnt := int(n)

@@ -169,12 +169,24 @@ func (p *puller) get(ctx context.Context) (*http.Response, remote, error) {
 	}
 	req.Header.Set("User-Agent", ua)
 	req.Header.Set("Accept-Encoding", "identity") // byte ranges of the file itself
-	if p.offset > 0 {
+	switch {
+	case p.probeEnd > 0:
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", p.offset, p.probeEnd-1))
+	case p.offset > 0:
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", p.offset))
+	}
+	if p.offset > 0 {
 		if v := p.val.ETag; v != "" && !strings.HasPrefix(v, "W/") {
 			req.Header.Set("If-Range", v)
 		} else if p.val.LastModified != "" {
 			req.Header.Set("If-Range", p.val.LastModified)
+		}
+	} else if p.hasFile && p.have.SHA256 != "" {
+		// A stored file of this URL: unchanged, the server says 304.
+		if p.have.ETag != "" {
+			req.Header.Set("If-None-Match", p.have.ETag)
+		} else if p.have.LastModified != "" {
+			req.Header.Set("If-Modified-Since", p.have.LastModified)
 		}
 	}
 	resp, err := c.Do(req)

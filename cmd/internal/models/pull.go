@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -197,6 +199,13 @@ type puller struct {
 	resumed int64
 	digest  string // the SHA-256 the file should have (want, or the server's)
 	last    time.Time
+
+	hdr      []byte // the file's first bytes, until the header check has its verdict
+	hdrNext  int    // len(hdr) at which the header is parsed again
+	hdrDone  bool   // the header was checked (or looked for long enough)
+	probeEnd int64  // >0: this request asks for bytes up to here only (the header)
+	probed   bool   // the last transfer was a header probe: the next one continues it
+	noRange  bool   // the server answered a range request with the whole file
 	// upToDate: the stored file is the remote's; nothing is downloaded.
 	upToDate bool
 }
@@ -239,11 +248,18 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 		}
 	}
 	p.loadPartial()
+	if err := p.headerOfPartial(); err != nil {
+		p.discardPartial()
+		return PullResult{}, err
+	}
 	tries, restarts := 0, 0
 	for {
 		err := p.attempt(ctx)
 		if err == nil {
 			break
+		}
+		if errors.Is(err, errProbed) {
+			continue // the header came and passed: fetch the rest
 		}
 		var re retryable
 		if !errors.As(err, &re) {
@@ -258,7 +274,7 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 			restarts++ // the remote changed under a partial download: start over at once
 			continue
 		}
-		if tries >= p.o.Retries || ctx.Err() != nil {
+		if tries >= p.o.Retries || ctx.Err() != nil || re.final {
 			if p.offset == 0 {
 				p.discardPartial() // nothing to resume
 			}
@@ -335,7 +351,11 @@ type retryable struct {
 	err        error
 	progressed bool
 	restart    bool
+	final      bool // not worth the retries after all (a name that does not resolve: offline)
 }
+
+// errProbed ends a transfer that fetched the header only, which passed.
+var errProbed = errors.New("header probed")
 
 func (r retryable) Error() string { return r.err.Error() }
 
@@ -345,6 +365,12 @@ func (p *puller) attempt(ctx context.Context) error {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.report(Progress{Status: StatusManifest})
+	p.probeEnd = 0
+	if !p.hdrDone && !p.noRange && p.offset < maxHeader {
+		p.probeEnd = min(max(firstProbe, 4*p.offset), maxHeader)
+	}
+	continued := p.probed
+	p.probed = false
 	resp, rem, err := p.get(actx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -353,7 +379,7 @@ func (p *puller) attempt(ctx context.Context) error {
 		if errors.Is(err, ErrPrivate) {
 			return privateOnly(err)
 		}
-		return retryable{err: fmt.Errorf("fetching %s: %w", p.src.URL, err)}
+		return netError(p.src.URL, err)
 	}
 	defer resp.Body.Close()
 	if p.want != "" && rem.sha256 != "" && rem.sha256 != p.want {
@@ -365,21 +391,41 @@ func (p *puller) attempt(ctx context.Context) error {
 	}
 	var total int64 = -1
 	switch code := resp.StatusCode; {
+	case code == http.StatusNotModified && p.hasFile && p.have.SHA256 != "":
+		p.upToDate = true // If-None-Match / If-Modified-Since: the stored file is the remote's
+		return nil
 	case code == http.StatusOK:
+		changed := p.val.ETag != "" && rem.etag != "" && p.val.ETag != rem.etag ||
+			p.val.SHA256 != "" && rem.sha256 != "" && p.val.SHA256 != rem.sha256
+		switch {
+		case p.offset > 0 && changed:
+			p.report(Progress{Status: StatusRetrying, Detail: fmt.Sprintf("the file changed on the server since the partial download of %s; starting over", ByteSize(p.offset))})
+		case p.offset > 0:
+			p.report(Progress{Status: StatusRetrying, Detail: fmt.Sprintf("%s ignores range requests: the %s downloaded before are fetched again (a broken transfer starts over)", resp.Request.URL.Host, ByteSize(p.offset))})
+		case p.probeEnd > 0 && !p.noRange:
+			p.report(Progress{Status: StatusManifest, Detail: fmt.Sprintf("%s ignores range requests: the header is checked as the file arrives, and a broken transfer starts over", resp.Request.URL.Host)})
+		}
 		if p.offset > 0 {
-			// The server ignored the range, or If-Range found the file changed.
 			p.discardPartial()
 		}
+		p.noRange, p.probeEnd = true, 0
 		total = resp.ContentLength
 		if total < 0 {
 			total = rem.size
 		}
 	case code == http.StatusPartialContent:
-		start, tot, ok := contentRange(resp.Header.Get("Content-Range"))
+		start, end, tot, ok := contentRange(resp.Header.Get("Content-Range"))
 		changed := (p.val.SHA256 != "" && rem.sha256 != "" && p.val.SHA256 != rem.sha256) ||
 			(p.val.ETag != "" && rem.etag != "" && p.val.ETag != rem.etag) ||
 			(p.val.Size > 0 && tot > 0 && p.val.Size != tot)
-		if !ok || start != p.offset || changed {
+		wantEnd := p.probeEnd - 1
+		if !ok || start != p.offset || end < start || p.probeEnd > 0 && end > wantEnd || p.probeEnd == 0 && tot >= 0 && end != tot-1 {
+			p.discardPartial()
+			p.report(Progress{Status: StatusRetrying, Detail: fmt.Sprintf("%s answered the range request from byte %d with %q; starting over from the beginning", resp.Request.URL.Host, p.offset, resp.Header.Get("Content-Range"))})
+			p.noRange = true
+			return retryable{err: errors.New("the server's Content-Range is not the range asked for"), restart: true}
+		}
+		if changed {
 			p.discardPartial()
 			return retryable{err: errors.New("the remote file changed since the partial download; starting over"), restart: true}
 		}
@@ -387,8 +433,11 @@ func (p *puller) attempt(ctx context.Context) error {
 		if total < 0 {
 			total = p.val.Size
 		}
-		if p.resumed == 0 {
+		if p.resumed == 0 && p.offset > 0 && !continued {
 			p.resumed = p.offset
+		}
+		if p.probeEnd > 0 && tot >= 0 && end == tot-1 {
+			p.probeEnd = 0 // the range reaches the end: the whole rest comes
 		}
 	case code == http.StatusRequestedRangeNotSatisfiable && p.val.Size > 0 && p.offset == p.val.Size:
 		return nil // the partial file is complete
@@ -438,7 +487,13 @@ func (p *puller) isUpToDate(rem remote) bool {
 	if rem.sha256 != "" {
 		return rem.sha256 == p.have.SHA256
 	}
-	return p.have.ETag != "" && rem.etag == p.have.ETag && (rem.size < 0 || rem.size == p.have.Size)
+	if rem.size >= 0 && rem.size != p.have.Size {
+		return false
+	}
+	if p.have.ETag != "" {
+		return rem.etag == p.have.ETag
+	}
+	return p.have.LastModified != "" && rem.etag == "" && rem.lastModified == p.have.LastModified
 }
 
 // receive appends the body to the partial file, hashing as it goes.
@@ -474,18 +529,6 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 		detail = "resuming at " + ByteSize(p.offset)
 	}
 	p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start, Detail: detail})
-	if p.offset == 0 {
-		var magic [4]byte
-		n, err := io.ReadFull(body, magic[:])
-		if err != nil || string(magic[:]) != gguf.Magic {
-			p.discardPartial()
-			_ = n
-			return fmt.Errorf("%w: %s does not serve a GGUF file", ErrNotModel, p.src.URL)
-		}
-		if err := p.write(f, magic[:]); err != nil {
-			return err
-		}
-	}
 	buf := make([]byte, 256<<10)
 	for {
 		n, rerr := body.Read(buf)
@@ -501,12 +544,18 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 			if err := p.write(f, buf[:n]); err != nil {
 				return err
 			}
+			if err := p.header(buf[:n], false); err != nil {
+				return err
+			}
 			if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || p.offset == total {
 				p.last = now
 				p.report(Progress{Status: label, Digest: digest, Total: max(total, 0), Completed: p.offset, Start: start})
 			}
 		}
 		if rerr == io.EOF {
+			if err := p.header(nil, true); err != nil {
+				return err
+			}
 			break
 		}
 		if rerr != nil {
@@ -518,6 +567,13 @@ func (p *puller) receive(ctx, actx context.Context, cancel context.CancelFunc, b
 			}
 			return retryable{err: fmt.Errorf("download broke off: %w", rerr), progressed: p.offset > start}
 		}
+	}
+	if p.probeEnd > 0 && p.offset == p.probeEnd && (total < 0 || p.offset < total) {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		p.probed = true
+		return errProbed
 	}
 	if total >= 0 && p.offset < total {
 		return retryable{err: fmt.Errorf("download broke off: %w", io.ErrUnexpectedEOF), progressed: p.offset > start}
@@ -603,7 +659,7 @@ func (p *puller) finish() (PullResult, error) {
 	if err := os.Rename(p.partial(), p.final); err != nil {
 		return PullResult{}, err
 	}
-	rec := record{Source: p.src.URL, SHA256: got, Size: p.offset, ETag: p.val.ETag, Pulled: time.Now().UTC()}
+	rec := record{Source: p.src.URL, SHA256: got, Size: p.offset, ETag: p.val.ETag, LastModified: p.val.LastModified, Pulled: time.Now().UTC()}
 	if err := writeRecord(p.final+recordExt, rec); err != nil {
 		return PullResult{}, err
 	}
@@ -657,30 +713,33 @@ func checkGGUF(path string) error {
 }
 
 // contentRange parses "bytes START-END/TOTAL" (TOTAL may be "*": -1).
-func contentRange(s string) (start, total int64, ok bool) {
+func contentRange(s string) (start, end, total int64, ok bool) {
 	rest, found := strings.CutPrefix(s, "bytes ")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	rng, tot, found := strings.Cut(rest, "/")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	a, _, found := strings.Cut(rng, "-")
+	a, b, found := strings.Cut(rng, "-")
 	if !found {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	start, err := strconv.ParseInt(a, 10, 64)
 	if err != nil || start < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
+	}
+	if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+		return 0, 0, 0, false
 	}
 	total = -1
 	if tot != "*" {
-		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
-			return 0, 0, false
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil || end >= total {
+			return 0, 0, 0, false
 		}
 	}
-	return start, total, true
+	return start, end, total, true
 }
 
 // ByteSize formats n bytes for people: "353.01 MiB".
@@ -705,4 +764,61 @@ func privateOnly(err error) error {
 		}
 	}
 	return err
+}
+
+// header feeds the header check the bytes just written (eof: the body
+// ended) and fails the pull as soon as the header shows a model geist
+// cannot run.
+func (p *puller) header(b []byte, eof bool) error {
+	if p.hdrDone {
+		return nil
+	}
+	p.hdr = append(p.hdr, b[:min(len(b), maxHeader-len(p.hdr))]...)
+	if len(p.hdr) < p.hdrNext && len(p.hdr) < maxHeader && !eof {
+		return nil
+	}
+	p.hdrNext = max(2*len(p.hdr), 64<<10) // parse again when it has doubled: linear in all
+	done, err := checkHeader(p.hdr)
+	if !done && len(p.hdr) < maxHeader && (!eof || p.probeEnd > 0) {
+		return nil
+	}
+	p.hdrDone, p.hdr = true, nil
+	if err != nil {
+		got := p.offset
+		p.discardPartial()
+		return fmt.Errorf("%s: %w; stopped after the first %s, nothing was stored", p.src.URL, err, ByteSize(got))
+	}
+	return nil
+}
+
+// headerOfPartial checks the header of an earlier partial download.
+func (p *puller) headerOfPartial() error {
+	if p.offset == 0 {
+		return nil
+	}
+	f, err := os.Open(p.partial())
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, min(p.offset, maxHeader))
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil
+	}
+	return p.header(b, true)
+}
+
+// netError words a request that got no response, for a retry: a name
+// that does not resolve is final (offline, or a typo: retrying only
+// waits), a connection refused is retried.
+func netError(u string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // without the method and URL: the message names the URL once
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return retryable{err: fmt.Errorf("cannot resolve %s (is this machine online? is the name right?): %s", dns.Name, u), final: true}
+	}
+	return retryable{err: fmt.Errorf("fetching %s: %w", u, err)}
 }

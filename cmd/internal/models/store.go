@@ -269,11 +269,14 @@ const (
 
 // record is NAME.gguf.json: what a pull learned about the file.
 type record struct {
-	Source string    `json:"source,omitempty"`
-	SHA256 string    `json:"sha256"`
-	Size   int64     `json:"size"`
-	ETag   string    `json:"etag,omitempty"`
-	Pulled time.Time `json:"pulled"`
+	Source string `json:"source,omitempty"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	ETag   string `json:"etag,omitempty"`
+	// LastModified is the server's Last-Modified, the validator of a
+	// plain URL without an ETag.
+	LastModified string    `json:"last_modified,omitempty"`
+	Pulled       time.Time `json:"pulled"`
 }
 
 func readRecord(path string) (record, bool) {
