@@ -758,10 +758,7 @@ func (c *Core) countLocked(src Source, outcome string) {
 // Snapshot returns the State now.
 func (c *Core) Snapshot() State {
 	// The stores have locks of their own: ask them before taking c.mu.
-	sessions := -1
-	if sc, ok := c.sessions.(sessionCounter); ok {
-		sessions = sc.Count()
-	}
+	sessions := c.sessions.Count()
 	var cache *CacheStats
 	if c.cfg.Storage != nil {
 		if cs, ok := c.cfg.Storage.CacheStats(); ok {

@@ -259,16 +259,26 @@ func TestSessions(t *testing.T) {
 	if req.History != 2 || len(req.Messages) != 4 || req.Messages[1].Content != "one" || req.Messages[2].Role != "assistant" {
 		t.Errorf("second request: history %d, messages %+v", req.History, req.Messages)
 	}
-	// A request's own system message leads, before the history; the
-	// stored turn leaves it out.
+	// A request's own system message leads, before the history, and
+	// becomes the conversation's (not a turn): later requests of the
+	// session render it instead of the configured one, as run --session
+	// does. The answers keep their token ids.
 	outcome(t, submit(t, c, appliance.Request{Session: "s", Messages: []appliance.Message{{Role: "system", Content: "mine"}, {Role: "user", Content: "three"}}}))
 	req = eng.Requests()[2]
 	if req.Messages[0].Content != "mine" || req.History != 4 || req.Messages[5].Content != "three" {
 		t.Errorf("messages with a system message: %+v", req.Messages)
 	}
 	h, _ := store.Load("s")
-	if len(h) != 6 || h[4].Content != "three" {
+	if len(h) != 7 || h[0].Role != "system" || h[0].Content != "mine" || h[5].Content != "three" || len(h[6].Tokens) != 3 {
 		t.Errorf("stored %+v", h)
+	}
+	outcome(t, submit(t, c, appliance.Request{Text: "again", Session: "s"}))
+	if req = eng.Requests()[3]; req.Messages[0].Content != "mine" || req.History != 6 {
+		t.Errorf("the stored system message is not rendered: %+v", req.Messages)
+	}
+	store.Forget("s")
+	for range 3 {
+		outcome(t, submit(t, c, appliance.Request{Text: "refill", Session: "s", System: "mine"}))
 	}
 	// The forget runs on the worker between the requests queued around it.
 	eng.Hold()
@@ -279,7 +289,7 @@ func TestSessions(t *testing.T) {
 	outcome(t, first)
 	outcome(t, second)
 	reqs := eng.Requests()
-	if reqs[3].History != 6 || reqs[4].History != 0 {
+	if reqs[7].History != 6 || reqs[8].History != 0 {
 		t.Errorf("history before the new conversation %d, after %d", reqs[3].History, reqs[4].History)
 	}
 	list, _ := store.List()

@@ -9,18 +9,6 @@ import (
 	"github.com/geisten/geist/engine/chat"
 )
 
-// turnLister returns every stored message of a conversation, not only
-// the history a request reads.
-type turnLister interface {
-	Turns(id string) ([]Message, error)
-}
-
-// counterStore keeps counters across restarts.
-type counterStore interface {
-	Counter(key string) (int, error)
-	Increment(key string) (int, error)
-}
-
 // dashboardKey is the setting holding the dashboard conversation's
 // number, so that a restart does not bring an old conversation back.
 const dashboardKey = "dashboard"
@@ -71,13 +59,7 @@ func (c *Core) dropCached(session string) {
 	if drop == nil {
 		return
 	}
-	var msgs []Message
-	var err error
-	if tl, ok := c.sessions.(turnLister); ok {
-		msgs, err = tl.Turns(session)
-	} else {
-		msgs, err = c.sessions.Load(session)
-	}
+	msgs, err := c.sessions.Turns(session)
 	if err != nil || len(msgs) == 0 {
 		return
 	}
@@ -109,11 +91,7 @@ func (c *Core) dropCached(session string) {
 // storedDashboard is the dashboard conversation's number kept by the
 // session store (0 without one).
 func (c *Core) storedDashboard() int {
-	cs, ok := c.sessions.(counterStore)
-	if !ok {
-		return 0
-	}
-	n, err := cs.Counter(dashboardKey)
+	n, err := c.sessions.Counter(dashboardKey)
 	if err != nil {
 		c.log.Warn("reading the dashboard conversation's number", "err", err)
 	}
@@ -123,23 +101,21 @@ func (c *Core) storedDashboard() int {
 // nextDashboard starts a new dashboard conversation and returns its
 // number, kept across restarts when the store can.
 func (c *Core) nextDashboard() int {
-	if cs, ok := c.sessions.(counterStore); ok {
-		n, err := cs.Increment(dashboardKey)
-		if err == nil {
-			c.mu.Lock()
-			c.dashboard = max(c.dashboard, n)
-			c.mu.Unlock()
-			return n
-		}
-		c.log.Warn("saving the dashboard conversation's number failed; it counts on in memory", "err", err)
+	n, err := c.sessions.Increment(dashboardKey)
+	if err == nil {
+		c.mu.Lock()
+		c.dashboard = max(c.dashboard, n)
+		c.mu.Unlock()
+		return n
 	}
+	c.log.Warn("saving the dashboard conversation's number failed; it counts on in memory", "err", err)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dashboard++
 	return c.dashboard
 }
 
-// Counter implements counterStore.
+// Counter implements SessionStore.
 func (d *dbSessions) Counter(key string) (int, error) {
 	v, ok, err := d.db.Setting(key)
 	if err != nil || !ok {
@@ -152,17 +128,8 @@ func (d *dbSessions) Counter(key string) (int, error) {
 	return n, nil
 }
 
-// Increment implements counterStore.
+// Increment implements SessionStore.
 func (d *dbSessions) Increment(key string) (int, error) {
 	n, err := d.db.Increment(key)
 	return int(n), err
-}
-
-// Turns implements turnLister.
-func (d *dbSessions) Turns(id string) ([]Message, error) {
-	_, turns, err := d.db.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	return messagesOf(turns), nil
 }

@@ -26,24 +26,11 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		GrammarTrigger:  r.GrammarTrigger,
 	}
 	var turn []Message
+	var conv *Conversation
 	if r.Raw {
 		ereq.Prompt = r.Text
 	} else {
-		var history []Message
-		if r.Session != "" {
-			h, err := c.sessions.Load(r.Session)
-			if err != nil {
-				why := storageProblem(err)
-				c.log.Error("reading the session failed", "session", r.Session, "err", err)
-				c.storageFailed("reading a conversation failed: " + why)
-				return Outcome{}, errorf(CodeInternal, "the conversation's history could not be read: %s", why)
-			}
-			history = h
-		}
-		system := c.cfg.System
-		if r.System != "" {
-			system = r.System
-		}
+		system := r.System
 		turn = r.Messages
 		if len(turn) == 0 {
 			turn = []Message{{Role: "user", Content: r.Text}}
@@ -51,17 +38,14 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		if turn[0].Role == "system" {
 			system, turn = turn[0].Content, turn[1:]
 		}
-		msgs := make([]chat.Message, 0, 1+len(history)+len(turn))
-		if system != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: system})
+		var err error
+		if conv, err = OpenConversation(c.sessions, r.Session, system, c.cfg.System); err != nil {
+			why := storageProblem(err)
+			c.log.Error("reading the session failed", "session", r.Session, "err", err)
+			c.storageFailed("reading a conversation failed: " + why)
+			return Outcome{}, errorf(CodeInternal, "the conversation's history could not be read: %s", why)
 		}
-		for _, m := range history {
-			msgs = append(msgs, chatMessage(m))
-		}
-		for _, m := range turn {
-			msgs = append(msgs, chatMessage(m))
-		}
-		ereq.Messages, ereq.History = msgs, len(history)+max(min(r.History, len(turn)-1), 0)
+		ereq.Messages, ereq.History = conv.Messages(turn, r.History)
 		ereq.Tools, ereq.TemplateVars = r.Tools, thinkingVars(r.TemplateVars, c.thinks(r))
 		// A thinking model thinks before a constrained answer too.
 		ereq.GrammarAfterThink = c.thinks(r)
@@ -81,9 +65,13 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
 	}
 	thinkingTokens, undecided := 0, 0 // tokens whose text is not yet told apart
-	ereq.OnToken = func(int32) {
+	var ids []int32 // the answer's tokens, kept with it by the session
+	ereq.OnToken = func(id int32) {
 		undecided++
 		j.progress.token()
+		if r.Session != "" {
+			ids = append(ids, id)
+		}
 	}
 	deliver := func(p Piece, final bool) {
 		written.WriteString(p.Content)
@@ -128,7 +116,11 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		return o, err
 	}
 	if r.Session != "" && !r.Raw {
-		if err := c.sessions.Append(r.Session, append(turn, Message{Role: "assistant", Content: written.String()})...); err != nil {
+		answer := Message{Role: "assistant", Content: written.String()}
+		if o.Thinking == "" && thinkingTokens == 0 {
+			answer.Tokens = ids // they are exactly its text
+		}
+		if err := conv.Save(turn, answer); err != nil {
 			// The answer is generated: deliver it, and say that the
 			// conversation will not remember it. The error itself (with
 			// the file's path) goes to the log only.
@@ -172,14 +164,6 @@ func thinkingVars(vars map[string]any, think bool) map[string]any {
 	maps.Copy(out, vars)
 	out["enable_thinking"] = false
 	return out
-}
-
-func chatMessage(m Message) chat.Message {
-	cm := chat.Message{Role: m.Role, Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
-	for _, c := range m.ToolCalls {
-		cm.ToolCalls = append(cm.ToolCalls, chat.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-	}
-	return cm
 }
 
 func usage(st engine.Stats, queued, took time.Duration) Usage {

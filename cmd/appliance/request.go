@@ -42,6 +42,9 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolName   string     `json:"tool_name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Tokens are an assistant message's token ids, when they are exactly
+	// its content (sessions.db keeps them beside the text).
+	Tokens []int32 `json:"-"`
 }
 
 // ToolCall is a call of a tool, as the model made it.
@@ -225,6 +228,13 @@ const maxIDLen = 128
 // 128 bytes of UTF-8 without '/', '+', '#', spaces or control characters.
 // what names the field in the error.
 func CheckID(what, s string) error {
+	if e := checkID(what, s); e != nil {
+		return e
+	}
+	return nil
+}
+
+func checkID(what, s string) *Error {
 	switch {
 	case s == "":
 		return errorf(CodeBadRequest, "%s is empty", what)
@@ -251,13 +261,13 @@ func NewID() string {
 // check validates r against lim and fills in its defaults.
 func (r *Request) check(lim *Limits) *Error {
 	if r.ID != "" {
-		if err := CheckID("id", r.ID); err != nil {
-			return err.(*Error)
+		if err := checkID("id", r.ID); err != nil {
+			return err
 		}
 	}
 	if r.Session != "" {
-		if err := CheckID("session", r.Session); err != nil {
-			return err.(*Error)
+		if err := checkID("session", r.Session); err != nil {
+			return err
 		}
 	}
 	size := len(r.System)

@@ -38,6 +38,7 @@ type Storage struct {
 	// in memory although a data directory was given ("" when they do
 	// not): the core reports it as PartStorage degraded.
 	Problem string
+	db      *storage.Sessions // nil: the sessions are in memory
 	closers []io.Closer
 }
 
@@ -83,7 +84,7 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 		}
 	} else {
 		d := &dbSessions{db: db, model: o.Model, maxHistory: o.MaxHistory}
-		s.Sessions = d
+		s.Sessions, s.db = d, db
 		s.closers = append(s.closers, d)
 	}
 	return s
@@ -92,12 +93,7 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 // DB returns the sessions database when the sessions live in sessions.db
 // (nil when they are in memory), for commands that read it while the
 // core runs (the daemon's control socket).
-func (s *Storage) DB() *storage.Sessions {
-	if d, ok := s.Sessions.(*dbSessions); ok {
-		return d.db
-	}
-	return nil
-}
+func (s *Storage) DB() *storage.Sessions { return s.db }
 
 // CacheStats are the prompt cache's counters and sizes (State.Cache).
 type CacheStats = storage.CacheStats

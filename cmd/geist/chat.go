@@ -100,9 +100,8 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 		if err := appliance.CheckID("session", o.df.session); err != nil {
 			return usageError{err}
 		}
-		if pid, ok := serveRunning(o.df.dir); o.df.dir != "" && ok {
-			// It holds sessions.db: this chat would store nothing.
-			return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, o.df.dir, pid, o.df.session)
+		if err := o.df.serveHolds(); err != nil {
+			return err // it holds sessions.db: this chat would store nothing
 		}
 	}
 	if o.df.cacheSize < 0 {
@@ -136,7 +135,7 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	if maxTokens <= 0 {
 		maxTokens = eng.Ctx()
 	}
-	cs := &chatSessions{mem: appliance.NewMemorySessions(1, 1<<20), db: store.Sessions, anon: appliance.NewID()}
+	cs := &chatSessions{mem: appliance.NewMemorySessions(1, 1000), db: store.Sessions, durable: store.DB() != nil, anon: appliance.NewID()}
 	core, err := appliance.New(appliance.Config{Engine: ae, Sessions: cs, Logger: log,
 		Limits:   appliance.Limits{Queue: 1, MaxTokens: maxTokens, DefaultTTL: -1},
 		System:   o.system,
@@ -308,7 +307,7 @@ func (c *chatLoop) switchSession(name string, say func(string, ...any)) {
 		say("%s", refusal(err))
 		return
 	}
-	if _, ok := c.sessions.db.(*appliance.MemorySessions); ok {
+	if !c.sessions.durable {
 		say("Note: sessions.db is not open (held by geist serve, or no data directory): %s lives only as long as this chat.", name)
 	}
 	prev, _ := c.sessions.db.Load(name)
@@ -339,9 +338,10 @@ func (c *chatLoop) switchSession(name string, say func(string, ...any)) {
 // chatSessions keeps the unnamed conversation of a chat in memory and the
 // named ones (--session, /session) in the data directory's store.
 type chatSessions struct {
-	mem  *appliance.MemorySessions
-	db   appliance.SessionStore
-	anon string
+	mem     *appliance.MemorySessions
+	db      appliance.SessionStore
+	durable bool // db is sessions.db (else memory: nothing outlives the chat)
+	anon    string
 }
 
 func (s *chatSessions) pick(id string) appliance.SessionStore {
@@ -355,8 +355,12 @@ func (s *chatSessions) Load(id string) ([]appliance.Message, error) { return s.p
 func (s *chatSessions) Append(id string, m ...appliance.Message) error {
 	return s.pick(id).Append(id, m...)
 }
-func (s *chatSessions) Forget(id string) error                 { return s.pick(id).Forget(id) }
-func (s *chatSessions) List() ([]appliance.SessionInfo, error) { return s.db.List() }
+func (s *chatSessions) Turns(id string) ([]appliance.Message, error) { return s.pick(id).Turns(id) }
+func (s *chatSessions) Forget(id string) error                       { return s.pick(id).Forget(id) }
+func (s *chatSessions) List() ([]appliance.SessionInfo, error)       { return s.db.List() }
+func (s *chatSessions) Count() int                                   { return s.db.Count() }
+func (s *chatSessions) Counter(key string) (int, error)              { return s.db.Counter(key) }
+func (s *chatSessions) Increment(key string) (int, error)            { return s.db.Increment(key) }
 
 // chatInput reads questions: from a terminal with line editing and
 // history, else line by line from stdin. Multi-line input is a block

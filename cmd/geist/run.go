@@ -11,7 +11,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -144,21 +146,24 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	var conv *conversation
+	// A session is the core's: its store, bounds, system message and
+	// saving (appliance.Conversation), as chat and serve keep it.
+	var conv *appliance.Conversation
+	turn := []appliance.Message{{Role: "user", Content: prompt}}
 	if df.session != "" {
-		if pid, ok := serveRunning(df.dir); ok {
-			return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, df.dir, pid, df.session)
+		if err := appliance.CheckID("session", df.session); err != nil {
+			return usageError{err}
 		}
-		db, err := df.openSessions()
+		store, err := df.openStore(mf.path, log)
 		if err != nil {
 			return err
 		}
-		defer db.Close()
-		if conv, err = loadConversation(db, df.session, mf.path, *system); err != nil {
-			return err
+		defer store.Close()
+		if conv, err = appliance.OpenConversation(store.Sessions, df.session, *system, ""); err != nil {
+			return fmt.Errorf("reading the conversation: %w", err)
 		}
-	}
-	if cache := df.openCache(log); cache != nil {
+		mf.cache = store.Cache
+	} else if cache := df.openCache(log); cache != nil {
 		defer cache.Close()
 		mf.cache = cache
 	}
@@ -202,7 +207,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		if room <= 0 {
 			room = eng.Ctx() / 4
 		}
-		req.Messages, req.History = conv.messages(prompt)
+		req.Messages, req.History = conv.Messages(turn, 0)
 		req.FitTokens = max(eng.Ctx()-room, 1)
 		text := req.OnText
 		req.OnText = func(b []byte) error { answer = append(answer, b...); return text(b) }
@@ -217,7 +222,15 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	out.Flush()
 	if conv != nil && err == nil {
-		if err := conv.record(prompt, string(answer), answerIDs); err != nil {
+		// The conversation keeps the content, as the core does: a
+		// thinking block is left out (and then the tokens, which hold it).
+		var split chat.ThinkSplitter
+		thinking, content := split.Add(string(answer), true)
+		a := appliance.Message{Role: "assistant", Content: content}
+		if thinking == "" && content == string(answer) {
+			a.Tokens = answerIDs
+		}
+		if err := conv.Save(turn, a); err != nil {
 			return fmt.Errorf("saving the conversation: %w", err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/storage"
 )
 
@@ -87,64 +87,35 @@ func (d *dataFlags) openCache(log *slog.Logger) *storage.Cache {
 	return c
 }
 
-func (d *dataFlags) openSessions() (*storage.Sessions, error) {
-	if err := os.MkdirAll(d.dir, 0o750); err != nil {
+// openStore opens the data directory's sessions.db (and prompt cache)
+// for a conversation of session: the core's store, with its bounds (the
+// newest 1,000 turns, maxHistoryBytes of text, the database's limits),
+// as geist chat --session and serve use it. It refuses when geist serve
+// holds the directory or sessions.db cannot be opened: the turn would
+// not be saved.
+func (d *dataFlags) openStore(model string, log *slog.Logger) (*appliance.Storage, error) {
+	if err := d.serveHolds(); err != nil {
 		return nil, err
 	}
-	return storage.OpenSessions(filepath.Join(d.dir, "sessions.db"), nil)
-}
-
-// conversation is a session's history turned into chat messages.
-type conversation struct {
-	db     *storage.Sessions
-	id     string
-	system string
-	turns  []storage.Turn
-}
-
-// historyBytes bounds the text of the history a run reads: more than any
-// context the board runs holds (128K tokens are about 512 KiB), so the
-// newest turns that fit are all there, and a conversation of 50,000 turns
-// costs what a short one does.
-const historyBytes = 1 << 20
-
-func loadConversation(db *storage.Sessions, id, model, system string) (*conversation, error) {
-	info, turns, err := db.Recent(id, 0, historyBytes)
-	if errors.Is(err, storage.ErrNotFound) {
-		if info, err = db.Create(storage.Conversation{ID: id, Model: model, System: system}); err != nil {
-			return nil, err
+	store := appliance.OpenStorage(d.dir, appliance.StorageOptions{CacheSize: d.cacheSize, MaxSessions: 16, MaxHistory: 1000, Model: model, Logger: log})
+	if store.DB() == nil {
+		why := strings.TrimSuffix(store.Problem, ": conversations are kept in memory until a restart")
+		if why == "" {
+			why = "no data directory (--data-dir)"
 		}
-	} else if err != nil {
-		return nil, err
+		store.Close()
+		return nil, fmt.Errorf("--session %s cannot be saved: %s", d.session, why)
 	}
-	if system != "" && system != info.System {
-		if err := db.SetMeta(id, model, system); err != nil {
-			return nil, err
-		}
-		info.System = system
-	}
-	return &conversation{db: db, id: id, system: info.System, turns: turns}, nil
+	return store, nil
 }
 
-// messages returns the conversation plus the new user text as chat
-// messages, and how many of them are history (which the engine leaves
-// out, oldest first, when the prompt is too long).
-func (c *conversation) messages(user string) ([]chat.Message, int) {
-	var msgs []chat.Message
-	if c.system != "" {
-		msgs = append(msgs, chat.Message{Role: "system", Content: c.system})
+// serveHolds refuses a --session while geist serve holds the data
+// directory: the session would not be saved.
+func (d *dataFlags) serveHolds() error {
+	if pid, ok := serveRunning(d.dir); d.dir != "" && ok {
+		return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, d.dir, pid, d.session)
 	}
-	for _, t := range c.turns {
-		msgs = append(msgs, chat.Message{Role: t.Role, Content: t.Text})
-	}
-	return append(msgs, chat.Message{Role: "user", Content: user}), len(c.turns)
-}
-
-func (c *conversation) record(user, answer string, answerTokens []int32) error {
-	_, err := c.db.Append(c.id,
-		storage.Turn{Role: "user", Text: user},
-		storage.Turn{Role: "assistant", Text: answer, Tokens: answerTokens})
-	return err
+	return nil
 }
 
 func cmdSessions(_ context.Context, e *env, args []string) error {

@@ -193,3 +193,61 @@ func TestSessionsWhileServing(t *testing.T) {
 		t.Errorf("list with a stale socket file: %q", out)
 	}
 }
+
+// TestOneConversationPath: run --session, serve (an MQTT ask) and chat
+// --session continue one conversation in turn: each renders what the
+// others stored, its system message included, and stores the exchange
+// the same way (the content, the answer's token ids).
+func TestOneConversationPath(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	dir := t.TempDir()
+	run := func(q string, extra ...string) int {
+		t.Helper()
+		args := append([]string{"run", "-m", model, "--data-dir", dir, "--session", "alt", "-n", "6", "--temp", "0", "--stats"}, extra...)
+		code, _, errs := geist(t, "", append(args, q)...)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		var st struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
+		if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &st) != nil {
+			t.Fatalf("run %q: exit %d, %s", q, code, errs)
+		}
+		return st.PromptTokens
+	}
+	p1 := run("Once upon a time", "--system", "Tell stories.")
+	code, _, errs := geist(t, "And then?\n", "chat", "-m", model, "--temp", "0", "-n", "6", "--data-dir", dir, "--session", "alt", "--verbose")
+	m := promptTokens.FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("chat: exit %d, %s", code, errs)
+	}
+	var p2 int
+	fmt.Sscan(m[1], &p2)
+	p3 := run("The end.")
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/alt/answer/#")
+	stop, logs := runServe(t, "-m", model, "--broker", b.URL, "--device", "alt", "--data-dir", dir, "--temp", "0", "--max-tokens", "6")
+	waitForLog(t, logs, 20*time.Second, "the broker connection", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	c.Publish(t, "geist/alt/ask", []byte(`{"id":"s1","text":"Once more.","session":"alt"}`))
+	r := waitReply(t, c, "geist/alt/answer/s1", 20*time.Second)
+	stop()
+	if r.code() != "answer" {
+		t.Fatalf("serve: %+v", r)
+	}
+	p4 := r.Usage.PromptTokens
+	p5 := run("Goodbye.")
+	if !(p1 < p2 && p2 < p3 && p3 < p4 && p4 < p5) {
+		t.Errorf("prompt tokens %d (run), %d (chat), %d (run), %d (serve), %d (run): each turn should render the history before it", p1, p2, p3, p4, p5)
+	}
+	_, out, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "alt")
+	var doc sessionDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.System != "Tell stories." || len(doc.Turns) != 10 {
+		t.Fatalf("export: %v %s", err, out)
+	}
+	for i, want := range []string{"Once upon a time", "", "And then?", "", "The end.", "", "Once more.", "", "Goodbye.", ""} {
+		turn := doc.Turns[i]
+		if want != "" && (turn.Role != "user" || turn.Text != want) || want == "" && (turn.Role != "assistant" || len(turn.Tokens) == 0) {
+			t.Errorf("turn %d: %+v", i, turn)
+		}
+	}
+}
