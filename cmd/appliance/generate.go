@@ -65,7 +65,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
 	}
 	thinkingTokens, undecided := 0, 0 // tokens whose text is not yet told apart
-	var ids []int32 // the answer's tokens, kept with it by the session
+	var ids []int32                   // the answer's tokens, kept with it by the session
 	ereq.OnToken = func(id int32) {
 		undecided++
 		j.progress.token()
