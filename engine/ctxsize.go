@@ -63,7 +63,7 @@ func (c ContextChoice) String() string {
 	}
 	s := fmt.Sprintf("%d tokens, the model's trained context", c.Ctx)
 	if c.MemoryCap > 0 {
-		s += fmt.Sprintf(" (the memory available takes %d; %s of KV cache per 1,000 tokens)", c.MemoryCap, kib(c.KVPerTok*1000))
+		s += fmt.Sprintf(" (the memory available would hold %d positions; %s of KV cache per 1,000 tokens)", c.MemoryCap, kib(c.KVPerTok*1000))
 	}
 	return s
 }

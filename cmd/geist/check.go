@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/geisten/geist/cmd/internal/models"
+	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/mqtt"
+	"github.com/geisten/geist/quant"
 	"github.com/geisten/geist/storage"
 )
 
@@ -41,6 +50,9 @@ func (c *serveConfig) listenAddrs() []listenAddr {
 	if c.HTTP.Addr != "" {
 		out = append(out, listenAddr{"http", c.HTTP.Addr})
 	}
+	if c.Wyoming.Addr != "" {
+		out = append(out, listenAddr{"wyoming", c.Wyoming.Addr})
+	}
 	return out
 }
 
@@ -56,8 +68,14 @@ func serveCheck(e *env, c *serveConfig, configPath string) error {
 	checks := []check{
 		{"config", func() (string, error) { return src + ": valid", nil }},
 		{"model", c.checkModel},
+		{"context", c.checkContext},
 		{"data", c.checkDataDir},
+		{"models", c.checkModelsDir},
+		{"daemon", c.checkDaemon},
 		{"broker", c.checkBroker},
+	}
+	if m := c.MQTT; m.CAFile != "" || m.CertFile != "" || m.KeyFile != "" {
+		checks = append(checks, check{"tls", c.checkTLS})
 	}
 	if h := c.Hermes; h != nil && h.Broker != "" {
 		checks = append(checks, check{"hermes", c.checkHermesBroker})
@@ -168,6 +186,9 @@ func (c *serveConfig) checkHermesBroker() (string, error) {
 // checkGPIO looks the configured pins up among the board's lines without
 // claiming them (a running geist serve holds them).
 func (c *serveConfig) checkGPIO() (string, error) {
+	if !hasGPIOChip() {
+		return "off: this machine has no GPIO chip (no " + gpioChipGlob + "), so serve ignores the [gpio] pins (leave [gpio] out, or --gpio=false, to skip them)", nil
+	}
 	pins, err := firmware.ListPins()
 	have := map[string]bool{}
 	for _, p := range pins {
@@ -190,9 +211,9 @@ func (c *serveConfig) checkGPIO() (string, error) {
 	}
 	switch {
 	case len(missing) > 0 && len(pins) == 0:
-		return "", fmt.Errorf("pins %s not found: this machine offers no GPIO lines (no /dev/gpiochip*, or no permission: the gpio group)%s", strings.Join(missing, ", "), errSuffix(err))
+		return "", fmt.Errorf("pins %s: the GPIO chip cannot be opened (permission? the service user needs the gpio group)%s; or serve with --gpio=false ([gpio] out of the config)", strings.Join(missing, ", "), errSuffix(unwrapUnavailable(err)))
 	case len(missing) > 0:
-		return "", fmt.Errorf("pins %s not found among the board's %d lines ('geist gpio list' names them)", strings.Join(missing, ", "), len(pins))
+		return "", fmt.Errorf("pins %s not found among the board's %d lines ('geist gpio list' names them): fix the pins of [gpio], or serve with --gpio=false", strings.Join(missing, ", "), len(pins))
 	}
 	return fmt.Sprintf("pins %s found", strings.Join(want, ", ")), nil
 }
@@ -260,4 +281,111 @@ func checkListen(l listenAddr) (string, error) {
 	}
 	ln.Close()
 	return fmt.Sprintf("%s %s: free", l.what, l.addr), nil
+}
+
+// checkContext says which context serve would choose and what bounds it,
+// without loading the model.
+func (c *serveConfig) checkContext() (string, error) {
+	if c.modelErr != nil {
+		return "", errors.New("no model to size it for")
+	}
+	f, err := gguf.Open(c.Model)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", c.Model, err)
+	}
+	defer f.Close()
+	mc, err := model.ReadConfig(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", c.Model, err)
+	}
+	kv := quant.F16
+	if strings.EqualFold(c.KVType, "q8_0") {
+		kv = quant.Q8_0
+	}
+	avail, _ := engine.ReadMemAvailable(cmp.Or(os.Getenv("GEIST_MEMINFO"), engine.MemInfo))
+	ch := engine.ChooseContext(mc, kv, int64(len(f.Bytes()))-f.DataOffset, avail)
+	if c.Ctx == 0 {
+		return fmt.Sprintf("ctx auto: %s", ch), nil
+	}
+	msg := fmt.Sprintf("ctx %d (--ctx or ctx; auto would take %d: %s)", c.Ctx, ch.Ctx, ch)
+	if ch.MemoryCap > 0 && int(c.Ctx) > ch.MemoryCap {
+		return "", fmt.Errorf("ctx %d needs %s of KV cache, more than the memory left after the weights allows (%d positions): lower --ctx or ctx, or set ctx = \"auto\"", c.Ctx, models.ByteSize(int64(c.Ctx)*ch.KVPerTok), ch.MemoryCap)
+	}
+	return msg, nil
+}
+
+// checkModelsDir checks the model store serve's /api/pull writes to and
+// /api/show reads.
+func (c *serveConfig) checkModelsDir() (string, error) {
+	dir := c.modelsDir()
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		parent := filepath.Dir(dir)
+		if unix.Access(parent, unix.W_OK) != nil && !errors.Is(unix.Access(parent, unix.F_OK), unix.ENOENT) {
+			return "", fmt.Errorf("%s does not exist and %s is not writable: geist pull could not create it (--models-dir or --data-dir names another)", dir, parent)
+		}
+		return dir + ": not there yet (geist pull creates it)", nil
+	case err != nil:
+		return "", fmt.Errorf("%s: %v", dir, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("%s is not a directory (--models-dir or --data-dir names another)", dir)
+	}
+	ms, err := models.New(dir).List()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", dir, err)
+	}
+	return fmt.Sprintf("%s: %d models", dir, len(ms)), nil
+}
+
+// checkDaemon checks that no geist serve runs on the data directory and
+// that the control socket can be made there.
+func (c *serveConfig) checkDaemon() (string, error) {
+	if c.DataDir == "" {
+		return "no data directory: no control socket (geist sessions and geist ps cannot reach this serve)", nil
+	}
+	if pid, ok := serveRunning(c.DataDir); ok {
+		return "", fmt.Errorf("%w on %s%s: stop it first, or give this one another --data-dir", errServeRunning, c.DataDir, pid)
+	}
+	sock := filepath.Join(c.DataDir, socketName)
+	if len(sock) > 107 {
+		return "", fmt.Errorf("control socket %s: %d bytes, more than the 107 a unix socket path may have (a shorter --data-dir)", sock, len(sock))
+	}
+	return "control socket " + sock + ", no other serve on the data directory", nil
+}
+
+// checkTLS reads the MQTT TLS files as the client will.
+func (c *serveConfig) checkTLS() (string, error) {
+	m := c.MQTT
+	var ok []string
+	if m.CAFile != "" {
+		b, err := os.ReadFile(m.CAFile)
+		if err != nil {
+			return "", fmt.Errorf("--mqtt-ca %v", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return "", fmt.Errorf("--mqtt-ca %s holds no PEM certificate", m.CAFile)
+		}
+		ok = append(ok, m.CAFile)
+	}
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		return "", errors.New("--mqtt-cert and --mqtt-key go together ([mqtt] cert_file and key_file)")
+	}
+	if m.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(m.CertFile, m.KeyFile); err != nil {
+			return "", fmt.Errorf("--mqtt-cert %s / --mqtt-key %s: %v", m.CertFile, m.KeyFile, err)
+		}
+		ok = append(ok, m.CertFile, m.KeyFile)
+	}
+	return strings.Join(ok, ", ") + " readable", nil
+}
+
+// unwrapUnavailable is the cause inside a firmware.UnavailableError,
+// without its summary (the check says that itself).
+func unwrapUnavailable(err error) error {
+	var ue *firmware.UnavailableError
+	if errors.As(err, &ue) {
+		return ue.Init
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,14 +43,14 @@ func TestServeWrongBrokerPassword(t *testing.T) {
 	code, out, errs := geist(t, "", "serve", "--check", "-m", model, "--broker", b.URL, "--mqtt-username", "geist",
 		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"), "--http", "127.0.0.1:0")
 	if code != 1 || !regexp.MustCompile(`(?m)^FAIL  broker  `+regexp.QuoteMeta(b.URL)+`: (not authorised|bad user name or password): connect: `).MatchString(out) ||
-		!strings.Contains(out, "ok    model") || !strings.Contains(out, "ok    data") || !strings.Contains(errs, "1 of 5 checks failed") {
+		!strings.Contains(out, "ok    model") || !strings.Contains(out, "ok    data") || !strings.Contains(errs, "1 of 8 checks failed") {
 		t.Errorf("serve --check with the wrong password: exit %d\n%s%s", code, out, errs)
 	}
 	t.Logf("geist serve --check (wrong password):\n%s", out)
 	os.WriteFile(pw, []byte("right\n"), 0o600)
 	code, out, errs = geist(t, "", "serve", "--check", "-m", model, "--broker", b.URL, "--mqtt-username", "geist",
 		"--mqtt-password-file", pw, "--device", "pw", "--data-dir", filepath.Join(dir, "state"), "--speech", "cat {text}", "--speech-play", "/bin/true", "--http", "127.0.0.1:0")
-	if code != 0 || strings.Count(out, "ok    ") != 6 || !strings.Contains(out, "all 6 checks passed") {
+	if code != 0 || strings.Count(out, "ok    ") != 9 || !strings.Contains(out, "all 9 checks passed") {
 		t.Errorf("serve --check with the right password: exit %d\n%s%s", code, out, errs)
 	}
 	t.Logf("geist serve --check (right password):\n%s", out)
@@ -100,5 +101,31 @@ func TestDefaultDataDir(t *testing.T) {
 	c, err := parseServe(&env{stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &strings.Builder{}}, []string{"-m", "x.gguf"})
 	if err != nil || c.DataDir != "/var/lib/geist" {
 		t.Errorf("serve's data dir: %q %v", c.DataDir, err)
+	}
+}
+
+// A taken Wyoming port fails serve --check, and serve itself before it
+// loads the model (both bind errors came after "model loaded").
+func TestServeCheckTakenWyomingPort(t *testing.T) {
+	model := zoo.Path(t, "models", serveModel)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	dir := t.TempDir()
+	code, out, errs := geist(t, "", "serve", "-m", model, "--data-dir", dir, "--http", "127.0.0.1:0", "--wyoming", addr, "--check")
+	if code == 0 || !strings.Contains(out, "FAIL  listen  wyoming "+addr+": address in use") || strings.Contains(out, "can start") {
+		t.Errorf("--check: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	for _, want := range []string{"ok    context ctx auto:", "ok    daemon", "ok    models"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--check lacks %q:\n%s", want, out)
+		}
+	}
+	code, _, errs = geist(t, "", "serve", "-m", model, "--data-dir", dir, "--http", "127.0.0.1:0", "--wyoming", addr)
+	if code == 0 || !strings.Contains(errs, "wyoming") || !strings.Contains(errs, "address already in use") || strings.Contains(errs, "model loaded") {
+		t.Errorf("serve: exit %d, stderr %q; want the bind error before the model loads", code, errs)
 	}
 }

@@ -56,7 +56,8 @@ type serveConfig struct {
 	// warnings are said once the log exists (readCredentials).
 	filePassword bool
 	warnings     []string
-	notes        []string // logged at info level at the start (OLLAMA_HOST)
+	notes        []string        // logged at info level at the start (OLLAMA_HOST)
+	early        *earlyListeners // bound before the model loads; the front ends take them
 }
 
 // hermesSection is [hermes]: the bridge's settings and, for a broker of

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/geisten/geist/scripts"
 )
@@ -29,7 +30,7 @@ func cmdInit(_ context.Context, e *env, args []string) error {
 		name, text string
 		mode       os.FileMode
 	}{
-		{"geist.toml", scripts.Config, 0o640}, // may come to hold a broker password
+		{"geist.toml", sampleConfig(hasGPIOChip()), 0o640}, // may come to hold a broker password
 		{"geist.service", scripts.Unit, 0o644},
 	}
 	if !*force {
@@ -97,4 +98,30 @@ func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// sampleConfig is the sample configuration for this machine: without a
+// GPIO chip its [gpio] sections are commented out (serve would ignore
+// them anyway), with a line saying why.
+func sampleConfig(gpio bool) string {
+	if gpio {
+		return scripts.Config
+	}
+	var b strings.Builder
+	in := false
+	for _, line := range strings.SplitAfter(scripts.Config, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") {
+			was := in
+			in = strings.HasPrefix(t, "[gpio") || strings.HasPrefix(t, "[[gpio")
+			if in && !was {
+				b.WriteString("# geist init found no GPIO chip on this machine (no /dev/gpiochip*): the\n# [gpio] sections are commented out. On a board with buttons and LEDs,\n# uncomment them ('geist gpio list' names the pins).\n")
+			}
+		}
+		if in && t != "" && !strings.HasPrefix(t, "#") {
+			line = "# " + line
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }

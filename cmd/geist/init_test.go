@@ -17,7 +17,8 @@ func TestInit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, f := range []struct{ name, want string }{{"geist.toml", scripts.Config}, {"geist.service", scripts.Unit}} {
+	sample := sampleConfig(hasGPIOChip())
+	for _, f := range []struct{ name, want string }{{"geist.toml", sample}, {"geist.service", scripts.Unit}} {
 		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil || string(b) != f.want || len(b) < 100 {
 			t.Errorf("%s: %v (%d bytes)", f.name, err, len(b))
@@ -45,7 +46,23 @@ func TestInit(t *testing.T) {
 	if code, _, errs := geist(t, "", "init", "--dir", dir, "--force"); code != 0 {
 		t.Errorf("--force: exit %d %s", code, errs)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "geist.toml")); string(b) != scripts.Config {
+	if b, _ := os.ReadFile(filepath.Join(dir, "geist.toml")); string(b) != sample {
 		t.Error("--force did not overwrite")
+	}
+	// Without a GPIO chip the [gpio] sections are comments; the rest is
+	// the same configuration.
+	var with, without serveConfig
+	with, without = defaultServeConfig(), defaultServeConfig()
+	if _, err := toml.Decode(sampleConfig(true), &with); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := toml.Decode(sampleConfig(false), &without); err != nil {
+		t.Fatal(err)
+	}
+	if !gpioConfigured(with.GPIO) || gpioConfigured(without.GPIO) || with.Model != without.Model || without.Voice.Speech != nil && with.Voice.Speech == nil {
+		t.Errorf("sample without GPIO: gpio %+v, model %q/%q", without.GPIO, with.Model, without.Model)
+	}
+	if !strings.Contains(sampleConfig(false), "no GPIO chip") {
+		t.Error("the sample without GPIO does not say why its [gpio] is commented out")
 	}
 }

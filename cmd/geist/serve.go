@@ -228,6 +228,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			defer ctl.Close() // before the store closes
 		}
 	}
+	// The listeners first: a taken port fails now, not after the load.
+	early, err := bindEarly(c, log)
+	if err != nil {
+		return err
+	}
+	c.early = early
+	defer early.close() // what no front end took
 	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
 	if err != nil {
 		return err

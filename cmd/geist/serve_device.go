@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -127,7 +128,11 @@ type deviceFront struct {
 func startDevice(c *serveConfig, core *appliance.Core, open func(firmware.Config, *slog.Logger) (*firmware.Device, error), onPress func(string, firmware.Press), log *slog.Logger) (*deviceFront, error) {
 	f := &deviceFront{}
 	tc := firmware.TriggersConfig{Core: core, OnPress: onPress, Logger: log.With("component", "triggers")}
-	if gpioConfigured(c.GPIO) {
+	if gpioConfigured(c.GPIO) && open == nil && !hasGPIOChip() {
+		// Not an error: the sample configuration names pins, and most
+		// machines it is tried on have none.
+		log.Info("GPIO off: this machine has no GPIO chip (no " + gpioChipGlob + "); the buttons and LEDs of [gpio] are ignored (leave [gpio] out, or --gpio=false, to skip them without this line)")
+	} else if gpioConfigured(c.GPIO) {
 		if open == nil {
 			open = firmware.Open
 		}
@@ -244,3 +249,12 @@ func (f *hermesFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
 
 func (f *hermesFront) wait()  {}
 func (f *hermesFront) close() {}
+
+// gpioChipGlob finds the machine's GPIO character devices.
+var gpioChipGlob = "/dev/gpiochip*"
+
+// hasGPIOChip reports whether the machine has a GPIO chip.
+func hasGPIOChip() bool {
+	m, _ := filepath.Glob(gpioChipGlob)
+	return len(m) > 0
+}

@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/firmware"
+	"github.com/geisten/geist/mqtt"
 )
 
 // A frontEnd is one front end of geist serve, started (listening,
@@ -83,4 +88,70 @@ func startFronts(c *serveConfig, core *appliance.Core, eng *engine.Engine, load 
 	}
 	dev.warn(c, log)
 	return fronts, nil
+}
+
+// earlyListeners are what serve binds before it loads the model (the
+// HTTP and Wyoming listeners, the embedded broker), so that a taken port
+// fails at once, not after a load of seconds; the front ends take them
+// over when they start.
+type earlyListeners struct {
+	http, wyoming net.Listener
+	emb           *mqtt.Embedded
+}
+
+// bindEarly binds the configuration's listeners.
+func bindEarly(c *serveConfig, log *slog.Logger) (*earlyListeners, error) {
+	l := &earlyListeners{}
+	var err error
+	if c.HTTP.Addr != "" {
+		if l.http, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
+			return nil, fmt.Errorf("http: %w (--http ADDR or [http] addr; \"\" turns the HTTP API off)", listenErr(err))
+		}
+	}
+	if c.Wyoming.Addr != "" {
+		if l.wyoming, err = net.Listen("tcp", c.Wyoming.Addr); err != nil {
+			l.close()
+			return nil, fmt.Errorf("wyoming: %w (--wyoming ADDR or [wyoming] addr; \"\" turns Wyoming off)", listenErr(err))
+		}
+	}
+	if c.MQTT.Embedded {
+		if l.emb, err = mqtt.StartEmbedded(c.MQTT.EmbeddedAddr, c.MQTT.Username, c.MQTT.Password, log); err != nil {
+			l.close()
+			return nil, err
+		}
+		log.Info("embedded MQTT broker listening", "addr", l.emb.Addr())
+	}
+	return l, nil
+}
+
+// listenErr says "address in use" in words.
+func listenErr(err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w (is another geist serve or Ollama running?)", err)
+	}
+	return err
+}
+
+// take hands a listener over (nil afterwards: the taker closes it).
+func take[T any](p *T) T {
+	v := *p
+	var zero T
+	*p = zero
+	return v
+}
+
+// close closes what no front end took.
+func (l *earlyListeners) close() {
+	if l == nil {
+		return
+	}
+	if l.http != nil {
+		l.http.Close()
+	}
+	if l.wyoming != nil {
+		l.wyoming.Close()
+	}
+	if l.emb != nil {
+		l.emb.Close()
+	}
 }

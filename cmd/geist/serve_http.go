@@ -90,9 +90,14 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	if mount != nil {
 		mount(web)
 	}
-	ln, err := net.Listen("tcp", c.HTTP.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", err)
+	var ln net.Listener
+	if c.early != nil {
+		ln = take(&c.early.http)
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
+			return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", listenErr(err))
+		}
 	}
 	return &httpFront{srv: web, ln: ln, log: log}, nil
 }

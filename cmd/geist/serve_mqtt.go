@@ -25,12 +25,18 @@ type mqttFront struct {
 func startMQTT(c *serveConfig, core *appliance.Core, buttons []mqtt.Button, onCancel func(), others bool, log *slog.Logger) (*mqttFront, error) {
 	f := &mqttFront{broker: c.MQTT.Broker}
 	if c.MQTT.Embedded {
-		emb, err := mqtt.StartEmbedded(c.MQTT.EmbeddedAddr, c.MQTT.Username, c.MQTT.Password, log)
-		if err != nil {
-			return nil, err
+		var emb *mqtt.Embedded
+		if c.early != nil {
+			emb = take(&c.early.emb)
+		}
+		if emb == nil {
+			var err error
+			if emb, err = mqtt.StartEmbedded(c.MQTT.EmbeddedAddr, c.MQTT.Username, c.MQTT.Password, log); err != nil {
+				return nil, err
+			}
+			log.Info("embedded MQTT broker listening", "addr", emb.Addr())
 		}
 		f.emb = emb
-		log.Info("embedded MQTT broker listening", "addr", emb.Addr())
 		if f.broker == "" {
 			f.broker = emb.URL()
 		}

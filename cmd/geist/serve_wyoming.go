@@ -37,9 +37,14 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", w.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("wyoming: %w", err)
+	var ln net.Listener
+	if c.early != nil {
+		ln = take(&c.early.wyoming)
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", w.Addr); err != nil {
+			return nil, fmt.Errorf("wyoming: %w", listenErr(err))
+		}
 	}
 	f := &wyomingFront{srv: srv, ln: ln, log: log}
 	addr, ok := ln.Addr().(*net.TCPAddr)

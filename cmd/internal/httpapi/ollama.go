@@ -290,6 +290,10 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		s.loadOnly(w, &c.ollamaCommon, true)
 		return
 	}
+	if err := s.toolsRefused(c.Tools, nil); err != nil {
+		s.refuse(w, err)
+		return
+	}
 	req.Tools = c.Tools // the core parses the calls out of the answer
 	if err := s.toolGrammar(&req, c.Tools, nil); err != nil {
 		s.refuse(w, err)

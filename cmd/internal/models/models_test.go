@@ -494,7 +494,7 @@ func TestPullWithoutLengthStopsAtFreeSpace(t *testing.T) {
 	var sent atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.WriteHeader(http.StatusOK) // chunked: no Content-Length
+		w.WriteHeader(http.StatusOK)      // chunked: no Content-Length
 		w.Write(data[:len(data)-256<<10]) // the header (it passes the check), then endless tensor data
 		chunk := make([]byte, 64<<10)
 		for range 16 << 20 / len(chunk) { // 16 MiB at most
