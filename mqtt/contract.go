@@ -108,6 +108,9 @@ type Request struct {
 	TTL         time.Duration
 	Plain       bool   // the payload was plain text
 	Grammar     string // the format as a grammar (GBNF), "" for free text
+	// Check checks the answer for what Grammar cannot enforce (overlapping
+	// oneOf alternatives), nil: nothing to check.
+	Check func([]byte) error
 	// Tools are the tools the model may call (JSON objects, as Ollama's
 	// tools); the answer carries its calls in tool_calls.
 	Tools    []json.RawMessage
@@ -341,6 +344,9 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 			return req, errorf(CodeBadRequest, "%v", err)
 		}
 		req.Grammar = src
+		if req.Check, err = grammar.FormatCheck(w.Format); err != nil {
+			return req, errorf(CodeBadRequest, "%v", err)
+		}
 	}
 	return req, nil
 }

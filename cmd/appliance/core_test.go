@@ -628,3 +628,21 @@ func TestDeleteSessionDropsCacheScripted(t *testing.T) {
 		t.Errorf("dropped %q of %q", cache.prefixes, cache.model)
 	}
 }
+
+// TestAnswerCheck: a request's Check sees the finished content; an
+// answer it refuses ends the request with its error (a oneOf a grammar
+// could not keep exclusive), and the engine is told to let a thinking
+// model think first.
+func TestAnswerCheck(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 2}
+	c := start(t, eng, nil)
+	var seen string
+	o := outcome(t, submit(t, c, appliance.Request{Text: "x", Check: func(b []byte) error { seen = string(b); return nil }}))
+	if o.Err != nil || seen != o.Text || !eng.Requests()[0].GrammarAfterThink {
+		t.Fatalf("%+v, check saw %q, engine request %+v", o, seen, eng.Requests()[0])
+	}
+	o = outcome(t, submit(t, c, appliance.Request{Text: "x", Check: func([]byte) error { return errors.New("two alternatives") }}))
+	if code(o) != "internal" || !strings.Contains(o.Err.Message, "two alternatives") {
+		t.Fatalf("a refused answer: %+v", o)
+	}
+}

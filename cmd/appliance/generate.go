@@ -115,6 +115,12 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	if err != nil {
 		return o, err
 	}
+	if r.Check != nil {
+		if err := r.Check([]byte(o.Text)); err != nil {
+			c.log.Warn("the answer fails its schema's check", "err", err)
+			return o, errorf(CodeInternal, "the answer does not satisfy the schema: %v", err)
+		}
+	}
 	if r.Session != "" && !r.Raw {
 		answer := Message{Role: "assistant", Content: written.String()}
 		if o.Thinking == "" && thinkingTokens == 0 {

@@ -116,6 +116,11 @@ type Request struct {
 	// turn a format or schema into one and check it); GrammarTrigger
 	// makes it lazy: it applies after that text (engine.Request).
 	Grammar, GrammarTrigger string
+	// Check, if set, checks the finished answer's content for what the
+	// grammar could not enforce (a oneOf whose alternatives overlap:
+	// engine/grammar's SchemaCheck); an answer it refuses ends the
+	// request with its error.
+	Check func(content []byte) error
 	// Session names the conversation whose history is rendered before the
 	// request and to which the exchange is appended; empty: stateless.
 	// The same characters as ID are allowed.

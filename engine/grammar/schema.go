@@ -168,6 +168,9 @@ type converter struct {
 	rules map[string]string
 	order []string
 	refs  map[string]string // $ref -> rule name
+	// inexact: a oneOf whose alternatives could not be proved exclusive
+	// (its grammar is their union; SchemaCheck checks the answer).
+	inexact bool
 }
 
 func (c *converter) add(name, body string) string {
@@ -328,6 +331,13 @@ func (c *converter) visitObject(s *ordered, name, path string) (string, error) {
 			subs, _ := v.([]any)
 			if len(subs) == 0 {
 				return "", fmt.Errorf("schema at %s: %s must be a non-empty list", path, kw)
+			}
+			if kw == "oneOf" && !c.inexact {
+				merged := make([]any, len(subs))
+				for i, sub := range subs {
+					merged[i] = merge(s, sub, kw)
+				}
+				c.inexact = !c.exclusive(merged)
 			}
 			alts := make([]string, len(subs))
 			for i, sub := range subs {
@@ -981,6 +991,15 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// FormatCheck is SchemaCheck for Ollama's format field (nil for "json"
+// and for none).
+func FormatCheck(format []byte) (func([]byte) error, error) {
+	if f := strings.TrimSpace(string(format)); !strings.HasPrefix(f, "{") {
+		return nil, nil
+	}
+	return SchemaCheck(format)
 }
 
 // FromFormat reads Ollama's format field (also MQTT asks'): "json" for

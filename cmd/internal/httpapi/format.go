@@ -43,7 +43,8 @@ func ollamaFormat(req *appliance.Request, format json.RawMessage) error {
 		return badf("%v", err)
 	}
 	req.Grammar = src
-	return nil
+	req.Check, err = grammar.FormatCheck(format)
+	return err
 }
 
 // openaiResponseFormat applies OpenAI's response_format: text, json_object
@@ -75,6 +76,9 @@ func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
 		src, err := schemaGrammar("response_format.json_schema.schema", rf.JSONSchema.Schema)
 		if err != nil {
 			return err
+		}
+		if req.Check, err = grammar.SchemaCheck(rf.JSONSchema.Schema); err != nil {
+			return badf("response_format.json_schema.schema: %v", err)
 		}
 		return setGrammar(req, src)
 	}
