@@ -312,3 +312,77 @@ func TestGrammarPhases(t *testing.T) {
 		t.Fatalf("the second call: phase %d", g.con.phase)
 	}
 }
+
+// TestConstrainedAllocations: a decoding step under a grammar allocates
+// nothing once the states it visits have their masks (computed on a
+// state's first use and kept with the compiled grammar): the mask, the
+// masked sampling, the matcher's advance, and with speculation the
+// pruning of the tree and the grammar's own drafts.
+func TestConstrainedAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	e := load(t, "stories260K-Q4_0", Options{Ctx: 512, Batch: 16, SelfSpec: SelfSpecOff})
+	src, err := grammar.FromSchema([]byte(`{"type": "array", "minItems": 3, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "n": {"type": "integer"}}, "required": ["name", "n"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 60
+	if testing.Short() {
+		runs = 10
+	}
+	ids, _ := e.Tokens(&Request{Prompt: "Once upon a time"})
+	for _, sp := range []SpecOptions{{Mode: SpecOff}, {Mode: SpecAuto, Fixed: true, DraftMax: 8}} {
+		t.Run(string(sp.Mode), func(t *testing.T) {
+			g := newTestGeneration(e, &sp, ids)
+			con, err := e.newConstraint(&Request{Grammar: src}, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.con = con
+			e.Reset()
+			if _, _, err := e.prefill(context.Background(), ids[:len(ids)-1]); err != nil {
+				t.Fatal(err)
+			}
+			step := func() {
+				if e.state.Len() > 400 || con.m.Done() {
+					e.state.Truncate(len(ids) - 1)
+					g.history = g.history[:len(ids)]
+					con.m.Reset()
+				}
+				room := 0
+				if sp.Mode != SpecOff {
+					room = 8
+				}
+				next, err := g.step(g.history[len(g.history)-1], g.draftTree(room))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.emit(next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resets := 0
+			for range 200 { // every state of this small grammar gets its mask
+				if con.m.Done() {
+					resets++
+				}
+				step()
+			}
+			if a := steadyAllocs(runs, step); a != 0 {
+				t.Errorf("%v allocations per constrained step", a)
+			}
+			if sp.Mode != SpecOff && g.st.Drafted == 0 {
+				t.Error("nothing drafted (the grammar forces keys and punctuation)")
+			}
+			var text []byte
+			for _, id := range g.history[len(ids):] {
+				text = append(text, e.tok.TokenToPiece(id, false)...)
+			}
+			if !bytes.HasPrefix(bytes.TrimSpace(text), []byte(`[`)) || !bytes.Contains(text, []byte(`"name"`)) {
+				t.Errorf("the text does not follow the grammar: %.80q", text)
+			}
+			t.Logf("%d documents in the warm-up; the last: %.60q", resets, text)
+		})
+	}
+}
