@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +55,12 @@ func TestGrammarMatchesLlamaCpp(t *testing.T) {
 		grammars[name] = g
 	}
 	prompt := "Once upon a time"
-	for _, model := range []string{"stories260K-F32", "tiny-qwen2-F16"} {
+	// The F32/F16 files must agree byte for byte. On a Q4_0 file (both
+	// engines quantize the activations to 8 bits, with float noise
+	// upstream flipping roundings) greedy decoding parts where two
+	// tokens are near tied: there the test checks that llama.cpp's
+	// token is geist's runner-up within the quantized envelope.
+	for _, model := range []string{"stories260K-F32", "tiny-qwen2-F16", "tiny-qwen2-Q4_0"} {
 		b, err := os.ReadFile(zoo.Path(t, "models", model+".gguf"))
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +85,7 @@ func TestGrammarMatchesLlamaCpp(t *testing.T) {
 				want := strings.TrimPrefix(strings.TrimRight(string(out), "\n"), " "+prompt)
 				ended := strings.HasSuffix(want, " [end of text]")
 				want = strings.TrimRight(strings.TrimSuffix(want, " [end of text]"), "\n")
-				_, got, _ := constrained(t, e, prompt, g, 48, SpecOptions{Mode: SpecAuto}, greedy())
+				ids, got, _ := constrained(t, e, prompt, g, 48, SpecOptions{Mode: SpecAuto}, greedy())
 				// llama-completion's printed text is at times cut short on
 				// this machine (at a different point from run to run, the same
 				// command): its text must then be a prefix of geist's.
@@ -87,10 +94,62 @@ func TestGrammarMatchesLlamaCpp(t *testing.T) {
 				case got == want:
 				case want != "" && strings.HasPrefix(got, want) && !ended:
 					t.Logf("llama.cpp's text was cut after %d of %d bytes; that prefix agrees", len(want), len(got))
+				case quantized(model):
+					if gap, ok := nearTie(t, e, prompt, g, ids, want); ok {
+						t.Logf("a near tie: geist's choice leads llama.cpp's by %.3f nats where they part (quantized files' logits differ by up to 0.4-0.8 nats between llama.cpp's own kernels, zoo README)\ngeist  %q\nllama.cpp %q", gap, got, want)
+						return
+					}
+					fallthrough
 				default:
 					t.Errorf("geist  %q\nllama.cpp %q", got, want)
 				}
 			})
 		}
 	}
+}
+
+func quantized(model string) bool { return strings.Contains(model, "-Q") }
+
+// nearTie finds where geist's greedy tokens ids (of text under grammar
+// gbnf after prompt) part from llama.cpp's text want, and reports
+// by how many nats geist's token there leads the best token the grammar
+// allows that follows llama.cpp's text, and whether that is under half a
+// nat.
+func nearTie(t *testing.T, e *Engine, prompt, gbnf string, ids []int32, want string) (float64, bool) {
+	c, err := e.CompileGrammar(gbnf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.NewMatcher()
+	v := c.Vocab()
+	var text []byte
+	for i, id := range ids {
+		p := v.Piece(id)
+		if next := string(text) + string(p); strings.HasPrefix(want, next) {
+			text = append(text, p...)
+			m.AcceptToken(id)
+			continue
+		}
+		// Token i parts: score it against llama.cpp's alternatives.
+		pre, _ := e.Tokens(&Request{Prompt: prompt})
+		seq := append(append(pre[:len(pre):len(pre)], ids[:i]...), id)
+		lps, err := e.Score(context.Background(), seq, e.model.NVocab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := map[int32]float64{}
+		for _, x := range lps[len(seq)-2] {
+			lp[x.ID] = x.Logprob
+		}
+		rest := want[len(text):]
+		best := math.Inf(-1)
+		for alt := int32(0); alt < int32(v.Size()); alt++ {
+			if q := v.Piece(alt); len(q) > 0 && alt != id && strings.HasPrefix(rest, string(q)) && m.Allowed(alt) {
+				best = max(best, lp[alt])
+			}
+		}
+		gap := lp[id] - best
+		return gap, gap >= 0 && gap < 0.5
+	}
+	return 0, false
 }
