@@ -210,14 +210,7 @@ func TestToolCalls(t *testing.T) {
 // Assistant's intent tools (17 tools, as its Assist API offers them) from
 // their parameter schemas: the compile budget is 50 ms.
 func BenchmarkCompileHATools(b *testing.B) {
-	raw, err := os.ReadFile("testdata/ha-tools.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		b.Fatal(err)
-	}
+	tools := readTools(b)
 	var states int
 	for b.Loop() {
 		src, _, err := ToolCalls(tools, "", ToolsTags, false)
@@ -235,19 +228,9 @@ func BenchmarkCompileHATools(b *testing.B) {
 
 // BenchmarkCompileAITask compiles the AI Task schemas of the tests.
 func BenchmarkCompileAITask(b *testing.B) {
-	raw, err := os.ReadFile("testdata/schemas.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var schemas map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &schemas); err != nil {
-		b.Fatal(err)
-	}
+	schemas := readAITask(b)
 	for b.Loop() {
-		for name, s := range schemas {
-			if !strings.HasPrefix(name, "ha-ai-task") {
-				continue
-			}
+		for _, s := range schemas {
 			src, err := FromSchema(s)
 			if err != nil {
 				b.Fatal(err)
