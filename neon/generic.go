@@ -125,10 +125,6 @@ func f16at(b []byte, off int) float32 { return ggml.F16At(b, off) }
 
 func h2f(h uint16) float32 { return ggml.FP16ToFP32(h) }
 
-// fp16Table is the conversion table, read by the arm64 assembly (integer
-// loads convert the scales there: qemu emulates FCVT slowly).
-var fp16Table = ggml.FP16Table()
-
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
 // quantizeQ8_0 is ggml's quantize_row_q8_0_ref: d = amax/127, q =

@@ -4,10 +4,14 @@
 // WORD directives with the ARM syntax in a comment (see enc.go); the test
 // checks every one of them against llvm-mc when it is installed.
 //
-// Run: cd neon/_asm && go run . > ../dot_arm64.s
+// Run: cd neon/_asm && go generate (or go run . -out ../dot_arm64.s;
+// without -out it writes to stdout). go generate ./neon runs it too.
 package main
 
+//go:generate go run . -out ../dot_arm64.s
+
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -744,7 +748,18 @@ func (a *asm) dotQ6_K(t tier) {
 	a.l("RET")
 }
 
-func main() { os.Stdout.WriteString(generate()) }
+func main() {
+	out := flag.String("out", "", "file to write (default: stdout)")
+	flag.Parse()
+	if *out == "" {
+		os.Stdout.WriteString(generate())
+		return
+	}
+	if err := os.WriteFile(*out, []byte(generate()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
 
 // generate returns the text of dot_arm64.s.
 func generate() string {

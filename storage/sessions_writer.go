@@ -1,10 +1,13 @@
+// The session writer: every write of sessions.db goes through write, which
+// keeps the index of sizes and enforces the SessionLimits in the same
+// transaction.
+
 package storage
 
 import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -232,81 +235,6 @@ func (s *Sessions) enforce(tx *bolt.Tx, w *writeState, keep string, ci convInfo)
 	}
 	w.set(keep, ci)
 	return nil
-}
-
-// Recent returns a conversation's metadata and its newest turns, in order:
-// at most maxTurns of them (0: no limit) and only as many as fit in
-// maxBytes of text (0: no limit; the newest turn is returned whatever its
-// size). It reads the turns from the newest back and stops there, so a
-// conversation of 50,000 turns costs what a short one does.
-func (s *Sessions) Recent(id string, maxTurns, maxBytes int) (Conversation, []Turn, error) {
-	var (
-		c     Conversation
-		turns []Turn
-	)
-	err := s.view(func(tx *bolt.Tx) error {
-		b, err := conv(tx, id)
-		if err != nil {
-			return err
-		}
-		if c, err = readInfo(b, id); err != nil {
-			return err
-		}
-		size := 0
-		cur := b.Bucket(bktTurns).Cursor()
-		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
-			if maxTurns > 0 && len(turns) == maxTurns {
-				break
-			}
-			t, err := decodeTurn(k, v)
-			if err != nil {
-				return fmt.Errorf("%w: conversation %q: %v", errDamaged, id, err)
-			}
-			size += len(t.Text)
-			if maxBytes > 0 && size > maxBytes && len(turns) > 0 {
-				break
-			}
-			turns = append(turns, t)
-		}
-		for i, j := 0, len(turns)-1; i < j; i, j = i+1, j-1 {
-			turns[i], turns[j] = turns[j], turns[i]
-		}
-		return nil
-	})
-	if err != nil {
-		return Conversation{}, nil, err
-	}
-	return c, turns, nil
-}
-
-// Usage reports how many conversations the file holds and the estimated
-// bytes of what they store (the measure of SessionLimits.MaxBytes).
-func (s *Sessions) Usage() (conversations int, bytes int64) {
-	s.imu.Lock()
-	defer s.imu.Unlock()
-	return len(s.idx), s.total
-}
-
-// Increment adds one to the counter setting key (absent: 0) in one
-// transaction and returns the new value, as for the number of the
-// dashboard's conversation, which must survive a restart.
-func (s *Sessions) Increment(key string) (int64, error) {
-	if key == "" || len(key) > 1024 {
-		return 0, fmt.Errorf("storage: invalid setting key %q", key)
-	}
-	var n int64
-	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bktSettings)
-		if v := b.Get([]byte(key)); v != nil {
-			var err error
-			if n, err = strconv.ParseInt(string(v), 10, 64); err != nil {
-				return fmt.Errorf("storage: setting %q is not a counter: %q", key, v)
-			}
-		}
-		n++
-		return b.Put([]byte(key), strconv.AppendInt(nil, n, 10))
-	})
-	return n, err
 }
 
 // migrateCounts stores every conversation's turn count and size in its
