@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/gguf"
@@ -108,7 +109,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	}
 	tok, f, err := LoadVocab(path)
 	if err != nil {
-		return nil, err
+		return nil, modelError(path, err)
 	}
 	kvType := quant.F16
 	switch opt.KVType {
@@ -127,7 +128,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	e := &Engine{path: path, file: f, tok: tok, opt: opt, selfMode: selfMode, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
 	if e.model, err = model.Load(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, modelError(path, err)
 	}
 	if e.model.NVocab < tok.NTokens() {
 		f.Close()
@@ -547,6 +548,33 @@ func CheckModelFile(path string) error {
 	}
 	return f.Close()
 }
+
+// modelError names the model file and says what is wrong with it in the
+// user's words: without the package prefixes of the layers below (the
+// error still wraps theirs).
+func modelError(path string, err error) error {
+	msg := err.Error()
+	for {
+		trimmed := msg
+		for _, p := range []string{"gguf: ", "model: ", "tokenizer: ", "quant: "} {
+			trimmed = strings.TrimPrefix(trimmed, p)
+		}
+		if trimmed == msg {
+			break
+		}
+		msg = trimmed
+	}
+	return &wordedError{msg: "model " + path + ": " + msg, err: err}
+}
+
+// wordedError is err with a message of its own.
+type wordedError struct {
+	msg string
+	err error
+}
+
+func (w *wordedError) Error() string { return w.msg }
+func (w *wordedError) Unwrap() error { return w.err }
 
 // modelFileError names a model file that cannot be opened in the user's
 // words.

@@ -40,9 +40,10 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "chat", chatUsage)
 	var o chatOptions
 	o.mf.register(fs)
+	o.df.sessionHelp = "continue the conversation NAME, kept in DATA-DIR/sessions.db (default: a new one, not kept)"
 	o.df.register(fs)
 	def := sample.DefaultParams()
-	temp := fs.Float64("temp", float64(def.Temperature), "temperature (0: greedy)")
+	temp := fs.Float64("temp", widen(def.Temperature), "temperature (0: greedy)")
 	topK := fs.Int("top-k", def.TopK, "top-k sampling (0: off)")
 	topP := fs.Float64("top-p", float64(def.TopP), "top-p (nucleus) sampling (1: off)")
 	minP := fs.Float64("min-p", float64(def.MinP), "min-p sampling (0: off)")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -169,7 +170,7 @@ func defaultServeConfig() serveConfig {
 		Generation: generationSection{
 			// One default for run, chat and serve: llama.cpp's (and
 			// Ollama's) 0.8, sample.DefaultParams.
-			Temperature: float64(sample.DefaultParams().Temperature),
+			Temperature: widen(sample.DefaultParams().Temperature),
 			MaxHistory:  20,
 			MaxSessions: 64,
 		},
@@ -526,4 +527,11 @@ func (c *serveConfig) validateDevice() []error {
 // validSession accepts the session names the MQTT contract accepts.
 func validSession(s string) bool {
 	return len(s) <= 128 && !strings.ContainsAny(s, "/+# \t\r\n")
+}
+
+// widen is the float64 a person means by a float32: 0.8, not
+// 0.800000011920929 (as help texts and logs print it).
+func widen(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
 }

@@ -26,14 +26,14 @@ func lockDataDir(dir string) (release func(), err error) {
 	path := filepath.Join(dir, serveLockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+		return nil, dataDirError(dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w on the data directory %s%s: stop it first, or start this one with another --data-dir", errServeRunning, dir, lockHolder(path))
 		}
-		return nil, fmt.Errorf("data dir: locking %s: %w", path, err)
+		return nil, fmt.Errorf("data directory %s: locking %s: %v", dir, path, err)
 	}
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -61,4 +61,14 @@ func lockHolder(path string) string {
 		return " (pid " + pid + ")"
 	}
 	return ""
+}
+
+// dataDirError words a data directory geist cannot use: the directory,
+// why, and the flag and key that name another.
+func dataDirError(dir string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("data directory %s: %v (--data-dir, or data_dir in the config, names another; the service's is /var/lib/geist)", dir, err)
 }

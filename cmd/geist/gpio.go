@@ -28,6 +28,12 @@ func cmdGPIO(ctx context.Context, e *env, args []string) error {
 		return gpioWatch(ctx, e, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprintf(e.stdout, "usage: geist %s\n", gpioUsage)
+		fmt.Fprint(e.stdout, `  list               the board's GPIO lines (the names [gpio] takes)
+      --json         print JSON
+  watch PIN...       print each press, long press and double press on the pins
+      --pull string  the pins' bias: up (buttons to ground), down (to 3.3 V) or none (default "up")
+geist gpio list --help and geist gpio watch --help describe each.
+`)
 		return nil
 	}
 	return usagef("unknown gpio command %q (want list or watch)", args[0])

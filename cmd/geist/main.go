@@ -49,7 +49,7 @@ func init() {
 		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},
 		{"synth", synthUsage, "write a GGUF with random weights in the shape of a real model", cmdSynth},
 		{"quantize", quantizeUsage, "convert an F32/F16/BF16 GGUF to Q4_0, Q8_0 or Q4_K_M", cmdQuantize},
-		{"serve", serveUsage, "answer requests over MQTT (and Home Assistant) as an appliance", cmdServe},
+		{"serve", serveUsage, "run the appliance: answer over HTTP (Ollama and OpenAI APIs), MQTT, Wyoming and the device's buttons", cmdServe},
 		{"gpio", gpioUsage, "list the board's GPIO lines, watch buttons", cmdGPIO},
 		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
 		{"pull", pullUsage, "download a model into the model store (Hugging Face or a URL)", cmdPull},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
@@ -75,7 +76,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	stops := fs.StringArray("stop", nil, "stop string (repeatable)")
 	var sf specFlags
 	sf.register(fs)
-	var df dataFlags
+	df := dataFlags{sessionHelp: "continue the conversation NAME (implies --chat)"}
 	df.register(fs)
 	var gf grammarFlags
 	gf.register(fs)
@@ -130,7 +131,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		p.Seed = uint64(*seed)
 	}
 	if err := p.Validate(); err != nil {
-		return usageError{err}
+		return usageError{errors.New(strings.TrimPrefix(err.Error(), "sample: invalid parameters: "))}
 	}
 	if math.IsNaN(float64(*temp)) {
 		return usagef("--temp must be a number")

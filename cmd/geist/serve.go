@@ -206,7 +206,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	if c.DataDir != "" {
 		if err := os.MkdirAll(c.DataDir, 0o750); err != nil {
-			return fmt.Errorf("data dir: %w", err)
+			return dataDirError(c.DataDir, err)
 		}
 		release, err := lockDataDir(c.DataDir)
 		if err != nil {

@@ -52,6 +52,8 @@ type dataFlags struct {
 	dir       string
 	cacheSize int64
 	session   string
+	// sessionHelp describes --session: run's implies --chat, chat is one.
+	sessionHelp string
 }
 
 func (d *dataFlags) register(fs interface {
@@ -60,7 +62,7 @@ func (d *dataFlags) register(fs interface {
 }) {
 	fs.StringVar(&d.dir, "data-dir", defaultDataDir(), "directory of sessions.db and cache.db")
 	fs.Int64Var(&d.cacheSize, "cache-size", 1<<30, "prompt cache budget in bytes (0: no prompt cache)")
-	fs.StringVar(&d.session, "session", "", "continue the conversation NAME (implies --chat)")
+	fs.StringVar(&d.session, "session", "", d.sessionHelp)
 }
 
 // openCache opens the prompt cache, or returns nil when it is disabled or

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/geisten/geist/engine/gguf"
@@ -260,7 +261,7 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}
 	ai, ok := archs[arch]
 	if !ok {
-		return Config{}, fmt.Errorf("model: unsupported architecture %q (geist runs %v)", arch, SupportedArchs())
+		return Config{}, fmt.Errorf("model: unsupported architecture %q (geist runs %s)", arch, strings.Join(SupportedArchs(), ", "))
 	}
 	c := Config{Arch: arch, RopeNeox: ai.neox, HasQKVBias: ai.qkvBias, HasQKNorm: ai.qkNorm}
 	var err error

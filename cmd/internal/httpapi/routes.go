@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 const ollamaVersion = "0.12.0"
 
 func (s *Server) unsupported(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+" is not supported by geist: it serves one model, loaded at start (see geist models and geist pull)")
+	writeError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+" is not supported by geist: "+unsupportedWhy(r.URL.Path))
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
@@ -133,4 +134,18 @@ func (s *Server) ps(w http.ResponseWriter, r *http.Request) {
 		Name: m.tagged(), Model: m.tagged(), Size: m.Size, Digest: m.Digest, Details: details(m),
 		ExpiresAt: neverExpires, ContextLength: m.ContextLength,
 	}}})
+}
+
+// unsupportedWhy says what geist does instead of an Ollama endpoint it
+// does not have.
+func unsupportedWhy(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/api/embed"), strings.HasPrefix(path, "/v1/embeddings"):
+		return "it generates text and does not compute embeddings; use an embedding server (Ollama with an embedding model) beside it"
+	case path == "/api/delete":
+		return "it does not delete models over HTTP; geist rm NAME on the machine removes a stored one"
+	case path == "/api/create", path == "/api/copy", path == "/api/push", strings.HasPrefix(path, "/api/blobs"):
+		return "models come from Hugging Face GGUF files: geist pull NAME|hf:OWNER/REPO/FILE.gguf (POST /api/pull) stores one, geist models catalog lists the names"
+	}
+	return "it runs the one model it loaded at start (geist serve -m MODEL); geist pull and geist list manage the stored ones"
 }
