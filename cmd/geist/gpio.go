@@ -31,7 +31,7 @@ func cmdGPIO(ctx context.Context, e *env, args []string) error {
 		fmt.Fprint(e.stdout, `  list               the board's GPIO lines (the names [gpio] takes)
       --json         print JSON
   watch PIN...       print each press, long press and double press on the pins
-      --pull string  the pins' bias: up (buttons to ground), down (to 3.3 V) or none (default "up")
+      --pull string  pull resistor: up (button to ground), down (button to 3.3 V) or none (default "up")
 geist gpio list --help and geist gpio watch --help describe each.
 `)
 		return nil
