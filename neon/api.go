@@ -237,35 +237,22 @@ const RowGroupsEnv = "GEIST_ROWGROUPS"
 // do with GEIST_ROWGROUPS=off), for comparing the two.
 const RepackEnv = "GEIST_REPACK"
 
-// fill sets every nil kernel of k from g (the packings, row-group and
-// tile kernels stay nil: they are a set's own or absent).
+// fill sets every nil kernel of k from g: each func field the generic
+// set has, but the row-group kernels (RowsFunc) and the attention loops,
+// which default to the set's own one-row kernels below (the packings and
+// tiles, pointers, stay nil too: they are a set's own or absent). A new
+// kernel field is filled without a line here.
 func fill(k, g *Kernels) {
-	or(&k.DotQ4_0Q8_0, g.DotQ4_0Q8_0)
-	or(&k.DotQ5_0Q8_0, g.DotQ5_0Q8_0)
-	or(&k.DotQ8_0Q8_0, g.DotQ8_0Q8_0)
-	or(&k.DotQ4_KQ8_K, g.DotQ4_KQ8_K)
-	or(&k.DotQ6_KQ8_K, g.DotQ6_KQ8_K)
-	or(&k.DotQ4_1Q8_1, g.DotQ4_1Q8_1)
-	or(&k.DotQ5_1Q8_1, g.DotQ5_1Q8_1)
-	or(&k.DotQ2_KQ8_K, g.DotQ2_KQ8_K)
-	or(&k.DotQ3_KQ8_K, g.DotQ3_KQ8_K)
-	or(&k.DotQ5_KQ8_K, g.DotQ5_KQ8_K)
-	or(&k.DotQ8_KQ8_K, g.DotQ8_KQ8_K)
-	or(&k.DotF32, g.DotF32)
-	or(&k.DotF16, g.DotF16)
-	or(&k.DotBF16, g.DotBF16)
-	or(&k.QuantizeQ8_0, g.QuantizeQ8_0)
-	or(&k.QuantizeQ8_K, g.QuantizeQ8_K)
-	or(&k.RMSNormScale, g.RMSNormScale)
-	or(&k.DotF32F16, g.DotF32F16)
-	or(&k.AxpyF16, g.AxpyF16)
-	or(&k.SiLUMul, g.SiLUMul)
-	or(&k.Softmax, g.Softmax)
-	or(&k.ExpSub, g.ExpSub)
-	or(&k.AttnSumF32, g.AttnSumF32)
-	or(&k.Add, g.Add)
-	or(&k.ScaleMul, g.ScaleMul)
-	or(&k.ToF16, g.ToF16)
+	kv, gv := reflect.ValueOf(k).Elem(), reflect.ValueOf(g).Elem()
+	rows := reflect.TypeFor[RowsFunc]()
+	for i := range kv.NumField() {
+		f := kv.Field(i)
+		switch name := kv.Type().Field(i).Name; {
+		case f.Kind() != reflect.Func || f.Type() == rows || name == "AttnScores" || name == "AttnSum":
+		case f.IsNil():
+			f.Set(gv.Field(i))
+		}
+	}
 	// The attention loops default to the set's own one-row kernels.
 	if k.AttnScores == nil {
 		dot := k.DotF32F16
@@ -287,12 +274,28 @@ func fill(k, g *Kernels) {
 	}
 }
 
-// or sets the kernel *f to g when the set has none (f points to a func
-// field of Kernels; sets are filled once, at start).
-func or[F any](f *F, g F) {
-	if reflect.ValueOf(f).Elem().IsNil() {
-		*f = g
-	}
+// Dots lists the weight-row kernels by weight and activation type
+// (ggml's names): quant's kernel table is filled from it, so a new
+// weight type's kernel is a field of Kernels, its generic kernel and a
+// line here.
+var Dots = []struct {
+	Weight, Act string
+	Of          func(*Kernels) DotFunc
+}{
+	{"F32", "F32", func(k *Kernels) DotFunc { return k.DotF32 }},
+	{"F16", "F16", func(k *Kernels) DotFunc { return k.DotF16 }},
+	{"BF16", "BF16", func(k *Kernels) DotFunc { return k.DotBF16 }},
+	{"Q4_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ4_0Q8_0 }},
+	{"Q4_1", "Q8_1", func(k *Kernels) DotFunc { return k.DotQ4_1Q8_1 }},
+	{"Q5_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ5_0Q8_0 }},
+	{"Q5_1", "Q8_1", func(k *Kernels) DotFunc { return k.DotQ5_1Q8_1 }},
+	{"Q8_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ8_0Q8_0 }},
+	{"Q2_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ2_KQ8_K }},
+	{"Q3_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ3_KQ8_K }},
+	{"Q4_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ4_KQ8_K }},
+	{"Q5_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ5_KQ8_K }},
+	{"Q6_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ6_KQ8_K }},
+	{"Q8_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ8_KQ8_K }},
 }
 
 // compiledIn reports whether a set called name is compiled into this binary

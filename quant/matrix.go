@@ -31,20 +31,14 @@ type rowsPick func(k *neon.Kernels) neon.RowsFunc
 var kernels = func() map[Type]kernel {
 	m := map[Type]kernel{}
 	add := func(t, act Type, pick pickFunc) { m[t] = kernel{act: act, pick: pick, dot: oneColumn(pick)} }
-	add(F32, F32, func(k *neon.Kernels) neon.DotFunc { return k.DotF32 })
-	add(F16, F16, func(k *neon.Kernels) neon.DotFunc { return k.DotF16 })
-	add(BF16, BF16, func(k *neon.Kernels) neon.DotFunc { return k.DotBF16 })
-	add(Q4_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_0Q8_0 })
-	add(Q4_1, Q8_1, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_1Q8_1 })
-	add(Q5_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_0Q8_0 })
-	add(Q5_1, Q8_1, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_1Q8_1 })
-	add(Q8_0, Q8_0, func(k *neon.Kernels) neon.DotFunc { return k.DotQ8_0Q8_0 })
-	add(Q2_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ2_KQ8_K })
-	add(Q3_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ3_KQ8_K })
-	add(Q4_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ4_KQ8_K })
-	add(Q5_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ5_KQ8_K })
-	add(Q6_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ6_KQ8_K })
-	add(Q8_K, Q8_K, func(k *neon.Kernels) neon.DotFunc { return k.DotQ8_KQ8_K })
+	for _, d := range neon.Dots {
+		t, ok := ParseType(d.Weight)
+		act, ok2 := ParseType(d.Act)
+		if !ok || !ok2 {
+			panic("quant: neon.Dots names an unknown type: " + d.Weight + " × " + d.Act)
+		}
+		add(t, act, d.Of)
+	}
 	rows := func(t Type, pick rowsPick) { k := m[t]; k.rows = pick; m[t] = k }
 	rows(Q4_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ4_0Q8_0 })
 	rows(Q5_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ5_0Q8_0 })
