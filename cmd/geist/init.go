@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/scripts"
 )
 
@@ -74,7 +75,7 @@ Next steps (scripts/INSTALL.md in the source tree explains each):
        sudo install -m 0644 %s /etc/systemd/system/geist.service
        sudo systemctl daemon-reload && sudo systemctl enable --now geist
        journalctl -u geist -f
-`, conf, unit, recommendedModels[0].ref, conf, conf, unit)
+`, conf, unit, models.Catalog()[0].Name, conf, conf, unit)
 	return nil
 }
 

@@ -16,13 +16,6 @@ import (
 
 const modelsUsage = "models list|catalog|ps|rm [NAME...] [--json] [--models-dir DIR]"
 
-// recommendedModels are small instruct models whose architecture and
-// tokenizer geist supports, in Q4_0 (README, "Models").
-var recommendedModels = []struct{ ref, about string }{
-	{"hf:bartowski/Qwen2.5-0.5B-Instruct-GGUF/Qwen2.5-0.5B-Instruct-Q4_0.gguf", "Qwen2.5 0.5B Instruct, 353 MB"},
-	{"hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "Llama 3.2 1B Instruct, 773 MB"},
-}
-
 // modelsDirHelp describes --models-dir; the store lives in the data
 // directory unless the flag moves it.
 func modelsDirHelp() string {
