@@ -18,6 +18,13 @@ type PromptCache interface {
 	Put(model []byte, tokens []int32, blob []byte) error
 }
 
+// PromptCacheInPlace is a PromptCache that hands a blob over in the pieces
+// it is stored in (storage.Cache: the file's mapped pages), so that a
+// restore copies it straight into the KV cache; use must not keep them.
+type PromptCacheInPlace interface {
+	LookupFunc(model []byte, tokens []int32, use func(n int, blob [][]byte) bool) (n int, ok bool)
+}
+
 // DraftStatsStore keeps the drafting statistics per model (storage.Cache
 // implements it next to the prompt cache).
 type DraftStatsStore interface {
@@ -163,6 +170,26 @@ func modelID(header []byte, kv quant.Type) []byte {
 func (e *Engine) restore(toks []int32, reuse int) int {
 	if e.opt.Cache == nil || len(toks)-reuse < minRestore {
 		return reuse
+	}
+	if c, ok := e.opt.Cache.(PromptCacheInPlace); ok {
+		var err error
+		n := 0
+		c.LookupFunc(e.id, toks, func(at int, blob [][]byte) bool {
+			if at <= reuse+minRestore/2 || at > len(toks) {
+				return false
+			}
+			n = at
+			err = e.state.RestoreChunks(toks[:n], blob)
+			return err == nil
+		})
+		switch {
+		case n == 0:
+			return reuse
+		case err != nil:
+			e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+			return 0 // Restore left the state empty
+		}
+		return n
 	}
 	n, blob, ok := e.opt.Cache.Lookup(e.id, toks)
 	if !ok || n <= reuse+minRestore/2 || n > len(toks) {

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/gguf"
@@ -63,23 +64,25 @@ var ErrPromptTooLong = errors.New("prompt too long")
 // Engine is a loaded model with its tokenizer, chat template and one
 // sequence state. It is not safe for concurrent use: one request at a time.
 type Engine struct {
-	id       []byte // model identity for the prompt cache
-	choice   ContextChoice
-	maxCtx   int
-	snap     snapshotter // background writes to the prompt cache
-	closed   bool
-	spec     specState
-	selfMode string                         // Options.SelfSpec checked
-	sysKeep  sysPrefix                      // the system prompt's tokens, for the prompt cache
-	counts   struct{ renders, encodes int } // for tests: how often prompts were rendered and tokenized
-	path     string
-	file     *gguf.File
-	model    *model.Model
-	tok      *tokenizer.Tokenizer
-	template *chat.Template
-	state    *model.State
-	opt      Options
-	gvocab   *grammar.Vocab // built on the first constrained request
+	id []byte // model identity for the prompt cache
+	// restoreTook is the last prefill's prompt-cache lookup and restore.
+	restoreTook time.Duration
+	choice      ContextChoice
+	maxCtx      int
+	snap        snapshotter // background writes to the prompt cache
+	closed      bool
+	spec        specState
+	selfMode    string                         // Options.SelfSpec checked
+	sysKeep     sysPrefix                      // the system prompt's tokens, for the prompt cache
+	counts      struct{ renders, encodes int } // for tests: how often prompts were rendered and tokenized
+	path        string
+	file        *gguf.File
+	model       *model.Model
+	tok         *tokenizer.Tokenizer
+	template    *chat.Template
+	state       *model.State
+	opt         Options
+	gvocab      *grammar.Vocab // built on the first constrained request
 }
 
 // LoadVocab opens a GGUF file and reads only its tokenizer; it works on
@@ -315,6 +318,7 @@ type Stats struct {
 	ReusedTokens    int     `json:"reused_tokens"`           // prompt tokens whose KV state was reused (held in memory or restored)
 	RestoredTokens  int     `json:"restored_tokens"`         // of ReusedTokens, those restored from the prompt cache
 	EvaluatedTokens int     `json:"evaluated_tokens"`        // prompt tokens the model evaluated: PromptTokens - ReusedTokens
+	RestoreMS       float64 `json:"restore_ms,omitempty"`    // the time the prompt-cache lookup and restore took
 	DroppedTurns    int     `json:"dropped_turns,omitempty"` // oldest turns left out to fit the context
 
 	// Speculative decoding: forward passes of the target model while

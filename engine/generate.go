@@ -31,7 +31,10 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 	reuse = commonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
-	if r := e.restore(toks, reuse); r != reuse {
+	t := time.Now()
+	r := e.restore(toks, reuse)
+	e.restoreTook = time.Since(t)
+	if r != reuse {
 		reuse = r
 		restored = r
 	}
@@ -89,6 +92,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	reused, restored, err := e.prefill(ctx, prompt[:len(prompt)-1])
 	st.ReusedTokens, st.RestoredTokens = reused, restored
 	st.EvaluatedTokens = len(prompt) - reused
+	st.RestoreMS = float64(e.restoreTook.Microseconds()) / 1000
 	if err != nil {
 		return st, err
 	}

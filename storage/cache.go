@@ -509,9 +509,22 @@ func (c *Cache) cost(recordLen, blobLen int) int64 {
 // and one probe per distinct stored prefix length up to len(tokens). To be
 // left at least one token to evaluate, pass tokens[:len(tokens)-1].
 func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok bool) {
+	n, ok = c.LookupFunc(model, tokens, func(_ int, chunks [][]byte) bool {
+		blob = bytes.Join(chunks, nil)
+		return true
+	})
+	return n, blob, ok
+}
+
+// LookupFunc is Lookup without the copy: use receives the longest stored
+// prefix's length and its verified blob in the pieces it is stored in,
+// the cache file's mapped pages, which it must not keep or modify after it
+// returns (a restore copies them straight into the KV cache). use
+// returning false makes it a miss.
+func (c *Cache) LookupFunc(model []byte, tokens []int32, use func(n int, blob [][]byte) bool) (n int, ok bool) {
 	if len(model) == 0 || len(tokens) == 0 {
 		c.misses.Add(1)
-		return 0, nil, false
+		return 0, false
 	}
 	mk := modelKey(model)
 	hs := prefixHashes(tokens)
@@ -550,7 +563,7 @@ func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok boo
 			if v == nil {
 				continue
 			}
-			data, id, err := c.readEntry(tx, mk, v, tokens[:l])
+			data, id, err := c.readChunks(tx, mk, v, tokens[:l])
 			if errors.Is(err, errCollision) {
 				continue
 			}
@@ -560,7 +573,10 @@ func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok boo
 				bad = append(bad, slot)
 				continue
 			}
-			n, blob, hitSlot, hitID = l, data, slot, id
+			if !use(l, data) {
+				return nil
+			}
+			n, hitSlot, hitID = l, slot, id
 			return nil
 		}
 		return nil
@@ -570,7 +586,7 @@ func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok boo
 		if !errors.Is(err, ErrClosed) {
 			c.log.Warn("storage: cache miss: cache file unreadable", "path", c.path, "err", err.Error())
 		}
-		return 0, nil, false
+		return 0, false
 	}
 	for _, slot := range bad {
 		c.dropSlot(mk, slot)
@@ -586,18 +602,20 @@ func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok boo
 		default:
 			c.log.Debug("storage: cache miss: no stored prefix", "model", shortKey(mk[:]), "tokens", len(tokens))
 		}
-		return 0, nil, false
+		return 0, false
 	}
 	c.hits.Add(1)
 	c.touch(mk, hitSlot, hitID)
-	return n, blob, true
+	return n, true
 }
 
 var errCollision = errors.New("prefix hash collision")
 
-// readEntry decodes an entry record, checks it belongs to mk and to tokens
-// (nil for drafting statistics), and reads and verifies its blob.
-func (c *Cache) readEntry(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int32) ([]byte, uint64, error) {
+// readChunks decodes an entry record, checks it belongs to mk and to tokens
+// (nil for drafting statistics), and verifies its blob, returned in the
+// pieces it is stored in (valid only during tx: they are the file's mapped
+// pages).
+func (c *Cache) readChunks(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int32) ([][]byte, uint64, error) {
 	e, err := decodeEntry(record)
 	if err != nil {
 		return nil, 0, fmt.Errorf("corrupt entry: %v", err)
@@ -614,7 +632,11 @@ func (c *Cache) readEntry(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int3
 	if e.length > c.budget {
 		return nil, 0, fmt.Errorf("corrupt entry: blob length %d exceeds the budget", e.length)
 	}
-	buf := make([]byte, 0, e.length)
+	var (
+		pieces [][]byte
+		length int64
+		crc    uint32
+	)
 	prefix := binary.BigEndian.AppendUint64(nil, e.blobID)
 	cur := tx.Bucket(bktChunks).Cursor()
 	var i uint32
@@ -630,19 +652,31 @@ func (c *Cache) readEntry(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int3
 		if v == nil {
 			return nil, 0, fmt.Errorf("blob truncated: chunk %d empty", i)
 		}
-		if int64(len(buf)+len(v)) > e.length {
+		if length+int64(len(v)) > e.length {
 			return nil, 0, fmt.Errorf("blob corrupt: longer than its recorded %d bytes", e.length)
 		}
-		buf = append(buf, v...)
+		populate(v)
+		pieces = append(pieces, v)
+		length += int64(len(v))
+		crc = crc32.Update(crc, castagnoli, v)
 		i++
 	}
-	if int64(len(buf)) != e.length || i != e.chunks {
-		return nil, 0, fmt.Errorf("blob truncated: %d of %d bytes in %d of %d chunks", len(buf), e.length, i, e.chunks)
+	if length != e.length || i != e.chunks {
+		return nil, 0, fmt.Errorf("blob truncated: %d of %d bytes in %d of %d chunks", length, e.length, i, e.chunks)
 	}
-	if got := crc32.Checksum(buf, castagnoli); got != e.crc {
-		return nil, 0, fmt.Errorf("blob checksum mismatch (crc32c %08x, recorded %08x)", got, e.crc)
+	if crc != e.crc {
+		return nil, 0, fmt.Errorf("blob checksum mismatch (crc32c %08x, recorded %08x)", crc, e.crc)
 	}
-	return buf, e.blobID, nil
+	return pieces, e.blobID, nil
+}
+
+// readEntry is readChunks with the blob copied out of the transaction.
+func (c *Cache) readEntry(tx *bolt.Tx, mk [32]byte, record []byte, tokens []int32) ([]byte, uint64, error) {
+	chunks, id, err := c.readChunks(tx, mk, record, tokens)
+	if err != nil {
+		return nil, 0, err
+	}
+	return bytes.Join(chunks, nil), id, nil
 }
 
 func equalTokens(a, b []int32) bool {

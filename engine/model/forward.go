@@ -139,8 +139,8 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.vc = make([][]uint16, c.NLayer)
 		for l := range s.kc {
 			if c.OwnKV(l) {
-				s.kc[l] = make([]uint16, ctx*c.KVHeadsOf(l)*c.HeadDimOf(l))
-				s.vc[l] = make([]uint16, ctx*c.KVHeadsOf(l)*c.HeadDimVOf(l))
+				s.kc[l] = newKV[uint16](ctx * c.KVHeadsOf(l) * c.HeadDimOf(l))
+				s.vc[l] = newKV[uint16](ctx * c.KVHeadsOf(l) * c.HeadDimVOf(l))
 			}
 		}
 	case quant.Q8_0:
@@ -156,8 +156,8 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.vq = make([][]byte, c.NLayer)
 		for i := range s.kq {
 			if !c.IsConv(i) {
-				s.kq[i] = make([]byte, c.NHeadKV*ctx*s.kRow)
-				s.vq[i] = make([]byte, c.NHeadKV*ctx*s.vRow)
+				s.kq[i] = newKV[byte](c.NHeadKV * ctx * s.kRow)
+				s.vq[i] = newKV[byte](c.NHeadKV * ctx * s.vRow)
 			}
 		}
 	default:

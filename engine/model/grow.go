@@ -38,7 +38,7 @@ func (s *State) reserve(n int) {
 // regrow copies a per-head cache [heads][old][row] into one laid out as
 // [heads][grown][row].
 func regrow[E uint16 | byte](src []E, heads, old, grown, row int) []E {
-	dst := make([]E, heads*grown*row)
+	dst := newKV[E](heads * grown * row)
 	for h := range heads {
 		copy(dst[h*grown*row:], src[h*old*row:(h+1)*old*row])
 	}

@@ -1,8 +1,10 @@
 package model
 
 import (
+	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/geisten/geist/engine/zoo"
@@ -69,6 +71,29 @@ func TestStateGrows(t *testing.T) {
 		}
 		if small.Len() != 30 || small.Allocated() < 30 {
 			t.Errorf("%s: after the restore Len %d, Allocated %d", kv, small.Len(), small.Allocated())
+		}
+		// The same blob in pieces of odd sizes (the prompt cache's pages,
+		// read in place) restores the same state, and the pieces are left
+		// as they were.
+		pieces := [][]byte{snap[:5], snap[5:5], snap[5:1000], snap[1000 : len(snap)-3], snap[len(snap)-3:]}
+		kept := slices.Clone(pieces)
+		inPieces, err := m.NewState(StateOptions{Ctx: 8, MaxCtx: 40, Batch: 4, KVType: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inPieces.Close()
+		if err := inPieces.RestoreChunks(seq[:30], pieces); err != nil {
+			t.Fatalf("%s: restoring in pieces: %v", kv, err)
+		}
+		a, _ := small.Snapshot(30, nil)
+		b, _ := inPieces.Snapshot(30, nil)
+		if !bytes.Equal(a, b) || !bytes.Equal(a, snap) {
+			t.Errorf("%s: restored in pieces, the state differs", kv)
+		}
+		for i := range pieces {
+			if len(pieces[i]) != len(kept[i]) {
+				t.Errorf("%s: RestoreChunks changed the caller's pieces", kv)
+			}
 		}
 	}
 }

@@ -103,9 +103,19 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 // type, or of another number of positions than len(tokens), is an error
 // and leaves the state empty.
 func (s *State) Restore(tokens []int32, blob []byte) error {
-	n, err := s.restore(blob)
+	return s.RestoreChunks(tokens, [][]byte{blob})
+}
+
+// RestoreChunks is Restore of a blob held in pieces (the prompt cache's
+// stored pages, read in place): the pieces are copied straight into the
+// cache, with no copy of the whole blob first.
+func (s *State) RestoreChunks(tokens []int32, blob [][]byte) error {
+	n, err := s.restore(newChunkReader(blob))
 	if err == nil && n != len(tokens) {
 		n, err = 0, fmt.Errorf("%w: %d positions for %d tokens", ErrSnapshot, n, len(tokens))
+	}
+	if err != nil {
+		n = 0
 	}
 	s.n = n
 	s.toks = append(s.toks[:0], tokens[:n]...)
@@ -117,16 +127,64 @@ func (s *State) Restore(tokens []int32, blob []byte) error {
 	return err
 }
 
+// chunkReader reads a blob held in pieces (its own copy of the list: the
+// caller's slices are left as they were).
+type chunkReader struct {
+	rest [][]byte
+}
+
+func newChunkReader(blob [][]byte) *chunkReader {
+	return &chunkReader{rest: append([][]byte(nil), blob...)}
+}
+
+// populated is b with its pages mapped for writing (see populate).
+func populated[E uint16 | byte](b []E) []E {
+	populate(b)
+	return b
+}
+
+func (r *chunkReader) len() int {
+	n := 0
+	for _, c := range r.rest {
+		n += len(c)
+	}
+	return n
+}
+
+// read fills dst from the blob; the caller has checked the length.
+func (r *chunkReader) read(dst []byte) {
+	for len(dst) > 0 {
+		for len(r.rest[0]) == 0 {
+			r.rest = r.rest[1:]
+		}
+		k := copy(dst, r.rest[0])
+		dst, r.rest[0] = dst[k:], r.rest[0][k:]
+	}
+}
+
+// bytes is the rest of the blob in one slice.
+func (r *chunkReader) bytes() []byte {
+	b := make([]byte, r.len())
+	r.read(b)
+	return b
+}
+
 // restore copies a snapshot's keys and values into the cache and returns
 // its number of positions.
-func (s *State) restore(blob []byte) (int, error) {
+func (s *State) restore(src *chunkReader) (int, error) {
 	c := &s.m.Config
-	if len(blob) < snapHeader || string(blob[:4]) != snapMagic {
+	size := src.len()
+	if size < snapHeader {
+		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
+	}
+	var head [snapHeader]byte
+	src.read(head[:])
+	if string(head[:4]) != snapMagic {
 		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
 	}
 	var h [7]int
 	for i := range h {
-		h[i] = int(binary.LittleEndian.Uint32(blob[4+4*i:]))
+		h[i] = int(binary.LittleEndian.Uint32(head[4+4*i:]))
 	}
 	want := [6]int{s.snapVersion(), c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID()}
 	if [6]int(h[:6]) != want {
@@ -136,19 +194,18 @@ func (s *State) restore(blob []byte) (int, error) {
 	if n > s.limit {
 		return 0, fmt.Errorf("%w: %d positions exceed the context of %d", ErrSnapshot, n, s.limit)
 	}
-	if len(blob) != s.SnapshotSize(n) {
-		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, len(blob), n, s.SnapshotSize(n))
+	if size != s.SnapshotSize(n) {
+		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, size, n, s.SnapshotSize(n))
 	}
 	s.reserve(n)
-	p := blob[snapHeader:]
 	if s.kvType == quant.Q8_0 {
 		for l := 0; l < c.NLayer; l++ {
 			if !c.OwnKV(l) {
 				continue
 			}
 			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
-				p = p[copy(s.kq[l][hh*s.ctx*s.kRow:(hh*s.ctx+n)*s.kRow], p):]
-				p = p[copy(s.vq[l][hh*s.ctx*s.vRow:(hh*s.ctx+n)*s.vRow], p):]
+				src.read(populated(s.kq[l][hh*s.ctx*s.kRow : (hh*s.ctx+n)*s.kRow]))
+				src.read(populated(s.vq[l][hh*s.ctx*s.vRow : (hh*s.ctx+n)*s.vRow]))
 			}
 		}
 	} else {
@@ -158,13 +215,13 @@ func (s *State) restore(blob []byte) (int, error) {
 			}
 			hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
 			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
-				p = readF16(s.kc[l][hh*s.ctx*hd:(hh*s.ctx+n)*hd], p)
-				p = readF16(s.vc[l][hh*s.ctx*hdv:(hh*s.ctx+n)*hdv], p)
+				readF16(populated(s.kc[l][hh*s.ctx*hd:(hh*s.ctx+n)*hd]), src)
+				readF16(populated(s.vc[l][hh*s.ctx*hdv:(hh*s.ctx+n)*hdv]), src)
 			}
 		}
 	}
 	if s.hasConv() {
-		s.readConv(p, n)
+		s.readConv(src.bytes(), n)
 	}
 	return n, nil
 }
@@ -183,13 +240,17 @@ func appendF16(dst []byte, src []uint16) []byte {
 	return dst
 }
 
-func readF16(dst []uint16, src []byte) []byte {
-	if littleEndian && len(dst) > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 2*len(dst)), src)
-		return src[2*len(dst):]
+func readF16(dst []uint16, src *chunkReader) {
+	if len(dst) == 0 {
+		return
 	}
+	if littleEndian {
+		src.read(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 2*len(dst)))
+		return
+	}
+	var b [2]byte
 	for i := range dst {
-		dst[i] = binary.LittleEndian.Uint16(src[2*i:])
+		src.read(b[:])
+		dst[i] = binary.LittleEndian.Uint16(b[:])
 	}
-	return src[2*len(dst):]
 }
