@@ -147,27 +147,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	// A session is the core's: its store, bounds, system message and
-	// saving (appliance.Conversation), as chat and serve keep it.
-	var conv *appliance.Conversation
 	turn := []appliance.Message{{Role: "user", Content: prompt}}
-	if df.session != "" {
-		if err := appliance.CheckID("session", df.session); err != nil {
-			return usageError{err}
-		}
-		store, err := df.openStore(mf.path, log)
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		if conv, err = appliance.OpenConversation(store.Sessions, df.session, *system, ""); err != nil {
-			return fmt.Errorf("reading the conversation: %w", err)
-		}
-		mf.cache = store.Cache
-	} else if cache := df.openCache(log); cache != nil {
-		defer cache.Close()
-		mf.cache = cache
+	conv, closeData, err := df.openRun(&mf, *system, log)
+	if err != nil {
+		return err
 	}
+	defer closeData()
 	mf.log = log
 	eng, err := mf.load()
 	if err != nil {
@@ -246,6 +231,34 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "%s\n", b)
 	}
 	return nil
+}
+
+// openRun opens what a run keeps in the data directory: with --session
+// the conversation, the core's (its store, bounds, system message and
+// saving: appliance.Conversation, as chat and serve keep it), and the
+// prompt cache (into mf). close closes them.
+func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (conv *appliance.Conversation, close func(), err error) {
+	if df.session == "" {
+		cache := df.openCache(log)
+		if cache == nil {
+			return nil, func() {}, nil
+		}
+		mf.cache = cache
+		return nil, func() { cache.Close() }, nil
+	}
+	if err := appliance.CheckID("session", df.session); err != nil {
+		return nil, nil, usageError{err}
+	}
+	store, err := df.openStore(mf.path, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if conv, err = appliance.OpenConversation(store.Sessions, df.session, system, ""); err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("reading the conversation: %w", err)
+	}
+	mf.cache = store.Cache
+	return conv, func() { store.Close() }, nil
 }
 
 // specFlags are the speculative decoding flags of run and bench.
