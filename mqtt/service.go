@@ -205,7 +205,10 @@ type Service struct {
 	closing bool
 
 	refusals *guard.Refusals
-	askers   *guard.Refusals // refusals of well-formed requests, per asker
+	// retainedSeen are the command topics a retained message was
+	// reported on (once each).
+	retainedSeen sync.Map
+	askers       *guard.Refusals // refusals of well-formed requests, per asker
 	// Home Assistant's birth messages: one republication pending at a
 	// time, at least RepublishInterval apart (mu guards).
 	republishPending bool
@@ -572,12 +575,23 @@ func (s *Service) onMessage(topic string, payload []byte, retained bool) {
 	if retained {
 		switch topic {
 		case s.t.Ask, s.t.PoolAsk, s.t.Cancel, s.t.CmdAsk, s.t.CmdCancel, s.t.CmdNewConversation:
-			if s.refusals.Allow(topic) {
-				s.log.Warn("retained message on a command topic ignored (clear it: mosquitto_pub -r -n -t TOPIC)", "topic", topic, "bytes", len(payload))
+			// Once per topic: the broker sends it again on every
+			// (re)subscription, and one line says all there is.
+			if _, seen := s.retainedSeen.LoadOrStore(topic, true); !seen && s.refusals.Allow(topic) {
+				s.log.Warn("retained message on a command topic ignored (clear it: mosquitto_pub -r -n -t "+topic+")", "topic", topic, "bytes", len(payload))
 			}
 			return
 		case s.t.HAStatus:
 			return // geist announces itself on every connect anyway
+		}
+	}
+	if len(payload) == 0 {
+		switch topic {
+		case s.t.Ask, s.t.PoolAsk, s.t.Cancel, s.t.CmdAsk:
+			// An empty publication clears a retained message (the hint
+			// above): nothing was asked.
+			s.log.Debug("empty message on a command topic ignored (a retained message cleared)", "topic", topic)
+			return
 		}
 	}
 	if size, _, over := guard.Oversized(payload); over && topic != s.t.Ask && topic != s.t.PoolAsk && topic != s.t.CmdAsk {

@@ -222,6 +222,17 @@ func TestFaultRetainedAndReplyTo(t *testing.T) {
 			if r := waitReply(t, c, "geist/ret/reply/kitchen", 20*time.Second); r.code() != "answer" {
 				t.Errorf("reply_to inside the prefix: %+v", r)
 			}
+			// Clearing the retained ask as the warning says is no error.
+			if tok := c.Paho().Publish("geist/ret/ask", 1, true, ""); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+				t.Fatal(tok.Error())
+			}
+			time.Sleep(300 * time.Millisecond)
+			if strings.Contains(logs.String(), "level=ERROR") || len(mqtttest.On(c.Messages(), "geist/ret/error")) != 0 {
+				t.Errorf("clearing the retained ask logged or answered an error:\n%s", logs.String())
+			}
+		}
+		if n := strings.Count(logs.String(), "retained message on a command topic ignored"); n != 1 || !strings.Contains(logs.String(), "mosquitto_pub -r -n -t geist/ret/ask") {
+			t.Errorf("round %d: the retained-ask warning %d times, want once naming the topic:\n%s", round, n, logs.String())
 		}
 		if code := stop(); code != 0 {
 			t.Fatalf("exit %d", code)
