@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/quant"
@@ -307,4 +308,32 @@ func (e *Engine) keepPrefix(req *Request, msgs []chat.Message, prompt []int32) i
 		k.system, k.toks = key, e.encode(text)
 	}
 	return commonPrefix(k.toks, prompt)
+}
+
+// PromptCacheRecent is a PromptCache that names its most recently used
+// prefix (storage.Cache).
+type PromptCacheRecent interface {
+	Recent(model []byte) (tokens []int32, ok bool)
+}
+
+// Warm restores the prompt cache's most recently used prefix of this model
+// into the KV state, so that the first request after a start or a model
+// reload (a voice command after a reboot, with the system prompt seen
+// before) pays no prefill and no restore for it: the state holds it, and
+// the request reuses its common prefix. It returns the tokens restored
+// (0: none, the cache holds nothing for this model or is off) and the time
+// taken. Call it before the engine serves requests.
+func (e *Engine) Warm() (int, time.Duration) {
+	start := time.Now()
+	c, ok := e.opt.Cache.(PromptCacheRecent)
+	if !ok {
+		return 0, 0
+	}
+	toks, ok := c.Recent(e.id)
+	if !ok || len(toks) < minRestore || len(toks) >= e.Ctx() {
+		return 0, time.Since(start)
+	}
+	e.state.Truncate(0)
+	n := e.restore(toks, 0)
+	return n, time.Since(start)
 }

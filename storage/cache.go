@@ -1340,3 +1340,38 @@ func (c *Cache) DeletePrefix(model []byte, prefixes ...[]int32) (int, error) {
 	c.entries.Add(-int64(removed))
 	return removed, nil
 }
+
+// Recent returns the tokens of model's most recently stored or used
+// prefix, for restoring it into memory before the first request (a
+// restart, a model reload). ok is false when the cache holds none.
+func (c *Cache) Recent(model []byte) (tokens []int32, ok bool) {
+	if len(model) == 0 {
+		return nil, false
+	}
+	mk := modelKey(model)
+	_ = c.run(0, false, func(tx *bolt.Tx) error {
+		mb := tx.Bucket(bktModels).Bucket(mk[:])
+		if mb == nil || mb.Bucket(bktSlots) == nil {
+			return nil
+		}
+		slots := mb.Bucket(bktSlots)
+		cur := tx.Bucket(bktLRU).Cursor()
+		for k, v := cur.Last(); k != nil; k, v = cur.Prev() {
+			if len(v) <= 32 || !bytes.Equal(v[:32], mk[:]) || v[32] != 'p' {
+				continue
+			}
+			rec := slots.Get(v[32:])
+			if rec == nil {
+				continue
+			}
+			e, err := decodeEntry(rec)
+			if err != nil || e.model != mk || len(e.tokens) == 0 {
+				continue
+			}
+			tokens, ok = e.tokens, true
+			return nil
+		}
+		return nil
+	})
+	return tokens, ok
+}

@@ -243,6 +243,11 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	loadTime := time.Since(start)
 	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
+	// The prefix served last (the system prompt, Home Assistant's
+	// instructions and tools) back in memory before the first request.
+	if n, took := eng.Warm(); n > 0 {
+		log.Info("prompt cache warmed", "tokens", n, "ms", took.Milliseconds())
+	}
 	var ae appliance.Engine = eng
 	if hooks.wrapEngine != nil {
 		ae = hooks.wrapEngine(ae)
