@@ -13,16 +13,16 @@ import (
 
 // gpioCmd runs cmdGPIO like the dispatcher would (the command is
 // registered in main.go's table by the lead).
-func gpioCmd(t *testing.T, args ...string) (error, string, string) {
+func gpioCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := cmdGPIO(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
-	return err, out.String(), errb.String()
+	return out.String(), errb.String(), err
 }
 
 func TestGPIOList(t *testing.T) {
 	pins, listErr := firmware.ListPins()
-	err, out, _ := gpioCmd(t, "list", "--json")
+	out, _, err := gpioCmd(t, "list", "--json")
 	if len(pins) == 0 {
 		// No GPIO here (CI): a clear error, not an empty success.
 		if err == nil || !strings.Contains(err.Error(), "GPIO unavailable") {
@@ -38,14 +38,14 @@ func TestGPIOList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != len(pins) {
 		t.Fatalf("gpio list --json: %v, %d pins, want %d", err, len(got), len(pins))
 	}
-	if err, out, _ = gpioCmd(t, "list"); err != nil || !strings.HasPrefix(out, "NAME") {
+	if out, _, err = gpioCmd(t, "list"); err != nil || !strings.HasPrefix(out, "NAME") {
 		t.Fatalf("gpio list: %v\n%s", err, out)
 	}
 }
 
 func TestGPIOUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"watch"}, {"list", "extra"}, {"watch", "--pull", "sideways", "GPIO17"}} {
-		err, _, _ := gpioCmd(t, args...)
+		_, _, err := gpioCmd(t, args...)
 		var ue usageError
 		if err == nil || !errors.As(err, &ue) {
 			t.Errorf("gpio %q: err = %v, want a usage error", args, err)
@@ -57,7 +57,7 @@ func TestGPIOWatchWithoutPins(t *testing.T) {
 	if pins, _ := firmware.ListPins(); len(pins) > 0 {
 		t.Skip("this machine has GPIO")
 	}
-	err, _, _ := gpioCmd(t, "watch", "GPIO17")
+	_, _, err := gpioCmd(t, "watch", "GPIO17")
 	if err == nil || !strings.Contains(err.Error(), "GPIO unavailable") {
 		t.Errorf("gpio watch without GPIO: %v", err)
 	}

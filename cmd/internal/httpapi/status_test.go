@@ -108,7 +108,7 @@ func TestStatusFeed(t *testing.T) {
 
 		// A request while the feed is open: states with its progress,
 		// then the finished request.
-		tk, _ = core.Submit(context.Background(), appliance.Request{Source: appliance.SourceWyoming, Text: "during"}, nil)
+		core.Submit(context.Background(), appliance.Request{Source: appliance.SourceWyoming, Text: "during"}, nil)
 		sawRunning := false
 		for !sawRunning {
 			json.Unmarshal([]byte(statusNext(t, feed, "state").Data), &st)
