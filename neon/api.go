@@ -427,6 +427,3 @@ func AttnSum(out, w []float32, v []uint16) { Active().AttnSum(out, w, v) }
 
 // AttnSumF32 calls Active().AttnSumF32.
 func AttnSumF32(out, w, v []float32) { Active().AttnSumF32(out, w, v) }
-
-// AxpyF16 calls Active().AxpyF16.
-func AxpyF16(out []float32, alpha float32, b []uint16) { Active().AxpyF16(out, alpha, b) }
