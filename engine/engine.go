@@ -47,6 +47,12 @@ type Options struct {
 	DraftModel string
 	// Cache, if set, keeps KV states of prompt prefixes across processes.
 	Cache PromptCache
+	// StablePrefix moves Home Assistant 2025.4-2025.9's clock line
+	// ("Current time is HH:MM:SS. Today's date is YYYY-MM-DD." at the end
+	// of the system prompt) to the end of the last user message, behind
+	// the tools, so that the prompt cache holds the long prefix; the model
+	// sees the time there instead ([prompt] stable_prefix).
+	StablePrefix bool
 	// KVType is the KV cache type: "f16" (default) or "q8_0".
 	KVType string
 	// SelfSpec is when the skipped-layer draft's blocks are chosen, if no
@@ -384,6 +390,9 @@ func (req *Request) messages() []chat.Message {
 }
 
 func (e *Engine) renderMessages(req *Request, msgs []chat.Message, addGen bool) (string, error) {
+	if e.opt.StablePrefix {
+		msgs = stablePrefix(msgs)
+	}
 	opt := chat.Options{AddGenerationPrompt: addGen, Tools: req.Tools, Extra: req.TemplateVars, Context: req.ctx}
 	if id := e.tok.BOS(); id >= 0 {
 		opt.BOS = e.tok.TokenText(id)

@@ -40,6 +40,7 @@ type serveConfig struct {
 	HTTP       httpSection       `toml:"http"`
 	Limits     limitsSection     `toml:"limits"`
 	Generation generationSection `toml:"generation"`
+	Prompt     promptSection     `toml:"prompt"`
 	Wyoming    wyomingSection    `toml:"wyoming"`
 	Sessions   sessionsSection   `toml:"sessions"`
 
@@ -132,6 +133,13 @@ type sessionsSection struct {
 
 func (s sessionsSection) limits() storage.SessionLimits {
 	return storage.SessionLimits{MaxTurns: s.MaxTurns, MaxConversations: s.MaxConversations, MaxBytes: s.MaxBytes}
+}
+
+// promptSection normalizes prompts for the prompt cache.
+type promptSection struct {
+	// StablePrefix moves Home Assistant 2025.4-2025.9's clock line
+	// behind the tools (engine.Options.StablePrefix).
+	StablePrefix bool `toml:"stable_prefix"`
 }
 
 type generationSection struct {
@@ -250,6 +258,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&g.System, "system", g.System, "default system message")
 	fs.IntVar(&g.MaxHistory, "max-history", g.MaxHistory, "messages of a session's history kept")
 	fs.IntVar(&g.MaxSessions, "max-sessions", g.MaxSessions, "sessions kept in memory")
+	fs.BoolVar(&c.Prompt.StablePrefix, "stable-prefix", c.Prompt.StablePrefix, "move Home Assistant 2025.4-2025.9's clock line (\"Current time is HH:MM:SS. Today's date is YYYY-MM-DD.\") from the end of the system prompt to the end of the last user message, so the prompt cache holds the prefix (the model sees the time there)")
 
 	w := &c.Wyoming
 	fs.StringVar(&w.Addr, "wyoming", w.Addr, "serve Wyoming (Home Assistant's conversation agents) on this host:port, e.g. 0.0.0.0:10500 (empty: off)")

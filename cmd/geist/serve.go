@@ -235,7 +235,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	c.early = early
 	defer early.close() // what no front end took
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, Cache: store.Cache, Logger: log.With("component", "engine")})
+	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine")})
 	if err != nil {
 		return err
 	}
