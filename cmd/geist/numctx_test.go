@@ -50,4 +50,3 @@ func TestServeNumCtx(t *testing.T) {
 	}
 	t.Logf("num_ctx 8192 on a --ctx 2048 server: %v prompt tokens answered", n)
 }
-
