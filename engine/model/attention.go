@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 
 	"github.com/geisten/geist/neon"
 	"github.com/geisten/geist/neon/ggml"
@@ -63,7 +64,7 @@ func (s *State) newAttnScratch(threads int) {
 		w.m = make([]float32, R)
 		w.l = make([]float64, R)
 		if s.kvType == quant.Q8_0 {
-			w.qq = make([]byte, R*s.kRow)
+			w.qq = make([]byte, R*slices.Max(s.kRow))
 			w.st = make([]float32, R)
 			w.vf = make([]float32, attnBlock*hdv)
 			w.vg32 = make([]float32, attnBlock*hdv)
@@ -139,12 +140,13 @@ type keySpan struct {
 
 func (k keySpan) keys() int { return k.vis + len(k.anc) }
 
-// slot is the cache slot of position j of the row's key sequence.
-func (k keySpan) slot(j, pos0 int) int {
+// slot is the cache slot of position j of the row's key sequence in a
+// cache of cp slots.
+func (k keySpan) slot(j, pos0, cp int) int {
 	if j < k.vis {
-		return j
+		return j % cp
 	}
-	return pos0 + int(k.anc[j-k.vis])
+	return (pos0 + int(k.anc[j-k.vis])) % cp
 }
 
 // attnTile runs the tile of tokens [i0, i1) and the query heads g0..g1-1
@@ -180,19 +182,21 @@ func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
 		s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
 	} else {
 		src := c.kvSrc(l)
-		kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
-		vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+		cp := s.kvCap[src]
+		kc := s.kc[src][kvh*cp*hd : (kvh+1)*cp*hd]
+		vc := s.vc[src][kvh*cp*hdv : (kvh+1)*cp*hdv]
 		for b := first; b < most; b += attnBlock {
+			off := b - b%cp // a block lies in one lap of a ring
 			for r := 0; r < nr; r++ {
 				row := &rows[r]
 				rb, e := max(b, row.lo), min(b+attnBlock, row.keys())
 				if e <= rb {
 					continue // the causal mask (or the window): the whole block is hidden
 				}
-				k, v := kc[rb*hd:e*hd], vc[rb*hdv:e*hdv]
+				k, v := kc[(rb-off)*hd:(e-off)*hd], vc[(rb-off)*hdv:(e-off)*hdv]
 				if e > row.vis { // the block reaches into the row's ancestors
 					for j := rb; j < e; j++ {
-						t := row.slot(j, pos0)
+						t := row.slot(j, pos0, cp)
 						copy(w.kg[(j-rb)*hd:(j-rb+1)*hd], kc[t*hd:(t+1)*hd])
 						copy(w.vg[(j-rb)*hdv:(j-rb+1)*hdv], vc[t*hdv:(t+1)*hdv])
 					}
@@ -226,10 +230,12 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
 	qDim := c.NHead * hd
 	pos0, src := s.job.pos0, c.kvSrc(l)
-	kc := s.kc[src][kvh*s.ctx*hd : (kvh+1)*s.ctx*hd]
-	vc := s.vc[src][kvh*s.ctx*hdv : (kvh+1)*s.ctx*hdv]
+	cp := s.kvCap[src]
+	kc := s.kc[src][kvh*cp*hd : (kvh+1)*cp*hd]
+	vc := s.vc[src][kvh*cp*hdv : (kvh+1)*cp*hdv]
 	for b := first; b < most; b += attnBlock {
 		converted := false
+		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
 		for r := range rows {
 			row := &rows[r]
 			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
@@ -240,7 +246,7 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 			if re > row.vis { // the block reaches into the row's ancestors
 				clear(w.kg)
 				for j := b; j < re; j++ {
-					t := row.slot(j, pos0)
+					t := row.slot(j, pos0, cp)
 					copy(w.kg[(j-b)*hd:(j-b+1)*hd], kc[t*hd:(t+1)*hd])
 					copy(w.vg[(j-b)*hdv:(j-b+1)*hdv], vc[t*hdv:(t+1)*hdv])
 				}
@@ -249,14 +255,14 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 				tk.ToF32(vf[:(re-b)*hdv], w.vg[:(re-b)*hdv])
 			} else if !converted {
 				e := min(b+attnBlock, most)
-				if b+attnBlock <= s.ctx {
-					tk.KT(kt, kc[b*hd:(b+attnBlock)*hd], hd)
+				if sb+attnBlock <= cp {
+					tk.KT(kt, kc[sb*hd:(sb+attnBlock)*hd], hd)
 				} else { // the cache ends inside the block
 					clear(w.kg)
-					copy(w.kg, kc[b*hd:])
+					copy(w.kg, kc[sb*hd:])
 					tk.KT(kt, w.kg, hd)
 				}
-				tk.ToF32(vf[:(e-b)*hdv], vc[b*hdv:e*hdv])
+				tk.ToF32(vf[:(e-b)*hdv], vc[sb*hdv:(sb+e-b)*hdv])
 				converted = true
 			}
 			q := s.q[row.tok*qDim+row.head*hd : row.tok*qDim+(row.head+1)*hd]
@@ -328,15 +334,17 @@ func blockSum(x []float32) float64 {
 // path), one key against every row of the tile per call; each block of
 // values is dequantized once for the whole tile. A row whose block reaches
 // into its ancestors (a tree token) is scored and summed over a gathered
-// block instead.
+// block instead. A row of a sliding-window layer uses the part of each
+// block from its first visible key on.
 func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
-	c := &s.m.Config
-	hd, hdv := c.HeadDim, c.HeadDimV
+	c, l := &s.m.Config, s.job.l
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
 	qDim := c.NHead * hd
-	pos0, kR, vR := s.job.pos0, s.kRow, s.vRow
+	src := c.kvSrc(l)
+	pos0, kR, vR, cp := s.job.pos0, s.kRow[l], s.vRow[l], s.kvCap[src]
 	nbk, nbv := hd/32, hdv/32
-	kq := s.kq[s.job.l][kvh*s.ctx*kR : (kvh+1)*s.ctx*kR]
-	vq := s.vq[s.job.l][kvh*s.ctx*vR : (kvh+1)*s.ctx*vR]
+	kq := s.kq[src][kvh*cp*kR : (kvh+1)*cp*kR]
+	vq := s.vq[src][kvh*cp*vR : (kvh+1)*cp*vR]
 	nr := len(rows)
 	tk := neon.Active().AttnTile // its fused sums when the set has them
 	if hdv%64 != 0 {
@@ -345,45 +353,48 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 	for r, row := range rows {
 		neon.QuantizeQ8_0(w.qq[r*kR:(r+1)*kR], s.q[row.tok*qDim+row.head*hd:row.tok*qDim+(row.head+1)*hd])
 	}
-	for b := 0; b < most; b += attnBlock {
+	for b := first; b < most; b += attnBlock {
 		// Slots [b, e) hold keys every row reads from the cache or (past
-		// its visible ones) does not read: score them against all rows.
+		// its visible ones, or before its window) does not read: score
+		// them against all rows.
 		e := min(b+attnBlock, most)
+		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
 		for j := b; j < e; j++ {
-			neon.DotQ8_0Q8_0(w.st[:nr], kq[j*kR:(j+1)*kR], w.qq, kR, nbk, nr)
+			t := sb + j - b
+			neon.DotQ8_0Q8_0(w.st[:nr], kq[t*kR:(t+1)*kR], w.qq, kR, nbk, nr)
 			for r := 0; r < nr; r++ {
 				w.sc[r*attnBlock+j-b] = w.st[r] * scale
 			}
 		}
-		dequantQ8Rows(w.vf, vq[b*vR:e*vR], e-b, nbv)
+		dequantQ8Rows(w.vf, vq[sb*vR:(sb+e-b)*vR], e-b, nbv)
 		for r := range rows {
 			row := &rows[r]
-			re := min(b+attnBlock, row.keys())
-			if re <= b {
-				continue // the causal mask: the whole block is hidden
+			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
+			if re <= rb {
+				continue // the causal mask (or the window): the whole block is hidden
 			}
-			sc := w.sc[r*attnBlock : r*attnBlock+re-b]
-			vf := w.vf
+			sc := w.sc[r*attnBlock+rb-b : r*attnBlock+re-b]
+			vf := w.vf[(rb-b)*hdv : (re-b)*hdv]
 			if re > row.vis {
-				for j := max(b, row.vis); j < re; j++ {
-					t := row.slot(j, pos0)
-					neon.DotQ8_0Q8_0(sc[j-b:j-b+1], kq[t*kR:(t+1)*kR], w.qq[r*kR:(r+1)*kR], 0, nbk, 1)
-					sc[j-b] *= scale
+				for j := max(rb, row.vis); j < re; j++ {
+					t := row.slot(j, pos0, cp)
+					neon.DotQ8_0Q8_0(sc[j-rb:j-rb+1], kq[t*kR:(t+1)*kR], w.qq[r*kR:(r+1)*kR], 0, nbk, 1)
+					sc[j-rb] *= scale
 				}
-				vf = w.vg32
-				copy(vf, w.vf[:(re-b)*hdv])
-				for j := max(b, row.vis); j < re; j++ {
-					t := row.slot(j, pos0)
-					dequantQ8Rows(vf[(j-b)*hdv:], vq[t*vR:(t+1)*vR], 1, nbv)
+				vf = w.vg32[:(re-rb)*hdv]
+				copy(vf, w.vf[(rb-b)*hdv:(re-b)*hdv])
+				for j := max(rb, row.vis); j < re; j++ {
+					t := row.slot(j, pos0, cp)
+					dequantQ8Rows(vf[(j-rb)*hdv:], vq[t*vR:(t+1)*vR], 1, nbv)
 				}
 			}
 			out := s.attOut(*row, hdv)
 			if tk != nil {
 				s.softmaxBlock(w, r, sc, out, tk.Max(sc))
-				tk.Sum(out, sc, vf[:len(sc)*hdv])
+				tk.Sum(out, sc, vf)
 			} else {
 				s.softmaxBlock(w, r, sc, out, blockMax(sc))
-				neon.AttnSumF32(out, sc, vf[:len(sc)*hdv])
+				neon.AttnSumF32(out, sc, vf)
 			}
 		}
 	}

@@ -31,10 +31,17 @@ type State struct {
 	conv     convState
 
 	kvType quant.Type
-	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][ctx][HeadDim] keys, [NHeadKV][ctx][HeadDimV] values
-	kq, vq [][]byte   // Q8_0 cache per layer: [NHeadKV][ctx][kRow] keys, [NHeadKV][ctx][vRow] values
-	kRow   int        // bytes of one Q8_0 key row
-	vRow   int        // bytes of one Q8_0 value row
+	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][cap][HeadDim] keys, [NHeadKV][cap][HeadDimV] values
+	kq, vq [][]byte   // Q8_0 cache per layer: [NHeadKV][cap][kRow] keys, [NHeadKV][cap][vRow] values
+	kRow   []int      // per layer: bytes of one Q8_0 key row
+	vRow   []int      // per layer: bytes of one Q8_0 value row
+	// kvCap is the slots of layer l's cache (of the layer it reads): ctx,
+	// or for a sliding-window layer a ring of ringSize slots, position p
+	// in slot p % kvCap[l] (see ring.go).
+	kvCap []int
+	kvLo  int // the rings hold the keys of positions [kvLo, Len())
+	// ringSlots is the slots of a local layer's ring (0: no ring).
+	ringSlots int
 
 	pool    *pool
 	mulFn   func(lo, hi int)    // s.mulRange, bound once
@@ -132,6 +139,16 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		}
 	}
 	s := &State{m: m, ctx: ctx, limit: limit, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
+	s.kvCap = make([]int, c.NLayer)
+	s.ringSlots = s.ringSize(o.Batch, limit, o.FullHistory)
+	for l := range c.NLayer {
+		if !c.IsConv(l) {
+			s.kvCap[l] = ctx
+			if s.isRing(l) {
+				s.kvCap[l] = s.ringSlots // a ring never grows
+			}
+		}
+	}
 	switch o.KVType {
 	case quant.F16, 0: // the zero Type (F32) means the default
 		s.kvType = quant.F16
@@ -139,25 +156,27 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.vc = make([][]uint16, c.NLayer)
 		for l := range s.kc {
 			if c.OwnKV(l) {
-				s.kc[l] = newKV[uint16](ctx * c.KVHeadsOf(l) * c.HeadDimOf(l))
-				s.vc[l] = newKV[uint16](ctx * c.KVHeadsOf(l) * c.HeadDimVOf(l))
+				s.kc[l] = newKV[uint16](s.kvCap[l] * c.KVHeadsOf(l) * c.HeadDimOf(l))
+				s.vc[l] = newKV[uint16](s.kvCap[l] * c.KVHeadsOf(l) * c.HeadDimVOf(l))
 			}
 		}
 	case quant.Q8_0:
-		if c.SWA != nil {
-			return nil, fmt.Errorf("model: a Q8_0 KV cache is not supported for %s (layers of different head sizes); use F16", c.Arch)
-		}
-		if c.HeadDim%32 != 0 || c.HeadDimV%32 != 0 {
-			return nil, fmt.Errorf("model: a Q8_0 KV cache needs head sizes that are multiples of 32, this model has %d/%d", c.HeadDim, c.HeadDimV)
-		}
 		s.kvType = quant.Q8_0
-		s.kRow, s.vRow = c.HeadDim/32*34, c.HeadDimV/32*34
+		s.kRow, s.vRow = make([]int, c.NLayer), make([]int, c.NLayer)
 		s.kq = make([][]byte, c.NLayer)
 		s.vq = make([][]byte, c.NLayer)
-		for i := range s.kq {
-			if !c.IsConv(i) {
-				s.kq[i] = newKV[byte](c.NHeadKV * ctx * s.kRow)
-				s.vq[i] = newKV[byte](c.NHeadKV * ctx * s.vRow)
+		for l := range s.kq {
+			if c.IsConv(l) {
+				continue
+			}
+			hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+			if hd%32 != 0 || hdv%32 != 0 {
+				return nil, fmt.Errorf("model: a Q8_0 KV cache needs head sizes that are multiples of 32, layer %d has %d/%d", l, hd, hdv)
+			}
+			s.kRow[l], s.vRow[l] = hd/32*34, hdv/32*34
+			if c.OwnKV(l) {
+				s.kq[l] = newKV[byte](c.KVHeadsOf(l) * s.kvCap[l] * s.kRow[l])
+				s.vq[l] = newKV[byte](c.KVHeadsOf(l) * s.kvCap[l] * s.vRow[l])
 			}
 		}
 	default:
@@ -282,9 +301,12 @@ func (s *State) Truncate(n int) {
 		n = 0
 	}
 	if n < s.n {
+		n = s.ExactPrefix(n)
 		if s.hasConv() {
-			n = s.ExactPrefix(n)
 			s.convTruncate(n)
+		}
+		if n == 0 {
+			s.kvLo = 0
 		}
 		s.n = n
 		s.toks = s.toks[:n]
@@ -494,6 +516,7 @@ func (s *State) layers(tokens []int32) {
 	if s.hasConv() && !s.probing {
 		s.convPassEnd(n, pos0)
 	}
+	s.ringPassEnd(n, pos0)
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
 	s.n += n
 }
@@ -561,17 +584,18 @@ func (s *State) attention(l, n, pos0 int) {
 			}
 			s.rope(hk, ct, rd)
 		}
-		p := pos0 + i
+		p, cp := s.slot(l, pos0+i), s.kvCap[l]
 		if s.kvType == quant.Q8_0 {
+			kR, vR := s.kRow[l], s.vRow[l]
 			for h := 0; h < kvh; h++ {
-				neon.QuantizeQ8_0(s.kq[l][(h*s.ctx+p)*s.kRow:(h*s.ctx+p+1)*s.kRow], k[h*hd:(h+1)*hd])
-				neon.QuantizeQ8_0(s.vq[l][(h*s.ctx+p)*s.vRow:(h*s.ctx+p+1)*s.vRow], v[h*hdv:(h+1)*hdv])
+				neon.QuantizeQ8_0(s.kq[l][(h*cp+p)*kR:(h*cp+p+1)*kR], k[h*hd:(h+1)*hd])
+				neon.QuantizeQ8_0(s.vq[l][(h*cp+p)*vR:(h*cp+p+1)*vR], v[h*hdv:(h+1)*hdv])
 			}
 			continue
 		}
 		for h := 0; h < kvh; h++ {
-			neon.ToF16(s.kc[l][(h*s.ctx+p)*hd:(h*s.ctx+p+1)*hd], k[h*hd:(h+1)*hd])
-			neon.ToF16(s.vc[l][(h*s.ctx+p)*hdv:(h*s.ctx+p+1)*hdv], v[h*hdv:(h+1)*hdv])
+			neon.ToF16(s.kc[l][(h*cp+p)*hd:(h*cp+p+1)*hd], k[h*hd:(h+1)*hd])
+			neon.ToF16(s.vc[l][(h*cp+p)*hdv:(h*cp+p+1)*hdv], v[h*hdv:(h+1)*hdv])
 		}
 	}
 	s.job.l, s.job.n, s.job.pos0 = l, n, pos0

@@ -14,19 +14,21 @@ func (s *State) reserve(n int) {
 	old := s.ctx
 	grown := min(max(n, 2*old), s.limit)
 	c := &s.m.Config
-	if s.kvType == quant.Q8_0 {
-		for l := range s.kq {
-			if s.kq[l] != nil {
-				s.kq[l] = regrow(s.kq[l], c.NHeadKV, old, grown, s.kRow)
-				s.vq[l] = regrow(s.vq[l], c.NHeadKV, old, grown, s.vRow)
-			}
+	for l := range c.NLayer {
+		if !c.OwnKV(l) || s.isRing(l) {
+			continue // a ring keeps its size
 		}
-	} else {
-		for l := range s.kc {
-			if s.kc[l] != nil {
-				s.kc[l] = regrow(s.kc[l], c.KVHeadsOf(l), old, grown, c.HeadDimOf(l))
-				s.vc[l] = regrow(s.vc[l], c.KVHeadsOf(l), old, grown, c.HeadDimVOf(l))
-			}
+		if s.kvType == quant.Q8_0 {
+			s.kq[l] = regrow(s.kq[l], c.KVHeadsOf(l), old, grown, s.kRow[l])
+			s.vq[l] = regrow(s.vq[l], c.KVHeadsOf(l), old, grown, s.vRow[l])
+		} else {
+			s.kc[l] = regrow(s.kc[l], c.KVHeadsOf(l), old, grown, c.HeadDimOf(l))
+			s.vc[l] = regrow(s.vc[l], c.KVHeadsOf(l), old, grown, c.HeadDimVOf(l))
+		}
+	}
+	for l := range s.kvCap {
+		if s.kvCap[l] == old && !s.isRing(l) {
+			s.kvCap[l] = grown
 		}
 	}
 	toks := make([]int32, len(s.toks), grown)

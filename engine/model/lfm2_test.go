@@ -1,67 +1,10 @@
 package model
 
 import (
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/geisten/geist/engine/zoo"
-	"github.com/geisten/geist/quant"
 )
-
-// lfm2Files are the zoo's lfm2 models (short-convolution layers with a
-// recurrent state between attention layers).
-func lfm2Files(t *testing.T) []string {
-	files, _ := filepath.Glob(zoo.Path(t, "new", "models", "tiny-lfm2-*.gguf"))
-	if len(files) == 0 {
-		t.Fatal("no tiny-lfm2 models in the zoo's new/models")
-	}
-	return files
-}
-
-// TestConformanceLFM2: llama.cpp's teacher-forced log-probabilities of
-// every tiny-lfm2 file, with every kernel set.
-func TestConformanceLFM2(t *testing.T) {
-	files, _ := filepath.Glob(zoo.Path(t, "new", "golden", "gen-tiny-lfm2-*.json"))
-	if len(files) == 0 {
-		t.Fatal("no gen-tiny-lfm2 goldens")
-	}
-	forEachKernels(t, func(t *testing.T) { conformance(t, genericOne(t, files), quant.F16) })
-}
-
-// TestBatchInvarianceLFM2, TestTreeInvarianceLFM2: the convolution state
-// keeps a token's logits bit for bit the same alone, in a batch and in a
-// tree, and Compact leaves the state of the kept path alone (the snapshot
-// comparison covers the convolution rows).
-// The generic kernels (slow, and the same Go code for every type) run
-// over one file.
-func TestBatchInvarianceLFM2(t *testing.T) {
-	files := lfm2Files(t)
-	forEachKernels(t, func(t *testing.T) { batchInvariance(t, genericOne(t, files)) })
-}
-
-func TestTreeInvarianceLFM2(t *testing.T) {
-	files := lfm2Files(t)
-	forEachKernels(t, func(t *testing.T) { treeInvariance(t, genericOne(t, files), quant.F16) })
-}
-
-// genericOne keeps the first Q4_K_M file (Q4_K and Q6_K rows) of files
-// under the generic kernel set (none with -short: qemu runs the same Go
-// code natively tested), all of them under the others.
-func genericOne(t *testing.T, files []string) []string {
-	if !strings.HasSuffix(t.Name(), "/generic") {
-		return files
-	}
-	if testing.Short() {
-		return nil
-	}
-	for _, f := range files {
-		if strings.Contains(f, "Q4_K_M") {
-			return []string{f}
-		}
-	}
-	return files[:1]
-}
 
 // TestConvRewind: rewinding a convolution model past its ring goes back
 // to the checkpoint at or before the position asked, and continuing from

@@ -218,12 +218,21 @@ func (cs *convState) inRing(p int) bool { return max(0, p-cs.taps) >= cs.lo }
 // many, and Snapshot takes only such a prefix. A model without recurrent
 // layers returns to any position; one with convolution layers to the last
 // positions (those a verification pass may rewind over) and to the
-// checkpoints, every convEvery positions.
+// checkpoints, every convEvery positions; one with sliding-window rings
+// to the positions whose windows the rings still hold (else to 0).
 func (s *State) ExactPrefix(n int) int {
 	n = max(0, min(n, s.n))
-	if !s.hasConv() {
-		return n
+	if s.hasConv() {
+		n = s.convExact(n)
 	}
+	if !s.ringHolds(n) {
+		return 0
+	}
+	return n
+}
+
+// convExact is ExactPrefix for the convolution state.
+func (s *State) convExact(n int) int {
 	cs := &s.conv
 	if cs.inRing(n) {
 		return n

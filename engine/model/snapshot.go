@@ -13,7 +13,9 @@ import (
 // attention layer and key/value head the keys of positions [0, n), then
 // their values, as little-endian F16 (or Q8_0 rows); a model with
 // short-convolution layers (version 2) appends their recurrent state at
-// position n.
+// position n. A model with sliding-window layers (version 3, 4 with
+// convolutions too) keeps of those layers only the positions a
+// continuation reads, [n-Window+1, n): what their rings hold.
 const (
 	snapMagic   = "GKV1"
 	snapHeader  = 4 + 7*4
@@ -22,6 +24,8 @@ const (
 	snapVersion = 1
 	// snapVersionConv is the version of blobs with a convolution state.
 	snapVersionConv = 2
+	// snapVersionSWA is added for blobs whose local layers hold a window.
+	snapVersionSWA = 2
 )
 
 // ErrSnapshot is returned for a KV-state blob that does not fit the state.
@@ -35,20 +39,25 @@ func (s *State) SnapshotSize(n int) int {
 		if !c.OwnKV(l) {
 			continue
 		}
+		p := n - s.snapFrom(l, n)
 		if s.kvType == quant.Q8_0 {
-			size += c.KVHeadsOf(l) * n * (s.kRow + s.vRow)
+			size += c.KVHeadsOf(l) * p * (s.kRow[l] + s.vRow[l])
 		} else {
-			size += c.KVHeadsOf(l) * n * (c.HeadDimOf(l) + c.HeadDimVOf(l)) * 2
+			size += c.KVHeadsOf(l) * p * (c.HeadDimOf(l) + c.HeadDimVOf(l)) * 2
 		}
 	}
 	return size
 }
 
 func (s *State) snapVersion() int {
+	v := snapVersion
 	if s.hasConv() {
-		return snapVersionConv
+		v = snapVersionConv
 	}
-	return snapVersion
+	if s.m.SWA != nil {
+		v += snapVersionSWA
+	}
+	return v
 }
 
 func (s *State) kvTypeID() int {
@@ -73,26 +82,23 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 	for _, v := range []int{s.snapVersion(), c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID(), n} {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
 	}
-	if s.kvType == quant.Q8_0 {
-		for l := 0; l < c.NLayer; l++ {
-			if !c.OwnKV(l) {
-				continue
-			}
-			for h := 0; h < c.KVHeadsOf(l); h++ {
-				dst = append(dst, s.kq[l][h*s.ctx*s.kRow:(h*s.ctx+n)*s.kRow]...)
-				dst = append(dst, s.vq[l][h*s.ctx*s.vRow:(h*s.ctx+n)*s.vRow]...)
-			}
-		}
-		return s.appendConv(dst, n), nil
-	}
 	for l := 0; l < c.NLayer; l++ {
 		if !c.OwnKV(l) {
 			continue
 		}
-		hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+		from, cp := s.snapFrom(l, n), s.kvCap[l]
 		for h := 0; h < c.KVHeadsOf(l); h++ {
-			dst = appendF16(dst, s.kc[l][h*s.ctx*hd:(h*s.ctx+n)*hd])
-			dst = appendF16(dst, s.vc[l][h*s.ctx*hdv:(h*s.ctx+n)*hdv])
+			if s.kvType == quant.Q8_0 {
+				a, b := rowsOf(s.kq[l], h, cp, from, n, s.kRow[l])
+				dst = append(append(dst, a...), b...)
+				a, b = rowsOf(s.vq[l], h, cp, from, n, s.vRow[l])
+				dst = append(append(dst, a...), b...)
+				continue
+			}
+			a, b := rowsOf(s.kc[l], h, cp, from, n, c.HeadDimOf(l))
+			dst = appendF16(appendF16(dst, a), b)
+			a, b = rowsOf(s.vc[l], h, cp, from, n, c.HeadDimVOf(l))
+			dst = appendF16(appendF16(dst, a), b)
 		}
 	}
 	return s.appendConv(dst, n), nil
@@ -120,6 +126,7 @@ func (s *State) RestoreChunks(tokens []int32, blob [][]byte) error {
 	s.n = n
 	s.toks = append(s.toks[:0], tokens[:n]...)
 	s.rows = 0
+	s.kvLo = s.ringNeeds(n) // the local layers hold the snapshot's window
 	if err != nil && s.hasConv() {
 		s.conv.lo = 0
 		clear(s.conv.ckOK)
@@ -198,26 +205,27 @@ func (s *State) restore(src *chunkReader) (int, error) {
 		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, size, n, s.SnapshotSize(n))
 	}
 	s.reserve(n)
-	if s.kvType == quant.Q8_0 {
-		for l := 0; l < c.NLayer; l++ {
-			if !c.OwnKV(l) {
-				continue
-			}
-			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
-				src.read(populated(s.kq[l][hh*s.ctx*s.kRow : (hh*s.ctx+n)*s.kRow]))
-				src.read(populated(s.vq[l][hh*s.ctx*s.vRow : (hh*s.ctx+n)*s.vRow]))
-			}
+	for l := 0; l < c.NLayer; l++ {
+		if !c.OwnKV(l) {
+			continue
 		}
-	} else {
-		for l := 0; l < c.NLayer; l++ {
-			if !c.OwnKV(l) {
+		from, cp := s.snapFrom(l, n), s.kvCap[l]
+		for hh := 0; hh < c.KVHeadsOf(l); hh++ {
+			if s.kvType == quant.Q8_0 {
+				a, b := rowsOf(s.kq[l], hh, cp, from, n, s.kRow[l])
+				src.read(populated(a))
+				src.read(populated(b))
+				a, b = rowsOf(s.vq[l], hh, cp, from, n, s.vRow[l])
+				src.read(populated(a))
+				src.read(populated(b))
 				continue
 			}
-			hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
-			for hh := 0; hh < c.KVHeadsOf(l); hh++ {
-				readF16(populated(s.kc[l][hh*s.ctx*hd:(hh*s.ctx+n)*hd]), src)
-				readF16(populated(s.vc[l][hh*s.ctx*hdv:(hh*s.ctx+n)*hdv]), src)
-			}
+			a, b := rowsOf(s.kc[l], hh, cp, from, n, c.HeadDimOf(l))
+			readF16(populated(a), src)
+			readF16(populated(b), src)
+			a, b = rowsOf(s.vc[l], hh, cp, from, n, c.HeadDimVOf(l))
+			readF16(populated(a), src)
+			readF16(populated(b), src)
 		}
 	}
 	if s.hasConv() {

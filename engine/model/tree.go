@@ -168,6 +168,9 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	if err := s.convProbeCheck(from); err != nil {
 		return err
 	}
+	if err := s.ringProbeCheck(from, len(tokens)); err != nil {
+		return err
+	}
 	l := &s.lay
 	for j := range tokens {
 		l.vis[j] = int32(from + j)
@@ -214,14 +217,15 @@ func (s *State) Compact(base int, nodes []int32) error {
 			if !c.OwnKV(l) {
 				continue
 			}
+			cp, f, t := s.kvCap[l], s.slot(l, from), s.slot(l, to)
 			for h := 0; h < c.KVHeadsOf(l); h++ {
 				if s.kvType == quant.Q8_0 {
-					moveRow(s.kq[l], h*s.ctx, from, to, s.kRow)
-					moveRow(s.vq[l], h*s.ctx, from, to, s.vRow)
+					moveRow(s.kq[l], h*cp, f, t, s.kRow[l])
+					moveRow(s.vq[l], h*cp, f, t, s.vRow[l])
 					continue
 				}
-				moveRow(s.kc[l], h*s.ctx, from, to, c.HeadDimOf(l))
-				moveRow(s.vc[l], h*s.ctx, from, to, c.HeadDimVOf(l))
+				moveRow(s.kc[l], h*cp, f, t, c.HeadDimOf(l))
+				moveRow(s.vc[l], h*cp, f, t, c.HeadDimVOf(l))
 			}
 		}
 	}
