@@ -8,11 +8,14 @@ import (
 	"github.com/geisten/geist/engine/zoo"
 )
 
-// The families of issue 23 (granite, smollm3, phi3, gemma3, qwen3moe)
-// under speculation: greedy output identical with --spec off, lookup,
-// auto (trees and chains), self and draft (the family's Q4_0 file drafting
-// for its Q4_K_M file: the same vocabulary), and decoding allocates
-// nothing.
+// The families of issues 23 and 27 (granite, smollm3, phi3, gemma3,
+// qwen3moe, lfm2, gemma4) under speculation: greedy output identical with
+// --spec off, lookup, auto (trees and chains), self and draft (the
+// family's Q4_0 file drafting for its Q4_K_M file: the same vocabulary);
+// a prefix restored from the prompt cache continues as a cold run (the
+// convolution state of lfm2, the window rings of gemma3 and gemma4); and
+// decoding allocates nothing (the convolution rows, checkpoints and
+// rewinds, the rings, norms and GELU table use buffers sized once).
 
 var familyDraft = map[string]string{
 	"tiny-granite":  "tiny-granite-Q4_0.gguf",
@@ -20,6 +23,8 @@ var familyDraft = map[string]string{
 	"tiny-phi3":     "tiny-phi3-Q4_0.gguf",
 	"tiny-gemma3":   "tiny-gemma3-Q4_0.gguf",
 	"tiny-qwen3moe": "tiny-qwen3moe-Q4_0.gguf",
+	"tiny-lfm2":     "tiny-lfm2-Q4_0.gguf",
+	"tiny-gemma4":   "tiny-gemma4-Q4_0.gguf",
 }
 
 func TestSpeculativeGreedyExactFamilies(t *testing.T) {
@@ -30,6 +35,16 @@ func TestSpeculativeGreedyExactFamilies(t *testing.T) {
 				gf = zoo.Path(t, "new", "golden", "gen-"+fam+"-Q4_0.json")
 			}
 			speculativeGreedyExact(t, []string{gf})
+		})
+	}
+}
+
+// TestPromptCacheRestoreFamilies: the families whose state is more than
+// keys and values of every position.
+func TestPromptCacheRestoreFamilies(t *testing.T) {
+	for _, fam := range []string{"tiny-lfm2", "tiny-gemma3", "tiny-gemma4"} {
+		t.Run(fam, func(t *testing.T) {
+			promptCacheRestore(t, []string{zoo.Path(t, "new", "models", fam+"-Q4_0.gguf"), zoo.Path(t, "new", "models", fam+"-Q4_K_M.gguf")})
 		})
 	}
 }
@@ -47,5 +62,58 @@ func TestAllocationsFamilies(t *testing.T) {
 	}
 	for _, fam := range fams {
 		t.Run(fam, func(t *testing.T) { newFamilyAllocations(t, fam+"-Q4_K_M") })
+	}
+}
+
+// newFamilyAllocations: decoding a token of one zoo file of new/, plain
+// and speculative (trees by lookup and n-grams, the skipped-layer draft),
+// allocates nothing.
+func newFamilyAllocations(t *testing.T, name string) {
+	e := loadFile(t, zoo.Path(t, "new", "models", name+".gguf"), Options{Ctx: 2048, Batch: 16})
+	s := e.state
+	tok := []int32{1}
+	if _, err := s.Forward(tok, false); err != nil {
+		t.Fatal(err)
+	}
+	runs := 100
+	if testing.Short() {
+		runs = 10
+	}
+	if a := steadyAllocs(runs, func() {
+		if _, err := s.Forward(tok, false); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocations per decoded token", a)
+	}
+	installLastMLPSkip(e)
+	ids, _ := e.Tokens(&Request{Prompt: copyHeavy[0]})
+	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecSelf}} {
+		sp.DraftMax, sp.Fixed = 8, true
+		t.Run(string(sp.Mode), func(t *testing.T) {
+			g := newTestGeneration(e, &sp, ids)
+			e.Reset()
+			if _, _, err := e.prefill(t.Context(), ids[:len(ids)-1]); err != nil {
+				t.Fatal(err)
+			}
+			step := func() {
+				next, err := g.step(g.history[len(g.history)-1], g.draftTree(8))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.emit(next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 20 { // the tree, the n-gram tables and the controller's plans reach their sizes
+				step()
+			}
+			if a := steadyAllocs(runs/3, step); a != 0 {
+				t.Errorf("%v allocations per speculative step", a)
+			}
+			if g.st.Drafted == 0 {
+				t.Error("nothing drafted")
+			}
+		})
 	}
 }
