@@ -48,7 +48,11 @@ type benchResult struct {
 	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
 	DecodeBytes int64   `json:"decode_bytes,omitempty"`
 	MemReadBps  float64 `json:"mem_read_bytes_s,omitempty"`
-	BWShare     float64 `json:"bandwidth_share,omitempty"`
+	// The KV cache of the context the benchmark ran with (a sliding-window
+	// layer holds a ring of its window and a batch, not the context).
+	Ctx     int     `json:"ctx,omitempty"`
+	KVBytes int64   `json:"kv_bytes,omitempty"`
+	BWShare float64 `json:"bandwidth_share,omitempty"`
 
 	Spec          string                         `json:"spec,omitempty"`
 	Oracle        *float64                       `json:"oracle,omitempty"`
@@ -262,6 +266,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 				r.BWShare = r.TGTokS * float64(r.DecodeBytes) / r.MemReadBps
 			}
 		}
+		r.Ctx, r.KVBytes = eng.Ctx(), eng.State().KVBytes()
 		eng.Close()
 		if err != nil {
 			return err
@@ -566,6 +571,9 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 	}
 	if r.MemReadBps > 0 {
 		fmt.Fprintf(e.stdout, "  reads %.1f MB/token, memory %.1f GB/s, decode uses %.0f%%", float64(r.DecodeBytes)/1e6, r.MemReadBps/1e9, 100*r.BWShare)
+	}
+	if r.KVBytes > 0 {
+		fmt.Fprintf(e.stdout, "  kv %s at ctx %d", humanBytes(r.KVBytes), r.Ctx)
 	}
 	fmt.Fprintln(e.stdout)
 }

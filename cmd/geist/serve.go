@@ -241,7 +241,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	}
 	defer eng.Close()
 	loadTime := time.Since(start)
-	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "ms", loadTime.Milliseconds(),
+	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "kv_bytes", eng.State().KVBytes(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
 	// The prefix served last (the system prompt, Home Assistant's
 	// instructions and tools) back in memory before the first request.
