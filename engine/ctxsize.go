@@ -76,20 +76,36 @@ func kib(n int64) string {
 }
 
 // KVBytesPerToken is what one position costs in the KV cache of kv type
-// (F16 or Q8_0), with its attention scores.
+// (F16 or Q8_0), with its attention scores. A sliding-window layer keeps
+// a ring of its window whatever the context: it is counted in
+// kvRingBytes, not here.
 func KVBytesPerToken(c model.Config, kv quant.Type) int64 {
+	return kvBytes(c, kv, false) + int64(c.NHead)*4
+}
+
+// kvBytes is one position's keys and values in the global layers (local:
+// false) or in the sliding-window ones.
+func kvBytes(c model.Config, kv quant.Type, local bool) int64 {
 	var per int64
 	for l := range c.NLayer {
-		if c.OwnKV(l) {
+		if c.OwnKV(l) && c.IsSWA(l) == local {
 			per += int64(c.KVHeadsOf(l)) * int64(c.HeadDimOf(l)+c.HeadDimVOf(l))
 		}
 	}
 	if kv == quant.Q8_0 {
-		per = per / 32 * 34
-	} else {
-		per *= 2
+		return per / 32 * 34
 	}
-	return per + int64(c.NHead)*4
+	return per * 2
+}
+
+// kvRingBytes is the most the sliding-window layers' rings take: the
+// window, a batch of up to 512 tokens and the slack of model.State's
+// rings.
+func kvRingBytes(c model.Config, kv quant.Type) int64 {
+	if c.SWA == nil {
+		return 0
+	}
+	return kvBytes(c, kv, true) * int64(c.Window+512+128)
 }
 
 // ChooseContext picks the context for a model of shape c whose weights
@@ -106,7 +122,7 @@ func ChooseContext(c model.Config, kv quant.Type, weights, available int64) Cont
 	if available <= 0 {
 		return ch
 	}
-	left := available - weights - max(available/8, minReserve)
+	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv)
 	ch.MemoryCap = int(max(left, 0) / ch.KVPerTok / ctxStep * ctxStep)
 	if ch.MemoryCap < trained {
 		ch.Ctx, ch.Bound = max(ch.MemoryCap, min(minAutoCtx, trained)), "memory"

@@ -91,3 +91,20 @@ func TestNumCtx(t *testing.T) {
 		t.Errorf("a prompt past the cap: %v", err)
 	}
 }
+
+// TestKVBytesPerTokenWindows: a position costs only the global layers'
+// keys and values when the local layers keep rings (gemma3-1b: 4 global
+// layers of 26, one KV head of 256).
+func TestKVBytesPerTokenWindows(t *testing.T) {
+	c := model.Config{NLayer: 26, NHead: 4, NHeadKV: 1, HeadDim: 256, HeadDimV: 256}
+	c.Window, c.SWA, c.HeadDimSWA = 512, make([]bool, 26), 256
+	for l := range c.SWA {
+		c.SWA[l] = (l+1)%6 != 0
+	}
+	if got, want := KVBytesPerToken(c, quant.F16), int64(4*2*256*2+4*4); got != want {
+		t.Errorf("KVBytesPerToken = %d, want %d (the 4 global layers)", got, want)
+	}
+	if got, want := kvRingBytes(c, quant.F16), int64(22*2*256*2*(512+640)); got != want {
+		t.Errorf("kvRingBytes = %d, want %d", got, want)
+	}
+}
