@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -33,21 +32,7 @@ func TestFirstHourErrors(t *testing.T) {
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
 	model := zoo.Path(t, "models", serveModel)
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gguf.NewBuilder()
-	b.CopyKV(f)
-	b.Set("general.architecture", "mamba")
-	for _, tn := range f.Tensors {
-		b.AddTensor(tn.Name, tn.Type, tn.Dims, tn.Data)
-	}
-	mamba := filepath.Join(dir, "mamba.gguf")
-	if err := b.WriteFile(mamba); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	mamba := writeMamba(t, model, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -150,22 +150,7 @@ func TestErrors(t *testing.T) {
 	notGGUF := filepath.Join(dir, "notes.txt")
 	os.WriteFile(notGGUF, []byte("these are not the weights you are looking for"), 0o644)
 	model := zoo.Path(t, "models", "stories260K-F32.gguf")
-	// A model of an unsupported architecture: a copy of a real file with another name.
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := gguf.NewBuilder()
-	b.CopyKV(f)
-	b.Set("general.architecture", "mamba")
-	for _, tn := range f.Tensors {
-		b.AddTensor(tn.Name, tn.Type, tn.Dims, tn.Data)
-	}
-	mamba := filepath.Join(dir, "mamba.gguf")
-	if err := b.WriteFile(mamba); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	mamba := writeMamba(t, model, dir)
 	cases := []struct {
 		args []string
 		want string
@@ -292,4 +277,26 @@ func TestCommandHelp(t *testing.T) {
 			t.Errorf("geist %v: exit %d, %q (version: %q)", args, code, out, v)
 		}
 	}
+}
+
+// writeMamba writes dir/mamba.gguf, a model of an unsupported
+// architecture: a copy of model with another name.
+func writeMamba(t *testing.T, model, dir string) string {
+	t.Helper()
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := gguf.NewBuilder()
+	b.CopyKV(f)
+	b.Set("general.architecture", "mamba")
+	for _, tn := range f.Tensors {
+		b.AddTensor(tn.Name, tn.Type, tn.Dims, tn.Data)
+	}
+	mamba := filepath.Join(dir, "mamba.gguf")
+	if err := b.WriteFile(mamba); err != nil {
+		t.Fatal(err)
+	}
+	return mamba
 }
