@@ -302,37 +302,12 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	if w.System != nil {
 		req.System = *w.System
 	}
-	req.MaxTokens = lim.MaxTokens
-	if w.MaxTokens != nil {
-		if *w.MaxTokens < 1 {
-			return req, errorf(CodeBadRequest, "max_tokens %d must be at least 1", *w.MaxTokens)
-		}
-		if lim.MaxTokens <= 0 || *w.MaxTokens < lim.MaxTokens {
-			req.MaxTokens = *w.MaxTokens
-		}
-	}
 	req.Think = w.Think
-	if w.Temperature != nil {
-		t := *w.Temperature
-		if math.IsNaN(t) || t < 0 || t > 2 {
-			return req, errorf(CodeBadRequest, "temperature %g must be in [0, 2]", t)
-		}
-		req.Temperature = &t
-	}
 	if w.Stream != nil {
 		req.Stream = *w.Stream
 	}
-	req.TTL = lim.DefaultTTL
-	if w.TTL != nil {
-		maxTTL := lim.MaxTTL
-		if maxTTL <= 0 {
-			maxTTL = maxTTLDefault
-		}
-		s := *w.TTL
-		if !(s > 0) || s > maxTTL.Seconds() {
-			return req, errorf(CodeBadRequest, "ttl_s %g must be in (0, %g]", s, maxTTL.Seconds())
-		}
-		req.TTL = time.Duration(s * float64(time.Second))
+	if e := w.settings(&req, lim); e != nil {
+		return req, e
 	}
 	if e := checkTools(w.Tools); e != nil {
 		return req, e
@@ -349,6 +324,40 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		}
 	}
 	return req, nil
+}
+
+// settings checks the ask's max_tokens, temperature and ttl_s into req
+// (the limits' defaults and caps where absent).
+func (w *wireRequest) settings(req *Request, lim Limits) *Error {
+	req.MaxTokens = lim.MaxTokens
+	if w.MaxTokens != nil {
+		if *w.MaxTokens < 1 {
+			return errorf(CodeBadRequest, "max_tokens %d must be at least 1", *w.MaxTokens)
+		}
+		if lim.MaxTokens <= 0 || *w.MaxTokens < lim.MaxTokens {
+			req.MaxTokens = *w.MaxTokens
+		}
+	}
+	if w.Temperature != nil {
+		t := *w.Temperature
+		if math.IsNaN(t) || t < 0 || t > 2 {
+			return errorf(CodeBadRequest, "temperature %g must be in [0, 2]", t)
+		}
+		req.Temperature = &t
+	}
+	req.TTL = lim.DefaultTTL
+	if w.TTL != nil {
+		maxTTL := lim.MaxTTL
+		if maxTTL <= 0 {
+			maxTTL = maxTTLDefault
+		}
+		s := *w.TTL
+		if !(s > 0) || s > maxTTL.Seconds() {
+			return errorf(CodeBadRequest, "ttl_s %g must be in (0, %g]", s, maxTTL.Seconds())
+		}
+		req.TTL = time.Duration(s * float64(time.Second))
+	}
+	return nil
 }
 
 // checkMessages validates a request's messages: known roles, content

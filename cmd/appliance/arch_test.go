@@ -37,11 +37,11 @@ var architecture = map[string]struct {
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {nil, nil},
 	"engine/grammar":   {nil, nil}, // constrained decoding: GBNF, schemas, tool-call grammars
-	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, nil},
+	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
 	"engine/zoo":       {nil, nil}, // test helper: finds the conformance zoo
 	// Storage: opaque records in bbolt files.
-	"storage": {nil, []string{"go.etcd.io/bbolt"}},
+	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
 	// The appliance core and what front ends share beside it.
 	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/sample", "storage"}, nil},
 	"cmd/appliance/sentence":      {nil, nil},
@@ -77,6 +77,7 @@ var testExtra = map[string][]string{
 	"engine/tokenizer":     {"engine/gguf"},                // reads vocabularies from GGUF files
 	"cmd/internal/convert": {"engine", "engine/tokenizer"}, // converted files load and tokenize
 	"cmd/internal/httpapi": {"engine"},                     // scripted engines see engine.Request
+	"engine":               {"storage"},                    // prompt-cache restores from a real cache.db
 }
 
 // forbidden are dependencies (direct or not) a package must not have, by

@@ -2,6 +2,7 @@ package appliance_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -644,5 +645,38 @@ func TestAnswerCheck(t *testing.T) {
 	o = outcome(t, submit(t, c, appliance.Request{Text: "x", Check: func([]byte) error { return errors.New("two alternatives") }}))
 	if code(o) != "internal" || !strings.Contains(o.Err.Message, "two alternatives") {
 		t.Fatalf("a refused answer: %+v", o)
+	}
+}
+
+// TestToolCallsShapedOnce: with tools offered, the core parses the calls
+// out of the answer once for every front end (Piece.Calls as they
+// complete, Outcome.Calls), the content and thinking apart; the session
+// keeps the content as the model wrote it (the call included, for the
+// template to render again); without tools nothing is parsed.
+func TestToolCallsShapedOnce(t *testing.T) {
+	eng := &appliancetest.Engine{Script: appliancetest.ToolCaller}
+	store := appliance.NewMemorySessions(4, 20)
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.Sessions = store })
+	tools := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"get_weather"}}`)}
+	var streamed []appliance.ToolCall
+	var content strings.Builder
+	tk, err := c.Submit(context.Background(), appliance.Request{Text: "weather?", Session: "w", Tools: tools}, func(p appliance.Piece) {
+		streamed = append(streamed, p.Calls...)
+		content.WriteString(p.Content)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := tk.Outcome()
+	if o.Err != nil || o.Text != "Let me check." || content.String() != o.Text || o.Thinking != "look it up" ||
+		len(o.Calls) != 1 || o.Calls[0].Name != "get_weather" || strings.ReplaceAll(string(o.Calls[0].Arguments), " ", "") != `{"city":"Paris"}` || len(streamed) != 1 {
+		t.Fatalf("outcome %+v, streamed calls %+v, content %q", o, streamed, content.String())
+	}
+	h, _ := store.Load("w")
+	if len(h) != 2 || !strings.Contains(h[1].Content, "<tool_call>") || strings.Contains(h[1].Content, "look it up") {
+		t.Errorf("stored %+v", h)
+	}
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "weather?"})); len(o.Calls) != 0 || !strings.Contains(o.Text, "<tool_call>") {
+		t.Errorf("without tools: %+v", o)
 	}
 }
