@@ -191,6 +191,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 			e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
 			return 0 // Restore left the state empty
 		}
+		e.markStored(toks[:n])
 		return n
 	}
 	n, blob, ok := e.opt.Cache.Lookup(e.id, toks)
@@ -201,7 +202,25 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 		e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
 		return 0 // Restore left the state empty
 	}
+	e.markStored(toks[:n])
 	return n
+}
+
+// markStored records that the prompt cache holds the prefix toks (just
+// restored from it), so that the end of the request does not copy and
+// store it again.
+func (e *Engine) markStored(toks []int32) {
+	key := prefixKey(toks)
+	sn := &e.snap
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.stored == nil {
+		sn.stored = map[[32]byte]bool{}
+	}
+	if len(sn.stored) > 4096 {
+		clear(sn.stored)
+	}
+	sn.stored[key] = true
 }
 
 // snapshotter writes KV snapshots to the prompt cache in the background,

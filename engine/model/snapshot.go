@@ -78,6 +78,12 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 		return dst, fmt.Errorf("model: snapshot of %d positions: the recurrent state is kept only up to %d there", n, e)
 	}
 	c := &s.m.Config
+	if size := s.SnapshotSize(n); cap(dst) < size {
+		// A fresh buffer for tens of megabytes: its pages mapped at
+		// once, not faulted one by one by the copy (see populate).
+		dst = newKV[byte](size)[:0]
+		populate(dst[:size])
+	}
 	dst = append(dst[:0], snapMagic...)
 	for _, v := range []int{s.snapVersion(), c.NLayer, c.NHeadKV, c.HeadDim, c.HeadDimV, s.kvTypeID(), n} {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
