@@ -351,12 +351,16 @@ type PromptCacheRecent interface {
 // before) pays no prefill and no restore for it: the state holds it, and
 // the request reuses its common prefix. It returns the tokens restored
 // (0: none, the cache holds nothing for this model or is off) and the time
-// taken. Call it before the engine serves requests.
+// taken. It does nothing when the state holds a prefix already. Like
+// Generate, it must not run concurrently with another call.
 func (e *Engine) Warm() (int, time.Duration) {
 	start := time.Now()
 	c, ok := e.opt.Cache.(PromptCacheRecent)
 	if !ok {
 		return 0, 0
+	}
+	if e.state.Len() >= minRestore {
+		return 0, 0 // memory holds a prefix already: the one served last
 	}
 	toks, ok := c.Recent(e.id)
 	if !ok || len(toks) < minRestore || len(toks) >= e.Ctx() {

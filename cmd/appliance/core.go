@@ -474,6 +474,28 @@ func (c *Core) control(fn func()) bool {
 	return true
 }
 
+// Warmer is an Engine that can bring its most recently used prompt-cache
+// prefix back into memory (engine.Engine.Warm).
+type Warmer interface {
+	Warm() (tokens int, took time.Duration)
+}
+
+// Warm queues a warm-up of the engine on the worker, after the work
+// queued: Ollama's "load the model" request (no messages), which Home
+// Assistant sends before a conversation. False when the engine cannot
+// warm or the core is shutting down.
+func (c *Core) Warm() bool {
+	w, ok := c.cfg.Engine.(Warmer)
+	if !ok {
+		return false
+	}
+	return c.control(func() {
+		if n, took := w.Warm(); n > 0 {
+			c.log.Info("prompt cache warmed", "tokens", n, "ms", took.Milliseconds(), "by", "load request")
+		}
+	})
+}
+
 // SetLink records the state of a front end's connection (name "mqtt" for
 // the broker) for the State, and reports the change to the watchers. A
 // front end calls it when the link comes up or goes down.

@@ -680,3 +680,32 @@ func TestToolCallsShapedOnce(t *testing.T) {
 		t.Errorf("without tools: %+v", o)
 	}
 }
+
+// warmEngine counts its warm-ups.
+type warmEngine struct {
+	*appliancetest.Engine
+	warmed chan struct{}
+}
+
+func (w *warmEngine) Warm() (int, time.Duration) {
+	w.warmed <- struct{}{}
+	return 100, time.Millisecond
+}
+
+// TestWarm: Core.Warm runs the engine's warm-up on the worker; an engine
+// that cannot warm makes it false.
+func TestWarm(t *testing.T) {
+	eng := &warmEngine{Engine: &appliancetest.Engine{Words: 2}, warmed: make(chan struct{}, 1)}
+	c := start(t, eng, nil)
+	if !c.Warm() {
+		t.Fatal("Warm refused")
+	}
+	select {
+	case <-eng.warmed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the engine was not warmed")
+	}
+	if start(t, &appliancetest.Engine{}, nil).Warm() {
+		t.Error("Warm true for an engine that cannot warm")
+	}
+}

@@ -383,6 +383,7 @@ func (s *Server) loadOnly(w http.ResponseWriter, c *ollamaCommon, chatForm bool)
 		writeError(w, http.StatusBadRequest, "geist keeps its one model loaded for as long as it runs; it cannot unload it")
 		return
 	}
+	s.cfg.Core.Warm()
 	now := time.Now().UTC()
 	if chatForm {
 		writeJSON(w, http.StatusOK, chatResponse{Model: s.cfg.Model.tagged(), CreatedAt: now, Message: ollamaMessage{Role: "assistant"}, Done: true, DoneReason: "load"})

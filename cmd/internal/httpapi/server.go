@@ -42,6 +42,9 @@ type Core interface {
 	Snapshot() appliance.State
 	Watch(fn func(appliance.Event)) (stop func())
 	Done() <-chan struct{}
+	// Warm brings the prompt cache's last prefix back into memory in the
+	// background (Ollama's load request); false if it cannot.
+	Warm() bool
 }
 
 // Config configures a Server; zero values take the defaults noted.
