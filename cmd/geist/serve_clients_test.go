@@ -64,6 +64,13 @@ func npmDir(t *testing.T) string {
 func serveHTTP(t *testing.T, args ...string) (string, *syncBuffer) {
 	t.Helper()
 	_, logs := runServe(t, append(args, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))...)
+	return httpAddr(t, logs), logs
+}
+
+// httpAddr waits for serve's "HTTP API listening" line in logs and
+// returns its address.
+func httpAddr(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
 	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
 	var addr string
 	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
@@ -72,7 +79,7 @@ func serveHTTP(t *testing.T, args ...string) (string, *syncBuffer) {
 		}
 		return addr != ""
 	})
-	return addr, logs
+	return addr
 }
 
 // runNode runs a node script with the npm clients of dir and returns what

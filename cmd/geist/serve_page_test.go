@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +18,7 @@ import (
 func TestServePage(t *testing.T) {
 	model := zoo.Path(t, "models", serveModel)
 	_, logs := runServe(t, "-m", model, "--ctx", "256", "--temp", "0", "--max-tokens", "16", "--http", "127.0.0.1:0", "--http-page-texts")
-	re := regexp.MustCompile(`HTTP API listening.*addr=(\S+)`)
-	var addr string
-	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	addr := httpAddr(t, logs)
 	base := "http://" + addr
 	get := func(path, accept string) (*http.Response, string) {
 		t.Helper()

@@ -8,10 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
@@ -69,14 +67,7 @@ func TestServeToolRoundPrompt(t *testing.T) {
 	want := len(tok.Encode(golden[0].Prompt, true, true))
 
 	_, logs := runServe(t, "-m", model, "--ctx", "2048", "--http", "127.0.0.1:0", "--cache-size", "0", "--data-dir", "")
-	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
-	var addr string
-	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	addr := httpAddr(t, logs)
 	post := func(path, body string) map[string]any {
 		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
 		if err != nil {
@@ -115,14 +106,7 @@ func TestServeToolRoundPrompt(t *testing.T) {
 func TestServeHTTPLongConversation(t *testing.T) {
 	model := zoo.Path(t, "models", serveModel)
 	_, logs := runServe(t, "-m", model, "--ctx", "256", "--http", "127.0.0.1:0", "--data-dir", "")
-	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
-	var addr string
-	waitFor(t, 30*time.Second, "the HTTP listener", func() bool {
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	addr := httpAddr(t, logs)
 	var msgs []map[string]string
 	for i := range 12 {
 		msgs = append(msgs, map[string]string{"role": "user", "content": "Tell me a story about a cat and a dog number " + strings.Repeat("x", i%3)},
