@@ -28,12 +28,18 @@ func TestConversationPrefix(t *testing.T) {
 			if _, err := e.Generate(t.Context(), r); err != nil {
 				t.Fatal(err)
 			}
+			// The snapshotter writes one prefix at a time and skips a
+			// snapshot while a write runs: wait for the writes, or at a
+			// high load the conversation's snapshot was skipped behind the
+			// system prompt's (CI, load ~3: "no entry of the conversation").
+			e.waitSnapshots()
 			msgs = append(msgs, chat.Message{Role: "assistant", Content: answer.String()},
 				chat.Message{Role: "user", Content: "And the kitchen lights, are they still on right now?"})
 			r = Request{Messages: msgs, History: 3, MaxTokens: 8, Sampling: greedy()}
 			if _, err := e.Generate(t.Context(), r); err != nil {
 				t.Fatal(err)
 			}
+			e.waitSnapshots()
 			prefix, err := e.ConversationPrefix([]chat.Message{system, first})
 			if err != nil {
 				t.Fatal(err)
