@@ -18,6 +18,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,10 +97,28 @@ type Config struct {
 	// chat.Template.ToolFormat; zero: both forms are read): the core
 	// parses them out of the answers of requests offering tools.
 	ToolFormat chat.ToolFormat
+	// NoTools says why the model cannot call tools (NoTools of its
+	// template); empty: it can. Every front end's request offering tools
+	// is then refused, naming the model and this reason, as Ollama
+	// answers 400 "does not support tools": answering as if none were
+	// sent would leave the user waiting for an action that never comes.
+	NoTools string
 
 	// RecentText keeps each finished request's question and answer (a
 	// few KiB each) in Recent, for a status page allowed to show them.
 	RecentText bool
+}
+
+// NoTools returns why a model with template t cannot call tools (for
+// Config.NoTools), or "" when its template renders them.
+func NoTools(t *chat.Template) string {
+	switch {
+	case t.SupportsTools():
+		return ""
+	case t == nil || t.Source() == chat.ChatML:
+		return "it has no chat template (geist falls back to ChatML, which has no tools)"
+	}
+	return "its chat template cannot render tool definitions"
 }
 
 // Causes of a job's end other than success.
@@ -279,7 +298,11 @@ func (c *Core) Run(ctx context.Context) error {
 // outcome (Outcome.Replayed).
 func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error) {
 	now := time.Now()
-	if e := r.check(&c.cfg.Limits); e != nil {
+	e := r.check(&c.cfg.Limits)
+	if e == nil && len(r.Tools) > 0 && c.cfg.NoTools != "" {
+		e = errorf(CodeBadRequest, "%s does not support tools: %s; use a model whose template renders tools (qwen2.5, qwen3 or llama3.2 from geist models catalog), or send no tools", cmp.Or(c.cfg.Model, "the model"), c.cfg.NoTools)
+	}
+	if e != nil {
 		c.count(r.Source, string(e.Code))
 		return nil, e
 	}

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -102,19 +100,4 @@ func canonicalName(name string) string {
 func (s *Server) isLoaded(name string) bool {
 	n := canonicalName(name)
 	return n == "" || strings.EqualFold(n, s.cfg.Model.Name)
-}
-
-// toolsRefused refuses a request with tools to a model whose template
-// cannot render them, as Ollama does (400 "... does not support tools",
-// which Home Assistant shows): answering as if none were sent would
-// leave the user waiting for an action that never comes.
-func (s *Server) toolsRefused(tools []json.RawMessage, choice json.RawMessage) error {
-	if len(tools) == 0 || strings.Trim(string(choice), `" `) == "none" || slices.Contains(s.cfg.Model.Capabilities, "tools") {
-		return nil
-	}
-	why := "its chat template cannot render tool definitions"
-	if s.cfg.Model.Template == "" {
-		why = "it has no chat template (geist falls back to ChatML, which has no tools)"
-	}
-	return badf("%s does not support tools: %s; use a model whose template renders tools (qwen2.5, qwen3 or llama3.2 from geist models catalog), or send no tools", s.cfg.Model.Name, why)
 }

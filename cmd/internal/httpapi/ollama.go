@@ -290,11 +290,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		s.loadOnly(w, &c.ollamaCommon, true)
 		return
 	}
-	if err := s.toolsRefused(c.Tools, nil); err != nil {
-		s.refuse(w, err)
-		return
-	}
-	req.Tools = c.Tools // the core parses the calls out of the answer
+	req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
 	if err := s.toolGrammar(&req, c.Tools, nil); err != nil {
 		s.refuse(w, err)
 		return

@@ -285,12 +285,8 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.History = historyOf(req.Messages)
-	if err := s.toolsRefused(c.Tools, c.ToolChoice); err != nil {
-		s.openaiRefuse(w, err)
-		return
-	}
 	if len(c.Tools) > 0 && strings.Trim(string(c.ToolChoice), `" `) != "none" {
-		req.Tools = c.Tools // the core parses the calls out of the answer
+		req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
 	}
 	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice); err != nil {
 		s.openaiRefuse(w, err)

@@ -6,15 +6,21 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/chat"
 )
 
 // A model without a template that renders tools refuses a request with
 // tools, as Ollama does, on both APIs; tool_choice none and no tools pass.
 func TestToolsRefusedWithoutTemplate(t *testing.T) {
 	eng := scripted("Hello!")
-	ts := newTestServer(t, eng, func(c *Config, _ *appliance.Config) {
+	chatml, err := chat.Compile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, eng, func(c *Config, a *appliance.Config) {
 		c.Model.Capabilities = []string{"completion"}
-		c.Model.Template = ""
+		c.Model.Template = chatml.Source()
+		a.NoTools = appliance.NoTools(chatml) // as serve sets it: the core refuses, for every front end
 	})
 	tools := `[{"type":"function","function":{"name":"HassTurnOn","parameters":{"type":"object","properties":{"name":{"type":"string"}}}}}]`
 	code, body := ts.do(t, "POST", "/api/chat", `{"model":"tiny","stream":false,"tools":`+tools+`,"messages":[{"role":"user","content":"lights on"}]}`)
