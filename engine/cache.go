@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/quant"
 )
 
@@ -63,7 +64,7 @@ func (e *Engine) loadDraftStats() {
 		}
 	}
 	if len(parts.skip) > 0 && e.selfMode != SelfSpecOff {
-		set, err := unmarshalSkipSet(parts.skip, e.model.NLayer)
+		set, err := spec.UnmarshalSkipSet(parts.skip, e.model.NLayer)
 		if err != nil {
 			e.log().Warn("skipped-layer draft unusable, choosing afresh", "err", err)
 		} else {
@@ -88,7 +89,7 @@ func (e *Engine) saveDraftStats() {
 	}
 	p.accept = e.spec.ctrl.MarshalAcceptance()
 	if e.spec.self != nil {
-		p.skip, _ = e.spec.self.set.MarshalBinary()
+		p.skip, _ = e.spec.self.Set().MarshalBinary()
 	}
 	if err := ds.PutDraftStats(e.id, joinDraftStats(p)); err != nil {
 		e.log().Warn("saving drafting statistics failed", "err", err)
@@ -336,7 +337,7 @@ func (e *Engine) keepPrefix(req *Request, msgs []chat.Message, prompt []int32) i
 		}
 		k.system, k.toks = key, e.encode(text)
 	}
-	return commonPrefix(k.toks, prompt)
+	return spec.CommonPrefix(k.toks, prompt)
 }
 
 // PromptCacheRecent is a PromptCache that names its most recently used

@@ -11,6 +11,7 @@ import (
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -182,7 +183,7 @@ func TestSelfSpecPersist(t *testing.T) {
 		set, set.Agreement, set.Cost, set.Gain, set.Evals, set.Tokens)
 	e1.Close()
 	e2 := load(t, "stories260K-F32", Options{Ctx: 256, Cache: cache})
-	if e2.spec.self == nil || e2.spec.self.set.String() != set.String() {
+	if e2.spec.self == nil || e2.spec.self.Set().String() != set.String() {
 		t.Fatalf("restored %v, want %s", e2.spec.self, set)
 	}
 	// A foreign choice (another layer count) in the stored statistics.
@@ -192,7 +193,7 @@ func TestSelfSpecPersist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bad, _ := (&SkipSet{Skip: model.Skip{Attn: []bool{true}, MLP: []bool{false}}, Agreement: 1, Cost: 0.5}).MarshalBinary()
+		bad, _ := (&spec.SkipSet{Skip: model.Skip{Attn: []bool{true}, MLP: []bool{false}}, Agreement: 1, Cost: 0.5}).MarshalBinary()
 		p.skip = bad
 		cache.stats[k] = joinDraftStats(p)
 	}

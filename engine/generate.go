@@ -10,16 +10,6 @@ import (
 	"github.com/geisten/geist/engine/tokenizer"
 )
 
-func commonPrefix(a, b []int32) int {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // prefill brings the KV state to toks, reusing the longest common prefix
 // with what the state already holds or, when the prompt cache holds a
 // longer one, restoring that. It returns the reused tokens and, of those,
@@ -28,7 +18,7 @@ func commonPrefix(a, b []int32) int {
 // together with a draft.)
 func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int, err error) {
 	s := e.state
-	reuse = commonPrefix(s.Tokens(), toks)
+	reuse = spec.CommonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	t := time.Now()
@@ -70,8 +60,8 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		return st, err
 	}
 	e.takeTuned()
-	e.spec.tune.busy.Store(true)
-	defer e.spec.tune.busy.Store(false)
+	e.spec.tune.Busy(true)
+	defer e.spec.tune.Busy(false)
 	sp := req.Spec
 	if sp.Mode == "" {
 		sp.Mode = SpecAuto
@@ -119,7 +109,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	}
 	st.finish(g.drafters[:], g.dstats[:])
 	if e.spec.self != nil {
-		st.SelfSkip = e.spec.self.set.String()
+		st.SelfSkip = e.spec.self.Set().String()
 	}
 	if sp.Mode != SpecOff && (err == nil || errors.Is(err, context.Canceled)) {
 		e.spec.ngram.Observe(g.history)

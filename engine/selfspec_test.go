@@ -40,16 +40,16 @@ func TestSkipSearch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			ss, err := newSkipSearch(context.Background(), e.model, st, toks, nil)
+			ss, err := spec.NewSkipSearch(context.Background(), e.model, st, toks, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			none, err := ss.agreement(context.Background(), nil)
+			none, err := ss.Agreement(context.Background(), nil)
 			if err != nil || none != 1 {
 				t.Fatalf("nothing skipped: agreement %v (%v), want 1", none, err)
 			}
 			cost := func(k int) float64 { return 1 + 0.05*float64(k-1) }
-			set, err := searchSkip(context.Background(), ss, cost, 200)
+			set, err := spec.SearchSkip(context.Background(), ss, cost, 200)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestSelfDraft(t *testing.T) {
 	e := load(t, "stories260K-F32", Options{Ctx: 256, Batch: 32})
 	toks := selfCalibration(t, e, 40)
 	L := e.model.NLayer
-	d := &selfDraft{s: e.state, set: &SkipSet{Skip: model.Skip{Attn: make([]bool, L), MLP: make([]bool, L)}}}
+	d := spec.NewSelfDraft(e.state, &spec.SkipSet{Skip: model.Skip{Attn: make([]bool, L), MLP: make([]bool, L)}})
 	for _, at := range []int{len(toks) - 30, len(toks) - 15} { // inside the generated part
 		e.Reset()
 		if _, err := e.state.Forward(toks[:at-1], false); err != nil {
@@ -90,30 +90,5 @@ func TestSelfDraft(t *testing.T) {
 		if len(chain) == 0 || !equal(chain, toks[at:at+len(chain)]) {
 			t.Errorf("at %d: drafted %v, the target continues %v", at, chain, toks[at:min(at+8, len(toks))])
 		}
-	}
-}
-
-// TestSkipSetEncoding: a set survives encoding; malformed or foreign sets
-// are refused with an error naming what is wrong.
-func TestSkipSetEncoding(t *testing.T) {
-	k := &SkipSet{Skip: model.Skip{Attn: []bool{false, true, true}, MLP: []bool{false, false, true}}, Agreement: 0.8, Cost: 0.5}
-	b, _ := k.MarshalBinary()
-	got, err := unmarshalSkipSet(b, 3)
-	if err != nil || got.String() != "attn 1,2 mlp 2" || got.Agreement != 0.8 || got.Cost != 0.5 {
-		t.Fatalf("round trip: %v, %v", got, err)
-	}
-	none, _ := (&SkipSet{Skip: model.Skip{Attn: make([]bool, 3), MLP: make([]bool, 3)}, Agreement: 1, Cost: 1}).MarshalBinary()
-	flags := append([]byte(nil), b...)
-	flags[9] = 7
-	nan := append([]byte(nil), b...)
-	copy(nan[11:], []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f})
-	for name, x := range map[string][]byte{"empty": nil, "magic": append([]byte("XSK1"), b[4:]...),
-		"short": b[:len(b)-1], "long": append(b, 0), "flags": flags, "nan": nan, "nothing skipped": none} {
-		if _, err := unmarshalSkipSet(x, 3); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-	if _, err := unmarshalSkipSet(b, 4); err == nil {
-		t.Error("a set for 3 layers accepted for a model of 4")
 	}
 }

@@ -388,7 +388,7 @@ func newTestGeneration(e *Engine, sp *SpecOptions, ids []int32) *generation {
 // feed-forward block, without a search.
 func installLastMLPSkip(e *Engine) {
 	L := e.model.NLayer
-	set := &SkipSet{Skip: model.Skip{Attn: make([]bool, L), MLP: make([]bool, L)}, Agreement: 0.5, Cost: 0.9}
+	set := &spec.SkipSet{Skip: model.Skip{Attn: make([]bool, L), MLP: make([]bool, L)}, Agreement: 0.5, Cost: 0.9}
 	set.Skip.MLP[L-1] = true
 	e.installSelf(set)
 }

@@ -114,8 +114,8 @@ type specState struct {
 	ngram *spec.NgramCache
 	ctrl  *spec.Controller
 	draft *draftModel
-	self  *selfDraft // nil until a skipped-layer draft is chosen
-	tune  tuner      // the skipped-layer search
+	self  *spec.SelfDraft // nil until a skipped-layer draft is chosen
+	tune  spec.Tuner      // the skipped-layer search
 	tree  *spec.Tree
 	buf   []int32 // [MaxDraft] a chain drafter's draft
 	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
@@ -147,14 +147,13 @@ func (e *Engine) initSpec() error {
 	return nil
 }
 
-// draftModel drafts greedily with a smaller model that shares the target's
-// vocabulary. It keeps its own KV cache in step with the history.
+// draftModel is the draft model (spec.ModelDraft drafts with its state)
+// and the file it was loaded from.
 type draftModel struct {
-	file  *gguf.File
-	m     *model.Model
-	s     *model.State
-	steps int // passes the last DraftTree ran
-	one   [1]int32
+	*spec.ModelDraft
+	file *gguf.File
+	m    *model.Model
+	s    *model.State
 }
 
 func loadDraft(path string, target *Engine) (*draftModel, error) {
@@ -176,7 +175,7 @@ func loadDraft(path string, target *Engine) (*draftModel, error) {
 		f.Close()
 		return nil, err
 	}
-	return &draftModel{file: f, m: m, s: s}, nil
+	return &draftModel{ModelDraft: spec.NewModelDraft(s), file: f, m: m, s: s}, nil
 }
 
 func sameVocab(a, b *tokenizer.Tokenizer) error {
@@ -194,35 +193,6 @@ func sameVocab(a, b *tokenizer.Tokenizer) error {
 func (d *draftModel) close() {
 	d.s.Close()
 	d.file.Close()
-}
-
-// Name implements spec.Drafter.
-func (d *draftModel) Name() string { return "draft" }
-
-// step feeds toks and returns the logits after the last.
-func (d *draftModel) step(toks []int32) ([]float32, error) { return d.s.Forward(toks, false) }
-
-// DraftTree implements spec.TreeDrafter: it brings its cache up to the
-// history (reusing the common prefix) and continues greedily, with its
-// second choices as leaves.
-func (d *draftModel) DraftTree(history []int32, depth int, t *spec.Tree, di int) {
-	d.steps = 0
-	depth = min(depth, d.s.Ctx()-len(history)+1)
-	if depth <= 0 || len(history) == 0 {
-		return
-	}
-	lcp := commonPrefix(d.s.Tokens(), history)
-	if lcp == len(history) {
-		lcp-- // the last token must run again for its logits
-	}
-	d.s.Truncate(lcp)
-	lcp = d.s.Len() // a recurrent draft may rewind further
-	d.steps = modelDraftTree(history[lcp:], d.one[:], depth, t, di, d.step)
-}
-
-// Draft implements spec.Drafter: the first-choice chain of DraftTree.
-func (d *draftModel) Draft(history []int32, max int, dst []int32) ([]int32, int) {
-	return firstChoices(d, history, max, dst)
 }
 
 // draftTree asks the drafters the request allows for continuations of the
@@ -287,7 +257,7 @@ func (g *generation) propose(idx int, d spec.Drafter, room int) {
 // passes it costs.
 func (g *generation) proposeModel(room int) {
 	sp, sps := g.sp, &g.e.spec
-	var d modelDrafter
+	var d spec.ModelDrafter
 	var idx int
 	switch {
 	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && sps.draft != nil:
@@ -307,17 +277,8 @@ func (g *generation) proposeModel(room int) {
 	}
 	t0 := time.Now()
 	d.DraftTree(g.history, k, sps.tree, idx)
-	sps.ctrl.ObserveDraftTime(idx, d.passes(), time.Since(t0).Seconds())
+	sps.ctrl.ObserveDraftTime(idx, d.Passes(), time.Since(t0).Seconds())
 }
-
-// modelDrafter is a drafter that runs a model pass per drafted token.
-type modelDrafter interface {
-	spec.TreeDrafter
-	passes() int // passes the last DraftTree ran
-}
-
-func (d *draftModel) passes() int { return d.steps }
-func (d *selfDraft) passes() int  { return d.steps }
 
 // headFirst is how many rows of a verification pass get their logits
 // first. The output head streams its whole weight matrix for every call,

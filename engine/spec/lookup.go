@@ -1,7 +1,10 @@
-// Package spec holds geist's speculative decoding parts that know nothing
-// of the model: drafters that propose continuations from the token history
-// and from earlier generations, and the controller that decides how many
-// drafted tokens are worth verifying.
+// Package spec holds geist's speculative decoding drafters and the
+// controller that decides how many drafted tokens are worth verifying:
+// prompt lookup and n-gram statistics (from the token history and from
+// earlier generations), a draft model (ModelDraft), and the target itself
+// with blocks skipped (SelfDraft) with the search that chooses the blocks
+// (SearchSkip, Tuner). The engine keeps generation and verification: it
+// feeds a drafted tree through the target and walks it.
 //
 // A drafter is a deterministic function of what it is given: the output of
 // speculative decoding stays exactly that of plain decoding whatever the
