@@ -62,6 +62,10 @@ type Options struct {
 	SelfSpec string
 	// Logger receives warnings (damaged cache entries); nil discards them.
 	Logger *slog.Logger
+	// RepackBudget bounds the memory of the repacked weights
+	// (RepackBudget's spec: "auto" by default, "all", "none" or a size);
+	// what does not fit is read from the mapped file.
+	RepackBudget string
 }
 
 // ErrPromptTooLong is returned when a prompt does not fit the context.
@@ -134,8 +138,14 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, err
 	}
+	avail, _ := ReadMemAvailable(cmp.Or(opt.MemInfo, MemInfo))
+	budget, err := RepackBudget(opt.RepackBudget, avail)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	e := &Engine{path: path, file: f, tok: tok, opt: opt, selfMode: selfMode, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
-	if e.model, err = model.Load(f); err != nil {
+	if e.model, err = model.LoadWith(f, model.LoadOptions{RepackBudget: budget}); err != nil {
 		f.Close()
 		return nil, modelError(path, err)
 	}
@@ -151,8 +161,9 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: chat template: %w", err)
 	}
-	avail, _ := ReadMemAvailable(cmp.Or(opt.MemInfo, MemInfo))
-	e.choice = ChooseContext(e.model.Config, kvType, int64(len(f.Bytes()))-f.DataOffset, avail)
+	// The weights left in the file are page cache, which MemAvailable
+	// counts as available: they are not taken from the KV cache's share.
+	e.choice = ChooseContext(e.model.Config, kvType, int64(len(f.Bytes()))-f.DataOffset-e.model.Repack.InFile, avail)
 	alloc := opt.Ctx
 	if opt.Ctx <= 0 {
 		opt.Ctx = e.choice.Ctx

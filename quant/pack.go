@@ -101,6 +101,12 @@ func (m *Matrix) Packed() string {
 	return m.pk.p.Name
 }
 
+// PackedExact reports whether m is packed in a layout whose products are
+// bit for bit those of the ggml layout (false for k-quant layouts that
+// sum a block's terms in another order, within their Tolerance, and for
+// a matrix that is not packed).
+func (m *Matrix) PackedExact() bool { return m.pk != nil && m.pk.p.Tolerance == 0 }
+
 // active returns m's packing when its set is the active one.
 func (m *Matrix) active(ks *neon.Kernels) *packed {
 	if m.pk != nil && m.pk.set == ks {

@@ -50,9 +50,14 @@ type benchResult struct {
 	MemReadBps  float64 `json:"mem_read_bytes_s,omitempty"`
 	// The KV cache of the context the benchmark ran with (a sliding-window
 	// layer holds a ring of its window and a batch, not the context).
-	Ctx     int     `json:"ctx,omitempty"`
-	KVBytes int64   `json:"kv_bytes,omitempty"`
-	BWShare float64 `json:"bandwidth_share,omitempty"`
+	Ctx     int   `json:"ctx,omitempty"`
+	KVBytes int64 `json:"kv_bytes,omitempty"`
+	// What the load repacked (--repack-budget) and what it left in the
+	// mapped file.
+	Repack        string  `json:"repack,omitempty"`
+	RepackedBytes int64   `json:"repacked_bytes"`
+	InFileBytes   int64   `json:"in_file_bytes"`
+	BWShare       float64 `json:"bandwidth_share,omitempty"`
 
 	Spec          string                         `json:"spec,omitempty"`
 	Oracle        *float64                       `json:"oracle,omitempty"`
@@ -158,6 +163,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	kvType := fs.String("kv-type", "f16", "KV cache type: f16 or q8_0")
+	repack := fs.String("repack-budget", engine.RepackAuto, repackHelp)
 	fixed := fs.Bool("spec-fixed", false, "with --spec/--oracle: verify every drafted token (no adaptive control)")
 	chains := fs.Bool("spec-chains", false, "with --spec/--oracle: draft one chain per step instead of a token tree")
 	selfSpec := fs.String("self-spec", "off", "when to choose the blocks the skipped-layer draft skips: auto, load or off (--spec self: at load; off keeps a background search out of the measurements)")
@@ -224,7 +230,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	maxK := slices.Max(ks)
 	for _, t := range ths {
 		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, maxPP, maxDepth+*tg, 512) + 1024, Batch: max(maxPP, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
-			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec}
+			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec, RepackBudget: *repack}
 		if mode == engine.SpecSelf && *selfSpec != engine.SelfSpecLoad {
 			opt.SelfSpec = engine.SelfSpecLoad
 		}
@@ -232,7 +238,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		r := benchResult{Model: filepath.Base(*path), Threads: t}
+		r := benchResult{Model: filepath.Base(*path), Threads: t, Repack: eng.Model().Repack.String(), RepackedBytes: eng.Model().Repack.Packed, InFileBytes: eng.Model().Repack.InFile}
 		if gf.schema != "" || gf.gbnf != "" {
 			sp := engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope}
 			if sp.Mode == "" {
@@ -574,6 +580,9 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 	}
 	if r.KVBytes > 0 {
 		fmt.Fprintf(e.stdout, "  kv %s at ctx %d", humanBytes(r.KVBytes), r.Ctx)
+	}
+	if r.InFileBytes > 0 {
+		fmt.Fprintf(e.stdout, "  %s", r.Repack)
 	}
 	fmt.Fprintln(e.stdout)
 }

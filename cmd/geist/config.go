@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
@@ -30,9 +31,10 @@ type serveConfig struct {
 	Device    string  `toml:"device"`
 	DataDir   string  `toml:"data_dir"`
 	Threads   int     `toml:"threads"`
-	Ctx       ctxSize `toml:"ctx"`        // "auto" (0) or tokens
-	CacheSize int64   `toml:"cache_size"` // prompt cache budget in bytes; 0: no cache.db
-	KVType    string  `toml:"kv_type"`    // f16 or q8_0
+	Ctx       ctxSize `toml:"ctx"`           // "auto" (0) or tokens
+	CacheSize int64   `toml:"cache_size"`    // prompt cache budget in bytes; 0: no cache.db
+	KVType    string  `toml:"kv_type"`       // f16 or q8_0
+	Repack    string  `toml:"repack_budget"` // engine.RepackBudget's spec
 	LogLevel  string  `toml:"log_level"`
 	LogFormat string  `toml:"log_format"`
 
@@ -159,6 +161,7 @@ func defaultServeConfig() serveConfig {
 		DataDir:   defaultDataDir(), // the same as every other command's
 		CacheSize: 1 << 30,
 		KVType:    "f16",
+		Repack:    engine.RepackAuto,
 		LogLevel:  "info",
 		LogFormat: "text",
 		MQTT: mqttSection{
@@ -214,6 +217,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.Var(&c.Ctx, "ctx", "context in tokens of a request without num_ctx: auto (the model's trained context, capped by the memory available) or N")
 	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
 	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
+	fs.StringVar(&c.Repack, "repack-budget", c.Repack, repackHelp)
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 

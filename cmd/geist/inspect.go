@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,25 +10,31 @@ import (
 	"text/tabwriter"
 
 	"github.com/geisten/geist/cmd/internal/models"
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/model"
 )
 
 type inspectInfo struct {
-	File          string         `json:"file"`
-	FileBytes     int64          `json:"file_bytes"`
-	GGUFVersion   uint32         `json:"gguf_version"`
-	Name          string         `json:"name,omitempty"`
-	Architecture  string         `json:"architecture"`
-	Supported     bool           `json:"supported"`
-	Problem       string         `json:"problem,omitempty"`
-	Layers        int            `json:"layers,omitempty"`
-	ConvLayers    int            `json:"conv_layers,omitempty"`    // short-convolution layers (lfm2)
-	LocalLayers   int            `json:"local_layers,omitempty"`   // sliding-window layers (gemma4)
-	SlidingWindow int            `json:"sliding_window,omitempty"` // their window
-	SharedKV      int            `json:"shared_kv_layers,omitempty"`
-	PerLayerEmbd  int            `json:"per_layer_embedding,omitempty"`
-	Experts       int            `json:"expert_count,omitempty"`      // mixture of experts (qwen3moe)
+	File          string `json:"file"`
+	FileBytes     int64  `json:"file_bytes"`
+	GGUFVersion   uint32 `json:"gguf_version"`
+	Name          string `json:"name,omitempty"`
+	Architecture  string `json:"architecture"`
+	Supported     bool   `json:"supported"`
+	Problem       string `json:"problem,omitempty"`
+	Layers        int    `json:"layers,omitempty"`
+	ConvLayers    int    `json:"conv_layers,omitempty"`    // short-convolution layers (lfm2)
+	LocalLayers   int    `json:"local_layers,omitempty"`   // sliding-window layers (gemma4)
+	SlidingWindow int    `json:"sliding_window,omitempty"` // their window
+	SharedKV      int    `json:"shared_kv_layers,omitempty"`
+	PerLayerEmbd  int    `json:"per_layer_embedding,omitempty"`
+	Experts       int    `json:"expert_count,omitempty"` // mixture of experts (qwen3moe)
+	// What a load under --repack-budget would repack, and leave in the
+	// mapped file.
+	Repack        string         `json:"repack,omitempty"`
+	RepackedBytes int64          `json:"repacked_bytes,omitempty"`
+	InFileBytes   int64          `json:"in_file_bytes,omitempty"`
 	ExpertsUsed   int            `json:"expert_used_count,omitempty"` // experts run per token
 	ExpertFFN     int            `json:"expert_feed_forward_length,omitempty"`
 	NoRopeLayers  int            `json:"no_rope_layers,omitempty"` // layers without rope (smollm3)
@@ -52,6 +59,7 @@ func cmdInspect(_ context.Context, e *env, args []string) error {
 	fs := newFlags(e, "inspect", "inspect MODEL|-m MODEL [--json]")
 	path := fs.StringP("model", "m", "", "GGUF model file or stored model name (or the argument)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	repack := fs.String("repack-budget", engine.RepackAuto, "the budget to say what a load would repack under (as run's --repack-budget)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -65,10 +73,17 @@ func cmdInspect(_ context.Context, e *env, args []string) error {
 	case fs.NArg() != 0 || *path == "":
 		return usagef("want one MODEL, as the argument or -m, got %d arguments", fs.NArg())
 	}
-	return inspect(e, *path, *asJSON)
+	avail, _ := engine.ReadMemAvailable(cmp.Or(os.Getenv("GEIST_MEMINFO"), engine.MemInfo))
+	budget, err := engine.RepackBudget(*repack, avail)
+	if err != nil {
+		return usageError{err}
+	}
+	return inspect(e, *path, *asJSON, budget)
 }
 
-func inspect(e *env, path string, asJSON bool) error {
+// inspect describes the file at path and what a load with the repack
+// budget would repack (without repacking).
+func inspect(e *env, path string, asJSON bool, budget int64) error {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return err
@@ -93,7 +108,7 @@ func inspect(e *env, path string, asJSON bool) error {
 	}
 	if len(f.Tensors) == 0 {
 		info.Problem = "vocab only: the file has no tensors"
-	} else if m, err := model.Load(f); err != nil {
+	} else if m, err := model.LoadWith(f, model.LoadOptions{RepackBudget: budget, Plan: true}); err != nil {
 		info.Problem = err.Error()
 		if c, err := model.ReadConfig(f); err == nil {
 			fillConfig(&info, c)
@@ -101,6 +116,7 @@ func inspect(e *env, path string, asJSON bool) error {
 	} else {
 		info.Supported = true
 		fillConfig(&info, m.Config)
+		info.Repack, info.RepackedBytes, info.InFileBytes = m.Repack.String(), m.Repack.Packed, m.Repack.InFile
 	}
 	if asJSON {
 		b, _ := json.MarshalIndent(info, "", "  ")
@@ -150,6 +166,9 @@ func inspect(e *env, path string, asJSON bool) error {
 		row("tied output", info.TiedOutput)
 	}
 	row("parameters", fmt.Sprintf("%d (%.2fM)", info.Params, float64(info.Params)/1e6))
+	if info.Repack != "" {
+		row("repacking", info.Repack)
+	}
 	types := make([]string, 0, len(info.TensorTypes))
 	for k := range info.TensorTypes {
 		types = append(types, k)

@@ -26,6 +26,7 @@ type modelFlags struct {
 	ctx        int
 	draftModel string
 	selfSpec   string
+	repack     string
 	cache      engine.PromptCache
 	log        *slog.Logger
 }
@@ -40,7 +41,11 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVarP(&m.threads, "threads", "t", 0, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&m.ctx, "ctx", 0, "context size in tokens (0: the model's, at most 4096)")
 	fs.StringVar(&m.kvType, "kv-type", "f16", "KV cache type: f16 or q8_0 (half the memory, slightly less exact)")
+	fs.StringVar(&m.repack, "repack-budget", engine.RepackAuto, repackHelp)
 }
+
+// repackHelp is --repack-budget's help, the same for every command.
+const repackHelp = "memory the weights repacked for the kernels may take: auto (what is available less two reserves), all, none or a size (6GiB); the rest is read from the mapped file"
 
 func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.path == "" {
@@ -53,7 +58,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
 	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, SelfSpec: m.selfSpec,
-		Cache: m.cache, Logger: m.log, KVType: m.kvType})
+		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {

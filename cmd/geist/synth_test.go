@@ -23,6 +23,13 @@ func testShapes(name string) (convert.Shape, error) {
 			Tied: true, Llama3Rope: true, VocabStyle: convert.Llama3,
 		}, nil
 	}
+	if name == "test-moe" { // qwen3-30b-a3b's form, small
+		return convert.Shape{
+			Name: "test-moe", Arch: "qwen3moe", Layers: 2, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+			FFN: 512, Vocab: 1024, Text: 1000, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-6,
+			VocabStyle: convert.Qwen2, Experts: 8, ExpertsUsed: 2, FFNExp: 128,
+		}, nil
+	}
 	return convert.LookupShape(name)
 }
 
@@ -75,6 +82,34 @@ func TestSynthCommand(t *testing.T) {
 	bb, _ := os.ReadFile(b)
 	if !bytes.Equal(ab, bb) {
 		t.Error("same seed, different files")
+	}
+}
+
+// TestSynthMoE: a qwen3moe shape (qwen3-30b-a3b's form) loads and runs.
+func TestSynthMoE(t *testing.T) {
+	a := filepath.Join(t.TempDir(), "moe.gguf")
+	if code, _, errs := synthCmd(t, "--shape", "test-moe", "--type", "Q4_0", "-o", a); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if code, out, errs := geist(t, "", "inspect", a); code != 0 || !strings.Contains(out, "8 experts of 128, 2 per token") {
+		t.Errorf("inspect: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := geist(t, "", "run", "-m", a, "-n", "4", "--temp", "0", "Once upon a time"); code != 0 {
+		t.Errorf("run: exit %d: %s", code, errs)
+	}
+	// A budget of nothing: inspect says so, run and bench read every
+	// matrix from the file.
+	if code, out, errs := geist(t, "", "inspect", "--repack-budget", "none", a); code != 0 || !strings.Contains(out, "read from the file, 16 of 16 experts") {
+		t.Errorf("inspect --repack-budget none: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "none", "-n", "4", "--temp", "0", "Once upon a time"); code != 0 {
+		t.Errorf("run --repack-budget none: exit %d: %s", code, errs)
+	}
+	if code, out, errs := geist(t, "", "bench", "-m", a, "--repack-budget", "64KiB", "-p", "8", "-n", "4", "-r", "1", "--batch", "2"); code != 0 || !strings.Contains(out, "repacked (budget 64.0 KiB)") {
+		t.Errorf("bench --repack-budget 64KiB: exit %d: %s %s", code, out, errs)
+	}
+	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "lots", "Hi"); code == 0 || !strings.Contains(errs, `repack budget "lots"`) {
+		t.Errorf("a bad budget: exit %d: %s", code, errs)
 	}
 }
 

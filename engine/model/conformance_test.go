@@ -52,7 +52,11 @@ func openModel(t testing.TB, path string) *Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	m, err := Load(f)
+	o := LoadOptions{RepackBudget: -1}
+	if testRepackShare > 0 {
+		o.RepackBudget = repackBudget(t, f, testRepackShare)
+	}
+	m, err := LoadWith(f, o)
 	if err != nil {
 		t.Fatalf("%s: %v", filepath.Base(path), err)
 	}

@@ -243,8 +243,8 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		if L.Wgate != nil {
 			formats = max(formats, distinctActs(L.Wgate, L.Wup))
 		}
-		if L.ExpGate != nil {
-			formats = max(formats, distinctActs(L.ExpGate[0], L.ExpUp[0]))
+		for e := range L.ExpGate { // repacked experts and experts in the file may differ
+			formats = max(formats, distinctActs(L.ExpGate[e], L.ExpUp[e]))
 		}
 	}
 	s.acts = make([][]byte, formats)

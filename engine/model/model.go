@@ -7,11 +7,7 @@ package model
 import (
 	"fmt"
 	"math"
-	"os"
-	"runtime"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/quant"
@@ -184,6 +180,8 @@ type Model struct {
 	PLETokEmbd *quant.Matrix // [NVocab × NLayer·PerLayerEmbd]
 	PLEModel   *quant.Matrix // [NLayer·PerLayerEmbd × NEmbd]
 	PLEModelN  []float32     // [PerLayerEmbd] norm of the projected part
+	// Repack is what the load repacked and what it left in the file.
+	Repack RepackStats
 }
 
 func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
@@ -462,9 +460,13 @@ func (l loader) vector2(name string, ne0, ne1 int) ([]float32, error) {
 	return out, nil
 }
 
-// Load resolves the weights of f. The file must stay open while the model
-// is in use: the matrices alias its mapping.
-func Load(f *gguf.File) (*Model, error) {
+// Load resolves the weights of f and repacks every matrix the active
+// kernel set has a layout for. The file must stay open while the model is
+// in use: the matrices alias its mapping.
+func Load(f *gguf.File) (*Model, error) { return LoadWith(f, LoadOptions{RepackBudget: -1}) }
+
+// LoadWith is Load with options: a repack budget.
+func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 	c, err := ReadConfig(f)
 	if err != nil {
 		return nil, err
@@ -602,77 +604,10 @@ func Load(f *gguf.File) (*Model, error) {
 		}
 	}
 	m.Config = c
-	if err := m.pack(f); err != nil {
+	if err := m.pack(f, o); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// HugePagesEnv names the environment variable that, set to "off", keeps
-// the repacked weights in small pages (to compare; the default asks for
-// transparent huge pages).
-const HugePagesEnv = "GEIST_HUGEPAGES"
-
-// pack repacks every matrix the active kernel set has a layout for into
-// one block of anonymous memory owned by f, and releases the file pages
-// the matrices were read from (their Data stays valid: it is read again
-// only if a test switches to another kernel set). Resident memory thus
-// holds each weight once.
-func (m *Model) pack(f *gguf.File) error {
-	const align = 64
-	ms := m.matrices()
-	total := 0
-	for i, w := range ms {
-		if slices.Index(ms, w) == i { // a tied output matrix is listed once
-			total += (w.PackedSize() + align - 1) / align * align
-		}
-	}
-	if total == 0 {
-		return nil
-	}
-	buf, err := f.Anon(total, os.Getenv(HugePagesEnv) != "off")
-	if err != nil {
-		return fmt.Errorf("model: memory for the repacked weights: %w", err)
-	}
-	// The matrices are packed by as many goroutines as there are CPUs,
-	// each into its own part of buf.
-	type job struct {
-		w   *quant.Matrix
-		dst []byte
-	}
-	jobs := make(chan job, len(ms))
-	for i, w := range ms {
-		size := w.PackedSize()
-		if size == 0 || slices.Index(ms, w) != i {
-			continue
-		}
-		jobs <- job{w, buf[:size]}
-		buf = buf[(size+align-1)/align*align:]
-	}
-	close(jobs)
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	for range runtime.NumCPU() {
-		wg.Go(func() {
-			for j := range jobs {
-				if err := j.w.PackReleasing(j.dst, f.Release); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					continue
-				}
-				f.Release(j.w.Data)
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return fmt.Errorf("model: %w", err)
-	default:
-	}
-	return nil
 }
 
 // MixerBytes is the weight bytes of the layer's attention (or

@@ -18,7 +18,7 @@ import (
 // Shape is the architecture and the sizes of a model.
 type Shape struct {
 	Name    string
-	Arch    string // "llama", "qwen2" or "lfm2"
+	Arch    string // "llama", "qwen2", "lfm2", "gemma3", "gemma4" or "qwen3moe"
 	Layers  int
 	Embd    int // width
 	Heads   int // query heads
@@ -47,6 +47,10 @@ type Shape struct {
 	// the last SharedKV layers, which read an earlier layer's keys and
 	// values; PerLayer is the width of the per-layer embeddings.
 	Period, HeadDimSWA, RopeDim, Window, SharedKV, FFNShared, PerLayer int
+	// A mixture of experts (Arch "qwen3moe"): every layer's feed-forward
+	// block is a router over Experts experts of width FFNExp, ExpertsUsed
+	// of them run per token (FFN is then only written as metadata).
+	Experts, ExpertsUsed, FFNExp int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -106,6 +110,14 @@ var shapes = []Shape{
 		FFN: 6912, Vocab: 262144, Text: 262000, Ctx: 32768, RopeBase: 1e6, NormEps: 1e-6,
 		Tied: true, VocabStyle: Gemma, Window: 512,
 	},
+	{
+		// Qwen3-30B-A3B: 48 layers of 128 experts (768 wide, 8 per token)
+		// behind QK-normed attention of 32 query and 4 key/value heads of
+		// 128: 30.5B weights, 3.3B of them active per token.
+		Name: "qwen3-30b-a3b", Arch: "qwen3moe", Layers: 48, Embd: 2048, Heads: 32, HeadsKV: 4, HeadDim: 128,
+		FFN: 6144, Vocab: 151936, Text: 151643, Ctx: 40960, RopeBase: 1e6, NormEps: 1e-6,
+		VocabStyle: Qwen2, Experts: 128, ExpertsUsed: 8, FFNExp: 768,
+	},
 }
 
 // Shapes returns the shapes Synth knows by name.
@@ -134,8 +146,10 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case s.Arch != "llama" && s.Arch != "qwen2" && s.Arch != "lfm2" && s.Arch != "gemma4" && s.Arch != "gemma3":
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4 or gemma3)", s.Name, s.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe"}, s.Arch):
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3 or qwen3moe)", s.Name, s.Arch)
+	case s.Arch == "qwen3moe" && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.FFNExp <= 0):
+		return fmt.Errorf("convert: shape %q: a qwen3moe shape needs experts, the experts used per token (at most all) and their width", s.Name)
 	case s.Arch == "gemma4" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.SharedKV >= s.Layers-1):
 		return fmt.Errorf("convert: shape %q: a gemma4 shape needs a period, a local head size, a rope dimension, a window and fewer shared layers", s.Name)
 	case s.Arch == "lfm2" && s.LCache < 2:
@@ -207,7 +221,7 @@ func (s Shape) tensors() []synthTensor {
 				synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
 			continue
 		}
-		if s.Arch == "lfm2" || s.Arch == "gemma3" {
+		if s.Arch == "lfm2" || s.Arch == "gemma3" || s.Arch == "qwen3moe" {
 			ts = append(ts,
 				synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
 				synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm})
@@ -230,7 +244,17 @@ func (s Shape) tensors() []synthTensor {
 		}
 		ts = append(ts,
 			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
-			synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm})
+		if s.Arch == "qwen3moe" {
+			x, fe := int64(s.Experts), int64(s.FFNExp)
+			ts = append(ts,
+				synthTensor{p + "ffn_gate_inp.weight", []int64{e, x}, kindWeight},
+				synthTensor{p + "ffn_gate_exps.weight", []int64{e, fe, x}, kindWeight},
+				synthTensor{p + "ffn_up_exps.weight", []int64{e, fe, x}, kindWeight},
+				synthTensor{p + "ffn_down_exps.weight", []int64{fe, e, x}, kindWeight})
+			continue
+		}
+		ts = append(ts,
 			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
@@ -612,6 +636,11 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 	}
 	if s.Arch == "gemma3" {
 		b.Set(a+"attention.sliding_window", uint32(s.Window))
+	}
+	if s.Arch == "qwen3moe" {
+		b.Set(a+"expert_count", uint32(s.Experts))
+		b.Set(a+"expert_used_count", uint32(s.ExpertsUsed))
+		b.Set(a+"expert_feed_forward_length", uint32(s.FFNExp))
 	}
 	b.Set(a+"rope.freq_base", s.RopeBase)
 	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
