@@ -116,13 +116,20 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 		return err
 	}
 	dir := o.df.dir
-	if _, ok := serveRunning(dir); ok {
+	pid, beside := serveRunning(dir)
+	if beside {
 		dir = "" // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
 	}
 	store := appliance.OpenStorage(dir, appliance.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
 		MaxHistory: 1000, Model: o.mf.path, Logger: log})
 	defer store.Close()
 	o.mf.cache, o.mf.log = store.Cache, log
+	if beside && o.df.cacheSize > 0 {
+		// The daemon's prompt cache, through its control socket.
+		if dc := dialCache(o.df.dir, pid, o.df.cacheSize, log); dc != nil {
+			o.mf.cache = dc
+		}
+	}
 	eng, err := o.mf.load()
 	if err != nil {
 		return err

@@ -29,6 +29,8 @@ import (
 //	GET    /v1/sessions/NAME   one conversation, as sessions export
 //	DELETE /v1/sessions/NAME   delete it
 //	GET    /v1/status          the loaded model, as geist ps --json
+//	POST   /v1/cache/lookup    a prefix of the prompt cache (cacheshare.go)
+//	POST   /v1/cache/put       store one
 //
 // It runs whether or not an HTTP front end is configured, needs no port
 // or password, and works with curl --unix-socket. Without a running
@@ -79,6 +81,9 @@ type controlServer struct {
 	done chan struct{}
 	core atomic.Pointer[appliance.Core] // deletes go through it once it exists
 	st   atomic.Pointer[daemonStatus]   // what GET /v1/status answers
+	// share is the prompt cache run and chat use beside the daemon
+	// (cacheshare.go), once the model is loaded.
+	share atomic.Pointer[cacheShare]
 }
 
 // daemonStatus is what a running geist serve has loaded: GET /v1/status,
@@ -168,6 +173,7 @@ func startControl(dir string, db *storage.Sessions, log *slog.Logger) (*controlS
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	s.registerCache(mux)
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -244,6 +244,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 // prompt cache (into mf). close closes them.
 func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (conv *appliance.Conversation, close func(), err error) {
 	if df.session == "" {
+		if pid, ok := serveRunning(df.dir); ok && df.cacheSize > 0 {
+			// The daemon holds cache.db: ask it (cacheshare.go).
+			if dc := dialCache(df.dir, pid, df.cacheSize, log); dc != nil {
+				mf.cache = dc
+			}
+			return nil, func() {}, nil
+		}
 		cache := df.openCache(log)
 		if cache == nil {
 			return nil, func() {}, nil

@@ -268,6 +268,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 			st.Size = fi.Size()
 		}
 		ctl.setStatus(st)
+		if store.Cache != nil {
+			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize) // run and chat beside the daemon
+		}
 	}
 	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
 	defer fronts.close()
