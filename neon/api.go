@@ -274,28 +274,58 @@ func fill(k, g *Kernels) {
 	}
 }
 
-// Dots lists the weight-row kernels by weight and activation type
-// (ggml's names): quant's kernel table is filled from it, so a new
-// weight type's kernel is a field of Kernels, its generic kernel and a
-// line here.
-var Dots = []struct {
-	Weight, Act string
-	Of          func(*Kernels) DotFunc
-}{
-	{"F32", "F32", func(k *Kernels) DotFunc { return k.DotF32 }},
-	{"F16", "F16", func(k *Kernels) DotFunc { return k.DotF16 }},
-	{"BF16", "BF16", func(k *Kernels) DotFunc { return k.DotBF16 }},
-	{"Q4_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ4_0Q8_0 }},
-	{"Q4_1", "Q8_1", func(k *Kernels) DotFunc { return k.DotQ4_1Q8_1 }},
-	{"Q5_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ5_0Q8_0 }},
-	{"Q5_1", "Q8_1", func(k *Kernels) DotFunc { return k.DotQ5_1Q8_1 }},
-	{"Q8_0", "Q8_0", func(k *Kernels) DotFunc { return k.DotQ8_0Q8_0 }},
-	{"Q2_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ2_KQ8_K }},
-	{"Q3_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ3_KQ8_K }},
-	{"Q4_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ4_KQ8_K }},
-	{"Q5_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ5_KQ8_K }},
-	{"Q6_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ6_KQ8_K }},
-	{"Q8_K", "Q8_K", func(k *Kernels) DotFunc { return k.DotQ8_KQ8_K }},
+// Weight is what neon holds for one weight type: its kernels in a
+// kernel set, by the Kernels fields that hold them.
+type Weight struct {
+	Weight, Act string // ggml's names of the weight type and the activations' it pairs with
+	// WSize and ASize are the bytes of a block of weights and of
+	// activations (of one value for F32, F16 and BF16).
+	WSize, ASize int
+	Dot          func(*Kernels) DotFunc  // the one-row kernel
+	Rows         func(*Kernels) RowsFunc // the row-group kernel (nil: none)
+	Tile         func(*Kernels) *Tile    // the tile kernel (nil: none)
+	Pack         func(*Kernels) *Packing // the packed layout (nil: none)
+}
+
+// Weights lists the weight types neon multiplies, with every kernel each
+// has: quant's kernel table and GenericPacking are filled from it, so a
+// new weight type's kernels are their Kernels fields, their generic
+// kernels and a line here (and the type's line in quant's type table: its
+// id, layout and conversions; quant's TestOneTypeTable checks the two
+// agree and that every weight kernel field of Kernels is listed here).
+var Weights = []Weight{
+	{Weight: "F32", Act: "F32", WSize: 4, ASize: 4, Dot: func(k *Kernels) DotFunc { return k.DotF32 }},
+	{Weight: "F16", Act: "F16", WSize: 2, ASize: 2, Dot: func(k *Kernels) DotFunc { return k.DotF16 }},
+	{Weight: "BF16", Act: "BF16", WSize: 2, ASize: 2, Dot: func(k *Kernels) DotFunc { return k.DotBF16 }},
+	{Weight: "Q4_0", Act: "Q8_0", WSize: sizeQ4_0, ASize: sizeQ8_0,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ4_0Q8_0 },
+		Rows: func(k *Kernels) RowsFunc { return k.RowsQ4_0Q8_0 },
+		Tile: func(k *Kernels) *Tile { return k.TileQ4_0Q8_0 },
+		Pack: func(k *Kernels) *Packing { return k.PackQ4_0 }},
+	{Weight: "Q4_1", Act: "Q8_1", WSize: sizeQ4_1, ASize: sizeQ8_1, Dot: func(k *Kernels) DotFunc { return k.DotQ4_1Q8_1 }},
+	{Weight: "Q5_0", Act: "Q8_0", WSize: sizeQ5_0, ASize: sizeQ8_0,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ5_0Q8_0 },
+		Rows: func(k *Kernels) RowsFunc { return k.RowsQ5_0Q8_0 },
+		Tile: func(k *Kernels) *Tile { return k.TileQ5_0Q8_0 },
+		Pack: func(k *Kernels) *Packing { return k.PackQ5_0 }},
+	{Weight: "Q5_1", Act: "Q8_1", WSize: sizeQ5_1, ASize: sizeQ8_1, Dot: func(k *Kernels) DotFunc { return k.DotQ5_1Q8_1 }},
+	{Weight: "Q8_0", Act: "Q8_0", WSize: sizeQ8_0, ASize: sizeQ8_0,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ8_0Q8_0 },
+		Rows: func(k *Kernels) RowsFunc { return k.RowsQ8_0Q8_0 },
+		Tile: func(k *Kernels) *Tile { return k.TileQ8_0Q8_0 },
+		Pack: func(k *Kernels) *Packing { return k.PackQ8_0 }},
+	{Weight: "Q2_K", Act: "Q8_K", WSize: sizeQ2_K, ASize: sizeQ8_K, Dot: func(k *Kernels) DotFunc { return k.DotQ2_KQ8_K }},
+	{Weight: "Q3_K", Act: "Q8_K", WSize: sizeQ3_K, ASize: sizeQ8_K, Dot: func(k *Kernels) DotFunc { return k.DotQ3_KQ8_K }},
+	{Weight: "Q4_K", Act: "Q8_K", WSize: sizeQ4_K, ASize: sizeQ8_K,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ4_KQ8_K },
+		Pack: func(k *Kernels) *Packing { return k.PackQ4_K }},
+	{Weight: "Q5_K", Act: "Q8_K", WSize: sizeQ5_K, ASize: sizeQ8_K,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ5_KQ8_K },
+		Pack: func(k *Kernels) *Packing { return k.PackQ5_K }},
+	{Weight: "Q6_K", Act: "Q8_K", WSize: sizeQ6_K, ASize: sizeQ8_K,
+		Dot:  func(k *Kernels) DotFunc { return k.DotQ6_KQ8_K },
+		Pack: func(k *Kernels) *Packing { return k.PackQ6_K }},
+	{Weight: "Q8_K", Act: "Q8_K", WSize: sizeQ8_K, ASize: sizeQ8_K, Dot: func(k *Kernels) DotFunc { return k.DotQ8_KQ8_K }},
 }
 
 // compiledIn reports whether a set called name is compiled into this binary

@@ -3,22 +3,19 @@ package neon
 // The reference packed layouts (GenericPacking): the plumbing's test
 // double, and the shape every set's packings follow.
 
-// genericDots maps the weight type names with packed layouts to their
-// generic one-row dots and block sizes (weights, activations).
+// genericDot is the generic one-row dot of a weight type with a packed
+// layout (Weights: the types with a Pack kernel), with its block sizes
+// (weights, activations).
 func genericDot(name string) (dot func(w, a []byte, nb int) float32, wsize, asize int) {
-	switch name {
-	case "Q4_0":
-		return dotQ4_0Q8_0, sizeQ4_0, sizeQ8_0
-	case "Q5_0":
-		return dotQ5_0Q8_0, sizeQ5_0, sizeQ8_0
-	case "Q8_0":
-		return dotQ8_0Q8_0, sizeQ8_0, sizeQ8_0
-	case "Q4_K":
-		return dotQ4_KQ8_K, sizeQ4_K, sizeQ8_K
-	case "Q5_K":
-		return dotQ5_KQ8_K, sizeQ5_K, sizeQ8_K
-	case "Q6_K":
-		return dotQ6_KQ8_K, sizeQ6_K, sizeQ8_K
+	for _, wt := range Weights {
+		if wt.Weight == name && wt.Pack != nil {
+			d := wt.Dot(generic)
+			return func(w, a []byte, nb int) float32 {
+				var out [1]float32
+				d(out[:], w, a, 0, nb, 1)
+				return out[0]
+			}, wt.WSize, wt.ASize
+		}
 	}
 	return nil, 0, 0
 }

@@ -29,47 +29,30 @@ func DequantizeRow(t Type, src []byte, dst []float32) error {
 	if err != nil {
 		return err
 	}
-	switch t {
-	case F32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		}
-	case F16:
-		for i := range dst {
-			dst[i] = ggml.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case BF16:
-		for i := range dst {
-			dst[i] = ggml.BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case Q4_0:
-		dequantQ4_0(src, dst, nb)
-	case Q4_1:
-		dequantQ4_1(src, dst, nb)
-	case Q5_0:
-		dequantQ5_0(src, dst, nb)
-	case Q5_1:
-		dequantQ5_1(src, dst, nb)
-	case Q8_0:
-		dequantQ8_0(src, dst, nb)
-	case Q8_1:
-		dequantQ8_1(src, dst, nb)
-	case Q2_K:
-		dequantQ2_K(src, dst, nb)
-	case Q3_K:
-		dequantQ3_K(src, dst, nb)
-	case Q4_K:
-		dequantQ4_K(src, dst, nb)
-	case Q5_K:
-		dequantQ5_K(src, dst, nb)
-	case Q6_K:
-		dequantQ6_K(src, dst, nb)
-	case Q8_K:
-		dequantQ8_K(src, dst, nb)
-	default:
+	dq := typeTraits[t].dequant
+	if dq == nil {
 		return fmt.Errorf("quant: dequantization of %s is not supported", t)
 	}
+	dq(src, dst, nb)
 	return nil
+}
+
+func dequantF32(src []byte, dst []float32, _ int) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
+
+func dequantF16(src []byte, dst []float32, _ int) {
+	for i := range dst {
+		dst[i] = ggml.FP16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+	}
+}
+
+func dequantBF16(src []byte, dst []float32, _ int) {
+	for i := range dst {
+		dst[i] = ggml.BF16ToFP32(binary.LittleEndian.Uint16(src[2*i:]))
+	}
 }
 
 func dequantQ4_0(src []byte, dst []float32, nb int) {

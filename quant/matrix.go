@@ -27,33 +27,18 @@ type tilePick func(k *neon.Kernels) *neon.Tile
 // (nil when the set has none).
 type rowsPick func(k *neon.Kernels) neon.RowsFunc
 
-// kernels is the read-only kernel table, filled at initialisation.
+// kernels is the read-only kernel table, filled at initialisation from
+// neon.Weights.
 var kernels = func() map[Type]kernel {
 	m := map[Type]kernel{}
-	add := func(t, act Type, pick pickFunc) { m[t] = kernel{act: act, pick: pick, dot: oneColumn(pick)} }
-	for _, d := range neon.Dots {
-		t, ok := ParseType(d.Weight)
-		act, ok2 := ParseType(d.Act)
+	for _, w := range neon.Weights {
+		t, ok := ParseType(w.Weight)
+		act, ok2 := ParseType(w.Act)
 		if !ok || !ok2 {
-			panic("quant: neon.Dots names an unknown type: " + d.Weight + " × " + d.Act)
+			panic("quant: neon.Weights names an unknown type: " + w.Weight + " × " + w.Act)
 		}
-		add(t, act, d.Of)
+		m[t] = kernel{act: act, pick: w.Dot, dot: oneColumn(w.Dot), rows: w.Rows, tile: w.Tile, pack: w.Pack}
 	}
-	rows := func(t Type, pick rowsPick) { k := m[t]; k.rows = pick; m[t] = k }
-	rows(Q4_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ4_0Q8_0 })
-	rows(Q5_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ5_0Q8_0 })
-	rows(Q8_0, func(k *neon.Kernels) neon.RowsFunc { return k.RowsQ8_0Q8_0 })
-	tile := func(t Type, pick tilePick) { k := m[t]; k.tile = pick; m[t] = k }
-	tile(Q4_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ4_0Q8_0 })
-	tile(Q5_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ5_0Q8_0 })
-	tile(Q8_0, func(k *neon.Kernels) *neon.Tile { return k.TileQ8_0Q8_0 })
-	pack := func(t Type, pick packPick) { k := m[t]; k.pack = pick; m[t] = k }
-	pack(Q4_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ4_0 })
-	pack(Q5_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ5_0 })
-	pack(Q8_0, func(k *neon.Kernels) *neon.Packing { return k.PackQ8_0 })
-	pack(Q4_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ4_K })
-	pack(Q5_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ5_K })
-	pack(Q6_K, func(k *neon.Kernels) *neon.Packing { return k.PackQ6_K })
 	return m
 }()
 

@@ -23,57 +23,16 @@ func QuantizeRow(t Type, src []float32, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	switch t {
-	case F32:
-		for i, v := range src {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
-		}
-	case F16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToFP16(v))
-		}
-	case BF16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToBF16(v))
-		}
-	case Q4_0:
-		quantQ4_0(src, dst, nb)
-	case Q4_1:
-		quantQ4_1(src, dst, nb)
-	case Q5_0:
-		quantQ5_0(src, dst, nb)
-	case Q5_1:
-		quantQ5_1(src, dst, nb)
-	case Q8_0:
-		quantQ8_0(src, dst, nb)
-	case Q8_1:
-		quantQ8_1(src, dst, nb)
-	case Q2_K:
-		quantQ2_K(src, dst, nb)
-	case Q3_K:
-		quantQ3_K(src, dst, nb)
-	case Q4_K:
-		quantQ4_K(src, dst, nb)
-	case Q5_K:
-		quantQ5_K(src, dst, nb)
-	case Q6_K:
-		quantQ6_K(src, dst, nb)
-	case Q8_K:
-		quantQ8_K(src, dst, nb)
-	default:
+	q := typeTraits[t].quant
+	if q == nil {
 		return fmt.Errorf("quant: quantization to %s is not supported", t)
 	}
+	q(src, dst, nb)
 	return nil
 }
 
 // CanQuantize reports whether QuantizeRow handles t.
-func CanQuantize(t Type) bool {
-	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K:
-		return true
-	}
-	return false
-}
+func CanQuantize(t Type) bool { return typeTraits[t].quant != nil }
 
 func putF16(b []byte, off int, f float32) {
 	binary.LittleEndian.PutUint16(b[off:], ggml.FP32ToFP16(f))
@@ -141,6 +100,24 @@ func inv(d float32) float32 {
 // reference rows come out the same either way.
 func scaledTrunc(x, id, bias float32) int32 {
 	return int32(float32(x*id) + bias)
+}
+
+func quantF32(src []float32, dst []byte, _ int) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+	}
+}
+
+func quantF16(src []float32, dst []byte, _ int) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToFP16(v))
+	}
+}
+
+func quantBF16(src []float32, dst []byte, _ int) {
+	for i, v := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], ggml.FP32ToBF16(v))
+	}
 }
 
 func quantQ4_0(src []float32, dst []byte, nb int) {

@@ -50,45 +50,52 @@ const (
 // QK_K is the super-block size of the k-quants.
 const QK_K = ggml.QK_K
 
+// traits is what quant knows of a type: its name and layout and, for the
+// types it converts, the reference conversions of nb blocks (ggml's
+// dequantize_row_* and quantize_row_*_ref). A new type is one line of
+// typeTraits and, when neon multiplies it, one line of neon.Weights
+// (TestOneTypeTable checks that they agree).
 type traits struct {
 	name      string
 	blockSize int // elements per block
 	typeSize  int // bytes per block
+	dequant   func(src []byte, dst []float32, nb int)
+	quant     func(src []float32, dst []byte, nb int)
 }
 
 var typeTraits = map[Type]traits{
-	F32:     {"F32", 1, 4},
-	F16:     {"F16", 1, 2},
-	Q4_0:    {"Q4_0", ggml.QK, ggml.SizeQ4_0},
-	Q4_1:    {"Q4_1", ggml.QK, ggml.SizeQ4_1},
-	Q5_0:    {"Q5_0", ggml.QK, ggml.SizeQ5_0},
-	Q5_1:    {"Q5_1", ggml.QK, ggml.SizeQ5_1},
-	Q8_0:    {"Q8_0", ggml.QK, ggml.SizeQ8_0},
-	Q8_1:    {"Q8_1", ggml.QK, ggml.SizeQ8_1},
-	Q2_K:    {"Q2_K", QK_K, ggml.SizeQ2_K},
-	Q3_K:    {"Q3_K", QK_K, ggml.SizeQ3_K},
-	Q4_K:    {"Q4_K", QK_K, ggml.SizeQ4_K},
-	Q5_K:    {"Q5_K", QK_K, ggml.SizeQ5_K},
-	Q6_K:    {"Q6_K", QK_K, ggml.SizeQ6_K},
-	Q8_K:    {"Q8_K", QK_K, ggml.SizeQ8_K},
-	IQ2_XXS: {"IQ2_XXS", QK_K, 66},
-	IQ2_XS:  {"IQ2_XS", QK_K, 74},
-	IQ3_XXS: {"IQ3_XXS", QK_K, 98},
-	IQ1_S:   {"IQ1_S", QK_K, 50},
-	IQ4_NL:  {"IQ4_NL", 32, 18},
-	IQ3_S:   {"IQ3_S", QK_K, 110},
-	IQ2_S:   {"IQ2_S", QK_K, 82},
-	IQ4_XS:  {"IQ4_XS", QK_K, 136},
-	I8:      {"I8", 1, 1},
-	I16:     {"I16", 1, 2},
-	I32:     {"I32", 1, 4},
-	I64:     {"I64", 1, 8},
-	F64:     {"F64", 1, 8},
-	IQ1_M:   {"IQ1_M", QK_K, 56},
-	BF16:    {"BF16", 1, 2},
-	TQ1_0:   {"TQ1_0", QK_K, 54},
-	TQ2_0:   {"TQ2_0", QK_K, 66},
-	MXFP4:   {"MXFP4", 32, 17},
+	F32:     {"F32", 1, 4, dequantF32, quantF32},
+	F16:     {"F16", 1, 2, dequantF16, quantF16},
+	Q4_0:    {"Q4_0", ggml.QK, ggml.SizeQ4_0, dequantQ4_0, quantQ4_0},
+	Q4_1:    {"Q4_1", ggml.QK, ggml.SizeQ4_1, dequantQ4_1, quantQ4_1},
+	Q5_0:    {"Q5_0", ggml.QK, ggml.SizeQ5_0, dequantQ5_0, quantQ5_0},
+	Q5_1:    {"Q5_1", ggml.QK, ggml.SizeQ5_1, dequantQ5_1, quantQ5_1},
+	Q8_0:    {"Q8_0", ggml.QK, ggml.SizeQ8_0, dequantQ8_0, quantQ8_0},
+	Q8_1:    {"Q8_1", ggml.QK, ggml.SizeQ8_1, dequantQ8_1, quantQ8_1},
+	Q2_K:    {"Q2_K", QK_K, ggml.SizeQ2_K, dequantQ2_K, quantQ2_K},
+	Q3_K:    {"Q3_K", QK_K, ggml.SizeQ3_K, dequantQ3_K, quantQ3_K},
+	Q4_K:    {"Q4_K", QK_K, ggml.SizeQ4_K, dequantQ4_K, quantQ4_K},
+	Q5_K:    {"Q5_K", QK_K, ggml.SizeQ5_K, dequantQ5_K, quantQ5_K},
+	Q6_K:    {"Q6_K", QK_K, ggml.SizeQ6_K, dequantQ6_K, quantQ6_K},
+	Q8_K:    {"Q8_K", QK_K, ggml.SizeQ8_K, dequantQ8_K, quantQ8_K},
+	IQ2_XXS: {"IQ2_XXS", QK_K, 66, nil, nil},
+	IQ2_XS:  {"IQ2_XS", QK_K, 74, nil, nil},
+	IQ3_XXS: {"IQ3_XXS", QK_K, 98, nil, nil},
+	IQ1_S:   {"IQ1_S", QK_K, 50, nil, nil},
+	IQ4_NL:  {"IQ4_NL", 32, 18, nil, nil},
+	IQ3_S:   {"IQ3_S", QK_K, 110, nil, nil},
+	IQ2_S:   {"IQ2_S", QK_K, 82, nil, nil},
+	IQ4_XS:  {"IQ4_XS", QK_K, 136, nil, nil},
+	I8:      {"I8", 1, 1, nil, nil},
+	I16:     {"I16", 1, 2, nil, nil},
+	I32:     {"I32", 1, 4, nil, nil},
+	I64:     {"I64", 1, 8, nil, nil},
+	F64:     {"F64", 1, 8, nil, nil},
+	IQ1_M:   {"IQ1_M", QK_K, 56, nil, nil},
+	BF16:    {"BF16", 1, 2, dequantBF16, quantBF16},
+	TQ1_0:   {"TQ1_0", QK_K, 54, nil, nil},
+	TQ2_0:   {"TQ2_0", QK_K, 66, nil, nil},
+	MXFP4:   {"MXFP4", 32, 17, nil, nil},
 }
 
 // Known reports whether t is a ggml type id this package knows the layout of.
