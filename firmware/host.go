@@ -6,6 +6,7 @@ import (
 
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/conn/v3/pin"
 	"periph.io/x/host/v3"
 )
 
@@ -52,7 +53,11 @@ func ListPins() ([]PinInfo, error) {
 	all := gpioreg.All()
 	var out []PinInfo
 	for _, p := range all {
-		out = append(out, PinInfo{Name: p.Name(), Number: p.Number(), Function: p.Function()})
+		info := PinInfo{Name: p.Name(), Number: p.Number()}
+		if f, ok := p.(pin.PinFunc); ok { // the drivers' Function (deprecated) is string(Func())
+			info.Function = string(f.Func())
+		}
+		out = append(out, info)
 	}
 	for _, p := range gpioreg.Aliases() {
 		info := PinInfo{Name: p.Name(), Number: p.Number()}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -981,16 +980,6 @@ func digits(a, b string) string {
 	}
 	alts = append(alts, literal(b[:1])+" ("+digits(strings.Repeat("0", n), b[1:])+")")
 	return strings.Join(alts, " | ")
-}
-
-// sortedKeys is for deterministic output of plain maps.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // FormatCheck is SchemaCheck for Ollama's format field (nil for "json"

@@ -595,7 +595,7 @@ func TestOddInput(t *testing.T) {
 }
 
 func TestLogSoftmax(t *testing.T) {
-	logits := []float32{1, 2, 3, -4, 1000 - 1000}
+	logits := []float32{1, 2, 3, -4, 0}
 	dst := make([]float32, len(logits))
 	LogSoftmax(dst, logits)
 	want := softmax64([]float64{1, 2, 3, -4, 0})

@@ -338,8 +338,7 @@ func (t *Tokenizer) lookup(s string) int32 {
 // "<0xXX>", falling back to the byte itself; -1 if neither exists.
 func (t *Tokenizer) byteToToken(b byte) int32 {
 	const hex = "0123456789ABCDEF"
-	var buf [6]byte
-	buf = [6]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'}
+	buf := [6]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'}
 	if id, ok := t.ids[string(buf[:])]; ok {
 		return id
 	}
