@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -95,23 +94,25 @@ func readTokens(r io.Reader, n int) ([]int32, error) {
 	return toks, nil
 }
 
-func modelHeader(r *http.Request) ([]byte, error) {
-	m, err := hex.DecodeString(r.Header.Get("Geist-Model"))
-	if err != nil || len(m) == 0 || len(m) > 64 {
-		return nil, errors.New("Geist-Model is not a model identity in hex")
-	}
-	return m, nil
-}
-
-func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
+// shared returns the shared cache and the model identity a request
+// names, or answers why not.
+func (s *controlServer) shared(w http.ResponseWriter, r *http.Request) (*cacheShare, []byte, bool) {
 	sh := s.share.Load()
 	if sh == nil {
 		shareError(w, http.StatusServiceUnavailable, "geist serve is loading its model or has no prompt cache")
-		return
+		return nil, nil, false
 	}
-	model, err := modelHeader(r)
-	if err != nil {
-		shareError(w, http.StatusBadRequest, "%v", err)
+	m, err := hex.DecodeString(r.Header.Get("Geist-Model"))
+	if err != nil || len(m) == 0 || len(m) > 64 {
+		shareError(w, http.StatusBadRequest, "Geist-Model is not a model identity in hex")
+		return nil, nil, false
+	}
+	return sh, m, true
+}
+
+func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
+	sh, model, ok := s.shared(w, r)
+	if !ok {
 		return
 	}
 	most, err := strconv.ParseInt(r.Header.Get("Geist-Max-Bytes"), 10, 64)
@@ -166,14 +167,8 @@ func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *controlServer) cachePut(w http.ResponseWriter, r *http.Request) {
-	sh := s.share.Load()
-	if sh == nil {
-		shareError(w, http.StatusServiceUnavailable, "geist serve is loading its model or has no prompt cache")
-		return
-	}
-	model, err := modelHeader(r)
-	if err != nil {
-		shareError(w, http.StatusBadRequest, "%v", err)
+	sh, model, ok := s.shared(w, r)
+	if !ok {
 		return
 	}
 	if !bytes.Equal(model, sh.model) {
