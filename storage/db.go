@@ -73,6 +73,8 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 			return nil, fmt.Errorf("storage: %w", err)
 		}
 	}
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist) && !readOnly
 	panicked := false
 	defer func() {
 		// Runs last, when bbolt's frames are gone (not in the recovering
@@ -110,6 +112,15 @@ func openBolt(path string, timeout time.Duration, freelist bolt.FreelistType, re
 	case errors.Is(err, syscall.EROFS):
 		// Not damage: the file may well be sound (issue 22).
 		return nil, fmt.Errorf("%w: open %s: %v", ErrReadOnly, path, err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// Not damage either: a file that exists opened without writing;
+		// one this call created is half written and goes, so that it is
+		// initialised afresh once there is room (it was moved aside as
+		// damaged, and the disk reported as a damaged database).
+		if created {
+			os.Remove(path)
+		}
+		return nil, fmt.Errorf("%w: open %s: %v", ErrDiskFull, path, err)
 	default:
 		// bbolt reports other structural problems (file size too small,
 		// unreadable freelist) as plain errors.

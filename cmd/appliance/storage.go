@@ -79,6 +79,8 @@ func OpenStorage(dir string, o StorageOptions) *Storage {
 		s.Problem = "the sessions database cannot be opened: conversations are kept in memory until a restart"
 		if errors.Is(err, storage.ErrReadOnly) {
 			s.Problem = "the data directory is on a read-only file system: conversations are kept in memory until a restart"
+		} else if errors.Is(err, storage.ErrDiskFull) {
+			s.Problem = "the data directory's disk is full: conversations are kept in memory until a restart"
 		} else if errors.Is(err, storage.ErrCorrupt) {
 			s.Problem = "the sessions database is damaged beyond salvage: conversations are kept in memory until a restart"
 		}
