@@ -225,13 +225,26 @@ func (e *Engine) markStored(toks []int32) {
 }
 
 // snapshotter writes KV snapshots to the prompt cache in the background,
-// one at a time, remembering which prefixes it already stored.
+// one at a time, remembering which prefixes it already stored. A snapshot
+// taken while a write runs waits as the one pending job (a newer one
+// replaces it), so the conversation's snapshot taken right after the
+// system prompt's is not lost behind it: at most two buffers, the one
+// being written and the pending one.
 type snapshotter struct {
-	mu     sync.Mutex
-	busy   bool
-	wg     sync.WaitGroup
-	stored map[[32]byte]bool
-	buf    []byte
+	mu      sync.Mutex
+	busy    bool     // a writer goroutine runs
+	writing [32]byte // the key it writes
+	pending *snapJob // the next job, taken when the write ends
+	spare   []byte   // a buffer neither written nor pending
+	wg      sync.WaitGroup
+	stored  map[[32]byte]bool
+}
+
+// snapJob is one prefix's snapshot waiting for or in its write.
+type snapJob struct {
+	toks []int32
+	key  [32]byte
+	blob []byte
 }
 
 func prefixKey(toks []int32) [32]byte {
@@ -247,8 +260,9 @@ func prefixKey(toks []int32) [32]byte {
 }
 
 // snapshot stores the KV state of the first n tokens of the state unless that
-// prefix is stored already or a write is still running. The copy is taken
-// now; the write happens on another goroutine.
+// prefix is stored, being written or pending already. The copy is taken
+// now; the write happens on another goroutine, after the running one.
+// Like Generate, it must not run concurrently with itself.
 func (e *Engine) snapshot(n int) {
 	sn := &e.snap
 	if e.opt.Cache == nil || n > e.state.Len() {
@@ -262,39 +276,63 @@ func (e *Engine) snapshot(n int) {
 	toks := append([]int32(nil), e.state.Tokens()[:n]...)
 	key := prefixKey(toks)
 	sn.mu.Lock()
-	if sn.busy || sn.stored[key] {
+	if sn.stored[key] || (sn.busy && sn.writing == key) || (sn.pending != nil && sn.pending.key == key) {
 		sn.mu.Unlock()
 		return
 	}
-	sn.busy = true
+	// The buffer to copy into: the pending job's (the newer snapshot
+	// replaces it) or the spare one; the writer owns the other.
+	buf := sn.spare
+	if sn.pending != nil {
+		buf, sn.pending = sn.pending.blob, nil
+	}
+	sn.spare = nil
 	sn.mu.Unlock()
-	blob, err := e.state.Snapshot(n, sn.buf)
+	blob, err := e.state.Snapshot(n, buf)
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
 	if err != nil {
-		sn.mu.Lock()
-		sn.busy = false
-		sn.mu.Unlock()
+		sn.spare = blob
 		return
 	}
-	sn.buf = blob
+	job := &snapJob{toks: toks, key: key, blob: blob}
+	if sn.busy {
+		sn.pending = job
+		return
+	}
+	sn.busy, sn.writing = true, key
 	sn.wg.Add(1)
-	go func() {
-		defer sn.wg.Done()
-		err := e.opt.Cache.Put(e.id, toks, blob)
+	go e.writeSnapshots(job)
+}
+
+// writeSnapshots writes job, then the pending jobs, until none is left.
+func (e *Engine) writeSnapshots(job *snapJob) {
+	sn := &e.snap
+	defer sn.wg.Done()
+	for {
+		err := e.opt.Cache.Put(e.id, job.toks, job.blob)
 		sn.mu.Lock()
-		defer sn.mu.Unlock()
-		sn.busy = false
 		if err != nil {
-			e.log().Warn("prompt cache: storing a prefix failed", "tokens", len(toks), "err", err)
+			e.log().Warn("prompt cache: storing a prefix failed", "tokens", len(job.toks), "err", err)
+		} else {
+			if sn.stored == nil {
+				sn.stored = map[[32]byte]bool{}
+			}
+			if len(sn.stored) > 4096 {
+				clear(sn.stored)
+			}
+			sn.stored[job.key] = true
+		}
+		sn.spare = job.blob
+		job = sn.pending
+		if job == nil {
+			sn.busy = false
+			sn.mu.Unlock()
 			return
 		}
-		if sn.stored == nil {
-			sn.stored = map[[32]byte]bool{}
-		}
-		if len(sn.stored) > 4096 {
-			clear(sn.stored)
-		}
-		sn.stored[key] = true
-	}()
+		sn.pending, sn.writing = nil, job.key
+		sn.mu.Unlock()
+	}
 }
 
 // waitSnapshots blocks until background snapshot writes are done.

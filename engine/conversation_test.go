@@ -28,10 +28,9 @@ func TestConversationPrefix(t *testing.T) {
 			if _, err := e.Generate(t.Context(), r); err != nil {
 				t.Fatal(err)
 			}
-			// The snapshotter writes one prefix at a time and skips a
-			// snapshot while a write runs: wait for the writes, or at a
-			// high load the conversation's snapshot was skipped behind the
-			// system prompt's (CI, load ~3: "no entry of the conversation").
+			// Wait for the writes: the conversation's snapshot, queued
+			// behind the system prompt's, would otherwise be replaced by
+			// the next turn's (the snapshotter keeps one pending).
 			e.waitSnapshots()
 			msgs = append(msgs, chat.Message{Role: "assistant", Content: answer.String()},
 				chat.Message{Role: "user", Content: "And the kitchen lights, are they still on right now?"})
