@@ -35,7 +35,7 @@ var architecture = map[string]struct {
 	"engine/tokenizer": {nil, nil},
 	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
-	"engine/spec":      {nil, nil},
+	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
 	"engine/grammar":   {nil, nil}, // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
