@@ -34,8 +34,8 @@ import (
 //	                       blob's CRC-32C (the store's checksum), the
 //	                       blob streamed from the file's pages; 204: none.
 //	POST /v1/cache/put     body: the prefix's tokens, then the blob;
-//	                       Geist-Model, Geist-Tokens, Geist-Crc32c. 204:
-//	                       stored; 409: the daemon serves another model
+//	                       Geist-Model, Geist-Tokens, Geist-Crc32c. 202:
+//	                       verified, being stored; 409: the daemon serves another model
 //	                       file (or KV type) and stores only its own.
 //
 // Neither waits for a lock: the daemon reads in a bbolt read transaction
@@ -196,11 +196,16 @@ func (s *controlServer) cachePut(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case sh.puts <- struct{}{}:
-		defer func() { <-sh.puts }()
 	default:
 		shareError(w, http.StatusServiceUnavailable, "another snapshot is being stored")
 		return
 	}
+	stored := false
+	defer func() {
+		if !stored {
+			<-sh.puts
+		}
+	}()
 	http.NewResponseController(w).SetReadDeadline(time.Now().Add(sharePut))
 	toks, err := readTokens(r.Body, n)
 	if err != nil {
@@ -216,11 +221,18 @@ func (s *controlServer) cachePut(w http.ResponseWriter, r *http.Request) {
 		shareError(w, http.StatusBadRequest, "snapshot checksum mismatch (crc32c %08x, sent %08x)", got, want)
 		return
 	}
-	if err := sh.cache.Put(model, toks, blob); err != nil {
-		shareError(w, http.StatusInternalServerError, "%v", err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	// Stored in the background, as the daemon's own snapshots are: the
+	// command does not wait for the file's commit (Close does).
+	stored = true
+	s.storing.Add(1)
+	go func() {
+		defer s.storing.Done()
+		defer func() { <-sh.puts }()
+		if err := sh.cache.Put(model, toks, blob); err != nil {
+			s.log.Warn("prompt cache: storing a prefix a command handed over failed", "tokens", len(toks), "err", err)
+		}
+	}()
+	w.WriteHeader(http.StatusAccepted)
 }
 
 // daemonCache is the prompt cache of the geist serve running on a data
@@ -374,7 +386,7 @@ func (d *daemonCache) Put(model []byte, tokens []int32, blob []byte) error {
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
-	case http.StatusNoContent:
+	case http.StatusAccepted:
 		return nil
 	case http.StatusConflict:
 		why := daemonSays(resp)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,7 +84,9 @@ type controlServer struct {
 	st   atomic.Pointer[daemonStatus]   // what GET /v1/status answers
 	// share is the prompt cache run and chat use beside the daemon
 	// (cacheshare.go), once the model is loaded.
-	share atomic.Pointer[cacheShare]
+	share   atomic.Pointer[cacheShare]
+	storing sync.WaitGroup // the puts being stored
+	log     *slog.Logger
 }
 
 // daemonStatus is what a running geist serve has loaded: GET /v1/status,
@@ -146,7 +149,7 @@ func startControl(dir string, db *storage.Sessions, log *slog.Logger) (*controlS
 		w.Write(b.Bytes())
 	})
 	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
-		path: path, done: make(chan struct{})}
+		path: path, done: make(chan struct{}), log: log}
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		st := daemonStatus{PID: os.Getpid()}
 		if p := s.st.Load(); p != nil {
@@ -189,6 +192,7 @@ func (s *controlServer) Close() error {
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
 	<-s.done
+	s.storing.Wait() // before the store closes
 	os.Remove(s.path)
 	return err
 }
