@@ -129,6 +129,20 @@ func (e *Engine) thinksInPrompt(prompt []int32) bool {
 	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
 }
 
+// thoughtFirst reports whether an answer (its generated tokens) opened
+// with a thinking block (whatever the template: the front ends split one
+// from the content, chat.ThinkSplitter, and sessions keep the content).
+func (e *Engine) thoughtFirst(answer []int32) bool {
+	var head []byte
+	for _, id := range answer {
+		head = append(head, e.tok.TokenToPiece(id, true)...)
+		if t := bytes.TrimLeft(head, " \t\r\n"); len(t) >= len(thinkOpen) || len(head) > 64 {
+			return bytes.HasPrefix(t, []byte(thinkOpen))
+		}
+	}
+	return false
+}
+
 // errGrammarDead is returned if the grammar allows no token (only a
 // grammar that cannot be completed gets there).
 var errGrammarDead = fmt.Errorf("engine: the grammar allows no next token")

@@ -36,7 +36,7 @@ var architecture = map[string]struct {
 	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
-	"engine/grammar":   {nil, nil}, // constrained decoding: GBNF, schemas, tool-call grammars
+	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
 	"engine/zoo":       {nil, nil}, // test helper: finds the conformance zoo

@@ -57,21 +57,16 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	// template's form of them, chat.ToolParser); the session keeps the
 	// content as the model wrote it, calls included, for the template
 	// to render again.
-	var split chat.ThinkSplitter
+	var ans AnswerSplit
 	var content, thinking, written strings.Builder
 	var calls []ToolCall
 	var tools *chat.ToolParser
 	if len(r.Tools) > 0 && !r.Raw {
 		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
 	}
-	thinkingTokens, undecided := 0, 0 // tokens whose text is not yet told apart
-	var ids []int32                   // the answer's tokens, kept with it by the session
 	ereq.OnToken = func(id int32) {
-		undecided++
+		ans.Token(id)
 		j.progress.token()
-		if r.Session != "" {
-			ids = append(ids, id)
-		}
 	}
 	deliver := func(p Piece, final bool) {
 		written.WriteString(p.Content)
@@ -93,25 +88,18 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		if err := j.ctx.Err(); err != nil {
 			return err
 		}
-		was := split.InBlock()
-		th, co := split.Add(string(b), false)
-		switch {
-		case th != "" || was || split.InBlock(): // the closing tag is thinking too
-			thinkingTokens, undecided = thinkingTokens+undecided, 0
-		case !split.Undecided():
-			undecided = 0
-		}
+		th, co := ans.Text(string(b))
 		deliver(Piece{Content: co, Thinking: th}, false)
 		return nil
 	}
 	start := time.Now()
 	st, err := eng.Generate(j.ctx, ereq)
 	if j.ctx.Err() == nil {
-		th, co := split.Add("", true) // what was held back
+		th, co := ans.Flush() // what was held back
 		deliver(Piece{Content: co, Thinking: th}, true)
 	}
 	o := Outcome{Text: content.String(), Thinking: thinking.String(), Calls: calls, Usage: usage(st, start.Sub(j.queued), time.Since(start))}
-	o.Usage.ThinkingTokens = min(thinkingTokens, o.Usage.GeneratedTokens)
+	o.Usage.ThinkingTokens = min(ans.ThinkingTokens(), o.Usage.GeneratedTokens)
 	if err != nil {
 		return o, err
 	}
@@ -122,10 +110,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 	}
 	if r.Session != "" && !r.Raw {
-		answer := Message{Role: "assistant", Content: written.String()}
-		if o.Thinking == "" && thinkingTokens == 0 {
-			answer.Tokens = ids // they are exactly its text
-		}
+		answer := Message{Role: "assistant", Content: written.String(), Tokens: ans.ContentTokens()}
 		if err := conv.Save(turn, answer); err != nil {
 			// The answer is generated: deliver it, and say that the
 			// conversation will not remember it. The error itself (with

@@ -42,8 +42,10 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolName   string     `json:"tool_name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Tokens are an assistant message's token ids, when they are exactly
-	// its content (sessions.db keeps them beside the text).
+	// Tokens are an assistant message's token ids whose text is exactly
+	// its content: after a thinking block, those that follow the block
+	// and its blank lines (AnswerSplit.ContentTokens; sessions.db keeps
+	// them beside the text).
 	Tokens []int32 `json:"-"`
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
-	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -189,8 +188,8 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			return out.Flush()
 		},
 	}
-	var answer []byte
-	var answerIDs []int32
+	var ans appliance.AnswerSplit
+	var content strings.Builder
 	if conv != nil {
 		// Leave room for the answer: drop history until the prompt fits
 		// in what remains.
@@ -201,8 +200,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		req.Messages, req.History = conv.Messages(turn, 0)
 		req.FitTokens = max(eng.Ctx()-room, 1)
 		text := req.OnText
-		req.OnText = func(b []byte) error { answer = append(answer, b...); return text(b) }
-		req.OnToken = func(id int32) { answerIDs = append(answerIDs, id) }
+		req.OnText = func(b []byte) error {
+			_, co := ans.Text(string(b))
+			content.WriteString(co)
+			return text(b)
+		}
+		req.OnToken = ans.Token
 	}
 	st, err := eng.Generate(ctx, req)
 	// Like ollama, end the output with a newline (on a terminal and in a
@@ -213,14 +216,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	out.Flush()
 	if conv != nil && err == nil {
-		// The conversation keeps the content, as the core does: a
-		// thinking block is left out (and then the tokens, which hold it).
-		var split chat.ThinkSplitter
-		thinking, content := split.Add(string(answer), true)
-		a := appliance.Message{Role: "assistant", Content: content}
-		if thinking == "" && content == string(answer) {
-			a.Tokens = answerIDs
-		}
+		// The conversation keeps the content and its token ids, as the
+		// core does: a thinking block is left out.
+		_, co := ans.Flush()
+		content.WriteString(co)
+		a := appliance.Message{Role: "assistant", Content: content.String(), Tokens: ans.ContentTokens()}
 		if err := conv.Save(turn, a); err != nil {
 			return fmt.Errorf("saving the conversation: %w", err)
 		}

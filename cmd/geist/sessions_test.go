@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
 	"github.com/geisten/geist/storage"
@@ -249,5 +250,56 @@ func TestOneConversationPath(t *testing.T) {
 		if want != "" && (turn.Role != "user" || turn.Text != want) || want == "" && (turn.Role != "assistant" || len(turn.Tokens) == 0) {
 			t.Errorf("turn %d: %+v", i, turn)
 		}
+	}
+}
+
+// TestRunSessionThinking: run --session keeps an answer that thought
+// first (a grammar makes tiny-qwen3 open with a <think> block) as its
+// content with that content's token ids, and the next run restores the
+// first prompt from the prompt cache (the engine stores the prompt too
+// when the answer thought: the history renders the answer without its
+// block, so the conversation parts there).
+func TestRunSessionThinking(t *testing.T) {
+	model := zoo.Path(t, "models", "tiny-qwen3-Q4_0.gguf")
+	dir := t.TempDir()
+	gbnf := filepath.Join(dir, "think.gbnf")
+	if err := os.WriteFile(gbnf, []byte(`root ::= "<think>" [a-z]{1,8} "</think>" "\n\n" [a-z]{1,8}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type stats struct {
+		PromptTokens   int `json:"prompt_tokens"`
+		RestoredTokens int `json:"restored_tokens"`
+	}
+	run := func(q string) (string, stats) {
+		t.Helper()
+		code, out, errs := geist(t, "", "run", "-m", model, "--data-dir", dir, "--session", "th", "-n", "40", "--temp", "0", "--grammar", gbnf, "--stats", q)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		var st stats
+		if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &st) != nil {
+			t.Fatalf("run %q: exit %d, %s", q, code, errs)
+		}
+		return out, st
+	}
+	out, first := run("Hi")
+	_, content, ok := strings.Cut(strings.TrimSpace(out), "</think>\n\n")
+	if !strings.HasPrefix(out, "<think>") || !ok || content == "" {
+		t.Fatalf("the grammar did not make the model think first: %q", out)
+	}
+	_, exported, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "th")
+	var doc sessionDoc
+	if err := json.Unmarshal([]byte(exported), &doc); err != nil || len(doc.Turns) != 2 {
+		t.Fatalf("export: %v %s", err, exported)
+	}
+	tok, f, err := engine.LoadVocab(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	a := doc.Turns[1]
+	if a.Text != content || len(a.Tokens) == 0 || tok.Detokenize(a.Tokens, false, false) != content {
+		t.Errorf("stored answer %q with tokens %v (%q), want %q with its token ids", a.Text, a.Tokens, tok.Detokenize(a.Tokens, false, false), content)
+	}
+	if _, second := run("And?"); second.RestoredTokens < first.PromptTokens-1 {
+		t.Errorf("the second turn restored %d tokens, want the first prompt's %d but its last", second.RestoredTokens, first.PromptTokens)
 	}
 }
