@@ -46,8 +46,21 @@ type benchResult struct {
 	// With --membw: weight bytes one decode step reads, the machine's
 	// memory read bandwidth with this many threads, and the share of it
 	// decoding uses (tg_tok_s × decode_bytes / mem_read_bytes_s).
-	DecodeBytes int64   `json:"decode_bytes,omitempty"`
-	MemReadBps  float64 `json:"mem_read_bytes_s,omitempty"`
+	DecodeBytes int64 `json:"decode_bytes,omitempty"`
+	// A mixture of experts: the weight bytes a decoded token read, the
+	// experts it really ran counted (State.ExpertBytesRead), and their
+	// share of the file's weights; the first repetition's decode rate
+	// (experts not yet in the page cache, when the budget left them in
+	// the file and the cache had dropped them).
+	ReadPerToken int64   `json:"read_bytes_per_token,omitempty"`
+	ReadShare    float64 `json:"read_share_of_file,omitempty"`
+	TGFirstTokS  float64 `json:"tg_first_tok_s,omitempty"`
+	// With --spec on a mixture of experts: the weight bytes per generated
+	// token, plain and speculative (the union of a verified batch's
+	// experts read once).
+	PlainReadPerToken int64   `json:"plain_read_bytes_per_token,omitempty"`
+	SpecReadPerToken  int64   `json:"spec_read_bytes_per_token,omitempty"`
+	MemReadBps        float64 `json:"mem_read_bytes_s,omitempty"`
 	// The KV cache of the context the benchmark ran with (a sliding-window
 	// layer holds a ring of its window and a batch, not the context).
 	Ctx     int   `json:"ctx,omitempty"`
@@ -296,13 +309,16 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pps, de
 	pp := pps[0]
 	s := eng.State()
 	nv := eng.Model().NVocab
-	var cpuBest time.Duration // the best repetition's CPU time, set by best
+	var cpuBest, first time.Duration // the best repetition's CPU time and the first's wall time, set by best
 	best := func(f func() error) (time.Duration, error) {
 		var b time.Duration
 		for i := 0; i < reps; i++ {
 			t0, c0 := time.Now(), cpuTime()
 			if err := f(); err != nil {
 				return 0, err
+			}
+			if i == 0 {
+				first = time.Since(t0)
 			}
 			if d := time.Since(t0); i == 0 || d < b {
 				b = d
@@ -362,6 +378,7 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pps, de
 			}
 		}
 		toks := randomTokens(tg, nv, 2)
+		read0 := s.ExpertBytesRead()
 		decode := func() error {
 			s.Truncate(depth)
 			for i := range toks {
@@ -382,6 +399,11 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pps, de
 			continue
 		}
 		r.TGTokS = float64(tg) / d.Seconds()
+		if m := eng.Model(); m.Experts > 0 {
+			r.TGFirstTokS = float64(tg) / first.Seconds()
+			r.ReadPerToken = m.DenseDecodeBytes() + (s.ExpertBytesRead()-read0)/int64(tg*reps)
+			r.ReadShare = float64(r.ReadPerToken) / float64(weightBytes(m))
+		}
 		if cpuBest > 0 {
 			r.TGCPUTokS = float64(tg) / cpuBest.Seconds()
 		}
@@ -456,17 +478,36 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *benchResult, pps, de
 func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt string, n int, alpha float64, rounds int, sp engine.SpecOptions) error {
 	greedy := sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
 	var ref []int32
-	run := func(so engine.SpecOptions) (engine.Stats, error) {
+	var read int64 // the last run's expert bytes
+	runN := func(so engine.SpecOptions, n int) (engine.Stats, error) {
 		eng.Reset()
 		var ids []int32
+		r0 := eng.State().ExpertBytesRead()
 		st, err := eng.Generate(ctx, engine.Request{Prompt: prompt, MaxTokens: n, Sampling: greedy, Spec: so,
 			OnToken: func(id int32) { ids = append(ids, id) }})
+		read = eng.State().ExpertBytesRead() - r0
 		if err == nil && ref == nil {
 			ref = ids
 		}
 		return st, err
 	}
+	run := func(so engine.SpecOptions) (engine.Stats, error) { return runN(so, n) }
 	plain := func() engine.SpecOptions { return engine.SpecOptions{Mode: engine.SpecOff} }
+	if _, err := runN(plain(), 1); err != nil { // the prompt's experts alone
+		return err
+	}
+	prefillRead := read
+	ref = nil
+	// perToken is the weight bytes a decoded token of the last run read:
+	// the dense weights once per pass after the prefill, the experts the
+	// passes ran.
+	perToken := func(st engine.Stats) int64 {
+		m := eng.Model()
+		if m.Experts == 0 || st.GeneratedTokens < 2 {
+			return 0
+		}
+		return (m.DenseDecodeBytes()*int64(max(st.TargetPasses-1, 0)) + read - prefillRead) / int64(st.GeneratedTokens-1)
+	}
 	if _, err := run(plain()); err != nil {
 		return err
 	}
@@ -511,8 +552,10 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 			t[arm] += 1 / st.DecodeTokS
 			if arm == 0 {
 				r.PlainTokS = max(r.PlainTokS, st.DecodeTokS)
+				r.PlainReadPerToken = perToken(st)
 			} else if st.DecodeTokS > best.DecodeTokS {
 				best = st
+				r.SpecReadPerToken = perToken(st)
 			}
 		}
 		r.Rounds = append(r.Rounds, t[0]/t[1])
@@ -551,6 +594,9 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 		if len(r.Rounds) > 0 {
 			fmt.Fprintf(e.stdout, " (%.3f..%.3f)", slices.Min(r.Rounds), slices.Max(r.Rounds))
 		}
+		if r.SpecReadPerToken > 0 {
+			fmt.Fprintf(e.stdout, "; reads %.1f MB/token plain, %.1f speculative", float64(r.PlainReadPerToken)/1e6, float64(r.SpecReadPerToken)/1e6)
+		}
 		fmt.Fprintln(e.stdout)
 		return
 	}
@@ -581,6 +627,9 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 	if r.KVBytes > 0 {
 		fmt.Fprintf(e.stdout, "  kv %s at ctx %d", humanBytes(r.KVBytes), r.Ctx)
 	}
+	if r.ReadPerToken > 0 {
+		fmt.Fprintf(e.stdout, "  reads %.1f MB/token (%.1f%% of the weights), first repetition tg %.2f tok/s", float64(r.ReadPerToken)/1e6, 100*r.ReadShare, r.TGFirstTokS)
+	}
 	if r.InFileBytes > 0 {
 		fmt.Fprintf(e.stdout, "  %s", r.Repack)
 	}
@@ -594,4 +643,13 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// weightBytes is the bytes of the model's weight tensors in its file.
+func weightBytes(m *model.Model) int64 {
+	var n int64
+	for i := range m.File.Tensors {
+		n += m.File.Tensors[i].Size
+	}
+	return n
 }

@@ -105,7 +105,7 @@ func TestSynthMoE(t *testing.T) {
 	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "none", "-n", "4", "--temp", "0", "Once upon a time"); code != 0 {
 		t.Errorf("run --repack-budget none: exit %d: %s", code, errs)
 	}
-	if code, out, errs := geist(t, "", "bench", "-m", a, "--repack-budget", "64KiB", "-p", "8", "-n", "4", "-r", "1", "--batch", "2"); code != 0 || !strings.Contains(out, "repacked (budget 64.0 KiB)") {
+	if code, out, errs := geist(t, "", "bench", "-m", a, "--repack-budget", "64KiB", "-p", "8", "-n", "4", "-r", "1", "--batch", "2"); code != 0 || !strings.Contains(out, "repacked (budget 64.0 KiB)") || !strings.Contains(out, "% of the weights), first repetition tg") {
 		t.Errorf("bench --repack-budget 64KiB: exit %d: %s %s", code, out, errs)
 	}
 	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "lots", "Hi"); code == 0 || !strings.Contains(errs, `repack budget "lots"`) {

@@ -638,8 +638,16 @@ func matBytes(ws ...*quant.Matrix) int64 {
 
 // DecodeBytes is the number of weight bytes one decoding step reads: every
 // layer matrix and the output matrix, but only one row of the token
-// embedding (which, when tied, is the output matrix and counted once).
-func (m *Model) DecodeBytes() int64 {
+// embedding (which, when tied, is the output matrix and counted once),
+// and of a mixture of experts the bytes of ExpertsUsed experts per layer
+// (State.ExpertBytesRead counts the experts a pass really ran).
+func (m *Model) DecodeBytes() int64 { return m.decodeBytes(true) }
+
+// DenseDecodeBytes is DecodeBytes without the experts: what every pass
+// reads whatever its tokens.
+func (m *Model) DenseDecodeBytes() int64 { return m.decodeBytes(false) }
+
+func (m *Model) decodeBytes(experts bool) int64 {
 	var n int64
 	add := func(w *quant.Matrix) {
 		if w != nil {
@@ -661,7 +669,7 @@ func (m *Model) DecodeBytes() int64 {
 		add(L.PLEProj)
 		add(L.Router)
 		for e := range L.ExpGate { // the chosen experts only
-			if e < m.ExpertsUsed {
+			if experts && e < m.ExpertsUsed {
 				add(L.ExpGate[e])
 				add(L.ExpUp[e])
 				add(L.ExpDown[e])
