@@ -315,6 +315,11 @@ func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
 	if err != nil {
 		return httpapi.Model{}, false, err
 	}
+	if m.Type == "invalid" {
+		// A file geist cannot read is named with what is wrong, not
+		// shown with empty details as if it were a model.
+		return httpapi.Model{}, false, fmt.Errorf("model %s (%s) is not a usable GGUF file: %s", n, m.Path, m.Problem)
+	}
 	hm := describedModel(m)
 	hm.Name = n
 	if info, err := modelInfo(m.Path, false); err == nil {
