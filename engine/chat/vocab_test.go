@@ -100,3 +100,48 @@ func TestGoldenVocabTemplates(t *testing.T) {
 	}
 	t.Logf("tokenize-*.json chat_template: %d/%d cases pass", sum, all)
 }
+
+// TestFamilyFileTemplates: the template each family file of the zoo's
+// new/ carries is, byte for byte, the reference template of its family in
+// chat-templates.json, so TestGoldenChatTemplates (llama.cpp's renderings)
+// and TestToolTemplatesMatchJinja2 (tools: Qwen3, Granite 3.3, LFM2.5,
+// Gemma 4) check what geist renders for these files; and the file's
+// template compiles and says whether it takes tools.
+func TestFamilyFileTemplates(t *testing.T) {
+	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Templates map[string]string `json:"templates"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fam, template string
+		tools         bool
+	}{
+		{"gemma3", "google-gemma-3-1b-it", false},
+		{"qwen3moe", "Qwen-Qwen3-0.6B", true},
+		{"phi3", "microsoft-Phi-4-mini-instruct", false}, // tools ride in the system message's "tools" string
+		{"granite", "ibm-granite-granite-3.3-2B-Instruct", true},
+		{"smollm3", "HuggingFaceTB-SmolLM3-3B", false}, // xml_tools, not tools
+		{"lfm2", "LFM2.5-Instruct", true},
+		{"gemma4", "google-gemma-4-31B-it", true},
+	} {
+		src, _, _ := vocabTemplate(t, zoo.Path(t, "new", "models", "tiny-"+c.fam+"-F16.gguf"))
+		if want, ok := g.Templates[c.template]; !ok || src != want {
+			t.Errorf("tiny-%s: its template is not %s of chat-templates.json (%d bytes, the reference %d)", c.fam, c.template, len(src), len(want))
+			continue
+		}
+		tmpl, err := Compile(src)
+		if err != nil {
+			t.Errorf("tiny-%s: %v", c.fam, err)
+			continue
+		}
+		if tmpl.SupportsTools() != c.tools {
+			t.Errorf("tiny-%s: SupportsTools %v, want %v", c.fam, tmpl.SupportsTools(), c.tools)
+		}
+	}
+}

@@ -300,12 +300,19 @@ func processEscapes(s string) string {
 
 // TestGenPrompts encodes the prompts of golden/gen-*.json with the vocab
 // of their models and compares with the prompt_tokens llama.cpp used (BOS
-// added as the vocab says).
+// added as the vocab says); the families of new/ too (one vocabulary, but
+// each file's own BOS and special-token settings, and phi3's control
+// tokens).
 func TestGenPrompts(t *testing.T) {
 	dir := zooDir(t)
-	for _, model := range []string{"stories260K-F32", "tiny-llama-F32", "tiny-qwen2-F16", "tiny-qwen3-F16"} {
+	models := []string{"stories260K-F32", "tiny-llama-F32", "tiny-qwen2-F16", "tiny-qwen3-F16"}
+	for _, fam := range []string{"gemma3", "qwen3moe", "phi3", "granite", "smollm3", "lfm2", "gemma4"} {
+		models = append(models, filepath.Join("new", "tiny-"+fam+"-F16"))
+	}
+	for _, model := range models {
+		sub, model := filepath.Split(model)
 		t.Run(model, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(dir, "golden", "gen-"+model+".json"))
+			b, err := os.ReadFile(filepath.Join(dir, sub, "golden", "gen-"+model+".json"))
 			if err != nil {
 				t.Skip(err)
 			}
@@ -318,7 +325,7 @@ func TestGenPrompts(t *testing.T) {
 			if err := json.Unmarshal(b, &g); err != nil {
 				t.Fatal(err)
 			}
-			f, err := gguf.Open(filepath.Join(dir, "models", model+".gguf"))
+			f, err := gguf.Open(filepath.Join(dir, sub, "models", model+".gguf"))
 			if err != nil {
 				t.Fatal(err)
 			}

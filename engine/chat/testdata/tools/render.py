@@ -16,6 +16,8 @@ sort_keys=sort_keys) (no HTML escaping, keys in insertion order);
 raise_exception and strftime_now as globals (strftime_now reads the case's
 date, so the golden is reproducible). Messages and tools are passed as the
 dicts given; tools=None when the case has none, as transformers passes it.
+enable_thinking is True, as llama.cpp and geist pass it (transformers leaves
+it undefined, which Qwen3's template reads as true and Gemma 4's as false).
 Needs Debian's python3-jinja2 (apt-get install python3-jinja2).
 """
 import datetime
@@ -55,6 +57,7 @@ def main():
                 add_generation_prompt=case.get("add_generation_prompt", False),
                 bos_token=case.get("bos_token", ""),
                 eos_token=case.get("eos_token", ""),
+                enable_thinking=True,
             )
             out.append({"prompt": prompt})
         except Exception as e:  # a template's raise_exception, or a bad case
