@@ -160,7 +160,7 @@ func parseThreads(s string) ([]int, error) {
 }
 
 func cmdBench(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json] [--spec MODE --prompt-file FILE] [--oracle ALPHA]")
+	fs := newFlags(e, "bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json] [--spec MODE --prompt-file FILE] [--oracle ALPHA] | bench --ha [--url URL] [--api ollama|openai] [--turns 10] [--entities 50]")
 	path := fs.StringP("model", "m", "", "GGUF model file")
 	ppList := fs.StringP("n-prompt", "p", "128", "prompt tokens for the prefill test (0: skip); a comma-separated list (-p 128,512,2048,4096) measures each")
 	tg := fs.IntP("n-gen", "n", 64, "tokens for the decode test (0: skip)")
@@ -185,8 +185,13 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	stepProf := fs.Bool("step-profile", false, "also show where a decode step's time goes (pool jobs, waiting, serial work)")
 	var gf grammarFlags
 	gf.register(fs)
+	var ha haFlags
+	ha.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *ha.on {
+		return benchHA(ctx, e, &ha, *asJSON)
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
