@@ -118,19 +118,22 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		e.tuneInBackground(g.history)
 	}
 	if err == nil {
-		// Keep the prefixes worth a restore: the system prompt, the
-		// prompt when the answer thought first (templates render a past
-		// answer without its thinking block, so the next turn parts from
-		// this one where the answer began; as ConversationPrefix, less the
-		// last token, which the text after it may merge with) and the
-		// whole conversation so far.
+		// Keep the prefixes worth a restore: the system prompt and the
+		// whole conversation so far, or, when the answer thought first,
+		// the prompt instead: templates render a past answer without its
+		// thinking block, so the next turn parts from this one where the
+		// answer began (less the prompt's last token, as in
+		// ConversationPrefix: the text after it may merge with it). The
+		// whole state would be a prefix of no later prompt, and would
+		// take the snapshotter's one pending place from the prompt.
 		if k := e.keepPrefix(&req, msgs, prompt); k > 0 && k < len(prompt) {
 			e.snapshot(k)
 		}
 		if e.thoughtFirst(g.history[len(prompt):]) {
 			e.snapshot(len(prompt) - 1)
+		} else {
+			e.snapshot(e.state.Len())
 		}
-		e.snapshot(e.state.Len())
 	}
 	return st, err
 }

@@ -270,9 +270,10 @@ func TestRunSessionThinking(t *testing.T) {
 		PromptTokens   int `json:"prompt_tokens"`
 		RestoredTokens int `json:"restored_tokens"`
 	}
-	run := func(q string) (string, stats) {
+	run := func(q string, extra ...string) (string, stats) {
 		t.Helper()
-		code, out, errs := geist(t, "", "run", "-m", model, "--data-dir", dir, "--session", "th", "-n", "40", "--temp", "0", "--grammar", gbnf, "--stats", q)
+		args := append([]string{"run", "-m", model, "--data-dir", dir, "--session", "th", "-n", "40", "--temp", "0", "--grammar", gbnf, "--stats"}, extra...)
+		code, out, errs := geist(t, "", append(args, q)...)
 		lines := strings.Split(strings.TrimSpace(errs), "\n")
 		var st stats
 		if code != 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &st) != nil {
@@ -280,14 +281,14 @@ func TestRunSessionThinking(t *testing.T) {
 		}
 		return out, st
 	}
-	out, first := run("Hi")
+	out, first := run("Hi", "--system", "Be brief.") // its own snapshot comes first: the prompt's must not be lost
 	_, content, ok := strings.Cut(strings.TrimSpace(out), "</think>\n\n")
 	if !strings.HasPrefix(out, "<think>") || !ok || content == "" {
 		t.Fatalf("the grammar did not make the model think first: %q", out)
 	}
 	_, exported, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "th")
 	var doc sessionDoc
-	if err := json.Unmarshal([]byte(exported), &doc); err != nil || len(doc.Turns) != 2 {
+	if err := json.Unmarshal([]byte(exported), &doc); err != nil || doc.System != "Be brief." || len(doc.Turns) != 2 {
 		t.Fatalf("export: %v %s", err, exported)
 	}
 	tok, f, err := engine.LoadVocab(model)
