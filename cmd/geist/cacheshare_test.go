@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,12 @@ func TestRunBesideServeSharesCache(t *testing.T) {
 	})
 	if n := chat(sys2); n >= st.PromptTokens-st.RestoredTokens+10 {
 		t.Errorf("serve evaluated %d prompt tokens of a prefix run stored (want about %d)", n, st.PromptTokens-st.RestoredTokens)
+	}
+	// geist chat beside serve restores it too, and says nothing about a
+	// missing data directory.
+	code, _, errs := geist(t, "hi\n/bye\n", "chat", "-m", model, "--data-dir", dir, "--system", sys, "-n", "2", "--temp", "0", "--verbose")
+	if m := regexp.MustCompile(`(\d+) of them restored`).FindStringSubmatch(errs); code != 0 || m == nil || m[1] == "0" || strings.Contains(errs, "WARN") {
+		t.Errorf("chat beside serve: exit %d, %s", code, errs)
 	}
 	// Another model file: lookups miss, the put is refused and the run
 	// says nothing on stderr (runStats checks it).

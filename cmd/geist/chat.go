@@ -117,11 +117,14 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	}
 	dir := o.df.dir
 	pid, beside := serveRunning(dir)
+	storeLog := log
 	if beside {
 		dir = "" // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
+		storeLog = nil // not "no data directory": there is one, the daemon's
+		log.Info("geist serve runs on the data directory: this chat's turns stay in memory, its prompt cache is the daemon's", "data_dir", o.df.dir, "pid", pid)
 	}
 	store := appliance.OpenStorage(dir, appliance.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
-		MaxHistory: 1000, Model: o.mf.path, Logger: log})
+		MaxHistory: 1000, Model: o.mf.path, Logger: storeLog})
 	defer store.Close()
 	o.mf.cache, o.mf.log = store.Cache, log
 	if beside && o.df.cacheSize > 0 {
