@@ -222,6 +222,8 @@ func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
 		report(c)
 	}
 	if !asJSON {
+		// The first call of turn 1 is the cold one; the others find the
+		// system prompt and the tools in the cache.
 		for _, kind := range []string{"first", "live"} {
 			var ttft []float64
 			for _, c := range calls {
@@ -230,7 +232,7 @@ func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
 				}
 			}
 			if len(ttft) > 0 {
-				fmt.Fprintf(e.stdout, "# median ttft %s (turns 2-): %.0f ms over %d calls\n", kind, median(ttft), len(ttft))
+				fmt.Fprintf(e.stdout, "# median ttft %s (warm): %.0f ms over %d calls\n", kind, median(ttft), len(ttft))
 			}
 		}
 		fmt.Fprintf(e.stdout, "# cold first turn ttft: %.0f ms\n", calls[0].TTFTms)
