@@ -53,11 +53,18 @@ func TestRepackBudgetGenerate(t *testing.T) {
 	}
 	all := loadFile(t, path, Options{Ctx: 512, Batch: 16, SelfSpec: SelfSpecOff, RepackBudget: "all"})
 	none := loadFile(t, path, Options{Ctx: 512, Batch: 16, SelfSpec: SelfSpecOff, RepackBudget: "none"})
-	if r := none.Model().Repack; r.Packed != 0 || r.ExpertsInFile != r.Experts || r.InFile == 0 {
-		t.Fatalf("budget none: %v", r)
-	}
-	if r := all.Model().Repack; r.InFile != 0 || r.Packed == 0 {
-		t.Fatalf("budget all: %v", r)
+	// A kernel set without packed layouts for the file's types (neon
+	// without the dot-product instructions, Cortex-A72) repacks nothing
+	// under any budget: every matrix is read from the file either way.
+	if r := all.Model().Repack; r.Packed == 0 && r.InFile == 0 {
+		t.Log("this kernel set packs none of the file's types: both budgets read every matrix from the file")
+	} else {
+		if r := none.Model().Repack; r.Packed != 0 || r.ExpertsInFile != r.Experts || r.InFile == 0 {
+			t.Fatalf("budget none: %v", r)
+		}
+		if r := all.Model().Repack; r.InFile != 0 || r.Packed == 0 {
+			t.Fatalf("budget all: %v", r)
+		}
 	}
 	want := run(all, SpecOff)
 	for _, mode := range []SpecMode{SpecOff, SpecAuto, SpecLookup} {

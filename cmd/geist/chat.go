@@ -119,7 +119,7 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	pid, beside := serveRunning(dir)
 	storeLog := log
 	if beside {
-		dir = "" // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
+		dir = ""       // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
 		storeLog = nil // not "no data directory": there is one, the daemon's
 		log.Info("geist serve runs on the data directory: this chat's turns stay in memory, its prompt cache is the daemon's", "data_dir", o.df.dir, "pid", pid)
 	}

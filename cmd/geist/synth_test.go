@@ -98,14 +98,18 @@ func TestSynthMoE(t *testing.T) {
 		t.Errorf("run: exit %d: %s", code, errs)
 	}
 	// A budget of nothing: inspect says so, run and bench read every
-	// matrix from the file.
-	if code, out, errs := geist(t, "", "inspect", "--repack-budget", "none", a); code != 0 || !strings.Contains(out, "read from the file, 16 of 16 experts") {
+	// matrix from the file. A kernel set with no packed layout for Q4_0
+	// (neon without the dot-product instructions, Cortex-A72) repacks
+	// nothing under any budget, and says that instead.
+	_, planned, _ := geist(t, "", "inspect", a)
+	packs := !strings.Contains(planned, "nothing to repack")
+	if code, out, errs := geist(t, "", "inspect", "--repack-budget", "none", a); code != 0 || (packs && !strings.Contains(out, "read from the file, 16 of 16 experts")) || (!packs && !strings.Contains(out, "nothing to repack")) {
 		t.Errorf("inspect --repack-budget none: exit %d: %s %s", code, out, errs)
 	}
 	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "none", "-n", "4", "--temp", "0", "Once upon a time"); code != 0 {
 		t.Errorf("run --repack-budget none: exit %d: %s", code, errs)
 	}
-	if code, out, errs := geist(t, "", "bench", "-m", a, "--repack-budget", "64KiB", "-p", "8", "-n", "4", "-r", "1", "--batch", "2"); code != 0 || !strings.Contains(out, "repacked (budget 64.0 KiB)") || !strings.Contains(out, "% of the weights), first repetition tg") {
+	if code, out, errs := geist(t, "", "bench", "-m", a, "--repack-budget", "64KiB", "-p", "8", "-n", "4", "-r", "1", "--batch", "2"); code != 0 || (packs && !strings.Contains(out, "repacked (budget 64.0 KiB)")) || !strings.Contains(out, "% of the weights), first repetition tg") {
 		t.Errorf("bench --repack-budget 64KiB: exit %d: %s %s", code, out, errs)
 	}
 	if code, _, errs := geist(t, "", "run", "-m", a, "--repack-budget", "lots", "Hi"); code == 0 || !strings.Contains(errs, `repack budget "lots"`) {

@@ -45,6 +45,12 @@ type RepackStats struct {
 // "4.00 GiB of 16.12 GiB repacked (budget 4.00 GiB); 12.12 GiB read from
 // the file, 4608 of 6144 experts".
 func (r RepackStats) String() string {
+	if r.PackedFile+r.InFile == 0 {
+		// neon without the dot-product instructions (Cortex-A72) has no
+		// packed layout for Q4_0 and the k-quants: every matrix is
+		// multiplied from the file whatever the budget.
+		return "nothing to repack: this CPU's kernels read the file's types as they are"
+	}
 	s := fmt.Sprintf("%s of %s repacked", gib(r.PackedFile), gib(r.PackedFile+r.InFile))
 	if r.Budget >= 0 {
 		s += fmt.Sprintf(" (budget %s)", gib(r.Budget))
