@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -21,15 +20,7 @@ func TestBenchHA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: ~6,000-token prefills, natively only")
 	}
-	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var zt struct{ Templates map[string]string }
-	if err := json.Unmarshal(raw, &zt); err != nil {
-		t.Fatal(err)
-	}
-	model := withTemplate(t, zoo.Path(t, "models", "tiny-qwen2-Q4_0.gguf"), zt.Templates["Qwen-Qwen2.5-7B-Instruct"])
+	model := withTemplate(t, zoo.Path(t, "models", "tiny-qwen2-Q4_0.gguf"), zooTemplate(t, "Qwen-Qwen2.5-7B-Instruct"))
 	addr, logs := serveHTTP(t, "-m", model, "--ctx", "8192")
 	for _, api := range []string{"openai", "ollama"} {
 		code, out, errs := geist(t, "", "bench", "--ha", "--api", api, "--url", addr, "--turns", "2", "--entities", "8", "--ha-predict", "2", "--json")

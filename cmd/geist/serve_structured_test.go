@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,15 +27,7 @@ func TestServeStructuredClients(t *testing.T) {
 		t.Skip("node is not installed")
 	}
 	dir := npmDir(t)
-	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var zt struct{ Templates map[string]string }
-	if err := json.Unmarshal(raw, &zt); err != nil {
-		t.Fatal(err)
-	}
-	model := withTemplate(t, zoo.Path(t, "models", serveModel), zt.Templates["Qwen-Qwen2.5-7B-Instruct"])
+	model := withTemplate(t, zoo.Path(t, "models", serveModel), zooTemplate(t, "Qwen-Qwen2.5-7B-Instruct"))
 	addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")
 	const schema = `{"type": "object", "properties": {"summary": {"type": "string", "maxLength": 40}, "temperature": {"type": "number"}, "rain": {"type": "boolean"}, "items": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}}, "required": ["summary", "temperature", "rain"]}`
 	const tools = `[{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "area": {"type": "string", "maxLength": 30}}, "required": ["name"]}}},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,16 +25,9 @@ func TestServeToolRoundPrompt(t *testing.T) {
 	if _, err := exec.Command("/usr/bin/python3", "-c", "import jinja2").CombinedOutput(); err != nil {
 		t.Skipf("/usr/bin/python3 with jinja2 renders the golden (apt-get install python3-jinja2): %v", err)
 	}
-	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var zt struct{ Templates map[string]string }
-	if err := json.Unmarshal(raw, &zt); err != nil {
-		t.Fatal(err)
-	}
 	const name = "Qwen-Qwen2.5-7B-Instruct"
-	model := withTemplate(t, zoo.Path(t, "models", serveModel), zt.Templates[name])
+	tmpl := zooTemplate(t, name)
+	model := withTemplate(t, zoo.Path(t, "models", serveModel), tmpl)
 
 	const tools = `[{"type": "function", "function": {"name": "HassTurnOn", "description": "Turns on a device", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "brightness": {"type": "number", "minimum": 0.5}}, "required": ["name"]}}},
 		{"type": "function", "function": {"name": "get_weather", "description": "Weather – Wetter", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]`
@@ -45,7 +37,7 @@ func TestServeToolRoundPrompt(t *testing.T) {
 		{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "HassTurnOn", "arguments": {"name": "Kitchen", "brightness": 1.0}}}]},
 		{"role": "tool", "content": "{\"success\": true}", "name": "HassTurnOn"}]`
 	in, _ := json.Marshal(map[string]any{
-		"templates": map[string]string{name: zt.Templates[name]},
+		"templates": map[string]string{name: tmpl},
 		"cases": []any{map[string]any{"template": name, "messages": json.RawMessage(hf), "tools": json.RawMessage(tools),
 			"add_generation_prompt": true, "bos_token": "", "eos_token": "<|im_end|>"}},
 	})

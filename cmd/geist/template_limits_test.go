@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,25 @@ func runGeistProcess(t *testing.T, args ...string) (int, string, int64) {
 		t.Fatal(err)
 	}
 	return code, stderr.String(), kb * 1024
+}
+
+// zooTemplate is the zoo's reference chat template of the named model
+// (golden/chat-templates.json), failing the test when it is not there.
+func zooTemplate(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zt struct{ Templates map[string]string }
+	if err := json.Unmarshal(raw, &zt); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, ok := zt.Templates[name]
+	if !ok {
+		t.Fatalf("the zoo has no chat template of %s", name)
+	}
+	return tmpl
 }
 
 // withTemplate writes a copy of the GGUF at src with its chat template
