@@ -17,15 +17,38 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Home Assistant's Assist talking to a conversation agent, replayed: the
-// request shape of its Ollama integration (homeassistant/components/
-// ollama/entity.py through ollama-python), its prompt (helpers/llm.py:
-// the instructions, the Assist API's prompt and the exposed entities as
-// YAML, no clock since 2025.10) and its intent tools
-// (tests/helpers/snapshots/test_llm.ambr, 29 of them with timers, media,
-// vacuum and lists). Each turn is a new conversation: a command, then a
-// second call carrying the model's GetLiveContext call and its result
-// (the state of every exposed entity, ~2,000 tokens at 50 entities).
+// Home Assistant's Assist talking to a conversation agent, replayed as
+// Home Assistant's source has it (home-assistant/core, read at 2025.10 and
+// later):
+//   - the request: components/ollama/entity.py through ollama-python
+//     (client.chat with tools, stream, keep_alive, options.num_ctx); the
+//     tool result message is role "tool" with json_dumps of the tool's
+//     result and nothing else;
+//   - the system prompt: conversation/chat_log.py joins the instructions
+//     (llm.DEFAULT_INSTRUCTIONS_PROMPT, rendered as a template, which drops
+//     its last newline) and the Assist API's prompt with "\n";
+//     helpers/llm.py's AssistAPI._async_get_api_prompt joins its parts with
+//     "\n": the tool usage line, the satellite's area line, the timer line
+//     (absent: a voice satellite that supports timers), DYNAMIC_CONTEXT_PROMPT
+//     (with its own line breaks) and the static context, yaml_util.dump of
+//     _get_exposed_entities(include_state=False): names, domain, areas per
+//     entity, sorted by name, no clock (2025.10 moved it to GetDateTime);
+//   - the tools (ha_tools.json): AssistAPI._async_get_tools for the exposed
+//     domains and a satellite with timers, the intents' slot schemas
+//     converted by voluptuous_openapi (as tests/helpers/snapshots/
+//     test_llm.ambr shows them), then validated by ollama-python's Tool
+//     model (_copy_tools): a property keeps only type, items, description
+//     and enum, the parameters only type, required and properties, so
+//     minimum/maximum, anyOf and default are gone before the server sees
+//     them;
+//   - the GetLiveContext result: {"success": true, "result": "Live Context:
+//     ...\n" + yaml_util.dump(entities)}, each entity with its state and
+//     only _get_exposed_entities' interesting attributes (integers as
+//     strings).
+// With Qwen 2.5's template and its real tokenizer (llama.cpp's
+// ggml-vocab-qwen2.gguf) 50 entities give ~4,900 tokens before the user
+// speaks and a result of ~2,000; a synthetic file's byte-level vocabulary
+// tokenizes the same text into about twice as many tokens.
 
 //go:embed ha_tools.json
 var haToolsJSON []byte
@@ -48,24 +71,25 @@ func (f *haFlags) register(fs *pflag.FlagSet) {
 	f.api = fs.String("api", "ollama", "with --ha: the server's API, ollama (/api/chat) or openai (/v1/chat/completions, as llama-server)")
 	f.model = fs.String("ha-model", "", "with --ha: the model name sent in each request")
 	f.turns = fs.Int("turns", 10, "with --ha: voice turns, each a new conversation")
-	f.entities = fs.Int("entities", 50, "with --ha: exposed entities in the system prompt (8 areas)")
+	f.entities = fs.Int("entities", 50, "with --ha: exposed entities in the system prompt (8 areas and a shopping list)")
 	f.predict = fs.Int("ha-predict", 16, "with --ha: most tokens generated per call")
 	f.followUp = fs.Bool("follow-up", true, "with --ha: a second call per turn with a GetLiveContext result")
 }
 
 var haAreas = []string{"Kitchen", "Living Room", "Bedroom", "Bathroom", "Office", "Hallway", "Garage", "Garden"}
 
-// haDomains: the kind of exposed entity, its states and attributes as
-// GetLiveContext reports them.
+// haDomains: the kind of exposed entity, its state and the attributes
+// GetLiveContext reports (only llm.py's interesting_attributes: integers
+// become strings, floats stay numbers).
 var haDomains = []struct {
 	domain, noun, state string
 	attrs               []string
 }{
-	{"light", "Light", "'on'", []string{"brightness: '80'", "color_mode: color_temp", "color_temp_kelvin: '2700'"}},
+	{"light", "Light", "'on'", []string{"brightness: '204'"}},
 	{"switch", "Plug", "'off'", nil},
 	{"cover", "Blinds", "open", []string{"current_position: '60'", "device_class: blind"}},
-	{"climate", "Thermostat", "heat", []string{"current_temperature: '20.5'", "temperature: '21'", "hvac_action: heating", "preset_mode: comfort"}},
-	{"media_player", "Speaker", "playing", []string{"volume_level: '0.35'", "media_title: Morning Jazz", "media_artist: Various Artists", "device_class: speaker"}},
+	{"climate", "Thermostat", "heat", []string{"current_temperature: 20.5", "temperature: 21.0"}},
+	{"media_player", "Speaker", "playing", []string{"volume_level: 0.35", "media_title: Morning Jazz", "media_artist: Various Artists", "device_class: speaker"}},
 	{"lock", "Door Lock", "locked", nil},
 	{"fan", "Fan", "'off'", []string{"percentage: '0'"}},
 	{"sensor", "Temperature", "'21.3'", []string{"unit_of_measurement: °C", "device_class: temperature"}},
@@ -73,26 +97,42 @@ var haDomains = []struct {
 	{"sensor", "Humidity", "'48'", []string{"unit_of_measurement: '%'", "device_class: humidity"}},
 }
 
-// haEntities renders n exposed entities over 8 areas as Home Assistant's
-// YAML: the static overview of the system prompt, or (live) with each
-// entity's state and attributes, the GetLiveContext result.
+// haEntities renders n exposed entities as Home Assistant's YAML: n-1
+// devices over 8 areas and the shopping list (a todo entity in no area,
+// which brings the list tools), sorted by name as _get_exposed_entities
+// sorts the states; the static overview of the system prompt, or (live)
+// with each entity's state and attributes, the GetLiveContext result.
 func haEntities(n int, live bool) string {
-	var b strings.Builder
-	for i := range n {
+	type entity struct {
+		name, domain, state, area string
+		attrs                     []string
+	}
+	var es []entity
+	if n > 0 {
+		es = append(es, entity{name: "Shopping List", domain: "todo", state: "'3'"})
+	}
+	for i := range max(n-1, 0) {
 		d := haDomains[i%len(haDomains)]
 		area := haAreas[(i/len(haDomains)+i)%len(haAreas)]
-		fmt.Fprintf(&b, "- names: %s %s", area, d.noun)
+		name := area + " " + d.noun
 		if k := i / (len(haDomains) * len(haAreas)); k > 0 {
-			fmt.Fprintf(&b, " %d", k+1)
+			name += fmt.Sprintf(" %d", k+1)
 		}
-		fmt.Fprintf(&b, "\n  domain: %s\n", d.domain)
+		es = append(es, entity{name, d.domain, d.state, area, d.attrs})
+	}
+	slices.SortStableFunc(es, func(a, b entity) int { return strings.Compare(a.name, b.name) })
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "- names: %s\n  domain: %s\n", e.name, e.domain)
 		if live {
-			fmt.Fprintf(&b, "  state: %s\n", d.state)
+			fmt.Fprintf(&b, "  state: %s\n", e.state)
 		}
-		fmt.Fprintf(&b, "  areas: %s\n", area)
-		if live && len(d.attrs) > 0 {
+		if e.area != "" {
+			fmt.Fprintf(&b, "  areas: %s\n", e.area)
+		}
+		if live && len(e.attrs) > 0 {
 			b.WriteString("  attributes:\n")
-			for _, a := range d.attrs {
+			for _, a := range e.attrs {
 				fmt.Fprintf(&b, "    %s\n", a)
 			}
 		}
@@ -100,23 +140,28 @@ func haEntities(n int, live bool) string {
 	return b.String()
 }
 
-// haSystemPrompt is helpers/llm.py's prompt for the Assist API with n
-// exposed entities (2025.10 and later: no time line).
+// haSystemPrompt is the system prompt chat_log.py builds for the Assist
+// API with n exposed entities, asked from a voice satellite that supports
+// timers (helpers/llm.py as of 2025.10: no time line).
 func haSystemPrompt(n int) string {
 	return "You are a voice assistant for Home Assistant.\n" +
 		"Answer questions about the world truthfully.\n" +
 		"Answer in plain text. Keep it simple and to the point.\n" +
 		"When controlling Home Assistant always call the intent tools. Use HassTurnOn to lock and HassTurnOff to unlock a lock. " +
 		"When controlling a device, prefer passing just name and domain. When controlling an area, prefer passing just area name and domain.\n" +
-		"When a user asks to turn on all devices of a specific type, ask user to specify an area, unless there is only one device of that type.\n" +
-		"You ARE equipped to answer questions about the current state of the home using the `GetLiveContext` tool. This is a primary function. " +
-		"Do not state you lack the functionality if the question requires live data.\n" +
-		"If the user asks about device existence/type (e.g., \"Do I have lights in the bedroom?\"): Answer from the static context below.\n" +
-		"If the user asks about the CURRENT state, value, or mode (e.g., \"Is the lock locked?\", \"Is the fan on?\", \"What mode is the thermostat in?\", \"What is the temperature outside?\"):\n" +
+		"When a request names a generic device without an area, treat it as the user's current area and call `GetCurrentLocation` to resolve it before targeting.\n" +
+		"You ARE equipped to answer questions about the current state of\n" +
+		"the home using the `GetLiveContext` tool. This is a primary function. Do not state you lack the\n" +
+		"functionality if the question requires live data.\n" +
+		"If the user asks about device existence/type (e.g., \"Do I have lights in the bedroom?\"): Answer\n" +
+		"from the static context below.\n" +
+		"If the user asks about the CURRENT state, value, or mode (e.g., \"Is the lock locked?\",\n" +
+		"\"Is the fan on?\", \"What mode is the thermostat in?\", \"What is the temperature outside?\"):\n" +
 		"    1.  Recognize this requires live data.\n" +
 		"    2.  You MUST call `GetLiveContext`. This tool will provide the needed real-time information (like temperature from the local weather, lock status, etc.).\n" +
 		"    3.  Use the tool's response** to answer the user accurately (e.g., \"The temperature outside is [value from tool].\").\n" +
 		"For general knowledge questions not about the home: Answer truthfully from internal knowledge.\n" +
+		"\n" +
 		"Static Context: An overview of the areas and the devices in this smart home:\n" +
 		haEntities(n, false)
 }
@@ -170,7 +215,11 @@ func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
 		return err
 	}
 	system := haSystemPrompt(*f.entities)
-	live, _ := json.Marshal(map[string]any{"success": true, "result": "Live Context: An overview of the areas and the devices in this smart home:\n" + haEntities(*f.entities, true)})
+	// HA's json_dumps (orjson): compact, in the tool's key order.
+	live, _ := json.Marshal(struct {
+		Success bool   `json:"success"`
+		Result  string `json:"result"`
+	}{true, "Live Context: An overview of the areas and the devices in this smart home:\n" + haEntities(*f.entities, true)})
 	if !asJSON {
 		fmt.Fprintf(e.stdout, "# %s API at %s, %d entities, %d tools, %d turns\n", *f.api, url, *f.entities, len(tools), *f.turns)
 		fmt.Fprintf(e.stdout, "%4s %-5s %9s %9s %7s %7s %9s %5s\n", "turn", "call", "ttft_ms", "total_ms", "prompt", "cached", "prefilled", "gen")
@@ -211,8 +260,6 @@ func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
 		if *f.api == "openai" {
 			call = map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "GetLiveContext", "arguments": "{}"}}
 			result["tool_call_id"] = "call_1"
-		} else {
-			result["tool_name"] = "GetLiveContext"
 		}
 		msgs = append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{call}}, result)
 		if c, err = haRequest(ctx, url, *f.api, *f.model, msgs, tools, *f.predict); err != nil {
