@@ -24,8 +24,12 @@ type PromptCache interface {
 // PromptCacheInPlace is a PromptCache that hands a blob over in the pieces
 // it is stored in (storage.Cache: the file's mapped pages), so that a
 // restore copies it straight into the KV cache; use must not keep them.
+// Prefixes of at most above tokens are skipped unread: memory holds them
+// already, and reading and verifying the longest entry (a system prompt
+// and tools of ~5,000 tokens are 60-160 MB of keys and values) only to
+// find it no longer than what is held would delay every warm request.
 type PromptCacheInPlace interface {
-	LookupFunc(model []byte, tokens []int32, use func(n int, blob [][]byte) bool) (n int, ok bool)
+	LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (n int, ok bool)
 }
 
 // DraftStatsStore keeps the drafting statistics per model (storage.Cache
@@ -177,7 +181,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 	if c, ok := e.opt.Cache.(PromptCacheInPlace); ok {
 		var err error
 		n := 0
-		c.LookupFunc(e.id, toks, func(at int, blob [][]byte) bool {
+		c.LookupFunc(e.id, toks, reuse+minRestore/2, func(at int, blob [][]byte) bool {
 			if at <= reuse+minRestore/2 || at > len(toks) {
 				return false
 			}

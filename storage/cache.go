@@ -509,19 +509,21 @@ func (c *Cache) cost(recordLen, blobLen int) int64 {
 // and one probe per distinct stored prefix length up to len(tokens). To be
 // left at least one token to evaluate, pass tokens[:len(tokens)-1].
 func (c *Cache) Lookup(model []byte, tokens []int32) (n int, blob []byte, ok bool) {
-	n, ok = c.LookupFunc(model, tokens, func(_ int, chunks [][]byte) bool {
+	n, ok = c.LookupFunc(model, tokens, 0, func(_ int, chunks [][]byte) bool {
 		blob = bytes.Join(chunks, nil)
 		return true
 	})
 	return n, blob, ok
 }
 
-// LookupFunc is Lookup without the copy: use receives the longest stored
-// prefix's length and its verified blob in the pieces it is stored in,
-// the cache file's mapped pages, which it must not keep or modify after it
-// returns (a restore copies them straight into the KV cache). use
-// returning false makes it a miss.
-func (c *Cache) LookupFunc(model []byte, tokens []int32, use func(n int, blob [][]byte) bool) (n int, ok bool) {
+// LookupFunc is Lookup without the copy, and only for prefixes longer than
+// above tokens (what the caller holds already: an entry not longer is
+// neither read nor verified): use receives the longest stored prefix's
+// length and its verified blob in the pieces it is stored in, the cache
+// file's mapped pages, which it must not keep or modify after it returns
+// (a restore copies them straight into the KV cache). use returning false
+// makes it a miss.
+func (c *Cache) LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (n int, ok bool) {
 	if len(model) == 0 || len(tokens) == 0 {
 		c.misses.Add(1)
 		return 0, false
@@ -555,6 +557,9 @@ func (c *Cache) LookupFunc(model []byte, tokens []int32, use func(n int, blob []
 		}
 		for ; k != nil; k, _ = cur.Prev() {
 			l := int(binary.BigEndian.Uint32(k))
+			if l <= above {
+				return nil // the lengths descend: none left is longer
+			}
 			if l == 0 || l > len(tokens) {
 				continue
 			}

@@ -28,7 +28,7 @@ func TestCacheRecent(t *testing.T) {
 		t.Errorf("after two puts Recent %v %v, want %v", got, ok, b)
 	}
 	var pieces int
-	if n, ok := c.LookupFunc(model, []int32{1, 2, 3, 4, 0}, func(_ int, blob [][]byte) bool { pieces = len(blob); return true }); n != 4 || !ok || pieces != 3 {
+	if n, ok := c.LookupFunc(model, []int32{1, 2, 3, 4, 0}, 0, func(_ int, blob [][]byte) bool { pieces = len(blob); return true }); n != 4 || !ok || pieces != 3 {
 		t.Errorf("LookupFunc: %d tokens %v, %d pieces (want 4 tokens in 3 pieces of 4 KiB)", n, ok, pieces)
 	}
 	c.Close()
@@ -41,5 +41,33 @@ func TestCacheRecent(t *testing.T) {
 	}
 	if _, ok := c.Recent([]byte("model-b")); ok {
 		t.Error("Recent for a model never stored")
+	}
+}
+
+// TestCacheLookupAbove: LookupFunc with above skips, unread, the prefixes
+// not longer than what the caller holds (a warm request's system prompt
+// and tools, already in memory) and still finds a shorter stored prefix
+// when above is below it; a longer one is found whatever the shorter ones.
+func TestCacheLookupAbove(t *testing.T) {
+	c, err := OpenCache(filepath.Join(t.TempDir(), "cache.db"), &CacheOptions{MaxBytes: 16 << 20, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	model := []byte("model-a")
+	long := seq(0, 40)
+	for _, toks := range [][]int32{long[:20], long[:30]} {
+		if err := c.Put(model, toks, make([]byte, 10000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ query, above, want int }{
+		{40, 0, 30}, {40, 29, 30}, {40, 30, 0}, {25, 19, 20}, {25, 20, 0}, {25, 0, 20},
+	} {
+		called := false
+		n, ok := c.LookupFunc(model, long[:tc.query], tc.above, func(int, [][]byte) bool { called = true; return true })
+		if n != tc.want || ok != (tc.want > 0) || called != ok {
+			t.Errorf("query %d above %d: %d tokens %v (use called %v), want %d", tc.query, tc.above, n, ok, called, tc.want)
+		}
 	}
 }

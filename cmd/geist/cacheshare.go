@@ -157,7 +157,7 @@ func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	var hit bool
 	if ip, ok := sh.cache.(engine.PromptCacheInPlace); ok {
-		_, hit = ip.LookupFunc(model, toks, send)
+		_, hit = ip.LookupFunc(model, toks, 0, send)
 	} else if n, blob, ok := sh.cache.Lookup(model, toks); ok {
 		hit = send(n, [][]byte{blob})
 	}
