@@ -82,7 +82,10 @@ func TestPromptCacheRestore(t *testing.T) {
 	promptCacheRestore(t, files)
 }
 
-func promptCacheRestore(t *testing.T, files []string) {
+func promptCacheRestore(t *testing.T, files []string, specs ...SpecOptions) {
+	if len(specs) == 0 {
+		specs = []SpecOptions{{Mode: SpecOff}}
+	}
 	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
 	questions := []string{"Are the garden lights on?", "Is the front door locked?"}
 	n := 24
@@ -96,6 +99,14 @@ func promptCacheRestore(t *testing.T, files []string) {
 			req := func(q string) Request {
 				return Request{Messages: []chat.Message{{Role: "system", Content: system}, {Role: "user", Content: q}},
 					MaxTokens: n, Sampling: greedy(), Spec: SpecOptions{Mode: SpecOff}}
+			}
+			type turn struct {
+				q  string
+				sp SpecOptions
+			}
+			var turns []turn // the other question, then the first again, under each speculation
+			for _, sp := range specs {
+				turns = append(turns, turn{questions[1], sp}, turn{questions[0], sp})
 			}
 			// Cold runs, no cache at all.
 			cold := map[string][]int32{}
@@ -120,9 +131,12 @@ func promptCacheRestore(t *testing.T, files []string) {
 			// Second process: same system prompt, the other question, and
 			// the first question again.
 			e2 := loadFile(t, path, Options{Ctx: 512, Batch: 32, Cache: cache})
-			for i, q := range []string{questions[1], questions[0]} {
+			installLastMLPSkip(e2) // for SpecSelf: a draft that always drafts, and is often wrong
+			for i, tu := range turns {
+				q := tu.q
 				e2.Reset()
 				r := req(q)
+				r.Spec = tu.sp
 				var ids []int32
 				r.OnToken = func(id int32) { ids = append(ids, id) }
 				st, err := e2.Generate(t.Context(), r)
@@ -136,8 +150,11 @@ func promptCacheRestore(t *testing.T, files []string) {
 				if st.RestoredTokens != st.ReusedTokens || st.EvaluatedTokens != st.PromptTokens-st.ReusedTokens {
 					t.Errorf("request %d: %d prompt tokens, %d reused, %d restored, %d evaluated", i, st.PromptTokens, st.ReusedTokens, st.RestoredTokens, st.EvaluatedTokens)
 				}
+				if tu.sp.Fixed && st.Drafted == 0 {
+					t.Errorf("request %d (%+v): nothing drafted after the restore", i, tu.sp)
+				}
 				if !equal(ids, cold[q]) {
-					t.Errorf("request %d: after a restore\n got %v\nwant %v (cold)", i, ids, cold[q])
+					t.Errorf("request %d (%+v): after a restore\n got %v\nwant %v (cold)", i, tu.sp, ids, cold[q])
 				}
 			}
 		})

@@ -40,13 +40,34 @@ func TestSpeculativeGreedyExactFamilies(t *testing.T) {
 }
 
 // TestPromptCacheRestoreFamilies: the families whose state is more than
-// keys and values of every position.
+// keys and values of every position. For lfm2 the restored prefix also
+// continues under speculation, a tree and a chain of the skipped-layer
+// draft (which always drafts and is often rejected) and lookup's trees:
+// the first verification passes after a restore read the convolution rows
+// the snapshot brought and rewind over them, and the output is still the
+// cold run's.
 func TestPromptCacheRestoreFamilies(t *testing.T) {
 	for _, fam := range []string{"tiny-lfm2", "tiny-gemma3", "tiny-gemma4"} {
 		t.Run(fam, func(t *testing.T) {
-			promptCacheRestore(t, []string{zoo.Path(t, "new", "models", fam+"-Q4_0.gguf"), zoo.Path(t, "new", "models", fam+"-Q4_K_M.gguf")})
+			var specs []SpecOptions
+			if fam == "tiny-lfm2" {
+				specs = []SpecOptions{{Mode: SpecOff}, {Mode: SpecSelf, Fixed: true}, {Mode: SpecSelf, Fixed: true, Chains: true}, {Mode: SpecAuto}}
+			}
+			promptCacheRestore(t, []string{zoo.Path(t, "new", "models", fam+"-Q4_0.gguf"), zoo.Path(t, "new", "models", fam+"-Q4_K_M.gguf")}, specs...)
 		})
 	}
+}
+
+// TestSpeculativeGreedyExactLFM2: every zoo file of lfm2 (F16 and Q8_0
+// beside the Q4_0 and Q4_K_M of the families' test), greedy output
+// identical with --spec off, lookup, auto and self, with trees and with
+// chains (speculativeGreedyExact adds the chains of lookup and self for
+// lfm2). Natively only: under emulation the families' test covers Q4_0.
+func TestSpeculativeGreedyExactLFM2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestSpeculativeGreedyExactFamilies covers tiny-lfm2-Q4_0 under emulation")
+	}
+	speculativeGreedyExact(t, []string{zoo.Path(t, "new", "golden", "gen-tiny-lfm2-F16.json"), zoo.Path(t, "new", "golden", "gen-tiny-lfm2-Q8_0.json")})
 }
 
 func TestAllocationsFamilies(t *testing.T) {

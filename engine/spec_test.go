@@ -97,6 +97,11 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 			if opt.DraftModel != "" {
 				modes = append(modes, SpecOptions{Mode: SpecDraft}, SpecOptions{Mode: SpecDraft, Fixed: true, DraftMax: 4})
 			}
+			if strings.Contains(name, "lfm2") {
+				// A recurrent state: chains (a rejection truncates) as
+				// well as trees (Compact moves the kept path's rows).
+				modes = append(modes, SpecOptions{Mode: SpecLookup, Fixed: true, Chains: true}, SpecOptions{Mode: SpecSelf, Fixed: true, Chains: true})
+			}
 			for pi, prompt := range prompts {
 				want, _ := generateIDs(t, e, prompt, n, SpecOptions{Mode: SpecOff}, greedy())
 				for _, m := range modes {
