@@ -161,6 +161,12 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: chat template: %w", err)
 	}
+	// The tokens around the model's tool calls show in its answers, so
+	// that calls can be parsed and forced (Phi-4-mini's are control
+	// tokens).
+	for _, s := range e.template.ToolTokens() {
+		tok.Preserve(s)
+	}
 	// The weights left in the file are page cache, which MemAvailable
 	// counts as available: they are not taken from the KV cache's share.
 	e.choice = ChooseContext(e.model.Config, kvType, int64(len(f.Bytes()))-f.DataOffset-e.model.Repack.InFile, avail)

@@ -2,8 +2,9 @@
 # geist and llama.cpp side by side on the same GGUF files, in interleaved
 # rounds (the machine is shared and its load drifts: every round runs both
 # programs on every file and thread count, alternating which goes first),
-# printing each round's speeds and ratios and, at the end, the range of
-# every ratio over the rounds.
+# printing each round's speeds and ratios (with the 1-minute load average
+# when the pair finished) and, at the end, the range of every ratio over
+# the rounds.
 #
 #   scripts/bench-peer.sh [-r ROUNDS] [-t 1,2] [-p 128] [-n 32] [-b 4,8] [--rss] MODEL.gguf...
 #
@@ -110,7 +111,7 @@ for r in $(seq 1 "$ROUNDS"); do
 				line+=$(printf '  c(%s) %.2f / %.2f' "$k" "$gc" "$lc")
 				echo "$(basename "$m") $t c$k $gc $lc" >>"$OUT/c"
 			done
-			echo "$line"
+			echo "$line  load $(cut -d' ' -f1 /proc/loadavg)"
 			echo "$(basename "$m") $t pp $(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print a/b}')" >>"$OUT/ratios"
 			echo "$(basename "$m") $t tg $(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print a/b}')" >>"$OUT/ratios"
 		done

@@ -63,7 +63,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -90,6 +89,10 @@ type Message struct {
 	ToolCalls  []ToolCall
 	ToolName   string
 	ToolCallID string
+
+	// systemTools is the tools field of a system message (Phi-4-mini's
+	// template prints it; withTools sets it).
+	systemTools string
 }
 
 // Options are the per-render inputs besides the messages.
@@ -146,6 +149,7 @@ type Template struct {
 	systemRole   bool // the template uses a system message's content
 	typedContent bool // the template needs content as [{type: text, text: ...}]
 	tools        bool // the template prints the tools it is given
+	place        int  // how it takes them (placeVar, ...; tools.go)
 }
 
 // Compile parses a chat template once so that it can be rendered many
@@ -202,21 +206,13 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	list, err := t.messages(msgs)
+	msgs, extra, err := t.withTools(msgs, opt.Tools, opt.Extra)
 	if err != nil {
 		return "", err
 	}
-	extra := opt.Extra
-	if len(opt.Tools) > 0 {
-		tools, err := toolValues(opt.Tools)
-		if err != nil {
-			return "", err
-		}
-		extra = maps.Clone(extra)
-		if extra == nil {
-			extra = map[string]any{}
-		}
-		extra["tools"] = tools
+	list, err := t.messages(msgs)
+	if err != nil {
+		return "", err
 	}
 	out, err := t.exec(newBudget(t.lim, opt.Context), list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
 	if err != nil {
@@ -274,6 +270,9 @@ func (t *Template) message(m Message) (jinja.Value, error) {
 	}
 	if err := toolFields(d, m); err != nil {
 		return jinja.Undefined(), err
+	}
+	if m.systemTools != "" {
+		d.Set("tools", jinja.NewString(m.systemTools))
 	}
 	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -150,6 +151,19 @@ func pyToJSON(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error
 type pyJSONOptions struct {
 	ascii, indented, sort bool
 	indent, item, key     string
+	// repr writes Python's repr of the value instead (what jinja2's
+	// string filter prints for a dict): True, False, None and strings
+	// quoted as Python quotes them.
+	repr bool
+}
+
+// pyRepr is Python's repr of a JSON value: str(d) of the dict json.loads
+// makes, which a template prints with {{ d | string }}.
+func pyRepr(v jinja.Value) (string, error) {
+	o := pyJSONOptions{item: ", ", key: ": ", repr: true}
+	var b strings.Builder
+	err := o.encode(&b, v, 0)
+	return b.String(), err
 }
 
 func (o *pyJSONOptions) newline(b *strings.Builder, level int) {
@@ -166,6 +180,14 @@ func (o *pyJSONOptions) encode(b *strings.Builder, v jinja.Value, level int) err
 		return errors.New("tojson: nested too deep")
 	}
 	switch {
+	case v.IsNone() && o.repr:
+		b.WriteString("None")
+	case v.IsBool() && o.repr:
+		if v.AsBool() {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
 	case v.IsNone():
 		b.WriteString("null")
 	case v.IsBool():
@@ -237,6 +259,10 @@ func (o *pyJSONOptions) encode(b *strings.Builder, v jinja.Value, level int) err
 // escaped (\n \r \t \b \f by name), everything else as it is, or as
 // \uXXXX (surrogate pairs above the BMP) with ensure_ascii.
 func (o *pyJSONOptions) str(b *strings.Builder, s string) {
+	if o.repr {
+		pyStrRepr(b, s)
+		return
+	}
 	b.WriteByte('"')
 	for _, r := range s {
 		switch r {
@@ -269,6 +295,40 @@ func (o *pyJSONOptions) str(b *strings.Builder, s string) {
 		}
 	}
 	b.WriteByte('"')
+}
+
+// pyStrRepr writes Python's repr of s: in single quotes, or double ones
+// when s has a single quote and no double one; the quote and \ escaped,
+// \t \n \r by name, other characters Python does not print as \xNN,
+// \uNNNN or \UNNNNNNNN.
+func pyStrRepr(b *strings.Builder, s string) {
+	q := '\''
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	b.WriteRune(q)
+	for _, r := range s {
+		switch {
+		case r == q || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == ' ' || r < 0x7f && r >= 0x20 || r > 0x7f && unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r <= 0xff:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(b, `\U%08x`, r)
+		}
+	}
+	b.WriteRune(q)
 }
 
 // PyFloat formats f as Python's repr (and json.dumps) does: the shortest

@@ -12,9 +12,11 @@ import (
 // returns the text that is plain content, holding back what may still
 // turn out to be a tool call, and the calls as soon as they are complete.
 //
-// It reads both of ToolFormat's forms (or the one given): calls tagged
-// <tool_call>{"name": ..., "arguments": {...}}</tool_call> anywhere in the
-// answer, and an answer that is a JSON object {"name": ..., "parameters"
+// It reads the calls of the ToolFormat given (ToolsAny: both the tagged
+// and the JSON form): calls tagged <tool_call>{"name": ..., "arguments":
+// {...}}</tool_call> anywhere in the answer (or between the format's own
+// tags, such as Phi-4-mini's <|tool_call|>[...]<|/tool_call|>, the body
+// one call or a JSON list of them), and an answer that is a JSON object {"name": ..., "parameters"
 // (or "arguments"): {...}}, optionally after <|python_tag|>, several
 // separated by ';' or newlines. A JSON answer counts as calls only when
 // every object names one of the tools offered (a model asked for JSON may
@@ -23,6 +25,7 @@ import (
 // never an error. White space around calls is dropped.
 type ToolParser struct {
 	format  ToolFormat
+	tags    toolTags
 	tools   map[string]bool
 	pending string // text not yet returned
 	inCall  bool   // inside <tool_call>, pending holds its body
@@ -47,11 +50,11 @@ const (
 // NewToolParser returns a parser for a model writing calls in format,
 // offered the tools named.
 func NewToolParser(format ToolFormat, tools []string) *ToolParser {
-	p := &ToolParser{format: format, tools: map[string]bool{}}
+	p := &ToolParser{format: format, tags: format.tags(), tools: map[string]bool{}}
 	for _, t := range tools {
 		p.tools[t] = true
 	}
-	if format == ToolsTagged {
+	if format != ToolsAny && format != ToolsJSON {
 		p.mode = startText
 	}
 	return p
@@ -127,24 +130,27 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			}
 		}
 		if p.inCall {
-			end := strings.Index(p.pending, callClose)
+			end := -1
+			if p.tags.close != "" {
+				end = strings.Index(p.pending, p.tags.close)
+			}
 			if end < 0 && !final {
 				return out.String(), calls
 			}
 			body, rest := p.pending, ""
 			if end >= 0 {
-				body, rest = p.pending[:end], p.pending[end+len(callClose):]
+				body, rest = p.pending[:end], p.pending[end+len(p.tags.close):]
 			}
-			if c, ok := p.parseCall(body, false); ok {
-				calls = append(calls, c)
-				p.calls++
+			if cs, ok := p.parseBody(body); ok {
+				calls = append(calls, cs...)
+				p.calls += len(cs)
 				p.after = true
 			} else {
 				closing := ""
 				if end >= 0 {
-					closing = callClose
+					closing = p.tags.close
 				}
-				emit(p.space + callOpen + body + closing)
+				emit(p.space + p.tags.open + body + closing)
 			}
 			p.pending, p.inCall, p.space = rest, false, ""
 			continue
@@ -156,13 +162,13 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			}
 			p.after = p.pending == ""
 		}
-		// Plain text, watching for <tool_call>.
-		if p.format != ToolsJSON {
-			if i := strings.Index(p.pending, callOpen); i >= 0 {
+		// Plain text, watching for the call opening.
+		if p.tags.open != "" {
+			if i := strings.Index(p.pending, p.tags.open); i >= 0 {
 				text := strings.TrimRightFunc(p.pending[:i], unicode.IsSpace)
 				emit(text)
 				p.space = p.pending[len(text):i]
-				p.pending, p.inCall = p.pending[i+len(callOpen):], true
+				p.pending, p.inCall = p.pending[i+len(p.tags.open):], true
 				continue
 			}
 		}
@@ -178,8 +184,8 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 		// Hold back trailing white space (it may precede a call) and a
 		// tail that may be the start of <tool_call>.
 		cut := len(p.pending)
-		if p.format != ToolsJSON {
-			cut -= partialSuffix(p.pending, callOpen)
+		if p.tags.open != "" {
+			cut -= partialSuffix(p.pending, p.tags.open)
 		}
 		cut = len(strings.TrimRightFunc(p.pending[:cut], unicode.IsSpace))
 		emit(p.pending[:cut])
@@ -224,6 +230,36 @@ func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
 		s = rest
 		dec = json.NewDecoder(strings.NewReader(s))
 	}
+}
+
+// parseBody reads what stands between a call's tags: one call object, or
+// (any format: Phi-4-mini and Granite write them so) a JSON list of them.
+func (p *ToolParser) parseBody(body string) ([]ToolCall, bool) {
+	body = strings.TrimSpace(body)
+	if !strings.HasPrefix(body, "[") {
+		c, ok := p.parseCall(body, false)
+		if !ok {
+			return nil, false
+		}
+		return []ToolCall{c}, true
+	}
+	var items []json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(body))
+	if err := dec.Decode(&items); err != nil || len(items) == 0 {
+		return nil, false
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, false // trailing data
+	}
+	calls := make([]ToolCall, 0, len(items))
+	for _, it := range items {
+		c, ok := p.parseCall(string(it), false)
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	return calls, true
 }
 
 // parseCall reads one call object: {"name": NAME, "arguments" or

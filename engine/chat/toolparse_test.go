@@ -64,6 +64,15 @@ func TestToolParser(t *testing.T) {
 		{"json answer, not a call", ToolsAny, "{\"age\": 22}", "{\"age\": 22}", nil},
 		{"any: tagged", ToolsAny, "ok <tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>", "ok", []ToolCall{call("x", `{}`)}},
 		{"trailing space kept without calls", ToolsTagged, "Hello \n", "Hello \n", nil},
+		{"phi4 list", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}]<|/tool_call|>", "",
+			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln"}`)}},
+		{"phi4 one object after text", ToolsPhi4, "Sure. <|tool_call|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|/tool_call|>", "Sure.", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"phi4 unclosed at the end", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}]", "", []ToolCall{call("HassTurnOn", `{}`)}},
+		{"phi4 malformed list is content", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", nil},
+		{"phi4 empty list is content", ToolsPhi4, "<|tool_call|>[]<|/tool_call|>", "<|tool_call|>[]<|/tool_call|>", nil},
+		{"phi4 text stays", ToolsPhi4, "It is <|sunny|> today.", "It is <|sunny|> today.", nil},
+		{"granite list to the end", ToolsGranite, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"granite text", ToolsGranite, "No call here.", "No call here.", nil},
 	} {
 		for _, ps := range splits(c.text) {
 			content, calls := parseAll(c.format, tools, ps)
@@ -104,9 +113,10 @@ func FuzzToolParser(f *testing.F) {
 	f.Add("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", 3)
 	f.Add("{\"name\": \"a\", \"parameters\": {\"x\": [1, 2]}};{", 1)
 	f.Add("text <tool_call> <tool_call></tool_call>", 2)
+	f.Add("<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}]<|/tool_call|> x", 4)
 	f.Fuzz(func(t *testing.T, text string, n int) {
 		n = max(1, n%17)
-		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON} {
+		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite} {
 			var ps []string
 			for i := 0; i < len(text); i += n {
 				ps = append(ps, text[i:min(i+n, len(text))])

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -101,22 +104,210 @@ func toolValues(tools []json.RawMessage) (jinja.Value, error) {
 	return jinja.NewList(items), nil
 }
 
-// probeTools finds whether the template prints the tools it is given (as
-// llama.cpp's caps detection does): a trial render with one tool whose
-// name must reach the output.
+// How a template takes the request's tools. transformers' convention is
+// the tools variable; two families of small tool-calling models read them
+// elsewhere, and geist puts them where each family's own template (or,
+// for a template without tools, its model's training) expects them.
+const (
+	placeNone = iota
+	// placeVar: the tools variable.
+	placeVar
+	// placeSystemField: Phi-4-mini's template prints message['tools'] of
+	// the system message, a string: the JSON list of the functions (the
+	// "function" objects of the definitions), as its model card writes
+	// it. Without a system message one is added saying what the model
+	// card and Ollama's template say: "You are a helpful assistant with
+	// some tools."
+	placeSystemField
+	// placeXMLTools: SmolLM3's template prints xml_tools, each tool with
+	// jinja's string filter (Python's str of the definition's dict).
+	placeXMLTools
+	// placeSystemText: a SmolLM3 template that takes no tools at all
+	// (Unsloth's, llama.cpp's copy): the block SmolLM3's own template
+	// writes for xml_tools is appended to the system message (its custom
+	// instructions), where that template writes it.
+	placeSystemText
+)
+
+// phi4System is the system message added for Phi-4-mini's tools when the
+// conversation has none.
+const phi4System = "You are a helpful assistant with some tools."
+
+// mayPlace reports whether the template's text shows it may take tools
+// the way place puts them.
+func (t *Template) mayPlace(place int) bool {
+	switch place {
+	case placeVar:
+		return true
+	case placeSystemField:
+		return strings.Contains(t.src, "message['tools']") || strings.Contains(t.src, "message.tools")
+	case placeXMLTools:
+		return strings.Contains(t.src, "xml_tools")
+	case placeSystemText:
+		return t.systemRole && strings.Contains(t.src, "SmolLM")
+	}
+	return false
+}
+
+// withTools puts tools where the template takes them (t.place): it returns
+// the messages to render (a copy when changed) and the extra variables.
+// Assistant messages' calls are written into their content in the
+// model's own syntax where the template would drop them (the places
+// other than the tools variable: those templates read no tool_calls).
+func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[string]any) ([]Message, map[string]any, error) {
+	if len(tools) == 0 {
+		return msgs, extra, nil
+	}
+	list, err := toolValues(tools)
+	if err != nil {
+		return nil, nil, err
+	}
+	extra = maps.Clone(extra)
+	if extra == nil {
+		extra = map[string]any{}
+	}
+	if t.place == placeVar || t.place == placeNone {
+		extra["tools"] = list
+		return msgs, extra, nil
+	}
+	msgs = slices.Clone(msgs)
+	if err := t.callsAsText(msgs); err != nil {
+		return nil, nil, err
+	}
+	switch t.place {
+	case placeSystemField:
+		fns := make([]jinja.Value, len(list.AsList().Items))
+		for i, tool := range list.AsList().Items {
+			fns[i] = tool
+			if f, ok := tool.AsDict().Get("function"); ok && f.IsDict() {
+				fns[i] = f
+			}
+		}
+		o := pyJSONOptions{item: ", ", key: ": "}
+		var b strings.Builder
+		if err := o.encode(&b, jinja.NewList(fns), 0); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
+		}
+		msgs = systemFirst(msgs, phi4System)
+		msgs[0].systemTools = b.String()
+	case placeXMLTools, placeSystemText:
+		reprs := make([]jinja.Value, len(list.AsList().Items))
+		var block strings.Builder
+		block.WriteString(smolToolsHead)
+		for i, tool := range list.AsList().Items {
+			r, err := pyRepr(tool)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
+			}
+			reprs[i] = jinja.NewString(r)
+			block.WriteString(r + "\n")
+		}
+		block.WriteString(smolToolsTail)
+		if t.place == placeXMLTools {
+			extra["xml_tools"] = jinja.NewList(reprs)
+			break
+		}
+		msgs = systemFirst(msgs, "")
+		sys := strings.TrimRightFunc(msgs[0].Content, unicode.IsSpace)
+		if sys != "" {
+			sys += "\n\n"
+		}
+		msgs[0].Content = sys + "### Tools\n\n" + block.String()
+	}
+	return msgs, extra, nil
+}
+
+// SmolLM3's tool block (its template's xml_tools text), around the tools.
+const (
+	smolToolsHead = "You may call one or more functions to assist with the user query.\nYou are provided with function signatures within <tools></tools> XML tags:\n\n<tools>\n"
+	smolToolsTail = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+)
+
+// systemFirst returns msgs with a system message first: the given one, or
+// a new one with content.
+func systemFirst(msgs []Message, content string) []Message {
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		return msgs
+	}
+	return append([]Message{{Role: "system", Content: content}}, msgs...)
+}
+
+// callsAsText writes each assistant message's calls after its content in
+// the model's syntax (ToolFormat): <tool_call>\n{"name": ..., "arguments":
+// ...}\n</tool_call> per call, or Phi-4-mini's one list between its tags,
+// the objects as Python's json.dumps writes them.
+func (t *Template) callsAsText(msgs []Message) error {
+	tags := t.ToolFormat().tags()
+	for i, m := range msgs {
+		if len(m.ToolCalls) == 0 {
+			continue
+		}
+		objs := make([]string, len(m.ToolCalls))
+		for j, c := range m.ToolCalls {
+			args, err := argumentsValue(c.Arguments)
+			if err != nil {
+				return fmt.Errorf("chat: message %d: tool call %d (%s): %w", i, j, c.Name, err)
+			}
+			call := jinja.NewDict()
+			call.AsDict().Set("name", jinja.NewString(c.Name))
+			call.AsDict().Set("arguments", args)
+			o := pyJSONOptions{item: ", ", key: ": "}
+			var b strings.Builder
+			if err := o.encode(&b, call, 0); err != nil {
+				return fmt.Errorf("chat: message %d: tool call %d (%s): %w", i, j, c.Name, err)
+			}
+			objs[j] = b.String()
+		}
+		var text string
+		if tags.list {
+			text = tags.open + "[" + strings.Join(objs, ", ") + "]" + tags.close
+		} else {
+			for j, o := range objs {
+				if j > 0 {
+					text += "\n"
+				}
+				text += tags.open + "\n" + o + "\n" + tags.close
+			}
+		}
+		if m.Content != "" && !tags.list {
+			text = "\n" + text
+		}
+		msgs[i].Content = m.Content + text
+		msgs[i].ToolCalls = nil
+	}
+	return nil
+}
+
+// probeTools finds whether and how the template prints the tools it is
+// given (as llama.cpp's caps detection does): a trial render with one tool
+// whose name must reach the output, for each way of placing tools the
+// template's text allows, in the order above.
 func (t *Template) probeTools(now time.Time) error {
 	const name = "geist_probe_tool_5e1d"
 	tool := json.RawMessage(`{"type": "function", "function": {"name": "` + name + `", "description": "probe", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}`)
-	tools, err := toolValues([]json.RawMessage{tool})
-	if err != nil {
-		return err
+	for _, place := range []int{placeVar, placeSystemField, placeXMLTools, placeSystemText} {
+		if !t.mayPlace(place) {
+			continue
+		}
+		t.place = place
+		msgs, extra, err := t.withTools([]Message{{Role: "user", Content: "User message"}}, []json.RawMessage{tool}, nil)
+		if err != nil {
+			return err
+		}
+		list, err := t.messages(msgs)
+		if err != nil {
+			continue
+		}
+		out, err := t.exec(t.probing, list, "", "", true, now, extra)
+		if errors.Is(err, ErrLimit) {
+			return err
+		}
+		if err == nil && strings.Contains(out, name) {
+			t.tools = true
+			return nil
+		}
 	}
-	msgs := []jinja.Value{t.mustMessage(Message{Role: "user", Content: "User message"})}
-	out, err := t.exec(t.probing, msgs, "", "", true, now, map[string]any{"tools": tools})
-	if errors.Is(err, ErrLimit) {
-		return err
-	}
-	t.tools = err == nil && strings.Contains(out, name)
+	t.place, t.tools = placeNone, false
 	return nil
 }
 
@@ -138,7 +329,7 @@ type ToolFormat int
 
 // Tool call formats.
 const (
-	// ToolsAny: both forms below are recognized.
+	// ToolsAny: the tagged and the JSON forms below are both recognized.
 	ToolsAny ToolFormat = iota
 	// ToolsTagged: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
 	// (Hermes, Qwen 2.5 and 3, SmolLM3 and others).
@@ -147,7 +338,42 @@ const (
 	// {...}} (or "arguments"), optionally after <|python_tag|>, several
 	// separated by ';' or newlines (Llama 3.1, 3.2).
 	ToolsJSON
+	// ToolsPhi4: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|>,
+	// a JSON list (or one object) between Phi-4-mini's control tokens.
+	ToolsPhi4
+	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
+	// to the end of the answer (Granite 3).
+	ToolsGranite
 )
+
+// toolTags are the texts around a format's calls: open starts a call (or,
+// with list, a JSON list of calls), close ends it ("": the answer's end).
+type toolTags struct {
+	open, close string
+	list        bool
+}
+
+var formatTags = [...]toolTags{
+	ToolsAny:     {callOpen, callClose, false},
+	ToolsTagged:  {callOpen, callClose, false},
+	ToolsPhi4:    {"<|tool_call|>", "<|/tool_call|>", true},
+	ToolsGranite: {"<|tool_call|>", "", true},
+}
+
+func (f ToolFormat) tags() toolTags {
+	if int(f) < len(formatTags) {
+		return formatTags[f]
+	}
+	return toolTags{}
+}
+
+// Tags returns the texts that open and close a call in this format ("":
+// none; ToolsJSON has no opening, ToolsGranite's calls run to the end of
+// the answer), and whether the calls between them are a JSON list.
+func (f ToolFormat) Tags() (open, close string, list bool) {
+	t := f.tags()
+	return t.open, t.close, t.list
+}
 
 func (f ToolFormat) String() string {
 	switch f {
@@ -155,21 +381,47 @@ func (f ToolFormat) String() string {
 		return "tagged"
 	case ToolsJSON:
 		return "json"
+	case ToolsPhi4:
+		return "phi4"
+	case ToolsGranite:
+		return "granite"
 	}
 	return "any"
 }
 
 // ToolFormat returns the form of tool calls the template teaches its
-// model, from the template's own text: <tool_call> tags, or Llama 3's
-// JSON (its ipython role); ToolsAny when neither shows.
+// model, from the template's own text: <tool_call> tags (and SmolLM3's
+// templates, whose model writes them), Phi-4-mini's tool tokens, Granite's
+// <|tool_call|>, or Llama 3's JSON (its ipython role); ToolsAny when none
+// shows.
 func (t *Template) ToolFormat() ToolFormat {
 	switch {
 	case t == nil:
 		return ToolsAny
-	case strings.Contains(t.src, "<tool_call>"):
+	case strings.Contains(t.src, "<tool_call>") || t.place == placeSystemText:
 		return ToolsTagged
+	case strings.Contains(t.src, "<|tool|>") || strings.Contains(t.src, "<|/tool_call|>"):
+		return ToolsPhi4
+	case strings.Contains(t.src, "<|tool_call|>"):
+		return ToolsGranite
 	case strings.Contains(t.src, "<|python_tag|>") || strings.Contains(t.src, "ipython"):
 		return ToolsJSON
 	}
 	return ToolsAny
+}
+
+// ToolTokens returns the texts of the tokens that open and close the
+// model's calls: a vocabulary that has them as control tokens (Phi-4-mini's
+// <|tool_call|>) must render them in the generated text, as llama.cpp's
+// preserved tokens are, or the calls could neither be parsed nor forced
+// by a grammar.
+func (t *Template) ToolTokens() []string {
+	var out []string
+	tg := t.ToolFormat().tags()
+	for _, s := range []string{tg.open, tg.close} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -154,3 +154,38 @@ func TestToolTemplatesMatchJinja2(t *testing.T) {
 		}
 	}
 }
+
+// TestXMLToolsMatchJinja2: SmolLM3's own template prints each of
+// xml_tools with jinja's string filter, Python's str of the dict, which
+// this engine prints differently (no repr quoting); geist hands the
+// template each tool as that string already (pyRepr). A template written
+// here in the same constructs, and tools with quotes, backslashes,
+// newlines, non-ASCII, control characters, numbers, booleans and null,
+// render byte for byte as jinja2 renders them.
+func TestXMLToolsMatchJinja2(t *testing.T) {
+	const src = `{%- if xml_tools -%}{%- for tool in xml_tools[:] -%}{{ (tool | string) ~ "\n" }}{%- endfor -%}{%- endif -%}` +
+		`{%- for m in messages -%}{{ m.role + ": " + m.content + "\n" }}{%- endfor -%}`
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type": "function", "function": {"name": "it's", "description": "say \"hi\" \\ ö\n\tx\u0001\u00a0\u2028😀", "parameters": {"type": "object", "properties": {"n": {"type": "integer", "default": 3}, "f": {"type": "number", "maximum": 1e16, "minimum": 0.25, "x": 100.0}, "b": {"type": "boolean", "default": true}, "z": {"default": null}, "both": {"enum": ["a'b\"c", "'", "\""]}}, "required": []}}}`),
+		json.RawMessage(`{"name": "bare", "parameters": {}}`),
+	}
+	cases, _ := json.Marshal([]map[string]any{{"template": "xml", "messages": []map[string]string{{"role": "user", "content": "hi"}}, "tools": tools, "geist_tools": "xml_tools"}})
+	want := jinja2Render(t, map[string]string{"xml": src}, cases)
+	tmpl, err := Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tmpl.SupportsTools() || tmpl.place != placeXMLTools {
+		t.Fatalf("SupportsTools %v, place %d: want xml_tools", tmpl.SupportsTools(), tmpl.place)
+	}
+	got, err := tmpl.Render([]Message{{Role: "user", Content: "hi"}}, Options{Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want[0].Error != "" {
+		t.Fatal(want[0].Error)
+	}
+	if got != want[0].Prompt {
+		t.Errorf("%s", firstDiff(got, want[0].Prompt))
+	}
+}

@@ -121,14 +121,15 @@ func TestFamilyFileTemplates(t *testing.T) {
 	for _, c := range []struct {
 		fam, template string
 		tools         bool
+		format        ToolFormat
 	}{
-		{"gemma3", "google-gemma-3-1b-it", false},
-		{"qwen3moe", "Qwen-Qwen3-0.6B", true},
-		{"phi3", "microsoft-Phi-4-mini-instruct", false}, // tools ride in the system message's "tools" string
-		{"granite", "ibm-granite-granite-3.3-2B-Instruct", true},
-		{"smollm3", "HuggingFaceTB-SmolLM3-3B", false}, // xml_tools, not tools
-		{"lfm2", "LFM2.5-Instruct", true},
-		{"gemma4", "google-gemma-4-31B-it", true},
+		{"gemma3", "google-gemma-3-1b-it", false, ToolsAny},
+		{"qwen3moe", "Qwen-Qwen3-0.6B", true, ToolsTagged},
+		{"phi3", "microsoft-Phi-4-mini-instruct", true, ToolsPhi4}, // tools ride in the system message's "tools" string
+		{"granite", "ibm-granite-granite-3.3-2B-Instruct", true, ToolsGranite},
+		{"smollm3", "HuggingFaceTB-SmolLM3-3B", true, ToolsTagged}, // no tools in this template: the block goes into the system message
+		{"lfm2", "LFM2.5-Instruct", true, ToolsAny},
+		{"gemma4", "google-gemma-4-31B-it", true, ToolsAny},
 	} {
 		src, _, _ := vocabTemplate(t, zoo.Path(t, "new", "models", "tiny-"+c.fam+"-F16.gguf"))
 		if want, ok := g.Templates[c.template]; !ok || src != want {
@@ -142,6 +143,9 @@ func TestFamilyFileTemplates(t *testing.T) {
 		}
 		if tmpl.SupportsTools() != c.tools {
 			t.Errorf("tiny-%s: SupportsTools %v, want %v", c.fam, tmpl.SupportsTools(), c.tools)
+		}
+		if tmpl.ToolFormat() != c.format {
+			t.Errorf("tiny-%s: ToolFormat %v, want %v", c.fam, tmpl.ToolFormat(), c.format)
 		}
 	}
 }

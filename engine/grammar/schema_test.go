@@ -178,6 +178,12 @@ func TestToolCalls(t *testing.T) {
 		{ToolsLlama, "", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
 		{ToolsLlama, "HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
 		{ToolsPlainJSON, "", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
+		{ToolsPhi4, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}, {"name": "HassLightSet", "arguments": {"brightness": 7}}]<|/tool_call|>`},
+			[]string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`, `[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[]<|/tool_call|>`, `<|tool_call|>[{"name": "HassLightSet", "arguments": {}}]<|/tool_call|>`}},
+		{ToolsPhi4, "HassLightSet", false, []string{`<|tool_call|>[{"name": "HassLightSet", "arguments": {"brightness": 0}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
+		{ToolsPhi4, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `[{"name": "HassTurnOn", "arguments": {}}]`}},
+		{ToolsGranite, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {"area": "hall"}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
+		{ToolsGranite, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`}},
 	} {
 		src, _, err := ToolCalls(tools, c.only, c.syntax, c.lazy)
 		if err != nil {

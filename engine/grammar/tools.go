@@ -18,6 +18,12 @@ const (
 	// ToolsLlama: {"name": ..., "parameters": {...}}, several separated
 	// by ';' (Llama 3.1, 3.2).
 	ToolsLlama
+	// ToolsPhi4: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|>
+	// (Phi-4-mini).
+	ToolsPhi4
+	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
+	// (Granite 3: the list ends the answer).
+	ToolsGranite
 )
 
 // ToolCalls is the grammar of tool calls to the tools offered (each
@@ -25,8 +31,8 @@ const (
 // one named): the name one of theirs, the arguments valid under that
 // tool's parameter schema. With lazy, it is the grammar of what follows
 // the trigger it returns (the model writes freely until its call
-// opening: <tool_call>, or Llama's {"name"); otherwise of a whole
-// answer of calls.
+// opening: <tool_call>, <|tool_call|>, or Llama's {"name"); otherwise of
+// a whole answer of calls.
 func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
 	argsKey := "arguments"
 	if syntax == ToolsLlama {
@@ -74,6 +80,15 @@ func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy boo
 		root, trigger = `root ::= "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`, "<tool_call>"
 	case syntax == ToolsTags:
 		root = `root ::= "<tool_call>" "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`
+	case (syntax == ToolsPhi4 || syntax == ToolsGranite) && lazy:
+		root, trigger = `root ::= "[" call ( "," " "? call )* "]"`, "<|tool_call|>"
+		if syntax == ToolsPhi4 {
+			root += ` "<|/tool_call|>"`
+		}
+	case syntax == ToolsPhi4:
+		root = `root ::= "<|tool_call|>" "[" call ( "," " "? call )* "]" "<|/tool_call|>"`
+	case syntax == ToolsGranite:
+		root = `root ::= "<|tool_call|>" "[" call ( "," " "? call )* "]"`
 	case syntax == ToolsLlama && lazy:
 		// After the opening {"name": the rest of one call: each tool's
 		// name, then its parameters (the rules the schema made for

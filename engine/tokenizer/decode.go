@@ -106,13 +106,14 @@ func (t *Tokenizer) piece(id int32) []byte {
 // TokenToPiece returns the text of token id as llama_token_to_piece
 // renders it: SentencePiece "▁" becomes a space, byte tokens their byte,
 // GPT-2 characters their bytes. Control and unknown tokens render as their
-// text only when special is true; user-defined tokens always do. The result
+// text only when special is true (or the token is preserved); user-defined
+// tokens always do. The result
 // must not be modified.
 func (t *Tokenizer) TokenToPiece(id int32, special bool) []byte {
 	if id < 0 || int(id) >= len(t.attr) {
 		return nil
 	}
-	if !special && t.attr[id]&(attrUnknown|attrControl) != 0 {
+	if !special && t.attr[id]&(attrUnknown|attrControl) != 0 && t.attr[id]&attrPreserved == 0 {
 		return nil
 	}
 	return t.piece(id)

@@ -23,6 +23,9 @@ const (
 	attrByte        uint16 = 1 << 5
 	attrLStrip      uint16 = 1 << 7
 	attrRStrip      uint16 = 1 << 8
+	// attrPreserved (geist's, not llama.cpp's): a control token that
+	// generated text renders as its text (Preserve).
+	attrPreserved uint16 = 1 << 15
 )
 
 type modelType int
@@ -365,6 +368,22 @@ func (t *Tokenizer) TokenID(s string) (int32, bool) {
 
 func (t *Tokenizer) hasAttr(id int32, a uint16) bool {
 	return id >= 0 && int(id) < len(t.attr) && t.attr[id]&a != 0
+}
+
+// Preserve makes the control token whose text is s render as its text in
+// generated text (TokenToPiece without special, and so the streaming
+// Decoder and a grammar's view of the vocabulary), as llama.cpp's
+// preserved tokens are: the tokens that open and close a tool call
+// (Phi-4-mini's <|tool_call|>), which a parser must see and a grammar must
+// be able to force. It reports whether s is such a token. Call it before
+// the tokenizer is shared.
+func (t *Tokenizer) Preserve(s string) bool {
+	id, ok := t.ids[s]
+	if !ok || t.attr[id]&attrControl == 0 || t.IsEOG(id) {
+		return false
+	}
+	t.attr[id] |= attrPreserved
+	return true
 }
 
 // IsControl reports whether id is a control token (BOS, EOS, <|im_end|>, ...).

@@ -91,6 +91,10 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 		return grammar.ToolsTags
 	case chat.ToolsJSON:
 		return grammar.ToolsLlama
+	case chat.ToolsPhi4:
+		return grammar.ToolsPhi4
+	case chat.ToolsGranite:
+		return grammar.ToolsGranite
 	}
 	return grammar.ToolsPlainJSON
 }
@@ -98,7 +102,7 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 // toolGrammar constrains tool calls: with tool_choice "required" or a
 // named function the whole answer is calls in the model's own syntax;
 // with "auto" (or none given) and a model whose calls have an opening
-// (<tool_call>, Llama's {"name"), a lazy grammar constrains each call
+// (<tool_call>, <|tool_call|>, Llama's {"name"), a lazy grammar constrains each call
 // from its opening on, with free text between and after the calls. A
 // request that already has a grammar (a format) keeps it.
 func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage) error {

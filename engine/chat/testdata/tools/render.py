@@ -18,6 +18,16 @@ date, so the golden is reproducible). Messages and tools are passed as the
 dicts given; tools=None when the case has none, as transformers passes it.
 enable_thinking is True, as llama.cpp and geist pass it (transformers leaves
 it undefined, which Qwen3's template reads as true and Gemma 4's as false).
+A case with "geist_tools" gives its tools to a template that has no tools
+variable the way geist documents it (engine/chat tools.go), written here
+independently: "system_field" (Phi-4-mini) puts json.dumps of the list of
+the definitions' "function" objects into the system message's "tools" (a
+system message "You are a helpful assistant with some tools." is added when
+there is none); "system_text" (SmolLM3's templates without tools) appends
+"### Tools" and the block SmolLM3's own template writes for xml_tools (each
+tool as str(dict)) to the system message. In both an assistant message's
+tool_calls are written after its content in the model's syntax.
+"xml_tools" passes the tools as xml_tools (SmolLM3's own template's name).
 Needs Debian's python3-jinja2 (apt-get install python3-jinja2).
 """
 import datetime
@@ -27,6 +37,57 @@ import sys
 import jinja2.ext
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+SMOL_HEAD = ("You may call one or more functions to assist with the user query.\n"
+             "You are provided with function signatures within <tools></tools> XML tags:\n\n<tools>\n")
+SMOL_TAIL = ("</tools>\n\nFor each function call, return a json object with function name and arguments "
+             "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+             "\"arguments\": <args-json-object>}\n</tool_call>")
+
+
+def call_objects(m):
+    out = []
+    for c in m.get("tool_calls") or []:
+        f = c["function"]
+        args = f.get("arguments")
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args)
+                if isinstance(parsed, dict):
+                    args = parsed
+            except ValueError:
+                pass
+        out.append(json.dumps({"name": f["name"], "arguments": args if args is not None else {}}, ensure_ascii=False))
+    return out
+
+
+def place_tools(place, messages, tools):
+    """The messages a template without a tools variable renders (see the docstring)."""
+    msgs = [dict(m) for m in messages]
+    for m in msgs:
+        objs = call_objects(m)
+        if not objs:
+            continue
+        if place == "system_field":
+            text = "<|tool_call|>[" + ", ".join(objs) + "]<|/tool_call|>"
+        else:
+            text = "\n".join("<tool_call>\n" + o + "\n</tool_call>" for o in objs)
+            if m.get("content"):
+                text = "\n" + text
+        m["content"] = (m.get("content") or "") + text
+        del m["tool_calls"]
+    if place == "system_field":
+        if not msgs or msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": "You are a helpful assistant with some tools."})
+        msgs[0]["tools"] = json.dumps([t.get("function", t) for t in tools], ensure_ascii=False)
+    else:
+        if not msgs or msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": ""})
+        sys_text = msgs[0]["content"].rstrip()
+        block = SMOL_HEAD + "".join(str(t) + "\n" for t in tools) + SMOL_TAIL
+        msgs[0]["content"] = (sys_text + "\n\n" if sys_text else "") + "### Tools\n\n" + block
+    return msgs
 
 
 def main():
@@ -50,14 +111,21 @@ def main():
         env.globals["strftime_now"] = strftime_now
         try:
             tmpl = env.from_string(req["templates"][case["template"]])
+            messages, tools = case["messages"], case.get("tools")
+            extra = {}
+            if case.get("geist_tools") == "xml_tools":
+                extra["xml_tools"], tools = tools, None
+            elif case.get("geist_tools") and tools:
+                messages, tools = place_tools(case["geist_tools"], messages, tools), None
             prompt = tmpl.render(
-                messages=case["messages"],
-                tools=case.get("tools"),
+                messages=messages,
+                tools=tools,
                 documents=None,
                 add_generation_prompt=case.get("add_generation_prompt", False),
                 bos_token=case.get("bos_token", ""),
                 eos_token=case.get("eos_token", ""),
                 enable_thinking=True,
+                **extra,
             )
             out.append({"prompt": prompt})
         except Exception as e:  # a template's raise_exception, or a bad case
