@@ -23,6 +23,10 @@ func TestAttnTileMatchesGeneric(t *testing.T) {
 			for i := range kc {
 				kc[i] = ggml.FP32ToFP16(float32(r.NormFloat64()))
 			}
+			// subnormal halves and signed zeros convert exactly too
+			for i, h := range []uint16{0x0001, 0x83ff, 0x8000, 0x0000, 0x0400, 0xfbff} {
+				kc[(i*37)%len(kc)] = h
+			}
 			kt, want := make([]float32, AttnBlock*hd+1), make([]float32, AttnBlock*hd)
 			kt[len(kt)-1] = guard
 			a.KT(kt[:AttnBlock*hd], kc, hd)

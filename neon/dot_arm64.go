@@ -277,6 +277,7 @@ func arm64Set(dotprod bool) *Kernels {
 		RowsQ4_0Q8_0: blockRows(rowsQ4_0Q8_0NE, sizeQ4_0),
 		RowsQ5_0Q8_0: blockRows(rowsQ5_0Q8_0NE, sizeQ5_0),
 		RowsQ8_0Q8_0: blockRows(rowsQ8_0Q8_0NE, sizeQ8_0),
+		AttnTile:     &arm64AttnTile,
 	}
 	if dotprod {
 		k.Name = "neon-dotprod"

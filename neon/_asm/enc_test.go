@@ -17,7 +17,7 @@ func TestEncodings(t *testing.T) {
 	if err != nil {
 		t.Skip("llvm-mc not installed")
 	}
-	text := generate()
+	text := generate() + generateAttn()
 	re := regexp.MustCompile(`WORD \$0x([0-9a-f]{8}) // (.*)`)
 	seen := map[string]string{}
 	var src bytes.Buffer
@@ -58,6 +58,13 @@ func TestUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(have) != generate() {
-		t.Error("../dot_arm64.s is stale: run go run . > ../dot_arm64.s")
+		t.Error("../dot_arm64.s is stale: run go generate")
+	}
+	have, err = os.ReadFile("../attntile_arm64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != generateAttn() {
+		t.Error("../attntile_arm64.s is stale: run go generate")
 	}
 }

@@ -1,14 +1,17 @@
 // Command _asm generates ../dot_arm64.s: geist's arm64 NEON kernels in two
 // tiers, "neon" (ARMv8.0 ASIMD, Cortex-A72) and "neon-dotprod" (ARMv8.2
-// SDOT, Cortex-A76). The instructions the Go assembler lacks are emitted as
-// WORD directives with the ARM syntax in a comment (see enc.go); the test
-// checks every one of them against llvm-mc when it is installed.
+// SDOT, Cortex-A76), and ../attntile_arm64.s, the tiled attention's
+// kernels shared by both (attn.go). The instructions the Go assembler
+// lacks are emitted as WORD directives with the ARM syntax in a comment
+// (see enc.go); the test checks every one of them against llvm-mc when it
+// is installed.
 //
-// Run: cd neon/_asm && go generate (or go run . -out ../dot_arm64.s;
-// without -out it writes to stdout). go generate ./neon runs it too.
+// Run: cd neon/_asm && go generate (or go run . -out ../dot_arm64.s -attn
+// ../attntile_arm64.s; without -out it writes dot_arm64.s to stdout).
+// go generate ./neon runs it too.
 package main
 
-//go:generate go run . -out ../dot_arm64.s
+//go:generate go run . -out ../dot_arm64.s -attn ../attntile_arm64.s
 
 import (
 	"flag"
@@ -749,13 +752,21 @@ func (a *asm) dotQ6_K(t tier) {
 }
 
 func main() {
-	out := flag.String("out", "", "file to write (default: stdout)")
+	out := flag.String("out", "", "file to write dot_arm64.s to (default: stdout)")
+	attn := flag.String("attn", "", "file to write attntile_arm64.s to (default: not written)")
 	flag.Parse()
 	if *out == "" {
 		os.Stdout.WriteString(generate())
-		return
+	} else {
+		write(*out, generate())
 	}
-	if err := os.WriteFile(*out, []byte(generate()), 0o644); err != nil {
+	if *attn != "" {
+		write(*attn, generateAttn())
+	}
+}
+
+func write(path, text string) {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -1,0 +1,72 @@
+//go:build (amd64 || arm64) && !purego
+
+package neon
+
+// attnAsm are a set's assembly kernels for tiled attention: kt and sum as
+// AttnTileKernels' KT and Sum (hd8 = hd/8, hd64 = hd/64, rows > 0),
+// scores as Scores for head sizes that are positive multiples of
+// scoresMul, max the largest of a positive multiple of maxMul values,
+// toF32 8*n8 conversions.
+type attnAsm struct {
+	kt                func(kt *float32, k *uint16, hd8 int)
+	scores            func(sc, q, kt *float32, hd int, scale float32)
+	sum               func(out, w, v *float32, hd64, rows int)
+	max               func(x *float32, n int) float32
+	toF32             func(dst *float32, src *uint16, n8 int)
+	scoresMul, maxMul int
+}
+
+// tileSet wraps the kernels with the length checks (a short buffer panics
+// like an index out of range) and does the lengths they do not take in Go.
+func (k attnAsm) tileSet() AttnTileKernels {
+	return AttnTileKernels{
+		KT: func(kt []float32, kc []uint16, hd int) {
+			if hd%8 != 0 || hd == 0 {
+				panic("neon: AttnTile.KT needs a head size that is a multiple of 8")
+			}
+			_, _ = kt[AttnBlock*hd-1], kc[AttnBlock*hd-1]
+			k.kt(&kt[0], &kc[0], hd/8)
+		},
+		Scores: func(sc, q, kt []float32, scale float32) {
+			if len(q) == 0 {
+				clear(sc[:AttnBlock])
+				return
+			}
+			if len(q)%k.scoresMul != 0 {
+				attnScoresT(sc, q, kt, scale)
+				return
+			}
+			_, _ = sc[AttnBlock-1], kt[len(q)*AttnBlock-1]
+			k.scores(&sc[0], &q[0], &kt[0], len(q), scale)
+		},
+		Sum: func(out, w, v []float32) {
+			hd := len(out)
+			if hd%64 != 0 || hd == 0 {
+				panic("neon: AttnTile.Sum needs a head size that is a multiple of 64")
+			}
+			if len(w) == 0 {
+				return
+			}
+			_ = v[len(w)*hd-1]
+			k.sum(&out[0], &w[0], &v[0], hd/64, len(w))
+		},
+		Max: func(x []float32) float32 {
+			n := len(x) / k.maxMul * k.maxMul
+			if n == 0 {
+				return maxF32(x)
+			}
+			m := k.max(&x[0], n/k.maxMul)
+			for _, v := range x[n:] {
+				m = max(m, v)
+			}
+			return m
+		},
+		ToF32: func(dst []float32, src []uint16) {
+			if n8 := len(dst) / 8; n8 > 0 {
+				_ = src[n8*8-1]
+				k.toF32(&dst[0], &src[0], n8)
+			}
+			f16ToF32(dst[len(dst)/8*8:], src[len(dst)/8*8:len(dst)])
+		},
+	}
+}
