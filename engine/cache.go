@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
@@ -30,6 +31,12 @@ type PromptCache interface {
 // find it no longer than what is held would delay every warm request.
 type PromptCacheInPlace interface {
 	LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (n int, ok bool)
+}
+
+// PromptCachePaused is a PromptCache whose Put can wait between the
+// transactions it writes a large blob in (storage.Cache).
+type PromptCachePaused interface {
+	PutPaused(model []byte, tokens []int32, blob []byte, pause func()) error
 }
 
 // DraftStatsStore keeps the drafting statistics per model (storage.Cache
@@ -242,6 +249,22 @@ type snapshotter struct {
 	spare   []byte   // a buffer neither written nor pending
 	wg      sync.WaitGroup
 	stored  map[[32]byte]bool
+	// active: a request runs. A write (130-280 MB for the conversation
+	// of a Home Assistant turn, in 8 MiB transactions) waits between its
+	// transactions while one does, so that the next voice command does
+	// not share the CPU and the disk with the last one's snapshot.
+	active atomic.Bool
+}
+
+// maxWritePause bounds each wait of a snapshot write for the requests to
+// end, so that a server that is never idle still stores its prefixes.
+const maxWritePause = 5 * time.Second
+
+// pause waits while a request runs, at most maxWritePause.
+func (sn *snapshotter) pause() {
+	for deadline := time.Now().Add(maxWritePause); sn.active.Load() && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // snapJob is one prefix's snapshot waiting for or in its write.
@@ -314,7 +337,12 @@ func (e *Engine) writeSnapshots(job *snapJob) {
 	sn := &e.snap
 	defer sn.wg.Done()
 	for {
-		err := e.opt.Cache.Put(e.id, job.toks, job.blob)
+		var err error
+		if c, ok := e.opt.Cache.(PromptCachePaused); ok {
+			err = c.PutPaused(e.id, job.toks, job.blob, sn.pause)
+		} else {
+			err = e.opt.Cache.Put(e.id, job.toks, job.blob)
+		}
 		sn.mu.Lock()
 		if err != nil {
 			e.log().Warn("prompt cache: storing a prefix failed", "tokens", len(job.toks), "err", err)

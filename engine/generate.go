@@ -46,6 +46,8 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	var st Stats
 	req.ctx = ctx
+	e.snap.active.Store(true)
+	defer e.snap.active.Store(false)
 	prompt, msgs, dropped, err := e.prompt(&req)
 	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
 	if err != nil {

@@ -871,13 +871,26 @@ func (c *Cache) Put(model []byte, tokens []int32, blob []byte) error {
 	if len(tokens) == 0 || len(tokens) > maxPrefixTokens {
 		return fmt.Errorf("storage: cache put: %d tokens (want 1 to %d)", len(tokens), maxPrefixTokens)
 	}
+	return c.PutPaused(model, tokens, blob, nil)
+}
+
+// PutPaused is Put calling pause (when not nil) before each of its write
+// transactions (a large blob is written over several, each of at most a
+// 32nd of the budget and 8 MiB): a caller whose requests must not compete
+// with a background write for the CPU, the disk and bbolt's lock waits
+// there while one runs. Between transactions the cache is consistent (the
+// blob is registered as pending until its entry is written).
+func (c *Cache) PutPaused(model []byte, tokens []int32, blob []byte, pause func()) error {
+	if len(tokens) == 0 || len(tokens) > maxPrefixTokens {
+		return fmt.Errorf("storage: cache put: %d tokens (want 1 to %d)", len(tokens), maxPrefixTokens)
+	}
 	hs := prefixHashes(tokens)
-	return c.put(model, prefixSlot(len(tokens), hs[len(tokens)]), tokens, blob)
+	return c.put(model, prefixSlot(len(tokens), hs[len(tokens)]), tokens, blob, pause)
 }
 
 // PutDraftStats stores the drafting statistics of model (an opaque blob).
 func (c *Cache) PutDraftStats(model, data []byte) error {
-	return c.put(model, slotNgram, nil, data)
+	return c.put(model, slotNgram, nil, data, nil)
 }
 
 // DraftStats returns the drafting statistics stored for model.
@@ -922,7 +935,10 @@ func (c *Cache) DraftStats(model []byte) ([]byte, bool) {
 	return data, true
 }
 
-func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
+func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte, pause func()) error {
+	if pause == nil {
+		pause = func() {}
+	}
 	if len(model) == 0 {
 		return errors.New("storage: cache put: empty model identity")
 	}
@@ -965,6 +981,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 
 	// Make room first, in its own transaction, so the freed pages can be
 	// reused by the blob's.
+	pause()
 	if err := c.evict(gen, mk[:], slot, cost); err != nil {
 		return err
 	}
@@ -993,6 +1010,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 		step := max(c.txMax/c.chunk, 1) * c.chunk
 		for len(blob)-next > step {
 			end := next + step
+			pause()
 			err := c.run(gen, true, func(tx *bolt.Tx) error {
 				return putChunks(tx, e.blobID, c.chunk, blob, next, end)
 			})
@@ -1011,6 +1029,7 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte) error {
 	}
 	var freed int64
 	var replaced bool
+	pause()
 	err = c.run(gen, true, func(tx *bolt.Tx) error {
 		chunks := tx.Bucket(bktChunks)
 		if e.blobID == 0 {

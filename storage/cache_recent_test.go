@@ -71,3 +71,29 @@ func TestCacheLookupAbove(t *testing.T) {
 		}
 	}
 }
+
+// TestCachePutPaused: PutPaused calls pause before each of the write
+// transactions a large blob takes (the engine waits there while a request
+// runs), and the blob reads back whole.
+func TestCachePutPaused(t *testing.T) {
+	c, err := OpenCache(filepath.Join(t.TempDir(), "cache.db"), &CacheOptions{MaxBytes: 4 << 20, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	model, toks := []byte("model-a"), seq(0, 30)
+	blob := make([]byte, 1<<20) // the budget's 32nd is 128 KiB: 8 transactions
+	for i := range blob {
+		blob[i] = byte(i * 7)
+	}
+	pauses := 0
+	if err := c.PutPaused(model, toks, blob, func() { pauses++ }); err != nil {
+		t.Fatal(err)
+	}
+	if pauses < 8 {
+		t.Errorf("%d pauses for a blob of 8 transactions", pauses)
+	}
+	if n, got, ok := c.Lookup(model, toks); !ok || n != 30 || string(got) != string(blob) {
+		t.Errorf("after PutPaused: %d tokens %v, blob equal %v", n, ok, string(got) == string(blob))
+	}
+}
