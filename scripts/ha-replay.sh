@@ -15,7 +15,8 @@
 # twice the tokens. It must lie inside the llama.cpp chroot
 # (../shared/peer/setup.sh; PEER_ROOT, default /opt/llamacpp-root); geist
 # reads the same file from outside. Needs root (chroot) and python3.
-# Prints each call as JSON lines under out/ (OUT=...), then per round the
+# PORT=... picks the servers' port (default 18431). Prints each call as
+# JSON lines under out/ (OUT=...), then per round the
 # cold first turn's TTFT, the medians of the warm first calls and of the
 # GetLiveContext calls, and the ratios geist/llama-server per round.
 set -euo pipefail
@@ -41,7 +42,7 @@ case $model in "$ROOT"/*) inside=${model#"$ROOT"} ;; *) echo "ha-replay: $model 
 [ -x "$GEIST" ] || { echo "ha-replay: no geist binary at $GEIST (GEIST=...)" >&2; exit 2; }
 OUT=${OUT:-out/ha-replay-$(basename "$model" .gguf)-$(date +%H%M%S)}
 mkdir -p "$OUT"
-port=18431
+port=${PORT:-18431}
 pid=
 stop() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
 trap stop EXIT
