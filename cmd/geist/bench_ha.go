@@ -6,6 +6,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -190,6 +191,11 @@ type haCall struct {
 	Cached    int     `json:"cached_tokens"` // -1: the API does not say
 	Prefilled int     `json:"prefilled_tokens"`
 	Generated int     `json:"generated_tokens"`
+	// Error: the server's error in the stream, after the prompt was
+	// evaluated (llama-server's tool-call parser refuses what a model with
+	// random weights writes): the call counts, its TTFT is the error's
+	// time when no piece came before.
+	Error string `json:"error,omitempty"`
 }
 
 func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
@@ -238,7 +244,11 @@ func benchHA(ctx context.Context, e *env, f *haFlags, asJSON bool) error {
 			}
 			return fmt.Sprint(n)
 		}
-		fmt.Fprintf(e.stdout, "%4d %-5s %9.0f %9.0f %7s %7s %9d %5d\n", c.Turn, c.Call, c.TTFTms, c.TotalMs, num(c.Prompt), num(c.Cached), c.Prefilled, c.Generated)
+		fmt.Fprintf(e.stdout, "%4d %-5s %9.0f %9.0f %7s %7s %9d %5d", c.Turn, c.Call, c.TTFTms, c.TotalMs, num(c.Prompt), num(c.Cached), c.Prefilled, c.Generated)
+		if c.Error != "" {
+			fmt.Fprintf(e.stdout, " (server error: %.80s)", c.Error)
+		}
+		fmt.Fprintln(e.stdout)
 	}
 	for turn := range *f.turns {
 		words := haCommands[turn%len(haCommands)]
@@ -352,6 +362,11 @@ func haRequest(ctx context.Context, url, api, model string, msgs []map[string]an
 			continue
 		}
 		got, err := haChunk(api, line, &c)
+		var se haServerError
+		if errors.As(err, &se) {
+			c.Error = string(se)
+			break
+		}
 		if err != nil {
 			return haCall{}, err
 		}
@@ -369,6 +384,11 @@ func haRequest(ctx context.Context, url, api, model string, msgs []map[string]an
 	c.TTFTms, c.TotalMs = ms(first), ms(total)
 	return c, nil
 }
+
+// haServerError is an error the server streamed.
+type haServerError string
+
+func (e haServerError) Error() string { return "server: " + string(e) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -391,7 +411,7 @@ func haChunk(api string, line []byte, c *haCall) (bool, error) {
 			return false, fmt.Errorf("a chunk that is no JSON: %.200q", line)
 		}
 		if ch.Error != "" {
-			return false, fmt.Errorf("server: %s", ch.Error)
+			return false, haServerError(ch.Error)
 		}
 		if ch.Done {
 			// Ollama's prompt_eval_count counts the evaluated tokens
@@ -431,7 +451,7 @@ func haChunk(api string, line []byte, c *haCall) (bool, error) {
 		return false, fmt.Errorf("a chunk that is no JSON: %.200q", line)
 	}
 	if ch.Error != nil {
-		return false, fmt.Errorf("server: %s", ch.Error.Message)
+		return false, haServerError(ch.Error.Message)
 	}
 	if u := ch.Usage; u != nil {
 		c.Prompt, c.Generated = u.PromptTokens, u.CompletionTokens
