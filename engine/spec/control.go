@@ -115,8 +115,25 @@ func (c *Controller) ObservePass(k int, seconds float64) {
 	if k < 1 || k >= len(c.cost) || seconds <= 0 {
 		return
 	}
-	c.cost[k] = envelope(c.cost[k], seconds)
+	old := c.cost[k]
+	c.cost[k] = envelope(old, seconds)
 	c.seen[k]++
+	if k == 1 && old > 0 {
+		// One-token passes are measured far more often than any other
+		// size (every plain step is one), so when the machine's speed
+		// changes (another process's load comes or goes, experts enter
+		// the page cache) t(1) follows at once while t(k) of a size
+		// verified a few times keeps its old speed, and their ratio
+		// c(k) drifts: up, when the machine gets faster, until drafting
+		// that pays looks hopeless and is never measured again (a
+		// mixture of experts on a shared machine went from c(2) = 1.15
+		// to 2.08 in one run this way). The other sizes' times are
+		// scaled with t(1): c(k) changes only by measuring k.
+		f := c.cost[1] / old
+		for j := 2; j < len(c.cost); j++ {
+			c.cost[j] *= f
+		}
+	}
 }
 
 // trusted is how many measurements of a size it takes before the

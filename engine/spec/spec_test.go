@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -99,6 +100,34 @@ func TestControllerDistrustsOneSlowPass(t *testing.T) {
 	}
 	if k := c.Decide(0, 0, 8); k < 2 {
 		t.Errorf("one slow pass of a new size stopped drafting: k = %d", k)
+	}
+}
+
+// TestControllerCostFollowsSpeed: when the machine gets faster (another
+// process's load goes away), the one-token passes measured at every plain
+// step follow at once, while a size verified a few times does not: c(k)
+// must keep the ratio measured, not grow until drafting stops (a mixture
+// of experts on a loaded machine went from c(2) = 1.15 to 2.08).
+func TestControllerCostFollowsSpeed(t *testing.T) {
+	c := NewController(8)
+	for i := 0; i < 5; i++ {
+		for k := 1; k <= 4; k++ {
+			c.ObservePass(k, 0.02*(1+0.15*float64(k-1)))
+		}
+	}
+	for i := 0; i < 200; i++ {
+		c.ObservePass(1, 0.01) // twice as fast now
+	}
+	for k := 2; k <= 4; k++ {
+		if got, want := c.Cost(k), 1+0.15*float64(k-1); math.Abs(got-want) > 1e-9 {
+			t.Errorf("c(%d) = %.3f after the machine sped up, measured %.3f", k, got, want)
+		}
+	}
+	for i := 0; i < 200; i++ {
+		c.ObservePass(1, 0.03) // and slower again
+	}
+	if got := c.Cost(3); math.Abs(got-1.3) > 1e-9 {
+		t.Errorf("c(3) = %.3f after the machine slowed down, measured 1.3", got)
 	}
 }
 

@@ -111,6 +111,15 @@ var shapes = []Shape{
 		Tied: true, VocabStyle: Gemma, Window: 512,
 	},
 	{
+		// Google Gemma 3 270M: 18 layers of width 640 (five local layers
+		// of a 512-token window to one global), heads of 256, and the same
+		// 262k vocabulary: its tied head (168M of its 268M weights) is most
+		// of what a decoded token reads.
+		Name: "gemma3-270m", Arch: "gemma3", Layers: 18, Embd: 640, Heads: 4, HeadsKV: 1, HeadDim: 256,
+		FFN: 2048, Vocab: 262144, Text: 262000, Ctx: 32768, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Window: 512,
+	},
+	{
 		// Qwen3-30B-A3B: 48 layers of 128 experts (768 wide, 8 per token)
 		// behind QK-normed attention of 32 query and 4 key/value heads of
 		// 128: 30.5B weights, 3.3B of them active per token.
