@@ -103,7 +103,7 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	switch {
 	case req.GrammarAfterThink && e.thinksInPrompt(prompt):
 		k.phase = phThinking
-	case req.GrammarAfterThink && e.thinks():
+	case req.GrammarAfterThink && e.thinks() && !e.thoughtInPrompt(prompt):
 		k.phase, k.gramOK = phOpening, true
 	case k.lazy:
 		k.phase = phWaiting
@@ -127,6 +127,18 @@ func (e *Engine) thinksInPrompt(prompt []int32) bool {
 		tail = append(tail, e.tok.TokenToPiece(id, true)...)
 	}
 	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
+}
+
+// thoughtInPrompt reports whether the prompt ends with a closed thinking
+// block: a template that turned thinking off renders an empty one in the
+// generation prompt (Qwen3 with enable_thinking false, SmolLM3 told
+// /no_think), and the answer, the grammar's, starts after it.
+func (e *Engine) thoughtInPrompt(prompt []int32) bool {
+	var tail []byte
+	for _, id := range prompt[max(len(prompt)-16, 0):] {
+		tail = append(tail, e.tok.TokenToPiece(id, true)...)
+	}
+	return bytes.HasSuffix(bytes.TrimRight(tail, " \t\r\n"), []byte(thinkClose))
 }
 
 // thoughtFirst reports whether an answer (its generated tokens) opened

@@ -120,3 +120,104 @@ func TestServeStructuredClients(t *testing.T) {
 		t.Errorf("openai, unsupported format: %s", r.OpenaiRefused)
 	}
 }
+
+// TestServeFamilyTools: Phi-4-mini's and SmolLM3's templates take no tools
+// variable, yet geist serves tool calls for them (the zoo's tiny phi3 and
+// smollm3 files, random weights, with their own templates): through the
+// official OpenAI client, tool_choice required and a named function, plain
+// and streamed, always give tool_calls whose arguments validate against
+// the tool's parameters (Phi-4-mini's calls between its control tokens
+// <|tool_call|> and <|/tool_call|>, SmolLM3's in <tool_call> tags); the
+// official Ollama client's chat offering the tools (auto: the random
+// weights rarely call) is served, not refused as before.
+func TestServeFamilyTools(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	dir := npmDir(t)
+	const tools = `[{"type": "function", "function": {"name": "HassTurnOn", "description": "Turns on a device", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "area": {"type": "string", "maxLength": 20}}, "required": ["name"]}}},
+		{"type": "function", "function": {"name": "HassLightSet", "description": "Sets a light's brightness", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}]`
+	var defs []struct {
+		Function struct {
+			Name       string
+			Parameters json.RawMessage
+		}
+	}
+	json.Unmarshal([]byte(tools), &defs)
+	params := map[string]*jsonschema.Schema{}
+	for _, d := range defs {
+		c := jsonschema.NewCompiler()
+		doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(d.Function.Parameters)))
+		if err := c.AddResource("s.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("s.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		params[d.Function.Name] = sch
+	}
+	// SmolLM3 thinks first unless told /no_think; its random weights would
+	// think to the token limit.
+	for fam, system := range map[string]string{"phi3": "You control the home.", "smollm3": "You control the home. /no_think"} {
+		t.Run(fam, func(t *testing.T) {
+			model := zoo.Path(t, "new", "models", "tiny-"+fam+"-Q4_0.gguf")
+			addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")
+			name := strings.TrimSuffix(filepath.Base(model), ".gguf")
+			out := runNode(t, dir, 4*time.Minute, logs, "testdata/http/family_tools.mjs", "http://"+addr, name, tools, "2", system)
+			t.Logf("clients: %s", out)
+			var r struct {
+				Calls  [][4]json.RawMessage
+				Ollama [][4]json.RawMessage
+			}
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("family_tools.mjs printed %s: %v", out, err)
+			}
+			if len(r.Calls) != 8 || len(r.Ollama) != 2 {
+				t.Fatalf("%d OpenAI answers, %d Ollama answers", len(r.Calls), len(r.Ollama))
+			}
+			for _, a := range r.Calls {
+				var what, finish string
+				json.Unmarshal(a[0], &what)
+				json.Unmarshal(a[2], &finish)
+				var calls []struct {
+					ID       string
+					Function struct{ Name, Arguments string }
+				}
+				if err := json.Unmarshal(a[1], &calls); err != nil || len(calls) == 0 {
+					t.Errorf("%s: no tool_calls (finish %s, content %s)", what, finish, a[3])
+					continue
+				}
+				if finish != "tool_calls" {
+					t.Errorf("%s: finish_reason %q, want tool_calls", what, finish)
+				}
+				for _, c := range calls {
+					if strings.HasPrefix(what, "named") && c.Function.Name != "HassLightSet" {
+						t.Errorf("%s: called %q", what, c.Function.Name)
+					}
+					sch, ok := params[c.Function.Name]
+					if !ok {
+						t.Errorf("%s: called %q, not offered", what, c.Function.Name)
+						continue
+					}
+					v, err := jsonschema.UnmarshalJSON(strings.NewReader(c.Function.Arguments))
+					if err != nil {
+						t.Errorf("%s: arguments %q do not parse: %v", what, c.Function.Arguments, err)
+					} else if err := sch.Validate(v); err != nil {
+						t.Errorf("%s: arguments %q do not validate: %v", what, c.Function.Arguments, err)
+					}
+				}
+			}
+			for _, a := range r.Ollama {
+				var reason string
+				json.Unmarshal(a[1], &reason)
+				if reason == "" {
+					t.Errorf("ollama chat with tools: no done_reason: %s", a)
+				}
+			}
+		})
+	}
+}
