@@ -15,8 +15,9 @@ import (
 // architecture, the parameter size (rounded as the store rounds it) and quantization
 // level are the file's,
 // the context length the one geist runs with, model_info carries the
-// family's keys, and the capabilities are the template's (tools where it
-// renders the tools variable, thinking where it has a thinking switch).
+// family's keys, and the capabilities are the template's (tools where geist can place a
+// request's tools: a tools variable, Phi-4-mini's system-message string,
+// SmolLM3's xml_tools or system block; thinking where it has a switch).
 func TestShowFamilies(t *testing.T) {
 	for _, c := range []struct {
 		fam, params string
@@ -24,9 +25,9 @@ func TestShowFamilies(t *testing.T) {
 	}{
 		{"gemma3", "3M", []string{"completion", "structured_outputs"}},
 		{"qwen3moe", "3M", []string{"completion", "tools", "thinking", "structured_outputs"}},
-		{"phi3", "2M", []string{"completion", "structured_outputs"}},
+		{"phi3", "2M", []string{"completion", "tools", "structured_outputs"}},
 		{"granite", "2M", []string{"completion", "tools", "thinking", "structured_outputs"}},
-		{"smollm3", "3M", []string{"completion", "thinking", "structured_outputs"}},
+		{"smollm3", "3M", []string{"completion", "tools", "thinking", "structured_outputs"}},
 		{"lfm2", "3M", []string{"completion", "tools", "structured_outputs"}},
 		{"gemma4", "3M", []string{"completion", "tools", "thinking", "structured_outputs"}},
 	} {
