@@ -122,11 +122,19 @@ func (e *Engine) thinks() bool {
 // thinksInPrompt reports whether the prompt ends inside an open thinking
 // block (a template that opens it for the model).
 func (e *Engine) thinksInPrompt(prompt []int32) bool {
+	tail := e.promptTail(prompt)
+	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
+}
+
+// promptTail is the text of the prompt's last 16 tokens, special ones
+// included: where a template's generation prompt opens or closes a
+// thinking block.
+func (e *Engine) promptTail(prompt []int32) []byte {
 	var tail []byte
 	for _, id := range prompt[max(len(prompt)-16, 0):] {
 		tail = append(tail, e.tok.TokenToPiece(id, true)...)
 	}
-	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
+	return tail
 }
 
 // thoughtInPrompt reports whether the prompt ends with a closed thinking
@@ -134,11 +142,7 @@ func (e *Engine) thinksInPrompt(prompt []int32) bool {
 // generation prompt (Qwen3 with enable_thinking false, SmolLM3 told
 // /no_think), and the answer, the grammar's, starts after it.
 func (e *Engine) thoughtInPrompt(prompt []int32) bool {
-	var tail []byte
-	for _, id := range prompt[max(len(prompt)-16, 0):] {
-		tail = append(tail, e.tok.TokenToPiece(id, true)...)
-	}
-	return bytes.HasSuffix(bytes.TrimRight(tail, " \t\r\n"), []byte(thinkClose))
+	return bytes.HasSuffix(bytes.TrimRight(e.promptTail(prompt), " \t\r\n"), []byte(thinkClose))
 }
 
 // thoughtFirst reports whether an answer (its generated tokens) opened

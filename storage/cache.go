@@ -868,9 +868,6 @@ func deleteChunks(tx *bolt.Tx, id uint64) error {
 // first, to stay within the budget. Errors are worth a log line, not more:
 // the cache is disposable.
 func (c *Cache) Put(model []byte, tokens []int32, blob []byte) error {
-	if len(tokens) == 0 || len(tokens) > maxPrefixTokens {
-		return fmt.Errorf("storage: cache put: %d tokens (want 1 to %d)", len(tokens), maxPrefixTokens)
-	}
 	return c.PutPaused(model, tokens, blob, nil)
 }
 

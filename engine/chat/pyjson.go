@@ -160,7 +160,16 @@ type pyJSONOptions struct {
 // pyRepr is Python's repr of a JSON value: str(d) of the dict json.loads
 // makes, which a template prints with {{ d | string }}.
 func pyRepr(v jinja.Value) (string, error) {
-	o := pyJSONOptions{item: ", ", key: ": ", repr: true}
+	return pyJSONOptions{item: ", ", key: ": ", repr: true}.string(v)
+}
+
+// pyDumps is Python's json.dumps(v) with its default separators.
+func pyDumps(v jinja.Value) (string, error) {
+	return pyJSONOptions{item: ", ", key: ": "}.string(v)
+}
+
+// string encodes v on one line with these options.
+func (o pyJSONOptions) string(v jinja.Value) (string, error) {
 	var b strings.Builder
 	err := o.encode(&b, v, 0)
 	return b.String(), err

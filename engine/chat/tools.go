@@ -183,13 +183,12 @@ func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[
 				fns[i] = f
 			}
 		}
-		o := pyJSONOptions{item: ", ", key: ": "}
-		var b strings.Builder
-		if err := o.encode(&b, jinja.NewList(fns), 0); err != nil {
+		fl, err := pyDumps(jinja.NewList(fns))
+		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
 		}
 		msgs = systemFirst(msgs, phi4System)
-		msgs[0].systemTools = b.String()
+		msgs[0].systemTools = fl
 	case placeXMLTools, placeSystemText:
 		reprs := make([]jinja.Value, len(list.AsList().Items))
 		var block strings.Builder
@@ -251,12 +250,9 @@ func (t *Template) callsAsText(msgs []Message) error {
 			call := jinja.NewDict()
 			call.AsDict().Set("name", jinja.NewString(c.Name))
 			call.AsDict().Set("arguments", args)
-			o := pyJSONOptions{item: ", ", key: ": "}
-			var b strings.Builder
-			if err := o.encode(&b, call, 0); err != nil {
+			if objs[j], err = pyDumps(call); err != nil {
 				return fmt.Errorf("chat: message %d: tool call %d (%s): %w", i, j, c.Name, err)
 			}
-			objs[j] = b.String()
 		}
 		var text string
 		if tags.list {
