@@ -7,10 +7,15 @@
 # the shared script cannot know: how many weights one iteration of each
 # extracted loop covers and which loop of the function is the decode loop.
 #
-#   scripts/armproj.sh                 # from the project root; ~1-2 minutes
-#   ARMPROJ=/path/to/armproj.sh WORK=/tmp/x scripts/armproj.sh
+# Then it projects the attention kernels (issue 24) against llama.cpp's
+# flash-attention loops and the Pi 5 / Pi 4 time of a long prompt (below).
 #
-# Results: $WORK/results.md (WORK defaults to /tmp/armproj). Every number is
+#   scripts/armproj.sh                 # from the project root; ~2 minutes
+#   ARMPROJ=/path/to/armproj.sh WORK=/tmp/x scripts/armproj.sh
+#   ARMPROJ_PART=attn scripts/armproj.sh   # the attention part only
+#
+# Results: $WORK/results.md and $WORK/attn/results.md (WORK defaults to
+# /tmp/armproj). Every number is
 # a throughput bound from llvm-mca's models: no cache misses, no memory
 # latency, no call overhead.
 set -euo pipefail
@@ -116,4 +121,177 @@ for old, new in subs:
 open(sys.argv[2], 'w').write(s)
 PY
 
-GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
+WORK=${WORK:-${TMPDIR:-/tmp}/armproj}
+export WORK
+if [ "${ARMPROJ_PART:-all}" != attn ]; then
+  GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
+fi
+
+# Attention (issue 24): geist's F16 tile kernels (neon/attntile_arm64.s)
+# beside llama.cpp's flash-attention loops (ggml-cpu/ops.cpp: the per-row
+# one_chunk path with ggml_vec_dot_f16 / ggml_vec_mad_f16, which it runs for
+# decode and for batches of fewer than GGML_FA_TILE_Q rows, and the tiled
+# path, simd_gemm's register tile for QK and PV, which it runs for prompts),
+# per (query row, key) at head size 64, and the projected attention time of
+# a cold Home Assistant turn and of a GetLiveContext call for the
+# Llama-3.2-1B shape. ARMPROJ_PART=attn reruns only this part (a few
+# seconds) on the $WORK of an earlier full run (llama.cpp's source, the
+# loop cutter), with geist cross-built from this tree.
+LLVM=${LLVM:-/usr/lib/llvm-19/bin}
+LC=$WORK/nlc/llama.cpp
+for f in "$LC/ggml/src/ggml-cpu/simd-gemm.h" "$WORK/tools/mcatool.py"; do
+  [ -f "$f" ] || { echo "armproj: $f missing (run scripts/armproj.sh in full once)" >&2; exit 1; }
+done
+A=$WORK/attn
+mkdir -p "$A"
+if [ "${ARMPROJ_PART:-all}" = attn ] || [ ! -x "$WORK/geist-arm64" ]; then
+  CGO_ENABLED=0 GOARCH=arm64 nice -n 19 go build -p 1 -buildvcs=false -o "$WORK/geist-arm64" ./cmd/geist
+fi
+G=github.com/geisten/geist/neon
+"$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
+  --disassemble-symbols=$G.attnKTNEON.abi0,$G.attnScoresTNEON.abi0,$G.attnSumFMANEON.abi0,$G.f16ToF32NEON.abi0 \
+  "$WORK/geist-arm64" > "$A/geist.dis"
+# llama.cpp's steps as callable functions: the inline vector calls of
+# vec.h, simd_gemm's full tile, and the tiled path's K packing and V
+# conversion (ggml_cpu_fp16_to_fp32 on arm is its scalar loop) written as
+# the one-line loops they are.
+cat > "$A/fa.cpp" <<'EOF'
+#include "common.h"
+#include "vec.h"
+#include "simd-gemm.h"
+void fa_mad_f16(int n, ggml_fp16_t * y, const ggml_fp16_t * x, float v) { ggml_vec_mad_f16(n, y, x, v); }
+void fa_gemm(float * c, const float * a, const float * b, int k, int n) { simd_gemm_ukernel<GEMM_RM, GEMM_RN>(c, a, b, k, n); }
+void fa_kpack(float * kt, const ggml_fp16_t * k, int dk) { for (int d = 0; d < dk; d++) kt[d * GGML_FA_TILE_KV] = GGML_CPU_FP16_TO_FP32(k[d]); }
+void fa_vconv(float * y, const ggml_fp16_t * x, int n) { for (int i = 0; i < n; i++) y[i] = GGML_CPU_FP16_TO_FP32(x[i]); }
+EOF
+CF="--target=aarch64-linux-gnu -O3 -DNDEBUG -D_GNU_SOURCE -I$LC/ggml/include -I$LC/ggml/src -I$LC/ggml/src/ggml-cpu"
+for c in a76 a72; do
+  "$LLVM/clang++" $CF -std=c++17 -mcpu=cortex-$c -c "$A/fa.cpp" -o "$A/fa-$c.o"
+  "$LLVM/clang++" $CF -std=c++17 -mcpu=cortex-$c -c "$LC/ggml/src/ggml-cpu/vec.cpp" -o "$A/vec-$c.o"
+  for o in fa vec; do "$LLVM/llvm-objdump" -d --no-show-raw-insn --mattr=+dotprod,+fullfp16 "$A/$o-$c.o" > "$A/$o-$c.dis"; done
+done
+grep -q '^#define GGML_FA_TILE_Q  64$' "$LC/ggml/src/ggml-cpu/common.h" || { echo "armproj: GGML_FA_TILE_Q is not 64" >&2; exit 1; }
+# loop FILE SYM RULE OUT MNEMONIC=COUNT...: cut the loop, stop if its mix is
+# not the one the per-iteration counts below assume
+loop() {
+  local dis=$1 sym=$2 rule=$3 out=$4 kv m want got; shift 4
+  python3 "$WORK/tools/mcatool.py" loop "$dis" "$sym" "$rule" -o "$A/$out.s" 2>/dev/null
+  for kv in "$@"; do
+    m=${kv%%=*} want=${kv##*=}
+    got=$(grep -cP "^\t$m\t" "$A/$out.s" || true)
+    [ "$got" = "$want" ] || { echo "armproj: $out: $m=$got, expected $want (kernel changed: re-check the counts)" >&2; exit 1; }
+  done
+}
+loop "$A/geist.dis" $G.attnKTNEON.abi0 first g_kt ld1=4 fcvtl=4 fcvtl2=4      # 4 keys x 8 d
+loop "$A/geist.dis" $G.attnScoresTNEON.abi0 first g_sc fmla=64                # 4 d x 64 keys
+loop "$A/geist.dis" $G.attnSumFMANEON.abi0 first g_sum fmla=16 ldr=1          # 1 key x 64 outputs
+loop "$A/geist.dis" $G.f16ToF32NEON.abi0 first g_cvt fcvtl=1 fcvtl2=1         # 8 values
+loop "$A/vec-a76.dis" ggml_vec_dot_f16 0 l_a76_dot fmla=4 ldp=4               # 32 halves (FP16 FMA)
+loop "$A/vec-a72.dis" ggml_vec_dot_f16 0 l_a72_dot fmla=4 fcvtl=8             # 16 halves
+loop "$A/fa-a76.dis" _Z10fa_mad_f16iPtPKtf 0 l_a76_mad fmla=4 stp=2           # 32 halves
+loop "$A/fa-a72.dis" _Z10fa_mad_f16iPtPKtf 0 l_a72_mad fmla=4 fcvtn=4         # 16 halves
+for c in a76 a72; do
+  loop "$A/fa-$c.dis" _Z7fa_gemmPfPKfS1_ii 0 l_${c}_gemm fmla=4 ld1r=1        # 2 rows x 8 columns x 1 k
+  loop "$A/fa-$c.dis" _Z8fa_kpackPfPKti 0 l_${c}_kpack fcvt=2                 # 2 values
+  loop "$A/fa-$c.dis" _Z8fa_vconvPfPKti 0 l_${c}_vconv fcvtl=2 fcvtl2=2       # 16 values
+done
+
+GEIST_AT="$(git log --oneline -1 | cut -c1-60)$(git diff --quiet HEAD -- neon || echo ' (neon/ modified)')" \
+LLAMA_AT="node-llama-cpp $(ls "$WORK"/nlc/node-llama-cpp-*.tgz | sed 's/.*node-llama-cpp-//; s/\.tgz$//'), $(tr -d ' \n' < "$WORK/nlc/package/llama/llama.cpp.info.json")" \
+python3 - "$A" "$WORK/results.md" "$LLVM/llvm-mca" <<'PY' | tee "$A/results.md"
+import os, re, subprocess, sys
+
+A, RES, MCA = sys.argv[1], sys.argv[2], sys.argv[3]
+ITER = int(os.environ.get('ITER', '300'))
+CPUS = {'A76': ('neoverse-n1', 2.4), 'A72': ('cortex-a72', 1.8)}
+HD = 64          # head size (keys and values)
+R = 32           # geist's rows per tile (engine/model/attention.go attnRows)
+QT = 64          # llama.cpp's rows per tile (GGML_FA_TILE_Q, one head)
+LAYERS, HEADS = 16, 32
+
+
+def mca(f, cpu):
+    out = subprocess.run([MCA, '-mtriple=aarch64', '-mcpu=' + CPUS[cpu][0], '-mattr=+dotprod,+fullfp16',
+                          '-iterations=%d' % ITER, os.path.join(A, f + '.s')],
+                         capture_output=True, text=True, check=True).stdout
+    it = int(re.search(r'^Iterations:\s+(\d+)', out, re.M).group(1))
+    return int(re.search(r'^Total Cycles:\s+(\d+)', out, re.M).group(1)) / it
+
+
+# (row, kernel, file, iterations per (row, key) as a function of the CPU)
+c = {}
+for cpu in CPUS:
+    lc = cpu.lower()
+    dot_w = 32 if cpu == 'A76' else 16
+    c[cpu] = [
+        ('geist', 'attnKTNEON (4 keys x 8 d), shared by %d rows' % R, 'g_kt', HD / 8 / 4 / R),
+        ('geist', 'attnScoresTNEON (4 d x 64 keys)', 'g_sc', HD / 4 / 64),
+        ('geist', 'attnSumFMANEON (1 key x 64 outputs)', 'g_sum', HD / 64),
+        ('geist', 'f16ToF32NEON values (8), shared by %d rows' % R, 'g_cvt', HD / 8 / R),
+        ('one_chunk', 'ggml_vec_dot_f16 (%d halves)' % dot_w, 'l_%s_dot' % lc, HD / dot_w),
+        ('one_chunk', 'ggml_vec_mad_f16 (%d halves)' % dot_w, 'l_%s_mad' % lc, HD / dot_w),
+        ('tiled', 'simd_gemm tile, QK (2 rows x 8 keys x 1 d)', 'l_%s_gemm' % lc, HD / 16),
+        ('tiled', 'simd_gemm tile, PV (2 rows x 8 outputs x 1 key)', 'l_%s_gemm' % lc, HD / 16),
+        ('tiled', 'K tile packing (2 values), shared by %d rows' % QT, 'l_%s_kpack' % lc, HD / 2 / QT),
+        ('tiled', 'V conversion (16 values), shared by %d rows' % QT, 'l_%s_vconv' % lc, HD / 16 / QT),
+    ]
+
+print('## Attention: F16 cache, head size 64, per (query row, key), QK plus PV\n')
+print('geist at %s; llama.cpp from %s.\n' % (os.environ['GEIST_AT'], os.environ['LLAMA_AT']))
+print('%d llvm-mca iterations; A76 = `-mcpu=neoverse-n1` at 2.4 GHz, A72 = `-mcpu=cortex-a72` at 1.8 GHz. '
+      'geist: the tile kernels of neon/attntile_arm64.s. llama.cpp: ops.cpp\'s flash-attention paths, '
+      'one_chunk (one row at a time: decode, batches under %d rows) and tiled (prompts). '
+      'Not counted on either side: the softmax (maximum, exponentials, sums), the scale and mask passes, '
+      'call overhead, cache misses.\n' % (ITER, QT))
+print('| CPU | engine, path | loop | cycles/iter | iter per (row, key) | cycles per (row, key) |')
+print('|---|---|---|---|---|---|')
+per = {}
+for cpu, rows in c.items():
+    for eng, name, f, n in rows:
+        cy = mca(f, cpu)
+        per[(cpu, eng)] = per.get((cpu, eng), 0) + cy * n
+        print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, 'geist' if eng == 'geist' else 'llama.cpp ' + eng, name, cy, n, cy * n))
+print('\n| CPU | geist | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist / tiled | geist / one_chunk |')
+print('|---|---|---|---|---|---|')
+for cpu in CPUS:
+    g, t, o = per[(cpu, 'geist')], per[(cpu, 'tiled')], per[(cpu, 'one_chunk')]
+    print('| %s | %.2f | %.2f | %.2f | %.2f | %.2f |' % (cpu, g, t, o, g / t, g / o))
+
+# the weights, from the full run's per-kernel table (decode loops: an upper
+# bound for prompts, whose tiles share weight loads between tokens)
+w = {}
+if os.path.exists(RES):
+    for line in open(RES):
+        p = [x.strip() for x in line.split('|')]
+        if len(p) > 11 and p[1] in CPUS and p[2] in ('geist', 'llama'):
+            w.setdefault((p[1], p[2], p[4].split(' ')[0]), float(p[10]))
+WK = {'A76': {'geist': ('mulQ4_0x8DP', 'mulQ6_Kx8DP'), 'llama': ('gemv_q4_0_4x4', 'gemv_q6_K_8x4')},
+      'A72': {'geist': ('rowsQ4_0Q8_0NE', 'dotQ6_KQ8_KNE'), 'llama': ('vec_dot_q4_0', 'vec_dot_q6_K')}}
+LAYER_W, HEAD_W = 0.973e9, 0.263e9   # Llama-3.2-1B: 16 layers' matrices (Q4_0), the tied head (Q6_K)
+
+calls = [('cold HA turn, 4,900 tokens at 0-4,899', 0, 4900),
+         ('GetLiveContext call, 2,000 tokens at 4,900-6,899', 4900, 2000)]
+for board, cpu in (('Pi 5', 'A76'), ('Pi 4', 'A72')):
+    ghz = CPUS[cpu][1]
+    print('\n## Projected %s (%s, %.1f GHz) prompt time, Llama-3.2-1B shape (16 layers, 32 heads x 64, 8 KV heads), F16 cache\n' % (board, cpu, ghz))
+    print('Seconds on one core (on four, scaled perfectly: /4). Attention = (row, key) pairs x 32 heads x 16 layers x the cycles above; '
+          'llama.cpp runs its tiled path for these prompts. Weights: the decode loops of the table above '
+          '(Q4_0 layers, 0.97 G multiply-adds per token; the Q6_K head, 0.26 G, runs for the last token only).\n')
+    print('| call | pairs per head and layer | geist attention | llama.cpp attention | geist weights | llama.cpp weights | geist total | llama.cpp total | geist total, 4 cores | llama.cpp total, 4 cores |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    for name, p0, n in calls:
+        pairs = n * p0 + n * (n + 1) // 2
+        att = {e: pairs * HEADS * LAYERS * per[(cpu, e)] / (ghz * 1e9) for e in ('geist', 'tiled')}
+        wt = {}
+        for e in ('geist', 'llama'):
+            q4, q6 = WK[cpu][e]
+            if (cpu, e, q4) in w and (cpu, e, q6) in w:
+                wt[e] = (n * LAYER_W * w[(cpu, e, q4)] + HEAD_W * w[(cpu, e, q6)]) / 32 / (ghz * 1e9)
+        fw = lambda e: '%.1f' % wt[e] if e in wt else 'n/a'
+        ft = lambda a, e, k=1: '%.1f' % ((a + wt[e]) / k) if e in wt else 'n/a'
+        print('| %s | %.2f M | %.1f | %.1f | %s | %s | %s | %s | %s | %s |' % (
+            name, pairs / 1e6, att['geist'], att['tiled'], fw('geist'), fw('llama'),
+            ft(att['geist'], 'geist'), ft(att['tiled'], 'llama'), ft(att['geist'], 'geist', 4), ft(att['tiled'], 'llama', 4)))
+    if not w:
+        print('\n(weights: no %s; run scripts/armproj.sh in full)' % RES)
+PY
