@@ -12,7 +12,17 @@
 #
 # MODEL must carry the real tokenizer and chat template of its family:
 # a synthetic file's byte-level vocabulary tokenizes HA's prompt into about
-# twice the tokens. It must lie inside the llama.cpp chroot
+# twice the tokens. Make one with geist synth --vocab (README, "Benchmarks
+# without downloading a model"): llama.cpp's real vocabularies in the zoo
+# and the real templates of golden/chat-templates.json,
+#   Qwen2.5-0.5B shape: --shape qwen25-05b --vocab ZOO/vocab/ggml-vocab-qwen2.gguf
+#     --template <the "Qwen-Qwen2.5-7B-Instruct" template>
+#   Llama-3.2-1B shape: --shape llama32-1b --vocab ZOO/vocab/ggml-vocab-llama-bpe.gguf
+#     --template <the "meta-llama-Llama-3.2-3B-Instruct" template>
+# (ggml-vocab-llama-bpe's EOS is the base model's <|end_of_text|>, the
+# instruct files' <|eot_id|> is one of its end-of-generation tokens too;
+# ggml-vocab-qwen2 carries Qwen2's template without tools, so --template).
+# It must lie inside the llama.cpp chroot
 # (../shared/peer/setup.sh; PEER_ROOT, default /opt/llamacpp-root); geist
 # reads the same file from outside. Needs root (chroot) and python3.
 # PORT=... picks the servers' port (default 18431). Prints each call as

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/geisten/geist/cmd/internal/convert"
+	"github.com/geisten/geist/engine/chat"
 )
 
-const synthUsage = "synth --shape NAME --type TYPE -o FILE [--seed N] [--exact] [-t N]"
+const synthUsage = "synth --shape NAME --type TYPE -o FILE [--vocab GGUF] [--template FILE] [--seed N] [--exact] [-t N]"
 
 func cmdSynth(ctx context.Context, e *env, args []string) error {
 	return runSynth(ctx, e, args, convert.LookupShape)
@@ -29,6 +32,8 @@ func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (c
 	seed := fs.Uint64("seed", 1, "random seed: the same seed gives the same file")
 	exact := fs.Bool("exact", false, "quantize a fresh normal row for every row (slow for Q4_K_M) instead of drawing quantized blocks from a pool")
 	threads := fs.IntP("threads", "t", 0, "threads (0: all CPUs)")
+	vocab := fs.String("vocab", "", "GGUF file whose tokenizer (vocabulary, merges, token types, pre-tokenizer, special tokens, chat template) the file gets, with the embedding and head sized to it")
+	tmplFile := fs.String("template", "", "file holding the chat template to write (replaces the vocabulary's)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -50,13 +55,61 @@ func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (c
 	if err != nil {
 		return usageError{err}
 	}
+	o := convert.SynthOptions{Seed: *seed, Threads: *threads, Exact: *exact}
+	if *tmplFile != "" {
+		if o.Template, err = readTemplate(*tmplFile); err != nil {
+			return err
+		}
+	}
+	tmplFrom := "its family's"
+	if *vocab != "" {
+		if o.Vocab, err = convert.ReadVocab(*vocab); err != nil {
+			return err
+		}
+		shape.Vocab, shape.Text = o.Vocab.Tokens, o.Vocab.Tokens
+		if o.Vocab.Template {
+			tmplFrom = *vocab + "'s"
+		}
+	}
+	if o.Template != "" {
+		tmplFrom = *tmplFile + "'s"
+	}
 	start := time.Now()
-	res, err := convert.Synth(ctx, shape, ft, *out, convert.SynthOptions{Seed: *seed, Threads: *threads, Exact: *exact})
+	res, err := convert.Synth(ctx, shape, ft, *out, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "wrote %s: %s %s, %d weights, %d tensors (%s), %.1f MiB in %.1fs\n",
 		*out, shape.Name, ft, shape.Params(), res.Tensors, res.TypeSummary(),
 		float64(res.Bytes)/(1<<20), time.Since(start).Seconds())
+	if *vocab != "" || *tmplFile != "" {
+		from := "synthetic"
+		if *vocab != "" {
+			from = *vocab + "'s"
+		}
+		fmt.Fprintf(e.stdout, "tokenizer: %s (%d tokens), chat template: %s\n", from, shape.Vocab, tmplFrom)
+	}
 	return nil
+}
+
+// readTemplate reads a chat template file of at most the template
+// compiler's source limit.
+func readTemplate(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	limit := chat.DefaultLimits.Source
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > limit {
+		return "", fmt.Errorf("%s: a chat template of more than %d bytes", path, limit)
+	}
+	if len(b) == 0 {
+		return "", fmt.Errorf("%s: empty chat template", path)
+	}
+	return string(b), nil
 }

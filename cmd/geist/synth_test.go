@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/geisten/geist/cmd/internal/convert"
 	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/quant"
 )
 
@@ -141,5 +144,91 @@ func TestSynthCommandErrors(t *testing.T) {
 	// Through the dispatcher: registered, usage errors exit 2.
 	if code, _, errs := geist(t, "", "synth", "--shape", "nope", "--type", "Q4_0", "-o", out); code != 2 || !strings.Contains(errs, "geist synth: ") {
 		t.Errorf("dispatcher: exit %d %q", code, errs)
+	}
+}
+
+// TestSynthVocab: --vocab gives the file another GGUF's tokenizer, the
+// embedding and head sized to it, and the file tokenizes text exactly as
+// the source does (SentencePiece from a zoo model, byte-level BPE from
+// llama.cpp's Qwen2 vocabulary); --template replaces the chat template.
+func TestSynthVocab(t *testing.T) {
+	dir := t.TempDir()
+	text := "Turn on the kitchen lights, <|im_start|>set the thermostat to 21.5°C and add 🥛 to my list"
+	tmpl := filepath.Join(dir, "t.jinja")
+	qwen25 := zooTemplate(t, "Qwen-Qwen2.5-7B-Instruct")
+	if err := os.WriteFile(tmpl, []byte(qwen25), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src      []string
+		tokens   int
+		template bool
+	}{
+		{[]string{"models", "tiny-qwen2-Q4_0.gguf"}, 4096, false},
+		{[]string{"vocab", "ggml-vocab-qwen2.gguf"}, 151936, true},
+	} {
+		if c.tokens > 4096 && testing.Short() {
+			continue // loading 151,936 tokens four times is slow under qemu
+		}
+		src := zoo.Path(t, c.src...)
+		out := filepath.Join(dir, c.src[1])
+		args := []string{"--shape", "test-small", "--type", "Q8_0", "-o", out, "--vocab", src}
+		if c.template {
+			args = append(args, "--template", tmpl)
+		}
+		code, stdout, errs := synthCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", src, code, errs)
+		}
+		if !strings.Contains(stdout, fmt.Sprintf("(%d tokens)", c.tokens)) {
+			t.Errorf("%s: output %q", src, stdout)
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, _ := f.Tensor("token_embd.weight")
+		n, _ := f.Int("llama.vocab_size")
+		sf, err := gguf.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range sf.KV {
+			if !strings.HasPrefix(kv.Key, "tokenizer.") || (c.template && kv.Key == "tokenizer.chat_template") {
+				continue
+			}
+			if v, _ := f.Value(kv.Key); !reflect.DeepEqual(v, kv.Value) {
+				t.Errorf("%s: %s not copied", src, kv.Key)
+			}
+		}
+		if got, _ := f.String("tokenizer.chat_template"); c.template && got != qwen25 {
+			t.Errorf("%s: the chat template is not --template's", src)
+		}
+		sf.Close()
+		f.Close()
+		if emb == nil || emb.Dims[1] != int64(c.tokens) || n != int64(c.tokens) {
+			t.Fatalf("%s: token_embd %v, vocab_size %d, want %d rows", src, emb, n, c.tokens)
+		}
+		for _, special := range [][]string{nil, {"--no-parse-special"}} {
+			code, want, errs := geist(t, "", append(append([]string{"tokenize", "-m", src}, special...), text)...)
+			if code != 0 {
+				t.Fatalf("tokenize %s: %s", src, errs)
+			}
+			code, got, errs := geist(t, "", append(append([]string{"tokenize", "-m", out}, special...), text)...)
+			if code != 0 {
+				t.Fatalf("tokenize %s: %s", out, errs)
+			}
+			if got != want || len(want) < 20 {
+				t.Errorf("%s %v: tokenized\n%s\nthe source:\n%s", src, special, got, want)
+			}
+		}
+	}
+	// A file without a tokenizer is refused before anything is written.
+	bad := filepath.Join(dir, "bad.gguf")
+	if code, _, errs := synthCmd(t, "--shape", "test-small", "--type", "Q8_0", "-o", bad, "--vocab", tmpl); code == 0 || !strings.Contains(errs, "t.jinja") {
+		t.Errorf("a non-GGUF vocabulary: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Error("a file was written for a bad vocabulary")
 	}
 }

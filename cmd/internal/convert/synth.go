@@ -363,6 +363,45 @@ type SynthOptions struct {
 	// normal data with the same reference quantizers: the same value
 	// distribution and the same bytes per weight, made in seconds.
 	Exact bool
+	// Vocab, when set, is the file's tokenizer instead of the synthetic
+	// one, and the shape's vocabulary size becomes its token count. A
+	// file with no chat template keeps the shape family's template.
+	Vocab *CopiedVocab
+	// Template, when set, replaces the chat template (of either vocabulary).
+	Template string
+}
+
+// tokenizer returns the tokenizer.* metadata of a file of shape s made
+// with o (s.Vocab already sized to o.Vocab).
+func (s Shape) tokenizer(o SynthOptions) ([]gguf.KV, error) {
+	var tok []gguf.KV
+	if o.Vocab == nil || !o.Vocab.Template {
+		// Only the family's template is wanted from a synthetic vocabulary
+		// beside a copied one; build one of the smallest size that holds it.
+		size, text := s.Vocab, s.Text
+		if o.Vocab != nil {
+			size, text = 1024, 512
+		}
+		v, err := newBPEVocab(s.VocabStyle, size, text)
+		if err != nil {
+			return nil, err
+		}
+		tok = v.kv()
+		if o.Vocab != nil {
+			tok = tok[len(tok)-1:]
+		}
+	}
+	if o.Vocab != nil {
+		tok = append(slices.Clone(o.Vocab.KV), tok...)
+	}
+	if o.Template != "" {
+		for i := range tok {
+			if tok[i].Key == "tokenizer.chat_template" {
+				tok[i].Value = o.Template
+			}
+		}
+	}
+	return tok, nil
 }
 
 // poolBlocks is the most distinct quantized blocks per type in the pool.
@@ -411,13 +450,17 @@ func normalRow(rng *rand.Rand, x []float32, std float32) {
 // for the same seed, shape and type, whatever the thread count.
 func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions) (Result, error) {
 	var res Result
+	if o.Vocab != nil {
+		// The embedding and the head take the copied vocabulary's size.
+		s.Vocab, s.Text = o.Vocab.Tokens, o.Vocab.Tokens
+	}
 	if err := s.check(); err != nil {
 		return res, err
 	}
 	if _, err := ft.DefaultType(); err != nil {
 		return res, err
 	}
-	voc, err := newBPEVocab(s.VocabStyle, s.Vocab, s.Text)
+	tok, err := s.tokenizer(o)
 	if err != nil {
 		return res, err
 	}
@@ -444,7 +487,7 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 		outInfos[k] = gguf.TensorInfo{Name: ts[i].name, Type: types[i], Dims: ts[i].dims}
 	}
 
-	w, err := createFile(out, s.metadata(voc, ft, o.Seed), outInfos)
+	w, err := createFile(out, s.metadata(tok, ft, o.Seed), outInfos)
 	if err != nil {
 		return res, err
 	}
@@ -590,8 +633,8 @@ func poolRows(ctx context.Context, threads int, seed, key uint64, pool []byte, t
 }
 
 // metadata returns the file's metadata, in the order llama.cpp's converter
-// and quantizer write it.
-func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
+// and quantizer write it, with tok as its tokenizer.* keys.
+func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	b := gguf.NewBuilder()
 	a := s.Arch + "."
 	b.Set("general.architecture", s.Arch)
@@ -663,18 +706,9 @@ func (s Shape) metadata(v *bpeVocab, ft FileType, seed uint64) *gguf.Builder {
 		b.Set(a+"vocab_size", uint32(s.Vocab))
 		b.Set(a+"rope.dimension_count", uint32(s.HeadDim))
 	}
-	b.Set("tokenizer.ggml.model", "gpt2")
-	b.Set("tokenizer.ggml.pre", v.pre)
-	b.Set("tokenizer.ggml.tokens", v.tokens)
-	b.Set("tokenizer.ggml.token_type", v.types)
-	b.Set("tokenizer.ggml.merges", v.merges)
-	b.Set("tokenizer.ggml.bos_token_id", uint32(v.bos))
-	b.Set("tokenizer.ggml.eos_token_id", uint32(v.eos))
-	if v.pad >= 0 {
-		b.Set("tokenizer.ggml.padding_token_id", uint32(v.pad))
+	for _, kv := range tok {
+		b.Set(kv.Key, kv.Value)
 	}
-	b.Set("tokenizer.ggml.add_bos_token", v.addBOS)
-	b.Set("tokenizer.chat_template", v.template)
 	b.Set("general.quantization_version", uint32(QuantizationVersion))
 	b.Set("general.file_type", uint32(ft))
 	return b

@@ -3,6 +3,9 @@ package convert
 import (
 	"fmt"
 	"strings"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/tokenizer"
 )
 
 // VocabStyle selects the special tokens and pre-tokenizer of a synthetic
@@ -208,4 +211,61 @@ func newBPEVocab(style VocabStyle, size, text int) (*bpeVocab, error) {
 		v.bos, v.eos, v.pad = first+2, first+6, first // <bos>, <end_of_turn>, <pad>
 	}
 	return v, nil
+}
+
+// kv returns the vocabulary as tokenizer.* metadata, in the order
+// llama.cpp's converter writes it.
+func (v *bpeVocab) kv() []gguf.KV {
+	kv := []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: v.pre},
+		{Key: "tokenizer.ggml.tokens", Value: v.tokens},
+		{Key: "tokenizer.ggml.token_type", Value: v.types},
+		{Key: "tokenizer.ggml.merges", Value: v.merges},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(v.bos)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(v.eos)},
+	}
+	if v.pad >= 0 {
+		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.padding_token_id", Value: uint32(v.pad)})
+	}
+	return append(kv,
+		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: v.addBOS},
+		gguf.KV{Key: "tokenizer.chat_template", Value: v.template})
+}
+
+// CopiedVocab is a tokenizer taken from another GGUF file: all of its
+// tokenizer.* metadata (vocabulary, merges or scores, token types,
+// pre-tokenizer, special token ids and flags, chat template), in the
+// file's order.
+type CopiedVocab struct {
+	KV       []gguf.KV
+	Tokens   int  // entries of tokenizer.ggml.tokens
+	Template bool // the file carries tokenizer.chat_template
+}
+
+// ReadVocab reads the tokenizer of the GGUF file at path under the GGUF
+// reader's bounds (gguf.MaxMetadata bytes of metadata, gguf.MaxArray
+// tokens) and checks that geist's tokenizer accepts it, so that a bad
+// file is refused before a model is written around it.
+func ReadVocab(path string) (*CopiedVocab, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("vocabulary %s: %w", path, err)
+	}
+	defer f.Close()
+	tv, err := tokenizer.VocabFromMetadata(f.Value)
+	if err != nil {
+		return nil, fmt.Errorf("vocabulary %s: %w", path, err)
+	}
+	if _, err := tokenizer.New(tv); err != nil {
+		return nil, fmt.Errorf("vocabulary %s: %w", path, err)
+	}
+	cv := &CopiedVocab{Tokens: len(tv.Tokens)}
+	for _, kv := range f.KV {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			cv.KV = append(cv.KV, kv)
+			cv.Template = cv.Template || kv.Key == "tokenizer.chat_template"
+		}
+	}
+	return cv, nil
 }
