@@ -53,18 +53,54 @@ func (f *File) Anon(size int, huge bool) ([]byte, error) {
 // slice of f's data) are not needed for now: they leave the process's
 // resident memory (the page cache keeps them, and reading b again maps
 // them back). It does nothing for a file that is not mapped.
-func (f *File) Release(b []byte) {
-	if f.unmap == nil || len(b) == 0 {
+func (f *File) Release(b []byte) { f.advise(b, false, unix.MADV_DONTNEED) }
+
+// AdviseRandom tells the kernel that the pages b (a slice of f's data)
+// touches are read in no order: a fault there reads that page, not the
+// file around it. For the experts left in the file, so that a fault in
+// one expert does not read ahead through its neighbours, which the
+// router may never choose. Advice only: it does nothing for a file that
+// is not mapped, and errors leave the mapping as it was.
+func (f *File) AdviseRandom(b []byte) { f.advise(b, true, unix.MADV_RANDOM) }
+
+// WillNeed asks the kernel to start reading the pages b (a slice of f's
+// data) touches into the page cache now, without waiting for them: for
+// the experts a layer's router has chosen, so that their page-ins overlap
+// each other and the products on the experts already resident. Advice
+// only, as AdviseRandom; it allocates nothing.
+func (f *File) WillNeed(b []byte) { f.advise(b, true, unix.MADV_WILLNEED) }
+
+// advise gives advice for the pages of f's mapping b touches (out) or
+// lies wholly inside (!out).
+func (f *File) advise(b []byte, out bool, advice int) {
+	if f.unmap == nil || len(b) == 0 || len(f.data) == 0 {
 		return
 	}
-	ps := uintptr(os.Getpagesize())
-	start := uintptr(unsafe.Pointer(&b[0]))
-	lo := (start + ps - 1) / ps * ps
-	hi := (start + uintptr(len(b))) / ps * ps
-	if hi <= lo {
+	base := uintptr(unsafe.Pointer(&f.data[0]))
+	lo, hi, ok := pageSpan(base, uintptr(len(f.data)), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(os.Getpagesize()), out)
+	if !ok {
 		return
 	}
-	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
+	_ = unix.Madvise(f.data[lo:hi], advice)
+}
+
+// pageSpan returns the offsets [lo, hi) into a mapping of size bytes at
+// the page-aligned address base of the pages of size ps that the n bytes
+// at start touch (out: rounded outward to whole pages, the end clipped to
+// the mapping, whose last page the kernel rounds up itself) or lie wholly
+// inside (!out: rounded inward). ok is false when the bytes are not all
+// inside the mapping or the span holds no page.
+func pageSpan(base, size, start, n, ps uintptr, out bool) (lo, hi uintptr, ok bool) {
+	if n == 0 || start < base || start-base > size || n > size-(start-base) {
+		return 0, 0, false
+	}
+	lo, hi = start-base, start-base+n
+	if out {
+		lo, hi = lo/ps*ps, min((hi+ps-1)/ps*ps, size)
+	} else {
+		lo, hi = (lo+ps-1)/ps*ps, hi/ps*ps
+	}
+	return lo, hi, hi > lo
 }
 
 // freeAnon unmaps the memory from Anon.

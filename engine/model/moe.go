@@ -1,5 +1,7 @@
 package model
 
+import "github.com/geisten/geist/quant"
+
 // The mixture-of-experts feed-forward block (qwen3moe, llama.cpp's
 // build_moe_ffn with a softmax router and renormalized weights): the
 // router's softmax over the experts, the ExpertsUsed best per token, their
@@ -76,6 +78,17 @@ func (s *State) experts(l, n int) {
 			mb.count[e]++
 		}
 	}
+	if f := s.m.File; f != nil { // start reading every chosen expert left in the file
+		for e := 0; e < X; e++ {
+			if mb.count[e] > 0 {
+				for _, w := range [...]*quant.Matrix{L.ExpGate[e], L.ExpUp[e], L.ExpDown[e]} {
+					if w.Packed() == "" {
+						f.WillNeed(w.Data)
+					}
+				}
+			}
+		}
+	}
 	for e := 0; e < X; e++ {
 		ne := mb.count[e]
 		if ne == 0 {
@@ -103,6 +116,27 @@ func (s *State) experts(l, n int) {
 		copy(dst, mb.out[i*K*E:(i*K+1)*E])
 		for k := 1; k < K; k++ {
 			addTo(dst, mb.out[(i*K+k)*E:(i*K+k+1)*E])
+		}
+	}
+}
+
+// adviseExperts tells the kernel that the experts left in the mapped
+// file (not repacked) are read at random: the router picks a few of a
+// layer's experts per token, so reading ahead from a fault in one expert
+// into its neighbours would mostly read weights no token uses. experts
+// asks for each chosen expert's pages (WillNeed) right after routing.
+func (m *Model) adviseExperts() {
+	if m.File == nil {
+		return
+	}
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for e := range L.ExpGate {
+			for _, w := range [...]*quant.Matrix{L.ExpGate[e], L.ExpUp[e], L.ExpDown[e]} {
+				if w.Packed() == "" {
+					m.File.AdviseRandom(w.Data)
+				}
+			}
 		}
 	}
 }

@@ -149,7 +149,11 @@ func (m *Model) pack(f *gguf.File, o LoadOptions) error {
 		}
 	}
 	m.Repack = r
-	if o.Plan || r.Packed == 0 {
+	if o.Plan {
+		return nil
+	}
+	if r.Packed == 0 {
+		m.adviseExperts()
 		return nil
 	}
 	buf, err := f.Anon(int(r.Packed), os.Getenv(HugePagesEnv) != "off")
@@ -191,5 +195,6 @@ func (m *Model) pack(f *gguf.File, o LoadOptions) error {
 		return fmt.Errorf("model: %w", err)
 	default:
 	}
+	m.adviseExperts()
 	return nil
 }

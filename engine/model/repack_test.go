@@ -124,7 +124,37 @@ func TestRepackBudget(t *testing.T) {
 		}
 	})
 	withRepackShare(0.5, func() {
+		t.Run("allocations", func(t *testing.T) { expertsInFileAllocs(t, zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf")) })
 		t.Run("conformance", func(t *testing.T) { conformance(t, familyGoldens(t, "qwen3moe"), quant.F16) })
 		t.Run("invariance", func(t *testing.T) { batchInvariance(t, familyModel(t, "qwen3moe")) })
 	})
+}
+
+// expertsInFileAllocs: decoding a token with experts left in the mapped
+// file (advised random, each chosen one asked for with WillNeed after
+// routing) allocates nothing.
+func expertsInFileAllocs(t *testing.T, path string) {
+	m := openModel(t, path)
+	if m.Repack.ExpertsInFile == 0 {
+		t.Skipf("no expert left in the file: %v", m.Repack)
+	}
+	st, err := m.NewState(StateOptions{Ctx: 256, Batch: 4, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tok := []int32{1}
+	if _, err := st.Forward(tok, true); err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(20, func() {
+		if st.Len() > 200 {
+			st.Truncate(1)
+		}
+		if _, err := st.Forward(tok, true); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocations per decoded token with %d experts in the file", a, m.Repack.ExpertsInFile)
+	}
 }
