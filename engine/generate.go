@@ -48,6 +48,10 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	req.ctx = ctx
 	e.snap.active.Store(true)
 	defer e.snap.active.Store(false)
+	// A background skipped-layer search parks at its next layer from here
+	// on: the template, the tokenizer and the grammar run without it.
+	e.spec.tune.Busy(true)
+	defer e.spec.tune.Busy(false)
 	prompt, msgs, dropped, err := e.prompt(&req)
 	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
 	if err != nil {
@@ -62,8 +66,6 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		return st, err
 	}
 	e.takeTuned()
-	e.spec.tune.Busy(true)
-	defer e.spec.tune.Busy(false)
 	sp := req.Spec
 	if sp.Mode == "" {
 		sp.Mode = SpecAuto

@@ -28,6 +28,7 @@ type State struct {
 	lay      layout  // attention pattern of a tree or probe pass
 	skip     *Skip   // blocks the current pass leaves out
 	probing  bool    // the current pass is a Probe (it changes no state)
+	yield    func()  // StateOptions.Yield (nil: none)
 	conv     convState
 
 	kvType quant.Type
@@ -112,6 +113,11 @@ type StateOptions struct {
 	// checkpoints. Without it the state keeps the last positions and a
 	// checkpoint every 64.
 	FullHistory bool
+	// Yield, when set, is called before every layer and before the head
+	// of a pass: a background job (the skipped-layer search) waits there
+	// while a request runs, so that a request shares the processors with
+	// at most one layer of it. What a pass computes does not change.
+	Yield func()
 }
 
 // NewState allocates a KV cache of o.Ctx positions, buffers for batches of
@@ -138,7 +144,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 			ctx = limit // recurrent checkpoints are laid out for the whole context: no growing
 		}
 	}
-	s := &State{m: m, ctx: ctx, limit: limit, maxBatch: maxBatch, toks: make([]int32, 0, ctx)}
+	s := &State{m: m, ctx: ctx, limit: limit, maxBatch: maxBatch, toks: make([]int32, 0, ctx), yield: o.Yield}
 	s.kvCap = make([]int, c.NLayer)
 	s.ringSlots = s.ringSize(o.Batch, limit, o.FullHistory)
 	for l := range c.NLayer {
@@ -453,6 +459,9 @@ func (s *State) forward(tokens []int32, all bool) []float32 {
 // head computes the logits of rows [lo, hi) of the batch whose final
 // hidden states are in s.x.
 func (s *State) head(lo, hi int) []float32 {
+	if s.yield != nil {
+		s.yield()
+	}
 	m, c := s.m, &s.m.Config
 	E := c.NEmbd
 	for i := lo; i < hi; i++ {
@@ -494,6 +503,9 @@ func (s *State) layers(tokens []int32) {
 		s.perLayerBatch(tokens)
 	}
 	for l := range m.Layers {
+		if s.yield != nil {
+			s.yield()
+		}
 		switch {
 		case s.skip.attn(l):
 		case c.IsConv(l):

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/geisten/geist/engine/model"
 )
@@ -411,10 +410,12 @@ func (d *SelfDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) 
 
 // TuneSkip searches the blocks a self-speculative draft of m skips, on
 // toks (the model's own output), with a scratch state of its own and the
-// verification cost c; budget bounds the candidate sets measured.
+// verification cost c; budget bounds the candidate sets measured. pause
+// (when not nil) is called between passes and between the layers of a
+// pass.
 func TuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget int, c func(k int) float64, pause func()) (*SkipSet, error) {
 	rows := 32
-	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads, FullHistory: true})
+	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads, FullHistory: true, Yield: pause})
 	if err != nil {
 		return nil, err
 	}
@@ -428,19 +429,58 @@ func TuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget
 
 // Tuner runs the skipped-layer search in the background, at most one at
 // a time, while no request runs, and keeps its result for the next
-// request to install.
+// request to install. A request's arrival (Busy(true)) parks the search
+// at its next layer boundary, so the request shares the processors with
+// at most one layer of the search's current pass, not the rest of it.
 type Tuner struct {
 	mu      sync.Mutex
 	running bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the running search ends
 	found   *SkipSet      // a result not yet taken
-	busy    atomic.Bool   // a request runs: a background search waits
+	// resume is non-nil while a request runs: a search parks on it, and
+	// Busy(false) closes it.
+	resume atomic.Pointer[chan struct{}]
+	busyMu sync.Mutex // orders Busy's calls
+	// yielded, when set (tests), is called at every point where a search
+	// may park, before it looks at resume; parked when it parks.
+	yielded, parked func()
 }
 
-// Busy tells a background search whether a request runs (it waits while
-// one does).
-func (t *Tuner) Busy(b bool) { t.busy.Store(b) }
+// Busy tells a background search whether a request runs: from
+// Busy(true) on it does not start another layer until Busy(false).
+func (t *Tuner) Busy(b bool) {
+	t.busyMu.Lock()
+	defer t.busyMu.Unlock()
+	if cur := t.resume.Load(); b && cur == nil {
+		ch := make(chan struct{})
+		t.resume.Store(&ch)
+	} else if !b && cur != nil {
+		t.resume.Store(nil)
+		close(*cur)
+	}
+}
+
+// wait parks the calling search while a request runs (until ctx ends).
+func (t *Tuner) wait(ctx context.Context) {
+	if t.yielded != nil {
+		t.yielded()
+	}
+	for {
+		ch := t.resume.Load()
+		if ch == nil {
+			return
+		}
+		if t.parked != nil {
+			t.parked()
+		}
+		select {
+		case <-*ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
 
 // Start searches the blocks m's skipped-layer draft skips on a copy of
 // toks, in the background, with threads threads and the verification
@@ -455,14 +495,9 @@ func (t *Tuner) Start(m *model.Model, toks []int32, threads int, c func(k int) f
 	ctx, cancel := context.WithCancel(context.Background())
 	t.running, t.cancel, t.done = true, cancel, make(chan struct{})
 	toks = slices.Clone(toks)
-	pause := func() {
-		for t.busy.Load() && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	go func() {
 		defer close(t.done)
-		set, err := TuneSkip(ctx, m, toks, threads, SearchBudget(m.NLayer), c, pause)
+		set, err := TuneSkip(ctx, m, toks, threads, SearchBudget(m.NLayer), c, func() { t.wait(ctx) })
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		t.running = false
