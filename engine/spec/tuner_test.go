@@ -89,7 +89,18 @@ func TestTunerYieldsToRequest(t *testing.T) {
 	if s := steps.Load(); s != p {
 		t.Errorf("the search ran on while parked (%d yield points, parked at %d)", s, p)
 	}
+	resumed := make(chan struct{})
+	tu.yielded = func() {
+		if steps.Add(1) == p+1 {
+			close(resumed)
+		}
+	}
 	tu.Busy(false) // the request ends
+	<-resumed
+	if testing.Short() {
+		tu.Stop() // the rest of the search takes seconds under qemu
+		return
+	}
 	tu.Wait()
 	if tu.Take() == nil {
 		t.Error("the search resumed but delivered no result")
