@@ -121,6 +121,7 @@ type specState struct {
 	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
 	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
 	path  []int32 // [1+MaxDraft] batch indices of the accepted path
+	head  headCost
 }
 
 // treeWidth is the most children a node of a drafted tree gets.
@@ -285,13 +286,67 @@ func (g *generation) proposeModel(room int) {
 // and for a row or two that read is the cost (on a memory-bound board, and
 // for llama32-1b's 210 MB Q6_K head on the x86 development machine too),
 // while each further row adds compute: the rest of the rows are computed
-// only when the walk leaves the first ones. When the walk is likely to
-// leave them (the planned chance is above headAllAt), a second call would
-// stream the matrix twice: then all rows are computed at once.
+// only when the walk leaves the first ones. When the walk is likely
+// enough to leave them, a second call would stream the matrix twice: then
+// all rows are computed at once (headCost.all decides; headAllAt is the
+// planned chance above which it does so before it has measured the head).
 const (
 	headFirst = 2
 	headAllAt = 0.5
 )
+
+// headCost estimates the time of one output-head call over k ≥ 2 rows as
+// h2 + slope·(k−2), from the verification passes' own calls, so that the
+// choice between the first rows alone and all rows at once follows what
+// the head costs here. Where the head is most of the model (Gemma 3's
+// 262k-row head is 63% of gemma3-270m's weights and, measured, 72% of a
+// one-token pass at 1 thread) its rows are nearly free beside its read
+// (9 rows 1.2-1.4× the time of 2, while the rest of the model takes 3.3×),
+// so a second read costs far more than the rows it saves and all rows are
+// computed once already at a chance of 0.1-0.35; a fixed threshold of 0.5
+// read the 178 MB head twice in those passes. (The head's byte share
+// alone does not decide it: with cost proportional to bytes it cancels
+// out of the comparison; what decides is how flat the head's own cost is
+// in its rows, which is measured.)
+type headCost struct {
+	h2, slope float64 // seconds for 2 rows; seconds per further row
+	n2, ns    int     // calls observed for each
+}
+
+// headWarm is how many calls of each kind headCost needs before it
+// decides.
+const headWarm = 3
+
+// observe records a head call over rows rows that took sec seconds
+// (moving averages, weight 1/8 once warm).
+func (h *headCost) observe(rows int, sec float64) {
+	ewma := func(v *float64, n *int, x float64) {
+		*n++
+		*v += (x - *v) / float64(min(*n, 8))
+	}
+	switch {
+	case rows <= headFirst:
+		ewma(&h.h2, &h.n2, sec)
+	case h.n2 > 0:
+		ewma(&h.slope, &h.ns, max(0, (sec-h.h2)/float64(rows-headFirst)))
+	}
+}
+
+// all reports whether a verification pass over n rows should compute
+// every row's logits in one call: when that is expected to cost less than
+// rows 0-1 first and, with chance p (the walk leaves them), the n-2
+// others in a second call: h(n) < h(2) + p·h(n-2), a call of fewer than
+// 2 rows costing about what 2 do (the read dominates).
+func (h *headCost) all(n int, p float64) bool {
+	if n <= headFirst {
+		return false
+	}
+	if h.n2 < headWarm || h.ns < headWarm {
+		return p > headAllAt
+	}
+	hk := func(k int) float64 { return h.h2 + h.slope*float64(max(k, headFirst)-headFirst) }
+	return hk(n) < h.h2+p*hk(n-headFirst)
+}
 
 // beyondFirst is the planned chance that the walk over a tree of m kept
 // nodes needs rows past the first headFirst (batch rows 0 and 1: the fed
@@ -343,7 +398,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 		return -1, err
 	}
 	first := headFirst
-	if m > 0 && beyondFirst(tr, m) > headAllAt {
+	if m > 0 && sps.head.all(n, beyondFirst(tr, m)) {
 		first = n
 	}
 	st.TargetPasses++
@@ -377,7 +432,11 @@ func (g *generation) step(t int32, m int) (int32, error) {
 				s.Truncate(base)
 				return -1, err
 			}
-			pass += time.Since(t1)
+			dt := time.Since(t1)
+			pass += dt
+			if m > 0 {
+				sps.head.observe(hi-lo, dt.Seconds())
+			}
 		}
 		y, err := g.sample(rows[(cur-lo)*nv : (cur-lo+1)*nv])
 		if err != nil {
