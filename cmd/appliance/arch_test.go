@@ -59,7 +59,7 @@ var architecture = map[string]struct {
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
 	// Offline tools of the geist command, the model store, the files the
 	// binary carries, and the command.
-	"cmd/internal/convert":       {[]string{"engine/gguf", "quant"}, nil},
+	"cmd/internal/convert":       {[]string{"engine/gguf", "engine/tokenizer", "quant"}, nil}, // synth --vocab checks a borrowed vocabulary loads
 	"cmd/internal/models":        {[]string{"engine/gguf", "engine/model", "quant"}, []string{"golang.org/x/sys/unix"}},
 	"cmd/internal/models/hftest": {nil, nil}, // test helper: a Hugging Face stand-in
 	"scripts":                    {nil, nil},
@@ -74,10 +74,11 @@ var testExtra = map[string][]string{
 	"quant":                {"engine/gguf"}, // reads the zoo's models
 	"engine/chat":          {"engine/gguf"}, // reads the zoo's templates
 	"engine/model":         {"engine/sample"},
-	"engine/tokenizer":     {"engine/gguf"},                // reads vocabularies from GGUF files
-	"cmd/internal/convert": {"engine", "engine/tokenizer"}, // converted files load and tokenize
-	"cmd/internal/httpapi": {"engine"},                     // scripted engines see engine.Request
-	"engine":               {"storage"},                    // prompt-cache restores from a real cache.db
+	"engine/tokenizer":     {"engine/gguf"}, // reads vocabularies from GGUF files
+	"cmd/internal/convert": {"engine"},      // converted files load and generate
+	"cmd/internal/httpapi": {"engine"},      // scripted engines see engine.Request
+	"engine":               {"storage"},     // prompt-cache restores from a real cache.db
+	"engine/spec":          {"engine/gguf"}, // the tuner searches a zoo model
 }
 
 // forbidden are dependencies (direct or not) a package must not have, by
