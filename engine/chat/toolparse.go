@@ -16,7 +16,7 @@ import (
 // and the JSON form): calls tagged <tool_call>{"name": ..., "arguments":
 // {...}}</tool_call> anywhere in the answer (or between the format's own
 // tags, such as Phi-4-mini's <|tool_call|>[...]<|/tool_call|>, the body
-// one call or a JSON list of them), and an answer that is a JSON object {"name": ..., "parameters"
+// one call or a JSON list of them, or LFM2's Python list of calls), and an answer that is a JSON object {"name": ..., "parameters"
 // (or "arguments"): {...}}, optionally after <|python_tag|>, several
 // separated by ';' or newlines. A JSON answer counts as calls only when
 // every object names one of the tools offered (a model asked for JSON may
@@ -233,9 +233,15 @@ func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
 }
 
 // parseBody reads what stands between a call's tags: one call object, or
-// (any format: Phi-4-mini and Granite write them so) a JSON list of them.
+// (any format: Phi-4-mini and Granite write them so) a JSON list of them;
+// for ToolsLFM2 first a Python list of calls (parsePyCalls).
 func (p *ToolParser) parseBody(body string) ([]ToolCall, bool) {
 	body = strings.TrimSpace(body)
+	if p.format == ToolsLFM2 {
+		if calls, err := parsePyCalls(body); err == nil {
+			return calls, true
+		}
+	}
 	if !strings.HasPrefix(body, "[") {
 		c, ok := p.parseCall(body, false)
 		if !ok {

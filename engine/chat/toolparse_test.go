@@ -114,9 +114,11 @@ func FuzzToolParser(f *testing.F) {
 	f.Add("{\"name\": \"a\", \"parameters\": {\"x\": [1, 2]}};{", 1)
 	f.Add("text <tool_call> <tool_call></tool_call>", 2)
 	f.Add("<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}]<|/tool_call|> x", 4)
+	f.Add("ok <|tool_call_start|>[a(x=\"y\", n=[1, {'k': None}]), b()]<|tool_call_end|> done", 5)
+	f.Add("<|tool_call_start|>[a(s='\\u00e9', t=True)", 2)
 	f.Fuzz(func(t *testing.T, text string, n int) {
 		n = max(1, n%17)
-		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite} {
+		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite, ToolsLFM2} {
 			var ps []string
 			for i := 0; i < len(text); i += n {
 				ps = append(ps, text[i:min(i+n, len(text))])

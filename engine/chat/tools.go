@@ -340,6 +340,10 @@ const (
 	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
 	// to the end of the answer (Granite 3).
 	ToolsGranite
+	// ToolsLFM2: <|tool_call_start|>[name(key="value", n=3), ...]<|tool_call_end|>,
+	// a Python list of calls with keyword arguments (LFM2, LFM2.5;
+	// toolparse_py.go).
+	ToolsLFM2
 )
 
 // toolTags are the texts around a format's calls: open starts a call (or,
@@ -354,6 +358,7 @@ var formatTags = [...]toolTags{
 	ToolsTagged:  {callOpen, callClose, false},
 	ToolsPhi4:    {"<|tool_call|>", "<|/tool_call|>", true},
 	ToolsGranite: {"<|tool_call|>", "", true},
+	ToolsLFM2:    {"<|tool_call_start|>", "<|tool_call_end|>", true},
 }
 
 func (f ToolFormat) tags() toolTags {
@@ -365,7 +370,8 @@ func (f ToolFormat) tags() toolTags {
 
 // Tags returns the texts that open and close a call in this format ("":
 // none; ToolsJSON has no opening, ToolsGranite's calls run to the end of
-// the answer), and whether the calls between them are a JSON list.
+// the answer), and whether the calls between them are a list (JSON, or
+// Python's for ToolsLFM2).
 func (f ToolFormat) Tags() (open, close string, list bool) {
 	t := f.tags()
 	return t.open, t.close, t.list
@@ -381,6 +387,8 @@ func (f ToolFormat) String() string {
 		return "phi4"
 	case ToolsGranite:
 		return "granite"
+	case ToolsLFM2:
+		return "lfm2"
 	}
 	return "any"
 }
@@ -388,8 +396,9 @@ func (f ToolFormat) String() string {
 // ToolFormat returns the form of tool calls the template teaches its
 // model, from the template's own text: <tool_call> tags (and SmolLM3's
 // templates, whose model writes them), Phi-4-mini's tool tokens, Granite's
-// <|tool_call|>, or Llama 3's JSON (its ipython role); ToolsAny when none
-// shows.
+// <|tool_call|>, LFM2's (its <|tool_call_start|> or tool list tokens, or
+// LFM2.5's "List of tools: [" written without them, as llama.cpp tells
+// them), or Llama 3's JSON (its ipython role); ToolsAny when none shows.
 func (t *Template) ToolFormat() ToolFormat {
 	switch {
 	case t == nil:
@@ -400,6 +409,8 @@ func (t *Template) ToolFormat() ToolFormat {
 		return ToolsPhi4
 	case strings.Contains(t.src, "<|tool_call|>"):
 		return ToolsGranite
+	case strings.Contains(t.src, "<|tool_call_start|>") || strings.Contains(t.src, "<|tool_list_start|>") || strings.Contains(t.src, "List of tools: ["):
+		return ToolsLFM2
 	case strings.Contains(t.src, "<|python_tag|>") || strings.Contains(t.src, "ipython"):
 		return ToolsJSON
 	}

@@ -128,7 +128,7 @@ func TestFamilyFileTemplates(t *testing.T) {
 		{"phi3", "microsoft-Phi-4-mini-instruct", true, ToolsPhi4}, // tools ride in the system message's "tools" string
 		{"granite", "ibm-granite-granite-3.3-2B-Instruct", true, ToolsGranite},
 		{"smollm3", "HuggingFaceTB-SmolLM3-3B", true, ToolsTagged}, // no tools in this template: the block goes into the system message
-		{"lfm2", "LFM2.5-Instruct", true, ToolsAny},
+		{"lfm2", "LFM2.5-Instruct", true, ToolsLFM2},
 		{"gemma4", "google-gemma-4-31B-it", true, ToolsAny},
 	} {
 		src, _, _ := vocabTemplate(t, zoo.Path(t, "new", "models", "tiny-"+c.fam+"-F16.gguf"))
