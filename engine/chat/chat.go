@@ -49,6 +49,11 @@
 //   - A dict literal ending in "}}" inside {{ }} (such as {{ {'a': {'b': 1}} }})
 //     ends the tag early and fails to parse.
 //   - An index past the end of a list gives undefined rather than an error.
+//   - {% generation %} ... {% endgeneration %} (transformers' marks of the
+//     assistant's text for training masks) renders its body unchanged, as
+//     transformers does, but a {% set %} inside it is seen after the block
+//     (as in llama.cpp), where transformers' call block keeps it inside.
+//     SmolLM3's template sets nothing there.
 //
 // The engine itself has no limits on recursion, work or size: this package
 // instruments every compiled template so that a hostile one (a model file
@@ -172,7 +177,7 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 			t, err = nil, fmt.Errorf("chat: template engine failed while parsing: %v", r)
 		}
 	}()
-	prog, err := jinja.Compile(src)
+	prog, err := jinja.Compile(jinjaSource(src))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", oneLine(err))
 	}
@@ -187,6 +192,20 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// jinjaSource is src as Python's Jinja2 reads it before lexing (and
+// llama.cpp's engine too): the line ends "\r\n" and "\r" become "\n",
+// and a newline at the very end is dropped (transformers leaves Jinja2's
+// keep_trailing_newline off). The engine keeps both as written, so a
+// template saved with a final newline after its last tag printed that
+// newline after the prompt, and one with CRLF line ends printed "\r\n".
+func jinjaSource(src string) string {
+	if strings.ContainsRune(src, '\r') {
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+		src = strings.ReplaceAll(src, "\r", "\n")
+	}
+	return strings.TrimSuffix(src, "\n")
 }
 
 // oneLine keeps an engine error on one line (it may quote template text).

@@ -10,14 +10,19 @@ and writes a JSON list with, per case, {"prompt": TEXT} or {"error": TEXT}.
 
 The environment is transformers' (utils/chat_template_utils.py,
 _compile_jinja_template): an ImmutableSandboxedEnvironment with trim_blocks
-and lstrip_blocks and the loopcontrols extension; tojson replaced by
+and lstrip_blocks, the loopcontrols extension and transformers' generation
+tags ({% generation %} ... {% endgeneration %}, which mark the assistant's
+text for training masks: the body renders unchanged, as a call block, the
+way transformers' extension builds it); tojson replaced by
 json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
 sort_keys=sort_keys) (no HTML escaping, keys in insertion order);
 raise_exception and strftime_now as globals (strftime_now reads the case's
 date, so the golden is reproducible). Messages and tools are passed as the
 dicts given; tools=None when the case has none, as transformers passes it.
 enable_thinking is True, as llama.cpp and geist pass it (transformers leaves
-it undefined, which Qwen3's template reads as true and Gemma 4's as false).
+it undefined, which Qwen3's template reads as true and Gemma 4's as false);
+a case's "kwargs" (chat_template_kwargs) are passed as further variables and
+may override it.
 A case with "geist_tools" gives its tools to a template that has no tools
 variable the way geist documents it (engine/chat tools.go), written here
 independently: "system_field" (Phi-4-mini) puts json.dumps of the list of
@@ -27,7 +32,8 @@ there is none); "system_text" (SmolLM3's templates without tools) appends
 "### Tools" and the block SmolLM3's own template writes for xml_tools (each
 tool as str(dict)) to the system message. In both an assistant message's
 tool_calls are written after its content in the model's syntax.
-"xml_tools" passes the tools as xml_tools (SmolLM3's own template's name).
+"xml_tools" passes the tools as xml_tools (SmolLM3's own template's name),
+with the assistants' tool_calls written into their content as above.
 Needs Debian's python3-jinja2 (apt-get install python3-jinja2).
 """
 import datetime
@@ -35,6 +41,7 @@ import json
 import sys
 
 import jinja2.ext
+from jinja2 import nodes
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -44,6 +51,22 @@ SMOL_HEAD = ("You may call one or more functions to assist with the user query.\
 SMOL_TAIL = ("</tools>\n\nFor each function call, return a json object with function name and arguments "
              "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
              "\"arguments\": <args-json-object>}\n</tool_call>")
+
+
+class GenerationTags(jinja2.ext.Extension):
+    """{% generation %} ... {% endgeneration %}: the body, as a call block
+    whose caller is rendered unchanged (transformers records where that
+    text falls in the prompt; nothing here needs the spans)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
 
 
 def call_objects(m):
@@ -62,8 +85,8 @@ def call_objects(m):
     return out
 
 
-def place_tools(place, messages, tools):
-    """The messages a template without a tools variable renders (see the docstring)."""
+def calls_as_text(place, messages):
+    """The messages with each assistant's tool_calls written after its content."""
     msgs = [dict(m) for m in messages]
     for m in msgs:
         objs = call_objects(m)
@@ -77,6 +100,12 @@ def place_tools(place, messages, tools):
                 text = "\n" + text
         m["content"] = (m.get("content") or "") + text
         del m["tool_calls"]
+    return msgs
+
+
+def place_tools(place, messages, tools):
+    """The messages a template without a tools variable renders (see the docstring)."""
+    msgs = calls_as_text(place, messages)
     if place == "system_field":
         if not msgs or msgs[0]["role"] != "system":
             msgs.insert(0, {"role": "system", "content": "You are a helpful assistant with some tools."})
@@ -105,15 +134,18 @@ def main():
         def strftime_now(fmt):
             return date.strftime(fmt)
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTags])
         env.filters["tojson"] = tojson
         env.globals["raise_exception"] = raise_exception
         env.globals["strftime_now"] = strftime_now
         try:
             tmpl = env.from_string(req["templates"][case["template"]])
             messages, tools = case["messages"], case.get("tools")
-            extra = {}
+            extra = {"enable_thinking": True}
+            extra.update(case.get("kwargs") or {})
             if case.get("geist_tools") == "xml_tools":
+                if tools:
+                    messages = calls_as_text("xml_tools", messages)
                 extra["xml_tools"], tools = tools, None
             elif case.get("geist_tools") and tools:
                 messages, tools = place_tools(case["geist_tools"], messages, tools), None
@@ -124,7 +156,6 @@ def main():
                 add_generation_prompt=case.get("add_generation_prompt", False),
                 bos_token=case.get("bos_token", ""),
                 eos_token=case.get("eos_token", ""),
-                enable_thinking=True,
                 **extra,
             )
             out.append({"prompt": prompt})
