@@ -71,6 +71,11 @@ type Options struct {
 // ErrPromptTooLong is returned when a prompt does not fit the context.
 var ErrPromptTooLong = errors.New("prompt too long")
 
+// ErrStop, returned by a Request's OnText, ends the generation there as a
+// stop string would (Stats.StopReason "stop", no error): the caller has
+// what it wanted (the one tool call it asked for, say).
+var ErrStop = errors.New("engine: generation stopped by the caller")
+
 // Engine is a loaded model with its tokenizer, chat template and one
 // sequence state. It is not safe for concurrent use: one request at a time.
 type Engine struct {
@@ -307,7 +312,8 @@ type Request struct {
 	Sampling sample.Params
 	Stop     []string // stop strings, besides the end-of-generation tokens
 	// OnText receives the generated text as it streams (the slice is reused:
-	// copy what you keep). Returning an error stops generation with it.
+	// copy what you keep). Returning an error stops generation with it;
+	// ErrStop stops it as a stop string does, without an error.
 	OnText func(text []byte) error
 	// OnToken, if set, receives every generated token id.
 	OnToken func(id int32)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,6 +109,28 @@ func TestStreamingAndStop(t *testing.T) {
 	}
 	if st.StopReason != "stop" || string(text) != ", there was a little girl named Lily. She loved to play outside in the " {
 		t.Errorf("stop: reason %q text %q", st.StopReason, text)
+	}
+}
+
+// TestStopFromOnText: OnText returning ErrStop ends the generation there
+// as a stop string does (reason "stop", no error, nothing more streamed),
+// with and without speculation.
+func TestStopFromOnText(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{})
+	for _, sp := range []SpecOptions{{Mode: SpecOff}, {Mode: SpecAuto, Fixed: true}, {Mode: SpecLookup}} {
+		var text []byte
+		req := Request{Prompt: "Once upon a time", MaxTokens: 96, Sampling: greedy(), Spec: sp,
+			OnText: func(b []byte) error {
+				text = append(text, b...)
+				if bytes.Contains(text, []byte("Lily")) {
+					return ErrStop
+				}
+				return nil
+			}}
+		st, err := e.Generate(context.Background(), req)
+		if err != nil || st.StopReason != "stop" || string(text) != ", there was a little girl named Lily" {
+			t.Errorf("%+v: err %v reason %q text %q", sp, err, st.StopReason, text)
+		}
 	}
 }
 

@@ -186,7 +186,9 @@ func (g *generation) emit(id int32) error {
 		g.req.OnToken(id)
 	}
 	out, stopped := g.stop.Feed(g.dec.Add(id))
-	if err := g.text(out); err != nil {
+	if err := g.text(out); errors.Is(err, ErrStop) {
+		stopped = true
+	} else if err != nil {
 		return err
 	}
 	if stopped {
@@ -214,10 +216,14 @@ func (g *generation) flush() error {
 		return nil
 	}
 	out, _ := g.stop.Feed(g.dec.Flush())
-	if err := g.text(out); err != nil {
-		return err
+	err := g.text(out)
+	if err == nil {
+		err = g.text(g.stop.Flush())
 	}
-	return g.text(g.stop.Flush())
+	if errors.Is(err, ErrStop) {
+		return nil // generation had ended already: its reason stands
+	}
+	return err
 }
 
 // run decodes until an end condition. Each step feeds one token (first

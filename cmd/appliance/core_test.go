@@ -681,6 +681,39 @@ func TestToolCallsShapedOnce(t *testing.T) {
 	}
 }
 
+// TestOneToolCall: a request for one call (OpenAI's parallel_tool_calls
+// false) gets the answer's first call only, the content before it, and
+// generation ends at that call's closing tag: the second call and the
+// text after never reach the sink or the outcome.
+func TestOneToolCall(t *testing.T) {
+	script := func(engine.Request) []string {
+		return []string{"Sure.", "<tool_call>", `{"name": "get_weather", "arguments": {"city": "Paris"}}`, "</tool_call>",
+			"\n<tool_call>", `{"name": "get_time", "arguments": {}}`, "</tool_call>", " Done."}
+	}
+	c := start(t, &appliancetest.Engine{Script: script}, nil)
+	tools := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"get_weather"}}`), json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}
+	for _, one := range []bool{true, false} {
+		var streamed []appliance.ToolCall
+		var content strings.Builder
+		tk, err := c.Submit(context.Background(), appliance.Request{Text: "weather and time?", Tools: tools, OneToolCall: one}, func(p appliance.Piece) {
+			streamed = append(streamed, p.Calls...)
+			content.WriteString(p.Content)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outcome(t, tk)
+		want, tokens, reason, text := 2, 8, "eos", "Sure.Done." // white space around calls is dropped
+		if one {
+			want, tokens, reason, text = 1, 4, "stop", "Sure."
+		}
+		if o.Err != nil || len(o.Calls) != want || len(streamed) != want || o.Calls[0].Name != "get_weather" || o.Text != text || content.String() != text ||
+			o.Usage.GeneratedTokens != tokens || o.Usage.StopReason != reason {
+			t.Errorf("one call %v: outcome %+v, streamed calls %+v, content %q", one, o, streamed, content.String())
+		}
+	}
+}
+
 // warmEngine counts its warm-ups.
 type warmEngine struct {
 	*appliancetest.Engine

@@ -63,6 +63,9 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	var tools *chat.ToolParser
 	if len(r.Tools) > 0 && !r.Raw {
 		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
+		if r.OneToolCall {
+			tools.FirstOnly()
+		}
 	}
 	ereq.OnToken = func(id int32) {
 		ans.Token(id)
@@ -90,6 +93,9 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		}
 		th, co := ans.Text(string(b))
 		deliver(Piece{Content: co, Thinking: th}, false)
+		if tools != nil && tools.Done() {
+			return engine.ErrStop // the one call asked for is complete (OneToolCall)
+		}
 		return nil
 	}
 	start := time.Now()

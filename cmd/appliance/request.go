@@ -103,6 +103,15 @@ type Request struct {
 	// through the model's chat template. The core parses the calls out
 	// of the answer (Piece.Calls, Outcome.Calls; Config.ToolFormat).
 	Tools []json.RawMessage
+	// OneToolCall limits the answer to one tool call (OpenAI's
+	// parallel_tool_calls false): the first the model makes. Generation
+	// ends where that call is complete (its closing tag; a format whose
+	// calls run to the answer's end or are read as a whole answer, Granite's
+	// list and Llama's JSON, ends as usual), and nothing the model writes
+	// after it reaches the answer: no further calls, no text
+	// (chat.ToolParser's FirstOnly). The front end asks the grammar for
+	// one call too (engine/grammar's OneToolCall).
+	OneToolCall bool
 	// TemplateVars are further chat template variables (llama.cpp's
 	// chat_template_kwargs), such as "enable_thinking": false.
 	TemplateVars map[string]any

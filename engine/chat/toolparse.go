@@ -33,6 +33,7 @@ type ToolParser struct {
 	space   string // white space cut before the open call
 	after   bool   // a call just ended: white space after it is dropped
 	calls   int    // calls returned so far
+	first   bool   // only the first call (FirstOnly)
 }
 
 const (
@@ -82,8 +83,24 @@ func ToolNames(tools []json.RawMessage) []string {
 	return names
 }
 
+// FirstOnly limits p to the answer's first call (OpenAI's
+// parallel_tool_calls false). The content before that call is returned
+// as usual; everything the model writes after it, further calls and text
+// alike, is dropped, neither content nor calls, and of a list of calls
+// (Phi-4-mini's, Granite's, Llama's several objects) only the first
+// element is kept. Done tells when the call is complete, so that
+// generation may end there.
+func (p *ToolParser) FirstOnly() { p.first = true }
+
+// Done reports whether p (FirstOnly) has returned its one call: nothing
+// more it is given will be returned.
+func (p *ToolParser) Done() bool { return p.first && p.calls > 0 }
+
 // Add takes the next piece of the answer.
 func (p *ToolParser) Add(text string) (content string, calls []ToolCall) {
+	if p.Done() {
+		return "", nil
+	}
 	p.pending += text
 	return p.step(false)
 }
@@ -91,7 +108,21 @@ func (p *ToolParser) Add(text string) (content string, calls []ToolCall) {
 // Flush ends the answer: what is held back is returned, as calls if it
 // parses as complete calls, else as content.
 func (p *ToolParser) Flush() (content string, calls []ToolCall) {
+	if p.Done() {
+		return "", nil
+	}
 	return p.step(true)
+}
+
+// took counts the calls cs parsed and returns those to return: with
+// FirstOnly, the first, and what follows it is dropped.
+func (p *ToolParser) took(cs []ToolCall) []ToolCall {
+	if p.first {
+		cs = cs[:1]
+		p.pending, p.inCall = "", false
+	}
+	p.calls += len(cs)
+	return cs
 }
 
 func (p *ToolParser) step(final bool) (string, []ToolCall) {
@@ -117,10 +148,8 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				return out.String(), calls // decided at the end
 			}
 			if cs, ok := p.parseJSONAnswer(p.pending); ok {
-				calls = append(calls, cs...)
-				p.calls += len(cs)
 				p.pending = ""
-				return out.String(), calls
+				return out.String(), append(calls, p.took(cs)...)
 			}
 			p.mode = startText
 			if p.format == ToolsJSON {
@@ -141,11 +170,8 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			if end >= 0 {
 				body, rest = p.pending[:end], p.pending[end+len(p.tags.close):]
 			}
-			if cs, ok := p.parseBody(body); ok {
-				calls = append(calls, cs...)
-				p.calls += len(cs)
-				p.after = true
-			} else {
+			cs, ok := p.parseBody(body)
+			if !ok {
 				closing := ""
 				if end >= 0 {
 					closing = p.tags.close
@@ -153,6 +179,13 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				emit(p.space + p.tags.open + body + closing)
 			}
 			p.pending, p.inCall, p.space = rest, false, ""
+			if ok {
+				calls = append(calls, p.took(cs)...)
+				if p.Done() {
+					return out.String(), calls
+				}
+				p.after = true
+			}
 			continue
 		}
 		if p.after {

@@ -134,3 +134,66 @@ func FuzzToolParser(f *testing.F) {
 		}
 	})
 }
+
+// TestToolParserFirstOnly: limited to the first call (OpenAI's
+// parallel_tool_calls false), the parser returns the content before it
+// and that call alone, of every format; further calls and text after it
+// are dropped, a list is cut to its first element, and a malformed call
+// before it stays content.
+func TestToolParserFirstOnly(t *testing.T) {
+	tools := []string{"HassTurnOn", "get_weather"}
+	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
+	on := []ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`)}
+	const a, b = `{"name": "HassTurnOn", "arguments": {"name": "Kitchen"}}`, `{"name": "get_weather", "arguments": {"city": "Köln"}}`
+	for _, c := range []struct {
+		name    string
+		format  ToolFormat
+		text    string
+		content string
+		calls   []ToolCall
+	}{
+		{"tagged two, text after", ToolsTagged, "Sure.\n<tool_call>\n" + a + "\n</tool_call>\n<tool_call>\n" + b + "\n</tool_call>\nDone.", "Sure.", on},
+		{"tagged one, text after", ToolsTagged, "<tool_call>" + a + "</tool_call> The light is on.", "", on},
+		{"tagged malformed first", ToolsTagged, "<tool_call>{\"name\": </tool_call><tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "<tool_call>{\"name\": </tool_call>", on},
+		{"tagged unclosed", ToolsTagged, "<tool_call>" + a, "", on},
+		{"plain text", ToolsTagged, "No call.", "No call.", nil},
+		{"any: two", ToolsAny, "<tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "", on},
+		{"llama two", ToolsJSON, `{"name": "HassTurnOn", "parameters": {"name": "Kitchen"}}; {"name": "get_weather", "parameters": {}}`, "", on},
+		{"phi4 list of two", ToolsPhi4, "<|tool_call|>[" + a + ", " + b + "]<|/tool_call|>", "", on},
+		{"phi4 two lists", ToolsPhi4, "Ok <|tool_call|>[" + a + "]<|/tool_call|><|tool_call|>[" + b + "]<|/tool_call|>", "Ok", on},
+		{"granite list of two", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", on},
+	} {
+		for _, ps := range splits(c.text) {
+			p := NewToolParser(c.format, tools)
+			p.FirstOnly()
+			var content strings.Builder
+			var calls []ToolCall
+			for _, s := range ps {
+				co, cs := p.Add(s)
+				content.WriteString(co)
+				calls = append(calls, cs...)
+			}
+			co, cs := p.Flush()
+			content.WriteString(co)
+			calls = append(calls, cs...)
+			if content.String() != c.content || !reflect.DeepEqual(calls, c.calls) {
+				t.Errorf("%s (pieces of %d): got %q %s, want %q %s", c.name, len(ps[0]), content.String(), fmtCalls(calls), c.content, fmtCalls(c.calls))
+			}
+			if p.Done() != (len(c.calls) > 0) {
+				t.Errorf("%s (pieces of %d): Done %v", c.name, len(ps[0]), p.Done())
+			}
+		}
+	}
+	// Done comes with the call's closing tag: generation may end there.
+	p := NewToolParser(ToolsTagged, tools)
+	p.FirstOnly()
+	if _, cs := p.Add("<tool_call>" + a); cs != nil || p.Done() {
+		t.Errorf("an open call: %v, done %v", cs, p.Done())
+	}
+	if _, cs := p.Add("</tool_call>"); len(cs) != 1 || !p.Done() {
+		t.Errorf("at the closing tag: %v, done %v", cs, p.Done())
+	}
+	if co, cs := p.Add("<tool_call>" + b + "</tool_call> more"); co != "" || cs != nil {
+		t.Errorf("after the first call: %q %v", co, cs)
+	}
+}

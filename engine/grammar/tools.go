@@ -34,6 +34,19 @@ const (
 // opening: <tool_call>, <|tool_call|>, or Llama's {"name"); otherwise of
 // a whole answer of calls.
 func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
+	return toolCalls(tools, only, syntax, lazy, false)
+}
+
+// OneToolCall is ToolCalls for exactly one call (OpenAI's
+// parallel_tool_calls false): one tagged call, one Llama object, a Phi-4
+// or Granite list of one element. A lazy grammar ends with its call;
+// what the model writes after it is free text again (the trigger may
+// start another call), so the caller keeps only the first call.
+func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
+	return toolCalls(tools, only, syntax, lazy, true)
+}
+
+func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, one bool) (gbnf, trigger string, err error) {
 	argsKey := "arguments"
 	if syntax == ToolsLlama {
 		argsKey = "parameters"
@@ -74,21 +87,28 @@ func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy boo
 	}
 	// src defines root as one call; rename it and wrap it.
 	src = strings.Replace(src, "root ::= ", "call ::= ", 1)
+	// more repeats the calls after the first (each as next), none with one.
+	more := func(next string) string {
+		if one {
+			return ""
+		}
+		return " ( " + next + " )*"
+	}
 	var root string
 	switch {
 	case syntax == ToolsTags && lazy:
-		root, trigger = `root ::= "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`, "<tool_call>"
+		root, trigger = `root ::= "\n"? call "</tool_call>"`+more(`"\n"* "<tool_call>" "\n"? call "</tool_call>"`), "<tool_call>"
 	case syntax == ToolsTags:
-		root = `root ::= "<tool_call>" "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`
+		root = `root ::= "<tool_call>" "\n"? call "</tool_call>"` + more(`"\n"* "<tool_call>" "\n"? call "</tool_call>"`)
 	case (syntax == ToolsPhi4 || syntax == ToolsGranite) && lazy:
-		root, trigger = `root ::= "[" call ( "," " "? call )* "]"`, "<|tool_call|>"
+		root, trigger = `root ::= "[" call`+more(`"," " "? call`)+` "]"`, "<|tool_call|>"
 		if syntax == ToolsPhi4 {
 			root += ` "<|/tool_call|>"`
 		}
 	case syntax == ToolsPhi4:
-		root = `root ::= "<|tool_call|>" "[" call ( "," " "? call )* "]" "<|/tool_call|>"`
+		root = `root ::= "<|tool_call|>" "[" call` + more(`"," " "? call`) + ` "]" "<|/tool_call|>"`
 	case syntax == ToolsGranite:
-		root = `root ::= "<|tool_call|>" "[" call ( "," " "? call )* "]"`
+		root = `root ::= "<|tool_call|>" "[" call` + more(`"," " "? call`) + ` "]"`
 	case syntax == ToolsLlama && lazy:
 		// After the opening {"name": the rest of one call: each tool's
 		// name, then its parameters (the rules the schema made for
@@ -101,9 +121,9 @@ func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy boo
 	case lazy:
 		return "", "", fmt.Errorf("calls in plain JSON have no opening to start a lazy grammar at")
 	case syntax == ToolsLlama:
-		root = `root ::= call ( ";" " "? call )*`
+		root = `root ::= call` + more(`";" " "? call`)
 	default:
-		root = `root ::= call ( "\n" call )*`
+		root = `root ::= call` + more(`"\n" call`)
 	}
 	return root + "\n" + src, trigger, nil
 }

@@ -5,6 +5,7 @@ package appliancetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -116,7 +117,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 				req.OnToken(int32(i)) // a piece is a token
 			}
 			if req.OnText != nil {
-				if err := req.OnText([]byte(p)); err != nil {
+				if err := req.OnText([]byte(p)); errors.Is(err, engine.ErrStop) {
+					return engine.Stats{PromptTokens: 3, GeneratedTokens: i + 1, DecodeTokS: 100, TTFTms: 1, StopReason: "stop"}, nil
+				} else if err != nil {
 					return engine.Stats{}, err
 				}
 			}

@@ -104,7 +104,8 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 // with "auto" (or none given) and a model whose calls have an opening
 // (<tool_call>, <|tool_call|>, Llama's {"name"), a lazy grammar constrains each call
 // from its opening on, with free text between and after the calls. A
-// request that already has a grammar (a format) keeps it.
+// request that already has a grammar (a format) keeps it. With
+// req.OneToolCall the grammars allow one call.
 func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage) error {
 	var mode, only string
 	c := strings.TrimSpace(string(choice))
@@ -136,13 +137,17 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 		return nil
 	}
 	syntax := toolSyntax(s.cfg.Model.ToolFormat)
+	calls := grammar.ToolCalls
+	if req.OneToolCall {
+		calls = grammar.OneToolCall
+	}
 	if mode == "auto" {
 		if req.Grammar != "" || syntax == grammar.ToolsPlainJSON {
 			return nil // free text with calls the model may write: nothing to enforce
 		}
 		// Offered, not demanded: tools whose parameters cannot be
 		// enforced leave the calls unconstrained rather than refusing.
-		src, trigger, err := grammar.ToolCalls(tools, "", syntax, true)
+		src, trigger, err := calls(tools, "", syntax, true)
 		if err != nil {
 			return nil
 		}
@@ -155,7 +160,7 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 	if req.Grammar != "" {
 		return badf("tool_choice %s and a response format cannot both be enforced", c)
 	}
-	src, _, err := grammar.ToolCalls(tools, only, syntax, false)
+	src, _, err := calls(tools, only, syntax, false)
 	if err != nil {
 		return badf("tools: %v", err)
 	}

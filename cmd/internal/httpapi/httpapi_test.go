@@ -20,6 +20,7 @@ import (
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/grammar"
 )
 
 // testServer runs a core over eng and the HTTP front end on a loopback
@@ -257,6 +258,61 @@ func TestToolCallsOpenAI(t *testing.T) {
 	}
 	if !strings.Contains(out, `"finish_reason":"tool_calls"`) || !strings.Contains(out, `"index":1,"id":"call_`) || !strings.Contains(out, `"usage":{"prompt_tokens":3`) {
 		t.Errorf("stream: %s", out)
+	}
+}
+
+// TestParallelToolCallsFalse: parallel_tool_calls false gets one call
+// out of a model writing two, plain and streamed, and the engine the
+// grammar of one call (tool_choice required; lazy under auto); true or
+// absent leaves both calls and the grammar of several.
+func TestParallelToolCallsFalse(t *testing.T) {
+	two := "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}\n</tool_call>"
+	eng := scripted(two)
+	ts := newTestServer(t, eng, nil)
+	var tools []json.RawMessage
+	json.Unmarshal([]byte(toolTools), &tools)
+	for _, c := range []struct {
+		extra string
+		calls int
+		gram  func([]json.RawMessage, string, grammar.ToolSyntax, bool) (string, string, error)
+		lazy  bool
+	}{
+		{`,"tool_choice":"required","parallel_tool_calls":false`, 1, grammar.OneToolCall, false},
+		{`,"parallel_tool_calls":false`, 1, grammar.OneToolCall, true},
+		{`,"tool_choice":"required","parallel_tool_calls":true`, 2, grammar.ToolCalls, false},
+		{`,"tool_choice":"required"`, 2, grammar.ToolCalls, false},
+	} {
+		want, trigger, err := c.gram(tools, "", grammar.ToolsTags, c.lazy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":` + toolTools + c.extra
+		resp, out := ts.do(t, "POST", "/v1/chat/completions", req+`}`)
+		var r struct {
+			Choices []struct {
+				Message struct {
+					Content   *string
+					ToolCalls []openaiToolCall `json:"tool_calls"`
+				}
+				FinishReason string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", c.extra, resp.StatusCode, out)
+		}
+		m := r.Choices[0].Message
+		if r.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != c.calls || m.ToolCalls[0].Function.Name != "HassTurnOn" || m.Content == nil || *m.Content != "Sure." {
+			t.Errorf("%s: %s", c.extra, out)
+		}
+		reqs := eng.Requests()
+		if got := reqs[len(reqs)-1]; got.Grammar != want || got.GrammarTrigger != trigger {
+			t.Errorf("%s: the engine's grammar (trigger %q):\n%s\nwant (trigger %q):\n%s", c.extra, got.GrammarTrigger, got.Grammar, trigger, want)
+		}
+		_, out = ts.do(t, "POST", "/v1/chat/completions", req+`,"stream":true}`)
+		if n := strings.Count(out, `"id":"call_`); n != c.calls || !strings.Contains(out, `"finish_reason":"tool_calls"`) || !strings.HasSuffix(out, "data: [DONE]\n\n") ||
+			c.calls == 1 && strings.Contains(out, "get_weather") {
+			t.Errorf("%s, streamed: %d calls in %s", c.extra, n, out)
+		}
 	}
 }
 

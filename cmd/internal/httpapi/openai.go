@@ -84,8 +84,8 @@ type openaiCommon struct {
 	ResponseFormat json.RawMessage `json:"response_format"`
 	Grammar        string          `json:"grammar"`
 	// Accepted and ignored: presence_penalty, frequency_penalty,
-	// logit_bias, user, parallel_tool_calls, reasoning_effort, store,
-	// metadata, service_tier, top_logprobs (without logprobs).
+	// logit_bias, user, reasoning_effort, store, metadata, service_tier,
+	// top_logprobs (without logprobs).
 }
 
 func (c *openaiCommon) includeUsage() bool {
@@ -94,11 +94,15 @@ func (c *openaiCommon) includeUsage() bool {
 
 type openaiChatRequest struct {
 	openaiCommon
-	Messages            []openaiMessage   `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage   `json:"tool_choice"`
-	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
-	Logprobs            bool              `json:"logprobs"`
+	Messages   []openaiMessage   `json:"messages"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
+	// ParallelToolCalls false: at most one call per answer (the grammar
+	// of tool_choice allows one, the core keeps the first and stops
+	// there: appliance.Request.OneToolCall); true or absent: any number.
+	ParallelToolCalls   *bool  `json:"parallel_tool_calls"`
+	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	Logprobs            bool   `json:"logprobs"`
 }
 
 // openaiSampling applies OpenAI's common settings to req.
@@ -287,6 +291,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	req.History = historyOf(req.Messages)
 	if len(c.Tools) > 0 && strings.Trim(string(c.ToolChoice), `" `) != "none" {
 		req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
+		req.OneToolCall = c.ParallelToolCalls != nil && !*c.ParallelToolCalls
 	}
 	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice); err != nil {
 		s.openaiRefuse(w, err)
