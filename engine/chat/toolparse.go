@@ -16,7 +16,9 @@ import (
 // and the JSON form): calls tagged <tool_call>{"name": ..., "arguments":
 // {...}}</tool_call> anywhere in the answer (or between the format's own
 // tags, such as Phi-4-mini's <|tool_call|>[...]<|/tool_call|>, the body
-// one call or a JSON list of them, or LFM2's Python list of calls), and an answer that is a JSON object {"name": ..., "parameters"
+// one call or a JSON list of them, or LFM2's Python list of calls; Gemma 4's
+// <|tool_call>call:NAME{...}<tool_call|>, its arguments in its own syntax,
+// toolparse_gemma4.go), and an answer that is a JSON object {"name": ..., "parameters"
 // (or "arguments"): {...}}, optionally after <|python_tag|>, several
 // separated by ';' or newlines. A JSON answer counts as calls only when
 // every object names one of the tools offered (a model asked for JSON may
@@ -34,6 +36,10 @@ type ToolParser struct {
 	after   bool   // a call just ended: white space after it is dropped
 	calls   int    // calls returned so far
 	first   bool   // only the first call (FirstOnly)
+	// Gemma 4: how far the open call's body has been searched for its
+	// end, and whether that point is inside a quoted string.
+	scan   int
+	quoted bool
 }
 
 const (
@@ -160,7 +166,10 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 		}
 		if p.inCall {
 			end := -1
-			if p.tags.close != "" {
+			switch {
+			case p.format == ToolsGemma4:
+				end = p.gemmaCloseIndex()
+			case p.tags.close != "":
 				end = strings.Index(p.pending, p.tags.close)
 			}
 			if end < 0 && !final {
@@ -202,6 +211,7 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				emit(text)
 				p.space = p.pending[len(text):i]
 				p.pending, p.inCall = p.pending[i+len(p.tags.open):], true
+				p.scan, p.quoted = 0, false
 				continue
 			}
 		}
@@ -269,6 +279,10 @@ func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
 // (any format: Phi-4-mini and Granite write them so) a JSON list of them;
 // for ToolsLFM2 first a Python list of calls (parsePyCalls).
 func (p *ToolParser) parseBody(body string) ([]ToolCall, bool) {
+	if p.format == ToolsGemma4 {
+		c, err := parseGemma4Call(body)
+		return []ToolCall{c}, err == nil
+	}
 	body = strings.TrimSpace(body)
 	if p.format == ToolsLFM2 {
 		if calls, err := parsePyCalls(body); err == nil {

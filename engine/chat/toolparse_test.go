@@ -116,9 +116,11 @@ func FuzzToolParser(f *testing.F) {
 	f.Add("<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}]<|/tool_call|> x", 4)
 	f.Add("ok <|tool_call_start|>[a(x=\"y\", n=[1, {'k': None}]), b()]<|tool_call_end|> done", 5)
 	f.Add("<|tool_call_start|>[a(s='\\u00e9', t=True)", 2)
+	f.Add("ok <|tool_call>call:a{s:<|\"|>x<tool_call|><|\"|>,n:[1,{k:null}]}<tool_call|><|tool_call>call:a{}<tool_call|>", 5)
+	f.Add("<|tool_call>call:a{s:<|\"|>open <tool_call|> <|tool_call>call:a{b:}", 2)
 	f.Fuzz(func(t *testing.T, text string, n int) {
 		n = max(1, n%17)
-		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite, ToolsLFM2} {
+		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite, ToolsLFM2, ToolsGemma4} {
 			var ps []string
 			for i := 0; i < len(text); i += n {
 				ps = append(ps, text[i:min(i+n, len(text))])

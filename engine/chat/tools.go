@@ -344,6 +344,9 @@ const (
 	// a Python list of calls with keyword arguments (LFM2, LFM2.5;
 	// toolparse_py.go).
 	ToolsLFM2
+	// ToolsGemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
+	// per call, the arguments in Gemma 4's own syntax (toolparse_gemma4.go).
+	ToolsGemma4
 )
 
 // toolTags are the texts around a format's calls: open starts a call (or,
@@ -359,6 +362,7 @@ var formatTags = [...]toolTags{
 	ToolsPhi4:    {"<|tool_call|>", "<|/tool_call|>", true},
 	ToolsGranite: {"<|tool_call|>", "", true},
 	ToolsLFM2:    {"<|tool_call_start|>", "<|tool_call_end|>", true},
+	ToolsGemma4:  {gemmaCallOpen, gemmaCallClose, false},
 }
 
 func (f ToolFormat) tags() toolTags {
@@ -389,6 +393,8 @@ func (f ToolFormat) String() string {
 		return "granite"
 	case ToolsLFM2:
 		return "lfm2"
+	case ToolsGemma4:
+		return "gemma4"
 	}
 	return "any"
 }
@@ -398,11 +404,14 @@ func (f ToolFormat) String() string {
 // templates, whose model writes them), Phi-4-mini's tool tokens, Granite's
 // <|tool_call|>, LFM2's (its <|tool_call_start|> or tool list tokens, or
 // LFM2.5's "List of tools: [" written without them, as llama.cpp tells
-// them), or Llama 3's JSON (its ipython role); ToolsAny when none shows.
+// them), Gemma 4's <|tool_call>call: (llama.cpp tells it by that text too),
+// or Llama 3's JSON (its ipython role); ToolsAny when none shows.
 func (t *Template) ToolFormat() ToolFormat {
 	switch {
 	case t == nil:
 		return ToolsAny
+	case strings.Contains(t.src, gemmaCallOpen+gemmaCallPrefix):
+		return ToolsGemma4
 	case strings.Contains(t.src, "<tool_call>") || t.place == placeSystemText:
 		return ToolsTagged
 	case strings.Contains(t.src, "<|tool|>") || strings.Contains(t.src, "<|/tool_call|>"):
@@ -421,14 +430,19 @@ func (t *Template) ToolFormat() ToolFormat {
 // model's calls: a vocabulary that has them as control tokens (Phi-4-mini's
 // <|tool_call|>) must render them in the generated text, as llama.cpp's
 // preserved tokens are, or the calls could neither be parsed nor forced
-// by a grammar.
+// by a grammar. Gemma 4's strings are quoted by a token of their own,
+// <|"|>, which must show as well.
 func (t *Template) ToolTokens() []string {
 	var out []string
-	tg := t.ToolFormat().tags()
+	f := t.ToolFormat()
+	tg := f.tags()
 	for _, s := range []string{tg.open, tg.close} {
 		if s != "" {
 			out = append(out, s)
 		}
+	}
+	if f == ToolsGemma4 {
+		out = append(out, gemmaQuote)
 	}
 	return out
 }

@@ -129,7 +129,7 @@ func TestFamilyFileTemplates(t *testing.T) {
 		{"granite", "ibm-granite-granite-3.3-2B-Instruct", true, ToolsGranite},
 		{"smollm3", "HuggingFaceTB-SmolLM3-3B", true, ToolsTagged}, // no tools in this template: the block goes into the system message
 		{"lfm2", "LFM2.5-Instruct", true, ToolsLFM2},
-		{"gemma4", "google-gemma-4-31B-it", true, ToolsAny},
+		{"gemma4", "google-gemma-4-31B-it", true, ToolsGemma4},
 	} {
 		src, _, _ := vocabTemplate(t, zoo.Path(t, "new", "models", "tiny-"+c.fam+"-F16.gguf"))
 		if want, ok := g.Templates[c.template]; !ok || src != want {
