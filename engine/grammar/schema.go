@@ -170,6 +170,8 @@ type converter struct {
 	// inexact: a oneOf whose alternatives could not be proved exclusive
 	// (its grammar is their union; SchemaCheck checks the answer).
 	inexact bool
+	// py: the values are written as Python literals (tools_py.go).
+	py bool
 }
 
 func (c *converter) add(name, body string) string {
@@ -198,6 +200,9 @@ func (c *converter) prim(name string) string {
 		return name
 	}
 	c.rules[name] = primitives[name]
+	if b, ok := pyPrimitives[name]; ok && c.py {
+		c.rules[name] = b
+	}
 	c.order = append(c.order, name)
 	for _, d := range primitiveDeps[name] {
 		c.prim(d)
@@ -267,6 +272,9 @@ func literal(s string) string {
 
 // jsonLiteral is the grammar of exactly value v, encoded as JSON.
 func (c *converter) jsonLiteral(v any) (string, error) {
+	if c.py {
+		return literal(pyLiteral(v)) + " " + c.prim("space"), nil
+	}
 	b, err := json.Marshal(plain(v))
 	if err != nil {
 		return "", err
@@ -598,6 +606,12 @@ func (c *converter) ref(ref, path string) (string, error) {
 		return "", err
 	}
 	name := "ref-" + ruleName(ref)
+	for i := 1; ; i++ {
+		if _, taken := c.rules[name]; !taken {
+			break
+		}
+		name = fmt.Sprintf("ref-%s-%d", ruleName(ref), i)
+	}
 	c.refs[ref] = name
 	c.rules[name] = "" // reserved: a recursive reference resolves to it
 	body, err := c.visit(target, name, ref)

@@ -24,6 +24,9 @@ const (
 	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
 	// (Granite 3: the list ends the answer).
 	ToolsGranite
+	// ToolsLFM2: <|tool_call_start|>[name(key=value, ...), ...]<|tool_call_end|>,
+	// the values Python literals (LFM2; tools_py.go).
+	ToolsLFM2
 )
 
 // ToolCalls is the grammar of tool calls to the tools offered (each
@@ -31,15 +34,15 @@ const (
 // one named): the name one of theirs, the arguments valid under that
 // tool's parameter schema. With lazy, it is the grammar of what follows
 // the trigger it returns (the model writes freely until its call
-// opening: <tool_call>, <|tool_call|>, or Llama's {"name"); otherwise of
-// a whole answer of calls.
+// opening: <tool_call>, <|tool_call|>, <|tool_call_start|>, or Llama's
+// {"name"); otherwise of a whole answer of calls.
 func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
 	return toolCalls(tools, only, syntax, lazy, false)
 }
 
 // OneToolCall is ToolCalls for exactly one call (OpenAI's
-// parallel_tool_calls false): one tagged call, one Llama object, a Phi-4
-// or Granite list of one element. A lazy grammar ends with its call;
+// parallel_tool_calls false): one tagged call, one Llama object, a Phi-4,
+// Granite or LFM2 list of one element. A lazy grammar ends with its call;
 // what the model writes after it is free text again (the trigger may
 // start another call), so the caller keeps only the first call.
 func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
@@ -47,6 +50,9 @@ func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy b
 }
 
 func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, one bool) (gbnf, trigger string, err error) {
+	if syntax == ToolsLFM2 {
+		return lfm2Calls(tools, only, lazy, one)
+	}
 	argsKey := "arguments"
 	if syntax == ToolsLlama {
 		argsKey = "parameters"
