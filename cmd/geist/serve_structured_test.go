@@ -122,12 +122,14 @@ func TestServeStructuredClients(t *testing.T) {
 }
 
 // TestServeFamilyTools: Phi-4-mini's and SmolLM3's templates take no tools
-// variable, yet geist serves tool calls for them (the zoo's tiny phi3 and
-// smollm3 files, random weights, with their own templates): through the
-// official OpenAI client, tool_choice required and a named function, plain
-// and streamed, always give tool_calls whose arguments validate against
-// the tool's parameters (Phi-4-mini's calls between its control tokens
-// <|tool_call|> and <|/tool_call|>, SmolLM3's in <tool_call> tags); the
+// variable, and LFM2 writes its calls as a Python list, yet geist serves
+// tool calls for them (the zoo's tiny phi3, smollm3 and lfm2 files, random
+// weights, with their own templates): through the official OpenAI client,
+// tool_choice required and a named function, plain and streamed, always
+// give tool_calls whose arguments validate against the tool's parameters
+// (Phi-4-mini's calls between its control tokens <|tool_call|> and
+// <|/tool_call|>, SmolLM3's in <tool_call> tags, LFM2's
+// <|tool_call_start|>[name(key=value)]<|tool_call_end|>); the
 // official Ollama client's chat offering the tools (auto: the random
 // weights rarely call) is served, not refused as before.
 func TestServeFamilyTools(t *testing.T) {
@@ -162,7 +164,7 @@ func TestServeFamilyTools(t *testing.T) {
 	}
 	// SmolLM3 thinks first unless told /no_think; its random weights would
 	// think to the token limit.
-	for fam, system := range map[string]string{"phi3": "You control the home.", "smollm3": "You control the home. /no_think"} {
+	for fam, system := range map[string]string{"phi3": "You control the home.", "smollm3": "You control the home. /no_think", "lfm2": "You control the home."} {
 		t.Run(fam, func(t *testing.T) {
 			model := zoo.Path(t, "new", "models", "tiny-"+fam+"-Q4_0.gguf")
 			addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")
@@ -216,6 +218,25 @@ func TestServeFamilyTools(t *testing.T) {
 				json.Unmarshal(a[1], &reason)
 				if reason == "" {
 					t.Errorf("ollama chat with tools: no done_reason: %s", a)
+				}
+				// Calls the model chose to make are the tools' calls.
+				var calls []struct {
+					Function struct {
+						Name      string
+						Arguments json.RawMessage
+					}
+				}
+				json.Unmarshal(a[0], &calls)
+				for _, c := range calls {
+					sch, ok := params[c.Function.Name]
+					if !ok {
+						t.Errorf("ollama chat: called %q, not offered", c.Function.Name)
+						continue
+					}
+					v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(c.Function.Arguments)))
+					if err != nil || sch.Validate(v) != nil {
+						t.Errorf("ollama chat: arguments %s of %s do not validate", c.Function.Arguments, c.Function.Name)
+					}
 				}
 			}
 		})
