@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -241,4 +243,112 @@ func TestServeFamilyTools(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeParallelToolCalls: OpenAI's parallel_tool_calls false through
+// the official npm openai client, tool_choice required, plain and
+// streamed: every answer is exactly one call, whose arguments validate
+// against the tool's parameters, in each syntax (stories260K with Qwen
+// 2.5's <tool_call> template, Llama 3.2's JSON, Phi-4-mini's and Granite
+// 3.3's lists). The same requests without the field, seed for seed, make
+// call after call in some answers (several calls, or calls up to
+// max_tokens: an answer cut there is not parsed), which is what the
+// limit ends.
+func TestServeParallelToolCalls(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	dir := npmDir(t)
+	const tools = `[{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "area": {"type": "string", "maxLength": 20}}, "required": ["name"]}}},
+		{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}]`
+	var defs []struct {
+		Function struct {
+			Name       string
+			Parameters json.RawMessage
+		}
+	}
+	json.Unmarshal([]byte(tools), &defs)
+	params := map[string]*jsonschema.Schema{}
+	for _, d := range defs {
+		c := jsonschema.NewCompiler()
+		doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(d.Function.Parameters)))
+		if err := c.AddResource("s.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("s.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		params[d.Function.Name] = sch
+	}
+	const seeds = 3
+	unlimited := 0 // answers without the limit that made more than one call
+	for _, tmpl := range []string{"Qwen-Qwen2.5-7B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-4-mini-instruct", "ibm-granite-granite-3.3-2B-Instruct"} {
+		t.Run(tmpl, func(t *testing.T) {
+			model := withTemplate(t, zoo.Path(t, "models", serveModel), zooTemplate(t, tmpl))
+			args := []string{"-m", model, "--ctx", "2048"}
+			if strings.Contains(tmpl, "granite") {
+				// Granite 3.3's template has <think>: a thinking model's
+				// grammar lets it open a thinking block first, and the
+				// stories model writes white space before it to
+				// max_tokens. Not thinking, the grammar applies at once.
+				conf := filepath.Join(t.TempDir(), "geist.toml")
+				if err := os.WriteFile(conf, []byte("[generation]\nthink = { http = false }\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", conf)
+			}
+			addr, logs := serveHTTP(t, args...)
+			name := strings.TrimSuffix(filepath.Base(model), ".gguf")
+			out := runNode(t, dir, 4*time.Minute, logs, "testdata/http/parallel_tools.mjs", "http://"+addr, name, tools, fmt.Sprint(seeds))
+			t.Logf("client: %s", out)
+			var r struct{ Answers [][4]json.RawMessage }
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("parallel_tools.mjs printed %s: %v", out, err)
+			}
+			if len(r.Answers) != seeds*4 {
+				t.Fatalf("%d answers, want %d", len(r.Answers), seeds*4)
+			}
+			for _, a := range r.Answers {
+				var what, finish, content string
+				json.Unmarshal(a[0], &what)
+				json.Unmarshal(a[2], &finish)
+				json.Unmarshal(a[3], &content)
+				var calls []struct {
+					ID       string
+					Function struct{ Name, Arguments string }
+				}
+				if err := json.Unmarshal(a[1], &calls); err != nil {
+					t.Fatalf("%s: tool_calls %s: %v", what, a[1], err)
+				}
+				one := strings.HasPrefix(what, "one")
+				switch {
+				case one && (len(calls) != 1 || finish != "tool_calls" || content != ""):
+					t.Errorf("%s: %d calls, finish_reason %q, content %q with parallel_tool_calls false, want one call: %s", what, len(calls), finish, content, a[1])
+				case !one && len(calls) > 1, !one && finish == "length" && strings.Count(content, `"name"`) > 1:
+					unlimited++
+				}
+				for _, c := range calls {
+					sch, ok := params[c.Function.Name]
+					if !ok {
+						t.Errorf("%s: called %q, not offered", what, c.Function.Name)
+						continue
+					}
+					v, err := jsonschema.UnmarshalJSON(strings.NewReader(c.Function.Arguments))
+					if err != nil {
+						t.Errorf("%s: arguments %q do not parse: %v", what, c.Function.Arguments, err)
+					} else if err := sch.Validate(v); err != nil {
+						t.Errorf("%s: arguments %q do not validate: %v", what, c.Function.Arguments, err)
+					}
+				}
+			}
+		})
+	}
+	if unlimited == 0 {
+		t.Error("without parallel_tool_calls no answer made more than one call: the test shows no limit")
+	}
+	t.Logf("%d answers without the limit made more than one call", unlimited)
 }

@@ -164,6 +164,8 @@ func TestToolParserFirstOnly(t *testing.T) {
 		{"phi4 list of two", ToolsPhi4, "<|tool_call|>[" + a + ", " + b + "]<|/tool_call|>", "", on},
 		{"phi4 two lists", ToolsPhi4, "Ok <|tool_call|>[" + a + "]<|/tool_call|><|tool_call|>[" + b + "]<|/tool_call|>", "Ok", on},
 		{"granite list of two", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", on},
+		{"lfm2 list of two, text after", ToolsLFM2, "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\")]<|tool_call_end|>Checking.", "Sure.",
+			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
 	} {
 		for _, ps := range splits(c.text) {
 			p := NewToolParser(c.format, tools)
