@@ -250,10 +250,10 @@ func TestServeFamilyTools(t *testing.T) {
 // streamed: every answer is exactly one call, whose arguments validate
 // against the tool's parameters, in each syntax (stories260K with Qwen
 // 2.5's <tool_call> template, Llama 3.2's JSON, Phi-4-mini's and Granite
-// 3.3's lists). The same requests without the field, seed for seed, make
-// call after call in some answers (several calls, or calls up to
-// max_tokens: an answer cut there is not parsed), which is what the
-// limit ends.
+// 3.3's lists, LFM2.5's Python list). The same requests without the
+// field, seed for seed, make call after call in some answers (several
+// calls, or calls up to max_tokens: an answer cut there is not parsed),
+// which is what the limit ends.
 func TestServeParallelToolCalls(t *testing.T) {
 	if testing.Short() || emulated() {
 		t.Skip("runs node and the npm clients: native only")
@@ -286,7 +286,7 @@ func TestServeParallelToolCalls(t *testing.T) {
 	}
 	const seeds = 3
 	unlimited := 0 // answers without the limit that made more than one call
-	for _, tmpl := range []string{"Qwen-Qwen2.5-7B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-4-mini-instruct", "ibm-granite-granite-3.3-2B-Instruct"} {
+	for _, tmpl := range []string{"Qwen-Qwen2.5-7B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "microsoft-Phi-4-mini-instruct", "ibm-granite-granite-3.3-2B-Instruct", "LFM2.5-Instruct"} {
 		t.Run(tmpl, func(t *testing.T) {
 			model := withTemplate(t, zoo.Path(t, "models", serveModel), zooTemplate(t, tmpl))
 			args := []string{"-m", model, "--ctx", "2048"}

@@ -166,6 +166,8 @@ func TestToolParserFirstOnly(t *testing.T) {
 		{"granite list of two", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", on},
 		{"lfm2 list of two, text after", ToolsLFM2, "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\")]<|tool_call_end|>Checking.", "Sure.",
 			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
+		{"gemma4 two, text after", ToolsGemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kitchen<|"|>}<tool_call|><|tool_call>call:get_weather{city:<|"|>Köln<|"|>}<tool_call|> Done.`, "Sure.",
+			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
 	} {
 		for _, ps := range splits(c.text) {
 			p := NewToolParser(c.format, tools)
