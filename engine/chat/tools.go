@@ -153,8 +153,15 @@ func (t *Template) mayPlace(place int) bool {
 // the messages to render (a copy when changed) and the extra variables.
 // Assistant messages' calls are written into their content in the
 // model's own syntax where the template would drop them (the places
-// other than the tools variable: those templates read no tool_calls).
+// other than the tools variable: those templates read no tool_calls; and
+// LFM2's templates, tools_lfm2.go).
 func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[string]any) ([]Message, map[string]any, error) {
+	if t.callsInContent() {
+		var err error
+		if msgs, err = pyCallsInContent(msgs); err != nil {
+			return nil, nil, err
+		}
+	}
 	if len(tools) == 0 {
 		return msgs, extra, nil
 	}
