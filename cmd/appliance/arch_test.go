@@ -73,7 +73,7 @@ var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/applian
 var testExtra = map[string][]string{
 	"quant":                {"engine/gguf"}, // reads the zoo's models
 	"engine/chat":          {"engine/gguf"}, // reads the zoo's templates
-	"engine/grammar":       {"engine/chat"}, // LFM2's call grammar is read by engine/chat's parser
+	"engine/grammar":       {"engine/chat"}, // LFM2's and Gemma 4's call grammars are read by engine/chat's parser
 	"engine/model":         {"engine/sample"},
 	"engine/tokenizer":     {"engine/gguf"}, // reads vocabularies from GGUF files
 	"cmd/internal/convert": {"engine"},      // converted files load and generate

@@ -172,6 +172,9 @@ type converter struct {
 	inexact bool
 	// py: the values are written as Python literals (tools_py.go).
 	py bool
+	// gemma: the values are written in Gemma 4's call syntax, not JSON
+	// (schema_gemma4.go).
+	gemma bool
 }
 
 func (c *converter) add(name, body string) string {
@@ -199,12 +202,16 @@ func (c *converter) prim(name string) string {
 	if _, ok := c.rules[name]; ok {
 		return name
 	}
-	c.rules[name] = primitives[name]
+	table, deps := primitives, primitiveDeps
+	if c.gemma {
+		table, deps = gemmaPrimitives, gemmaPrimitiveDeps
+	}
+	c.rules[name] = table[name]
 	if b, ok := pyPrimitives[name]; ok && c.py {
 		c.rules[name] = b
 	}
 	c.order = append(c.order, name)
-	for _, d := range primitiveDeps[name] {
+	for _, d := range deps[name] {
 		c.prim(d)
 	}
 	return name
@@ -274,6 +281,9 @@ func literal(s string) string {
 func (c *converter) jsonLiteral(v any) (string, error) {
 	if c.py {
 		return literal(pyLiteral(v)) + " " + c.prim("space"), nil
+	}
+	if c.gemma {
+		return c.gemmaLiteral(v)
 	}
 	b, err := json.Marshal(plain(v))
 	if err != nil {
@@ -645,6 +655,7 @@ func (c *converter) object(s *ordered, name, path string) (string, error) {
 		}
 	}
 	var required, optional []string
+	var entries []gemmaEntry
 	for _, k := range props.keys {
 		sub := props.vals[k]
 		body, err := c.visit(sub, name+"-"+ruleName(k), path+"/properties/"+k)
@@ -652,7 +663,14 @@ func (c *converter) object(s *ordered, name, path string) (string, error) {
 			return "", err
 		}
 		vname := c.add(name+"-"+ruleName(k), body)
-		kv := c.add(name+"-"+ruleName(k)+"-kv", literal(mustJSON(k))+" "+c.prim("space")+` ":" space `+vname)
+		key := literal(mustJSON(k)) + " " + c.prim("space") + ` ":" space `
+		if c.gemma {
+			if key, err = gemmaKeyRule(k, path); err != nil {
+				return "", err
+			}
+		}
+		kv := c.add(name+"-"+ruleName(k)+"-kv", key+vname)
+		entries = append(entries, gemmaEntry{k, kv, req[k]})
 		if req[k] {
 			required = append(required, kv)
 		} else {
@@ -666,7 +684,14 @@ func (c *converter) object(s *ordered, name, path string) (string, error) {
 			return "", err
 		}
 		vname := c.add(name+"-additional-value", vbody)
-		addl = c.add(name+"-additional-kv", c.prim("string")+` ":" space `+vname)
+		key := c.prim("string") + ` ":" space `
+		if c.gemma {
+			key = c.prim("gemma-key") + ` ":" `
+		}
+		addl = c.add(name+"-additional-kv", key+vname)
+	}
+	if c.gemma && addl == "" && len(entries) > 0 {
+		return c.gemmaObject(name, entries), nil
 	}
 	// Optional properties: any subsequence, in order. opt-i is a
 	// non-empty subsequence of optional[i:].
@@ -794,6 +819,9 @@ func (c *converter) array(s *ordered, name, path string) (string, error) {
 }
 
 func (c *converter) str(s *ordered, name, path string) (string, error) {
+	if c.gemma {
+		return c.gemmaStr(s, path)
+	}
 	lo, hasLo, err := intOf(s, "minLength", path)
 	if err != nil {
 		return "", err

@@ -27,6 +27,9 @@ const (
 	// ToolsLFM2: <|tool_call_start|>[name(key=value, ...), ...]<|tool_call_end|>,
 	// the values Python literals (LFM2; tools_py.go).
 	ToolsLFM2
+	// ToolsGemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
+	// per call (Gemma 4: its own syntax of values, schema_gemma4.go).
+	ToolsGemma4
 )
 
 // ToolCalls is the grammar of tool calls to the tools offered (each
@@ -34,8 +37,8 @@ const (
 // one named): the name one of theirs, the arguments valid under that
 // tool's parameter schema. With lazy, it is the grammar of what follows
 // the trigger it returns (the model writes freely until its call
-// opening: <tool_call>, <|tool_call|>, <|tool_call_start|>, or Llama's
-// {"name"); otherwise of a whole answer of calls.
+// opening: <tool_call>, <|tool_call|>, <|tool_call_start|>, Gemma 4's
+// <|tool_call>, or Llama's {"name"); otherwise of a whole answer of calls.
 func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
 	return toolCalls(tools, only, syntax, lazy, false)
 }
@@ -52,6 +55,9 @@ func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy b
 func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, one bool) (gbnf, trigger string, err error) {
 	if syntax == ToolsLFM2 {
 		return lfm2Calls(tools, only, lazy, one)
+	}
+	if syntax == ToolsGemma4 {
+		return gemma4Calls(tools, only, lazy, one)
 	}
 	argsKey := "arguments"
 	if syntax == ToolsLlama {

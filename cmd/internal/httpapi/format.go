@@ -97,6 +97,8 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 		return grammar.ToolsGranite
 	case chat.ToolsLFM2:
 		return grammar.ToolsLFM2
+	case chat.ToolsGemma4:
+		return grammar.ToolsGemma4
 	}
 	return grammar.ToolsPlainJSON
 }
@@ -104,7 +106,7 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 // toolGrammar constrains tool calls: with tool_choice "required" or a
 // named function the whole answer is calls in the model's own syntax;
 // with "auto" (or none given) and a model whose calls have an opening
-// (<tool_call>, <|tool_call|>, LFM2's <|tool_call_start|>, Llama's {"name"), a lazy grammar constrains each call
+// (<tool_call>, <|tool_call|>, LFM2's <|tool_call_start|>, Gemma 4's <|tool_call>, Llama's {"name"), a lazy grammar constrains each call
 // from its opening on, with free text between and after the calls. A
 // request that already has a grammar (a format) keeps it. With
 // req.OneToolCall the grammars allow one call.
