@@ -8,14 +8,16 @@
 # extracted loop covers and which loop of the function is the decode loop.
 #
 # Then it projects the attention kernels (issue 24) against llama.cpp's
-# flash-attention loops and the Pi 5 / Pi 4 time of a long prompt (below).
+# flash-attention loops and the Pi 5 / Pi 4 time of a long prompt, and the
+# GELU of Gemma's feed-forward (issue 23) against llama.cpp's (below).
 #
 #   scripts/armproj.sh                 # from the project root; ~2 minutes
 #   ARMPROJ=/path/to/armproj.sh WORK=/tmp/x scripts/armproj.sh
 #   ARMPROJ_PART=attn scripts/armproj.sh   # the attention part only
+#   ARMPROJ_PART=gelu scripts/armproj.sh   # the GELU part only
 #
-# Results: $WORK/results.md and $WORK/attn/results.md (WORK defaults to
-# /tmp/armproj). Every number is
+# Results: $WORK/results.md, $WORK/attn/results.md and
+# $WORK/gelu/results.md (WORK defaults to /tmp/armproj). Every number is
 # a throughput bound from llvm-mca's models: no cache misses, no memory
 # latency, no call overhead.
 set -euo pipefail
@@ -123,9 +125,63 @@ PY
 
 WORK=${WORK:-${TMPDIR:-/tmp}/armproj}
 export WORK
-if [ "${ARMPROJ_PART:-all}" != attn ]; then
+PART=${ARMPROJ_PART:-all}
+case $PART in
+all | attn | gelu) ;;
+*) echo "armproj: ARMPROJ_PART=$PART: want attn or gelu (or unset for all)" >&2; exit 1 ;;
+esac
+if [ "$PART" = all ]; then
   GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
 fi
+# The parts below use the full run's $WORK (llama.cpp's source, the loop
+# cutter) with geist cross-built from this tree.
+LLVM=${LLVM:-/usr/lib/llvm-19/bin}
+LC=$WORK/nlc/llama.cpp
+for f in "$LC/ggml/src/ggml-cpu/simd-gemm.h" "$WORK/tools/mcatool.py"; do
+  [ -f "$f" ] || { echo "armproj: $f missing (run scripts/armproj.sh in full once)" >&2; exit 1; }
+done
+if [ "$PART" != all ] || [ ! -x "$WORK/geist-arm64" ]; then
+  CGO_ENABLED=0 GOARCH=arm64 nice -n 19 go build -p 1 -buildvcs=false -o "$WORK/geist-arm64" ./cmd/geist
+fi
+GEIST_AT="$(git log --oneline -1 | cut -c1-60)$(git diff --quiet HEAD -- neon engine/model || echo ' (modified)')"
+LLAMA_AT="node-llama-cpp $(ls "$WORK"/nlc/node-llama-cpp-*.tgz | sed 's/.*node-llama-cpp-//; s/\.tgz$//'), $(tr -d ' \n' < "$WORK/nlc/package/llama/llama.cpp.info.json")"
+export GEIST_AT LLAMA_AT
+
+# GELU (issue 23), per element of Gemma's GELU-gated feed-forward. geist's
+# GELUMul and GELU (engine/model/gemma.go) are Go, not assembly: per
+# element a call of ggml.FP32ToFP16 (integer code with a branch on the
+# rounding), a load from the GELU table of halves and one from the fp16
+# table. llama.cpp's ggml_vec_geglu_f32 and ggml_vec_gelu_f32 (vec.h with
+# GGML_GELU_FP16: the same table) are scalar loops too; on arm64 their
+# FP32->FP16 is ggml's branchless software conversion (simd-mappings.h
+# gives NEON only the FP16->FP32 direction, one FCVT). The executed path
+# of one element in (-10, 10), the path of every Gemma gate, is found in
+# each binary by what it does (scripts/armproj_gelu.py), not by offsets.
+#
+# The mixture of experts (qwen3moe) has no gathering kernel of its own:
+# engine/model/moe.go copies the rows routed to an expert together and
+# multiplies them by the expert's gate, up and down matrices with the
+# ordinary quantized kernels of the first table, as llama.cpp's mul_mat_id
+# runs its ordinary vec_dot/gemv kernels per expert.
+if [ "$PART" != attn ]; then
+  GL=$WORK/gelu
+  mkdir -p "$GL"
+  GM=github.com/geisten/geist/engine/model
+  "$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 \
+    --disassemble-symbols=$GM.GELUMul,$GM.GELU,github.com/geisten/geist/neon/ggml.FP32ToFP16 \
+    "$WORK/geist-arm64" > "$GL/geist.dis"
+  printf '%s\n' '#include "common.h"' '#include "vec.h"' \
+    'void gl_geglu(int n, float * y, const float * x, const float * g) { ggml_vec_geglu_f32(n, y, x, g); }' \
+    'void gl_gelu(int n, float * y, const float * x) { ggml_vec_gelu_f32(n, y, x); }' > "$GL/gl.cpp"
+  grep -q '^#define GGML_GELU_FP16$' "$LC/ggml/src/ggml-cpu/vec.h" || { echo "armproj: vec.h no longer defines GGML_GELU_FP16" >&2; exit 1; }
+  CF="--target=aarch64-linux-gnu -O3 -DNDEBUG -D_GNU_SOURCE -I$LC/ggml/include -I$LC/ggml/src -I$LC/ggml/src/ggml-cpu"
+  for c in a76 a72; do
+    "$LLVM/clang++" $CF -std=c++17 -mcpu=cortex-$c -c "$GL/gl.cpp" -o "$GL/gl-$c.o"
+    "$LLVM/llvm-objdump" -d --no-show-raw-insn --mattr=+dotprod,+fullfp16 "$GL/gl-$c.o" > "$GL/gl-$c.dis"
+  done
+  python3 scripts/armproj_gelu.py "$WORK/tools" "$GL" "$LLVM/llvm-mca" | tee "$GL/results.md"
+fi
+[ "$PART" = gelu ] && exit 0
 
 # Attention (issue 24): geist's F16 tile kernels (neon/attntile_arm64.s)
 # beside llama.cpp's flash-attention loops (ggml-cpu/ops.cpp: the per-row
@@ -137,16 +193,8 @@ fi
 # Llama-3.2-1B shape. ARMPROJ_PART=attn reruns only this part (a few
 # seconds) on the $WORK of an earlier full run (llama.cpp's source, the
 # loop cutter), with geist cross-built from this tree.
-LLVM=${LLVM:-/usr/lib/llvm-19/bin}
-LC=$WORK/nlc/llama.cpp
-for f in "$LC/ggml/src/ggml-cpu/simd-gemm.h" "$WORK/tools/mcatool.py"; do
-  [ -f "$f" ] || { echo "armproj: $f missing (run scripts/armproj.sh in full once)" >&2; exit 1; }
-done
 A=$WORK/attn
 mkdir -p "$A"
-if [ "${ARMPROJ_PART:-all}" = attn ] || [ ! -x "$WORK/geist-arm64" ]; then
-  CGO_ENABLED=0 GOARCH=arm64 nice -n 19 go build -p 1 -buildvcs=false -o "$WORK/geist-arm64" ./cmd/geist
-fi
 G=github.com/geisten/geist/neon
 "$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
   --disassemble-symbols=$G.attnKTNEON.abi0,$G.attnScoresTNEON.abi0,$G.attnSumFMANEON.abi0,$G.f16ToF32NEON.abi0 \
@@ -196,8 +244,6 @@ for c in a76 a72; do
   loop "$A/fa-$c.dis" _Z8fa_vconvPfPKti 0 l_${c}_vconv fcvtl=2 fcvtl2=2       # 16 values
 done
 
-GEIST_AT="$(git log --oneline -1 | cut -c1-60)$(git diff --quiet HEAD -- neon || echo ' (neon/ modified)')" \
-LLAMA_AT="node-llama-cpp $(ls "$WORK"/nlc/node-llama-cpp-*.tgz | sed 's/.*node-llama-cpp-//; s/\.tgz$//'), $(tr -d ' \n' < "$WORK/nlc/package/llama/llama.cpp.info.json")" \
 python3 - "$A" "$WORK/results.md" "$LLVM/llvm-mca" <<'PY' | tee "$A/results.md"
 import os, re, subprocess, sys
 
