@@ -3,7 +3,9 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -149,12 +151,12 @@ func (r *pyReader) call() (ToolCall, error) {
 }
 
 // name reads a function or keyword name: letters, digits, '_', and the
-// '-' and '.' that tool names may hold.
+// '-' and '.' that tool names may hold, not starting with a digit.
 func (r *pyReader) name() string {
 	start := r.pos
 	for r.pos < len(r.s) {
 		c, n := utf8.DecodeRuneInString(r.s[r.pos:])
-		if !(c == '_' || c == '-' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c)) || c == utf8.RuneError {
+		if !(c == '_' || c == '-' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c) && r.pos > start) || c == utf8.RuneError {
 			break
 		}
 		r.pos += n
@@ -337,14 +339,43 @@ func (r *pyReader) key() error {
 }
 
 // str reads a string literal in either quote, raw or with Python's
-// escapes, and writes it as a JSON string.
+// escapes, and the literals written right after it (Python joins "a" "b"
+// into "ab"), and writes them as a JSON string.
 func (r *pyReader) str(raw bool) error {
+	var sb strings.Builder
+	for {
+		if err := r.strLit(&sb, raw); err != nil {
+			return err
+		}
+		at := r.pos
+		r.space()
+		word := r.name()
+		if q := r.peek(); q != '"' && q != '\'' {
+			r.pos = at
+			break
+		}
+		switch strings.ToLower(word) {
+		case "", "u":
+			raw = false
+		case "r":
+			raw = true
+		default:
+			r.pos = at
+			writeJSONString(&r.out, sb.String())
+			return nil
+		}
+	}
+	writeJSONString(&r.out, sb.String())
+	return nil
+}
+
+// strLit reads one string literal into sb.
+func (r *pyReader) strLit(sb *strings.Builder, raw bool) error {
 	q := r.s[r.pos]
 	if strings.HasPrefix(r.s[r.pos:], strings.Repeat(string(q), 3)) {
 		return r.fail("triple-quoted strings are not read")
 	}
 	r.pos++
-	var sb strings.Builder
 	for {
 		if r.pos >= len(r.s) {
 			return r.fail("unterminated string")
@@ -366,15 +397,16 @@ func (r *pyReader) str(raw bool) error {
 		if raw {
 			// A raw string keeps its backslashes; one before the quote
 			// keeps the quote in the string.
-			sb.WriteString(r.s[r.pos : r.pos+2])
-			r.pos += 2
+			ch, n := utf8.DecodeRuneInString(r.s[r.pos+1:])
+			sb.WriteByte('\\')
+			sb.WriteRune(ch)
+			r.pos += 1 + n
 			continue
 		}
-		if err := r.escape(&sb); err != nil {
+		if err := r.escape(sb); err != nil {
 			return err
 		}
 	}
-	writeJSONString(&r.out, sb.String())
 	return nil
 }
 
@@ -541,6 +573,12 @@ func pyNumberJSON(lit string) (string, bool) {
 	}
 	if exp != "" {
 		out += "e" + exp
+	}
+	if isFloat || exp != "" {
+		// A float beyond float64 is inf to Python, which JSON cannot write.
+		if f, _ := strconv.ParseFloat(out, 64); math.IsInf(f, 0) {
+			return "", false
+		}
 	}
 	return out, true
 }

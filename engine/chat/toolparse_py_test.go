@@ -24,6 +24,7 @@ func TestParsePyCalls(t *testing.T) {
 		{"[a(x=1,\n  y=2,),\n]", []ToolCall{call("a", `{"x":1,"y":2}`)}},
 		{`get-weather.v2(city="Paris")`, []ToolCall{call("get-weather.v2", `{"city":"Paris"}`)}},
 		{`[a(n=123456789012345678901234567890)]`, []ToolCall{call("a", `{"n":123456789012345678901234567890}`)}},
+		{`[a(r=r"\é\"", s="x" 'y'  r"\z" u"w")]`, []ToolCall{call("a", `{"r":"\\é\\\"","s":"xy\\zw"}`)}},
 	} {
 		calls, err := parsePyCalls(c.body)
 		if err != nil {
@@ -55,6 +56,9 @@ func TestParsePyCalls(t *testing.T) {
 		`[a(x=inf)]`:                      `"inf" is not a literal`,
 		`[a(x=-inf)]`:                     `"-inf" is not a number`,
 		`[a(x=012)]`:                      `"012" is not a number`,
+		`[a(0x=1)]`:                       "want a keyword argument",
+		`[a(x=1e400)]`:                    "is not a number",
+		`[a(x="a" b"b")]`:                 "want ',' or ')'",
 		`[a(x=1__0)]`:                     `is not a number`,
 		`[a(x=1j)]`:                       `is not a number`,
 		`[a(x=0x)]`:                       `is not a number`,

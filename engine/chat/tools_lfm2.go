@@ -141,8 +141,8 @@ func pyCall(c ToolCall) (string, bool, error) {
 // pyIdent reports whether s reads back as a name of a call list
 // (pyReader.name).
 func pyIdent(s string) bool {
-	for _, c := range s {
-		if !(c == '_' || c == '-' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c)) {
+	for i, c := range s {
+		if !(c == '_' || c == '-' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c) && i > 0) {
 			return false
 		}
 	}

@@ -30,6 +30,9 @@ const (
 var pyPrimitives = map[string]string{
 	"boolean": `("True" | "False") space`,
 	"null":    `"None" space`,
+	// Exponents of two digits at most: a float beyond float64's range is
+	// inf to Python, which JSON cannot write.
+	"number": `("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})? space`,
 	// A character of a double-quoted string: itself, or one of Python's
 	// escapes (\xhh, \uhhhh and JSON's and C's one-letter escapes).
 	"char": `[^"\\\x7F\x00-\x1F] | [\\] (["\\'abfnrtv] | "x" [0-9a-fA-F]{2} | "u" [0-9a-fA-F]{4})`,
@@ -69,10 +72,11 @@ func pyLiteral(v any) string {
 }
 
 // pyName reports whether s can stand as a function or keyword name in a
-// call list as engine/chat reads it: letters, digits, '_', '-' and '.'.
+// call list as engine/chat reads it: letters, digits, '_', '-' and '.',
+// not starting with a digit.
 func pyName(s string) bool {
-	for _, r := range s {
-		if !(r == '_' || r == '-' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+	for i, r := range s {
+		if !(r == '_' || r == '-' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r) && i > 0) {
 			return false
 		}
 	}
@@ -98,7 +102,7 @@ func lfm2Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trig
 			continue
 		}
 		if !pyName(f.Name) {
-			return "", "", fmt.Errorf("tool %q: a name of letters, digits, '_', '-' and '.' is needed to call it in Python's syntax", f.Name)
+			return "", "", fmt.Errorf("tool %q: a name of letters, digits, '_', '-' and '.' (not first a digit) is needed to call it in Python's syntax", f.Name)
 		}
 		// Each tool's schema is its own root for $ref (ref takes a fresh
 		// rule name for another tool's reference of the same text); its
@@ -191,7 +195,7 @@ func (c *converter) kwargs(params json.RawMessage, name string) (string, error) 
 	var required, optional []string
 	for _, k := range props.keys {
 		if !pyName(k) {
-			return "", fmt.Errorf("schema at #/properties: property %q cannot be written as a keyword argument (letters, digits, '_', '-', '.')", k)
+			return "", fmt.Errorf("schema at #/properties: property %q cannot be written as a keyword argument (letters, digits, '_', '-', '.', not first a digit)", k)
 		}
 		body, err := c.visit(props.vals[k], name+"-"+ruleName(k), "#/properties/"+k)
 		if err != nil {
