@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/spec"
@@ -113,11 +114,20 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 
 // thinks reports whether the model thinks in <think> blocks: its
 // template has them or a thinking switch, or its vocabulary has <think>
-// as a token of its own (Qwen3, SmolLM3, DeepSeek-R1's).
+// as a token of its own (Qwen3, SmolLM3, DeepSeek-R1's). Gemma 4's switch
+// is for its thought channel (<|channel>thought\n...<channel|>), which is
+// no <think> block: its grammar applies from the answer's start (the
+// channel's control tokens do not show in the text the grammar reads).
 func (e *Engine) thinks() bool {
-	_, ok := e.tok.TokenID(thinkOpen)
-	return ok || e.Template().SupportsThinking()
+	if _, ok := e.tok.TokenID(thinkOpen); ok {
+		return true
+	}
+	t := e.Template()
+	return t.SupportsThinking() && !strings.Contains(t.Source(), gemmaThoughtOpen)
 }
+
+// gemmaThoughtOpen opens Gemma 4's thought channel.
+const gemmaThoughtOpen = "<|channel>thought"
 
 // thinksInPrompt reports whether the prompt ends inside an open thinking
 // block (a template that opens it for the model).

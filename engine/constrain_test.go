@@ -386,3 +386,29 @@ func TestConstrainedAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestGrammarPhasesGemma4: Gemma 4's thinking switch is for its thought
+// channel, no <think> block: under GrammarAfterThink its grammar (a
+// tool_choice required answer) applies from the first token: no blank
+// space or other text first.
+func TestGrammarPhasesGemma4(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-gemma4-Q4_0.gguf"), Options{Ctx: 128, Batch: 8, SelfSpec: SelfSpecOff})
+	if !e.Template().SupportsThinking() || e.thinks() {
+		t.Fatalf("SupportsThinking %v, thinks %v: want a thinking switch and no <think> blocks", e.Template().SupportsThinking(), e.thinks())
+	}
+	req := Request{Grammar: `root ::= "<|tool_call>call:f{}<tool_call|>"`, GrammarAfterThink: true}
+	k, err := e.newConstraint(&req, e.grammarVocab().Longest(nil, []byte("<|turn>model\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.phase != phActive || k.free() {
+		t.Fatalf("phase %d, free %v: want the grammar from the start", k.phase, k.free())
+	}
+	k.m.Mask(k.mask)
+	for s, want := range map[string]bool{"<": true, " ": false, "\n": false, "x": false} {
+		id := e.grammarVocab().Longest(nil, []byte(s))[0]
+		if got := k.mask[id>>6]&(1<<(id&63)) != 0; got != want {
+			t.Errorf("%q (token %q) allowed %v, want %v", s, e.grammarVocab().Piece(id), got, want)
+		}
+	}
+}

@@ -166,7 +166,7 @@ func TestServeFamilyTools(t *testing.T) {
 	}
 	// SmolLM3 thinks first unless told /no_think; its random weights would
 	// think to the token limit.
-	for fam, system := range map[string]string{"phi3": "You control the home.", "smollm3": "You control the home. /no_think", "lfm2": "You control the home."} {
+	for fam, system := range map[string]string{"phi3": "You control the home.", "smollm3": "You control the home. /no_think", "lfm2": "You control the home.", "gemma4": "You control the home."} {
 		t.Run(fam, func(t *testing.T) {
 			model := zoo.Path(t, "new", "models", "tiny-"+fam+"-Q4_0.gguf")
 			addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")

@@ -196,3 +196,19 @@ func TestGemma4CallsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestGemma4FirstOnly: with parallel_tool_calls false only the first of
+// Gemma 4's calls is kept, and the parser is done at its closing tag.
+func TestGemma4FirstOnly(t *testing.T) {
+	p := NewToolParser(ToolsGemma4, []string{"a", "b"})
+	p.FirstOnly()
+	_, calls := p.Add(`<|tool_call>call:a{x:1}<tool_call|>`)
+	if len(calls) != 1 || calls[0].Name != "a" || !p.Done() {
+		t.Fatalf("calls %s, done %v", fmtCalls(calls), p.Done())
+	}
+	c, more := p.Add(`<|tool_call>call:b{}<tool_call|> text`)
+	c2, more2 := p.Flush()
+	if c+c2 != "" || len(more)+len(more2) != 0 {
+		t.Errorf("after the first call: %q %s", c+c2, fmtCalls(append(more, more2...)))
+	}
+}
