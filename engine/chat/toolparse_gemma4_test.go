@@ -212,3 +212,24 @@ func TestGemma4FirstOnly(t *testing.T) {
 		t.Errorf("after the first call: %q %s", c+c2, fmtCalls(append(more, more2...)))
 	}
 }
+
+// FuzzGemma4Arguments: any text converts to a JSON object or to an error,
+// never a panic; what converts is valid JSON, an object.
+func FuzzGemma4Arguments(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{a:1,b:[true,false,null,-0.5e-3],c:{d:<|"|>x<|"|>}}`, `{<|"|>k<|"|>:<|"|>v<|"|>}`,
+		`{a:<|"|>open`, `{a:[[[[`, `{a:01}`, "{a:<|\"|>\xff<|\"|>}", `{ a : [ 1 , { } ] }`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := gemma4JSON(s)
+		if err != nil {
+			return
+		}
+		var v map[string]any
+		if json.Unmarshal(got, &v) != nil {
+			t.Fatalf("%q converted to %q, not a JSON object", s, got)
+		}
+	})
+}
