@@ -177,6 +177,11 @@ type Kernels struct {
 	// Q8_0 cache): out[i] += w[t]*v[t][i], each product rounded before its
 	// addition, t in order; the same bits on every set.
 	AttnSumF32 func(out, w, v []float32)
+	// DequantQ8_0 dequantizes len(dst)/32 Q8_0 blocks of src (a multiple
+	// of 32 values): dst[32*b+j] = d*float32(int8(q[j])), d block b's
+	// scale as ggml.FP16ToFP32 gives it; the same bits on every set (a
+	// block of a Q8_0 cache's values).
+	DequantQ8_0 func(dst []float32, src []byte)
 	// AttnTile are the tiled attention kernels (nil when the set has none:
 	// attention then runs each row with AttnScores and AttnSum).
 	AttnTile *AttnTileKernels
@@ -454,6 +459,9 @@ func AttnScores(sc, q []float32, k []uint16, scale float32) { Active().AttnScore
 
 // AttnSum calls Active().AttnSum.
 func AttnSum(out, w []float32, v []uint16) { Active().AttnSum(out, w, v) }
+
+// DequantQ8_0 calls Active().DequantQ8_0.
+func DequantQ8_0(dst []float32, src []byte) { Active().DequantQ8_0(dst, src) }
 
 // AttnSumF32 calls Active().AttnSumF32.
 func AttnSumF32(out, w, v []float32) { Active().AttnSumF32(out, w, v) }

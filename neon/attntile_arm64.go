@@ -22,3 +22,6 @@ func maxF32NEON(x *float32, n4 int) float32
 func f16ToF32NEON(dst *float32, src *uint16, n8 int)
 
 var arm64AttnTile = attnAsm{kt: attnKTNEON, scores: attnScoresTNEON, sum: attnSumFMANEON, max: maxF32NEON, toF32: f16ToF32NEON, scoresMul: 4, maxMul: 4}.tileSet()
+
+//go:noescape
+func dequantQ8_0NEON(dst *float32, src *byte, nb int)

@@ -42,6 +42,7 @@ func init() {
 		ScaleMul:     scaleMulavx2,
 		ToF16:        toF16avx2,
 		AttnTile:     &avx2AttnTile,
+		DequantQ8_0:  dequantQ8_0avx2,
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)

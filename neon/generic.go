@@ -50,6 +50,7 @@ var generic = &Kernels{
 	AttnScores:   attnScores,
 	AttnSum:      attnSum,
 	AttnSumF32:   attnSumF32,
+	DequantQ8_0:  dequantQ8_0,
 	SiLUMul:      siluMul,
 	Softmax:      softmaxGeneric,
 	ExpSub:       expSub,

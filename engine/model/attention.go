@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/geisten/geist/neon"
-	"github.com/geisten/geist/neon/ggml"
 	"github.com/geisten/geist/quant"
 )
 
@@ -342,7 +341,7 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 	qDim := c.NHead * hd
 	src := c.kvSrc(l)
 	pos0, kR, vR, cp := s.job.pos0, s.kRow[l], s.vRow[l], s.kvCap[src]
-	nbk, nbv := hd/32, hdv/32
+	nbk := hd / 32
 	kq := s.kq[src][kvh*cp*kR : (kvh+1)*cp*kR]
 	vq := s.vq[src][kvh*cp*vR : (kvh+1)*cp*vR]
 	nr := len(rows)
@@ -366,7 +365,7 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 				w.sc[r*attnBlock+j-b] = w.st[r] * scale
 			}
 		}
-		dequantQ8Rows(w.vf, vq[sb*vR:(sb+e-b)*vR], e-b, nbv)
+		neon.DequantQ8_0(w.vf[:(e-b)*hdv], vq[sb*vR:(sb+e-b)*vR])
 		for r := range rows {
 			row := &rows[r]
 			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
@@ -385,7 +384,7 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 				copy(vf, w.vf[(rb-b)*hdv:(re-b)*hdv])
 				for j := max(rb, row.vis); j < re; j++ {
 					t := row.slot(j, pos0, cp)
-					dequantQ8Rows(vf[(j-rb)*hdv:], vq[t*vR:(t+1)*vR], 1, nbv)
+					neon.DequantQ8_0(vf[(j-rb)*hdv:(j-rb+1)*hdv], vq[t*vR:(t+1)*vR])
 				}
 			}
 			out := s.attOut(*row, hdv)
@@ -395,20 +394,6 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 			} else {
 				s.softmaxBlock(w, r, sc, out, blockMax(sc))
 				neon.AttnSumF32(out, sc, vf)
-			}
-		}
-	}
-}
-
-// dequantQ8Rows dequantizes n Q8_0 rows of nb blocks each into out.
-func dequantQ8Rows(out []float32, rows []byte, n, nb int) {
-	for t := 0; t < n; t++ {
-		for b := 0; b < nb; b++ {
-			blk := rows[(t*nb+b)*34 : (t*nb+b)*34+34]
-			d := ggml.FP16ToFP32(uint16(blk[0]) | uint16(blk[1])<<8)
-			o := out[(t*nb+b)*32 : (t*nb+b)*32+32]
-			for j, q := range blk[2:34] {
-				o[j] = d * float32(int8(q))
 			}
 		}
 	}

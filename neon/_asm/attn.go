@@ -21,6 +21,7 @@ func generateAttn() string {
 	a.attnSumFMA()
 	a.maxF32()
 	a.f16ToF32()
+	a.dequantQ8_0()
 	return a.b.String()
 }
 
@@ -198,6 +199,40 @@ func (a *asm) f16ToF32() {
 	a.i(fcvtl(1, 0))
 	a.i(fcvtl2(2, 0))
 	a.l("VST1.P [V1.S4, V2.S4], 32(R0)")
+	a.l("SUBS $1, R2")
+	a.l("BNE loop")
+	a.l("RET")
+}
+
+// dequantQ8_0: dst[32*b+j] = d*float32(int8(q[j])) for nb blocks, the
+// scale from fp16Table (ggml.FP16ToFP32's bits for every half), the quants
+// widened to int32 and converted exactly, one FMUL by element each.
+func (a *asm) dequantQ8_0() {
+	a.comment("dequantQ8_0NEON: dst[32*b+j] = d*float32(int8(q[j])) for the nb >= 1 Q8_0\nblocks of src, d from fp16Table.")
+	a.text("dequantQ8_0NEON", "func dequantQ8_0NEON(dst *float32, src *byte, nb int)", "$0-24")
+	a.l("MOVD dst+0(FP), R0")
+	a.l("MOVD src+8(FP), R1")
+	a.l("MOVD nb+16(FP), R2")
+	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("loop:")
+	a.l("MOVHU.P 2(R1), R8")
+	a.l("MOVWU (R20)(R8<<2), R8")
+	a.l("FMOVS R8, F0")
+	a.l("VLD1.P 32(R1), [V1.B16, V2.B16]")
+	a.i(sshll8(3, 1)) // q0..q7 as int16
+	a.i(sshll28(4, 1))
+	a.i(sshll8(5, 2))
+	a.i(sshll28(6, 2))
+	for h := 0; h < 4; h++ {
+		a.i(sshll16(16+2*h, 3+h))
+		a.i(sshll216(17+2*h, 3+h))
+	}
+	for k := 16; k < 24; k++ {
+		a.i(scvtf4s(k, k))
+		a.i(fmulElem(k, k, 0, 0))
+	}
+	a.l("VST1.P [V16.S4, V17.S4, V18.S4, V19.S4], 64(R0)")
+	a.l("VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R0)")
 	a.l("SUBS $1, R2")
 	a.l("BNE loop")
 	a.l("RET")
