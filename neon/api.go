@@ -182,6 +182,13 @@ type Kernels struct {
 	// scale as ggml.FP16ToFP32 gives it; the same bits on every set (a
 	// block of a Q8_0 cache's values).
 	DequantQ8_0 func(dst []float32, src []byte)
+	// ScoresQ8_0 scores a block of keys of a Q8_0 cache against query
+	// rows quantized to Q8_0: sc[r*AttnBlock+t] = DotQ8_0Q8_0 of key t
+	// (k[t*kStride:], nb blocks) with row r (q[r*qStride:]), times scale,
+	// for t < nk <= AttnBlock and r < nq. Each score has the generic
+	// one-key dot's bits (exact integer block sums, then sumf +=
+	// float32(sumi)*(dk*dq) block after block), whatever nk and nq are.
+	ScoresQ8_0 func(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32)
 	// AttnTile are the tiled attention kernels (nil when the set has none:
 	// attention then runs each row with AttnScores and AttnSum).
 	AttnTile *AttnTileKernels
@@ -462,6 +469,11 @@ func AttnSum(out, w []float32, v []uint16) { Active().AttnSum(out, w, v) }
 
 // DequantQ8_0 calls Active().DequantQ8_0.
 func DequantQ8_0(dst []float32, src []byte) { Active().DequantQ8_0(dst, src) }
+
+// ScoresQ8_0 calls Active().ScoresQ8_0.
+func ScoresQ8_0(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32) {
+	Active().ScoresQ8_0(sc, k, kStride, q, qStride, nb, nk, nq, scale)
+}
 
 // AttnSumF32 calls Active().AttnSumF32.
 func AttnSumF32(out, w, v []float32) { Active().AttnSumF32(out, w, v) }

@@ -20,3 +20,18 @@ func dequantQ8_0(dst []float32, src []byte) {
 		}
 	}
 }
+
+// scoresQ8_0 is the reference of Kernels.ScoresQ8_0: the generic one-key
+// dot of every key with every query row, times scale.
+func scoresQ8_0(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32) {
+	if nk < 0 || nk > AttnBlock || nq < 0 {
+		panic("neon: ScoresQ8_0 takes 0..AttnBlock keys and no negative row count")
+	}
+	for r := range nq {
+		qr := q[r*qStride:]
+		s := sc[r*AttnBlock : r*AttnBlock+nk]
+		for t := range s {
+			s[t] = dotQ8_0Q8_0(k[t*kStride:], qr, nb) * scale
+		}
+	}
+}

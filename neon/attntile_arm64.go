@@ -25,3 +25,29 @@ var arm64AttnTile = attnAsm{kt: attnKTNEON, scores: attnScoresTNEON, sum: attnSu
 
 //go:noescape
 func dequantQ8_0NEON(dst *float32, src *byte, nb int)
+
+//go:noescape
+func scoresQ8_0NE(sc *float32, k *byte, kStride int, q *byte, qStride, nb, ng, nq int, scale float32, dk, tab *float32)
+
+//go:noescape
+func scoresQ8_0DP(sc *float32, k *byte, kStride int, q *byte, qStride, nb, ng, nq int, scale float32, dk, tab *float32)
+
+var dotQ8_0Q8_0ne, dotQ8_0Q8_0dp = blockDot(dotQ8_0Q8_0NE, sizeQ8_0, sizeQ8_0), blockDot(dotQ8_0Q8_0DP, sizeQ8_0, sizeQ8_0)
+
+func scoresQ8_0ne(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32) {
+	ng := scoresGroups(sc, k, kStride, q, qStride, nb, nk, nq, 4)
+	if ng > 0 {
+		var dk [maxScoreBlocks * 4]float32
+		scoresQ8_0NE(&sc[0], &k[0], kStride, &q[0], qStride, nb, ng, nq, scale, &dk[0], &fp16Table[0])
+	}
+	scoresTail(dotQ8_0Q8_0ne, sc, k, kStride, q, qStride, nb, 4*ng, nk, nq, scale)
+}
+
+func scoresQ8_0dp(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32) {
+	ng := scoresGroups(sc, k, kStride, q, qStride, nb, nk, nq, 4)
+	if ng > 0 {
+		var dk [maxScoreBlocks * 4]float32
+		scoresQ8_0DP(&sc[0], &k[0], kStride, &q[0], qStride, nb, ng, nq, scale, &dk[0], &fp16Table[0])
+	}
+	scoresTail(dotQ8_0Q8_0dp, sc, k, kStride, q, qStride, nb, 4*ng, nk, nq, scale)
+}

@@ -43,6 +43,7 @@ func init() {
 		ToF16:        toF16avx2,
 		AttnTile:     &avx2AttnTile,
 		DequantQ8_0:  dequantQ8_0avx2,
+		ScoresQ8_0:   scoresQ8_0avx2,
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)
@@ -53,6 +54,7 @@ func init() {
 	vnni := *avx
 	vnni.Name = "avx512vnni"
 	vnni.AttnTile = &vnniAttnTile
+	vnni.ScoresQ8_0 = scoresQ8_0vnni
 	fill(&vnni, generic)
 	vnniRows(&vnni)
 	vnniTiles(&vnni)

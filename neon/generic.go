@@ -51,6 +51,7 @@ var generic = &Kernels{
 	AttnSum:      attnSum,
 	AttnSumF32:   attnSumF32,
 	DequantQ8_0:  dequantQ8_0,
+	ScoresQ8_0:   scoresQ8_0,
 	SiLUMul:      siluMul,
 	Softmax:      softmaxGeneric,
 	ExpSub:       expSub,

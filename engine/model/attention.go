@@ -44,7 +44,6 @@ type attnScratch struct {
 	kt2, vf2 []float32 // the same for a row's gathered block
 	// Q8_0 cache:
 	qq   []byte    // [attnRows][kRow] the rows' queries quantized
-	st   []float32 // [tileRows] one key's scores against the rows
 	vf   []float32 // [attnBlock][HeadDimV] a block of values dequantized
 	vg32 []float32 // the same for a row's gathered block
 }
@@ -64,7 +63,6 @@ func (s *State) newAttnScratch(threads int) {
 		w.l = make([]float64, R)
 		if s.kvType == quant.Q8_0 {
 			w.qq = make([]byte, R*slices.Max(s.kRow))
-			w.st = make([]float32, R)
 			w.vf = make([]float32, attnBlock*hdv)
 			w.vg32 = make([]float32, attnBlock*hdv)
 			continue
@@ -330,11 +328,11 @@ func blockSum(x []float32) float64 {
 
 // attnTileQ8 is the tile's walk over a Q8_0 cache: each row's query is
 // quantized to Q8_0 for integer dots with the keys (as llama.cpp's Q8_0
-// path), one key against every row of the tile per call; each block of
-// values is dequantized once for the whole tile. A row whose block reaches
-// into its ancestors (a tree token) is scored and summed over a gathered
-// block instead. A row of a sliding-window layer uses the part of each
-// block from its first visible key on.
+// path), a block of keys against every row of the tile per call; each
+// block of values is dequantized once for the whole tile. A row whose
+// block reaches into its ancestors (a tree token) is scored and summed
+// over a gathered block instead. A row of a sliding-window layer uses the
+// part of each block from its first visible key on.
 func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
 	c, l := &s.m.Config, s.job.l
 	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
@@ -358,13 +356,7 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 		// them against all rows.
 		e := min(b+attnBlock, most)
 		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
-		for j := b; j < e; j++ {
-			t := sb + j - b
-			neon.DotQ8_0Q8_0(w.st[:nr], kq[t*kR:(t+1)*kR], w.qq, kR, nbk, nr)
-			for r := 0; r < nr; r++ {
-				w.sc[r*attnBlock+j-b] = w.st[r] * scale
-			}
-		}
+		neon.ScoresQ8_0(w.sc, kq[sb*kR:(sb+e-b)*kR], kR, w.qq, kR, nbk, e-b, nr, scale)
 		neon.DequantQ8_0(w.vf[:(e-b)*hdv], vq[sb*vR:(sb+e-b)*vR])
 		for r := range rows {
 			row := &rows[r]

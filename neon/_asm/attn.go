@@ -22,6 +22,9 @@ func generateAttn() string {
 	a.maxF32()
 	a.f16ToF32()
 	a.dequantQ8_0()
+	for _, t := range tiers {
+		a.scoresQ8_0(t)
+	}
 	return a.b.String()
 }
 
@@ -236,6 +239,116 @@ func (a *asm) dequantQ8_0() {
 	a.l("SUBS $1, R2")
 	a.l("BNE loop")
 	a.l("RET")
+}
+
+// scoresQ8_0: sc[r*64+t] = dot(key t, row r)*scale for t < 4*ng, r < nq
+// (nb, ng, nq >= 1), keys kStride and rows qStride bytes apart. Per group
+// of four keys their scales are looked up once (tab, into dk[4*b+i]);
+// then for each row and block the four keys' exact integer block sums
+// (SDOT, or SMULL into 16-bit lanes, exact for int8 products, widened by
+// SADDLP/SADALP) are reduced into one vector, a key per lane, and take the
+// generic float steps there: sumf += float32(sumi)*(dk*dq), block after
+// block from 0.
+func (a *asm) scoresQ8_0(t tier) {
+	name := "scoresQ8_0" + t.suffix
+	a.comment(name + ": sc[r*64+t] = dot(key t, row r)*scale, t < 4*ng, r < nq, the\ngeneric one-key dot's bits.")
+	a.text(name, "func "+name+"(sc *float32, k *byte, kStride int, q *byte, qStride, nb, ng, nq int, scale float32, dk, tab *float32)", "$0-88")
+	a.l("MOVD sc+0(FP), R0")
+	a.l("MOVD k+8(FP), R1")
+	a.l("MOVD kStride+16(FP), R2")
+	a.l("MOVD qStride+32(FP), R4")
+	a.l("MOVD nb+40(FP), R5")
+	a.l("MOVD ng+48(FP), R6")
+	a.l("MOVD nq+56(FP), R7")
+	a.l("FMOVS scale+64(FP), F31")
+	a.l("MOVD dk+72(FP), R21")
+	a.l("MOVD tab+80(FP), R20")
+	a.l("group:")
+	// R9..R12 the four keys' quants (past their first scale)
+	a.l("ADD $2, R1, R9")
+	a.l("ADD R2, R9, R10")
+	a.l("ADD R2, R10, R11")
+	a.l("ADD R2, R11, R12")
+	// R16 the block's offset, R17 dk, R15 the blocks left
+	a.l("MOVD ZR, R16")
+	a.l("MOVD R21, R17")
+	a.l("MOVD R5, R15")
+	a.l("scales:")
+	for _, r := range []string{"R9", "R10", "R11", "R12"} {
+		a.l("ADD %s, R16, R8", r)
+		a.l("MOVHU -2(R8), R8")
+		a.l("MOVWU (R20)(R8<<2), R8")
+		a.l("MOVW.P R8, 4(R17)")
+	}
+	a.l("ADD $34, R16")
+	a.l("SUBS $1, R15")
+	a.l("BNE scales")
+	// R13 the row's quants, R14 the rows left, R19 its scores
+	a.l("MOVD q+24(FP), R13")
+	a.l("ADD $2, R13")
+	a.l("MOVD R7, R14")
+	a.l("MOVD R0, R19")
+	a.l("row:")
+	a.zero(24)
+	a.l("MOVD ZR, R16")
+	a.l("MOVD R21, R17")
+	a.l("MOVD R5, R15")
+	a.l("PCALIGN $16")
+	a.l("block:")
+	a.l("ADD R13, R16, R26")
+	a.l("MOVHU -2(R26), R8")
+	a.l("VLD1 (R26), [V0.B16, V1.B16]")
+	for i, r := range []string{"R9", "R10", "R11", "R12"} {
+		a.l("ADD %s, R16, R26", r)
+		a.l("VLD1 (R26), [V%d.B16, V%d.B16]", 4+2*i, 5+2*i)
+	}
+	a.l("MOVWU (R20)(R8<<2), R8")
+	for i := 0; i < 4; i++ { // key i's block sum in the lanes of V(16+i)
+		acc, lo, hi := 16+i, 4+2*i, 5+2*i
+		if t.dot {
+			a.zero(acc)
+			a.i(sdot(acc, lo, 0))
+			a.i(sdot(acc, hi, 1))
+			continue
+		}
+		tmp := 12 + i%4
+		a.i(smull8(tmp, lo, 0))
+		a.i(saddlp8(acc, tmp))
+		a.i(smull28(tmp, lo, 0))
+		a.i(sadalp8(acc, tmp))
+		a.i(smull8(tmp, hi, 1))
+		a.i(sadalp8(acc, tmp))
+		a.i(smull28(tmp, hi, 1))
+		a.i(sadalp8(acc, tmp))
+	}
+	a.i(addp4s(20, 16, 17))
+	a.i(addp4s(21, 18, 19))
+	a.i(addp4s(22, 20, 21)) // the four keys' sums
+	a.i(scvtf4s(22, 22))
+	a.l("FMOVS R8, F2") // dq
+	a.l("VLD1.P 16(R17), [V23.S4]")
+	a.i(fmulElem(23, 23, 2, 0)) // dk*dq
+	a.i(fmul4s(22, 22, 23))
+	a.i(fadd4s(24, 24, 22))
+	a.l("ADD $34, R16")
+	a.l("SUBS $1, R15")
+	a.l("BNE block")
+	a.i(fmulElem(24, 24, 31, 0))
+	a.l("VST1 [V24.S4], (R19)")
+	a.l("ADD $256, R19")
+	a.l("ADD R4, R13")
+	a.l("SUBS $1, R14")
+	a.l("BNE row")
+	a.l("ADD R2<<2, R1")
+	a.l("ADD $16, R0")
+	a.l("SUBS $1, R6")
+	a.l("BNE group")
+	a.l("RET")
+}
+
+// addp4s: ADDP Vd.4S, Vn.4S, Vm.4S.
+func addp4s(d, n, m int) string {
+	return word(rrr(0x4ea0bc00, d, n, m), "ADDP V%d.4S, V%d.4S, V%d.4S", d, n, m)
 }
 
 // fmlaElem: FMLA Vd.4S, Vn.4S, Vm.S[i].
