@@ -67,6 +67,20 @@ const (
 	thinkClose = "</think>"
 )
 
+// openingBlank bounds the blank space a constrained answer may open with
+// before its thinking block, where the grammar itself does not allow it:
+// <think> opens after fewer bytes of it, and at openingBlank the opening
+// is over and the grammar applies (its text follows the blank space the
+// grammar did not read). Thinking models write <think> first, a blank
+// line or two at most; without the bound a model that writes white space
+// wrote it to max tokens, never the forced answer (stories260K under
+// Granite 3.3's template, whose <think> makes it a thinking model, with
+// tool_choice required). llama.cpp forces such an answer's grammar from
+// its first token, no thinking block before it unless the template
+// opened one, and bounds white space by its rules (space: one blank, or
+// one or two newlines and 20 blanks).
+const openingBlank = 8
+
 // constraint is a generation's grammar state.
 type constraint struct {
 	m     *grammar.Matcher
@@ -77,9 +91,10 @@ type constraint struct {
 	// text again (and the trigger starts it once more).
 	lazy    bool
 	trigger []byte
-	tail    []byte // the generated text's end, to find the trigger (or, opening, the text so far)
+	tail    []byte // the generated text's end, to find the trigger (or, opening, the beginning of <think> so far)
 	rest    []byte // what follows a trigger in its token
-	gramOK  bool   // opening: the grammar allowed every token so far
+	gramOK  bool   // opening: the grammar allowed every token so far (blank space it did not read aside)
+	blank   int    // opening: the bytes of blank space before tail
 	mask    []uint64
 	masked  []float32 // [NVocab] the logits with the mask applied
 	forced  []byte
@@ -224,26 +239,35 @@ func (g *generation) sample(logits []float32) (int32, error) {
 
 // openingMask allows, before a thinking block may open, the tokens the
 // grammar allows (while it allowed all so far) and those that keep the
-// text on its way to <think> (after blank space).
+// text on its way to <think> (after a little blank space).
 func (k *constraint) openingMask() {
 	if k.gramOK {
 		k.m.Mask(k.mask)
 	} else {
 		clear(k.mask)
 	}
-	text := bytes.TrimLeft(k.tail, " \t\r\n")
 	for id := int32(0); id < int32(k.v.Size()); id++ {
-		if p := k.v.Piece(id); len(p) > 0 && thinkPrefix(text, p) {
+		if p := k.v.Piece(id); len(p) > 0 && k.thinkPrefix(p) {
 			k.mask[id>>6] |= 1 << (id & 63)
 		}
 	}
 }
 
-// thinkPrefix reports whether text (trimmed) followed by p is blank
-// space, a beginning of <think>, or starts with it.
-func thinkPrefix(text, p []byte) bool {
+// isBlank reports whether p is blank space only.
+func isBlank(p []byte) bool { return len(bytes.TrimLeft(p, " \t\r\n")) == 0 }
+
+// thinkPrefix reports whether the opening so far followed by p is blank
+// space, a beginning of <think>, or starts with it. A grammar applied at
+// once (not lazy) bounds the blank space: with p's, fewer than
+// openingBlank bytes before <think>, at most openingBlank alone.
+func (k *constraint) thinkPrefix(p []byte) bool {
+	text := k.tail
 	if len(text) == 0 {
-		p = bytes.TrimLeft(p, " \t\r\n")
+		rest := bytes.TrimLeft(p, " \t\r\n")
+		if n := k.blank + len(p) - len(rest); !k.lazy && (n > openingBlank || n == openingBlank && len(rest) > 0) {
+			return false
+		}
+		p = rest
 	}
 	n := min(len(thinkOpen)-len(text), len(p))
 	if n < 0 {
@@ -270,12 +294,14 @@ func (g *generation) accept(id int32) {
 		k.follow(g.e.tok.TokenToPiece(id, true))
 	case phOpening:
 		p := g.e.tok.TokenToPiece(id, true)
-		if !k.lazy && k.gramOK && !k.m.AcceptToken(id) {
+		// Blank space the grammar does not allow precedes its text:
+		// the grammar stays at its start.
+		if !k.lazy && k.gramOK && !k.m.AcceptToken(id) && !isBlank(p) {
 			k.gramOK = false
 		}
-		if !thinkPrefix(bytes.TrimLeft(k.tail, " \t\r\n"), p) {
+		if !k.thinkPrefix(p) {
 			// The grammar's token, not the thinking block's.
-			k.phase, k.tail = phActive, k.tail[:0]
+			k.phase, k.tail, k.blank = phActive, k.tail[:0], 0
 			if k.lazy {
 				k.m.Reset()
 				k.phase = phWaiting
@@ -283,12 +309,22 @@ func (g *generation) accept(id int32) {
 			}
 			return
 		}
+		if len(k.tail) == 0 {
+			t := bytes.TrimLeft(p, " \t\r\n")
+			k.blank += len(p) - len(t)
+			p = t
+		}
 		k.tail = append(k.tail, p...)
-		if t := bytes.TrimLeft(k.tail, " \t\r\n"); len(t) >= len(thinkOpen) {
-			rest := append(k.rest[:0], t[len(thinkOpen):]...)
+		switch {
+		case len(k.tail) >= len(thinkOpen):
+			rest := append(k.rest[:0], k.tail[len(thinkOpen):]...)
 			k.m.Reset()
-			k.phase, k.tail = phThinking, k.tail[:0]
+			k.phase, k.tail, k.blank = phThinking, k.tail[:0], 0
 			k.follow(rest)
+		case !k.lazy && len(k.tail) == 0 && k.blank >= openingBlank:
+			// Blank space to the bound: no thinking block, the
+			// grammar's text follows.
+			k.phase, k.blank = phActive, 0
 		}
 	default:
 		k.follow(g.e.tok.TokenToPiece(id, true))

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/zoo"
@@ -271,6 +273,34 @@ func TestGrammarPhases(t *testing.T) {
 		t.Fatal("the grammar's text did not complete it")
 	}
 
+	// A little blank space before <think>, which the grammar does not
+	// allow: the grammar stays at its start, and at openingBlank bytes
+	// of it the grammar applies.
+	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
+	feed(g, "\n\n")
+	if g.con.phase != phOpening || !g.con.gramOK || !allowed(g, "<think>") || !allowed(g, "{") || !allowed(g, " ") {
+		t.Fatalf("after blank lines: phase %d, grammar %v, <think> %v, { %v", g.con.phase, g.con.gramOK, allowed(g, "<think>"), allowed(g, "{"))
+	}
+	feed(g, "<think>")
+	if g.con.phase != phThinking {
+		t.Fatalf("<think> after blank lines: phase %d", g.con.phase)
+	}
+	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
+	feed(g, "\n")
+	feed(g, "{")
+	if g.con.phase != phActive || !allowed(g, "}") || allowed(g, "{") {
+		t.Fatalf("the grammar after a blank line: phase %d", g.con.phase)
+	}
+	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
+	feed(g, strings.Repeat(" ", openingBlank-1))
+	if g.con.phase != phOpening || !allowed(g, "<think>") || !allowed(g, " ") || allowed(g, "  ") {
+		t.Fatalf("%d blanks: phase %d, <think> %v, one more blank %v, two %v", openingBlank-1, g.con.phase, allowed(g, "<think>"), allowed(g, " "), allowed(g, "  "))
+	}
+	feed(g, " ")
+	if g.con.phase != phActive || allowed(g, " ") || allowed(g, "<think>") || !allowed(g, "{") {
+		t.Fatalf("%d blanks: phase %d, blank %v, <think> %v", openingBlank, g.con.phase, allowed(g, " "), allowed(g, "<think>"))
+	}
+
 	g = newGen(Request{Grammar: gbnf, GrammarAfterThink: true}, enc("hi"))
 	feed(g, "{a")
 	if g.con.phase != phActive || !allowed(g, "}") || allowed(g, "<think>") {
@@ -310,6 +340,95 @@ func TestGrammarPhases(t *testing.T) {
 	feed(g, "<tool_call>{")
 	if g.con.phase != phActive || allowed(g, "{") || !allowed(g, "}") {
 		t.Fatalf("the second call: phase %d", g.con.phase)
+	}
+}
+
+// TestGrammarOpeningBlank: a thinking model's answer forced into tool
+// calls (tool_choice required, Granite 3's list, with and without
+// parallel_tool_calls) by a model that prefers white space to anything:
+// scripted logits, blank tokens far above the rest, the rest random. It
+// may open with a little of it, at most openingBlank bytes where the
+// grammar has no room for it, and then writes the calls, whole, the
+// grammar's own white space bounded by its rules (it once wrote white
+// space to max tokens: nothing bounded it on the way to <think>).
+func TestGrammarOpeningBlank(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf"), Options{Ctx: 128, Batch: 8, SelfSpec: SelfSpecOff})
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "area": {"type": "string", "maxLength": 8}}, "required": ["name"]}}}`),
+		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
+	}
+	v := e.grammarVocab()
+	var blanks []int32
+	for id := int32(0); id < int32(v.Size()); id++ {
+		if p := v.Piece(id); len(p) > 0 && isBlank(p) {
+			blanks = append(blanks, id)
+		}
+	}
+	if len(blanks) == 0 {
+		t.Fatal("the vocabulary has no blank tokens")
+	}
+	prompt := v.Longest(nil, []byte("hi"))
+	const maxTokens = 400
+	for _, one := range []bool{false, true} {
+		build := grammar.ToolCalls
+		if one {
+			build = grammar.OneToolCall
+		}
+		gbnf, _, err := build(tools, "", grammar.ToolsGranite, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(1); seed <= 4; seed++ {
+			req := Request{Grammar: gbnf, GrammarAfterThink: true}
+			k, err := e.newConstraint(&req, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.phase != phOpening {
+				t.Fatalf("phase %d, want the opening", k.phase)
+			}
+			smp, err := sample.New(greedy(), e.model.NVocab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := &generation{e: e, con: k, smp: smp}
+			rng := rand.New(rand.NewPCG(seed, 7))
+			logits := make([]float32, e.model.NVocab)
+			var text []byte
+			ended := false
+			for range maxTokens {
+				for i := range logits {
+					logits[i] = rng.Float32()
+				}
+				for _, id := range blanks {
+					logits[id] += 10
+				}
+				id, err := g.sample(logits)
+				if err != nil {
+					t.Fatalf("one %v, seed %d: %v after %q", one, seed, err, text)
+				}
+				g.accept(id)
+				if e.tok.IsEOG(id) {
+					ended = true
+					break
+				}
+				text = append(text, e.tok.TokenToPiece(id, true)...)
+			}
+			if !ended || !k.m.Done() {
+				t.Fatalf("one %v, seed %d: no end in %d tokens: %.120q", one, seed, maxTokens, text)
+			}
+			if lead := len(text) - len(bytes.TrimLeft(text, " \t\r\n")); lead > openingBlank {
+				t.Errorf("one %v, seed %d: %d bytes of blank space before the calls", one, seed, lead)
+			}
+			p := chat.NewToolParser(chat.ToolsGranite, chat.ToolNames(tools))
+			content, calls := p.Add(string(text))
+			c2, calls2 := p.Flush()
+			content, calls = content+c2, append(calls, calls2...)
+			if strings.TrimSpace(content) != "" || len(calls) == 0 || one && len(calls) != 1 {
+				t.Errorf("one %v, seed %d: %q: %d calls, content %q", one, seed, text, len(calls), content)
+			}
+			t.Logf("one %v, seed %d: %d calls: %.100q", one, seed, len(calls), text)
+		}
 	}
 }
 

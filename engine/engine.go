@@ -332,7 +332,9 @@ type Request struct {
 	// GrammarAfterThink lets a thinking model think first: on a model
 	// with a <think> token, the answer may open with a thinking block
 	// (or the prompt opened one), and the grammar applies after its
-	// </think> (a lazy one waits for its trigger from there).
+	// </think> (a lazy one waits for its trigger from there). Before
+	// <think> or the grammar's text the answer may hold a little blank
+	// space the grammar does not allow, 8 bytes at most (openingBlank).
 	GrammarAfterThink bool
 }
 
