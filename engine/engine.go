@@ -166,10 +166,11 @@ func Load(path string, opt Options) (*Engine, error) {
 		f.Close()
 		return nil, fmt.Errorf("engine: chat template: %w", err)
 	}
-	// The tokens around the model's tool calls show in its answers, so
-	// that calls can be parsed and forced (Phi-4-mini's are control
-	// tokens).
-	for _, s := range e.template.ToolTokens() {
+	// The tokens around the model's tool calls and its thinking block
+	// show in its answers, so that calls can be parsed and forced
+	// (Phi-4-mini's are control tokens) and the thinking split from the
+	// content (Gemma 4's thought channel).
+	for _, s := range append(e.template.ToolTokens(), e.template.ThinkTokens()...) {
 		tok.Preserve(s)
 	}
 	// The weights left in the file are page cache, which MemAvailable

@@ -6,7 +6,8 @@ import "github.com/geisten/geist/engine/chat"
 // and for geist run alike: Token takes each token id, Text each piece of
 // text that follows them. It splits a leading thinking block from the
 // content (chat.ThinkSplitter), counts the block's tokens, and keeps the
-// token ids of the content, which a conversation stores with it.
+// token ids of the content, which a conversation stores with it. The
+// zero value splits <think> blocks; NewAnswerSplit the model's own marks.
 type AnswerSplit struct {
 	split chat.ThinkSplitter
 	ids   []int32
@@ -19,6 +20,13 @@ type AnswerSplit struct {
 	// block's end or its blank lines and the content's first bytes).
 	start   int
 	started bool
+}
+
+// NewAnswerSplit returns an AnswerSplit for the thinking blocks between
+// marks (the template's chat.Template.ThinkMarks: Gemma 4's thought
+// channel).
+func NewAnswerSplit(marks chat.ThinkMarks) AnswerSplit {
+	return AnswerSplit{split: chat.NewThinkSplitter(marks)}
 }
 
 // Token takes the next token id of the answer.

@@ -97,6 +97,10 @@ type Config struct {
 	// chat.Template.ToolFormat; zero: both forms are read): the core
 	// parses them out of the answers of requests offering tools.
 	ToolFormat chat.ToolFormat
+	// ThinkMarks are the texts around the model's thinking block (its
+	// template's chat.Template.ThinkMarks; zero: <think> and </think>):
+	// the core splits a leading block from the answer's content.
+	ThinkMarks chat.ThinkMarks
 	// NoTools says why the model cannot call tools (NoTools of its
 	// template); empty: it can. Every front end's request offering tools
 	// is then refused, naming the model and this reason, as Ollama

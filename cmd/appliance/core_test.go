@@ -614,6 +614,37 @@ func TestThinkingApart(t *testing.T) {
 	}
 }
 
+// TestThinkingApartGemma4: with Gemma 4's marks (Config.ThinkMarks) its
+// thought channel is split from the content, streamed and in the outcome,
+// the channel's marks in neither; the same answer under the default
+// <think> marks is all content.
+func TestThinkingApartGemma4(t *testing.T) {
+	pieces := []string{"<|channel>", "thought\n", "weigh it", "<channel|>", "It is four."}
+	eng := &appliancetest.Engine{Script: func(engine.Request) []string { return pieces }}
+	for _, marks := range []chat.ThinkMarks{chat.GemmaThought, {}} {
+		c := start(t, eng, func(cfg *appliance.Config) { cfg.ThinkMarks = marks })
+		var content, thinking strings.Builder
+		tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "q"}, func(p appliance.Piece) {
+			content.WriteString(p.Content)
+			thinking.WriteString(p.Thinking)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outcome(t, tk)
+		wantText, wantThinking, wantTokens := "It is four.", "weigh it", 4
+		if marks == (chat.ThinkMarks{}) {
+			wantText, wantThinking, wantTokens = strings.Join(pieces, ""), "", 0
+		}
+		if o.Err != nil || o.Text != wantText || content.String() != o.Text || o.Thinking != wantThinking || thinking.String() != o.Thinking {
+			t.Errorf("marks %q: text %q streamed %q thinking %q streamed %q", marks, o.Text, content.String(), o.Thinking, thinking.String())
+		}
+		if o.Usage.ThinkingTokens != wantTokens {
+			t.Errorf("marks %q: %d thinking tokens, want %d", marks, o.Usage.ThinkingTokens, wantTokens)
+		}
+	}
+}
+
 // TestDeleteSessionDropsCacheScripted: the scripted engine (as every
 // engine the core accepts: the Engine interface requires it) renders the
 // conversation's prefixes, and deleting the session drops them; no engine

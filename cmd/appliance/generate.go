@@ -57,7 +57,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	// template's form of them, chat.ToolParser); the session keeps the
 	// content as the model wrote it, calls included, for the template
 	// to render again.
-	var ans AnswerSplit
+	ans := NewAnswerSplit(c.cfg.ThinkMarks)
 	var content, thinking, written strings.Builder
 	var calls []ToolCall
 	var tools *chat.ToolParser

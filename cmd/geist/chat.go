@@ -150,7 +150,7 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	core, err := appliance.New(appliance.Config{Engine: ae, Sessions: cs, Logger: log,
 		Limits:   appliance.Limits{Queue: 1, MaxTokens: maxTokens, DefaultTTL: -1},
 		System:   o.system,
-		Defaults: o.opts, Model: modelName(o.mf.path), Version: versionString(), ToolFormat: eng.Template().ToolFormat(), NoTools: appliance.NoTools(eng.Template())})
+		Defaults: o.opts, Model: modelName(o.mf.path), Version: versionString(), ToolFormat: eng.Template().ToolFormat(), ThinkMarks: eng.Template().ThinkMarks(), NoTools: appliance.NoTools(eng.Template())})
 	if err != nil {
 		return usageError{err}
 	}

@@ -188,7 +188,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			return out.Flush()
 		},
 	}
-	var ans appliance.AnswerSplit
+	ans := appliance.NewAnswerSplit(eng.Template().ThinkMarks())
 	var content strings.Builder
 	if conv != nil {
 		// Leave room for the answer: drop history until the prompt fits

@@ -253,7 +253,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		ae = hooks.wrapEngine(ae)
 	}
 	cc := c.coreConfig(ae, store.Sessions, log)
-	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), appliance.NoTools(eng.Template())
+	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
 	core, err := appliance.New(cc)
 	if err != nil {
 		return err

@@ -2,22 +2,68 @@ package chat
 
 import "strings"
 
-// ThinkSplitter moves a thinking block at the start of an answer
-// (<think>...</think>: Qwen 3, DeepSeek-R1, SmolLM3) out of its content,
-// as the answer streams in pieces. Text that may still become the tag is
-// held back until the next piece (or the final one) decides it.
+// ThinkMarks are the texts that open and close a model's thinking block.
+type ThinkMarks struct{ Open, Close string }
+
+var (
+	// ThinkTags: <think>...</think> (Qwen 3, DeepSeek-R1, SmolLM3,
+	// Granite 3.3).
+	ThinkTags = ThinkMarks{"<think>", "</think>"}
+	// GemmaThought: Gemma 4's thought channel, <|channel>thought\n...<channel|>
+	// (llama.cpp's Gemma 4 parser reads the same texts: the channel's
+	// name and its newline open it).
+	GemmaThought = ThinkMarks{gemmaChannelOpen + "thought\n", gemmaChannelClose}
+)
+
+// Gemma 4's channel tokens.
+const (
+	gemmaChannelOpen  = "<|channel>"
+	gemmaChannelClose = "<channel|>"
+)
+
+// ThinkMarks returns the texts around the thinking block the template's
+// model writes, from the template's own text: Gemma 4's thought channel
+// (its template names <|channel>thought), else <think> and </think>.
+func (t *Template) ThinkMarks() ThinkMarks {
+	if t != nil && strings.Contains(t.src, gemmaChannelOpen+"thought") {
+		return GemmaThought
+	}
+	return ThinkTags
+}
+
+// ThinkTokens returns the texts of the control tokens of the model's
+// thinking marks: generated text must render them (as llama.cpp's
+// preserved tokens are) for the thinking block to be split from the
+// content and for a grammar to let the model think first. Gemma 4's
+// <|channel> and <channel|> are control tokens; <think> is text in the
+// vocabularies that have it.
+func (t *Template) ThinkTokens() []string {
+	if t.ThinkMarks() == GemmaThought {
+		return []string{gemmaChannelOpen, gemmaChannelClose}
+	}
+	return nil
+}
+
+// ThinkSplitter moves a thinking block at the start of an answer out of
+// its content, as the answer streams in pieces: <think>...</think> (Qwen
+// 3, DeepSeek-R1, SmolLM3) for the zero value, the marks given for one
+// from NewThinkSplitter (Gemma 4's thought channel). Text that may still
+// become a mark is held back until the next piece (or the final one)
+// decides it.
 type ThinkSplitter struct {
+	marks   ThinkMarks
 	pending string
 	state   int // 0: start undecided, 1: thinking, 2: content, 3: blank after the block
 }
 
-const (
-	thinkOpen  = "<think>"
-	thinkClose = "</think>"
-)
+// NewThinkSplitter returns a splitter for the thinking blocks between
+// marks (a Template's ThinkMarks).
+func NewThinkSplitter(marks ThinkMarks) ThinkSplitter {
+	return ThinkSplitter{marks: marks}
+}
 
 // Undecided reports whether the start of the answer does not yet tell
-// whether it thinks (nothing but blanks, or part of the opening tag).
+// whether it thinks (nothing but blanks, or part of the opening mark).
 func (t *ThinkSplitter) Undecided() bool { return t.state == 0 }
 
 // InBlock reports whether the answer is inside its thinking block.
@@ -27,28 +73,32 @@ func (t *ThinkSplitter) InBlock() bool { return t.state == 1 }
 // returns what of it, and of what was held back, is thinking and what is
 // content.
 func (t *ThinkSplitter) Add(text string, final bool) (thinking, content string) {
+	if t.marks.Open == "" {
+		t.marks = ThinkTags
+	}
+	open, close := t.marks.Open, t.marks.Close
 	t.pending += text
 	for {
 		switch t.state {
 		case 0:
 			trimmed := strings.TrimLeft(t.pending, " \t\r\n")
 			switch {
-			case strings.HasPrefix(trimmed, thinkOpen):
-				t.pending, t.state = trimmed[len(thinkOpen):], 1
+			case strings.HasPrefix(trimmed, open):
+				t.pending, t.state = trimmed[len(open):], 1
 				continue
-			case !final && strings.HasPrefix(thinkOpen, trimmed):
+			case !final && strings.HasPrefix(open, trimmed):
 				return "", ""
 			}
 			t.state = 2
 		case 1:
-			if i := strings.Index(t.pending, thinkClose); i >= 0 {
+			if i := strings.Index(t.pending, close); i >= 0 {
 				thinking += t.pending[:i]
-				t.pending, t.state = t.pending[i+len(thinkClose):], 3
+				t.pending, t.state = t.pending[i+len(close):], 3
 				continue
 			}
 			keep := 0
 			if !final {
-				keep = partialSuffix(t.pending, thinkClose)
+				keep = partialSuffix(t.pending, close)
 			}
 			thinking += t.pending[:len(t.pending)-keep]
 			t.pending = t.pending[len(t.pending)-keep:]
