@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"strings"
 
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/spec"
 )
@@ -62,10 +62,9 @@ const (
 	phWaiting         // lazy: free text up to the trigger
 )
 
-const (
-	thinkOpen  = "<think>"
-	thinkClose = "</think>"
-)
+// thinkOpen opens a <think> block, which a vocabulary may have as a token
+// of its own.
+const thinkOpen = "<think>"
 
 // openingBlank bounds the blank space a constrained answer may open with
 // before its thinking block, where the grammar itself does not allow it:
@@ -91,15 +90,19 @@ type constraint struct {
 	// text again (and the trigger starts it once more).
 	lazy    bool
 	trigger []byte
-	tail    []byte // the generated text's end, to find the trigger (or, opening, the beginning of <think> so far)
-	rest    []byte // what follows a trigger in its token
-	gramOK  bool   // opening: the grammar allowed every token so far (blank space it did not read aside)
-	blank   int    // opening: the bytes of blank space before tail
-	mask    []uint64
-	masked  []float32 // [NVocab] the logits with the mask applied
-	forced  []byte
-	path    []int32
-	draft   []int32
+	// open and close are the texts around the model's thinking block
+	// (its template's chat.Template.ThinkMarks: <think> and </think>, or
+	// Gemma 4's <|channel>thought\n and <channel|>).
+	open, close []byte
+	tail        []byte // the generated text's end, to find the trigger (or, opening, the beginning of <think> so far)
+	rest        []byte // what follows a trigger in its token
+	gramOK      bool   // opening: the grammar allowed every token so far (blank space it did not read aside)
+	blank       int    // opening: the bytes of blank space before tail
+	mask        []uint64
+	masked      []float32 // [NVocab] the logits with the mask applied
+	forced      []byte
+	path        []int32
+	draft       []int32
 }
 
 func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error) {
@@ -114,7 +117,9 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	k := &constraint{m: c.NewMatcher(), v: c.Vocab(), lazy: req.GrammarTrigger != "", trigger: []byte(req.GrammarTrigger),
 		mask: make([]uint64, (nv+63)/64), masked: make([]float32, nv),
 		forced: make([]byte, 0, 64), path: make([]int32, 0, spec.MaxTree), draft: make([]int32, 0, spec.MaxDraft)}
-	k.tail = make([]byte, 0, max(len(k.trigger), len(thinkClose))+64)
+	marks := e.Template().ThinkMarks()
+	k.open, k.close = []byte(marks.Open), []byte(marks.Close)
+	k.tail = make([]byte, 0, max(len(k.trigger), len(k.close))+64)
 	k.rest = make([]byte, 0, 64)
 	switch {
 	case req.GrammarAfterThink && e.thinksInPrompt(prompt):
@@ -127,28 +132,23 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	return k, nil
 }
 
-// thinks reports whether the model thinks in <think> blocks: its
-// template has them or a thinking switch, or its vocabulary has <think>
-// as a token of its own (Qwen3, SmolLM3, DeepSeek-R1's). Gemma 4's switch
-// is for its thought channel (<|channel>thought\n...<channel|>), which is
-// no <think> block: its grammar applies from the answer's start (the
-// channel's control tokens do not show in the text the grammar reads).
+// thinks reports whether the model thinks first: its template has a
+// thinking switch or thinking blocks (<think>, or Gemma 4's thought
+// channel, whose control tokens the engine renders in generated text:
+// chat.Template.ThinkTokens), or its vocabulary has <think> as a token of
+// its own (Qwen3, SmolLM3, DeepSeek-R1's).
 func (e *Engine) thinks() bool {
-	if _, ok := e.tok.TokenID(thinkOpen); ok {
+	if _, ok := e.tok.TokenID(thinkOpen); ok && e.Template().ThinkMarks() == chat.ThinkTags {
 		return true
 	}
-	t := e.Template()
-	return t.SupportsThinking() && !strings.Contains(t.Source(), gemmaThoughtOpen)
+	return e.Template().SupportsThinking()
 }
-
-// gemmaThoughtOpen opens Gemma 4's thought channel.
-const gemmaThoughtOpen = "<|channel>thought"
 
 // thinksInPrompt reports whether the prompt ends inside an open thinking
 // block (a template that opens it for the model).
 func (e *Engine) thinksInPrompt(prompt []int32) bool {
-	tail := e.promptTail(prompt)
-	return bytes.LastIndex(tail, []byte(thinkOpen)) > bytes.LastIndex(tail, []byte(thinkClose))
+	tail, marks := e.promptTail(prompt), e.Template().ThinkMarks()
+	return bytes.LastIndex(tail, []byte(marks.Open)) > bytes.LastIndex(tail, []byte(marks.Close))
 }
 
 // promptTail is the text of the prompt's last 16 tokens, special ones
@@ -165,20 +165,22 @@ func (e *Engine) promptTail(prompt []int32) []byte {
 // thoughtInPrompt reports whether the prompt ends with a closed thinking
 // block: a template that turned thinking off renders an empty one in the
 // generation prompt (Qwen3 with enable_thinking false, SmolLM3 told
-// /no_think), and the answer, the grammar's, starts after it.
+// /no_think, Gemma 4 with it false), and the answer, the grammar's,
+// starts after it.
 func (e *Engine) thoughtInPrompt(prompt []int32) bool {
-	return bytes.HasSuffix(bytes.TrimRight(e.promptTail(prompt), " \t\r\n"), []byte(thinkClose))
+	return bytes.HasSuffix(bytes.TrimRight(e.promptTail(prompt), " \t\r\n"), []byte(e.Template().ThinkMarks().Close))
 }
 
 // thoughtFirst reports whether an answer (its generated tokens) opened
 // with a thinking block (whatever the template: the front ends split one
 // from the content, chat.ThinkSplitter, and sessions keep the content).
 func (e *Engine) thoughtFirst(answer []int32) bool {
+	open := []byte(e.Template().ThinkMarks().Open)
 	var head []byte
 	for _, id := range answer {
 		head = append(head, e.tok.TokenToPiece(id, true)...)
-		if t := bytes.TrimLeft(head, " \t\r\n"); len(t) >= len(thinkOpen) || len(head) > 64 {
-			return bytes.HasPrefix(t, []byte(thinkOpen))
+		if t := bytes.TrimLeft(head, " \t\r\n"); len(t) >= len(open) || len(head) > 64 {
+			return bytes.HasPrefix(t, open)
 		}
 	}
 	return false
@@ -269,11 +271,11 @@ func (k *constraint) thinkPrefix(p []byte) bool {
 		}
 		p = rest
 	}
-	n := min(len(thinkOpen)-len(text), len(p))
+	n := min(len(k.open)-len(text), len(p))
 	if n < 0 {
 		return false
 	}
-	return string(text)+string(p[:n]) == thinkOpen[:len(text)+n]
+	return bytes.Equal(text, k.open[:len(text)]) && bytes.Equal(p[:n], k.open[len(text):len(text)+n])
 }
 
 // accept advances the grammar over an emitted token, or follows the
@@ -316,8 +318,8 @@ func (g *generation) accept(id int32) {
 		}
 		k.tail = append(k.tail, p...)
 		switch {
-		case len(k.tail) >= len(thinkOpen):
-			rest := append(k.rest[:0], k.tail[len(thinkOpen):]...)
+		case len(k.tail) >= len(k.open):
+			rest := append(k.rest[:0], k.tail[len(k.open):]...)
 			k.m.Reset()
 			k.phase, k.tail, k.blank = phThinking, k.tail[:0], 0
 			k.follow(rest)
@@ -338,7 +340,7 @@ func (k *constraint) follow(b []byte) {
 	for len(b) > 0 && k.phase != phActive {
 		want := k.trigger
 		if k.phase == phThinking {
-			want = []byte(thinkClose)
+			want = k.close
 		}
 		k.tail = append(k.tail, b...)
 		i := bytes.Index(k.tail, want)

@@ -506,28 +506,72 @@ func TestConstrainedAllocations(t *testing.T) {
 	}
 }
 
-// TestGrammarPhasesGemma4: Gemma 4's thinking switch is for its thought
-// channel, no <think> block: under GrammarAfterThink its grammar (a
-// tool_choice required answer) applies from the first token: no blank
-// space or other text first.
+// TestGrammarPhasesGemma4: Gemma 4 thinks in its thought channel: under
+// GrammarAfterThink its grammar (a tool_choice required answer) lets an
+// optional <|channel>thought\n ... <channel|> come first, as llama.cpp's
+// Gemma 4 grammar does, and then applies (the thought's text is free);
+// an answer may also start with the grammar at once; with thinking off
+// the template renders an empty channel in the prompt, and the grammar
+// applies from the first token.
 func TestGrammarPhasesGemma4(t *testing.T) {
 	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-gemma4-Q4_0.gguf"), Options{Ctx: 128, Batch: 8, SelfSpec: SelfSpecOff})
-	if !e.Template().SupportsThinking() || e.thinks() {
-		t.Fatalf("SupportsThinking %v, thinks %v: want a thinking switch and no <think> blocks", e.Template().SupportsThinking(), e.thinks())
+	if !e.Template().SupportsThinking() || !e.thinks() {
+		t.Fatalf("SupportsThinking %v, thinks %v: want both", e.Template().SupportsThinking(), e.thinks())
 	}
+	gv := e.grammarVocab()
 	req := Request{Grammar: `root ::= "<|tool_call>call:f{}<tool_call|>"`, GrammarAfterThink: true}
-	k, err := e.newConstraint(&req, e.grammarVocab().Longest(nil, []byte("<|turn>model\n")))
+	allowed := func(k *constraint, s string) bool {
+		id := gv.Longest(nil, []byte(s))[0]
+		return k.mask[id>>6]&(1<<(id&63)) != 0
+	}
+	g := newTestGeneration(e, &SpecOptions{Mode: SpecOff}, nil)
+	for _, c := range []struct{ answer, thought string }{
+		{"<|channel>thought\nweigh it<channel|><|tool_call>call:f{}<tool_call|>", "thought"},
+		{"<|channel>thought\n<channel|><|tool_call>call:f{}<tool_call|>", "empty thought"},
+		{"<|tool_call>call:f{}<tool_call|>", "no thought"},
+	} {
+		k, err := e.newConstraint(&req, gv.Longest(nil, []byte("<|turn>model\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.phase != phOpening {
+			t.Fatalf("%s: phase %d, want the opening", c.thought, k.phase)
+		}
+		g.con = k
+		thought := false
+		for _, id := range gv.Longest(nil, []byte(c.answer)) {
+			if !k.free() {
+				if k.phase == phOpening {
+					k.openingMask()
+				} else {
+					k.m.Mask(k.mask)
+				}
+				if k.mask[id>>6]&(1<<(id&63)) == 0 {
+					t.Fatalf("%s: %q refused", c.thought, gv.Piece(id))
+				}
+				if k.phase == phOpening && allowed(k, "x") {
+					t.Errorf("%s: x allowed in the opening", c.thought)
+				}
+			}
+			g.accept(id)
+			thought = thought || k.phase == phThinking
+		}
+		if k.phase != phActive || !k.m.CanEnd() || thought != (c.thought != "no thought") {
+			t.Errorf("%s: phase %d, grammar may end %v, thought %v", c.thought, k.phase, k.m.CanEnd(), thought)
+		}
+	}
+	off, _ := e.Tokens(&Request{Messages: []chat.Message{{Role: "user", Content: "hi"}}, TemplateVars: map[string]any{"enable_thinking": false}})
+	k, err := e.newConstraint(&req, off)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k.phase != phActive || k.free() {
-		t.Fatalf("phase %d, free %v: want the grammar from the start", k.phase, k.free())
+		t.Fatalf("thinking off: phase %d, free %v: want the grammar from the start", k.phase, k.free())
 	}
 	k.m.Mask(k.mask)
 	for s, want := range map[string]bool{"<": true, " ": false, "\n": false, "x": false} {
-		id := e.grammarVocab().Longest(nil, []byte(s))[0]
-		if got := k.mask[id>>6]&(1<<(id&63)) != 0; got != want {
-			t.Errorf("%q (token %q) allowed %v, want %v", s, e.grammarVocab().Piece(id), got, want)
+		if got := allowed(k, s); got != want {
+			t.Errorf("thinking off: %q allowed %v, want %v", s, got, want)
 		}
 	}
 }

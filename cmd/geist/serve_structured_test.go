@@ -197,6 +197,12 @@ func TestServeFamilyTools(t *testing.T) {
 				if finish != "tool_calls" {
 					t.Errorf("%s: finish_reason %q, want tool_calls", what, finish)
 				}
+				// Gemma 4 thinks (enable_thinking on): a thought it writes
+				// is reasoning_content, never content.
+				var content string
+				if json.Unmarshal(a[3], &content); strings.Contains(content, "<|channel>") || strings.Contains(content, "<channel|>") {
+					t.Errorf("%s: content %q has channel marks", what, content)
+				}
 				for _, c := range calls {
 					if strings.HasPrefix(what, "named") && c.Function.Name != "HassLightSet" {
 						t.Errorf("%s: called %q", what, c.Function.Name)
