@@ -316,3 +316,189 @@ mxdone:
 	VZEROUPPER
 	MOVSS        X0, ret+16(FP)
 	RET
+
+// func attnScoresT4AVX512(sc *float32, q *float32, kt *float32, hd int, scale float32)
+// attnScoresTAVX512 for four query rows at once (q[r*hd+d], sc[r*64+t]):
+// each kt row is loaded once for the four, each lane's fused
+// multiply-adds are those of one row alone (the same bits), and sixteen
+// independent sums keep both FMA pipes busy.
+TEXT ·attnScoresT4AVX512(SB), NOSPLIT, $0-36
+	MOVQ   sc+0(FP), DI
+	MOVQ   q+8(FP), SI
+	MOVQ   kt+16(FP), DX
+	MOVQ   hd+24(FP), CX
+	MOVQ   CX, R8
+	SHLQ   $2, R8             // bytes per q row
+	LEAQ   (R8)(R8*2), R9     // 3 rows
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+
+	PCALIGN $16
+st4loop:
+	VMOVUPS      (DX), Z16
+	VMOVUPS      64(DX), Z17
+	VMOVUPS      128(DX), Z18
+	VMOVUPS      192(DX), Z19
+	VBROADCASTSS (SI), Z20
+	VBROADCASTSS (SI)(R8*1), Z21
+	VBROADCASTSS (SI)(R8*2), Z22
+	VBROADCASTSS (SI)(R9*1), Z23
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         $4, SI
+	ADDQ         $256, DX
+	DECQ         CX
+	JNZ          st4loop
+	VBROADCASTSS scale+32(FP), Z16
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	VMULPS       Z16, Z12, Z12
+	VMULPS       Z16, Z13, Z13
+	VMULPS       Z16, Z14, Z14
+	VMULPS       Z16, Z15, Z15
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	VMOVUPS      Z4, 256(DI)
+	VMOVUPS      Z5, 320(DI)
+	VMOVUPS      Z6, 384(DI)
+	VMOVUPS      Z7, 448(DI)
+	VMOVUPS      Z8, 512(DI)
+	VMOVUPS      Z9, 576(DI)
+	VMOVUPS      Z10, 640(DI)
+	VMOVUPS      Z11, 704(DI)
+	VMOVUPS      Z12, 768(DI)
+	VMOVUPS      Z13, 832(DI)
+	VMOVUPS      Z14, 896(DI)
+	VMOVUPS      Z15, 960(DI)
+	VZEROUPPER
+	RET
+
+// func attnSumFMA4AVX512(out *float32, w *float32, v *float32, hd64, rows int)
+// attnSumFMAAVX512 for four rows at once (out[r*hd+i], w[r*64+t]) over
+// the same values: each v row is loaded once for the four, each lane's
+// fused multiply-adds are those of one row alone (the same bits).
+TEXT ·attnSumFMA4AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ hd64+24(FP), CX
+	MOVQ CX, R10
+	SHLQ $8, R10              // bytes per v row and per out row
+	LEAQ (R10)(R10*2), R11    // 3 out rows
+
+sf4chunk:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI)(R10*1), Z4
+	VMOVUPS 64(DI)(R10*1), Z5
+	VMOVUPS 128(DI)(R10*1), Z6
+	VMOVUPS 192(DI)(R10*1), Z7
+	VMOVUPS (DI)(R10*2), Z8
+	VMOVUPS 64(DI)(R10*2), Z9
+	VMOVUPS 128(DI)(R10*2), Z10
+	VMOVUPS 192(DI)(R10*2), Z11
+	VMOVUPS (DI)(R11*1), Z12
+	VMOVUPS 64(DI)(R11*1), Z13
+	VMOVUPS 128(DI)(R11*1), Z14
+	VMOVUPS 192(DI)(R11*1), Z15
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+	TESTQ   BX, BX
+	JZ      sf4store
+
+	PCALIGN $16
+sf4loop:
+	VMOVUPS      (R9), Z16
+	VMOVUPS      64(R9), Z17
+	VMOVUPS      128(R9), Z18
+	VMOVUPS      192(R9), Z19
+	VBROADCASTSS (SI), Z20
+	VBROADCASTSS 256(SI), Z21
+	VBROADCASTSS 512(SI), Z22
+	VBROADCASTSS 768(SI), Z23
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          sf4loop
+
+sf4store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (DI)(R10*1)
+	VMOVUPS Z5, 64(DI)(R10*1)
+	VMOVUPS Z6, 128(DI)(R10*1)
+	VMOVUPS Z7, 192(DI)(R10*1)
+	VMOVUPS Z8, (DI)(R10*2)
+	VMOVUPS Z9, 64(DI)(R10*2)
+	VMOVUPS Z10, 128(DI)(R10*2)
+	VMOVUPS Z11, 192(DI)(R10*2)
+	VMOVUPS Z12, (DI)(R11*1)
+	VMOVUPS Z13, 64(DI)(R11*1)
+	VMOVUPS Z14, 128(DI)(R11*1)
+	VMOVUPS Z15, 192(DI)(R11*1)
+	ADDQ    $256, DI
+	ADDQ    $256, DX
+	DECQ    CX
+	JNZ     sf4chunk
+	VZEROUPPER
+	RET

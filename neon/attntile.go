@@ -31,13 +31,87 @@ type AttnTileKernels struct {
 	ToF32 func(dst []float32, src []uint16)
 	// Max is the largest of x (not empty, no NaN).
 	Max func(x []float32) float32
+	// ScoresRows is Scores for the len(q)/hd query rows q[r*hd:(r+1)*hd]
+	// into sc[r*AttnBlock:(r+1)*AttnBlock], the bits of Scores for each
+	// row: a set may score several rows against one load of kt.
+	ScoresRows func(sc, q []float32, hd int, kt []float32, scale float32)
+	// SumRows is Sum for the len(out)/hd rows out[r*hd:(r+1)*hd] with the
+	// weights w[r*AttnBlock:r*AttnBlock+n] and the same values v, the bits
+	// of Sum for each row (hd a multiple of 64).
+	SumRows func(out []float32, hd int, w []float32, n int, v []float32)
+	// ExpSum sets x[i] = e^(x[i]-m) as ExpSub and returns the sum of the
+	// results in float64 in sumF64's order.
+	ExpSum func(x []float32, m float32) float64
 }
 
 // GenericAttnTile returns the reference implementations of the tiled
 // attention kernels (tests compare every set's with them).
 func GenericAttnTile() *AttnTileKernels { return &genericAttnTile }
 
-var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attnSumFMA, ToF32: f16ToF32, Max: maxF32}
+var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attnSumFMA, ToF32: f16ToF32, Max: maxF32,
+	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum}
+
+// scoresRows is ScoresRows as one call of scores per row.
+func scoresRows(scores func(sc, q, kt []float32, scale float32)) func(sc, q []float32, hd int, kt []float32, scale float32) {
+	return func(sc, q []float32, hd int, kt []float32, scale float32) {
+		for r := 0; r < len(q)/hd; r++ {
+			scores(sc[r*AttnBlock:(r+1)*AttnBlock], q[r*hd:(r+1)*hd], kt, scale)
+		}
+	}
+}
+
+// sumRows is SumRows as one call of sum per row.
+func sumRows(sum func(out, w, v []float32)) func(out []float32, hd int, w []float32, n int, v []float32) {
+	return func(out []float32, hd int, w []float32, n int, v []float32) {
+		for r := 0; r < len(out)/hd; r++ {
+			sum(out[r*hd:(r+1)*hd], w[r*AttnBlock:r*AttnBlock+n], v)
+		}
+	}
+}
+
+// ExpSubSum sets x[i] = e^(x[i]-m) as ExpSub and returns their sum in
+// float64 in sumF64's order (one online-softmax block's weights and their
+// sum; the same bits on every set).
+func ExpSubSum(x []float32, m float32) float64 {
+	if a := Active().AttnTile; a != nil && a.ExpSum != nil {
+		return a.ExpSum(x, m)
+	}
+	return expSubThenSum(x, m)
+}
+
+// expSubThenSum is ExpSum as the active set's ExpSub and sumF64.
+func expSubThenSum(x []float32, m float32) float64 {
+	ExpSub(x, m)
+	return sumF64(x)
+}
+
+func expSum(x []float32, m float32) float64 {
+	expSub(x, m)
+	return sumF64(x)
+}
+
+// sumF64 is the sum of x in float64: four running sums of every fourth
+// element, the tail into the first, combined as (s0+s1)+(s2+s3), one order
+// for a given length.
+func sumF64(x []float32) float64 {
+	var s [4]float64
+	return sumF64From(&s, x)
+}
+
+// sumF64From is sumF64 continued from the running sums s.
+func sumF64From(s *[4]float64, x []float32) float64 {
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s[0] += float64(x[i])
+		s[1] += float64(x[i+1])
+		s[2] += float64(x[i+2])
+		s[3] += float64(x[i+3])
+	}
+	for ; i < len(x); i++ {
+		s[0] += float64(x[i])
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
+}
 
 func maxF32(x []float32) float32 {
 	m := x[0]

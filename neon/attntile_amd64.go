@@ -18,15 +18,26 @@ func attnScoresTAVX512(sc, q, kt *float32, hd int, scale float32)
 func attnSumFMAAVX512(out, w, v *float32, hd64, rows int)
 
 //go:noescape
+func attnScoresT4AVX512(sc, q, kt *float32, hd int, scale float32)
+
+//go:noescape
+func attnSumFMA4AVX512(out, w, v *float32, hd64, rows int)
+
+//go:noescape
+func expSumAVX2(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
+
+//go:noescape
 func maxAVX2(x *float32, n8 int) float32
 
 //go:noescape
 func f16ToF32AVX2(dst *float32, src *uint16, n8 int)
 
 // avx2AttnTile is the avx2 set's tiled attention, vnniAttnTile the
-// avx512vnni set's (its products on 512-bit registers).
-var avx2AttnTile, vnniAttnTile = amd64AttnTile(attnScoresTAVX2, attnSumFMAAVX2), amd64AttnTile(attnScoresTAVX512, attnSumFMAAVX512)
+// avx512vnni set's (its products on 512-bit registers, four rows scored
+// and summed at once: sixteen independent sums for both FMA pipes).
+var avx2AttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX2, sum: attnSumFMAAVX2, max: maxAVX2, toF32: f16ToF32AVX2,
+	scoresMul: 1, maxMul: 8, expSum: expSumAVX2}.tileSet()
 
-func amd64AttnTile(scores func(sc, q, kt *float32, hd int, scale float32), sum func(out, w, v *float32, hd64, rows int)) AttnTileKernels {
-	return attnAsm{kt: attnKTAVX2, scores: scores, sum: sum, max: maxAVX2, toF32: f16ToF32AVX2, scoresMul: 1, maxMul: 8}.tileSet()
-}
+var vnniAttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX512, sum: attnSumFMAAVX512, max: maxAVX2, toF32: f16ToF32AVX2,
+	scoresMul: 1, maxMul: 8, expSum: expSumAVX2,
+	scoresN: attnScoresT4AVX512, sumN: attnSumFMA4AVX512, rowsN: 4}.tileSet()

@@ -6,7 +6,10 @@ package neon
 // AttnTileKernels' KT and Sum (hd8 = hd/8, hd64 = hd/64, rows > 0),
 // scores as Scores for head sizes that are positive multiples of
 // scoresMul, max the largest of a positive multiple of maxMul values,
-// toF32 8*n8 conversions.
+// toF32 8*n8 conversions. scoresN and sumN, when the set has them, are
+// scores and sum for rowsN rows at once (q, sc, out rows one after the
+// other, w rows AttnBlock apart); expSum, when it has it, is ExpSum for
+// 8*n8 values returning sumF64's four running sums.
 type attnAsm struct {
 	kt                func(kt *float32, k *uint16, hd8 int)
 	scores            func(sc, q, kt *float32, hd int, scale float32)
@@ -14,11 +17,63 @@ type attnAsm struct {
 	max               func(x *float32, n int) float32
 	toF32             func(dst *float32, src *uint16, n8 int)
 	scoresMul, maxMul int
+	scoresN           func(sc, q, kt *float32, hd int, scale float32)
+	sumN              func(out, w, v *float32, hd64, rows int)
+	rowsN             int
+	expSum            func(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
 }
 
 // tileSet wraps the kernels with the length checks (a short buffer panics
 // like an index out of range) and does the lengths they do not take in Go.
 func (k attnAsm) tileSet() AttnTileKernels {
+	t := k.kernels()
+	t.ScoresRows, t.SumRows, t.ExpSum = scoresRows(t.Scores), sumRows(t.Sum), expSubThenSum
+	if k.scoresN != nil {
+		one := t.ScoresRows
+		t.ScoresRows = func(sc, q []float32, hd int, kt []float32, scale float32) {
+			r, n := 0, len(q)/hd
+			if hd%k.scoresMul == 0 {
+				_ = kt[hd*AttnBlock-1]
+				for ; r+k.rowsN <= n; r += k.rowsN {
+					_, _ = sc[(r+k.rowsN)*AttnBlock-1], q[(r+k.rowsN)*hd-1]
+					k.scoresN(&sc[r*AttnBlock], &q[r*hd], &kt[0], hd, scale)
+				}
+			}
+			one(sc[r*AttnBlock:], q[r*hd:n*hd], hd, kt, scale)
+		}
+	}
+	if k.sumN != nil {
+		one := t.SumRows
+		t.SumRows = func(out []float32, hd int, w []float32, n int, v []float32) {
+			r, nr := 0, len(out)/hd
+			if hd%64 == 0 && n > 0 {
+				_ = v[n*hd-1]
+				for ; r+k.rowsN <= nr; r += k.rowsN {
+					_, _ = out[(r+k.rowsN)*hd-1], w[(r+k.rowsN-1)*AttnBlock+n-1]
+					k.sumN(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n)
+				}
+			}
+			if r < nr {
+				one(out[r*hd:nr*hd], hd, w[r*AttnBlock:], n, v)
+			}
+		}
+	}
+	if k.expSum != nil {
+		t.ExpSum = func(x []float32, m float32) float64 {
+			var s [4]float64
+			n8 := len(x) / 8
+			if n8 > 0 {
+				s[0], s[1], s[2], s[3] = k.expSum(&x[0], n8, m)
+			}
+			expSub(x[8*n8:], m)
+			return sumF64From(&s, x[8*n8:])
+		}
+	}
+	return t
+}
+
+// kernels wraps the one-row kernels.
+func (k attnAsm) kernels() AttnTileKernels {
 	return AttnTileKernels{
 		KT: func(kt []float32, kc []uint16, hd int) {
 			if hd%8 != 0 || hd == 0 {

@@ -91,3 +91,86 @@ func TestAttnTileMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnTileRowsMatchGeneric: a set's kernels for several rows at once
+// give each row the bits of the reference's one-row kernels, whatever the
+// number of rows (so a row's result does not depend on how many rows share
+// a tile), and ExpSum the reference's exponentials and sum.
+func TestAttnTileRowsMatchGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(63, 64))
+	g := GenericAttnTile()
+	sets := []*AttnTileKernels{g}
+	names := []string{"reference"}
+	for _, k := range Available() {
+		if k.AttnTile != nil {
+			sets, names = append(sets, k.AttnTile), append(names, k.Name)
+		}
+	}
+	for si, a := range sets {
+		name := names[si]
+		for _, hd := range []int{64, 72, 128} {
+			kt := randFloats(r, AttnBlock*hd)
+			for nr := 1; nr <= 9; nr++ {
+				q := randFloats(r, nr*hd)
+				sc := make([]float32, nr*AttnBlock+1)
+				sc[nr*AttnBlock] = guard
+				a.ScoresRows(sc[:nr*AttnBlock], q, hd, kt, 0.125)
+				want := make([]float32, AttnBlock)
+				for row := range nr {
+					g.Scores(want, q[row*hd:(row+1)*hd], kt, 0.125)
+					for i := range want {
+						if !sameBits(sc[row*AttnBlock+i], want[i]) {
+							t.Fatalf("%s hd=%d rows=%d: row %d score %d %v, reference %v", name, hd, nr, row, i, sc[row*AttnBlock+i], want[i])
+						}
+					}
+				}
+				if sc[nr*AttnBlock] != guard {
+					t.Fatalf("%s hd=%d rows=%d: ScoresRows wrote past its rows", name, hd, nr)
+				}
+				if hd%64 != 0 {
+					continue
+				}
+				for _, n := range []int{0, 1, 5, 64} {
+					w := randFloats(r, nr*AttnBlock)
+					v := kt[:n*hd]
+					out := randFloats(r, nr*hd+1)
+					out[nr*hd] = guard
+					ref := append([]float32{}, out[:nr*hd]...)
+					a.SumRows(out[:nr*hd], hd, w, n, v)
+					for row := range nr {
+						g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], v)
+					}
+					for i := range ref {
+						if !sameBits(out[i], ref[i]) {
+							t.Fatalf("%s hd=%d rows=%d n=%d: sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
+						}
+					}
+					if out[nr*hd] != guard {
+						t.Fatalf("%s hd=%d rows=%d n=%d: SumRows wrote past its rows", name, hd, nr, n)
+					}
+				}
+			}
+		}
+		for n := 0; n <= 64; n++ {
+			x := randFloats(r, n)
+			for i := range x {
+				x[i] *= 40 // exponentials that underflow too
+			}
+			m := float32(0)
+			if n > 0 {
+				m = g.Max(x)
+			}
+			want := append([]float32{}, x...)
+			ws := expSum(want, m)
+			got := a.ExpSum(x, m)
+			if got != ws {
+				t.Fatalf("%s n=%d: ExpSum %v, reference %v", name, n, got, ws)
+			}
+			for i := range want {
+				if !sameBits(x[i], want[i]) {
+					t.Fatalf("%s n=%d: exp %d %v, reference %v", name, n, i, x[i], want[i])
+				}
+			}
+		}
+	}
+}

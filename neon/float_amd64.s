@@ -508,6 +508,40 @@ exdone:
 	VZEROUPPER
 	RET
 
+// func expSumAVX2(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
+// expSubAVX2 that also adds the exponentials up in float64: sj (from 0)
+// gets x[j], x[j+4], x[j+8], ... in order, the four running sums of
+// the reference's block sum (attntile.go's sumF64).
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), DI
+	MOVQ         n8+8(FP), CX
+	VBROADCASTSS m+16(FP), Y14
+	VXORPD       Y0, Y0, Y0
+	TESTQ        CX, CX
+	JZ           esdone
+	EXPCONST
+
+	PCALIGN $16
+esloop:
+	VMOVUPS      (DI), Y1
+	VSUBPS       Y14, Y1, Y1
+	EXPF
+	VMOVUPS      Y5, (DI)
+	VCVTPS2PD    X5, Y3
+	VADDPD       Y3, Y0, Y0
+	VEXTRACTF128 $1, Y5, X4
+	VCVTPS2PD    X4, Y4
+	VADDPD       Y4, Y0, Y0
+	ADDQ         $32, DI
+	DECQ         CX
+	JNZ          esloop
+
+esdone:
+	LEAQ    s0+24(FP), DX
+	VMOVUPD Y0, (DX)
+	VZEROUPPER
+	RET
+
 DATA silo<>+0(SB)/4, $0xc2ae0000 // expLo
 DATA silo<>+4(SB)/4, $0x42b00000 // expHi
 DATA silo<>+8(SB)/4, $0x3fb8aa3b // log2e

@@ -220,8 +220,10 @@ func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
 // attnTileF16 is the tile's walk over an F16 cache with the set's tile
 // kernels: each block of keys is converted to float32 (transposed) and
 // its values to float32 once for the rows that see it whole from the
-// cache; a row whose block reaches into its ancestors converts its own
-// gathered block.
+// cache; a token whose block reaches into its ancestors converts its own
+// gathered block. The query heads of one token (consecutive rows, the
+// same keys) are scored and summed together, against one load of the
+// block for all of them; each row's bits are those of the row alone.
 func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
 	c, l := &s.m.Config, s.job.l
 	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
@@ -233,14 +235,18 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 	for b := first; b < most; b += attnBlock {
 		converted := false
 		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
-		for r := range rows {
+		for r, n := 0, 0; r < len(rows); r += n {
 			row := &rows[r]
+			n = 1 // the token's heads: consecutive rows
+			for r+n < len(rows) && rows[r+n].tok == row.tok {
+				n++
+			}
 			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
 			if re <= rb {
 				continue // the causal mask (or the window): the whole block is hidden
 			}
 			kt, vf := w.kt, w.vf32
-			if re > row.vis { // the block reaches into the row's ancestors
+			if re > row.vis { // the block reaches into the token's ancestors
 				clear(w.kg)
 				for j := b; j < re; j++ {
 					t := row.slot(j, pos0, cp)
@@ -262,13 +268,14 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 				tk.ToF32(vf[:(e-b)*hdv], vc[sb*hdv:(sb+e-b)*hdv])
 				converted = true
 			}
-			q := s.q[row.tok*qDim+row.head*hd : row.tok*qDim+(row.head+1)*hd]
-			sc := w.sc[r*attnBlock : (r+1)*attnBlock]
-			tk.Scores(sc, q, kt, scale)
-			sc = sc[rb-b : re-b]
-			out := s.attOut(*row, hdv)
-			s.softmaxBlock(w, r, sc, out, tk.Max(sc))
-			tk.Sum(out, sc, vf[(rb-b)*hdv:(re-b)*hdv])
+			q0 := row.tok*qDim + row.head*hd
+			tk.ScoresRows(w.sc[r*attnBlock:(r+n)*attnBlock], s.q[q0:q0+n*hd], hd, kt, scale)
+			for i := r; i < r+n; i++ {
+				sc := w.sc[i*attnBlock+rb-b : i*attnBlock+re-b]
+				s.softmaxBlock(w, i, sc, s.attOut(rows[i], hdv), tk.Max(sc))
+			}
+			o0 := (row.tok*s.m.NHead + row.head) * hdv
+			tk.SumRows(s.att[o0:o0+n*hdv], hdv, w.sc[r*attnBlock+rb-b:], re-rb, vf[(rb-b)*hdv:(re-b)*hdv])
 		}
 	}
 }
@@ -293,8 +300,7 @@ func (s *State) softmaxBlock(w *attnScratch, r int, sc, out []float32, mb float3
 		}
 		w.m[r] = mb
 	}
-	neon.ExpSub(sc, w.m[r])
-	w.l[r] += blockSum(sc)
+	w.l[r] += neon.ExpSubSum(sc, w.m[r])
 }
 
 // blockMax is the largest of x (not empty).
@@ -306,24 +312,6 @@ func blockMax(x []float32) float32 {
 		}
 	}
 	return m
-}
-
-// blockSum is the sum of x in float64: four running sums of every fourth
-// element, the tail into the first, combined as (s0+s1)+(s2+s3), one order
-// for a given length.
-func blockSum(x []float32) float64 {
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += float64(x[i])
-		s1 += float64(x[i+1])
-		s2 += float64(x[i+2])
-		s3 += float64(x[i+3])
-	}
-	for ; i < len(x); i++ {
-		s0 += float64(x[i])
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // attnTileQ8 is the tile's walk over a Q8_0 cache: each row's query is
