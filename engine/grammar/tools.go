@@ -52,6 +52,44 @@ func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy b
 	return toolCalls(tools, only, syntax, lazy, true)
 }
 
+// toolFunc is an offered tool's function: its place in the request's
+// list, its name and its parameter schema (as sent; may be empty).
+type toolFunc struct {
+	index      int
+	Name       string
+	Parameters json.RawMessage
+}
+
+// offeredTools returns the tools' functions that may be called: those
+// with a name and, when only is set, the one it names; an error when a
+// tool is not a JSON object of that shape or none is left.
+func offeredTools(tools []json.RawMessage, only string) ([]toolFunc, error) {
+	var out []toolFunc
+	for i, raw := range tools {
+		var t struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("tool %d: %w", i, err)
+		}
+		f := t.Function
+		if f.Name == "" || only != "" && f.Name != only {
+			continue
+		}
+		out = append(out, toolFunc{i, f.Name, f.Parameters})
+	}
+	if len(out) == 0 {
+		if only != "" {
+			return nil, fmt.Errorf("tool_choice names %q, which is not among the tools", only)
+		}
+		return nil, fmt.Errorf("no tools with a function name")
+	}
+	return out, nil
+}
+
 func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, one bool) (gbnf, trigger string, err error) {
 	if syntax == ToolsLFM2 {
 		return lfm2Calls(tools, only, lazy, one)
@@ -63,34 +101,18 @@ func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, on
 	if syntax == ToolsLlama {
 		argsKey = "parameters"
 	}
+	offered, err := offeredTools(tools, only)
+	if err != nil {
+		return "", "", err
+	}
 	var alts []string
-	for i, raw := range tools {
-		var t struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return "", "", fmt.Errorf("tool %d: %w", i, err)
-		}
-		f := t.Function
-		if f.Name == "" || only != "" && f.Name != only {
-			continue
-		}
+	for _, f := range offered {
 		params := f.Parameters
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{"type": "object", "properties": {}}`)
 		}
 		name, _ := json.Marshal(f.Name)
 		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q]}`, name, argsKey, params, argsKey))
-	}
-	if len(alts) == 0 {
-		if only != "" {
-			return "", "", fmt.Errorf("tool_choice names %q, which is not among the tools", only)
-		}
-		return "", "", fmt.Errorf("no tools with a function name")
 	}
 	schema := `{"anyOf": [` + strings.Join(alts, ", ") + `]}`
 	src, err := FromSchema([]byte(schema))

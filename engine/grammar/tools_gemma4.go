@@ -20,20 +20,12 @@ const (
 func gemma4Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trigger string, err error) {
 	c := &converter{rules: map[string]string{}, gemma: true}
 	var alts []string
-	for i, raw := range tools {
-		var t struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return "", "", fmt.Errorf("tool %d: %w", i, err)
-		}
-		f := t.Function
-		if f.Name == "" || only != "" && f.Name != only {
-			continue
-		}
+	offered, err := offeredTools(tools, only)
+	if err != nil {
+		return "", "", err
+	}
+	for _, f := range offered {
+		i := f.index
 		if strings.ContainsFunc(f.Name, func(r rune) bool { return r <= ' ' || strings.ContainsRune("<>{}[],:", r) }) {
 			return "", "", fmt.Errorf("tool %q: a name with white space or one of <>{}[],: cannot be written in Gemma 4's call syntax", f.Name)
 		}
@@ -58,12 +50,6 @@ func gemma4Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, tr
 			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		alts = append(alts, literal("call:"+f.Name)+" "+c.add(name, body))
-	}
-	if len(alts) == 0 {
-		if only != "" {
-			return "", "", fmt.Errorf("tool_choice names %q, which is not among the tools", only)
-		}
-		return "", "", fmt.Errorf("no tools with a function name")
 	}
 	open, close := literal(gemmaCallOpen), literal(gemmaCallClose)
 	more := " ( " + open + " call " + close + " )*"

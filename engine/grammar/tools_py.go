@@ -87,20 +87,11 @@ func pyName(s string) bool {
 func lfm2Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trigger string, err error) {
 	c := &converter{rules: map[string]string{}, refs: map[string]string{}, py: true}
 	var alts []string
-	for i, raw := range tools {
-		var t struct {
-			Function struct {
-				Name       string          `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return "", "", fmt.Errorf("tool %d: %w", i, err)
-		}
-		f := t.Function
-		if f.Name == "" || only != "" && f.Name != only {
-			continue
-		}
+	offered, err := offeredTools(tools, only)
+	if err != nil {
+		return "", "", err
+	}
+	for _, f := range offered {
 		if !pyName(f.Name) {
 			return "", "", fmt.Errorf("tool %q: a name of letters, digits, '_', '-' and '.' (not first a digit) is needed to call it in Python's syntax", f.Name)
 		}
@@ -114,12 +105,6 @@ func lfm2Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trig
 			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		alts = append(alts, c.add(name, literal(f.Name+"(")+" "+args+` ")"`))
-	}
-	if len(alts) == 0 {
-		if only != "" {
-			return "", "", fmt.Errorf("tool_choice names %q, which is not among the tools", only)
-		}
-		return "", "", fmt.Errorf("no tools with a function name")
 	}
 	list := `"[" call ( "," " "? call )* "]" ` + literal(lfm2Close)
 	if one {
