@@ -818,23 +818,31 @@ func (c *converter) array(s *ordered, name, path string) (string, error) {
 	return `"[" space ` + repeat(item, `"," space`, lo, hi) + ` "]" space`, nil
 }
 
-func (c *converter) str(s *ordered, name, path string) (string, error) {
-	if c.gemma {
-		return c.gemmaStr(s, path)
+// strLengths reads a string schema's minLength and maxLength (has*: the
+// keyword is there), refusing a maxLength below minLength and lengths a
+// grammar's repetition cannot enforce.
+func strLengths(s *ordered, path string) (lo, hi int, hasLo, hasHi bool, err error) {
+	if lo, hasLo, err = intOf(s, "minLength", path); err != nil {
+		return
 	}
-	lo, hasLo, err := intOf(s, "minLength", path)
-	if err != nil {
-		return "", err
-	}
-	hi, hasHi, err := intOf(s, "maxLength", path)
-	if err != nil {
-		return "", err
+	if hi, hasHi, err = intOf(s, "maxLength", path); err != nil {
+		return
 	}
 	if hasHi && hi < lo {
-		return "", fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
+		err = fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
+	} else if lo > maxRepeat || hi > maxRepeat {
+		err = unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
 	}
-	if lo > maxRepeat || hi > maxRepeat {
-		return "", unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
+	return
+}
+
+func (c *converter) str(s *ordered, name, path string) (string, error) {
+	lo, hi, hasLo, hasHi, err := strLengths(s, path)
+	if err != nil {
+		return "", err
+	}
+	if c.gemma {
+		return c.gemmaStr(s, path, lo, hi, hasLo, hasHi)
 	}
 	pat, hasPat := s.get("pattern")
 	f, hasFormat := s.get("format")

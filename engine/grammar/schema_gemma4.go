@@ -139,23 +139,10 @@ func gemmaKeyRule(k, path string) (string, error) {
 	return literal(key+":") + " ", nil
 }
 
-// gemmaStr is the grammar of a string schema in Gemma 4's syntax. With a
+// gemmaStr is the grammar of a string schema in Gemma 4's syntax, its
+// lengths read by strLengths. With a
 // length bound the characters are any but '<' (so that each counts one).
-func (c *converter) gemmaStr(s *ordered, path string) (string, error) {
-	lo, hasLo, err := intOf(s, "minLength", path)
-	if err != nil {
-		return "", err
-	}
-	hi, hasHi, err := intOf(s, "maxLength", path)
-	if err != nil {
-		return "", err
-	}
-	if hasHi && hi < lo {
-		return "", fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
-	}
-	if lo > maxRepeat || hi > maxRepeat {
-		return "", unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
-	}
+func (c *converter) gemmaStr(s *ordered, path string, lo, hi int, hasLo, hasHi bool) (string, error) {
 	if has(s, "pattern") {
 		return "", unsupported(path, "pattern", "not enforced in Gemma 4's call syntax")
 	}
