@@ -502,3 +502,143 @@ sf4store:
 	JNZ     sf4chunk
 	VZEROUPPER
 	RET
+
+// func attnSumF16x4AVX512(out *float32, w *float32, v *uint16, hd64, rows int)
+// attnSumFMA4AVX512 over F16 values, each converted (exactly) as it is
+// loaded: the bits of converting v to float32 first, without the
+// float32 copy (a decode tile's four rows read each value block once).
+TEXT ·attnSumF16x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ hd64+24(FP), CX
+	MOVQ CX, R10
+	SHLQ $8, R10              // bytes per out row
+	MOVQ CX, R12
+	SHLQ $7, R12              // bytes per v row (F16)
+	LEAQ (R10)(R10*2), R11    // 3 out rows
+
+sh4chunk:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI)(R10*1), Z4
+	VMOVUPS 64(DI)(R10*1), Z5
+	VMOVUPS 128(DI)(R10*1), Z6
+	VMOVUPS 192(DI)(R10*1), Z7
+	VMOVUPS (DI)(R10*2), Z8
+	VMOVUPS 64(DI)(R10*2), Z9
+	VMOVUPS 128(DI)(R10*2), Z10
+	VMOVUPS 192(DI)(R10*2), Z11
+	VMOVUPS (DI)(R11*1), Z12
+	VMOVUPS 64(DI)(R11*1), Z13
+	VMOVUPS 128(DI)(R11*1), Z14
+	VMOVUPS 192(DI)(R11*1), Z15
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+	TESTQ   BX, BX
+	JZ      sh4store
+
+	PCALIGN $16
+sh4loop:
+	VCVTPH2PS    (R9), Z16
+	VCVTPH2PS    32(R9), Z17
+	VCVTPH2PS    64(R9), Z18
+	VCVTPH2PS    96(R9), Z19
+	VBROADCASTSS (SI), Z20
+	VBROADCASTSS 256(SI), Z21
+	VBROADCASTSS 512(SI), Z22
+	VBROADCASTSS 768(SI), Z23
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         $4, SI
+	ADDQ         R12, R9
+	DECQ         BX
+	JNZ          sh4loop
+
+sh4store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (DI)(R10*1)
+	VMOVUPS Z5, 64(DI)(R10*1)
+	VMOVUPS Z6, 128(DI)(R10*1)
+	VMOVUPS Z7, 192(DI)(R10*1)
+	VMOVUPS Z8, (DI)(R10*2)
+	VMOVUPS Z9, 64(DI)(R10*2)
+	VMOVUPS Z10, 128(DI)(R10*2)
+	VMOVUPS Z11, 192(DI)(R10*2)
+	VMOVUPS Z12, (DI)(R11*1)
+	VMOVUPS Z13, 64(DI)(R11*1)
+	VMOVUPS Z14, 128(DI)(R11*1)
+	VMOVUPS Z15, 192(DI)(R11*1)
+	ADDQ    $256, DI
+	ADDQ    $128, DX
+	DECQ    CX
+	JNZ     sh4chunk
+	VZEROUPPER
+	RET
+
+// func attnSumF16AVX512(out *float32, w *float32, v *uint16, hd64, rows int)
+// attnSumFMAAVX512 over F16 values converted as they are loaded.
+TEXT ·attnSumF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ hd64+24(FP), CX
+	MOVQ CX, R10
+	SHLQ $7, R10 // bytes per v row (F16)
+
+sh1chunk:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+	TESTQ   BX, BX
+	JZ      sh1store
+
+	PCALIGN $16
+sh1loop:
+	VBROADCASTSS (SI), Z8
+	VCVTPH2PS    (R9), Z16
+	VCVTPH2PS    32(R9), Z17
+	VCVTPH2PS    64(R9), Z18
+	VCVTPH2PS    96(R9), Z19
+	VFMADD231PS  Z16, Z8, Z0
+	VFMADD231PS  Z17, Z8, Z1
+	VFMADD231PS  Z18, Z8, Z2
+	VFMADD231PS  Z19, Z8, Z3
+	ADDQ         $4, SI
+	ADDQ         R10, R9
+	DECQ         BX
+	JNZ          sh1loop
+
+sh1store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ    $256, DI
+	ADDQ    $128, DX
+	DECQ    CX
+	JNZ     sh1chunk
+	VZEROUPPER
+	RET

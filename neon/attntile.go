@@ -42,6 +42,12 @@ type AttnTileKernels struct {
 	// ExpSum sets x[i] = e^(x[i]-m) as ExpSub and returns the sum of the
 	// results in float64 in sumF64's order.
 	ExpSum func(x []float32, m float32) float64
+	// SumRowsF16, when the set has it, is SumRows over F16 values v (n
+	// rows of hd), converted as they are read: the bits of SumRows over
+	// ToF32(v), without the float32 copy. A tile of one token (decoding)
+	// reads each value block once, so converting it first costs a pass
+	// over the block and 16 KiB of first-level cache for nothing.
+	SumRowsF16 func(out []float32, hd int, w []float32, n int, v []uint16)
 }
 
 // GenericAttnTile returns the reference implementations of the tiled
@@ -49,7 +55,21 @@ type AttnTileKernels struct {
 func GenericAttnTile() *AttnTileKernels { return &genericAttnTile }
 
 var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attnSumFMA, ToF32: f16ToF32, Max: maxF32,
-	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum}
+	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum, SumRowsF16: sumRowsF16}
+
+// sumRowsF16 is the reference SumRowsF16: each row's fused multiply-adds
+// in Sum's order over the converted values.
+func sumRowsF16(out []float32, hd int, w []float32, n int, v []uint16) {
+	v = v[:n*hd]
+	for r := 0; r < len(out)/hd; r++ {
+		o := out[r*hd : (r+1)*hd]
+		for t, a := range w[r*AttnBlock : r*AttnBlock+n] {
+			for i, h := range v[t*hd : (t+1)*hd] {
+				o[i] = fma32(a, ggml.FP16ToFP32(h), o[i])
+			}
+		}
+	}
+}
 
 // scoresRows is ScoresRows as one call of scores per row.
 func scoresRows(scores func(sc, q, kt []float32, scale float32)) func(sc, q []float32, hd int, kt []float32, scale float32) {

@@ -24,6 +24,12 @@ func attnScoresT4AVX512(sc, q, kt *float32, hd int, scale float32)
 func attnSumFMA4AVX512(out, w, v *float32, hd64, rows int)
 
 //go:noescape
+func attnSumF16AVX512(out, w *float32, v *uint16, hd64, rows int)
+
+//go:noescape
+func attnSumF16x4AVX512(out, w *float32, v *uint16, hd64, rows int)
+
+//go:noescape
 func expSumAVX2(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
 
 //go:noescape
@@ -40,4 +46,5 @@ var avx2AttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX2, sum: attnSum
 
 var vnniAttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX512, sum: attnSumFMAAVX512, max: maxAVX2, toF32: f16ToF32AVX2,
 	scoresMul: 1, maxMul: 8, expSum: expSumAVX2,
-	scoresN: attnScoresT4AVX512, sumN: attnSumFMA4AVX512, rowsN: 4}.tileSet()
+	scoresN: attnScoresT4AVX512, sumN: attnSumFMA4AVX512, rowsN: 4,
+	sumF16: attnSumF16AVX512, sumF16N: attnSumF16x4AVX512}.tileSet()

@@ -21,6 +21,9 @@ type attnAsm struct {
 	sumN              func(out, w, v *float32, hd64, rows int)
 	rowsN             int
 	expSum            func(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
+	// sumF16 and sumF16N, when the set has them, are sum and sumN over
+	// F16 values (SumRowsF16).
+	sumF16, sumF16N func(out, w *float32, v *uint16, hd64, rows int)
 }
 
 // tileSet wraps the kernels with the length checks (a short buffer panics
@@ -55,6 +58,28 @@ func (k attnAsm) tileSet() AttnTileKernels {
 			}
 			if r < nr {
 				one(out[r*hd:nr*hd], hd, w[r*AttnBlock:], n, v)
+			}
+		}
+	}
+	if k.sumF16 != nil {
+		t.SumRowsF16 = func(out []float32, hd int, w []float32, n int, v []uint16) {
+			if hd%64 != 0 || hd == 0 {
+				panic("neon: AttnTile.SumRowsF16 needs a head size that is a multiple of 64")
+			}
+			if n == 0 {
+				return
+			}
+			_ = v[n*hd-1]
+			r, nr := 0, len(out)/hd
+			if k.sumF16N != nil {
+				for ; r+k.rowsN <= nr; r += k.rowsN {
+					_, _ = out[(r+k.rowsN)*hd-1], w[(r+k.rowsN-1)*AttnBlock+n-1]
+					k.sumF16N(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n)
+				}
+			}
+			for ; r < nr; r++ {
+				_, _ = out[(r+1)*hd-1], w[r*AttnBlock+n-1]
+				k.sumF16(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n)
 			}
 		}
 	}

@@ -148,6 +148,34 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 					if out[nr*hd] != guard {
 						t.Fatalf("%s hd=%d rows=%d n=%d: SumRows wrote past its rows", name, hd, nr, n)
 					}
+					if a.SumRowsF16 == nil {
+						continue
+					}
+					// Over F16 values (any bits but NaN and infinity:
+					// subnormals and signed zeros too): the bits of Sum
+					// over the converted values.
+					v16 := make([]uint16, n*hd)
+					for i := range v16 {
+						for v16[i] = uint16(r.Uint32()); v16[i]&0x7c00 == 0x7c00; v16[i] = uint16(r.Uint32()) {
+						}
+					}
+					vf := make([]float32, n*hd)
+					g.ToF32(vf, v16)
+					out = randFloats(r, nr*hd+1)
+					out[nr*hd] = guard
+					ref = append(ref[:0], out[:nr*hd]...)
+					a.SumRowsF16(out[:nr*hd], hd, w, n, v16)
+					for row := range nr {
+						g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], vf)
+					}
+					for i := range ref {
+						if !sameBits(out[i], ref[i]) {
+							t.Fatalf("%s hd=%d rows=%d n=%d: F16 sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
+						}
+					}
+					if out[nr*hd] != guard {
+						t.Fatalf("%s hd=%d rows=%d n=%d: SumRowsF16 wrote past its rows", name, hd, nr, n)
+					}
 				}
 			}
 		}

@@ -232,6 +232,9 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 	cp := s.kvCap[src]
 	kc := s.kc[src][kvh*cp*hd : (kvh+1)*cp*hd]
 	vc := s.vc[src][kvh*cp*hdv : (kvh+1)*cp*hdv]
+	// A tile of one token's heads (decoding) sums the values straight
+	// from the F16 cache when the set can: each block is read once.
+	direct := tk.SumRowsF16 != nil && rows[0].tok == rows[len(rows)-1].tok
 	for b := first; b < most; b += attnBlock {
 		converted := false
 		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
@@ -265,7 +268,9 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 					copy(w.kg, kc[sb*hd:])
 					tk.KT(kt, w.kg, hd)
 				}
-				tk.ToF32(vf[:(e-b)*hdv], vc[sb*hdv:(sb+e-b)*hdv])
+				if !direct {
+					tk.ToF32(vf[:(e-b)*hdv], vc[sb*hdv:(sb+e-b)*hdv])
+				}
 				converted = true
 			}
 			q0 := row.tok*qDim + row.head*hd
@@ -275,6 +280,10 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 				s.softmaxBlock(w, i, sc, s.attOut(rows[i], hdv), tk.Max(sc))
 			}
 			o0 := (row.tok*s.m.NHead + row.head) * hdv
+			if direct && re <= row.vis {
+				tk.SumRowsF16(s.att[o0:o0+n*hdv], hdv, w.sc[r*attnBlock+rb-b:], re-rb, vc[(sb+rb-b)*hdv:(sb+re-b)*hdv])
+				continue
+			}
 			tk.SumRows(s.att[o0:o0+n*hdv], hdv, w.sc[r*attnBlock+rb-b:], re-rb, vf[(rb-b)*hdv:(re-b)*hdv])
 		}
 	}
