@@ -178,7 +178,7 @@ type tensorKind int
 const (
 	kindWeight tensorKind = iota // random normal
 	kindBias                     // random normal, F32
-	kindNorm                     // ones, F32
+	kindNorm                     // ones (SynthOptions.NormStd: around 1), F32
 	kindRopeFreqs
 )
 
@@ -355,6 +355,14 @@ type SynthOptions struct {
 	Seed    uint64
 	Threads int     // <= 0: every CPU
 	Std     float32 // standard deviation of the weights; 0 means 0.02
+	// NormStd, if positive, draws the norm weights (and Gemma 4's
+	// layer_output_scale) from a normal distribution around 1 of this
+	// standard deviation instead of writing ones, so that a differential
+	// test sees which weight a norm uses (ones hide a norm's weight, and
+	// even which norm it is). The per-head Q/K norms stay ones: behind
+	// them Gemma's attention has no 1/sqrt(d) scale, and weights above 1
+	// sharpen its softmax until F16 rounding of the keys dominates.
+	NormStd float32
 	// Exact quantizes a freshly drawn normal row for every row of every
 	// matrix, as llama-quantize would quantize a float model with these
 	// weights (the k-quant reference quantizers make that take minutes for
@@ -531,8 +539,16 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 		n := int(t.dims[0])
 		switch t.kind {
 		case kindNorm:
+			var rng *rand.Rand
+			if o.NormStd > 0 && !strings.HasSuffix(t.name, "attn_q_norm.weight") && !strings.HasSuffix(t.name, "attn_k_norm.weight") {
+				rng = rowRand(o.Seed, nameHash(t.name), 0)
+			}
 			for j := 0; j < len(data); j += 4 {
-				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(1))
+				v := float32(1)
+				if rng != nil {
+					v += float32(rng.NormFloat64()) * o.NormStd
+				}
+				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(v))
 			}
 		case kindRopeFreqs:
 			freqs := llama3RopeFreqs(float64(s.RopeBase), s.HeadDim)
