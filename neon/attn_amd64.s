@@ -19,12 +19,26 @@ TEXT ·attnKTAVX2(SB), NOSPLIT, $0-24
 	MOVQ R8, R9
 	SHLQ $4, R9          // bytes per key row (hd*2)
 	LEAQ (R9)(R9*2), R10 // 3 rows
+	MOVQ R9, R13
+	SHLQ $6, R13         // a block of keys (64 rows)
 	XORQ CX, CX          // t0 = 0, 8, ..., 56
 
 ktkeys:
-	MOVQ SI, DX // k row t0, column d0
-	MOVQ DI, BX // kt[d0*64 + t0]
-	MOVQ R8, AX
+	// The same 8 keys of the next block, one line at a time: a cache
+	// block's pages are 4 KiB, where the hardware stops its streams (a
+	// prefetch does not fault past the cache's end).
+	LEAQ (SI)(R13*1), R12
+	MOVQ R8, R11
+	SHLQ $1, R11 // 8 rows of 16*hd8 bytes: 2*hd8 lines
+
+ktpf:
+	PREFETCHT0 (R12)
+	ADDQ       $64, R12
+	DECQ       R11
+	JNZ        ktpf
+	MOVQ       SI, DX // k row t0, column d0
+	MOVQ       DI, BX // kt[d0*64 + t0]
+	MOVQ       R8, AX
 
 ktsq:
 	LEAQ         (DX)(R9*4), R11
@@ -516,6 +530,8 @@ TEXT ·attnSumF16x4AVX512(SB), NOSPLIT, $0-40
 	MOVQ CX, R12
 	SHLQ $7, R12              // bytes per v row (F16)
 	LEAQ (R10)(R10*2), R11    // 3 out rows
+	MOVQ R12, R13
+	SHLQ $6, R13              // a block of values (64 rows): the next one is prefetched
 
 sh4chunk:
 	VMOVUPS (DI), Z0
@@ -542,6 +558,8 @@ sh4chunk:
 
 	PCALIGN $16
 sh4loop:
+	PREFETCHT0   (R9)(R13*1)
+	PREFETCHT0   64(R9)(R13*1)
 	VCVTPH2PS    (R9), Z16
 	VCVTPH2PS    32(R9), Z17
 	VCVTPH2PS    64(R9), Z18
