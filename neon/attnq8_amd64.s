@@ -349,3 +349,169 @@ scale:
 	JNZ  group
 	VZEROUPPER
 	RET
+
+// func sumQ8x4AVX512(out *float32, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
+// out[r*64*hd64+i] = fma(w[r*64+t], x[t][i], out[...]) for r < 4, t =
+// 0..rows-1 in order, where x[t] is value row t (Q8_0 blocks at
+// v+t*vStride) dequantized as dequantQ8_0AVX2 does it (float32(q) times
+// the block's scale, one rounded product): the bits of DequantQ8_0 then
+// attnSumFMA4AVX512, without the float32 copy of the values.
+TEXT ·sumQ8x4AVX512(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ hd64+24(FP), CX
+	MOVQ vStride+40(FP), R12
+	MOVQ tab+48(FP), R13
+	MOVQ CX, R10
+	SHLQ $8, R10              // bytes per out row
+	LEAQ (R10)(R10*2), R11    // 3 out rows
+
+sq4chunk:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI)(R10*1), Z4
+	VMOVUPS 64(DI)(R10*1), Z5
+	VMOVUPS 128(DI)(R10*1), Z6
+	VMOVUPS 192(DI)(R10*1), Z7
+	VMOVUPS (DI)(R10*2), Z8
+	VMOVUPS 64(DI)(R10*2), Z9
+	VMOVUPS 128(DI)(R10*2), Z10
+	VMOVUPS 192(DI)(R10*2), Z11
+	VMOVUPS (DI)(R11*1), Z12
+	VMOVUPS 64(DI)(R11*1), Z13
+	VMOVUPS 128(DI)(R11*1), Z14
+	VMOVUPS 192(DI)(R11*1), Z15
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+	TESTQ   BX, BX
+	JZ      sq4store
+
+	PCALIGN $16
+sq4loop:
+	MOVWLZX      (R9), AX
+	VBROADCASTSS (R13)(AX*4), Z24
+	MOVWLZX      34(R9), AX
+	VBROADCASTSS (R13)(AX*4), Z25
+	VPMOVSXBD    2(R9), Z16
+	VPMOVSXBD    18(R9), Z17
+	VPMOVSXBD    36(R9), Z18
+	VPMOVSXBD    52(R9), Z19
+	VCVTDQ2PS    Z16, Z16
+	VCVTDQ2PS    Z17, Z17
+	VCVTDQ2PS    Z18, Z18
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z24, Z16, Z16
+	VMULPS       Z24, Z17, Z17
+	VMULPS       Z25, Z18, Z18
+	VMULPS       Z25, Z19, Z19
+	VBROADCASTSS (SI), Z20
+	VBROADCASTSS 256(SI), Z21
+	VBROADCASTSS 512(SI), Z22
+	VBROADCASTSS 768(SI), Z23
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         $4, SI
+	ADDQ         R12, R9
+	DECQ         BX
+	JNZ          sq4loop
+
+sq4store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (DI)(R10*1)
+	VMOVUPS Z5, 64(DI)(R10*1)
+	VMOVUPS Z6, 128(DI)(R10*1)
+	VMOVUPS Z7, 192(DI)(R10*1)
+	VMOVUPS Z8, (DI)(R10*2)
+	VMOVUPS Z9, 64(DI)(R10*2)
+	VMOVUPS Z10, 128(DI)(R10*2)
+	VMOVUPS Z11, 192(DI)(R10*2)
+	VMOVUPS Z12, (DI)(R11*1)
+	VMOVUPS Z13, 64(DI)(R11*1)
+	VMOVUPS Z14, 128(DI)(R11*1)
+	VMOVUPS Z15, 192(DI)(R11*1)
+	ADDQ    $256, DI
+	ADDQ    $68, DX               // the next two blocks of each row
+	DECQ    CX
+	JNZ     sq4chunk
+	VZEROUPPER
+	RET
+
+// func sumQ8AVX512(out *float32, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
+// sumQ8x4AVX512 for one row.
+TEXT ·sumQ8AVX512(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), DI
+	MOVQ v+16(FP), DX
+	MOVQ hd64+24(FP), CX
+	MOVQ vStride+40(FP), R12
+	MOVQ tab+48(FP), R13
+
+sq1chunk:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	MOVQ    w+8(FP), SI
+	MOVQ    rows+32(FP), BX
+	MOVQ    DX, R9
+	TESTQ   BX, BX
+	JZ      sq1store
+
+	PCALIGN $16
+sq1loop:
+	MOVWLZX      (R9), AX
+	VBROADCASTSS (R13)(AX*4), Z24
+	MOVWLZX      34(R9), AX
+	VBROADCASTSS (R13)(AX*4), Z25
+	VPMOVSXBD    2(R9), Z16
+	VPMOVSXBD    18(R9), Z17
+	VPMOVSXBD    36(R9), Z18
+	VPMOVSXBD    52(R9), Z19
+	VCVTDQ2PS    Z16, Z16
+	VCVTDQ2PS    Z17, Z17
+	VCVTDQ2PS    Z18, Z18
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z24, Z16, Z16
+	VMULPS       Z24, Z17, Z17
+	VMULPS       Z25, Z18, Z18
+	VMULPS       Z25, Z19, Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	ADDQ         $4, SI
+	ADDQ         R12, R9
+	DECQ         BX
+	JNZ          sq1loop
+
+sq1store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ    $256, DI
+	ADDQ    $68, DX
+	DECQ    CX
+	JNZ     sq1chunk
+	VZEROUPPER
+	RET

@@ -48,6 +48,11 @@ type AttnTileKernels struct {
 	// reads each value block once, so converting it first costs a pass
 	// over the block and 16 KiB of first-level cache for nothing.
 	SumRowsF16 func(out []float32, hd int, w []float32, n int, v []uint16)
+	// SumRowsQ8_0, when the set has it, is SumRows over the values of a
+	// Q8_0 cache, row t's hd/32 blocks at v[t*vStride:], each value
+	// dequantized as DequantQ8_0 does it: the bits of DequantQ8_0 then
+	// SumRows, without the float32 copy (hd a multiple of 64).
+	SumRowsQ8_0 func(out []float32, hd int, w []float32, n int, v []byte, vStride int)
 }
 
 // GenericAttnTile returns the reference implementations of the tiled
@@ -55,7 +60,26 @@ type AttnTileKernels struct {
 func GenericAttnTile() *AttnTileKernels { return &genericAttnTile }
 
 var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attnSumFMA, ToF32: f16ToF32, Max: maxF32,
-	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum, SumRowsF16: sumRowsF16}
+	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum, SumRowsF16: sumRowsF16,
+	SumRowsQ8_0: sumRowsQ8_0}
+
+// sumRowsQ8_0 is the reference SumRowsQ8_0: each value row dequantized,
+// then each row's fused multiply-adds in Sum's order.
+func sumRowsQ8_0(out []float32, hd int, w []float32, n int, v []byte, vStride int) {
+	var x [64]float32
+	for t := range n {
+		for c := 0; c < hd/32; c++ {
+			dequantQ8_0(x[:32], v[t*vStride+c*sizeQ8_0:])
+			for r := 0; r < len(out)/hd; r++ {
+				a := w[r*AttnBlock+t]
+				o := out[r*hd+c*32 : r*hd+c*32+32]
+				for i, y := range x[:32] {
+					o[i] = fma32(a, y, o[i])
+				}
+			}
+		}
+	}
+}
 
 // sumRowsF16 is the reference SumRowsF16: each row's fused multiply-adds
 // in Sum's order over the converted values.

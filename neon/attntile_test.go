@@ -148,6 +148,37 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 					if out[nr*hd] != guard {
 						t.Fatalf("%s hd=%d rows=%d n=%d: SumRows wrote past its rows", name, hd, nr, n)
 					}
+					if a.SumRowsQ8_0 != nil {
+						// Over Q8_0 value rows (a stride past the blocks):
+						// the bits of DequantQ8_0 then Sum.
+						stride := hd/32*sizeQ8_0 + 6
+						vq := make([]byte, n*stride+1)
+						for i := range vq {
+							vq[i] = byte(r.Uint32())
+						}
+						vfq := make([]float32, n*hd)
+						for t := range n {
+							for c := 0; c < hd/32; c++ {
+								vq[t*stride+c*sizeQ8_0+1] &= 0x3f // a finite, moderate scale
+								dequantQ8_0(vfq[t*hd+c*32:t*hd+c*32+32], vq[t*stride+c*sizeQ8_0:])
+							}
+						}
+						out = randFloats(r, nr*hd+1)
+						out[nr*hd] = guard
+						ref = append(ref[:0], out[:nr*hd]...)
+						a.SumRowsQ8_0(out[:nr*hd], hd, w, n, vq, stride)
+						for row := range nr {
+							g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], vfq)
+						}
+						for i := range ref {
+							if !sameBits(out[i], ref[i]) {
+								t.Fatalf("%s hd=%d rows=%d n=%d: Q8_0 sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
+							}
+						}
+						if out[nr*hd] != guard {
+							t.Fatalf("%s hd=%d rows=%d n=%d: SumRowsQ8_0 wrote past its rows", name, hd, nr, n)
+						}
+					}
 					if a.SumRowsF16 == nil {
 						continue
 					}

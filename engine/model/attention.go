@@ -347,6 +347,11 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 	for r, row := range rows {
 		neon.QuantizeQ8_0(w.qq[r*kR:(r+1)*kR], s.q[row.tok*qDim+row.head*hd:row.tok*qDim+(row.head+1)*hd])
 	}
+	// A tile of one token's heads (decoding) sums the values of the
+	// blocks it reads whole from the Q8_0 cache straight from it when the
+	// set can (four rows at a time where there are four): no such block
+	// is dequantized to float32 first.
+	direct := tk != nil && tk.SumRowsQ8_0 != nil && rows[0].tok == rows[nr-1].tok
 	for b := first; b < most; b += attnBlock {
 		// Slots [b, e) hold keys every row reads from the cache or (past
 		// its visible ones, or before its window) does not read: score
@@ -354,6 +359,20 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 		e := min(b+attnBlock, most)
 		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
 		neon.ScoresQ8_0(w.sc, kq[sb*kR:(sb+e-b)*kR], kR, w.qq, kR, nbk, e-b, nr, scale)
+		if row := &rows[0]; direct && min(b+attnBlock, row.keys()) <= row.vis {
+			// every row sees the same keys, all from the cache
+			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
+			if re <= rb {
+				continue
+			}
+			for r := range rows {
+				sc := w.sc[r*attnBlock+rb-b : r*attnBlock+re-b]
+				s.softmaxBlock(w, r, sc, s.attOut(rows[r], hdv), tk.Max(sc))
+			}
+			o0 := (row.tok*s.m.NHead + row.head) * hdv
+			tk.SumRowsQ8_0(s.att[o0:o0+nr*hdv], hdv, w.sc[rb-b:], re-rb, vq[(sb+rb-b)*vR:(sb+re-b)*vR], vR)
+			continue
+		}
 		neon.DequantQ8_0(w.vf[:(e-b)*hdv], vq[sb*vR:(sb+e-b)*vR])
 		for r := range rows {
 			row := &rows[r]
