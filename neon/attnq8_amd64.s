@@ -351,6 +351,28 @@ scale:
 	VZEROUPPER
 	RET
 
+// Q8ROW dequantizes the 64 values of two Q8_0 blocks at R9 into Z16..Z19
+// as dequantQ8_0AVX2 does (float32(q) times the block's scale, one
+// rounded product), the scales through the fp16 table at R13 (AX, Z24 and
+// Z25 scratch).
+#define Q8ROW \
+	MOVWLZX      (R9), AX;            \
+	VBROADCASTSS (R13)(AX*4), Z24;    \
+	MOVWLZX      34(R9), AX;          \
+	VBROADCASTSS (R13)(AX*4), Z25;    \
+	VPMOVSXBD    2(R9), Z16;          \
+	VPMOVSXBD    18(R9), Z17;         \
+	VPMOVSXBD    36(R9), Z18;         \
+	VPMOVSXBD    52(R9), Z19;         \
+	VCVTDQ2PS    Z16, Z16;            \
+	VCVTDQ2PS    Z17, Z17;            \
+	VCVTDQ2PS    Z18, Z18;            \
+	VCVTDQ2PS    Z19, Z19;            \
+	VMULPS       Z24, Z16, Z16;       \
+	VMULPS       Z24, Z17, Z17;       \
+	VMULPS       Z25, Z18, Z18;       \
+	VMULPS       Z25, Z19, Z19
+
 // func sumQ8x4AVX512(out *float32, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
 // out[r*64*hd64+i] = fma(w[r*64+t], x[t][i], out[...]) for r < 4, t =
 // 0..rows-1 in order, where x[t] is value row t (Q8_0 blocks at
@@ -377,22 +399,7 @@ sq4chunk:
 
 	PCALIGN $16
 sq4loop:
-	MOVWLZX      (R9), AX
-	VBROADCASTSS (R13)(AX*4), Z24
-	MOVWLZX      34(R9), AX
-	VBROADCASTSS (R13)(AX*4), Z25
-	VPMOVSXBD    2(R9), Z16
-	VPMOVSXBD    18(R9), Z17
-	VPMOVSXBD    36(R9), Z18
-	VPMOVSXBD    52(R9), Z19
-	VCVTDQ2PS    Z16, Z16
-	VCVTDQ2PS    Z17, Z17
-	VCVTDQ2PS    Z18, Z18
-	VCVTDQ2PS    Z19, Z19
-	VMULPS       Z24, Z16, Z16
-	VMULPS       Z24, Z17, Z17
-	VMULPS       Z25, Z18, Z18
-	VMULPS       Z25, Z19, Z19
+	Q8ROW
 	SUM4_FMA
 	ADDQ         $4, SI
 	ADDQ         R12, R9
@@ -430,22 +437,7 @@ sq1chunk:
 
 	PCALIGN $16
 sq1loop:
-	MOVWLZX      (R9), AX
-	VBROADCASTSS (R13)(AX*4), Z24
-	MOVWLZX      34(R9), AX
-	VBROADCASTSS (R13)(AX*4), Z25
-	VPMOVSXBD    2(R9), Z16
-	VPMOVSXBD    18(R9), Z17
-	VPMOVSXBD    36(R9), Z18
-	VPMOVSXBD    52(R9), Z19
-	VCVTDQ2PS    Z16, Z16
-	VCVTDQ2PS    Z17, Z17
-	VCVTDQ2PS    Z18, Z18
-	VCVTDQ2PS    Z19, Z19
-	VMULPS       Z24, Z16, Z16
-	VMULPS       Z24, Z17, Z17
-	VMULPS       Z25, Z18, Z18
-	VMULPS       Z25, Z19, Z19
+	Q8ROW
 	VBROADCASTSS (SI), Z20
 	VFMADD231PS  Z16, Z20, Z0
 	VFMADD231PS  Z17, Z20, Z1
