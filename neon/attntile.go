@@ -66,14 +66,14 @@ var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attn
 // sumRowsQ8_0 is the reference SumRowsQ8_0: each value row dequantized,
 // then each row's fused multiply-adds in Sum's order.
 func sumRowsQ8_0(out []float32, hd int, w []float32, n int, v []byte, vStride int) {
-	var x [64]float32
+	var x [32]float32
 	for t := range n {
 		for c := 0; c < hd/32; c++ {
-			dequantQ8_0(x[:32], v[t*vStride+c*sizeQ8_0:])
+			dequantQ8_0(x[:], v[t*vStride+c*sizeQ8_0:])
 			for r := 0; r < len(out)/hd; r++ {
 				a := w[r*AttnBlock+t]
 				o := out[r*hd+c*32 : r*hd+c*32+32]
-				for i, y := range x[:32] {
+				for i, y := range x {
 					o[i] = fma32(a, y, o[i])
 				}
 			}

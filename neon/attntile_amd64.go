@@ -53,27 +53,4 @@ var avx2AttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX2, sum: attnSum
 var vnniAttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX512, sum: attnSumFMAAVX512, max: maxAVX2, toF32: f16ToF32AVX2,
 	scoresMul: 1, maxMul: 8, expSum: expSumAVX2,
 	scoresN: attnScoresT4AVX512, sumN: attnSumFMA4AVX512, rowsN: 4,
-	sumF16: attnSumF16AVX512, sumF16N: attnSumF16x4AVX512}.tileSet()
-
-func init() { vnniAttnTile.SumRowsQ8_0 = sumRowsQ8_0VNNI }
-
-// sumRowsQ8_0VNNI is SumRowsQ8_0 with sumQ8x4AVX512 for each four rows
-// and sumQ8AVX512 for each row left.
-func sumRowsQ8_0VNNI(out []float32, hd int, w []float32, n int, v []byte, vStride int) {
-	if hd%64 != 0 || hd == 0 {
-		panic("neon: AttnTile.SumRowsQ8_0 needs a head size that is a multiple of 64")
-	}
-	if n == 0 {
-		return
-	}
-	_ = v[(n-1)*vStride+hd/32*sizeQ8_0-1]
-	r, nr := 0, len(out)/hd
-	for ; r+4 <= nr; r += 4 {
-		_, _ = out[(r+4)*hd-1], w[(r+3)*AttnBlock+n-1]
-		sumQ8x4AVX512(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n, vStride, &fp16Table[0])
-	}
-	for ; r < nr; r++ {
-		_, _ = out[(r+1)*hd-1], w[r*AttnBlock+n-1]
-		sumQ8AVX512(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n, vStride, &fp16Table[0])
-	}
-}
+	sumF16: attnSumF16AVX512, sumF16N: attnSumF16x4AVX512, sumQ8: sumQ8AVX512, sumQ8N: sumQ8x4AVX512}.tileSet()

@@ -24,6 +24,9 @@ type attnAsm struct {
 	// sumF16 and sumF16N, when the set has them, are sum and sumN over
 	// F16 values (SumRowsF16).
 	sumF16, sumF16N func(out, w *float32, v *uint16, hd64, rows int)
+	// sumQ8 and sumQ8N, when the set has them, are sum and sumN over the
+	// values of a Q8_0 cache (SumRowsQ8_0; tab the fp16 table).
+	sumQ8, sumQ8N func(out, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
 }
 
 // tileSet wraps the kernels with the length checks (a short buffer panics
@@ -80,6 +83,28 @@ func (k attnAsm) tileSet() AttnTileKernels {
 			for ; r < nr; r++ {
 				_, _ = out[(r+1)*hd-1], w[r*AttnBlock+n-1]
 				k.sumF16(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n)
+			}
+		}
+	}
+	if k.sumQ8 != nil {
+		t.SumRowsQ8_0 = func(out []float32, hd int, w []float32, n int, v []byte, vStride int) {
+			if hd%64 != 0 || hd == 0 {
+				panic("neon: AttnTile.SumRowsQ8_0 needs a head size that is a multiple of 64")
+			}
+			if n == 0 {
+				return
+			}
+			_ = v[(n-1)*vStride+hd/32*sizeQ8_0-1]
+			r, nr := 0, len(out)/hd
+			if k.sumQ8N != nil {
+				for ; r+k.rowsN <= nr; r += k.rowsN {
+					_, _ = out[(r+k.rowsN)*hd-1], w[(r+k.rowsN-1)*AttnBlock+n-1]
+					k.sumQ8N(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n, vStride, &fp16Table[0])
+				}
+			}
+			for ; r < nr; r++ {
+				_, _ = out[(r+1)*hd-1], w[r*AttnBlock+n-1]
+				k.sumQ8(&out[r*hd], &w[r*AttnBlock], &v[0], hd/64, n, vStride, &fp16Table[0])
 			}
 		}
 	}

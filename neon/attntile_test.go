@@ -1,6 +1,7 @@
 package neon
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -133,21 +134,8 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 				for _, n := range []int{0, 1, 5, 64} {
 					w := randFloats(r, nr*AttnBlock)
 					v := kt[:n*hd]
-					out := randFloats(r, nr*hd+1)
-					out[nr*hd] = guard
-					ref := append([]float32{}, out[:nr*hd]...)
-					a.SumRows(out[:nr*hd], hd, w, n, v)
-					for row := range nr {
-						g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], v)
-					}
-					for i := range ref {
-						if !sameBits(out[i], ref[i]) {
-							t.Fatalf("%s hd=%d rows=%d n=%d: sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
-						}
-					}
-					if out[nr*hd] != guard {
-						t.Fatalf("%s hd=%d rows=%d n=%d: SumRows wrote past its rows", name, hd, nr, n)
-					}
+					sumMatches(t, r, fmt.Sprintf("%s hd=%d rows=%d n=%d: SumRows", name, hd, nr, n), nr, hd, w, v,
+						func(out []float32) { a.SumRows(out, hd, w, n, v) })
 					if a.SumRowsQ8_0 != nil {
 						// Over Q8_0 value rows (a stride past the blocks):
 						// the bits of DequantQ8_0 then Sum.
@@ -163,21 +151,8 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 								dequantQ8_0(vfq[t*hd+c*32:t*hd+c*32+32], vq[t*stride+c*sizeQ8_0:])
 							}
 						}
-						out = randFloats(r, nr*hd+1)
-						out[nr*hd] = guard
-						ref = append(ref[:0], out[:nr*hd]...)
-						a.SumRowsQ8_0(out[:nr*hd], hd, w, n, vq, stride)
-						for row := range nr {
-							g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], vfq)
-						}
-						for i := range ref {
-							if !sameBits(out[i], ref[i]) {
-								t.Fatalf("%s hd=%d rows=%d n=%d: Q8_0 sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
-							}
-						}
-						if out[nr*hd] != guard {
-							t.Fatalf("%s hd=%d rows=%d n=%d: SumRowsQ8_0 wrote past its rows", name, hd, nr, n)
-						}
+						sumMatches(t, r, fmt.Sprintf("%s hd=%d rows=%d n=%d: SumRowsQ8_0", name, hd, nr, n), nr, hd, w, vfq,
+							func(out []float32) { a.SumRowsQ8_0(out, hd, w, n, vq, stride) })
 					}
 					if a.SumRowsF16 == nil {
 						continue
@@ -192,21 +167,8 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 					}
 					vf := make([]float32, n*hd)
 					g.ToF32(vf, v16)
-					out = randFloats(r, nr*hd+1)
-					out[nr*hd] = guard
-					ref = append(ref[:0], out[:nr*hd]...)
-					a.SumRowsF16(out[:nr*hd], hd, w, n, v16)
-					for row := range nr {
-						g.Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], vf)
-					}
-					for i := range ref {
-						if !sameBits(out[i], ref[i]) {
-							t.Fatalf("%s hd=%d rows=%d n=%d: F16 sum %d %v, reference %v", name, hd, nr, n, i, out[i], ref[i])
-						}
-					}
-					if out[nr*hd] != guard {
-						t.Fatalf("%s hd=%d rows=%d n=%d: SumRowsF16 wrote past its rows", name, hd, nr, n)
-					}
+					sumMatches(t, r, fmt.Sprintf("%s hd=%d rows=%d n=%d: SumRowsF16", name, hd, nr, n), nr, hd, w, vf,
+						func(out []float32) { a.SumRowsF16(out, hd, w, n, v16) })
 				}
 			}
 		}
@@ -231,5 +193,29 @@ func TestAttnTileRowsMatchGeneric(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// sumMatches runs sum over random outputs of nr rows of hd (a guard value
+// past them) and checks that each row has the bits of the reference's Sum
+// with its weights from w (AttnBlock apart) over the float32 values v,
+// and that nothing past the rows was written.
+func sumMatches(t *testing.T, r *rand.Rand, what string, nr, hd int, w, v []float32, sum func(out []float32)) {
+	t.Helper()
+	n := len(v) / hd
+	out := randFloats(r, nr*hd+1)
+	out[nr*hd] = guard
+	ref := append([]float32{}, out[:nr*hd]...)
+	sum(out[:nr*hd])
+	for row := range nr {
+		GenericAttnTile().Sum(ref[row*hd:(row+1)*hd], w[row*AttnBlock:row*AttnBlock+n], v)
+	}
+	for i := range ref {
+		if !sameBits(out[i], ref[i]) {
+			t.Fatalf("%s: output %d %v, reference %v", what, i, out[i], ref[i])
+		}
+	}
+	if out[nr*hd] != guard {
+		t.Fatalf("%s wrote past its rows", what)
 	}
 }
