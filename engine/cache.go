@@ -33,6 +33,13 @@ type PromptCacheInPlace interface {
 	LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (n int, ok bool)
 }
 
+// PromptCacheDropper is a PromptCache that can evict the entry of one
+// prefix (storage.Cache): restore drops an entry the state refuses, so
+// that it is not read and refused again on every request.
+type PromptCacheDropper interface {
+	Drop(model []byte, tokens []int32) bool
+}
+
 // PromptCachePaused is a PromptCache whose Put can wait between the
 // transactions it writes a large blob in (storage.Cache).
 type PromptCachePaused interface {
@@ -200,7 +207,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 		case n == 0:
 			return reuse
 		case err != nil:
-			e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+			e.unusable(toks[:n], err)
 			return 0 // Restore left the state empty
 		}
 		e.markStored(toks[:n])
@@ -211,11 +218,26 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 		return reuse
 	}
 	if err := e.state.Restore(toks[:n], blob); err != nil {
-		e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+		e.unusable(toks[:n], err)
 		return 0 // Restore left the state empty
 	}
 	e.markStored(toks[:n])
 	return n
+}
+
+// unusable evicts the prompt-cache entry of toks that the state refused
+// to restore (when the cache can), so that the next request does not
+// read and refuse it again: it recomputes the prefix and stores it anew.
+func (e *Engine) unusable(toks []int32, err error) {
+	dropped := false
+	if d, ok := e.opt.Cache.(PromptCacheDropper); ok {
+		dropped = d.Drop(e.id, toks)
+	}
+	sn := &e.snap
+	sn.mu.Lock()
+	delete(sn.stored, prefixKey(toks)) // stored again once recomputed
+	sn.mu.Unlock()
+	e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", len(toks), "evicted", dropped, "err", err)
 }
 
 // markStored records that the prompt cache holds the prefix toks (just
