@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/quant"
 )
@@ -462,4 +463,23 @@ func (e *Engine) Warm() (int, time.Duration) {
 	e.state.Truncate(0)
 	n := e.restore(toks, 0)
 	return n, time.Since(start)
+}
+
+// CheckSnapshot checks a KV-state blob handed over from elsewhere (a put
+// through geist serve's control socket) before it is stored: that this
+// model's state would restore it as the state after tokens, and that its
+// keys and values are plausible (model.State.CheckSnapshot: finite,
+// within ±model.MaxSnapshotValue). It is not a proof that the blob is
+// the state the tokens lead to: only recomputing them is (see the
+// README's trust boundary). It reads the blob once and may run beside a
+// generation.
+func (e *Engine) CheckSnapshot(tokens []int32, blob []byte) error {
+	n, err := e.state.CheckSnapshot(blob)
+	if err != nil {
+		return err
+	}
+	if n != len(tokens) {
+		return fmt.Errorf("%w: %d positions for %d tokens", model.ErrSnapshot, n, len(tokens))
+	}
+	return nil
 }

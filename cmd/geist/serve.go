@@ -285,7 +285,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 		ctl.setStatus(st)
 		if store.Cache != nil {
-			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize) // run and chat beside the daemon
+			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize, eng.CheckSnapshot) // run and chat beside the daemon
 		}
 	}
 	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
