@@ -146,9 +146,14 @@ func TestCacheShareGuards(t *testing.T) {
 	}
 
 	// The genuine one is stored, restored, and answers the same.
-	if code, msg, _ := rawShare(t, sock, "/v1/cache/put", putHead(e.ModelID(), len(toks), genuine), len(body(genuine)), body(genuine)); code != http.StatusAccepted {
-		t.Fatalf("the genuine put: %d %s", code, msg)
-	}
+	// (503 while the daemon still stores the last run's own snapshot.)
+	waitFor(t, 10*time.Second, "the genuine put accepted", func() bool {
+		code, msg, _ := rawShare(t, sock, "/v1/cache/put", putHead(e.ModelID(), len(toks), genuine), len(body(genuine)), body(genuine))
+		if code != http.StatusAccepted && code != http.StatusServiceUnavailable {
+			t.Fatalf("the genuine put: %d %s", code, msg)
+		}
+		return code == http.StatusAccepted
+	})
 	waitFor(t, 10*time.Second, "the genuine snapshot restored", func() bool {
 		got, st = runText(t, append([]string{"--data-dir", dir}, args...)...)
 		return st.RestoredTokens == len(toks) // (the runs store the system prompt's prefix too)
