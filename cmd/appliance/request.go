@@ -361,6 +361,9 @@ func (r *Request) check(lim *Limits) *Error {
 	if !utf8.ValidString(r.System) {
 		return errorf(CodeBadRequest, "system is not valid UTF-8")
 	}
+	if r.NumCtx < 0 {
+		return errorf(CodeBadRequest, "num_ctx %d must not be negative (the request's context in tokens; 0: the server's)", r.NumCtx)
+	}
 	if r.MaxTokens < 0 {
 		return errorf(CodeBadRequest, "max_tokens %d must not be negative", r.MaxTokens)
 	}
