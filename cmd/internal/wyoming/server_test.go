@@ -566,5 +566,7 @@ func TestSameAddressClientGetsIn(t *testing.T) {
 	if open > 8-2 {
 		t.Errorf("%d silent connections still open beside 2 clients, want at most %d (8 per address)", open, 8-2)
 	}
-	waitFor(t, "the log line", func() bool { return strings.Contains(ts.logs.String(), "connections from 127.0.0.1 open; closed the one idle longest") })
+	waitFor(t, "the log line", func() bool {
+		return strings.Contains(ts.logs.String(), "connections from 127.0.0.1 open; closed the one idle longest")
+	})
 }
