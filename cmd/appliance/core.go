@@ -297,10 +297,20 @@ func (c *Core) Run(ctx context.Context) error {
 		c.log.Info("waiting for the running request", "grace", c.cfg.ShutdownGrace)
 	}
 	close(c.stop)
+	// Work the watchdog already answered in its place (stuck, deaf to
+	// its cancel) gets no grace: it would not use it.
+	grace := c.cfg.ShutdownGrace
+	c.mu.Lock()
+	for _, j := range c.working {
+		if j.finished {
+			grace = 0
+		}
+	}
+	c.mu.Unlock()
 	var err error
 	select {
 	case <-workers:
-	case <-time.After(c.cfg.ShutdownGrace):
+	case <-time.After(grace):
 		c.workStop(errShutdown)
 		select {
 		case <-workers:

@@ -120,3 +120,33 @@ func TestShutdownStuckWorker(t *testing.T) {
 		t.Errorf("the stuck request: %+v", o.Err)
 	}
 }
+
+// TestShutdownAfterWatchdog: with the worker stuck on a request the
+// watchdog answered already, shutdown does not wait out the grace (10 s)
+// for it: Run returns ErrStuck about a second after it begins.
+func TestShutdownAfterWatchdog(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 4, Delay: 2 * time.Millisecond}
+	defer eng.Unhang()
+	c, err := appliance.New(appliance.Config{Engine: eng, Logger: testLog(), ShutdownGrace: 10 * time.Second,
+		Limits: appliance.Limits{StallTimeout: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "HANG"})); code(o) != "timeout" {
+		t.Fatalf("hung generation: %+v", o.Err)
+	}
+	begin := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, appliance.ErrStuck) {
+			t.Errorf("Run: %v, want ErrStuck", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run waited out the grace for a request the watchdog had answered")
+	}
+	t.Logf("shutdown with a stuck worker took %v", time.Since(begin).Round(time.Millisecond))
+}

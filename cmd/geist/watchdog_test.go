@@ -45,8 +45,9 @@ func freeAddr(t *testing.T) string {
 // TestFaultStuckWorker: a generation stuck where the context is not
 // looked at (issue 33: a grammar mask that ran for minutes) is answered
 // "timeout" by the watchdog after stall_timeout_s, /readyz answers 503
-// naming the stuck worker, and one SIGTERM ends the process within the
-// shutdown grace and a second (exit 1, saying why), not never.
+// naming the stuck worker, and one SIGTERM ends the process about a
+// second later (exit 1, saying why: no grace for work the watchdog
+// answered), not never.
 func TestFaultStuckWorker(t *testing.T) {
 	skipFaults(t)
 	b := mqtttest.StartMosquitto(t)
@@ -80,8 +81,10 @@ func TestFaultStuckWorker(t *testing.T) {
 	code := p.wait(t, 10*time.Second)
 	took = time.Since(begin)
 	t.Logf("SIGTERM with a stuck worker: exit %d after %v: %s", code, took.Round(time.Millisecond), lastLine(p.logs.String()))
-	if took > 2*time.Second+3*time.Second {
-		t.Errorf("exited %v after SIGTERM, want within the grace (2 s) and a second", took)
+	// The watchdog answered the stuck request already: no grace for it,
+	// the second Run waits for the cancelled work to return.
+	if took > 2500*time.Millisecond {
+		t.Errorf("exited %v after SIGTERM, want about a second (the stuck request was answered: no grace)", took)
 	}
 	if code != 1 || !strings.Contains(p.logs.String(), "did not stop when cancelled") {
 		t.Errorf("exit %d", code)
