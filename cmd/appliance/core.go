@@ -137,7 +137,7 @@ var (
 // cancelled at the end of the shutdown grace (work in the engine that
 // does not look at its context): Run gave it its outcome and returned
 // without it, and the engine must not be closed under it.
-var ErrStuck = errors.New("the running request did not stop when cancelled at the end of the shutdown grace: exiting without it")
+var ErrStuck = errors.New("the running request did not stop when cancelled at shutdown: exiting without it")
 
 // stuckWait is how long Run waits for the worker once the running
 // request is cancelled at the end of the grace, and the watchdog for a
