@@ -67,3 +67,34 @@ func TestCheckSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckF16: the plausibility scan of a put's keys and values
+// (64 MiB of F16 a pass; SetBytes: the throughput).
+func BenchmarkCheckF16(b *testing.B) {
+	buf := make([]byte, 64<<20)
+	for i := 1; i < len(buf); i += 2 {
+		buf[i] = 0x3c // 1.0
+	}
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if err := checkF16(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestCheckF16Bound: every F16 value below MaxSnapshotValue passes and
+// every other one (±2^14 and beyond, infinities, NaNs) is refused, at
+// every position of a word.
+func TestCheckF16Bound(t *testing.T) {
+	for v := range 1 << 16 {
+		e := v >> 10 & 0x1f
+		for at := range 5 {
+			b := make([]byte, 10)
+			b[2*at], b[2*at+1] = byte(v), byte(v>>8)
+			if err := checkF16(b); (err == nil) != (e < 29) {
+				t.Fatalf("%#04x at %d: %v", v, at, err)
+			}
+		}
+	}
+}

@@ -276,7 +276,18 @@ const f16MaxExp = 14 + 15
 // checkF16 checks little-endian F16 values: finite, below
 // MaxSnapshotValue in magnitude.
 func checkF16(b []byte) error {
-	for i := 0; i+1 < len(b); i += 2 {
+	// Four values a word: the exponent fields of a word's halves in the
+	// low bits of each, and a lane is refused when its exponent is 29,
+	// 30 or 31 (bits 4, 3 and 2 set, and 1 or 0).
+	const lanes = 0x0001000100010001
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		e := binary.LittleEndian.Uint64(b[i:]) >> 10 & 0x001f001f001f001f
+		if (e>>4)&(e>>3)&(e>>2)&(e>>1|e)&lanes != 0 {
+			break // the loop below names it
+		}
+	}
+	for ; i+1 < len(b); i += 2 {
 		if e := (b[i+1] >> 2) & 0x1f; e >= f16MaxExp {
 			if e == 31 {
 				return fmt.Errorf("a key or value is not finite")
