@@ -339,13 +339,16 @@ func (c *Core) Run(ctx context.Context) error {
 // token, no prefill pass): it cancels it (a timeout naming the stall),
 // and when it has not stopped stuckWait later, answers it in the
 // worker's place, so that its client is not left waiting; Snapshot's
-// Stuck reports the worker meanwhile. It returns when the workers do.
+// Stuck reports the worker meanwhile. It returns when the workers do,
+// or Run.
 func (c *Core) watchdog(stall time.Duration, workers <-chan struct{}) {
 	tick := time.NewTicker(min(max(stall/8, 10*time.Millisecond), time.Second))
 	defer tick.Stop()
 	for {
 		select {
 		case <-workers:
+			return
+		case <-c.done: // Run left a stuck worker behind
 			return
 		case now := <-tick.C:
 			c.watch(stall, now)
