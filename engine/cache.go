@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/quant"
 )
@@ -31,6 +32,13 @@ type PromptCache interface {
 // find it no longer than what is held would delay every warm request.
 type PromptCacheInPlace interface {
 	LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (n int, ok bool)
+}
+
+// PromptCacheDropper is a PromptCache that can evict the entry of one
+// prefix (storage.Cache): restore drops an entry the state refuses, so
+// that it is not read and refused again on every request.
+type PromptCacheDropper interface {
+	Drop(model []byte, tokens []int32) bool
 }
 
 // PromptCachePaused is a PromptCache whose Put can wait between the
@@ -200,7 +208,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 		case n == 0:
 			return reuse
 		case err != nil:
-			e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+			e.unusable(toks[:n], err)
 			return 0 // Restore left the state empty
 		}
 		e.markStored(toks[:n])
@@ -211,11 +219,26 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 		return reuse
 	}
 	if err := e.state.Restore(toks[:n], blob); err != nil {
-		e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", n, "err", err)
+		e.unusable(toks[:n], err)
 		return 0 // Restore left the state empty
 	}
 	e.markStored(toks[:n])
 	return n
+}
+
+// unusable evicts the prompt-cache entry of toks that the state refused
+// to restore (when the cache can), so that the next request does not
+// read and refuse it again: it recomputes the prefix and stores it anew.
+func (e *Engine) unusable(toks []int32, err error) {
+	dropped := false
+	if d, ok := e.opt.Cache.(PromptCacheDropper); ok {
+		dropped = d.Drop(e.id, toks)
+	}
+	sn := &e.snap
+	sn.mu.Lock()
+	delete(sn.stored, prefixKey(toks)) // stored again once recomputed
+	sn.mu.Unlock()
+	e.log().Warn("prompt cache: unusable entry, recomputing", "tokens", len(toks), "evicted", dropped, "err", err)
 }
 
 // markStored records that the prompt cache holds the prefix toks (just
@@ -440,4 +463,23 @@ func (e *Engine) Warm() (int, time.Duration) {
 	e.state.Truncate(0)
 	n := e.restore(toks, 0)
 	return n, time.Since(start)
+}
+
+// CheckSnapshot checks a KV-state blob handed over from elsewhere (a put
+// through geist serve's control socket) before it is stored: that this
+// model's state would restore it as the state after tokens, and that its
+// keys and values are plausible (model.State.CheckSnapshot: finite,
+// within ±model.MaxSnapshotValue). It is not a proof that the blob is
+// the state the tokens lead to: only recomputing them is (see the
+// README's trust boundary). It reads the blob once and may run beside a
+// generation.
+func (e *Engine) CheckSnapshot(tokens []int32, blob []byte) error {
+	n, err := e.state.CheckSnapshot(blob)
+	if err != nil {
+		return err
+	}
+	if n != len(tokens) {
+		return fmt.Errorf("%w: %d positions for %d tokens", model.ErrSnapshot, n, len(tokens))
+	}
+	return nil
 }

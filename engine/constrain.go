@@ -210,6 +210,13 @@ func (g *generation) sample(logits []float32) (int32, error) {
 	if k == nil || k.free() {
 		return g.smp.Sample(logits, g.history), nil
 	}
+	// The grammar's mask is the costliest per-token work besides the
+	// forward pass, and a step computes one per accepted draft: a
+	// cancelled request (disconnect, ttl_s, the watchdog, shutdown)
+	// stops before the next one.
+	if g.cx != nil && g.cx.Err() != nil {
+		return -1, g.cx.Err()
+	}
 	if k.phase == phOpening {
 		k.openingMask()
 	} else {

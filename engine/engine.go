@@ -318,6 +318,11 @@ type Request struct {
 	OnText func(text []byte) error
 	// OnToken, if set, receives every generated token id.
 	OnToken func(id int32)
+	// OnPrefill, if set, is called after every prefill pass (and after a
+	// prompt-cache restore) with the prompt tokens the state holds so
+	// far: a watchdog counts it as progress, as it counts OnToken (the
+	// prefill of a long prompt on a slow board takes minutes).
+	OnPrefill func(done int)
 	// Spec configures speculative decoding (the zero value: SpecAuto with
 	// the defaults).
 	Spec SpecOptions

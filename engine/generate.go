@@ -17,6 +17,12 @@ import (
 // the last prompt token: that one runs in the first decoding step,
 // together with a draft.)
 func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int, err error) {
+	return e.prefillWatched(ctx, toks, nil)
+}
+
+// prefillWatched is prefill telling progress (when not nil) the tokens
+// the state holds after the restore and after every pass.
+func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func(int)) (reuse, restored int, err error) {
 	s := e.state
 	reuse = spec.CommonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
@@ -28,12 +34,19 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 		reuse = r
 		restored = r
 	}
+	if progress != nil {
+		progress(reuse)
+	}
 	for i := reuse; i < len(toks); i += s.MaxBatch() {
 		if err := ctx.Err(); err != nil {
 			return reuse, restored, err
 		}
-		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
+		end := min(i+s.MaxBatch(), len(toks))
+		if _, err := s.Forward(toks[i:end], false); err != nil {
 			return reuse, restored, err
+		}
+		if progress != nil {
+			progress(end)
 		}
 	}
 	return reuse, restored, nil
@@ -83,7 +96,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()
-	reused, restored, err := e.prefill(ctx, prompt[:len(prompt)-1])
+	reused, restored, err := e.prefillWatched(ctx, prompt[:len(prompt)-1], req.OnPrefill)
 	st.ReusedTokens, st.RestoredTokens = reused, restored
 	st.EvaluatedTokens = len(prompt) - reused
 	st.RestoreMS = float64(e.restoreTook.Microseconds()) / 1000
@@ -94,7 +107,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
 	}
 
-	g := generation{e: e, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
+	g := generation{e: e, cx: ctx, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
 		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
 	g.ctx = e.reqCtx(&req)
 	g.history = make([]int32, 0, g.ctx)
@@ -145,7 +158,8 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 // generation is the state of one Generate call.
 type generation struct {
 	e      *Engine
-	ctx    int // the request's context (reqCtx)
+	cx     context.Context // Generate's: cancellation reaches the grammar's per-token work
+	ctx    int             // the request's context (reqCtx)
 	req    *Request
 	st     *Stats
 	smp    *sample.Sampler

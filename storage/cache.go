@@ -773,6 +773,20 @@ func applyTouches(tx *bolt.Tx, list []access) error {
 	return nil
 }
 
+// Drop deletes the entry of model stored for exactly tokens, if there is
+// one: a caller that found it unusable (a restore the model refused)
+// evicts it, rather than read it again on every lookup. It reports
+// whether an entry went.
+func (c *Cache) Drop(model []byte, tokens []int32) bool {
+	if len(model) == 0 || len(tokens) == 0 || len(tokens) > maxPrefixTokens {
+		return false
+	}
+	mk := modelKey(model)
+	before := c.entries.Load()
+	c.dropSlot(mk, prefixSlot(len(tokens), prefixHashes(tokens)[len(tokens)]))
+	return c.entries.Load() < before
+}
+
 // dropSlot deletes a damaged entry.
 func (c *Cache) dropSlot(mk [32]byte, slot []byte) {
 	var freed int64

@@ -130,7 +130,19 @@ var (
 	errCancelled = errors.New("cancelled")
 	errShutdown  = errors.New("geist is shutting down")
 	errTTL       = errors.New("time to live expired")
+	errStalled   = errors.New("no progress")
 )
+
+// ErrStuck is Run's error when the running request did not stop once
+// cancelled at the end of the shutdown grace (work in the engine that
+// does not look at its context): Run gave it its outcome and returned
+// without it, and the engine must not be closed under it.
+var ErrStuck = errors.New("the running request did not stop when cancelled at shutdown: exiting without it")
+
+// stuckWait is how long Run waits for the worker once the running
+// request is cancelled at the end of the grace, and the watchdog for a
+// stalled request it cancelled before it answers it in its place.
+const stuckWait = time.Second
 
 // job is a request (or control work) in the queue.
 type job struct {
@@ -149,6 +161,7 @@ type job struct {
 	announced chan struct{}
 	started   time.Time // when the worker took it (Core.mu)
 	progress  progress  // tokens generated so far
+	stalled   time.Time // when the watchdog cancelled it (Core.mu)
 }
 
 // Core is the appliance core. Create it with New and run it with Run.
@@ -157,9 +170,12 @@ type Core struct {
 	log      *slog.Logger
 	sessions SessionStore
 
-	mu        sync.Mutex
-	queue     []*job
-	running   []*job
+	mu      sync.Mutex
+	queue   []*job
+	running []*job
+	// working are the jobs the workers run (running ones, and those a
+	// watchdog answered that have not returned yet).
+	working   []*job
 	closing   bool
 	ran       bool
 	dashboard int // the dashboard conversation's number
@@ -259,6 +275,9 @@ func (c *Core) Run(ctx context.Context) error {
 		defer close(workers)
 		c.worker(c.cfg.Engine)
 	}()
+	if st := c.cfg.Limits.StallTimeout; st > 0 {
+		go c.watchdog(st, workers)
+	}
 	<-ctx.Done()
 	c.log.Info("shutting down: no new requests")
 	c.mu.Lock()
@@ -278,16 +297,90 @@ func (c *Core) Run(ctx context.Context) error {
 		c.log.Info("waiting for the running request", "grace", c.cfg.ShutdownGrace)
 	}
 	close(c.stop)
+	// Work the watchdog already answered in its place (stuck, deaf to
+	// its cancel) gets no grace: it would not use it.
+	grace := c.cfg.ShutdownGrace
+	c.mu.Lock()
+	for _, j := range c.working {
+		if j.finished {
+			grace = 0
+		}
+	}
+	c.mu.Unlock()
+	var err error
 	select {
 	case <-workers:
-	case <-time.After(c.cfg.ShutdownGrace):
+	case <-time.After(grace):
 		c.workStop(errShutdown)
-		<-workers
+		select {
+		case <-workers:
+		case <-time.After(stuckWait):
+			// The running work does not look at its context: answer it
+			// and go, rather than outlive the grace (the process ends).
+			c.mu.Lock()
+			stuck := slices.Clone(c.working)
+			c.mu.Unlock()
+			for _, j := range stuck {
+				c.log.Error("the running request did not stop when cancelled; exiting without it", "id", j.req.ID, "source", j.req.Source)
+				if j.do == nil {
+					c.finish(j, Outcome{Err: errorf(CodeCancelled, "%v", errShutdown)})
+				}
+			}
+			err = ErrStuck
+		}
 	}
 	c.workStop(errShutdown)
 	st := c.Snapshot()
 	c.log.Info("stopped", "served", st.Served, "refused", st.Refused, "cancelled", st.Cancelled, "failed", st.Failed)
-	return nil
+	return err
+}
+
+// watchdog ends a running request that makes no progress for stall (no
+// token, no prefill pass): it cancels it (a timeout naming the stall),
+// and when it has not stopped stuckWait later, answers it in the
+// worker's place, so that its client is not left waiting; Snapshot's
+// Stuck reports the worker meanwhile. It returns when the workers do,
+// or Run.
+func (c *Core) watchdog(stall time.Duration, workers <-chan struct{}) {
+	tick := time.NewTicker(min(max(stall/8, 10*time.Millisecond), time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-workers:
+			return
+		case <-c.done: // Run left a stuck worker behind
+			return
+		case now := <-tick.C:
+			c.watch(stall, now)
+		}
+	}
+}
+
+func (c *Core) watch(stall time.Duration, now time.Time) {
+	var cancel, answer []*job
+	c.mu.Lock()
+	for _, j := range c.working {
+		switch {
+		case j.do != nil || j.progress.since(j.started, now) < stall: // control work has no context
+		case j.stalled.IsZero():
+			j.stalled = now
+			cancel = append(cancel, j)
+		case !j.finished && now.Sub(j.stalled) >= min(stuckWait, stall):
+			answer = append(answer, j)
+		}
+	}
+	c.mu.Unlock()
+	for _, j := range cancel {
+		c.log.Error("no progress: the request is stopped", "id", j.req.ID, "source", j.req.Source, "tokens", j.progress.tokens.Load(), "stall_timeout", stall)
+		j.cancel(errStalled)
+	}
+	for _, j := range answer {
+		c.log.Error("the stalled request did not stop when cancelled: it is answered, the worker is stuck (restart geist)", "id", j.req.ID, "source", j.req.Source)
+		c.finish(j, Outcome{Err: c.ctxError(j)})
+	}
+	if len(cancel)+len(answer) > 0 {
+		c.emit(Event{Kind: EventChanged})
+	}
 }
 
 // Submit queues r and returns at once. sink (may be nil) receives the
@@ -640,15 +733,20 @@ func (c *Core) worker(eng Engine) {
 		j := c.queue[0]
 		c.queue[0] = nil
 		c.queue = c.queue[1:]
-		if j.do != nil {
-			c.mu.Unlock()
-			j.do()
-			continue
-		}
-		c.running = append(c.running, j)
 		j.started = time.Now()
+		c.working = append(c.working, j)
+		if j.do == nil {
+			c.running = append(c.running, j)
+		}
 		c.mu.Unlock()
-		c.run(eng, j)
+		if j.do != nil {
+			j.do()
+		} else {
+			c.run(eng, j)
+		}
+		c.mu.Lock()
+		c.working = slices.DeleteFunc(c.working, func(w *job) bool { return w == j })
+		c.mu.Unlock()
 	}
 }
 
@@ -709,6 +807,8 @@ func (c *Core) ctxError(j *job) *Error {
 		return errorf(CodeTimeout, "time to live of %gs expired", j.req.TTL.Seconds())
 	case errors.Is(cause, errShutdown):
 		return errorf(CodeCancelled, "%v", errShutdown)
+	case errors.Is(cause, errStalled):
+		return errorf(CodeTimeout, "the generation made no progress for %gs and was stopped (limits: stall_timeout_s)", c.cfg.Limits.StallTimeout.Seconds())
 	default:
 		return errorf(CodeCancelled, "cancelled")
 	}
@@ -825,6 +925,18 @@ func (c *Core) Snapshot() State {
 		Requests: make(map[Source]map[string]int64, len(s.byOutcome))}
 	for _, j := range c.running {
 		st.Running = append(st.Running, j.req.ID)
+	}
+	if stall := c.cfg.Limits.StallTimeout; stall > 0 {
+		now := time.Now()
+		for _, j := range c.working {
+			if d := j.progress.since(j.started, now); d >= stall {
+				what := "control work"
+				if j.do == nil {
+					what = "request " + j.req.ID
+				}
+				st.Stuck = fmt.Sprintf("the worker has made no progress for %s on %s (stall_timeout_s %g)", d.Round(time.Second), what, stall.Seconds())
+			}
+		}
 	}
 	st.Jobs = c.jobsLocked()
 	for src, m := range s.byOutcome {

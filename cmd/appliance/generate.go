@@ -71,6 +71,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		ans.Token(id)
 		j.progress.token()
 	}
+	ereq.OnPrefill = func(int) { j.progress.beat() }
 	deliver := func(p Piece, final bool) {
 		written.WriteString(p.Content)
 		if tools != nil {

@@ -145,9 +145,14 @@ type State struct {
 	Busy    bool     // a request is generating
 	Queue   int      // requests waiting
 	Running []string // ids of the requests generating
-	Session string   // the default (dashboard) conversation
-	Model   string   // Config.Model
-	Version string   // Config.Version
+	// Stuck, when not empty, says that the worker has made no progress
+	// for longer than Limits.StallTimeout, on which request: the
+	// watchdog cancelled it (and, when it did not stop, answered it);
+	// /readyz fails while it holds.
+	Stuck   string
+	Session string // the default (dashboard) conversation
+	Model   string // Config.Model
+	Version string // Config.Version
 	Started time.Time
 	// ModelLoad is Config.ModelLoad: how long loading the model took.
 	ModelLoad time.Duration

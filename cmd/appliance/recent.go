@@ -44,16 +44,32 @@ type JobState struct {
 	FirstToken time.Time
 }
 
-// progress counts a running job's tokens; the engine's OnToken feeds it.
+// progress counts a running job's tokens; the engine's OnToken feeds it,
+// and with OnPrefill the time of the last progress (the watchdog's).
 type progress struct {
 	tokens   atomic.Int64
 	firstTok atomic.Int64 // UnixNano of the first token
+	last     atomic.Int64 // UnixNano of the last token or prefill pass
 }
 
 func (p *progress) token() {
+	now := time.Now().UnixNano()
+	p.last.Store(now)
 	if p.tokens.Add(1) == 1 {
-		p.firstTok.Store(time.Now().UnixNano())
+		p.firstTok.Store(now)
 	}
+}
+
+// beat records progress other than a token: a prefill pass.
+func (p *progress) beat() { p.last.Store(time.Now().UnixNano()) }
+
+// since is the time since the job's last progress, or since start.
+func (p *progress) since(start, now time.Time) time.Duration {
+	t := start
+	if l := p.last.Load(); l != 0 && l > start.UnixNano() {
+		t = time.Unix(0, l)
+	}
+	return now.Sub(t)
 }
 
 // recentRing holds the last recentSize records; Core.mu guards it.

@@ -208,7 +208,15 @@ type Limits struct {
 	MaxInput        int           // bytes of text, messages, tools and stop strings (1 MiB)
 	MaxMessages     int           // messages of one request (256)
 	MaxTools        int           // tools of one request (128)
+	// StallTimeout ends a running request that makes no progress (no
+	// token generated, no prefill pass finished) for this long, with a
+	// timeout naming it (2 min: a prefill pass of 64 tokens on a
+	// Raspberry Pi takes seconds, a token less; negative: never).
+	StallTimeout time.Duration
 }
+
+// DefaultStallTimeout is Limits.StallTimeout's default.
+const DefaultStallTimeout = 2 * time.Minute
 
 func (l *Limits) defaults() {
 	if l.Queue <= 0 {
@@ -225,6 +233,12 @@ func (l *Limits) defaults() {
 	}
 	if l.MaxTTL <= 0 {
 		l.MaxTTL = 24 * time.Hour
+	}
+	switch {
+	case l.StallTimeout < 0:
+		l.StallTimeout = 0
+	case l.StallTimeout == 0:
+		l.StallTimeout = DefaultStallTimeout
 	}
 	if l.MaxInput <= 0 {
 		l.MaxInput = 1 << 20
@@ -346,6 +360,9 @@ func (r *Request) check(lim *Limits) *Error {
 	}
 	if !utf8.ValidString(r.System) {
 		return errorf(CodeBadRequest, "system is not valid UTF-8")
+	}
+	if r.NumCtx < 0 {
+		return errorf(CodeBadRequest, "num_ctx %d must not be negative (the request's context in tokens; 0: the server's)", r.NumCtx)
 	}
 	if r.MaxTokens < 0 {
 		return errorf(CodeBadRequest, "max_tokens %d must not be negative", r.MaxTokens)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -36,11 +37,22 @@ import (
 //	POST /v1/cache/put     body: the prefix's tokens, then the blob;
 //	                       Geist-Model, Geist-Tokens, Geist-Crc32c. 202:
 //	                       verified, being stored; 409: the daemon serves another model
-//	                       file (or KV type) and stores only its own.
+//	                       file (or KV type) and stores only its own;
+//	                       422: the snapshot is not one its model could
+//	                       restore, or its keys and values are not
+//	                       plausible (engine.Engine.CheckSnapshot).
 //
 // Neither waits for a lock: the daemon reads in a bbolt read transaction
 // beside its own engine, and takes one put at a time (another gets 503
-// and is not stored).
+// and is not stored). Both bodies are read under deadlines: no bytes for
+// shareIdle, or the whole slower than shareRate, and the request is
+// dropped (408), so that a put that declares a large blob and sends
+// nothing frees the one put slot within seconds.
+//
+// The trust boundary: the socket is 0600, so any process of the daemon's
+// user may put snapshots (as it may write cache.db itself). The checks
+// refuse what is malformed or implausible; a well-formed snapshot of
+// plausible values is trusted (README, "Prompt cache").
 
 // Bounds of the shared cache's requests.
 const (
@@ -49,7 +61,42 @@ const (
 	shareHeader    = 2 * time.Second  // the daemon's answer to start
 	shareLookup    = 30 * time.Second // a lookup's whole transfer
 	sharePut       = 30 * time.Second // a put's whole transfer
+	shareIdle      = 2 * time.Second  // the longest wait for a body's next bytes
+	shareRate      = 8 << 20          // bytes per second a body's transfer averages at least
 )
+
+// bodyReader reads a request's body under deadlines: every read within
+// shareIdle, and the whole within shareIdle plus its size at shareRate
+// (at most whole).
+type bodyReader struct {
+	r   io.Reader
+	rc  *http.ResponseController
+	end time.Time
+}
+
+func newBodyReader(w http.ResponseWriter, r *http.Request, size int64, whole time.Duration) *bodyReader {
+	d := min(shareIdle+time.Duration(size)*time.Second/shareRate, whole)
+	return &bodyReader{r: r.Body, rc: http.NewResponseController(w), end: time.Now().Add(d)}
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	dl := time.Now().Add(shareIdle)
+	if dl.After(b.end) {
+		dl = b.end
+	}
+	b.rc.SetReadDeadline(dl)
+	return b.r.Read(p)
+}
+
+// bodyError answers a body that could not be read: 408 when it came too
+// slowly (or not at all), else 400.
+func bodyError(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		shareError(w, http.StatusRequestTimeout, "reading the %s: no bytes for %v, or slower than %d MiB/s: dropped", what, shareIdle, shareRate>>20)
+		return
+	}
+	shareError(w, http.StatusBadRequest, "reading the %s: %v", what, err)
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -58,6 +105,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // cannot vouch for their snapshots).
 type cacheShare struct {
 	cache engine.PromptCache
+	// check, if set, refuses a put's snapshot its model could not
+	// restore, or whose values are implausible (Engine.CheckSnapshot).
+	check func(tokens []int32, blob []byte) error
 	model []byte
 	path  string // the model file, named in refusals
 	max   int64  // the largest blob a put may carry (the cache's budget)
@@ -66,8 +116,8 @@ type cacheShare struct {
 
 // shareCache makes the daemon's prompt cache reachable on its control
 // socket.
-func (s *controlServer) shareCache(c engine.PromptCache, model []byte, path string, budget int64) {
-	s.share.Store(&cacheShare{cache: c, model: model, path: path, max: min(budget, maxShareBlob), puts: make(chan struct{}, 1)})
+func (s *controlServer) shareCache(c engine.PromptCache, model []byte, path string, budget int64, check func([]int32, []byte) error) {
+	s.share.Store(&cacheShare{cache: c, check: check, model: model, path: path, max: min(budget, maxShareBlob), puts: make(chan struct{}, 1)})
 }
 
 func (s *controlServer) registerCache(mux *http.ServeMux) {
@@ -124,9 +174,9 @@ func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
 		shareError(w, http.StatusBadRequest, "the body must be 1 to %d tokens of 4 bytes (Content-Length %d)", maxShareTokens, n)
 		return
 	}
-	toks, err := readTokens(r.Body, int(r.ContentLength/4))
+	toks, err := readTokens(newBodyReader(w, r, r.ContentLength, shareLookup), int(r.ContentLength/4))
 	if err != nil {
-		shareError(w, http.StatusBadRequest, "reading the tokens: %v", err)
+		bodyError(w, "tokens", err)
 		return
 	}
 	send := func(n int, blob [][]byte) bool {
@@ -206,20 +256,27 @@ func (s *controlServer) cachePut(w http.ResponseWriter, r *http.Request) {
 			<-sh.puts
 		}
 	}()
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(sharePut))
-	toks, err := readTokens(r.Body, n)
+	body := newBodyReader(w, r, r.ContentLength, sharePut)
+	toks, err := readTokens(body, n)
 	if err != nil {
-		shareError(w, http.StatusBadRequest, "reading the tokens: %v", err)
+		bodyError(w, "tokens", err)
 		return
 	}
 	blob := make([]byte, blobLen)
-	if _, err := io.ReadFull(r.Body, blob); err != nil {
-		shareError(w, http.StatusBadRequest, "reading the snapshot: %v", err)
+	if _, err := io.ReadFull(body, blob); err != nil {
+		bodyError(w, "snapshot", err)
 		return
 	}
 	if got := crc32.Checksum(blob, castagnoli); got != uint32(want) {
 		shareError(w, http.StatusBadRequest, "snapshot checksum mismatch (crc32c %08x, sent %08x)", got, want)
 		return
+	}
+	if sh.check != nil {
+		if err := sh.check(toks, blob); err != nil {
+			s.log.Warn("prompt cache: a snapshot handed over through the control socket was refused", "tokens", len(toks), "err", err)
+			shareError(w, http.StatusUnprocessableEntity, "the snapshot was refused: %v", err)
+			return
+		}
 	}
 	// Stored in the background, as the daemon's own snapshots are: the
 	// command does not wait for the file's commit (Close does).

@@ -123,6 +123,9 @@ type limitsSection struct {
 	MaxTokens       int     `toml:"max_tokens"`
 	TTL             float64 `toml:"ttl_s"`
 	ShutdownGrace   float64 `toml:"shutdown_grace_s"`
+	// StallTimeout ends a generation that makes no progress (no token,
+	// no prefill pass) for this long; 0: never.
+	StallTimeout float64 `toml:"stall_timeout_s"`
 }
 
 // sessionsSection is [sessions]: the bounds of sessions.db (0: the
@@ -177,6 +180,7 @@ func defaultServeConfig() serveConfig {
 			MaxTokens:     512,
 			TTL:           300,
 			ShutdownGrace: 10,
+			StallTimeout:  appliance.DefaultStallTimeout.Seconds(),
 		},
 		Generation: generationSection{
 			// One default for run, chat and serve: llama.cpp's (and
@@ -256,6 +260,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&l.MaxTokens, "max-tokens", l.MaxTokens, "cap on tokens generated per request")
 	fs.Float64Var(&l.TTL, "ttl", l.TTL, "default time to live of a request in seconds (queue and generation)")
 	fs.Float64Var(&l.ShutdownGrace, "shutdown-grace", l.ShutdownGrace, "seconds the running request may finish at shutdown")
+	fs.Float64Var(&l.StallTimeout, "stall-timeout", l.StallTimeout, "seconds a generation may make no progress (no token, no prefill pass) before it is ended (0: never)")
 
 	g := &c.Generation
 	fs.Float64Var(&g.Temperature, "temp", g.Temperature, "default sampling temperature")
@@ -427,8 +432,8 @@ func (c *serveConfig) validate() error {
 		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
 	}
 	l := c.Limits
-	if l.Queue < 1 || l.MaxPayload < 1 || l.MaxTokens < 1 || l.MaxPromptTokens < 0 || !(l.TTL > 0) || l.ShutdownGrace < 0 {
-		errs = append(errs, errors.New("limits: queue, max_payload, max_tokens and ttl_s must be positive; max_prompt_tokens and shutdown_grace_s not negative"))
+	if l.Queue < 1 || l.MaxPayload < 1 || l.MaxTokens < 1 || l.MaxPromptTokens < 0 || !(l.TTL > 0) || l.ShutdownGrace < 0 || !(l.StallTimeout >= 0) {
+		errs = append(errs, errors.New("limits: queue, max_payload, max_tokens and ttl_s must be positive; max_prompt_tokens, shutdown_grace_s and stall_timeout_s not negative"))
 	}
 	if ss := c.Sessions; ss.MaxTurns < 0 || ss.MaxConversations < 0 || ss.MaxBytes < 0 {
 		errs = append(errs, errors.New("sessions: max_turns, max_conversations and max_bytes must not be negative"))

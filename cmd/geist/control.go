@@ -148,7 +148,7 @@ func startControl(dir string, db *storage.Sessions, log *slog.Logger) (*controlS
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b.Bytes())
 	})
-	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+	s := &controlServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
 		path: path, done: make(chan struct{}), log: log}
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		st := daemonStatus{PID: os.Getpid()}

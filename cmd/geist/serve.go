@@ -115,6 +115,7 @@ func (c *serveConfig) coreConfig(eng appliance.Engine, sessions appliance.Sessio
 			MaxTokens:       c.Limits.MaxTokens,
 			MaxPromptTokens: c.Limits.MaxPromptTokens,
 			DefaultTTL:      seconds(c.Limits.TTL),
+			StallTimeout:    stallTimeout(c.Limits.StallTimeout),
 		},
 		System:        c.Generation.System,
 		Defaults:      appliance.Options{Temperature: &temp},
@@ -155,6 +156,14 @@ func (c *serveConfig) mqttConfig(broker string, buttons []mqtt.Button, log *slog
 func modelName(path string) string { return strings.TrimSuffix(filepath.Base(path), ".gguf") }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// stallTimeout is stall_timeout_s as the core's: 0 is never (-1).
+func stallTimeout(s float64) time.Duration {
+	if s == 0 {
+		return -1
+	}
+	return max(seconds(s), time.Millisecond)
+}
 
 func cmdServe(ctx context.Context, e *env, args []string) error {
 	c, err := parseServe(e, args)
@@ -239,7 +248,14 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	stuck := false
+	defer func() {
+		// A worker stuck in the engine (appliance.ErrStuck) may still
+		// read the weights: the process ends without unmapping them.
+		if !stuck {
+			eng.Close()
+		}
+	}()
 	loadTime := time.Since(start)
 	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "kv_bytes", eng.State().KVBytes(), "repack", eng.Model().Repack.String(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil)
@@ -269,7 +285,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 		ctl.setStatus(st)
 		if store.Cache != nil {
-			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize) // run and chat beside the daemon
+			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize, eng.CheckSnapshot) // run and chat beside the daemon
 		}
 	}
 	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
@@ -288,6 +304,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		f.run(ctx, drain, &wg)
 	}
 	err = core.Run(ctx)
+	stuck = errors.Is(err, appliance.ErrStuck)
 	stopDrain()
 	wg.Wait()
 	fronts.wait()

@@ -374,6 +374,9 @@ func (a modelStoreAdapter) Pull(ctx context.Context, src string, progress func(h
 		Progress: func(p models.Progress) {
 			progress(httpapi.PullProgress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed})
 		}})
+	if errors.Is(err, models.ErrPrivate) {
+		return httpapi.RefusedSource(err) // the client's request: 403, not a failure of the box
+	}
 	return err
 }
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 )
 
@@ -30,5 +32,16 @@ func TestStoredInvalidModelShown(t *testing.T) {
 	}
 	if _, ok, err := a.Get("missing"); ok || err != nil {
 		t.Errorf("a missing model: ok %v, err %v", ok, err)
+	}
+}
+
+// A pull from a private address, refused (no --pull-allow-private), is
+// the client's doing: it matches httpapi.ErrRefusedSource (403), not a
+// failure of the box (it answered 500, issue 33).
+func TestPullPrivateRefused(t *testing.T) {
+	a := modelStoreAdapter{s: models.New(t.TempDir()), maxSize: 1 << 30, refusePrivate: true}
+	err := a.Pull(t.Context(), "https://127.0.0.1:9/model.gguf", func(httpapi.PullProgress) {})
+	if !errors.Is(err, httpapi.ErrRefusedSource) || !errors.Is(err, models.ErrPrivate) || !strings.Contains(err.Error(), "not a public address") {
+		t.Errorf("a pull from 127.0.0.1: %v", err)
 	}
 }

@@ -27,6 +27,9 @@ func TestHelperGeist(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("GEIST_HELPER_SERVE_DELAY")); err == nil {
 		testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, d} }
 	}
+	if os.Getenv("GEIST_HELPER_SERVE_HANG") != "" {
+		testServeEngine = func(e appliance.Engine) appliance.Engine { return hung{e} }
+	}
 	code := mainProcess(strings.Split(args, "\n"))
 	// The peak of this process's own memory (its mm is new since exec;
 	// rusage's maxrss would also count the parent's, shared until then).

@@ -147,7 +147,7 @@ func readGemma3(f *gguf.File, c *Config) (err error) {
 		return fmt.Errorf("model: local rope base %v must be positive", g.RopeBaseSWA)
 	}
 	c.RopeScaleSWA = 1
-	if g.Window, err = metaInt(f, p+"attention.sliding_window", 0, false); err != nil {
+	if g.Window, err = metaPositive(f, p+"attention.sliding_window", 0, false); err != nil {
 		return err
 	}
 	if g.Window > 0 {

@@ -82,7 +82,7 @@ func readGemma4(f *gguf.File, c *Config) error {
 	if g.RopeBaseSWA, err = metaFloat(f, p+"rope.freq_base_swa", 10000); err != nil {
 		return err
 	}
-	if g.Window, err = metaInt(f, p+"attention.sliding_window", 0, true); err != nil {
+	if g.Window, err = metaPositive(f, p+"attention.sliding_window", 0, true); err != nil {
 		return err
 	}
 	switch {

@@ -202,6 +202,20 @@ func metaInt(f *gguf.File, key string, def int, required bool) (int, error) {
 	return int(n), nil
 }
 
+// metaPositive is metaInt for a key that, when the file has it, must be
+// positive (a context length or a window of 0 is a broken file, not a
+// default).
+func metaPositive(f *gguf.File, key string, def int, required bool) (int, error) {
+	n, err := metaInt(f, key, def, required)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := f.Value(key); ok && n <= 0 {
+		return 0, fmt.Errorf("model: metadata %q = %d must be positive", key, n)
+	}
+	return n, nil
+}
+
 func metaFloat(f *gguf.File, key string, def float32) (float32, error) {
 	v, ok := f.Value(key)
 	if !ok {
@@ -300,7 +314,7 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	} else if c.NHeadKV, err = metaInt(f, p+"attention.head_count_kv", c.NHead, false); err != nil {
 		return c, err
 	}
-	if c.CtxTrain, err = metaInt(f, p+"context_length", 2048, false); err != nil {
+	if c.CtxTrain, err = metaPositive(f, p+"context_length", 2048, false); err != nil {
 		return c, err
 	}
 	if c.NLayer <= 0 || c.NEmbd <= 0 || c.NFF <= 0 || c.NHead <= 0 || c.NHeadKV <= 0 {

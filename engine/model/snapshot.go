@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/geisten/geist/quant"
@@ -182,17 +183,13 @@ func (r *chunkReader) bytes() []byte {
 	return b
 }
 
-// restore copies a snapshot's keys and values into the cache and returns
-// its number of positions.
-func (s *State) restore(src *chunkReader) (int, error) {
+// snapHead checks a snapshot's header (of head, the blob's first
+// snapHeader bytes, size bytes in all) against the state's layout and
+// returns its number of positions. It reads only the model's
+// configuration: it may run beside the state's own work.
+func (s *State) snapHead(head []byte, size int) (int, error) {
 	c := &s.m.Config
-	size := src.len()
-	if size < snapHeader {
-		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
-	}
-	var head [snapHeader]byte
-	src.read(head[:])
-	if string(head[:4]) != snapMagic {
+	if size < snapHeader || len(head) < snapHeader || string(head[:4]) != snapMagic {
 		return 0, fmt.Errorf("%w: bad header", ErrSnapshot)
 	}
 	var h [7]int
@@ -209,6 +206,129 @@ func (s *State) restore(src *chunkReader) (int, error) {
 	}
 	if size != s.SnapshotSize(n) {
 		return 0, fmt.Errorf("%w: %d bytes, %d positions need %d", ErrSnapshot, size, n, s.SnapshotSize(n))
+	}
+	return n, nil
+}
+
+// MaxSnapshotValue bounds the keys and values CheckSnapshot accepts:
+// 2^14, a quarter of F16's range (the largest KV values of the zoo's
+// models are in the hundreds; F16 keys near its limit would overflow the
+// attention's products anyway).
+const MaxSnapshotValue = 1 << 14
+
+// CheckSnapshot checks that blob is a snapshot this state could restore
+// (its header, layout and size, as Restore checks them) and that its
+// keys, values and convolution state are plausible: finite, the keys and
+// values within ±MaxSnapshotValue. It is for snapshots from elsewhere (a
+// put through the control socket), not for a restore's hot path: it
+// reads every value once. It reads only the model's configuration and
+// may run beside the state's own work. It returns the snapshot's
+// positions.
+func (s *State) CheckSnapshot(blob []byte) (int, error) {
+	n, err := s.snapHead(blob, len(blob))
+	if err != nil {
+		return 0, err
+	}
+	c := &s.m.Config
+	p := blob[snapHeader:]
+	for l := 0; l < c.NLayer; l++ {
+		if !c.OwnKV(l) {
+			continue
+		}
+		rows := n - s.snapFrom(l, n)
+		for range c.KVHeadsOf(l) {
+			for kv := range 2 {
+				if s.kvType == quant.Q8_0 {
+					row := s.kRow[l]
+					if kv == 1 {
+						row = s.vRow[l]
+					}
+					if err := checkQ8(p[:rows*row]); err != nil {
+						return 0, fmt.Errorf("%w: layer %d: %v", ErrSnapshot, l, err)
+					}
+					p = p[rows*row:]
+					continue
+				}
+				d := c.HeadDimOf(l)
+				if kv == 1 {
+					d = c.HeadDimVOf(l)
+				}
+				if err := checkF16(p[:2*rows*d]); err != nil {
+					return 0, fmt.Errorf("%w: layer %d: %v", ErrSnapshot, l, err)
+				}
+				p = p[2*rows*d:]
+			}
+		}
+	}
+	for len(p) >= 4 { // the convolution state, float32
+		if math.Float32frombits(le32(p))-math.Float32frombits(le32(p)) != 0 {
+			return 0, fmt.Errorf("%w: a convolution state value is not finite", ErrSnapshot)
+		}
+		p = p[4:]
+	}
+	return n, nil
+}
+
+// f16 exponent fields: 31 is infinite or NaN; from f16MaxExp on, the
+// magnitude is at least MaxSnapshotValue (2^(e-15)).
+const f16MaxExp = 14 + 15
+
+// checkF16 checks little-endian F16 values: finite, below
+// MaxSnapshotValue in magnitude.
+func checkF16(b []byte) error {
+	// Four values a word: the exponent fields of a word's halves in the
+	// low bits of each, and a lane is refused when its exponent is 29,
+	// 30 or 31 (bits 4, 3 and 2 set, and 1 or 0).
+	const lanes = 0x0001000100010001
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		e := binary.LittleEndian.Uint64(b[i:]) >> 10 & 0x001f001f001f001f
+		if (e>>4)&(e>>3)&(e>>2)&(e>>1|e)&lanes != 0 {
+			break // the loop below names it
+		}
+	}
+	for ; i+1 < len(b); i += 2 {
+		if e := (b[i+1] >> 2) & 0x1f; e >= f16MaxExp {
+			if e == 31 {
+				return fmt.Errorf("a key or value is not finite")
+			}
+			return fmt.Errorf("a key or value of magnitude %g or more", float64(MaxSnapshotValue))
+		}
+	}
+	return nil
+}
+
+// checkQ8 checks Q8_0 blocks (an F16 scale, 32 int8): finite scales
+// whose values stay below MaxSnapshotValue (|scale| below 2^7: 127
+// steps of it below 2^14).
+func checkQ8(b []byte) error {
+	const bs = 34
+	if len(b)%bs != 0 {
+		return fmt.Errorf("Q8_0 rows of %d bytes", len(b))
+	}
+	for i := 0; i < len(b); i += bs {
+		if e := (b[i+1] >> 2) & 0x1f; e >= 7+15 {
+			if e == 31 {
+				return fmt.Errorf("a key or value scale is not finite")
+			}
+			return fmt.Errorf("a key or value scale of magnitude 128 or more")
+		}
+	}
+	return nil
+}
+
+// restore copies a snapshot's keys and values into the cache and returns
+// its number of positions.
+func (s *State) restore(src *chunkReader) (int, error) {
+	c := &s.m.Config
+	size := src.len()
+	var head [snapHeader]byte
+	if size >= snapHeader {
+		src.read(head[:])
+	}
+	n, err := s.snapHead(head[:], size)
+	if err != nil {
+		return 0, err
 	}
 	s.reserve(n)
 	for l := 0; l < c.NLayer; l++ {

@@ -159,6 +159,12 @@ func VocabFromMetadata(get func(key string) (any, bool)) (*Vocab, error) {
 		}
 		if x < uint64(n) {
 			*it.id = int32(x)
+		} else if it.id == &v.BOS || it.id == &v.EOS {
+			// Every prompt starts with BOS and every answer ends at EOS:
+			// a file that names neither in its vocabulary is broken
+			// (llama.cpp keeps the default id, and ends answers at a
+			// token it never sees).
+			return nil, fmt.Errorf("tokenizer: %s = %d is out of range: the vocabulary has %d tokens", it.key, x, n)
 		} // else: llama.cpp keeps the default
 	}
 	for _, it := range []struct {

@@ -25,6 +25,11 @@ import (
 //	containing TOOLONG engine.ErrPromptTooLong ("9999 tokens")
 //	containing PANIC   a panic
 //	containing FAIL    an error
+//	containing STALL   the first word, then nothing until cancelled (a
+//	                   generation that stopped making progress)
+//	containing HANG    the first word, then nothing until Unhang, deaf
+//	                   to its context (work that never looks at it)
+//	containing PREFILL 20 prefill passes first, one every Delay
 type Engine struct {
 	Words int
 	Delay time.Duration
@@ -45,6 +50,21 @@ type Engine struct {
 	requests []engine.Request
 	gate     chan struct{}
 	answers  int
+	hang     chan struct{}
+}
+
+// Unhang ends the HANG requests' wait (and the later ones').
+func (e *Engine) Unhang() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hang == nil {
+		e.hang = make(chan struct{})
+	}
+	select {
+	case <-e.hang:
+	default:
+		close(e.hang)
+	}
 }
 
 // Requests returns the requests generated so far, in order.
@@ -137,7 +157,33 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 	if req.MaxTokens > 0 && n > req.MaxTokens {
 		n = req.MaxTokens
 	}
+	if strings.Contains(p, "PREFILL") {
+		for i := range 20 {
+			select {
+			case <-ctx.Done():
+				return engine.Stats{PromptTokens: 3}, ctx.Err()
+			case <-time.After(e.Delay):
+			}
+			if req.OnPrefill != nil {
+				req.OnPrefill(64 * (i + 1))
+			}
+		}
+	}
 	for i := range n {
+		if i == 1 && strings.Contains(p, "STALL") {
+			<-ctx.Done()
+			return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
+		}
+		if i == 1 && strings.Contains(p, "HANG") {
+			e.mu.Lock()
+			if e.hang == nil {
+				e.hang = make(chan struct{})
+			}
+			h := e.hang
+			e.mu.Unlock()
+			<-h
+			return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()
+		}
 		select {
 		case <-ctx.Done():
 			return engine.Stats{PromptTokens: 3, GeneratedTokens: i}, ctx.Err()

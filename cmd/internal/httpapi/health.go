@@ -88,6 +88,14 @@ func (s *Server) builtinChecks() {
 		}
 		return nil
 	})
+	// A worker stuck on one request (the watchdog's Stuck) serves no
+	// other: not ready, until it returns (or geist is restarted).
+	s.Check("worker", true, func(context.Context) error {
+		if st := s.core.Snapshot(); st.Stuck != "" {
+			return healthError(st.Stuck)
+		}
+		return nil
+	})
 	s.Check("model", true, func(context.Context) error {
 		if s.cfg.Model.Name == "" {
 			return errNoModel

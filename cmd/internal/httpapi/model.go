@@ -87,6 +87,19 @@ type PullProgress struct {
 // reference it cannot fetch (HTTP 400 rather than 500).
 var ErrBadSource = errors.New("not a model geist can pull")
 
+// ErrRefusedSource is matched by a ModelStore's Pull error for a source
+// it may not fetch from (a private address: HTTP 403 rather than 500);
+// RefusedSource makes one.
+var ErrRefusedSource = errors.New("source refused")
+
+// RefusedSource is err (its message) matching ErrRefusedSource.
+func RefusedSource(err error) error { return refusedSource{err} }
+
+type refusedSource struct{ error }
+
+func (r refusedSource) Unwrap() error        { return r.error }
+func (r refusedSource) Is(target error) bool { return target == ErrRefusedSource }
+
 // canonicalName reduces a client's model name to the stored form: no
 // ":latest" tag, no ".gguf", no surrounding spaces.
 func canonicalName(name string) string {

@@ -165,6 +165,8 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 		nd.write(apiError{Error: err.Error()})
 	case errors.Is(err, ErrBadSource):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrRefusedSource):
+		writeError(w, http.StatusForbidden, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	}

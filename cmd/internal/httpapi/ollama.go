@@ -200,6 +200,8 @@ func options(opts map[string]json.RawMessage, req *appliance.Request) error {
 	}
 	if n, ok, err := integer("num_ctx"); err != nil {
 		return err
+	} else if ok && n < 0 {
+		return badf("options.num_ctx must not be negative, not %d (the context of this request in tokens, up to the most the model and memory allow; 0 or none: the server's)", n)
 	} else if ok && n > 0 {
 		req.NumCtx = int(min(n, math.MaxInt32))
 	}

@@ -49,10 +49,15 @@ type Config struct {
 	// Languages the model answers in; empty: any language.
 	Languages []string
 	Limits    Limits
-	// MaxConns bounds the open connections (32): when all are open, the
-	// one idle longest (no question being answered) is closed to make
-	// room for a new one. MaxPerClient bounds those of one client address
-	// (8); more are closed at once.
+	// MaxConns bounds the open connections (32): when all are open, an
+	// idle one (no question being answered) is closed to make room for a
+	// new one. MaxPerClient bounds those of one client address (8): past
+	// it, an idle one of that address is closed for the new one, so that
+	// idle connections never lock out a real client of the same address
+	// (Home Assistant on the box connects from 127.0.0.1). The idle one
+	// closed is the one idle longest of those that never sent a whole
+	// event, else of all; a new one is refused only when every
+	// connection it could replace is answering.
 	MaxConns, MaxPerClient int
 	// FirstTimeout closes a connection whose first whole event has not
 	// arrived after this long (10 s); IdleTimeout one on which no whole
@@ -201,6 +206,35 @@ type tracked struct {
 	nc        net.Conn
 	addr      string
 	idleSince atomic.Int64 // unix nanoseconds; 0: answering
+	spoke     atomic.Bool  // a whole event has arrived
+}
+
+// evictable returns the connection to close for a new one among those
+// match accepts: of the idle ones, the one idle longest that never sent
+// a whole event, else the one idle longest; nil when all are answering.
+func (s *Server) evictable(match func(*tracked) bool) *tracked {
+	var best *tracked
+	var bestSince int64
+	bestSpoke := true
+	for o := range s.conns {
+		since := o.idleSince.Load()
+		if since == 0 || !match(o) {
+			continue
+		}
+		spoke := o.spoke.Load()
+		if best == nil || (bestSpoke && !spoke) || (spoke == bestSpoke && since < bestSince) {
+			best, bestSince, bestSpoke = o, since, spoke
+		}
+	}
+	return best
+}
+
+// evict closes o for a new connection.
+func (s *Server) evict(o *tracked, why string) {
+	delete(s.conns, o)
+	o.nc.Close()
+	s.log.Info("wyoming: "+why+"; closed the one idle longest (of those that never sent an event, if any) for a new one", "closed", o.nc.RemoteAddr().String(),
+		"idle", time.Since(time.Unix(0, o.idleSince.Load())).Round(time.Millisecond), "had_spoken", o.spoke.Load())
 }
 
 func clientAddr(c net.Conn) string {
@@ -218,26 +252,23 @@ func (s *Server) admit(nc net.Conn) (*tracked, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	same := 0
-	var oldest *tracked
 	for o := range s.conns {
 		if o.addr == t.addr {
 			same++
 		}
-		if since := o.idleSince.Load(); since != 0 && (oldest == nil || since < oldest.idleSince.Load()) {
-			oldest = o
-		}
 	}
 	if same >= s.cfg.MaxPerClient {
-		return nil, fmt.Sprintf("too many connections from %s (%d)", t.addr, s.cfg.MaxPerClient)
-	}
-	if len(s.conns) >= s.cfg.MaxConns {
-		if oldest == nil {
+		o := s.evictable(func(o *tracked) bool { return o.addr == t.addr })
+		if o == nil {
+			return nil, fmt.Sprintf("too many connections from %s (%d), all answering", t.addr, s.cfg.MaxPerClient)
+		}
+		s.evict(o, fmt.Sprintf("%d connections from %s open", same, t.addr))
+	} else if len(s.conns) >= s.cfg.MaxConns {
+		o := s.evictable(func(*tracked) bool { return true })
+		if o == nil {
 			return nil, fmt.Sprintf("too many connections (%d), all answering", s.cfg.MaxConns)
 		}
-		delete(s.conns, oldest)
-		oldest.nc.Close()
-		s.log.Info("wyoming: all connections open; closed the one idle longest for a new one", "closed", oldest.nc.RemoteAddr().String(),
-			"idle", time.Since(time.Unix(0, oldest.idleSince.Load())).Round(time.Millisecond))
+		s.evict(o, "all connections open")
 	}
 	s.conns[t] = struct{}{}
 	return t, ""
@@ -309,6 +340,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, t *tracked) {
 	for {
 		select {
 		case ev := <-events:
+			t.spoke.Store(true)
 			t.idleSince.Store(0)
 			ok := c.handle(ev)
 			t.idleSince.Store(time.Now().UnixNano())

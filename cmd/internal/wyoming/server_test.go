@@ -525,3 +525,48 @@ func TestThinkingNotSpoken(t *testing.T) {
 		t.Errorf("asked with template variables %v, want enable_thinking false", r[0].TemplateVars)
 	}
 }
+
+// Issue 33: 40 idle connections from 127.0.0.1 locked out a real client
+// of the same address (Home Assistant on the box connects from there):
+// past MaxPerClient a new connection now replaces one of that address
+// idle longest, those that never sent an event first, so the real client
+// gets in, and a client that already spoke keeps its connection through
+// a flood of silent ones.
+func TestSameAddressClientGetsIn(t *testing.T) {
+	ts := start(t, &appliancetest.Engine{}, nil)
+	early := dial(t, ts.addr) // a client that spoke before the flood
+	early.send("describe", nil)
+	early.until("info")
+	var idle []*client
+	for range 40 {
+		idle = append(idle, dial(t, ts.addr))
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	late := dial(t, ts.addr)
+	late.send("describe", nil)
+	if evs := late.until("info"); len(evs) != 1 {
+		t.Errorf("a client of the same address after 40 idle connections: %v", evs)
+	}
+	late.send("transcript", map[string]any{"text": "hello"})
+	if evs := late.until("handled"); len(evs) == 0 {
+		t.Error("no answer for the client after the flood")
+	}
+	t.Logf("a client from 127.0.0.1 answered %v after 40 idle connections from there", time.Since(start).Round(time.Millisecond))
+	early.send("describe", nil)
+	if evs := early.until("info"); len(evs) != 1 {
+		t.Errorf("the client that spoke before the flood: %v", evs)
+	}
+	open := 0
+	for _, c := range idle {
+		if !c.closed(20 * time.Millisecond) {
+			open++
+		}
+	}
+	if open > 8-2 {
+		t.Errorf("%d silent connections still open beside 2 clients, want at most %d (8 per address)", open, 8-2)
+	}
+	waitFor(t, "the log line", func() bool {
+		return strings.Contains(ts.logs.String(), "connections from 127.0.0.1 open; closed the one idle longest")
+	})
+}

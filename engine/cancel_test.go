@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestCancelInsideSpeculativeStep: a request cancelled while a step
+// accepts several drafted tokens (the grammar drafts a forced text, all
+// of it accepted in one pass) stops before the next token's mask: one
+// token, context.Canceled.
+func TestCancelInsideSpeculativeStep(t *testing.T) {
+	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 512, Batch: 32, SelfSpec: SelfSpecOff})
+	gbnf := `root ::= "` + strings.Repeat("the quick brown fox jumps over the lazy dog ", 4) + `"`
+	// Uncancelled, the forced text comes in few passes (drafted by the grammar).
+	_, _, st := constrained(t, e, "Once upon a time", gbnf, 100, SpecOptions{}, greedy())
+	if st.Accepted == 0 || st.GeneratedTokens < 8 {
+		t.Fatalf("the grammar drafted nothing: %+v", st)
+	}
+	e.Reset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	st, err := e.Generate(ctx, Request{Prompt: "Once upon a time", MaxTokens: 100, Sampling: greedy(), Grammar: gbnf,
+		OnToken: func(int32) {
+			if n++; n == 1 {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) || st.GeneratedTokens != 1 {
+		t.Errorf("cancelled at the first token: %d tokens, err %v; want 1 and context.Canceled", st.GeneratedTokens, err)
+	}
+}
+
+// TestPrefillProgress: OnPrefill hears every prefill pass (the watchdog's
+// progress) up to the prompt less its last token, and a cancel there stops
+// the prefill at that pass.
+func TestPrefillProgress(t *testing.T) {
+	e := load(t, "stories260K-F32", Options{Ctx: 512, Batch: 16, SelfSpec: SelfSpecOff})
+	prompt := strings.Repeat("Once upon a time there was a little girl. ", 8)
+	var seen []int
+	st, err := e.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 2, Sampling: greedy(),
+		OnPrefill: func(done int) { seen = append(seen, done) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 3 || seen[0] != 0 || seen[len(seen)-1] != st.PromptTokens-1 {
+		t.Fatalf("prefill progress %v for %d prompt tokens", seen, st.PromptTokens)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i]-seen[i-1] <= 0 || seen[i]-seen[i-1] > 16 {
+			t.Fatalf("prefill progress %v: steps of 1..16 tokens wanted", seen)
+		}
+	}
+	e.Reset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	st, err = e.Generate(ctx, Request{Prompt: prompt, MaxTokens: 2, Sampling: greedy(),
+		OnPrefill: func(done int) {
+			if calls++; done > 0 {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) || st.GeneratedTokens != 0 || calls != 2 {
+		t.Errorf("cancelled after the first pass: %d passes heard, %d tokens, err %v", calls, st.GeneratedTokens, err)
+	}
+}
