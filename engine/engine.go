@@ -45,6 +45,10 @@ type Options struct {
 	// DraftModel, if set, is a smaller GGUF with the same vocabulary that
 	// drafts tokens for speculative decoding (SpecDraft, SpecAuto).
 	DraftModel string
+	// DenseHead makes a Gemma 4 assistant draft with its dense output head
+	// even when its file has the sparse centroid head (to measure the
+	// difference).
+	DenseHead bool
 	// Cache, if set, keeps KV states of prompt prefixes across processes.
 	Cache PromptCache
 	// StablePrefix moves Home Assistant 2025.4-2025.9's clock line
@@ -243,6 +247,9 @@ func (e *Engine) Close() error {
 	e.state.Close()
 	if d := e.spec.draft; d != nil {
 		d.close()
+	}
+	if f := e.spec.nativeFile; f != nil {
+		f.Close()
 	}
 	return e.file.Close()
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/geisten/geist/engine/sample"
@@ -34,6 +35,11 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 		}
 		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
 			return reuse, restored, err
+		}
+		if d := e.spec.native; d != nil {
+			for j := i; j < min(i+s.MaxBatch(), len(toks)); j++ {
+				d.Kept(j-i, j)
+			}
 		}
 	}
 	return reuse, restored, nil
@@ -72,6 +78,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	}
 	if sp.Mode == SpecDraft && e.spec.draft == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode draft needs a draft model")
+	}
+	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
+		return st, fmt.Errorf("engine: speculation mode %s needs a %s draft model (--draft-model)", sp.Mode, sp.Mode)
 	}
 	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")

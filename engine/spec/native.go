@@ -1,0 +1,180 @@
+package spec
+
+import "github.com/geisten/geist/engine/model"
+
+// Model-native drafters: heads that ship with the model and read the
+// target's own state (a Gemma 4 assistant, an EAGLE-3 head). The engine
+// hands them every row its passes keep (Kept), so they need no second
+// forward pass of the target.
+
+// NativeDrafter is a drafter that reads the target's state.
+type NativeDrafter interface {
+	ModelDrafter
+	// Kept tells that batch row row of the target's last pass is now
+	// position pos of its cache.
+	Kept(row, pos int)
+	// SetGate sets the least probability of the chain so far under the
+	// draft below which drafting stops (0: draft the full depth).
+	SetGate(p float64)
+}
+
+// nativeTree drafts a chain greedily, one step per token, and beside
+// every token the step's second choice as a leaf. step(i, tok) runs the
+// i-th step on token tok and returns its logits. Drafting stops after
+// depth tokens, on an error, or when the chain's probability under the
+// draft falls below gate.
+func nativeTree(depth int, first int32, t *Tree, d int, gate float64, step func(i int, tok int32) ([]float32, error)) int {
+	type leaf struct {
+		parent int
+		tok    int32
+		class  int
+	}
+	var alt [MaxTree]leaf
+	nalt, parent, steps := 0, -1, 0
+	path := 1.0
+	tok := first
+	for steps < depth {
+		logits, err := step(steps, tok)
+		steps++
+		if err != nil {
+			break
+		}
+		a, b, pa, pb := top2(logits)
+		if a < 0 {
+			break
+		}
+		if b >= 0 && pb > minAlt && nalt < len(alt) {
+			alt[nalt] = leaf{parent, b, confClass(pb)}
+			nalt++
+		}
+		if parent = t.Add(parent, a, d, confClass(pa)); parent < 0 {
+			break
+		}
+		if path *= pa; path < gate {
+			break
+		}
+		tok = a
+	}
+	for _, x := range alt[:nalt] {
+		t.Add(x.parent, x.tok, d, x.class)
+	}
+	return steps
+}
+
+// AssistDraft drafts with a Gemma 4 assistant over the target's state.
+type AssistDraft struct {
+	st     *model.AssistState
+	target *model.State
+	h      []float32 // the target's normed hidden state at hPos
+	hPos   int       // -1: none
+	hTok   int32     // the target's token at hPos
+	steps  int
+	gate   float64
+}
+
+// NewAssistDraft drafts with a for the target state target.
+func NewAssistDraft(a *model.Assistant, target *model.State) *AssistDraft {
+	return &AssistDraft{st: a.NewState(target.Ctx()), target: target, h: make([]float32, a.NEmbdTarget), hPos: -1}
+}
+
+// State is the assistant's step state (its Sparse switch).
+func (d *AssistDraft) State() *model.AssistState { return d.st }
+
+// Name implements Drafter.
+func (d *AssistDraft) Name() string { return "assistant" }
+
+// Passes implements ModelDrafter.
+func (d *AssistDraft) Passes() int { return d.steps }
+
+// SetGate implements NativeDrafter.
+func (d *AssistDraft) SetGate(p float64) { d.gate = p }
+
+// Kept implements NativeDrafter: the assistant needs the hidden state of
+// the last position only.
+func (d *AssistDraft) Kept(row, pos int) {
+	if pos+1 != d.target.Len() {
+		return
+	}
+	d.target.HiddenNormed(row, d.h)
+	d.hPos, d.hTok = pos, d.target.Tokens()[pos]
+}
+
+// DraftTree implements TreeDrafter. The target's cache must hold the
+// history but its last token (which the next pass feeds). Every step runs
+// at that token's position, the first on the target's hidden state of
+// the position before, the later ones on the step's own.
+func (d *AssistDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
+	d.steps = 0
+	N := len(history) - 1
+	if N < 1 || d.target.Len() != N || d.hPos != N-1 || d.hTok != history[N-1] {
+		return
+	}
+	depth = min(depth, d.target.Ctx()-N)
+	d.steps = nativeTree(depth, history[N], t, di, d.gate, func(i int, tok int32) ([]float32, error) {
+		h := d.h
+		if i > 0 {
+			h = d.st.HNext()
+		}
+		return d.st.Step(d.target, tok, h, N)
+	})
+}
+
+// Draft implements Drafter: the first-choice chain of DraftTree.
+func (d *AssistDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}
+
+// Eagle3Draft drafts with an EAGLE-3 head fed the target's features.
+type Eagle3Draft struct {
+	st     *model.Eagle3State
+	target *model.State
+	steps  int
+	gate   float64
+}
+
+// NewEagle3Draft drafts with e for the target state target, which it
+// makes keep e's feature layers.
+func NewEagle3Draft(e *model.Eagle3, target *model.State) (*Eagle3Draft, error) {
+	if err := target.CaptureInputs(e.TargetLayers); err != nil {
+		return nil, err
+	}
+	return &Eagle3Draft{st: e.NewState(target.Ctx()), target: target}, nil
+}
+
+// Name implements Drafter.
+func (d *Eagle3Draft) Name() string { return "eagle3" }
+
+// Passes implements ModelDrafter.
+func (d *Eagle3Draft) Passes() int { return d.steps }
+
+// SetGate implements NativeDrafter.
+func (d *Eagle3Draft) SetGate(p float64) { d.gate = p }
+
+// Kept implements NativeDrafter: every position's features feed the
+// head's encoder.
+func (d *Eagle3Draft) Kept(row, pos int) {
+	d.st.Feed(d.target.Features(row), d.target.Tokens()[pos], pos)
+}
+
+// DraftTree implements TreeDrafter. The target's cache must hold the
+// history but its last token.
+func (d *Eagle3Draft) DraftTree(history []int32, depth int, t *Tree, di int) {
+	d.steps = 0
+	N := len(history) - 1
+	if N < 1 || d.target.Len() != N {
+		return
+	}
+	depth = min(depth, d.target.Ctx()-N)
+	d.steps = nativeTree(depth, history[N], t, di, d.gate, func(i int, tok int32) ([]float32, error) {
+		if i == 0 {
+			return d.st.Sync(history)
+		}
+		return d.st.Step(tok, d.st.Prenorm())
+	})
+	d.st.Rewind(N)
+}
+
+// Draft implements Drafter: the first-choice chain of DraftTree.
+func (d *Eagle3Draft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}
