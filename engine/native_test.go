@@ -15,7 +15,7 @@ import (
 // speculative decoding with a model-native drafter.
 type specGolden struct {
 	Target, Drafter, Flags string
-	Cases              []struct {
+	Cases                  []struct {
 		Prompt       string  `json:"prompt"`
 		PromptTokens []int32 `json:"prompt_tokens"`
 		Tokens       []int32 `json:"tokens"`
@@ -45,6 +45,9 @@ func readSpecGolden(t testing.TB, path string) *specGolden {
 // fixed draft of 3, chains, no gate) the drafted and accepted counts are
 // llama.cpp's.
 func TestNativeDraftersMatchLlamaCpp(t *testing.T) {
+	// nearTie names the case of a golden whose counts may move by one
+	// acceptance (see below).
+	nearTie := map[string]int{"tiny-gemma4e-Q4_0": 2}
 	files, _ := filepath.Glob(zoo.Path(t, "drafters", "golden", "spec-*.json"))
 	if len(files) == 0 {
 		t.Skip("no drafters/ goldens in the zoo")
@@ -91,8 +94,79 @@ func TestNativeDraftersMatchLlamaCpp(t *testing.T) {
 					}
 					ds := st.Drafters[string(mode)]
 					t.Logf("case %d: drafted %d accepted %d (llama.cpp %d %d)", ci, ds.Drafted, ds.Accepted, c.Drafted, c.Accepted)
+					if !same {
+						continue
+					}
+					if k, ok := nearTie[name]; ok && k == ci {
+						// The drafter's two best tokens are within 0.01 of
+						// each other at several third draft steps of this
+						// case (3999 against 3044: 10.1857 / 10.1786): one
+						// draft llama.cpp's arithmetic accepts may go the
+						// other way, moving the accepted count by one and
+						// the drafted count by at most a step's draft.
+						if abs(ds.Accepted-c.Accepted) > 1 || abs(ds.Drafted-c.Drafted) > sp.DraftMax {
+							t.Errorf("case %d: drafted %d, accepted %d; llama.cpp %d, %d (a near-tie allows 1 acceptance)", ci, ds.Drafted, ds.Accepted, c.Drafted, c.Accepted)
+						}
+						continue
+					}
+					if ds.Drafted != c.Drafted || ds.Accepted != c.Accepted {
+						t.Errorf("case %d: drafted %d, accepted %d; llama.cpp %d, %d", ci, ds.Drafted, ds.Accepted, c.Drafted, c.Accepted)
+					}
 				}
 			}
 		})
+	}
+}
+
+func abs(x int) int { return max(x, -x) }
+
+// TestAssistantSparseHead: the sparse centroid head scoring every
+// cluster drafts exactly what the dense head drafts (the same logits for
+// every token: each row's product is the same whatever rows are computed);
+// with the default clusters the output stays plain decoding's, over an
+// F16 and a Q8_0 target cache and a small batch (the local layers'
+// caches are rings).
+func TestAssistantSparseHead(t *testing.T) {
+	dir := zoo.Path(t, "drafters", "models")
+	target := filepath.Join(dir, "tiny-gemma4e-Q4_0.gguf")
+	drafter := filepath.Join(dir, "tiny-gemma4e-assistant-centroids-Q4_0.gguf")
+	g := readSpecGolden(t, zoo.Path(t, "drafters", "golden", "spec-tiny-gemma4e-Q4_0.json"))
+	fixed := SpecOptions{Mode: SpecAssistant, Fixed: true, Chains: true, DraftMax: 3}
+	counts := func(e *Engine, prompt string) (DrafterStats, []int32) {
+		ids, st := generateIDs(t, e, prompt, 48, fixed, greedy())
+		return st.Drafters["assistant"], ids
+	}
+	dense := loadFile(t, target, Options{Ctx: 512, Batch: 64, DraftModel: drafter, DenseHead: true, SelfSpec: SelfSpecOff})
+	all := loadFile(t, target, Options{Ctx: 512, Batch: 64, DraftModel: drafter, SelfSpec: SelfSpecOff})
+	st := all.spec.native.(*spec.AssistDraft).State()
+	if !st.Sparse || st.Top <= 0 {
+		t.Fatalf("the centroid file's assistant does not use its sparse head (top %d)", st.Top)
+	}
+	st.Top = 1 << 20 // every cluster
+	for ci, c := range g.Cases {
+		want, wantIDs := counts(dense, c.Prompt)
+		got, ids := counts(all, c.Prompt)
+		if got != want || !equal(ids, wantIDs) {
+			t.Errorf("case %d: the sparse head over every cluster drafted %+v, the dense head %+v", ci, got, want)
+		}
+	}
+	for _, kv := range []string{"f16", "q8_0"} {
+		for _, batch := range []int{64, 4} {
+			e := loadFile(t, target, Options{Ctx: 512, Batch: batch, KVType: kv, DraftModel: drafter, SelfSpec: SelfSpecOff})
+			for ci, c := range g.Cases {
+				plain, _ := generateIDs(t, e, c.Prompt, 48, SpecOptions{Mode: SpecOff}, greedy())
+				for _, sp := range []SpecOptions{fixed, {Mode: SpecAssistant, Fixed: true, DraftMax: 4}, {Mode: SpecAuto}} {
+					sp.DraftMax = min(max(sp.DraftMax, 1), batch-1)
+					ids, st := generateIDs(t, e, c.Prompt, 48, sp, greedy())
+					if !equal(ids, plain) {
+						t.Fatalf("%s cache, batch %d, case %d, %+v: sparse-head drafts changed the output\n got %v\nwant %v", kv, batch, ci, sp, ids, plain)
+					}
+					if sp.Fixed && sp.Chains {
+						ds := st.Drafters["assistant"]
+						t.Logf("%s cache, batch %d, case %d: sparse head drafted %d, accepted %d", kv, batch, ci, ds.Drafted, ds.Accepted)
+					}
+				}
+			}
+		}
 	}
 }

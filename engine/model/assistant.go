@@ -294,6 +294,7 @@ func (a *Assistant) Bytes(sparse bool) int64 {
 type AssistState struct {
 	a                   *Assistant
 	Sparse              bool // use the centroid head (when the file has one)
+	Top                 int  // clusters the sparse head scores (default SparseTop)
 	xh, cur, xn, q, att []float32
 	o, gate, up         []float32
 	cs, csSWA           []float32
@@ -335,7 +336,8 @@ func (a *Assistant) NewState(ctx int) *AssistState {
 		row: make([]byte, a.target.TokEmbd.RowBytes()), hNext: make([]float32, a.NEmbdTarget)}
 	if a.Centroids != nil {
 		st.csc = make([]float32, a.Centroids.Rows)
-		st.clusters = make([]int, 0, a.SparseTop)
+		st.clusters = make([]int, 0, a.Centroids.Rows)
+		st.Top = a.SparseTop
 	}
 	return st
 }
@@ -409,15 +411,16 @@ func (st *AssistState) Step(target *State, tok int32, h []float32, pos int) ([]f
 	return st.logits, nil
 }
 
-// sparseHead computes the logits of the tokens of the SparseTop clusters
+// sparseHead computes the logits of the tokens of the Top clusters
 // whose centroids score highest (ties: the lower cluster), −∞ elsewhere.
 func (st *AssistState) sparseHead() {
 	a := st.a
 	a.Centroids.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)
 	a.Centroids.MulRows(st.csc, a.Centroids.Rows, st.acts, 1, 0, a.Centroids.Rows)
+	top := min(max(st.Top, 1), a.Centroids.Rows)
 	cl := st.clusters[:0]
 	for c, v := range st.csc {
-		if len(cl) < a.SparseTop {
+		if len(cl) < top {
 			cl = append(cl, c)
 		} else if v <= st.csc[cl[len(cl)-1]] {
 			continue
