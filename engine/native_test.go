@@ -170,3 +170,52 @@ func TestAssistantSparseHead(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocationsNativeDrafters: a speculative step with the assistant
+// (sparse and dense head) or the EAGLE-3 head, drafting, verifying and
+// keeping the target's rows, allocates nothing.
+func TestAllocationsNativeDrafters(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	dir := zoo.Path(t, "drafters", "models")
+	for _, c := range []struct {
+		name, target, drafter string
+		mode                  SpecMode
+		dense                 bool
+	}{
+		{"assistant-sparse", "tiny-gemma4e-Q4_0", "tiny-gemma4e-assistant-centroids-Q4_0", SpecAssistant, false},
+		{"assistant-dense", "tiny-gemma4e-Q4_0", "tiny-gemma4e-assistant-Q4_0", SpecAssistant, true},
+		{"eagle3", "tiny-eagle3-target-Q4_0", "tiny-eagle3-Q4_0", SpecEagle3, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := loadFile(t, filepath.Join(dir, c.target+".gguf"), Options{Ctx: 1024, Batch: 16, DraftModel: filepath.Join(dir, c.drafter+".gguf"), DenseHead: c.dense, SelfSpec: SelfSpecOff})
+			ids, _ := e.Tokens(&Request{Prompt: copyHeavy[0]})
+			for _, sp := range []SpecOptions{{Mode: c.mode, Fixed: true, Chains: true, DraftMax: 3}, {Mode: c.mode, DraftMax: 8}} {
+				g := newTestGeneration(e, &sp, ids)
+				e.Reset()
+				if _, _, err := e.prefill(t.Context(), ids[:len(ids)-1]); err != nil {
+					t.Fatal(err)
+				}
+				step := func() {
+					next, err := g.step(g.history[len(g.history)-1], g.draftTree(sp.DraftMax))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := g.emit(next); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 20 {
+					step()
+				}
+				if a := steadyAllocs(10, step); a != 0 {
+					t.Errorf("%+v: %v allocations per speculative step", sp, a)
+				}
+				if sp.Fixed && g.dstats[idxNative].Drafted == 0 {
+					t.Errorf("%+v: nothing drafted", sp)
+				}
+			}
+		})
+	}
+}
