@@ -303,7 +303,10 @@ func (g *generation) proposeModel(room int) {
 	}
 	t0 := time.Now()
 	d.DraftTree(g.history, k, sps.tree, idx)
-	sps.ctrl.ObserveDraftTime(idx, d.Passes(), time.Since(t0).Seconds())
+	dt := time.Since(t0).Seconds()
+	sps.ctrl.ObserveDraftTime(idx, d.Passes(), dt)
+	g.dstats[idx].draftSec += dt
+	g.dstats[idx].draftRuns += d.Passes()
 }
 
 // headFirst is how many rows of a verification pass get their logits
@@ -506,6 +509,7 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 	sps := &g.e.spec
 	accepted := len(path) - 1
 	sps.ctrl.ObservePass(n, pass.Seconds())
+	g.st.passSec += pass.Seconds()
 	if m > 0 {
 		sps.ctrl.Settle(accepted)
 		g.st.Accepted += accepted
