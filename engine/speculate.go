@@ -282,9 +282,9 @@ func (g *generation) proposeModel(room int) {
 			return
 		}
 		d, idx = sps.native, idxNative
-		sps.native.SetGate(0)
+		sps.native.SetGate(nil, idxNative)
 		if !sp.Fixed {
-			sps.native.SetGate(0.1)
+			sps.native.SetGate(sps.ctrl, idxNative)
 		}
 	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && sps.draft != nil:
 		d, idx = sps.draft, idxDraft

@@ -258,7 +258,8 @@ func (st *Eagle3State) Truncate(n int) {
 }
 
 // Feed takes the target's features of position pos (at most Known()),
-// where its token is tok.
+// where its token is tok, and runs the pair of pos-1 when the cache ends
+// there.
 func (st *Eagle3State) Feed(feat []float32, tok int32, pos int) error {
 	if pos < 0 || pos > st.m || pos >= st.ctx {
 		return fmt.Errorf("model: eagle3: features of position %d, %d known", pos, st.m)
@@ -268,6 +269,14 @@ func (st *Eagle3State) Feed(feat []float32, tok int32, pos int) error {
 	st.gtok[pos] = tok
 	st.m = pos + 1
 	st.n = min(st.n, pos)
+	if p := pos - 1; p >= 0 && st.n == p {
+		// The pair of the position before is complete now (as
+		// llama.cpp's process() runs it): run it here, so that a draft
+		// runs only its own steps.
+		if _, err := st.decode(tok, st.gs[p*E:pos*E], p, false); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

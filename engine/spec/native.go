@@ -13,17 +13,20 @@ type NativeDrafter interface {
 	// Kept tells that batch row row of the target's last pass is now
 	// position pos of its cache.
 	Kept(row, pos int)
-	// SetGate sets the least probability of the chain so far under the
-	// draft below which drafting stops (0: draft the full depth).
-	SetGate(p float64)
+	// SetGate makes drafting stop when c says the next token does not
+	// pay (Controller.Worth for drafter index d); nil: draft the full
+	// depth.
+	SetGate(c *Controller, d int)
 }
 
 // nativeTree drafts a chain greedily, one step per token, and beside
 // every token the step's second choice as a leaf. step(i, tok) runs the
 // i-th step on token tok and returns its logits. Drafting stops after
-// depth tokens, on an error, or when the chain's probability under the
-// draft falls below gate.
-func nativeTree(depth int, first int32, t *Tree, d int, gate float64, step func(i int, tok int32) ([]float32, error)) int {
+// depth tokens, on an error, or when gate (if not nil) finds that the
+// next token does not pay (Controller.Worth, for drafter d, with the
+// reach of the chain by the learned acceptance of its confidence
+// classes).
+func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step func(i int, tok int32) ([]float32, error)) int {
 	type leaf struct {
 		parent int
 		tok    int32
@@ -31,7 +34,7 @@ func nativeTree(depth int, first int32, t *Tree, d int, gate float64, step func(
 	}
 	var alt [MaxTree]leaf
 	nalt, parent, steps := 0, -1, 0
-	path := 1.0
+	reach := 1.0
 	tok := first
 	for steps < depth {
 		logits, err := step(steps, tok)
@@ -47,11 +50,14 @@ func nativeTree(depth int, first int32, t *Tree, d int, gate float64, step func(
 			alt[nalt] = leaf{parent, b, confClass(pb)}
 			nalt++
 		}
-		if parent = t.Add(parent, a, d, confClass(pa)); parent < 0 {
+		class := confClass(pa)
+		if parent = t.Add(parent, a, d, class); parent < 0 {
 			break
 		}
-		if path *= pa; path < gate {
-			break
+		if gate != nil {
+			if reach *= gate.Alpha(d, class, 0); !gate.Worth(d, steps, reach) {
+				break
+			}
 		}
 		tok = a
 	}
@@ -69,7 +75,8 @@ type AssistDraft struct {
 	hPos   int       // -1: none
 	hTok   int32     // the target's token at hPos
 	steps  int
-	gate   float64
+	gate   *Controller
+	gated  int // the gate's drafter index
 }
 
 // NewAssistDraft drafts with a for the target state target.
@@ -87,7 +94,7 @@ func (d *AssistDraft) Name() string { return "assistant" }
 func (d *AssistDraft) Passes() int { return d.steps }
 
 // SetGate implements NativeDrafter.
-func (d *AssistDraft) SetGate(p float64) { d.gate = p }
+func (d *AssistDraft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
 
 // Kept implements NativeDrafter: the assistant needs the hidden state of
 // the last position only.
@@ -110,7 +117,7 @@ func (d *AssistDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
 		return
 	}
 	depth = min(depth, d.target.Ctx()-N)
-	d.steps = nativeTree(depth, history[N], t, di, d.gate, func(i int, tok int32) ([]float32, error) {
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
 		h := d.h
 		if i > 0 {
 			h = d.st.HNext()
@@ -129,7 +136,8 @@ type Eagle3Draft struct {
 	st     *model.Eagle3State
 	target *model.State
 	steps  int
-	gate   float64
+	gate   *Controller
+	gated  int // the gate's drafter index
 }
 
 // NewEagle3Draft drafts with e for the target state target, which it
@@ -148,7 +156,7 @@ func (d *Eagle3Draft) Name() string { return "eagle3" }
 func (d *Eagle3Draft) Passes() int { return d.steps }
 
 // SetGate implements NativeDrafter.
-func (d *Eagle3Draft) SetGate(p float64) { d.gate = p }
+func (d *Eagle3Draft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
 
 // Kept implements NativeDrafter: every position's features feed the
 // head's encoder.
@@ -165,7 +173,7 @@ func (d *Eagle3Draft) DraftTree(history []int32, depth int, t *Tree, di int) {
 		return
 	}
 	depth = min(depth, d.target.Ctx()-N)
-	d.steps = nativeTree(depth, history[N], t, di, d.gate, func(i int, tok int32) ([]float32, error) {
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
 		if i == 0 {
 			return d.st.Sync(history)
 		}
@@ -177,4 +185,20 @@ func (d *Eagle3Draft) DraftTree(history []int32, depth int, t *Tree, di int) {
 // Draft implements Drafter: the first-choice chain of DraftTree.
 func (d *Eagle3Draft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
 	return firstChoices(d, history, max, dst)
+}
+
+// gateFor is the gate for drafter index di (nil: none).
+func (d *AssistDraft) gateFor(di int) *Controller {
+	if d.gated != di {
+		return nil
+	}
+	return d.gate
+}
+
+// gateFor is the gate for drafter index di (nil: none).
+func (d *Eagle3Draft) gateFor(di int) *Controller {
+	if d.gated != di {
+		return nil
+	}
+	return d.gate
 }
