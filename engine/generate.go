@@ -23,7 +23,19 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 	s.Truncate(reuse)
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	t := time.Now()
-	r := e.restore(toks, reuse)
+	var r int
+	if d := e.spec.native; d != nil && d.Known() < s.Ctx() {
+		// A drafter that reads every position's rows (EAGLE-3's
+		// features) has them only from passes: positions it lacks are
+		// run again, and none are restored from the prompt cache.
+		if k := d.Known(); k < reuse {
+			s.Truncate(k)
+			reuse = s.Len()
+		}
+		r = reuse
+	} else {
+		r = e.restore(toks, reuse)
+	}
 	e.restoreTook = time.Since(t)
 	if r != reuse {
 		reuse = r

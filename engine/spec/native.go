@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/geisten/geist/engine/model"
+import (
+	"math"
+
+	"github.com/geisten/geist/engine/model"
+)
 
 // Model-native drafters: heads that ship with the model and read the
 // target's own state (a Gemma 4 assistant, an EAGLE-3 head). The engine
@@ -13,6 +17,9 @@ type NativeDrafter interface {
 	// Kept tells that batch row row of the target's last pass is now
 	// position pos of its cache.
 	Kept(row, pos int)
+	// Known is how many of the target's first positions the drafter
+	// has the rows of (all: at least the target's context).
+	Known() int
 	// SetGate makes drafting stop when c says the next token does not
 	// pay (Controller.Worth for drafter index d); nil: draft the full
 	// depth.
@@ -93,6 +100,10 @@ func (d *AssistDraft) Name() string { return "assistant" }
 // Passes implements ModelDrafter.
 func (d *AssistDraft) Passes() int { return d.steps }
 
+// Known implements NativeDrafter: the assistant needs only the last
+// position's row, which every pass leaves.
+func (d *AssistDraft) Known() int { return math.MaxInt }
+
 // SetGate implements NativeDrafter.
 func (d *AssistDraft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
 
@@ -154,6 +165,9 @@ func (d *Eagle3Draft) Name() string { return "eagle3" }
 
 // Passes implements ModelDrafter.
 func (d *Eagle3Draft) Passes() int { return d.steps }
+
+// Known implements NativeDrafter.
+func (d *Eagle3Draft) Known() int { return d.st.Known() }
 
 // SetGate implements NativeDrafter.
 func (d *Eagle3Draft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
