@@ -55,7 +55,11 @@ type Assistant struct {
 
 	Centroids *quant.Matrix // [nCentroids × NEmbd] (nil: no sparse head)
 	Ordering  []int32       // [NVocab]: the vocabulary by cluster
-	SparseTop int           // clusters a sparse step scores
+	// Clustered is the LM head's rows in Ordering's order (anonymous
+	// memory; the file's rows are then never read), so that a cluster's
+	// tokens are one run of rows.
+	Clustered *quant.Matrix
+	SparseTop int // clusters a sparse step scores
 
 	target *Model
 }
@@ -271,6 +275,14 @@ func LoadAssistant(f *gguf.File, target *Model) (*Assistant, error) {
 			a.Ordering[i] = v
 		}
 		a.SparseTop = max(1, min(32, nc/8))
+		rs := a.Embd.RowBytes()
+		data := make([]byte, len(a.Embd.Data))
+		for i, t := range a.Ordering {
+			copy(data[i*rs:(i+1)*rs], a.Embd.Data[int(t)*rs:(int(t)+1)*rs])
+		}
+		if a.Clustered, err = quant.NewMatrix(a.Embd.Type, a.NVocab, a.NEmbd, data); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -299,7 +311,7 @@ type AssistState struct {
 	o, gate, up         []float32
 	cs, csSWA           []float32
 	sc, kv, tmp         []float32
-	logits, csc         []float32
+	logits, csc, sl     []float32
 	acts                []byte
 	row                 []byte
 	clusters            []int
@@ -336,6 +348,7 @@ func (a *Assistant) NewState(ctx int) *AssistState {
 		row: make([]byte, a.target.TokEmbd.RowBytes()), hNext: make([]float32, a.NEmbdTarget)}
 	if a.Centroids != nil {
 		st.csc = make([]float32, a.Centroids.Rows)
+		st.sl = make([]float32, a.NVocab)
 		st.clusters = make([]int, 0, a.Centroids.Rows)
 		st.Top = a.SparseTop
 	}
@@ -437,10 +450,12 @@ func (st *AssistState) sparseHead() {
 		st.logits[i] = inf
 	}
 	per := a.NVocab / a.Centroids.Rows
-	a.Embd.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)
+	m := a.Clustered
+	m.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)
 	for _, c := range cl {
-		for _, t := range a.Ordering[c*per : (c+1)*per] {
-			a.Embd.MulRows(st.logits, a.NVocab, st.acts, 1, int(t), int(t)+1)
+		m.MulRows(st.sl, a.NVocab, st.acts, 1, c*per, (c+1)*per)
+		for r := c * per; r < (c+1)*per; r++ {
+			st.logits[a.Ordering[r]] = st.sl[r]
 		}
 	}
 }
