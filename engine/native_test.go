@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -81,6 +82,15 @@ func TestNativeDraftersMatchLlamaCpp(t *testing.T) {
 					// counts of different texts are not comparable.
 					d := spec.CommonPrefix(plain, c.TokensPlain)
 					t.Logf("case %d: plain decoding parts from llama.cpp's at token %d (%d, llama.cpp %d): a near-tie of the target; counts not compared", ci, d, plain[d], c.TokensPlain[d])
+				}
+				// Sampling: the same tokens as plain decoding for a seed
+				// (every token is the target's own draw).
+				sampled := sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1, Seed: uint64(7 + ci)}
+				want, _ := generateIDs(t, e, c.Prompt, n, SpecOptions{Mode: SpecOff}, sampled)
+				for _, sp := range []SpecOptions{{Mode: mode, Fixed: true, DraftMax: 4}, {Mode: mode}} {
+					if got, _ := generateIDs(t, e, c.Prompt, n, sp, sampled); !equal(got, want) {
+						t.Fatalf("case %d, %+v, sampling: %v, plain decoding %v", ci, sp, got, want)
+					}
 				}
 				for _, sp := range []SpecOptions{
 					{Mode: mode, Fixed: true, Chains: true, DraftMax: 3}, {Mode: mode, Fixed: true, DraftMax: 5}, {Mode: mode},
