@@ -28,6 +28,7 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 		// A drafter that reads every position's rows (EAGLE-3's
 		// features) has them only from passes: positions it lacks are
 		// run again, and none are restored from the prompt cache.
+		d.Truncate(reuse)
 		if k := d.Known(); k < reuse {
 			s.Truncate(k)
 			reuse = s.Len()

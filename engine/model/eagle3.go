@@ -206,18 +206,20 @@ func (e *Eagle3) Bytes() int64 {
 }
 
 // Eagle3State is an EAGLE-3 head's KV cache (F16, like llama.cpp's), the
-// encoder outputs g of the target's positions and the step buffers, all
-// sized once. Position P of the cache holds the pair (token at P+1, g of
-// P): Sync brings it up to the history, Step runs draft steps past it.
+// encoder outputs g of the target's last positions and the step buffers.
+// Position P of the cache holds the pair (token at P+1, g of P): Feed runs
+// a pair as soon as the next token is kept, Sync runs the last one (whose
+// next token the target has not kept yet) and Step the draft steps past
+// it. The cache grows with the target's context (allocating only then).
 type Eagle3State struct {
 	e          *Eagle3
-	ctx        int
+	ctx, limit int       // positions allocated, most it may grow to
 	n          int       // cache positions whose pair is valid
-	m          int       // target positions whose g is known
+	m          int       // target positions fed
 	kc, vc     []uint16  // [ctx][NHeadKV·HeadDim]
 	toks       []int32   // toks[P]: the token paired at P
-	gtok       []int32   // gtok[P]: the target's token at P when its g was fed
-	gs         []float32 // [ctx][NEmbd] g of every target position
+	gtok       []int32   // gtok[P]: the target's token at P when it was fed
+	gs         []float32 // [gRing][NEmbd] g of the last positions fed, P at P % gRing
 	in, qkv    []float32 // [e ; gn], q|k|v
 	x, xn, o   []float32
 	att        []float32
@@ -229,15 +231,20 @@ type Eagle3State struct {
 	row        []byte
 }
 
-// NewState sizes a cache of ctx positions.
-func (e *Eagle3) NewState(ctx int) *Eagle3State {
+// gRing is how many positions' g an Eagle3State keeps: the pair of a
+// position needs its g until the next position is kept.
+const gRing = 4
+
+// NewState sizes a cache of ctx positions that may grow to limit.
+func (e *Eagle3) NewState(ctx, limit int) *Eagle3State {
 	E, kd := e.NEmbd, e.NHeadKV*e.HeadDim
 	widest := 0
 	for _, m := range []*quant.Matrix{e.FC, e.Wq, e.Wk, e.Wv, e.Wo, e.Wgate, e.Wup, e.Wdown, e.Output} {
 		widest = max(widest, m.ActBytes(1))
 	}
-	return &Eagle3State{e: e, ctx: ctx,
-		kc: make([]uint16, ctx*kd), vc: make([]uint16, ctx*kd), toks: make([]int32, ctx), gtok: make([]int32, ctx), gs: make([]float32, ctx*E),
+	ctx = max(min(ctx, limit), 1)
+	return &Eagle3State{e: e, ctx: ctx, limit: max(limit, ctx),
+		kc: make([]uint16, ctx*kd), vc: make([]uint16, ctx*kd), toks: make([]int32, ctx), gtok: make([]int32, ctx), gs: make([]float32, gRing*E),
 		in: make([]float32, 2*E), qkv: make([]float32, e.NHead*e.HeadDim+2*kd),
 		x: make([]float32, E), xn: make([]float32, E), o: make([]float32, E), att: make([]float32, e.NHead*e.HeadDim),
 		gate: make([]float32, e.NFF), up: make([]float32, e.NFF), cs: make([]float32, e.RopeDim), sc: make([]float32, ctx),
@@ -245,35 +252,78 @@ func (e *Eagle3) NewState(ctx int) *Eagle3State {
 		row: make([]byte, e.TokEmbd.RowBytes())}
 }
 
+// reserve grows the cache to hold position p (at most limit).
+func (st *Eagle3State) reserve(p int) error {
+	if p < st.ctx {
+		return nil
+	}
+	if p >= st.limit {
+		return fmt.Errorf("model: eagle3: position %d past the context of %d", p, st.limit)
+	}
+	c := min(st.limit, max(2*st.ctx, p+1))
+	kd := st.e.NHeadKV * st.e.HeadDim
+	grow16 := func(b []uint16) []uint16 { return append(b, make([]uint16, (c-st.ctx)*kd)...) }
+	grow32 := func(b []int32) []int32 { return append(b, make([]int32, c-st.ctx)...) }
+	st.kc, st.vc = grow16(st.kc), grow16(st.vc)
+	st.toks, st.gtok = grow32(st.toks), grow32(st.gtok)
+	st.sc = make([]float32, c)
+	st.ctx = c
+	return nil
+}
+
 // Len is the cache positions whose pair is valid; Known the target
-// positions whose g is known.
+// positions fed.
 func (st *Eagle3State) Len() int   { return st.n }
 func (st *Eagle3State) Known() int { return st.m }
 
-// Truncate follows the target's cache back to its first n positions.
-func (st *Eagle3State) Truncate(n int) {
-	n = max(n, 0)
-	st.m = min(st.m, n)
-	st.n = min(st.n, n)
+// g is the kept g of position p (nil: not kept).
+func (st *Eagle3State) g(p int) []float32 {
+	if p < 0 || p >= st.m || p < st.m-gRing {
+		return nil
+	}
+	E := st.e.NEmbd
+	r := p % gRing
+	return st.gs[r*E : (r+1)*E]
+}
+
+// Truncate follows the target's cache back to its first k positions: the
+// pair of k-1 waits for the token at k again, and when the g of k-1 is no
+// longer kept the target must feed k-1 again (Known).
+func (st *Eagle3State) Truncate(k int) {
+	k = max(k, 0)
+	if k >= st.m {
+		st.n = min(st.n, max(k-1, 0))
+		return
+	}
+	if st.g(k-1) == nil {
+		k = max(k-1, 0)
+	}
+	st.m = k
+	st.n = min(st.n, max(k-1, 0))
 }
 
 // Feed takes the target's features of position pos (at most Known()),
 // where its token is tok, and runs the pair of pos-1 when the cache ends
 // there.
 func (st *Eagle3State) Feed(feat []float32, tok int32, pos int) error {
-	if pos < 0 || pos > st.m || pos >= st.ctx {
+	if pos < 0 || pos > st.m {
 		return fmt.Errorf("model: eagle3: features of position %d, %d known", pos, st.m)
 	}
+	if err := st.reserve(pos); err != nil {
+		return err
+	}
 	E := st.e.NEmbd
-	dense(st.e.FC, st.gs[pos*E:(pos+1)*E], feat, st.acts)
+	prev := st.g(pos - 1)
+	r := pos % gRing
+	dense(st.e.FC, st.gs[r*E:(r+1)*E], feat, st.acts)
 	st.gtok[pos] = tok
 	st.m = pos + 1
 	st.n = min(st.n, pos)
-	if p := pos - 1; p >= 0 && st.n == p {
+	if p := pos - 1; p >= 0 && st.n == p && prev != nil {
 		// The pair of the position before is complete now (as
 		// llama.cpp's process() runs it): run it here, so that a draft
 		// runs only its own steps.
-		if _, err := st.decode(tok, st.gs[p*E:pos*E], p, false); err != nil {
+		if _, err := st.decode(tok, prev, p, false); err != nil {
 			return err
 		}
 	}
@@ -281,39 +331,40 @@ func (st *Eagle3State) Feed(feat []float32, tok int32, pos int) error {
 }
 
 // Sync brings the cache to history (the target's cache holds all of it
-// but the last token): it runs every pair not yet run, the last one (the
-// last target position with the history's last token) with logits, which
-// it returns; Prenorm is then the next step's g. It fails when a target
-// position's g is missing.
+// but the last token) and runs the pair of the last target position with
+// the history's last token, returning its logits; Prenorm is then the next
+// step's g. It fails when the cache is behind (a position's features are
+// missing).
 func (st *Eagle3State) Sync(history []int32) ([]float32, error) {
 	N := len(history) - 1
-	if N < 1 || N >= st.ctx {
+	if N < 1 || N > st.m {
 		return nil, errNoKV
 	}
-	for p := 0; p < min(st.m, N); p++ {
+	if st.m > N {
+		st.Truncate(N)
+	}
+	for p := 0; p < N; p++ {
 		if st.gtok[p] != history[p] {
-			st.m = p
-			break
+			st.Truncate(p) // the target must feed p again
+			return nil, errNoKV
 		}
 	}
-	if st.m < N {
-		return nil, errNoKV
-	}
 	n := min(st.n, N-1)
-	for p := 0; p < n; p++ {
+	for p := max(0, n-gRing); p < n; p++ {
 		if st.toks[p] != history[p+1] {
 			n = p
 			break
 		}
 	}
-	st.n = n
-	E := st.e.NEmbd
-	for p := n; p < N-1; p++ {
-		if _, err := st.decode(history[p+1], st.gs[p*E:(p+1)*E], p, false); err != nil {
-			return nil, err
-		}
+	if n < N-1 || st.g(N-1) == nil {
+		st.Truncate(n)
+		return nil, errNoKV
 	}
-	return st.decode(history[N], st.gs[(N-1)*E:N*E], N-1, true)
+	st.n = n
+	if err := st.reserve(N - 1); err != nil {
+		return nil, err
+	}
+	return st.decode(history[N], st.g(N-1), N-1, true)
 }
 
 // Step runs the pair (tok, g) at the next position (a draft step past the
@@ -332,8 +383,11 @@ func (st *Eagle3State) Prenorm() []float32 { return st.x }
 // keys and values; with logits it also computes the logits.
 func (st *Eagle3State) decode(tok int32, g []float32, pos int, logits bool) ([]float32, error) {
 	e := st.e
-	if pos >= st.ctx || pos != st.n {
-		return nil, fmt.Errorf("model: eagle3 decode at %d (cache %d of %d)", pos, st.n, st.ctx)
+	if pos != st.n {
+		return nil, fmt.Errorf("model: eagle3 decode at %d (cache %d)", pos, st.n)
+	}
+	if err := st.reserve(pos); err != nil {
+		return nil, err
 	}
 	if tok < 0 || int(tok) >= e.NVocab {
 		return nil, fmt.Errorf("model: eagle3: token %d out of range", tok)

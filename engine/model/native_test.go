@@ -164,3 +164,78 @@ func TestNativeDraftersRefuseOtherTargets(t *testing.T) {
 		t.Errorf("eagle3 target layers %v, %d draft tokens", e.TargetLayers, len(e.D2T))
 	}
 }
+
+// TestEagle3StateGrowsAndRewinds: an EAGLE-3 cache that starts small and
+// grows with the positions computes the same draft logits as one sized
+// for them all, and after a rewind (Truncate) the same as before it.
+func TestEagle3StateGrowsAndRewinds(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "drafters", "models", "tiny-eagle3-target-Q4_0.gguf"))
+	e, err := LoadEagle3(openGGUF(t, zoo.Path(t, "drafters", "models", "tiny-eagle3-Q4_0.gguf")), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewState(StateOptions{Ctx: 64, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CaptureInputs(e.TargetLayers); err != nil {
+		t.Fatal(err)
+	}
+	hist := []int32{1, 450, 2143, 701, 29, 3001, 77, 1500, 9, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}
+	small, big := e.NewState(2, 64), e.NewState(64, 64)
+	var want []float32
+	for i, tok := range hist[:len(hist)-1] {
+		if _, err := s.Forward([]int32{tok}, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []*Eagle3State{small, big} {
+			if err := st.Feed(s.Features(0), tok, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := small.Sync(hist[:i+2])
+		if err != nil {
+			t.Fatalf("position %d: %v", i, err)
+		}
+		a = append([]float32(nil), a...)
+		b, err := big.Sync(hist[:i+2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range a {
+			if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
+				t.Fatalf("position %d: a grown cache's logit %d is %v, a full one's %v", i, j, a[j], b[j])
+			}
+		}
+		want = append(want[:0], b...)
+	}
+	// Rewind both the target and the head by five positions and run them
+	// forward again: the last draft logits are the same.
+	N := len(hist) - 1
+	s.Truncate(N - 5)
+	small.Truncate(N - 5)
+	for i := small.Known(); i < N; i++ {
+		if s.Len() > i {
+			s.Truncate(i)
+		}
+		if _, err := s.Forward(hist[i:i+1], false); err != nil {
+			t.Fatal(err)
+		}
+		if err := small.Feed(s.Features(0), hist[i], i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := small.Sync(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range got {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("after a rewind: logit %d is %v, was %v", j, got[j], want[j])
+		}
+	}
+	if _, err := e.NewState(2, 4).Sync(hist); err == nil {
+		t.Error("a sync past what was fed succeeded")
+	}
+}

@@ -20,6 +20,9 @@ type NativeDrafter interface {
 	// Known is how many of the target's first positions the drafter
 	// has the rows of (all: at least the target's context).
 	Known() int
+	// Truncate follows the target's cache back to its first n
+	// positions (Known may then be less).
+	Truncate(n int)
 	// SetGate makes drafting stop when c says the next token does not
 	// pay (Controller.Worth for drafter index d); nil: draft the full
 	// depth.
@@ -104,6 +107,9 @@ func (d *AssistDraft) Passes() int { return d.steps }
 // position's row, which every pass leaves.
 func (d *AssistDraft) Known() int { return math.MaxInt }
 
+// Truncate implements NativeDrafter.
+func (d *AssistDraft) Truncate(int) {}
+
 // SetGate implements NativeDrafter.
 func (d *AssistDraft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
 
@@ -157,7 +163,7 @@ func NewEagle3Draft(e *model.Eagle3, target *model.State) (*Eagle3Draft, error) 
 	if err := target.CaptureInputs(e.TargetLayers); err != nil {
 		return nil, err
 	}
-	return &Eagle3Draft{st: e.NewState(target.Ctx()), target: target}, nil
+	return &Eagle3Draft{st: e.NewState(target.Allocated(), target.Ctx()), target: target}, nil
 }
 
 // Name implements Drafter.
@@ -168,6 +174,9 @@ func (d *Eagle3Draft) Passes() int { return d.steps }
 
 // Known implements NativeDrafter.
 func (d *Eagle3Draft) Known() int { return d.st.Known() }
+
+// Truncate implements NativeDrafter.
+func (d *Eagle3Draft) Truncate(n int) { d.st.Truncate(n) }
 
 // SetGate implements NativeDrafter.
 func (d *Eagle3Draft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
