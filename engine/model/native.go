@@ -18,8 +18,9 @@ import (
 
 // CaptureInputs makes every later pass keep, for each of its tokens, the
 // residual stream entering each of layers (a layer index equal to NLayer
-// means the final state, before the output norm), concatenated in that
-// order: Features reads them. The buffer is sized once, for a whole batch.
+// means the final state after the output norm, the head's input, as
+// llama.cpp hands an EAGLE-3 head for it), concatenated in that order:
+// Features reads them. The buffer is sized once, for a whole batch.
 func (s *State) CaptureInputs(layers []int) error {
 	for _, l := range layers {
 		if l < 0 || l > s.m.NLayer {
@@ -50,6 +51,10 @@ func (s *State) capture(l, n int) {
 			continue
 		}
 		for i := 0; i < n; i++ {
+			if l == s.m.NLayer {
+				RMSNorm(s.feat[i*w+k*E:i*w+(k+1)*E], s.x[i*E:(i+1)*E], s.m.OutNorm, s.m.NormEps)
+				continue
+			}
 			copy(s.feat[i*w+k*E:i*w+(k+1)*E], s.x[i*E:(i+1)*E])
 		}
 	}
