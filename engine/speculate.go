@@ -119,19 +119,20 @@ type specState struct {
 	ngram *spec.NgramCache
 	ctrl  *spec.Controller
 	draft *draftModel
+	self  *spec.SelfDraft // nil until a skipped-layer draft is chosen
+	tune  spec.Tuner      // the skipped-layer search
+	tree  *spec.Tree
+	buf   []int32 // [MaxDraft] a chain drafter's draft
+	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
+	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
+	path  []int32 // [1+MaxDraft] batch indices of the accepted path
+	head  headCost
+
 	// native is the model-native drafter given as the draft model (nil:
 	// none), nativeMode the mode that names it.
 	native     spec.NativeDrafter
 	nativeMode SpecMode
 	nativeFile *gguf.File
-	self       *spec.SelfDraft // nil until a skipped-layer draft is chosen
-	tune       spec.Tuner      // the skipped-layer search
-	tree       *spec.Tree
-	buf        []int32 // [MaxDraft] a chain drafter's draft
-	batch      []int32 // [1+MaxDraft] the fed token, then the kept nodes
-	par        []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
-	path       []int32 // [1+MaxDraft] batch indices of the accepted path
-	head       headCost
 }
 
 // treeWidth is the most children a node of a drafted tree gets.
