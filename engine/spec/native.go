@@ -30,7 +30,8 @@ type NativeDrafter interface {
 }
 
 // nativeTree drafts a chain greedily, one step per token, and beside
-// every token the step's second choice as a leaf. step(i, tok) runs the
+// every token the step's next likeliest choices (up to treeWidth-1 of
+// those at least minAlt likely) as leaves. step(i, tok) runs the
 // i-th step on token tok and returns its logits. Drafting stops after
 // depth tokens, on an error, or when gate (if not nil) finds that the
 // next token does not pay (Controller.Worth, for drafter d, with the
@@ -42,7 +43,7 @@ func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step f
 		tok    int32
 		class  int
 	}
-	var alt [MaxTree]leaf
+	var alt [2 * MaxTree]leaf
 	nalt, parent, steps := 0, -1, 0
 	reach := 1.0
 	tok := first
@@ -52,13 +53,17 @@ func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step f
 		if err != nil {
 			break
 		}
-		a, b, pa, pb := top2(logits)
-		if a < 0 {
+		var top [3]int32
+		var p [3]float64
+		if !topK(logits, top[:], p[:]) {
 			break
 		}
-		if b >= 0 && pb > minAlt && nalt < len(alt) {
-			alt[nalt] = leaf{parent, b, confClass(pb)}
-			nalt++
+		a, pa := top[0], p[0]
+		for j := 1; j < len(top); j++ {
+			if top[j] >= 0 && p[j] > minAlt && nalt < len(alt) {
+				alt[nalt] = leaf{parent, top[j], confClass(p[j])}
+				nalt++
+			}
 		}
 		class := confClass(pa)
 		if parent = t.Add(parent, a, d, class); parent < 0 {
@@ -224,4 +229,40 @@ func (d *Eagle3Draft) gateFor(di int) *Controller {
 		return nil
 	}
 	return d.gate
+}
+
+// topK fills top with the most likely tokens of logits, likeliest first
+// (-1 past the vocabulary), and p with their probabilities under the
+// softmax; it reports false for empty logits.
+func topK(logits []float32, top []int32, p []float64) bool {
+	for j := range top {
+		top[j] = -1
+	}
+	for i, v := range logits {
+		if math.IsInf(float64(v), -1) {
+			continue
+		}
+		for j := range top {
+			if top[j] < 0 || v > logits[top[j]] {
+				copy(top[j+1:], top[j:len(top)-1])
+				top[j] = int32(i)
+				break
+			}
+		}
+	}
+	if top[0] < 0 {
+		return false
+	}
+	mx := float64(logits[top[0]])
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	for j, t := range top {
+		p[j] = 0
+		if t >= 0 {
+			p[j] = math.Exp(float64(logits[t])-mx) / sum
+		}
+	}
+	return true
 }

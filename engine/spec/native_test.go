@@ -1,6 +1,9 @@
 package spec
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestWorthGate: the model drafters' confidence gate drafts every token
 // before the controller has measured anything; then a token is worth its
@@ -44,5 +47,24 @@ func TestWorthGate(t *testing.T) {
 	}
 	if a, b := depth(1, hi), depth(0, hi); a >= b {
 		t.Errorf("a drafter costing 0.9 of a pass drafts %d tokens, one costing 0.05 %d", a, b)
+	}
+}
+
+// TestTopK: the likeliest tokens first, the lower id on ties, −∞ never.
+func TestTopK(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	var top [3]int32
+	var p [3]float64
+	if !topK([]float32{1, 3, inf, 3, 2}, top[:], p[:]) || top != [3]int32{1, 3, 4} {
+		t.Errorf("top %v", top)
+	}
+	if p[0] != p[1] || !(p[1] > p[2]) || p[0]+p[1]+p[2] >= 1 {
+		t.Errorf("probabilities %v", p)
+	}
+	if !topK([]float32{inf, 5}, top[:], p[:]) || top != [3]int32{1, -1, -1} || p[0] != 1 {
+		t.Errorf("one finite logit: %v %v", top, p)
+	}
+	if topK([]float32{inf, inf}, top[:], p[:]) {
+		t.Error("no finite logit: a token was chosen")
 	}
 }
