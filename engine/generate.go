@@ -93,7 +93,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		return st, errors.New("engine: speculation mode draft needs a draft model")
 	}
 	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
-		return st, fmt.Errorf("engine: speculation mode %s needs a %s draft model (--draft-model)", sp.Mode, sp.Mode)
+		return st, fmt.Errorf("engine: speculation mode %s needs a draft model of that kind (--draft-model: a gemma4-assistant file for assistant, an eagle3 file for eagle3)", sp.Mode)
 	}
 	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")
