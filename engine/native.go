@@ -34,6 +34,12 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 		}
 		d := spec.NewAssistDraft(a, e.state)
 		d.State().Sparse = a.Centroids != nil && !e.opt.DenseHead
+		if d.State().Sparse {
+			if err := a.Cluster(); err != nil {
+				f.Close()
+				return true, fmt.Errorf("engine: draft model %s: %w", path, err)
+			}
+		}
 		sp.native, sp.nativeMode = d, SpecAssistant
 		cost = float64(a.Bytes(d.State().Sparse)) / float64(e.model.DecodeBytes())
 	default:

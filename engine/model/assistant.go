@@ -275,16 +275,29 @@ func LoadAssistant(f *gguf.File, target *Model) (*Assistant, error) {
 			a.Ordering[i] = v
 		}
 		a.SparseTop = max(1, min(32, nc/8))
-		rs := a.Embd.RowBytes()
-		data := make([]byte, len(a.Embd.Data))
-		for i, t := range a.Ordering {
-			copy(data[i*rs:(i+1)*rs], a.Embd.Data[int(t)*rs:(int(t)+1)*rs])
-		}
-		if a.Clustered, err = quant.NewMatrix(a.Embd.Type, a.NVocab, a.NEmbd, data); err != nil {
-			return nil, err
-		}
 	}
 	return a, nil
+}
+
+// Cluster makes Clustered, the LM head's rows in cluster order, for a
+// sparse head that reads each cluster's rows as one run (without it the
+// sparse head reads its tokens' rows one by one). It costs a copy of the
+// head in anonymous memory (the file's rows are then never read).
+func (a *Assistant) Cluster() error {
+	if a.Centroids == nil || a.Clustered != nil {
+		return nil
+	}
+	rs := a.Embd.RowBytes()
+	data := make([]byte, len(a.Embd.Data))
+	for i, t := range a.Ordering {
+		copy(data[i*rs:(i+1)*rs], a.Embd.Data[int(t)*rs:(int(t)+1)*rs])
+	}
+	m, err := quant.NewMatrix(a.Embd.Type, a.NVocab, a.NEmbd, data)
+	if err != nil {
+		return err
+	}
+	a.Clustered = m
+	return nil
 }
 
 // Bytes is the weight bytes of a dense draft step (sparse: the head's
@@ -451,6 +464,15 @@ func (st *AssistState) sparseHead() {
 	}
 	per := a.NVocab / a.Centroids.Rows
 	m := a.Clustered
+	if m == nil {
+		a.Embd.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)
+		for _, c := range cl {
+			for _, t := range a.Ordering[c*per : (c+1)*per] {
+				a.Embd.MulRows(st.logits, a.NVocab, st.acts, 1, int(t), int(t)+1)
+			}
+		}
+		return
+	}
 	m.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)
 	for _, c := range cl {
 		m.MulRows(st.sl, a.NVocab, st.acts, 1, c*per, (c+1)*per)

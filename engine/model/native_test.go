@@ -103,7 +103,16 @@ func TestAssistantSparseHeadRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, top := range []int{a.SparseTop, a.Centroids.Rows} {
+		for _, tc := range []struct {
+			top     int
+			cluster bool
+		}{{a.SparseTop, false}, {a.Centroids.Rows, false}, {a.SparseTop, true}, {a.Centroids.Rows, true}} {
+			top := tc.top
+			if tc.cluster {
+				if err := a.Cluster(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			sparse.Top = top
 			got, err := sparse.Step(s, toks[len(toks)-1], h, pos)
 			if err != nil {
