@@ -45,6 +45,10 @@ type Options struct {
 	// DraftModel, if set, is a smaller GGUF with the same vocabulary that
 	// drafts tokens for speculative decoding (SpecDraft, SpecAuto).
 	DraftModel string
+	// DenseHead makes a Gemma 4 assistant draft with its dense output head
+	// even when its file has the sparse centroid head (to measure the
+	// difference).
+	DenseHead bool
 	// Cache, if set, keeps KV states of prompt prefixes across processes.
 	Cache PromptCache
 	// StablePrefix moves Home Assistant 2025.4-2025.9's clock line
@@ -244,6 +248,9 @@ func (e *Engine) Close() error {
 	if d := e.spec.draft; d != nil {
 		d.close()
 	}
+	if f := e.spec.nativeFile; f != nil {
+		f.Close()
+	}
 	return e.file.Close()
 }
 
@@ -374,6 +381,8 @@ type Stats struct {
 	MaxAcceptedDepth  int                     `json:"max_accepted_depth"`
 	Drafters          map[string]DrafterStats `json:"drafters,omitempty"`
 	SelfSkip          string                  `json:"self_skip,omitempty"`
+
+	passSec float64 // seconds of the target's decoding passes
 }
 
 // DrafterStats count one drafter's proposals: nodes verified, nodes
@@ -383,6 +392,16 @@ type DrafterStats struct {
 	Accepted   int     `json:"accepted"`
 	Acceptance float64 `json:"acceptance"`
 	Steps      int     `json:"steps"`
+	// For a drafter that runs a model: the mean milliseconds of one of
+	// its draft passes, that as a share of a target pass (cost per
+	// draft), and the tokens each target pass that verified its drafts
+	// emitted.
+	DraftMS       float64 `json:"draft_ms,omitempty"`
+	CostPerDraft  float64 `json:"cost_per_draft,omitempty"`
+	TokensPerPass float64 `json:"tokens_per_pass,omitempty"`
+
+	draftSec  float64 // seconds spent drafting
+	draftRuns int     // draft passes run
 }
 
 // finish computes the derived figures of speculative decoding, naming
@@ -404,6 +423,13 @@ func (st *Stats) finish(drafters []spec.Drafter, ds []DrafterStats) {
 		}
 		s := ds[i]
 		s.Acceptance = float64(s.Accepted) / float64(s.Drafted)
+		s.TokensPerPass = float64(s.Steps+s.Accepted) / float64(s.Steps)
+		if s.draftRuns > 0 {
+			s.DraftMS = 1000 * s.draftSec / float64(s.draftRuns)
+			if st.passSec > 0 {
+				s.CostPerDraft = s.draftSec / float64(s.draftRuns) / (st.passSec / float64(st.TargetPasses))
+			}
+		}
 		st.Drafters[d.Name()] = s
 	}
 }

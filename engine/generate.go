@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/geisten/geist/engine/sample"
@@ -28,7 +29,20 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func
 	s.Truncate(reuse)
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	t := time.Now()
-	r := e.restore(toks, reuse)
+	var r int
+	if d := e.spec.native; d != nil && d.Known() < s.Ctx() {
+		// A drafter that reads every position's rows (EAGLE-3's
+		// features) has them only from passes: positions it lacks are
+		// run again, and none are restored from the prompt cache.
+		d.Truncate(reuse)
+		if k := d.Known(); k < reuse {
+			s.Truncate(k)
+			reuse = s.Len()
+		}
+		r = reuse
+	} else {
+		r = e.restore(toks, reuse)
+	}
 	e.restoreTook = time.Since(t)
 	if r != reuse {
 		reuse = r
@@ -44,6 +58,11 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func
 		end := min(i+s.MaxBatch(), len(toks))
 		if _, err := s.Forward(toks[i:end], false); err != nil {
 			return reuse, restored, err
+		}
+		if d := e.spec.native; d != nil {
+			for j := i; j < end; j++ {
+				d.Kept(j-i, j)
+			}
 		}
 		if progress != nil {
 			progress(end)
@@ -85,6 +104,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	}
 	if sp.Mode == SpecDraft && e.spec.draft == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode draft needs a draft model")
+	}
+	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
+		return st, fmt.Errorf("engine: speculation mode %s needs a draft model of that kind (--draft-model: a gemma4-assistant file for assistant, an eagle3 file for eagle3)", sp.Mode)
 	}
 	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")

@@ -57,15 +57,19 @@ const (
 	SpecLookup SpecMode = "lookup" // prompt lookup only
 	SpecDraft  SpecMode = "draft"  // the draft model only
 	SpecSelf   SpecMode = "self"   // the target with blocks skipped only (self-speculation)
+	// Model-native drafters given with the draft model (detected from its
+	// architecture): a Gemma 4 assistant, an EAGLE-3 head.
+	SpecAssistant SpecMode = "assistant"
+	SpecEagle3    SpecMode = "eagle3"
 )
 
 // ParseSpecMode checks a mode name.
 func ParseSpecMode(s string) (SpecMode, error) {
 	switch m := SpecMode(s); m {
-	case SpecAuto, SpecOff, SpecLookup, SpecDraft, SpecSelf:
+	case SpecAuto, SpecOff, SpecLookup, SpecDraft, SpecSelf, SpecAssistant, SpecEagle3:
 		return m, nil
 	}
-	return "", fmt.Errorf("engine: unknown speculation mode %q (want auto, off, lookup, draft or self)", s)
+	return "", fmt.Errorf("engine: unknown speculation mode %q (want auto, off, lookup, draft, self, assistant or eagle3)", s)
 }
 
 // SpecOptions configure speculative decoding for one request.
@@ -104,6 +108,7 @@ const (
 	idxCustom
 	idxSelf
 	idxGrammar
+	idxNative // the model-native drafter (assistant, eagle3)
 	nDrafters
 )
 
@@ -122,6 +127,12 @@ type specState struct {
 	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
 	path  []int32 // [1+MaxDraft] batch indices of the accepted path
 	head  headCost
+
+	// native is the model-native drafter given as the draft model (nil:
+	// none), nativeMode the mode that names it.
+	native     spec.NativeDrafter
+	nativeMode SpecMode
+	nativeFile *gguf.File
 }
 
 // treeWidth is the most children a node of a drafted tree gets.
@@ -138,6 +149,9 @@ func (e *Engine) initSpec() error {
 	sp.path = make([]int32, 0, spec.MaxDraft+1)
 	if e.opt.DraftModel == "" {
 		return nil
+	}
+	if ok, err := e.loadNative(e.opt.DraftModel); ok || err != nil {
+		return err
 	}
 	d, err := loadDraft(e.opt.DraftModel, e)
 	if err != nil {
@@ -261,6 +275,18 @@ func (g *generation) proposeModel(room int) {
 	var d spec.ModelDrafter
 	var idx int
 	switch {
+	case (sp.Mode == SpecAuto || sp.Mode == sps.nativeMode) && sps.native != nil:
+		if sp.Fixed && g.st.GeneratedTokens == 0 {
+			// Fixed drafting follows llama.cpp's schedule, which drafts
+			// from the first generated token on (its prompt pass
+			// verifies nothing), so that the counts compare.
+			return
+		}
+		d, idx = sps.native, idxNative
+		sps.native.SetGate(nil, idxNative)
+		if !sp.Fixed {
+			sps.native.SetGate(sps.ctrl, idxNative)
+		}
 	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && sps.draft != nil:
 		d, idx = sps.draft, idxDraft
 	case (sp.Mode == SpecAuto || sp.Mode == SpecSelf) && sps.self != nil:
@@ -278,7 +304,10 @@ func (g *generation) proposeModel(room int) {
 	}
 	t0 := time.Now()
 	d.DraftTree(g.history, k, sps.tree, idx)
-	sps.ctrl.ObserveDraftTime(idx, d.Passes(), time.Since(t0).Seconds())
+	dt := time.Since(t0).Seconds()
+	sps.ctrl.ObserveDraftTime(idx, d.Passes(), dt)
+	g.dstats[idx].draftSec += dt
+	g.dstats[idx].draftRuns += d.Passes()
 }
 
 // headFirst is how many rows of a verification pass get their logits
@@ -481,6 +510,7 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 	sps := &g.e.spec
 	accepted := len(path) - 1
 	sps.ctrl.ObservePass(n, pass.Seconds())
+	g.st.passSec += pass.Seconds()
 	if m > 0 {
 		sps.ctrl.Settle(accepted)
 		g.st.Accepted += accepted
@@ -488,6 +518,11 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 	}
 	if err := g.e.state.Compact(base, path); err != nil {
 		return errors.Join(errors.New("engine: keeping the accepted path"), err)
+	}
+	if d := sps.native; d != nil {
+		for i, j := range path {
+			d.Kept(int(j), base+i)
+		}
 	}
 	return nil
 }

@@ -35,8 +35,13 @@ type serveConfig struct {
 	CacheSize int64   `toml:"cache_size"`    // prompt cache budget in bytes; 0: no cache.db
 	KVType    string  `toml:"kv_type"`       // f16 or q8_0
 	Repack    string  `toml:"repack_budget"` // engine.RepackBudget's spec
-	LogLevel  string  `toml:"log_level"`
-	LogFormat string  `toml:"log_format"`
+	// DraftModel drafts for speculative decoding: a smaller model with
+	// the same vocabulary or a model-native drafter (a Gemma 4 assistant,
+	// an EAGLE-3 head). Empty: the sidecar MODEL.draft.gguf beside a model
+	// file, when there.
+	DraftModel string `toml:"draft_model"`
+	LogLevel   string `toml:"log_level"`
+	LogFormat  string `toml:"log_format"`
 
 	MQTT       mqttSection       `toml:"mqtt"`
 	HTTP       httpSection       `toml:"http"`
@@ -222,6 +227,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
 	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
 	fs.StringVar(&c.Repack, "repack-budget", c.Repack, repackHelp)
+	fs.StringVar(&c.DraftModel, "draft-model", c.DraftModel, "GGUF that drafts for speculative decoding: a smaller model with the same vocabulary, a Gemma 4 assistant or an EAGLE-3 head (default: MODEL.draft.gguf beside the model file, when there)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
@@ -552,4 +558,17 @@ func validSession(s string) bool {
 func widen(f float32) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
 	return v
+}
+
+// draftModel is the draft model serve loads: draft_model, or the sidecar
+// MODEL.draft.gguf beside a model file ("": none).
+func (c *serveConfig) draftModel() string {
+	if c.DraftModel != "" || !strings.HasSuffix(c.Model, ".gguf") {
+		return c.DraftModel
+	}
+	side := strings.TrimSuffix(c.Model, ".gguf") + ".draft.gguf"
+	if st, err := os.Stat(side); err == nil && st.Mode().IsRegular() {
+		return side
+	}
+	return ""
 }

@@ -24,6 +24,7 @@ type modelFlags struct {
 	threads    int
 	ctx        int
 	draftModel string
+	denseHead  bool
 	selfSpec   string
 	repack     string
 	cache      engine.PromptCache
@@ -56,7 +57,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, SelfSpec: m.selfSpec,
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, DenseHead: m.denseHead, SelfSpec: m.selfSpec,
 		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack})
 }
 
@@ -140,7 +141,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if math.IsNaN(float64(*temp)) {
 		return usagef("--temp must be a number")
 	}
-	mf.draftModel, mf.selfSpec = sf.draftModel, sf.selfSpec
+	mf.draftModel, mf.selfSpec, mf.denseHead = sf.draftModel, sf.selfSpec, sf.denseHead
 	if so.Mode == engine.SpecSelf && sf.selfSpec == engine.SelfSpecAuto {
 		mf.selfSpec = engine.SelfSpecLoad // unless a choice was persisted: the request needs one now
 	}
@@ -277,6 +278,7 @@ func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (c
 type specFlags struct {
 	mode               string
 	draftModel         string
+	denseHead          bool
 	draftMax           int
 	ngramMin, ngramMax int
 	fixed              bool
@@ -291,7 +293,8 @@ func (f *specFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 	Float64Var(*float64, string, float64, string)
 }) {
-	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft or self (the model with blocks skipped)")
+	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft, self (the model with blocks skipped), assistant (a Gemma 4 assistant as --draft-model) or eagle3 (an EAGLE-3 head as --draft-model)")
+	fs.BoolVar(&f.denseHead, "dense-head", false, "draft with a Gemma 4 assistant's dense output head even when its file has the sparse centroid head")
 	fs.BoolVar(&f.chains, "spec-chains", false, "draft one chain per step instead of a token tree")
 	fs.StringVar(&f.selfSpec, "self-spec", "auto", "when to choose the blocks the skipped-layer draft skips, if none was saved: auto (in the background after a request), load, or off")
 	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
@@ -314,8 +317,8 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 		return engine.SpecOptions{}, usagef("--draft-max %d must be in [1, 32]", f.draftMax)
 	case f.ngramMin < 1 || f.ngramMax < f.ngramMin || f.ngramMax > 16:
 		return engine.SpecOptions{}, usagef("--ngram-min %d and --ngram-max %d must satisfy 1 <= min <= max <= 16", f.ngramMin, f.ngramMax)
-	case mode == engine.SpecDraft && f.draftModel == "":
-		return engine.SpecOptions{}, usagef("--spec draft needs --draft-model FILE")
+	case (mode == engine.SpecDraft || mode == engine.SpecAssistant || mode == engine.SpecEagle3) && f.draftModel == "":
+		return engine.SpecOptions{}, usagef("--spec %s needs --draft-model FILE", mode)
 	case mode == engine.SpecSelf && f.selfSpec == engine.SelfSpecOff:
 		return engine.SpecOptions{}, usagef("--spec self needs the skipped-layer draft (--self-spec auto or load)")
 	}

@@ -77,6 +77,9 @@ type State struct {
 	acts     [][]byte     // quantized activations, one buffer per format of a mul
 	prof     *StepProfile // nil unless EnableProfile
 	row      []byte       // [TokEmbd.RowBytes()] one embedding row
+
+	capLayers []int     // layers whose input every pass keeps (CaptureInputs; nil: none)
+	feat      []float32 // [maxBatch][len(capLayers)·NEmbd] those inputs
 }
 
 // maxProducts is the most products one mul runs together (q, k and v).
@@ -506,6 +509,9 @@ func (s *State) layers(tokens []int32) {
 		if s.yield != nil {
 			s.yield()
 		}
+		if s.capLayers != nil {
+			s.capture(l, n)
+		}
 		switch {
 		case s.skip.attn(l):
 		case c.IsConv(l):
@@ -524,6 +530,9 @@ func (s *State) layers(tokens []int32) {
 				s.x[j] *= sc
 			}
 		}
+	}
+	if s.capLayers != nil {
+		s.capture(c.NLayer, n)
 	}
 	if s.hasConv() && !s.probing {
 		s.convPassEnd(n, pos0)

@@ -291,6 +291,22 @@ func (c *Controller) Decide(d, class, available int) int {
 	return best
 }
 
+// Worth reports whether drafter d should draft one more token after k
+// drafted ones, when verification reaches it with probability reach (the
+// product of the learned acceptance of the chain's confidence classes):
+// when the token it adds, reach, outweighs what it adds to the step's
+// cost, a pass one token longer and the drafting itself, c(k+2) − c(k+1)
+// + r. This is the confidence gate of a model drafter: it stops a chain
+// once the draft's confidence (by class) no longer pays, with a threshold
+// that follows the measured costs and acceptance. Before the controller
+// has measured anything every token is worth drafting.
+func (c *Controller) Worth(d, k int, reach float64) bool {
+	if d < 0 || d >= MaxDrafters || !c.measured() {
+		return true
+	}
+	return reach > c.relCost(k+2)-c.relCost(k+1)+c.draftCost(d)
+}
+
 // draftCost is what drafting one token with drafter d costs, in passes of
 // one token: the modelled cost (its share of the weight bytes) with an
 // assumed cost model, else the measured one but never less than the

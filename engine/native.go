@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/engine/spec"
+)
+
+// loadNative loads a model-native drafter (a Gemma 4 assistant, an
+// EAGLE-3 head) given as the draft model; ok is false when the file is
+// an ordinary draft model.
+func (e *Engine) loadNative(path string) (ok bool, err error) {
+	tok, f, err := LoadVocab(path)
+	if err != nil {
+		return false, fmt.Errorf("engine: draft model: %w", err)
+	}
+	if !model.IsAssistant(f) && !model.IsEagle3(f) {
+		f.Close()
+		return false, nil
+	}
+	if err := sameVocab(tok, e.tok); err != nil {
+		f.Close()
+		return true, fmt.Errorf("engine: draft model %s: %w", path, err)
+	}
+	sp := &e.spec
+	var cost float64
+	switch {
+	case model.IsAssistant(f):
+		a, err := model.LoadAssistant(f, e.model)
+		if err != nil {
+			f.Close()
+			return true, fmt.Errorf("engine: draft model %s: %w", path, err)
+		}
+		d := spec.NewAssistDraft(a, e.state)
+		d.State().Sparse = a.Centroids != nil && !e.opt.DenseHead
+		if d.State().Sparse {
+			if err := a.Cluster(); err != nil {
+				f.Close()
+				return true, fmt.Errorf("engine: draft model %s: %w", path, err)
+			}
+		}
+		sp.native, sp.nativeMode = d, SpecAssistant
+		cost = float64(a.Bytes(d.State().Sparse)) / float64(e.model.DecodeBytes())
+	default:
+		h, err := model.LoadEagle3(f, e.model)
+		if err != nil {
+			f.Close()
+			return true, fmt.Errorf("engine: draft model %s: %w", path, err)
+		}
+		d, err := spec.NewEagle3Draft(h, e.state)
+		if err != nil {
+			f.Close()
+			return true, err
+		}
+		sp.native, sp.nativeMode = d, SpecEagle3
+		cost = float64(h.Bytes()) / float64(e.model.DecodeBytes())
+	}
+	sp.nativeFile = f
+	sp.ctrl.AssumeDraftCost(idxNative, cost)
+	return true, nil
+}

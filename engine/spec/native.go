@@ -1,0 +1,268 @@
+package spec
+
+import (
+	"math"
+
+	"github.com/geisten/geist/engine/model"
+)
+
+// Model-native drafters: heads that ship with the model and read the
+// target's own state (a Gemma 4 assistant, an EAGLE-3 head). The engine
+// hands them every row its passes keep (Kept), so they need no second
+// forward pass of the target.
+
+// NativeDrafter is a drafter that reads the target's state.
+type NativeDrafter interface {
+	ModelDrafter
+	// Kept tells that batch row row of the target's last pass is now
+	// position pos of its cache.
+	Kept(row, pos int)
+	// Known is how many of the target's first positions the drafter
+	// has the rows of (all: at least the target's context).
+	Known() int
+	// Truncate follows the target's cache back to its first n
+	// positions (Known may then be less).
+	Truncate(n int)
+	// SetGate makes drafting stop when c says the next token does not
+	// pay (Controller.Worth for drafter index d); nil: draft the full
+	// depth.
+	SetGate(c *Controller, d int)
+}
+
+// nativeTree drafts a chain greedily, one step per token, and beside
+// every token the step's next likeliest choices (up to treeWidth-1 of
+// those at least minAlt likely) as leaves. step(i, tok) runs the
+// i-th step on token tok and returns its logits. Drafting stops after
+// depth tokens, on an error, or when gate (if not nil) finds that the
+// next token does not pay (Controller.Worth, for drafter d, with the
+// reach of the chain by the learned acceptance of its confidence
+// classes).
+func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step func(i int, tok int32) ([]float32, error)) int {
+	type leaf struct {
+		parent int
+		tok    int32
+		class  int
+	}
+	var alt [2 * MaxTree]leaf
+	nalt, parent, steps := 0, -1, 0
+	reach := 1.0
+	tok := first
+	for steps < depth {
+		logits, err := step(steps, tok)
+		steps++
+		if err != nil {
+			break
+		}
+		var top [3]int32
+		var p [3]float64
+		if !topK(logits, top[:], p[:]) {
+			break
+		}
+		a, pa := top[0], p[0]
+		for j := 1; j < len(top); j++ {
+			if top[j] >= 0 && p[j] > minAlt && nalt < len(alt) {
+				alt[nalt] = leaf{parent, top[j], confClass(p[j])}
+				nalt++
+			}
+		}
+		class := confClass(pa)
+		if parent = t.Add(parent, a, d, class); parent < 0 {
+			break
+		}
+		if gate != nil {
+			if reach *= gate.Alpha(d, class, 0); !gate.Worth(d, steps, reach) {
+				break
+			}
+		}
+		tok = a
+	}
+	for _, x := range alt[:nalt] {
+		t.Add(x.parent, x.tok, d, x.class)
+	}
+	return steps
+}
+
+// AssistDraft drafts with a Gemma 4 assistant over the target's state.
+type AssistDraft struct {
+	st     *model.AssistState
+	target *model.State
+	h      []float32 // the target's normed hidden state at hPos
+	hPos   int       // -1: none
+	hTok   int32     // the target's token at hPos
+	steps  int
+	gate   *Controller
+	gated  int // the gate's drafter index
+}
+
+// NewAssistDraft drafts with a for the target state target.
+func NewAssistDraft(a *model.Assistant, target *model.State) *AssistDraft {
+	return &AssistDraft{st: a.NewState(target.Ctx()), target: target, h: make([]float32, a.NEmbdTarget), hPos: -1}
+}
+
+// State is the assistant's step state (its Sparse switch).
+func (d *AssistDraft) State() *model.AssistState { return d.st }
+
+// Name implements Drafter.
+func (d *AssistDraft) Name() string { return "assistant" }
+
+// Passes implements ModelDrafter.
+func (d *AssistDraft) Passes() int { return d.steps }
+
+// Known implements NativeDrafter: the assistant needs only the last
+// position's row, which every pass leaves.
+func (d *AssistDraft) Known() int { return math.MaxInt }
+
+// Truncate implements NativeDrafter.
+func (d *AssistDraft) Truncate(int) {}
+
+// SetGate implements NativeDrafter.
+func (d *AssistDraft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
+
+// Kept implements NativeDrafter: the assistant needs the hidden state of
+// the last position only.
+func (d *AssistDraft) Kept(row, pos int) {
+	if pos+1 != d.target.Len() {
+		return
+	}
+	d.target.HiddenNormed(row, d.h)
+	d.hPos, d.hTok = pos, d.target.Tokens()[pos]
+}
+
+// DraftTree implements TreeDrafter. The target's cache must hold the
+// history but its last token (which the next pass feeds). Every step runs
+// at that token's position, the first on the target's hidden state of
+// the position before, the later ones on the step's own.
+func (d *AssistDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
+	d.steps = 0
+	N := len(history) - 1
+	if N < 1 || d.target.Len() != N || d.hPos != N-1 || d.hTok != history[N-1] {
+		return
+	}
+	depth = min(depth, d.target.Ctx()-N)
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
+		h := d.h
+		if i > 0 {
+			h = d.st.HNext()
+		}
+		return d.st.Step(d.target, tok, h, N)
+	})
+}
+
+// Draft implements Drafter: the first-choice chain of DraftTree.
+func (d *AssistDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}
+
+// Eagle3Draft drafts with an EAGLE-3 head fed the target's features.
+type Eagle3Draft struct {
+	st     *model.Eagle3State
+	target *model.State
+	steps  int
+	gate   *Controller
+	gated  int // the gate's drafter index
+}
+
+// NewEagle3Draft drafts with e for the target state target, which it
+// makes keep e's feature layers.
+func NewEagle3Draft(e *model.Eagle3, target *model.State) (*Eagle3Draft, error) {
+	if err := target.CaptureInputs(e.TargetLayers); err != nil {
+		return nil, err
+	}
+	return &Eagle3Draft{st: e.NewState(target.Allocated(), target.Ctx()), target: target}, nil
+}
+
+// Name implements Drafter.
+func (d *Eagle3Draft) Name() string { return "eagle3" }
+
+// Passes implements ModelDrafter.
+func (d *Eagle3Draft) Passes() int { return d.steps }
+
+// Known implements NativeDrafter.
+func (d *Eagle3Draft) Known() int { return d.st.Known() }
+
+// Truncate implements NativeDrafter.
+func (d *Eagle3Draft) Truncate(n int) { d.st.Truncate(n) }
+
+// SetGate implements NativeDrafter.
+func (d *Eagle3Draft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
+
+// Kept implements NativeDrafter: every position's features feed the
+// head's encoder.
+func (d *Eagle3Draft) Kept(row, pos int) {
+	d.st.Feed(d.target.Features(row), d.target.Tokens()[pos], pos)
+}
+
+// DraftTree implements TreeDrafter. The target's cache must hold the
+// history but its last token.
+func (d *Eagle3Draft) DraftTree(history []int32, depth int, t *Tree, di int) {
+	d.steps = 0
+	N := len(history) - 1
+	if N < 1 || d.target.Len() != N {
+		return
+	}
+	depth = min(depth, d.target.Ctx()-N)
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
+		if i == 0 {
+			return d.st.Sync(history)
+		}
+		return d.st.Step(tok, d.st.Prenorm())
+	})
+	d.st.Rewind(N)
+}
+
+// Draft implements Drafter: the first-choice chain of DraftTree.
+func (d *Eagle3Draft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}
+
+// gateFor is the gate for drafter index di (nil: none).
+func (d *AssistDraft) gateFor(di int) *Controller {
+	if d.gated != di {
+		return nil
+	}
+	return d.gate
+}
+
+// gateFor is the gate for drafter index di (nil: none).
+func (d *Eagle3Draft) gateFor(di int) *Controller {
+	if d.gated != di {
+		return nil
+	}
+	return d.gate
+}
+
+// topK fills top with the most likely tokens of logits, likeliest first
+// (-1 past the vocabulary), and p with their probabilities under the
+// softmax; it reports false for empty logits.
+func topK(logits []float32, top []int32, p []float64) bool {
+	for j := range top {
+		top[j] = -1
+	}
+	for i, v := range logits {
+		if math.IsInf(float64(v), -1) {
+			continue
+		}
+		for j := range top {
+			if top[j] < 0 || v > logits[top[j]] {
+				copy(top[j+1:], top[j:len(top)-1])
+				top[j] = int32(i)
+				break
+			}
+		}
+	}
+	if top[0] < 0 {
+		return false
+	}
+	mx := float64(logits[top[0]])
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	for j, t := range top {
+		p[j] = 0
+		if t >= 0 {
+			p[j] = math.Exp(float64(logits[t])-mx) / sum
+		}
+	}
+	return true
+}
