@@ -30,6 +30,7 @@ type State struct {
 	probing  bool    // the current pass is a Probe (it changes no state)
 	yield    func()  // StateOptions.Yield (nil: none)
 	conv     convState
+	ssm      ssmState // the Mamba-2 layers' state (mamba2.go)
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][cap][HeadDim] keys, [NHeadKV][cap][HeadDimV] values
@@ -225,6 +226,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.logits = make([]float32, s.maxRows*c.NVocab)
 	s.lay = newLayout(s.maxRows, B)
 	s.newConvState(o.FullHistory)
+	s.newSSMState()
 	s.ropeFreq = m.RopeFreqs
 	if m.RopeFreqsLong != nil && c.RopeCtxOrig > 0 && limit > c.RopeCtxOrig { // the limit, not the size now: growing never changes the rope
 		s.ropeFreq = m.RopeFreqsLong
@@ -265,7 +267,7 @@ func (m *Model) matrices() []*quant.Matrix {
 	ms := []*quant.Matrix{m.Output}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		ms = append(ms, L.ConvIn, L.ConvOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj, L.Router)
+		ms = append(ms, L.ConvIn, L.ConvOut, L.SSMIn, L.SSMOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj, L.Router)
 	}
 	for i := range m.Layers { // the experts last: what a repack budget leaves in the file
 		L := &m.Layers[i]
@@ -310,6 +312,9 @@ func (s *State) Truncate(n int) {
 		n = s.ExactPrefix(n)
 		if s.hasConv() {
 			s.convTruncate(n)
+		}
+		if s.hasSSM() {
+			s.ssmTruncate(n)
 		}
 		if n == 0 {
 			s.kvLo = 0
@@ -362,6 +367,9 @@ func (s *State) check(tokens []int32) error {
 		if t < 0 || int(t) >= s.m.NVocab {
 			return fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
 		}
+	}
+	if err := s.ssmCheck(); err != nil {
+		return err
 	}
 	s.reserve(s.n + len(tokens))
 	return nil
@@ -502,12 +510,17 @@ func (s *State) layers(tokens []int32) {
 	if c.PerLayerEmbd > 0 {
 		s.perLayerBatch(tokens)
 	}
+	if s.hasSSM() {
+		s.ssmPassBegin(pos0)
+	}
 	for l := range m.Layers {
 		if s.yield != nil {
 			s.yield()
 		}
 		switch {
 		case s.skip.attn(l):
+		case c.IsSSM(l):
+			s.mamba2(l, n, pos0)
 		case c.IsConv(l):
 			s.shortConv(l, n, pos0, s.probing)
 		default:
@@ -527,6 +540,9 @@ func (s *State) layers(tokens []int32) {
 	}
 	if s.hasConv() && !s.probing {
 		s.convPassEnd(n, pos0)
+	}
+	if s.hasSSM() {
+		s.ssmPassEnd(n, pos0)
 	}
 	s.ringPassEnd(n, pos0)
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx

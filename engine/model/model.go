@@ -104,7 +104,7 @@ func (c *Config) IsSWA(l int) bool { return c.SWA != nil && c.SWA[l] }
 
 // OwnKV reports whether layer l stores keys and values of its own (not a
 // convolution layer, not a layer reading an earlier layer's).
-func (c *Config) OwnKV(l int) bool { return !c.IsConv(l) && (c.KVFrom == nil || c.KVFrom[l] == l) }
+func (c *Config) OwnKV(l int) bool { return !c.IsConv(l) && !c.IsSSM(l) && (c.KVFrom == nil || c.KVFrom[l] == l) }
 
 // kvSrc is the layer whose cache layer l's attention reads.
 func (c *Config) kvSrc(l int) int {
@@ -161,6 +161,7 @@ type Layer struct {
 	ExpGate []*quant.Matrix // per expert [FFNExp × NEmbd]
 	ExpUp   []*quant.Matrix // per expert [FFNExp × NEmbd]
 	ExpDown []*quant.Matrix // per expert [NEmbd × FFNExp]
+	SSMW                    // a Mamba-2 layer's weights (granitehybrid; mamba2.go)
 }
 
 // Model is a loaded model. Its matrices alias the mapped GGUF file, which
@@ -283,6 +284,11 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}
 	if ai.gemma4 {
 		if c.NHeadKV, c.KVHeads, err = perLayerInts(f, p+"attention.head_count_kv", c.NLayer); err != nil {
+			return c, err
+		}
+	} else if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.ssm {
+		// A per-layer array: 0 marks a Mamba-2 layer.
+		if c.NHeadKV, c.SSMLayers, err = convLayers(v, c.NLayer); err != nil {
 			return c, err
 		}
 	} else if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.conv {
@@ -533,6 +539,15 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
 			func() error { return l.feedForward(L, p, &c, i) },
 		}
+		if c.IsSSM(i) {
+			steps = append(steps, func() error { return l.mamba2Layer(L, p, &c) })
+			for _, s := range steps {
+				if err := s(); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
 		if c.IsConv(i) {
 			steps = append(steps,
 				func() (err error) { L.ConvIn, err = l.matrix(p+"shortconv.in_proj.weight", 3*c.NEmbd, c.NEmbd); return },
@@ -613,7 +628,7 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 // MixerBytes is the weight bytes of the layer's attention (or
 // convolution) block, FFNBytes those of its feed-forward block.
 func (L *Layer) MixerBytes() int64 {
-	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj)
+	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj, L.SSMIn, L.SSMOut)
 }
 
 // FFNBytes is the weight bytes of the layer's feed-forward block (all
@@ -665,6 +680,8 @@ func (m *Model) decodeBytes(experts bool) int64 {
 		add(L.Wdown)
 		add(L.ConvIn)
 		add(L.ConvOut)
+		add(L.SSMIn)
+		add(L.SSMOut)
 		add(L.PLEGate)
 		add(L.PLEProj)
 		add(L.Router)

@@ -34,7 +34,7 @@ var ErrSnapshot = errors.New("model: KV snapshot does not match")
 // SnapshotSize is the size of a snapshot of n positions.
 func (s *State) SnapshotSize(n int) int {
 	c := &s.m.Config
-	size := snapHeader + s.convSnapshotSize()
+	size := snapHeader + s.convSnapshotSize() + s.ssmSnapshotSize()
 	for l := range c.NLayer {
 		if !c.OwnKV(l) {
 			continue
@@ -53,6 +53,9 @@ func (s *State) snapVersion() int {
 	v := snapVersion
 	if s.hasConv() {
 		v = snapVersionConv
+	}
+	if s.hasSSM() {
+		v = snapVersionSSM
 	}
 	if s.m.SWA != nil {
 		v += snapVersionSWA
@@ -107,7 +110,7 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 			dst = appendF16(appendF16(dst, a), b)
 		}
 	}
-	return s.appendConv(dst, n), nil
+	return s.appendSSM(s.appendConv(dst, n), n), nil
 }
 
 // Restore replaces the KV state with a snapshot of the positions of
@@ -136,6 +139,9 @@ func (s *State) RestoreChunks(tokens []int32, blob [][]byte) error {
 	if err != nil && s.hasConv() {
 		s.conv.lo = 0
 		clear(s.conv.ckOK)
+	}
+	if err != nil && s.hasSSM() {
+		s.ssmReset()
 	}
 	return err
 }
@@ -236,6 +242,9 @@ func (s *State) restore(src *chunkReader) (int, error) {
 	}
 	if s.hasConv() {
 		s.readConv(src.bytes(), n)
+	}
+	if s.hasSSM() {
+		s.readSSM(src, n)
 	}
 	return n, nil
 }

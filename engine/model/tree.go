@@ -165,6 +165,9 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
+	if s.hasSSM() {
+		return errors.New("model: a probe needs the recurrent state at earlier positions; a model with Mamba-2 layers keeps it only at the last pass")
+	}
 	if err := s.convProbeCheck(from); err != nil {
 		return err
 	}
@@ -231,6 +234,9 @@ func (s *State) Compact(base int, nodes []int32) error {
 	}
 	if s.hasConv() {
 		s.convCompact(base, nodes)
+	}
+	if s.hasSSM() {
+		s.ssmCompact(base, nodes)
 	}
 	s.n = base + len(nodes)
 	s.toks = s.toks[:s.n]
