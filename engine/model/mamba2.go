@@ -213,22 +213,22 @@ const snapVersionSSM = 6
 // ssmState is the recurrent state of a State's Mamba-2 layers.
 type ssmState struct {
 	H, P, N, G, inner, ch, taps, inW int
-	R      int            // log rows (positions a pass may rewind over)
-	Rc     int            // ring rows: R + taps
-	st     [2][][]float32 // per layer (nil for others): [H][P][N]
-	cur    int            // st[cur] is the committed state
-	base   int            // position of st[cur]
-	tip    int            // position of st[1-cur] (-1: none)
-	logEnd int            // the log holds the inputs of [base, logEnd)
-	log    [][]float32    // per layer: [R][ch+H] x, B, C, dt of position p in row p%R
-	ring   [][]float32    // per layer: [Rc][ch] convolution input of position p in row p%Rc
-	lo     int            // the ring holds the rows of positions [lo, Len())
-	in     []float32      // [maxBatch][inW] in-projection output
-	xbc    []float32      // [maxBatch][ch+H] the batch's scan inputs (log row layout)
-	dA     []float32      // [maxBatch][H] decays
-	y      []float32      // [maxBatch][Inner] scan output, then the gated, normed y
-	ones   []float32      // [ch] SiLU(x) = SiLUMul(x, 1)
-	sc     [][]float32    // per worker: [R][P·N] tree nodes' states
+	R                                int            // log rows (positions a pass may rewind over)
+	Rc                               int            // ring rows: R + taps
+	st                               [2][][]float32 // per layer (nil for others): [H][P][N]
+	cur                              int            // st[cur] is the committed state
+	base                             int            // position of st[cur]
+	tip                              int            // position of st[1-cur] (-1: none)
+	logEnd                           int            // the log holds the inputs of [base, logEnd)
+	log                              [][]float32    // per layer: [R][ch+H] x, B, C, dt of position p in row p%R
+	ring                             [][]float32    // per layer: [Rc][ch] convolution input of position p in row p%Rc
+	lo                               int            // the ring holds the rows of positions [lo, Len())
+	in                               []float32      // [maxBatch][inW] in-projection output
+	xbc                              []float32      // [maxBatch][ch+H] the batch's scan inputs (log row layout)
+	dA                               []float32      // [maxBatch][H] decays
+	y                                []float32      // [maxBatch][Inner] scan output, then the gated, normed y
+	ones                             []float32      // [ch] SiLU(x) = SiLUMul(x, 1)
+	sc                               [][]float32    // per worker: [R][P·N] tree nodes' states
 	// the current job
 	jl, jn, jpos0 int
 	jtree         bool
@@ -745,4 +745,3 @@ func readF32(dst []float32, src *chunkReader) {
 		dst[i] = math.Float32frombits(le32(b[:]))
 	}
 }
-

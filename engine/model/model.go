@@ -104,7 +104,9 @@ func (c *Config) IsSWA(l int) bool { return c.SWA != nil && c.SWA[l] }
 
 // OwnKV reports whether layer l stores keys and values of its own (not a
 // convolution layer, not a layer reading an earlier layer's).
-func (c *Config) OwnKV(l int) bool { return !c.IsConv(l) && !c.IsSSM(l) && (c.KVFrom == nil || c.KVFrom[l] == l) }
+func (c *Config) OwnKV(l int) bool {
+	return !c.IsConv(l) && !c.IsSSM(l) && (c.KVFrom == nil || c.KVFrom[l] == l)
+}
 
 // kvSrc is the layer whose cache layer l's attention reads.
 func (c *Config) kvSrc(l int) int {
