@@ -90,7 +90,12 @@ func TestAllocationsFamilies(t *testing.T) {
 // and speculative (trees by lookup and n-grams, the skipped-layer draft),
 // allocates nothing.
 func newFamilyAllocations(t *testing.T, name string) {
-	e := loadFile(t, zoo.Path(t, "new", "models", name+".gguf"), Options{Ctx: 2048, Batch: 16})
+	newFamilyAllocationsAt(t, zoo.Path(t, "new", "models", name+".gguf"))
+}
+
+// newFamilyAllocationsAt is newFamilyAllocations of the file at path.
+func newFamilyAllocationsAt(t *testing.T, path string) {
+	e := loadFile(t, path, Options{Ctx: 2048, Batch: 16})
 	s := e.state
 	tok := []int32{1}
 	if _, err := s.Forward(tok, false); err != nil {

@@ -82,6 +82,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
+	if k := e.keepPrefix(&req, msgs, prompt); k > 0 && k < len(prompt) {
+		e.state.KeepAt(k) // a recurrent state keeps the system prompt's end for its snapshot
+	}
 	start := time.Now()
 	reused, restored, err := e.prefill(ctx, prompt[:len(prompt)-1])
 	st.ReusedTokens, st.RestoredTokens = reused, restored

@@ -334,6 +334,9 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 	if err := s.check(tokens); err != nil {
 		return nil, err
 	}
+	if err := s.ssmCheck(nil); err != nil {
+		return nil, err
+	}
 	defer s.profEnd(s.profStart(), len(tokens))
 	if all && len(tokens) > s.maxRows {
 		return nil, fmt.Errorf("model: logits of %d tokens requested, the state returns at most %d per pass", len(tokens), s.maxRows)
@@ -367,9 +370,6 @@ func (s *State) check(tokens []int32) error {
 		if t < 0 || int(t) >= s.m.NVocab {
 			return fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
 		}
-	}
-	if err := s.ssmCheck(); err != nil {
-		return err
 	}
 	s.reserve(s.n + len(tokens))
 	return nil

@@ -212,23 +212,38 @@ const snapVersionSSM = 6
 
 // ssmState is the recurrent state of a State's Mamba-2 layers.
 type ssmState struct {
-	H, P, N, G, inner, ch, taps, inW int
-	R                                int            // log rows (positions a pass may rewind over)
-	Rc                               int            // ring rows: R + taps
-	st                               [2][][]float32 // per layer (nil for others): [H][P][N]
-	cur                              int            // st[cur] is the committed state
-	base                             int            // position of st[cur]
-	tip                              int            // position of st[1-cur] (-1: none)
-	logEnd                           int            // the log holds the inputs of [base, logEnd)
-	log                              [][]float32    // per layer: [R][ch+H] x, B, C, dt of position p in row p%R
-	ring                             [][]float32    // per layer: [Rc][ch] convolution input of position p in row p%Rc
-	lo                               int            // the ring holds the rows of positions [lo, Len())
-	in                               []float32      // [maxBatch][inW] in-projection output
-	xbc                              []float32      // [maxBatch][ch+H] the batch's scan inputs (log row layout)
-	dA                               []float32      // [maxBatch][H] decays
-	y                                []float32      // [maxBatch][Inner] scan output, then the gated, normed y
-	ones                             []float32      // [ch] SiLU(x) = SiLUMul(x, 1)
-	sc                               [][]float32    // per worker: [R][P·N] tree nodes' states
+	H, P, N, G int            // heads, head size, state size, groups
+	inner, ch  int            // channels of x, of xBC
+	taps, inW  int            // convolution rows before the current one; in-projection width
+	R          int            // log rows (positions a pass may rewind over)
+	Rc         int            // ring rows: R + taps
+	st         [2][][]float32 // per layer (nil for others): [H][P][N]
+	cur        int            // st[cur] is the committed state
+	base       int            // position of st[cur]
+	tip        int            // position of st[1-cur] (-1: none)
+	// tipDraft: st[1-cur] is a self-speculative draft's state (passes
+	// that skip blocks), which only another draft pass continues; tipOK[l]
+	// says layer l computed it (a layer the drafts skipped so far still
+	// has the state at the drafts' start: st[cur]).
+	tipDraft bool
+	tipOK    []bool
+	srcTip   bool // the current pass continues the draft in st[1-cur]
+	lastTree int  // pos0 of the last target tree pass (-1: none since)
+	// A checkpoint (KeepAt): the state at position ckPos (-1: none) of
+	// the tokens the State holds, and the convolution rows before it.
+	keep   int
+	ckPos  int
+	ck     [][]float32 // per layer: [H][P][N] state, then [taps][ch] rows
+	logEnd int         // the log holds the inputs of [base, logEnd)
+	log    [][]float32 // per layer: [R][ch+H] x, B, C, dt of position p in row p%R
+	ring   [][]float32 // per layer: [Rc][ch] convolution input of position p in row p%Rc
+	lo     int         // the ring holds the rows of positions [lo, Len())
+	in     []float32   // [maxBatch][inW] in-projection output
+	xbc    []float32   // [maxBatch][ch+H] the batch's scan inputs (log row layout)
+	dA     []float32   // [maxBatch][H] decays
+	y      []float32   // [maxBatch][Inner] scan output, then the gated, normed y
+	ones   []float32   // [ch] SiLU(x) = SiLUMul(x, 1)
+	sc     [][]float32 // per worker: [R][P·N] tree nodes' states
 	// the current job
 	jl, jn, jpos0 int
 	jtree         bool
@@ -281,7 +296,8 @@ func (s *State) newSSMState() {
 	}
 	ss.scanFn = s.ssmScanUnits
 	ss.replayFn = s.ssmReplayUnits
-	ss.tip = -1
+	ss.tip, ss.lastTree, ss.ckPos = -1, -1, -1
+	ss.tipOK = make([]bool, c.NLayer)
 }
 
 // SSMMemory is the memory the State holds for the Mamba-2 layers' state:
@@ -308,14 +324,38 @@ func (s *State) ssmReset() {
 	for _, l := range ss.layers {
 		clear(ss.st[ss.cur][l])
 	}
-	ss.base, ss.logEnd, ss.tip, ss.lo = 0, 0, -1, 0
+	ss.base, ss.logEnd, ss.tip, ss.lo, ss.ckPos, ss.lastTree = 0, 0, -1, 0, -1, -1
+	ss.tipDraft = false
+}
+
+// KeepAt asks the State to keep the recurrent state at position k (a
+// prefix worth a snapshot: the system prompt's) when a pass crosses it,
+// so that Truncate and Snapshot reach it later (ExactPrefix). Models
+// without Mamba-2 layers need nothing. The checkpoint's memory (one
+// state, SSMStateBytes) is taken at the first call.
+func (s *State) KeepAt(k int) {
+	if !s.hasSSM() || k <= 0 {
+		return
+	}
+	ss := &s.ssm
+	if ss.ck == nil {
+		ss.ck = make([][]float32, len(ss.st[0]))
+		for _, l := range ss.layers {
+			ss.ck[l] = make([]float32, ss.inner*ss.N+ss.taps*ss.ch)
+		}
+	}
+	ss.keep = k
 }
 
 // ssmCheck refuses a pass that would continue from positions whose state
 // the State does not hold (after a tree pass that was not compacted, or a
 // self-speculative draft that was not truncated).
-func (s *State) ssmCheck() error {
-	if s.hasSSM() && s.n > s.ssm.logEnd && s.n != s.ssm.tip {
+func (s *State) ssmCheck(skip *Skip) error {
+	if !s.hasSSM() {
+		return nil
+	}
+	ss := &s.ssm
+	if s.n > ss.logEnd && !(s.n == ss.tip && (!ss.tipDraft || skip != nil)) {
 		return fmt.Errorf("model: the Mamba-2 state is exact up to position %d, the cache holds %d (compact a tree or truncate a draft first)", s.ssm.logEnd, s.n)
 	}
 	return nil
@@ -324,8 +364,11 @@ func (s *State) ssmCheck() error {
 // ssmExact is ExactPrefix for the Mamba-2 state.
 func (s *State) ssmExact(n int) int {
 	ss := &s.ssm
-	if n == 0 || n == ss.tip || (n >= ss.base && n <= ss.logEnd) {
+	switch {
+	case n == 0 || (n == ss.tip && !ss.tipDraft) || (n >= ss.base && n <= ss.logEnd):
 		return n
+	case ss.ckPos > 0 && ss.ckPos <= n:
+		return ss.ckPos
 	}
 	return 0
 }
@@ -337,27 +380,47 @@ func (s *State) ssmTruncate(n int) {
 		s.ssmReset()
 		return
 	}
-	if n != ss.tip {
-		ss.tip = -1
+	if n < ss.ckPos {
+		ss.ckPos = -1
 	}
-	ss.logEnd = min(ss.logEnd, n)
+	if n != ss.tip || ss.tipDraft {
+		ss.tip, ss.tipDraft = -1, false
+	}
+	if n == ss.tip || (n >= ss.base && n <= ss.logEnd) {
+		ss.logEnd = min(ss.logEnd, n)
+		return
+	}
+	// Back to the checkpoint (n == ckPos, before base).
+	E := ss.inner * ss.N
+	for _, l := range ss.layers {
+		copy(ss.st[ss.cur][l], ss.ck[l][:E])
+		for j := 0; j < ss.taps; j++ {
+			if p := n - ss.taps + j; p >= 0 {
+				r := p % ss.Rc
+				copy(ss.ring[l][r*ss.ch:(r+1)*ss.ch], ss.ck[l][E+j*ss.ch:E+(j+1)*ss.ch])
+			}
+		}
+	}
+	ss.base, ss.logEnd, ss.lo = n, n, max(0, n-ss.taps)
 }
 
 // ssmPassBegin brings the committed state to pos0: the other buffer when
 // the last pass ended there, else a replay of the logged inputs.
 func (s *State) ssmPassBegin(pos0 int) {
 	ss := &s.ssm
-	if s.probing {
-		return
-	}
+	ss.srcTip = false
 	switch {
+	case pos0 == ss.tip && ss.tipDraft:
+		ss.srcTip = true // a draft continues its own state (ssmCheck allowed it)
+		return
 	case pos0 == ss.base:
 	case pos0 == ss.tip:
 		ss.cur, ss.base = 1-ss.cur, pos0
 	default:
 		s.ssmReplay(pos0)
 	}
-	ss.tip = -1
+	ss.tip, ss.tipDraft = -1, false
+	clear(ss.tipOK)
 }
 
 // ssmReplay steps st[cur] of every layer over the logged positions
@@ -537,15 +600,48 @@ func (s *State) mamba2(l, n, pos0 int) {
 	if s.probing {
 		return
 	}
+	if s.ssmCrossesKeep(n, pos0) {
+		s.ssmKeepRows(l, n, pos0)
+	}
 	// Keep the convolution rows (the last Rc of a causal pass, every node
 	// of a tree) and the scan inputs (the last R).
 	for i := max(0, n-ss.Rc); i < n; i++ {
 		r := (pos0 + i) % ss.Rc
 		copy(ss.ring[l][r*ch:(r+1)*ch], ss.in[i*inW+ss.inner:i*inW+ss.inner+ch])
 	}
+	if s.skip != nil {
+		ss.tipOK[l] = true
+		return // a draft's inputs are never replayed
+	}
 	for i := max(0, n-ss.R); i < n; i++ {
 		r := (pos0 + i) % ss.R
 		copy(ss.log[l][r*lw:(r+1)*lw], ss.xbc[i*lw:(i+1)*lw])
+	}
+}
+
+// ssmCrossesKeep reports whether the current pass is a target's causal
+// pass that crosses the checkpoint position.
+func (s *State) ssmCrossesKeep(n, pos0 int) bool {
+	ss := &s.ssm
+	return ss.ck != nil && !s.lay.on && s.skip == nil && !s.probing && pos0 < ss.keep && ss.keep <= pos0+n
+}
+
+// ssmKeepRows copies layer l's convolution rows before the checkpoint
+// position (before the ring rows of this pass are written).
+func (s *State) ssmKeepRows(l, n, pos0 int) {
+	ss := &s.ssm
+	E, inW := ss.inner*ss.N, ss.inW
+	for j := 0; j < ss.taps; j++ {
+		dst := ss.ck[l][E+j*ss.ch : E+(j+1)*ss.ch]
+		switch p := ss.keep - ss.taps + j; {
+		case p < 0:
+			clear(dst)
+		case p >= pos0:
+			copy(dst, ss.in[(p-pos0)*inW+ss.inner:(p-pos0)*inW+ss.inner+ss.ch])
+		default:
+			r := p % ss.Rc
+			copy(dst, ss.ring[l][r*ss.ch:(r+1)*ss.ch])
+		}
 	}
 }
 
@@ -559,9 +655,19 @@ func (s *State) ssmScanUnits(w, lo, hi int) {
 	P, N, H, lw := ss.P, ss.N, ss.H, ss.ch+ss.H
 	PN := P * N
 	commit := n - ss.R // after this many tokens the state is committed (if > 0)
+	if s.skip != nil {
+		commit = 0
+	}
+	keep := -1
+	if s.ssmCrossesKeep(n, ss.jpos0) {
+		keep = ss.keep - ss.jpos0 // after this many tokens the state is the checkpoint's
+	}
 	for h := lo; h < hi; h++ {
 		base := ss.st[ss.cur][l][h*PN : (h+1)*PN]
 		tip := ss.st[1-ss.cur][l][h*PN : (h+1)*PN]
+		if ss.srcTip && ss.tipOK[l] {
+			base = tip // a draft continued: its state so far
+		}
 		for i := 0; i < n; i++ {
 			row := ss.xbc[i*lw : (i+1)*lw]
 			x, B, C := ss.headIO(row, h)
@@ -581,8 +687,11 @@ func (s *State) ssmScanUnits(w, lo, hi int) {
 				src = base
 			}
 			ssmStep(tip, src, x, B, C, y, dt, dA, N)
-			if i+1 == commit && !s.probing {
+			if i+1 == commit {
 				copy(base, tip)
+			}
+			if i+1 == keep {
+				copy(ss.ck[l][h*PN:(h+1)*PN], tip)
 			}
 		}
 	}
@@ -596,11 +705,23 @@ func (s *State) ssmPassEnd(n, pos0 int) {
 		return
 	}
 	ss.lo = max(ss.lo, pos0+n-ss.Rc)
+	if s.ssmCrossesKeep(n, pos0) {
+		ss.ckPos = ss.keep
+	}
+	ss.lastTree = -1
 	switch {
-	case s.skip != nil || s.lay.on:
-		// A draft that skipped layers or a tree: nothing past pos0 is
-		// exact until Truncate or Compact.
-		ss.logEnd = pos0
+	case s.lay.on:
+		// A tree: nothing past pos0 is exact until Compact keeps a path
+		// (of a target's tree) or Truncate drops it.
+		ss.logEnd = min(ss.logEnd, pos0)
+		ss.tip, ss.tipDraft = -1, false
+		if s.skip == nil {
+			ss.lastTree = pos0
+		}
+	case s.skip != nil:
+		// A draft: its state is the tip, which only drafts continue.
+		ss.logEnd = min(ss.logEnd, pos0)
+		ss.tip, ss.tipDraft = pos0+n, true
 	default:
 		ss.base = max(pos0, pos0+n-ss.R)
 		ss.tip, ss.logEnd = pos0+n, pos0+n
@@ -612,26 +733,38 @@ func (s *State) ssmPassEnd(n, pos0 int) {
 func (s *State) ssmCompact(base int, nodes []int32) {
 	ss := &s.ssm
 	lw := ss.ch + ss.H
-	if base < ss.base {
-		ss.logEnd = min(ss.logEnd, base)
+	end := base + len(nodes)
+	identity := true
+	for d, j := range nodes {
+		identity = identity && int(j) == d
+	}
+	if identity {
+		// A prefix of the last pass: what Truncate does.
+		if end != ss.tip || ss.tipDraft {
+			ss.tip, ss.tipDraft = -1, false
+		}
+		if ss.lastTree == base {
+			ss.logEnd = end // a target's tree: its logged rows
+		} else {
+			ss.logEnd = min(ss.logEnd, end)
+		}
 		return
 	}
-	moved := false
+	ss.tip, ss.tipDraft = -1, false
+	if ss.lastTree != base || base < ss.base {
+		ss.logEnd = min(ss.logEnd, base) // not a target's tree: nothing to keep
+		return
+	}
 	for _, l := range ss.layers {
 		for d, j := range nodes {
 			if int(j) == d {
 				continue
 			}
-			moved = true
 			f, t := (base+int(j))%ss.R, (base+d)%ss.R
 			copy(ss.log[l][t*lw:(t+1)*lw], ss.log[l][f*lw:(f+1)*lw])
 			f, t = (base+int(j))%ss.Rc, (base+d)%ss.Rc
 			copy(ss.ring[l][t*ss.ch:(t+1)*ss.ch], ss.ring[l][f*ss.ch:(f+1)*ss.ch])
 		}
-	}
-	end := base + len(nodes)
-	if moved || end != ss.tip {
-		ss.tip = -1
 	}
 	ss.logEnd = end
 }
@@ -654,6 +787,14 @@ func (s *State) appendSSM(dst []byte, n int) []byte {
 	}
 	ss := &s.ssm
 	PN := ss.P * ss.N
+	if n > 0 && n == ss.ckPos && (n < ss.base || n > ss.logEnd) && !(n == ss.tip && !ss.tipDraft) {
+		E := ss.inner * ss.N
+		for _, l := range ss.layers {
+			dst = appendF32(dst, ss.ck[l][E:])
+			dst = appendF32(dst, ss.ck[l][:E])
+		}
+		return dst
+	}
 	for _, l := range ss.layers {
 		for j := 0; j < ss.taps; j++ {
 			p := n - ss.taps + j
@@ -667,7 +808,7 @@ func (s *State) appendSSM(dst []byte, n int) []byte {
 		var st []float32
 		switch {
 		case n == 0:
-		case n == ss.tip:
+		case n == ss.tip && !ss.tipDraft:
 			st = ss.st[1-ss.cur][l]
 		case n == ss.base:
 			st = ss.st[ss.cur][l]

@@ -108,6 +108,9 @@ func (s *State) ForwardTree(tokens []int32, parents []int32, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
+	if err := s.ssmCheck(skip); err != nil {
+		return err
+	}
 	if parents != nil {
 		if err := s.treeLayout(parents, len(tokens)); err != nil {
 			return err
