@@ -44,3 +44,168 @@ func TestTreeInvarianceGraniteHybrid(t *testing.T) {
 	files := []string{new2Model(t, "tiny-granitehybrid-Q4_0")}
 	forEachKernels(t, func(t *testing.T) { treeInvariance(t, genericOne(t, files), quant.F16, 24) })
 }
+
+// TestMamba2Rewind: the Mamba-2 state returns exactly to every position
+// a verification pass may rewind to (a rejected draft, the accepted part
+// replayed), to a compacted tree's path, to its checkpoint (KeepAt) and
+// through snapshots; a self-speculative draft that skips Mamba-2 layers
+// computes the same one token at a time as in one pass, and the target
+// continues exactly after it. Every continuation is compared bit for bit
+// with one uninterrupted run.
+func TestMamba2Rewind(t *testing.T) {
+	m := openModel(t, new2Model(t, "tiny-granitehybrid-Q4_0"))
+	n := 64
+	seq := make([]int32, n)
+	for i := range seq {
+		seq[i] = int32((i*7919 + 13) % m.NVocab)
+	}
+	newState := func() *State {
+		s, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 8, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	ref := make([][]float32, n)
+	one := newState()
+	for i, tok := range seq {
+		lg, err := one.Forward([]int32{tok}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref[i] = append([]float32(nil), lg...)
+	}
+	next := func(what string, s *State) {
+		t.Helper()
+		i := s.Len()
+		lg, err := s.Forward(seq[i:i+1], false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameRows(t, what, lg, ref[i], 0, 1, m.NVocab, i, 1)
+	}
+	s := newState()
+	if _, err := s.Forward(seq[:20], false); err != nil {
+		t.Fatal(err)
+	}
+	// A verification pass of 6, 3 accepted: the rest is dropped, the
+	// accepted part replayed by the next pass.
+	if err := s.ForwardRows(seq[20:26]); err != nil {
+		t.Fatal(err)
+	}
+	if s.Truncate(23); s.Len() != 23 {
+		t.Fatalf("Truncate(23) after a pass over 20..25 kept %d", s.Len())
+	}
+	next("after a rejected draft", s)
+	// A tree whose kept path is node 0, then node 2 (node 1 a sibling).
+	base := s.Len()
+	wrong := (seq[base] + 1) % int32(m.NVocab)
+	if err := s.ForwardTree([]int32{seq[base], wrong, seq[base+1]}, []int32{-1, -1, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(base, []int32{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	next("after a compacted tree", s)
+	// A passed-over position inside the log: snapshot, restore, continue.
+	if err := s.ForwardRows(seq[s.Len() : s.Len()+5]); err != nil {
+		t.Fatal(err)
+	}
+	at := s.Len() - 2
+	blob, err := s.Snapshot(at, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newState()
+	if err := r.Restore(seq[:at], blob); err != nil {
+		t.Fatal(err)
+	}
+	next("after Restore inside the log", r)
+	s.Truncate(at)
+	next("after Truncate inside the log", s)
+	// Far back: no checkpoint, back to the start.
+	if s.Truncate(5); s.Len() != 0 {
+		t.Fatalf("Truncate(5) far back kept %d, want 0", s.Len())
+	}
+	// A checkpoint.
+	s.KeepAt(10)
+	if _, err := s.Forward(seq[:40], false); err != nil {
+		t.Fatal(err)
+	}
+	if e := s.ExactPrefix(15); e != 10 {
+		t.Fatalf("ExactPrefix(15) with a checkpoint at 10: %d", e)
+	}
+	if blob, err = s.Snapshot(10, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = newState()
+	if err := r.Restore(seq[:10], blob); err != nil {
+		t.Fatal(err)
+	}
+	next("after Restore of the checkpoint", r)
+	s.Truncate(15)
+	next("after Truncate to the checkpoint", s)
+	// A draft that skips Mamba-2 layers 0 and 3 (and attention 4): one
+	// token at a time as in one pass; then the target.
+	skip := &Skip{Attn: make([]bool, m.NLayer)}
+	skip.Attn[0], skip.Attn[3], skip.Attn[4] = true, true, true
+	at = s.Len()
+	var draft [3][]float32
+	for j := range draft {
+		if err := s.ForwardTree(seq[at+j:at+j+1], nil, skip); err != nil {
+			t.Fatal(err)
+		}
+		lg, _ := s.Logits(0, 1)
+		draft[j] = append([]float32(nil), lg...)
+	}
+	if _, err := s.Forward(seq[s.Len():s.Len()+1], false); err == nil {
+		t.Error("a target pass continued a draft's state")
+	}
+	s.Truncate(at)
+	if err := s.ForwardTree(seq[at:at+3], nil, skip); err != nil {
+		t.Fatal(err)
+	}
+	lg, _ := s.Logits(0, 3)
+	for j := range draft {
+		sameRows(t, "draft, one pass", lg[j*m.NVocab:], draft[j], j, j+1, m.NVocab, at, 3)
+	}
+	s.Truncate(at)
+	for range 4 {
+		next("after a draft", s)
+	}
+	t.Logf("Mamba-2 state memory of this State: %d KiB (a state %d KiB)", s.SSMMemory()>>10, m.SSMStateBytes()>>10)
+}
+
+// TestGraniteHybridConfig: the layer kinds, multipliers and the refusals.
+func TestGraniteHybridConfig(t *testing.T) {
+	m := openModel(t, new2Model(t, "tiny-granitehybrid-Q8_0"))
+	c := &m.Config
+	kinds := ""
+	for l := range c.NLayer {
+		switch {
+		case c.IsSSM(l) && !c.OwnKV(l):
+			kinds += "M"
+		case !c.IsSSM(l) && c.OwnKV(l) && c.ropeOff(l):
+			kinds += "A"
+		default:
+			kinds += "?"
+		}
+	}
+	if kinds != "MMAMA" || c.SSMInner != 512 || c.SSMHeads != 8 || c.SSMState != 64 || c.SSMGroups != 1 || c.SSMConv != 4 ||
+		c.EmbdScale != 12 || c.LogitScale != 8 || c.ResidScale != 0.22 || c.AttnScale != 1.0/128 {
+		t.Errorf("layers %s, ssm %d/%d/%d/%d/%d, scales %v %v %v %v", kinds, c.SSMInner, c.SSMHeads, c.SSMState, c.SSMGroups, c.SSMConv,
+			c.EmbdScale, c.LogitScale, c.ResidScale, c.AttnScale)
+	}
+	s, err := m.NewState(StateOptions{Ctx: 32, Batch: 4, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Forward([]int32{1, 2, 3, 4}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Probe([]int32{2}, 1, nil); err == nil {
+		t.Error("a probe of a Mamba-2 model succeeded")
+	}
+}
