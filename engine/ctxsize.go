@@ -108,6 +108,12 @@ func kvRingBytes(c model.Config, kv quant.Type) int64 {
 	return kvBytes(c, kv, true) * int64(c.Window+512+128)
 }
 
+// recurrentBytes is what the Mamba-2 layers' state takes whatever the
+// context: two states (the committed one and the last pass's) and the
+// checkpoint of the system prompt's end (model/mamba2.go), besides their
+// small per-pass logs.
+func recurrentBytes(c model.Config) int64 { return 3 * c.SSMStateBytes() }
+
 // ChooseContext picks the context for a model of shape c whose weights
 // take weights bytes, with available bytes of memory (<= 0: unknown, the
 // trained context is taken). The trained context is the most; the memory
@@ -122,7 +128,7 @@ func ChooseContext(c model.Config, kv quant.Type, weights, available int64) Cont
 	if available <= 0 {
 		return ch
 	}
-	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv)
+	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv) - recurrentBytes(c)
 	ch.MemoryCap = int(max(left, 0) / ch.KVPerTok / ctxStep * ctxStep)
 	if ch.MemoryCap < trained {
 		ch.Ctx, ch.Bound = max(ch.MemoryCap, min(minAutoCtx, trained)), "memory"
