@@ -42,19 +42,19 @@ type recStep func(s *State, l int, dst, src, in, out []float32)
 const recLogSlack = 16
 
 type recState struct {
-	step  recStep
-	idx   []int       // per model layer: its index among the recurrent layers (-1: none)
-	lay   []int       // per recurrent layer: its model layer
-	base  [][]float32 // [nrec][RecState]
-	work  [][]float32 // [nrec][RecState]
-	bpos  int         // base is the state at this position
-	nlog  int         // the log holds positions [bpos, bpos+nlog)
-	K     int         // log capacity in positions
-	log   [][]float32 // [nrec][K][RecIn]
-	tree  bool        // the last pass was a tree (log entries treeAt.. are its nodes)
-	treeAt, chain int // its first entry, and how many of its first nodes form a chain
-	draft bool        // the last pass left blocks out (a self-speculative draft step)
-	cut   int         // log entries from here on are not replayable (a draft skipped a recurrent layer there)
+	step          recStep
+	idx           []int       // per model layer: its index among the recurrent layers (-1: none)
+	lay           []int       // per recurrent layer: its model layer
+	base          [][]float32 // [nrec][RecState]
+	work          [][]float32 // [nrec][RecState]
+	bpos          int         // base is the state at this position
+	nlog          int         // the log holds positions [bpos, bpos+nlog)
+	K             int         // log capacity in positions
+	log           [][]float32 // [nrec][K][RecIn]
+	tree          bool        // the last pass was a tree (log entries treeAt.. are its nodes)
+	treeAt, chain int         // its first entry, and how many of its first nodes form a chain
+	draft         bool        // the last pass left blocks out (a self-speculative draft step)
+	cut           int         // log entries from here on are not replayable (a draft skipped a recurrent layer there)
 	// this pass (recBegin):
 	fromBase bool // its first token reads base
 	longAt   int  // the batch index before which base takes the working state (-1: none)
