@@ -355,7 +355,7 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 	}
 	lg := s.forward(tokens, all)
 	if s.hasRec() && total > 1 {
-		s.recCheckpoint() // the end of a prefill: a later prompt may share just this much
+		s.recCheckpoint(0) // the end of a prefill: a later prompt may share just this much
 	}
 	return lg, nil
 }

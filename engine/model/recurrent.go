@@ -73,8 +73,11 @@ type recState struct {
 	slots [][]float32 // [depth][RecState] tree path states (one layer's)
 	owner []int32     // batch index whose state slot d holds (-1: none)
 
-	ck    [][]float32 // [nrec][RecState + RecTaps·RecConv] the checkpoint: state, then conv rows
-	ckPos int         // its position (-1: none)
+	// Two checkpoints: [0] the end of the last prefill (Forward of
+	// several tokens), [1] the one Checkpoint pinned (the system
+	// prompt's end). ck[k][r] holds layer r's state, then its conv rows.
+	ck    [2][][]float32
+	ckPos [2]int // their positions (-1: none)
 }
 
 // hasRec reports whether the model has recurrent layers.
@@ -104,13 +107,15 @@ func (s *State) newRecState() {
 	rs.K = s.maxRows + recLogSlack
 	rs.R = max(s.maxBatch, rs.K) + c.RecTaps + convRingSlack
 	rs.base, rs.work = make([][]float32, nrec), make([][]float32, nrec)
-	rs.log, rs.ring, rs.ck = make([][]float32, nrec), make([][]float32, nrec), make([][]float32, nrec)
+	rs.log, rs.ring = make([][]float32, nrec), make([][]float32, nrec)
+	rs.ck[0], rs.ck[1] = make([][]float32, nrec), make([][]float32, nrec)
 	for r := range nrec {
 		rs.base[r] = make([]float32, c.RecState)
 		rs.work[r] = make([]float32, c.RecState)
 		rs.log[r] = make([]float32, rs.K*c.RecIn)
 		rs.ring[r] = make([]float32, rs.R*c.RecConv)
-		rs.ck[r] = make([]float32, c.RecState+c.RecTaps*c.RecConv)
+		rs.ck[0][r] = make([]float32, c.RecState+c.RecTaps*c.RecConv)
+		rs.ck[1][r] = make([]float32, c.RecState+c.RecTaps*c.RecConv)
 	}
 	B := s.maxBatch
 	rs.xc = make([]float32, B*c.RecConv)
@@ -124,7 +129,7 @@ func (s *State) newRecState() {
 		rs.slots[d] = make([]float32, c.RecState)
 	}
 	rs.owner = make([]int32, depth)
-	rs.ckPos, rs.cut = -1, rs.K
+	rs.ckPos, rs.cut = [2]int{-1, -1}, rs.K
 }
 
 // RecStateBytes is the memory the recurrent state holds (what
@@ -134,7 +139,7 @@ func (s *State) RecStateBytes() int {
 	rs := &s.rec
 	n := 0
 	for r := range rs.base {
-		n += len(rs.base[r]) + len(rs.work[r]) + len(rs.log[r]) + len(rs.ring[r]) + len(rs.ck[r])
+		n += len(rs.base[r]) + len(rs.work[r]) + len(rs.log[r]) + len(rs.ring[r]) + len(rs.ck[0][r]) + len(rs.ck[1][r])
 	}
 	for _, sl := range rs.slots {
 		n += len(sl)
@@ -324,10 +329,21 @@ func (s *State) recExact(n int) int {
 	if s.recHolds(n) {
 		return n
 	}
-	if rs.ckPos >= 0 && rs.ckPos <= n {
-		return rs.ckPos
+	if k := rs.ckAt(n); k >= 0 {
+		return rs.ckPos[k]
 	}
 	return 0
+}
+
+// ckAt is the checkpoint at the latest position at or before n (-1: none).
+func (rs *recState) ckAt(n int) int {
+	best := -1
+	for k, p := range rs.ckPos {
+		if p >= 0 && p <= n && (best < 0 || p > rs.ckPos[best]) {
+			best = k
+		}
+	}
+	return best
 }
 
 // recReplay makes work the state at position to (bpos < to <=
@@ -356,12 +372,13 @@ func (s *State) recTruncate(n int) {
 			s.recReplay(n)
 		}
 		rs.nlog = n - rs.bpos
-	case n == rs.ckPos:
+	case rs.ckAt(n) >= 0 && rs.ckPos[rs.ckAt(n)] == n:
+		ck := rs.ck[rs.ckAt(n)]
 		for r := range rs.lay {
-			copy(rs.base[r], rs.ck[r][:c.RecState])
+			copy(rs.base[r], ck[r][:c.RecState])
 			for j := 0; j < c.RecTaps; j++ {
 				if row := rs.ringRow(r, n-c.RecTaps+j, c.RecConv); row != nil {
-					copy(row, rs.ck[r][c.RecState+j*c.RecConv:c.RecState+(j+1)*c.RecConv])
+					copy(row, ck[r][c.RecState+j*c.RecConv:c.RecState+(j+1)*c.RecConv])
 				}
 			}
 		}
@@ -372,8 +389,10 @@ func (s *State) recTruncate(n int) {
 		}
 		rs.bpos, rs.nlog, rs.lo = 0, 0, 0
 	}
-	if rs.ckPos > n {
-		rs.ckPos = -1
+	for k, p := range rs.ckPos {
+		if p > n {
+			rs.ckPos[k] = -1
+		}
 	}
 	rs.tree, rs.draft, rs.cut = false, false, rs.K
 }
@@ -491,18 +510,32 @@ func (s *State) recConv(l, n, pos0 int, w []float32) {
 	}
 }
 
-// recCheckpoint keeps the state at Len() as the checkpoint (after a
-// prefill).
-func (s *State) recCheckpoint() {
+// Checkpoint keeps the recurrent state at Len() (a model with recurrent
+// layers returns there exactly: Truncate, Snapshot) until a Truncate
+// before it or the next Checkpoint. The engine pins the end of the
+// system prompt this way; the end of every prefill (Forward of several
+// tokens) is kept besides. Nothing for other models.
+func (s *State) Checkpoint() {
+	if s.hasRec() {
+		s.recCheckpoint(1)
+	}
+}
+
+// recCheckpoint keeps the state at Len() in checkpoint k.
+func (s *State) recCheckpoint(k int) {
 	rs := &s.rec
 	c := &s.m.Config
 	if rs.tree || s.n-c.RecTaps < rs.lo && s.n >= c.RecTaps {
 		return
 	}
+	if k == 0 && rs.ckPos[1] == s.n {
+		return // the pinned one holds it
+	}
 	for r := range rs.lay {
-		copy(rs.ck[r], s.recCur(r))
+		ck := rs.ck[k][r]
+		copy(ck, s.recCur(r))
 		for j := 0; j < c.RecTaps; j++ {
-			dst := rs.ck[r][c.RecState+j*c.RecConv : c.RecState+(j+1)*c.RecConv]
+			dst := ck[c.RecState+j*c.RecConv : c.RecState+(j+1)*c.RecConv]
 			if row := rs.ringRow(r, s.n-c.RecTaps+j, c.RecConv); row != nil {
 				copy(dst, row)
 			} else {
@@ -510,7 +543,7 @@ func (s *State) recCheckpoint() {
 			}
 		}
 	}
-	rs.ckPos = s.n
+	rs.ckPos[k] = s.n
 }
 
 // recSnapshotSize is the size of the recurrent state in a snapshot.
@@ -531,12 +564,16 @@ func (s *State) appendRec(dst []byte, n int) []byte {
 	rs := &s.rec
 	c := &s.m.Config
 	useCk := !s.recHolds(n)
+	var ck [][]float32
+	if useCk {
+		ck = rs.ck[rs.ckAt(n)]
+	}
 	In := c.RecIn
 	for r, l := range rs.lay {
 		var st []float32
 		switch {
 		case useCk:
-			st = rs.ck[r][:c.RecState]
+			st = ck[r][:c.RecState]
 		case n == rs.bpos:
 			st = rs.base[r]
 		case n == s.n && !rs.tree:
@@ -555,7 +592,7 @@ func (s *State) appendRec(dst []byte, n int) []byte {
 			switch {
 			case n-c.RecTaps+j < 0:
 			case useCk:
-				row = rs.ck[r][c.RecState+j*c.RecConv : c.RecState+(j+1)*c.RecConv]
+				row = ck[r][c.RecState+j*c.RecConv : c.RecState+(j+1)*c.RecConv]
 			default:
 				row = rs.ringRow(r, n-c.RecTaps+j, c.RecConv)
 			}
@@ -601,7 +638,7 @@ func (s *State) readRec(p []byte, n int) {
 			}
 		}
 	}
-	rs.bpos, rs.nlog, rs.lo, rs.ckPos = n, 0, max(0, n-c.RecTaps), -1
+	rs.bpos, rs.nlog, rs.lo, rs.ckPos = n, 0, max(0, n-c.RecTaps), [2]int{-1, -1}
 	rs.tree, rs.draft, rs.cut = false, false, rs.K
 }
 
@@ -611,6 +648,6 @@ func (s *State) recReset() {
 	for r := range rs.lay {
 		clear(rs.base[r])
 	}
-	rs.bpos, rs.nlog, rs.lo, rs.ckPos = 0, 0, 0, -1
+	rs.bpos, rs.nlog, rs.lo, rs.ckPos = 0, 0, 0, [2]int{-1, -1}
 	rs.tree, rs.draft, rs.cut = false, false, rs.K
 }
