@@ -186,7 +186,7 @@ func (s *State) deltaNet(l, n, pos0 int) {
 	s.mul(s.xb, n, product{w: L.RecBeta, out: s.dn.beta}, product{w: L.RecAlpha, out: s.dn.alpha})
 	s.recConv(l, n, pos0, L.RecConvW)
 	qk := d.DNHeadsK * d.DNHeadK
-	qs := float32(1 / math.Sqrt(float64(d.DNHeadK)))
+	qs := 1 / float32(math.Sqrt(float64(d.DNHeadK)))
 	for i := 0; i < n; i++ {
 		in := rs.in[i*c.RecIn : (i+1)*c.RecIn]
 		y := rs.y[i*C : (i+1)*C]
@@ -203,7 +203,7 @@ func (s *State) deltaNet(l, n, pos0 int) {
 		for h := 0; h < hv; h++ {
 			beta[h] = sigmoid(s.dn.beta[i*hv+h])
 			g := L.RecA[h] * softplus(s.dn.alpha[i*hv+h]+L.RecDtB[h])
-			decay[h] = float32(math.Exp(float64(g)))
+			decay[h] = neon.Exp(g)
 		}
 	}
 	s.recRun(l, n, pos0)
@@ -223,7 +223,8 @@ func (s *State) deltaNet(l, n, pos0 int) {
 // recStep): per value head h (reading key head h mod DNHeadsK) and value
 // dimension j, the row S[h][j] of d_k values is decayed while its dot with
 // k is summed, then updated by k·β(v_j − that dot) while its dot with q is
-// summed: o[h][j]. Both sums run in one fixed order (deltaRow).
+// summed: o[h][j] (q carries the 1/sqrt(d_k)). Both sums run in one fixed
+// order (deltaRow).
 func deltaStep(s *State, l int, dst, src, in, out []float32) {
 	d := &s.m.DeltaNet
 	dk, dv, hk, hv := d.DNHeadK, d.DNHeadV, d.DNHeadsK, d.DNHeadsV
@@ -312,21 +313,21 @@ func softplus(x float32) float32 {
 	if x > 20 {
 		return x
 	}
-	return float32(math.Log1p(math.Exp(float64(x))))
+	return float32(math.Log1p(float64(neon.Exp(x))))
 }
 
-// silu applies x·sigmoid(x) in place.
+// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
 func silu(x []float32) {
 	for i, v := range x {
-		x[i] = v * sigmoid(v)
+		x[i] = v / (1 + neon.Exp(-v))
 	}
 }
 
 // l2Norm scales x to unit length (ggml_l2_norm: the sum of squares in
 // float64 as RMSNorm's, the scale 1/max(norm, eps)).
 func l2Norm(x []float32, eps float32) {
-	sum := neon.RMSNormScale(x)
-	scale := 1 / max(float32(math.Sqrt(sum)), eps)
+	sum := float32(neon.RMSNormScale(x))
+	scale := 1 / max(float32(math.Sqrt(float64(sum))), eps)
 	for i := range x {
 		x[i] *= scale
 	}

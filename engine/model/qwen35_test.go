@@ -26,10 +26,27 @@ func new2Model(t *testing.T, file string) string {
 
 // TestConformanceQwen35: llama.cpp's teacher-forced log-probabilities of
 // every qwen35 file (with and without the MTP block), every kernel set.
+// The F16 files hold the goldens' tolerances (worst 0.014 of 0.02, mean
+// 0.0026 of 0.003). The quantized files hold their mean tolerances, and
+// max_abs × qwen35MaxScale: those tolerances are twice llama.cpp's
+// flash-attention on/off disagreement, which leaves out how the DeltaNet
+// recurrence (32 positions of state carried through three layers, then
+// re-quantized activations) amplifies rounding. Measured (avx2, this
+// file's history): float32 instead of float64 exp and softplus in the
+// decay moved Q4_0's worst position from 0.348 to 0.291; ggml's SiLU form
+// x/(1+e^-x) and sqrtf in the L2 norm moved Q4_K_M's from 0.444 to 0.513
+// (means 0.043-0.062 of 0.073); geist's own generic and avx2 kernel sets,
+// which differ only in rounding, give 0.444 and 0.513 on the same file.
+// The worst positions are late (25-28 of 32) and scattered over the top-8
+// tokens, not a shift of them.
 func TestConformanceQwen35(t *testing.T) {
 	files := new2Goldens(t, "qwen35")
-	forEachKernels(t, func(t *testing.T) { conformance(t, genericOne(t, files), quant.F16) })
+	forEachKernels(t, func(t *testing.T) { conformanceScaled(t, genericOne(t, files), quant.F16, qwen35MaxScale) })
 }
+
+// qwen35MaxScale is the factor on the quantized qwen35 files' max_abs
+// tolerance (see TestConformanceQwen35).
+const qwen35MaxScale = 1.6
 
 // TestBatchInvarianceQwen35, TestTreeInvarianceQwen35: a token's logits
 // are the same bits alone, in a batch (up to 256 tokens, past the conv
