@@ -108,11 +108,10 @@ func kvRingBytes(c model.Config, kv quant.Type) int64 {
 	return kvBytes(c, kv, true) * int64(c.Window+512+128)
 }
 
-// recurrentBytes is what the Mamba-2 layers' state takes whatever the
-// context: two states (the committed one and the last pass's) and the
-// checkpoint of the system prompt's end (model/mamba2.go), besides their
-// small per-pass logs.
-func recurrentBytes(c model.Config) int64 { return 3 * c.SSMStateBytes() }
+// recurrentBytes is what the recurrent layers' state takes whatever the
+// context (model/recurrent.go): per layer its base and working states and
+// two checkpoints, besides the small logs, rings and tree slots.
+func recurrentBytes(c model.Config) int64 { return 4 * 4 * int64(c.RecState) * int64(c.RecLayers()) }
 
 // ChooseContext picks the context for a model of shape c whose weights
 // take weights bytes, with available bytes of memory (<= 0: unknown, the

@@ -90,11 +90,12 @@ func TestAllocationsFamilies(t *testing.T) {
 // and speculative (trees by lookup and n-grams, the skipped-layer draft),
 // allocates nothing.
 func newFamilyAllocations(t *testing.T, name string) {
-	newFamilyAllocationsAt(t, zoo.Path(t, "new", "models", name+".gguf"))
+	fileAllocations(t, zoo.Path(t, "new", "models", name+".gguf"), installLastMLPSkip)
 }
 
-// newFamilyAllocationsAt is newFamilyAllocations of the file at path.
-func newFamilyAllocationsAt(t *testing.T, path string) {
+// fileAllocations is newFamilyAllocations of a file, with the given
+// skipped-layer draft.
+func fileAllocations(t *testing.T, path string, installSkip func(*Engine)) {
 	e := loadFile(t, path, Options{Ctx: 2048, Batch: 16})
 	s := e.state
 	tok := []int32{1}
@@ -112,7 +113,7 @@ func newFamilyAllocationsAt(t *testing.T, path string) {
 	}); a != 0 {
 		t.Errorf("%v allocations per decoded token", a)
 	}
-	installLastMLPSkip(e)
+	installSkip(e)
 	ids, _ := e.Tokens(&Request{Prompt: copyHeavy[0]})
 	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecSelf}} {
 		sp.DraftMax, sp.Fixed = 8, true

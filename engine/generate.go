@@ -17,6 +17,14 @@ import (
 // the last prompt token: that one runs in the first decoding step,
 // together with a draft.)
 func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int, err error) {
+	return e.prefillPin(ctx, toks, 0)
+}
+
+// prefillPin is prefill that, for a model with recurrent layers (whose
+// state returns exactly only to some positions), also pins a checkpoint
+// at position pin (the end of the system prompt, which the prompt cache
+// keeps; 0: none).
+func (e *Engine) prefillPin(ctx context.Context, toks []int32, pin int) (reuse, restored int, err error) {
 	s := e.state
 	reuse = spec.CommonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
@@ -28,13 +36,21 @@ func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int
 		reuse = r
 		restored = r
 	}
-	for i := reuse; i < len(toks); i += s.MaxBatch() {
+	for i := reuse; i < len(toks); {
 		if err := ctx.Err(); err != nil {
 			return reuse, restored, err
 		}
-		if _, err := s.Forward(toks[i:min(i+s.MaxBatch(), len(toks))], false); err != nil {
+		end := min(i+s.MaxBatch(), len(toks))
+		if i < pin && pin < end {
+			end = pin
+		}
+		if _, err := s.Forward(toks[i:end], false); err != nil {
 			return reuse, restored, err
 		}
+		if end == pin {
+			s.Checkpoint()
+		}
+		i = end
 	}
 	return reuse, restored, nil
 }
@@ -82,11 +98,12 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
-	if k := e.keepPrefix(&req, msgs, prompt); k > 0 && k < len(prompt) {
-		e.state.KeepAt(k) // a recurrent state keeps the system prompt's end for its snapshot
-	}
 	start := time.Now()
-	reused, restored, err := e.prefill(ctx, prompt[:len(prompt)-1])
+	pin := 0
+	if e.model.RecLayers() > 0 {
+		pin = e.keepPrefix(&req, msgs, prompt)
+	}
+	reused, restored, err := e.prefillPin(ctx, prompt[:len(prompt)-1], pin)
 	st.ReusedTokens, st.RestoredTokens = reused, restored
 	st.EvaluatedTokens = len(prompt) - reused
 	st.RestoreMS = float64(e.restoreTook.Microseconds()) / 1000

@@ -82,9 +82,12 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 			// The skipped-layer draft, chosen on the model's own answer to
 			// the first golden prompt (-short: the last feed-forward block;
 			// any choice must keep the output exact).
-			if testing.Short() || e.model.SSMLayerCount() > 0 {
-				// (Mamba-2 models: the search's probes need past states
-				// the model does not keep.)
+			if e.model.RecLayers() > 0 {
+				// A recurrent model: the search's probes need past states
+				// the model does not keep; a draft that skips a recurrent
+				// mixer and a feed-forward block.
+				installRecSkip(e)
+			} else if testing.Short() {
 				installLastMLPSkip(e)
 			} else {
 				calib, _ := generateIDs(t, e, g.Cases[0].Prompt, 96, SpecOptions{Mode: SpecOff}, greedy())

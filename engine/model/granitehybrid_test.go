@@ -1,28 +1,13 @@
 package model
 
 import (
-	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
-	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/quant"
 )
 
 // granitehybrid (Granite 4.0-H): Mamba-2 layers and attention layers
 // without rope, from the zoo's new2/ files.
-
-func new2Goldens(t *testing.T, fam string) []string {
-	files, _ := filepath.Glob(zoo.Path(t, "new2", "golden", "gen-tiny-"+fam+"-*.json"))
-	if len(files) == 0 {
-		t.Fatalf("no gen-tiny-%s goldens in the zoo's new2/golden", fam)
-	}
-	return files
-}
-
-func new2Model(t *testing.T, name string) string {
-	return zoo.Path(t, "new2", "models", name+".gguf")
-}
 
 // TestConformanceGraniteHybrid: llama.cpp's teacher-forced
 // log-probabilities of every tiny-granitehybrid file, with every kernel
@@ -129,9 +114,12 @@ func TestMamba2Rewind(t *testing.T) {
 	if s.Truncate(5); s.Len() != 0 {
 		t.Fatalf("Truncate(5) far back kept %d, want 0", s.Len())
 	}
-	// A checkpoint.
-	s.KeepAt(10)
-	if _, err := s.Forward(seq[:40], false); err != nil {
+	// A checkpoint (what the engine pins at the system prompt's end).
+	if _, err := s.Forward(seq[:10], false); err != nil {
+		t.Fatal(err)
+	}
+	s.Checkpoint()
+	if _, err := s.Forward(seq[10:40], false); err != nil {
 		t.Fatal(err)
 	}
 	if e := s.ExactPrefix(15); e != 10 {
@@ -160,9 +148,6 @@ func TestMamba2Rewind(t *testing.T) {
 		lg, _ := s.Logits(0, 1)
 		draft[j] = append([]float32(nil), lg...)
 	}
-	if _, err := s.Forward(seq[s.Len():s.Len()+1], false); err == nil {
-		t.Error("a target pass continued a draft's state")
-	}
 	s.Truncate(at)
 	if err := s.ForwardTree(seq[at:at+3], nil, skip); err != nil {
 		t.Fatal(err)
@@ -175,7 +160,7 @@ func TestMamba2Rewind(t *testing.T) {
 	for range 4 {
 		next("after a draft", s)
 	}
-	t.Logf("Mamba-2 state memory of this State: %d KiB (a state %d KiB)", s.SSMMemory()>>10, m.SSMStateBytes()>>10)
+	t.Logf("recurrent state memory of this State: %d KiB (a state %d KiB)", s.RecStateBytes()>>10, m.SSMStateBytes()>>10)
 }
 
 // TestGraniteHybridConfig: the layer kinds, multipliers and the refusals.
@@ -209,86 +194,4 @@ func TestGraniteHybridConfig(t *testing.T) {
 	if err := s.Probe([]int32{2}, 1, nil); err == nil {
 		t.Error("a probe of a Mamba-2 model succeeded")
 	}
-}
-
-// BenchmarkMamba2State: what the Mamba-2 state costs on a
-// Granite-4.0-H-1B shape (40 layers, 36 of them Mamba-2 with 48 heads of
-// 64 and a state of 128): the scan of one decoded token over every
-// Mamba-2 layer (what plain decoding pays for the recurrence, beside the
-// weights), a rejected draft (Truncate inside the last pass), each
-// accepted token of a verification pass (replayed by the next pass), a
-// tree's kept path of 4 (Compact), and the memory the State holds.
-func BenchmarkMamba2State(b *testing.B) {
-	const L = 40
-	c := Config{NLayer: L, NEmbd: 1536}
-	c.SSMLayers = make([]bool, L)
-	for l := range c.SSMLayers {
-		c.SSMLayers[l] = l%10 != 9
-	}
-	c.SSMInner, c.SSMState, c.SSMHeads, c.SSMGroups, c.SSMConv = 3072, 128, 48, 1, 4
-	m := &Model{Config: c, Layers: make([]Layer, L)}
-	for l := range m.Layers {
-		m.Layers[l].SSMA = make([]float32, c.SSMHeads)
-		for h := range m.Layers[l].SSMA {
-			m.Layers[l].SSMA[h] = -0.5 - float32(h)/float32(c.SSMHeads)
-		}
-	}
-	s := &State{m: m, ctx: 4096, maxRows: 33, maxBatch: 33, pool: newPool(1), toks: make([]int32, 4096)}
-	defer s.Close()
-	s.newSSMState()
-	ss := &s.ssm
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range ss.xbc {
-		ss.xbc[i] = rng.Float32()*0.2 - 0.1
-	}
-	for _, l := range ss.layers {
-		for i := range ss.log[l] {
-			ss.log[l][i] = rng.Float32()*0.2 - 0.1
-		}
-		for r := 0; r < ss.R; r++ { // dt > 0
-			for h := 0; h < ss.H; h++ {
-				ss.log[l][r*(ss.ch+ss.H)+ss.ch+h] = 0.05
-			}
-		}
-	}
-	for i := range ss.dA {
-		ss.dA[i] = 0.95
-	}
-	const at = 1000
-	pass := func(n int) {
-		// As if a verification pass of n tokens had run at at.
-		s.n, s.toks = at+n, s.toks[:at+n]
-		ss.base, ss.logEnd, ss.tip, ss.tipDraft = at, at+n, at+n, false
-	}
-	b.Run("scan-per-decoded-token", func(b *testing.B) {
-		for b.Loop() {
-			for _, l := range ss.layers {
-				ss.jl, ss.jn, ss.jpos0, ss.jtree = l, 1, at, false
-				s.pool.runWorker(ss.scanFn, ss.H, 1)
-			}
-		}
-	})
-	b.Run("reject-draft", func(b *testing.B) {
-		for b.Loop() {
-			pass(9)
-			s.Truncate(at + 1)
-		}
-	})
-	b.Run("accept-4-replay", func(b *testing.B) {
-		for b.Loop() {
-			pass(9)
-			s.Truncate(at + 4)
-			s.ssmReplay(at + 4) // what the next pass does first
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/4, "ns/accepted-token")
-	})
-	b.Run("compact-tree-path-4", func(b *testing.B) {
-		nodes := []int32{0, 2, 5, 7}
-		for b.Loop() {
-			pass(12)
-			ss.lastTree, ss.logEnd = at, at
-			s.ssmCompact(at, nodes)
-		}
-	})
-	b.Logf("Mamba-2 state held: %.1f MiB (one state %.1f MiB; a KeepAt checkpoint adds one)", float64(s.SSMMemory())/(1<<20), float64(c.SSMStateBytes())/(1<<20))
 }

@@ -108,9 +108,6 @@ func (s *State) ForwardTree(tokens []int32, parents []int32, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
-	if err := s.ssmCheck(skip); err != nil {
-		return err
-	}
 	if parents != nil {
 		if err := s.treeLayout(parents, len(tokens)); err != nil {
 			return err
@@ -168,8 +165,8 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
-	if s.hasSSM() {
-		return errors.New("model: a probe needs the recurrent state at earlier positions; a model with Mamba-2 layers keeps it only at the last pass")
+	if err := s.recProbeCheck(); err != nil {
+		return err
 	}
 	if err := s.convProbeCheck(from); err != nil {
 		return err
@@ -212,6 +209,11 @@ func (s *State) Compact(base int, nodes []int32) error {
 		}
 		prev = j
 	}
+	if s.hasRec() {
+		if err := s.recCompact(base, nodes); err != nil {
+			return err
+		}
+	}
 	c := &s.m.Config
 	for d, j := range nodes {
 		if int(j) == d {
@@ -237,9 +239,6 @@ func (s *State) Compact(base int, nodes []int32) error {
 	}
 	if s.hasConv() {
 		s.convCompact(base, nodes)
-	}
-	if s.hasSSM() {
-		s.ssmCompact(base, nodes)
 	}
 	s.n = base + len(nodes)
 	s.toks = s.toks[:s.n]
