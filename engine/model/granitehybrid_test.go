@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/geisten/geist/quant"
@@ -194,4 +195,85 @@ func TestGraniteHybridConfig(t *testing.T) {
 	if err := s.Probe([]int32{2}, 1, nil); err == nil {
 		t.Error("a probe of a Mamba-2 model succeeded")
 	}
+}
+
+// BenchmarkMamba2State: what the Mamba-2 state costs under speculation
+// on a Granite-4.0-H-1B shape (40 layers, 36 of them Mamba-2 with 48
+// heads of 64 and a state of 128: 1.5 MiB per layer): one token's step of
+// every Mamba-2 layer (what any pass pays per token for the recurrence,
+// beside the weights), a verification pass of 9 rejected whole
+// (Truncate to its start), 4 of 9 accepted (Truncate replays them from
+// the logged inputs: per accepted token), a tree's kept path of 4
+// (Compact: the log rows moved and replayed), and the memory the State
+// holds for the recurrent layers (logged with -v).
+func BenchmarkMamba2State(b *testing.B) {
+	const L = 40
+	c := Config{NLayer: L, NEmbd: 1536}
+	c.Rec = make([]bool, L)
+	for l := range c.Rec {
+		c.Rec[l] = l%10 != 9
+	}
+	c.SSMInner, c.SSMState, c.SSMHeads, c.SSMGroups, c.SSMConv = 3072, 128, 48, 1, 4
+	c.RecShape = RecShape{RecState: 3072 * 128, RecConv: c.ssmConvCh(), RecTaps: 3, RecIn: c.ssmConvCh() + 2*48, RecOut: 3072}
+	m := &Model{Config: c, Layers: make([]Layer, L)}
+	s := &State{m: m, ctx: 4096, maxRows: 33, maxBatch: 33, pool: newPool(1), toks: make([]int32, 4096)}
+	defer s.Close()
+	s.newRecState()
+	rs := &s.rec
+	rng := rand.New(rand.NewPCG(1, 2))
+	In, ch, H := c.RecIn, c.RecConv, c.SSMHeads
+	fill := func(row []float32) {
+		for i := range row[:ch] {
+			row[i] = rng.Float32()*0.2 - 0.1
+		}
+		for h := 0; h < H; h++ {
+			row[ch+h], row[ch+H+h] = 0.05, ssmDecay(0.05, -0.5-float32(h)/float32(H))
+		}
+	}
+	for i := 0; i < s.maxBatch; i++ {
+		fill(rs.in[i*In : (i+1)*In])
+	}
+	for r := range rs.lay {
+		for e := 0; e < rs.K; e++ {
+			fill(rs.log[r][e*In : (e+1)*In])
+		}
+	}
+	const at = 1000
+	pass := func(n int) {
+		// As if a verification pass of n tokens had run from at.
+		s.n, s.toks = at+n, s.toks[:at+n]
+		rs.bpos, rs.nlog, rs.tree, rs.draft, rs.cut = at, n, false, false, rs.K
+		rs.lo = 0
+	}
+	b.Run("step-per-token", func(b *testing.B) {
+		for b.Loop() {
+			for r, l := range rs.lay {
+				rs.step(s, l, rs.work[r], rs.base[r], rs.in[:In], rs.out[:c.RecOut])
+			}
+		}
+	})
+	b.Run("reject-9", func(b *testing.B) {
+		for b.Loop() {
+			pass(9)
+			s.Truncate(at)
+		}
+	})
+	b.Run("accept-4-of-9", func(b *testing.B) {
+		for b.Loop() {
+			pass(9)
+			s.Truncate(at + 4)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/4, "ns/accepted-token")
+	})
+	b.Run("compact-tree-path-4", func(b *testing.B) {
+		nodes := []int32{0, 2, 5, 7}
+		for b.Loop() {
+			pass(12)
+			rs.tree, rs.treeAt, rs.chain = true, 0, 1
+			if err := s.recCompact(at, nodes); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Logf("recurrent state held: %.1f MiB (one layer's state %.2f MiB, %d layers)", float64(s.RecStateBytes())/(1<<20), float64(4*c.RecState)/(1<<20), len(rs.lay))
 }
