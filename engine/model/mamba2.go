@@ -197,8 +197,11 @@ type mbBufs struct {
 	job struct {
 		l                 int
 		dst, src, in, out []float32
+		n, longAt         int       // a pass's tokens (mamba2Run) and where base takes the state
+		base              []float32 // the layer's base state
 	}
 	headsFn func(lo, hi int)
+	runFn   func(lo, hi int)
 }
 
 // newMamba2 sizes the Mamba-2 block's buffers.
@@ -206,6 +209,7 @@ func (s *State) newMamba2() {
 	c := &s.m.Config
 	s.mb.in = make([]float32, s.maxBatch*c.ssmInW())
 	s.mb.headsFn = s.mamba2Heads
+	s.mb.runFn = s.mamba2RunHeads
 }
 
 // mamba2 runs layer l's Mamba-2 block over the batch of n tokens at pos0,
@@ -264,6 +268,45 @@ func mamba2Step(s *State, l int, dst, src, in, out []float32) {
 	j := &s.mb.job
 	j.l, j.dst, j.src, j.in, j.out = l, dst, src, in, out
 	s.pool.run(s.mb.headsFn, s.m.SSMHeads, 1)
+}
+
+// mamba2Run runs a causal pass's recurrence of Mamba-2 layer l head by
+// head (recState.run): each head's state (P·N values) stays in cache over
+// the pass's tokens instead of the layer's whole state streaming through
+// memory once per token. Every head's steps are those of the token loop,
+// in the same order: the same bits.
+func mamba2Run(s *State, l, r, n int, src []float32) {
+	rs := &s.rec
+	j := &s.mb.job
+	j.l, j.n, j.longAt, j.src, j.dst, j.base = l, n, rs.longAt, src, rs.work[r], rs.base[r]
+	s.pool.run(s.mb.runFn, s.m.SSMHeads, 1)
+}
+
+// mamba2RunHeads runs heads [lo, hi) of the current pass.
+func (s *State) mamba2RunHeads(lo, hi int) {
+	c := &s.m.Config
+	rs := &s.rec
+	j := &s.mb.job
+	H, N, G, inner := c.SSMHeads, c.SSMState, c.SSMGroups, c.SSMInner
+	P := inner / H
+	PN := P * N
+	ch, In, Out := c.RecConv, c.RecIn, c.RecOut
+	for h := lo; h < hi; h++ {
+		g := h / (H / G)
+		src := j.src[h*PN : (h+1)*PN]
+		dst := j.dst[h*PN : (h+1)*PN]
+		for i := 0; i < j.n; i++ {
+			if i == j.longAt {
+				copy(j.base[h*PN:(h+1)*PN], src)
+			}
+			in := rs.in[i*In : (i+1)*In]
+			x := in[h*P : (h+1)*P]
+			B := in[inner+g*N : inner+(g+1)*N]
+			C := in[inner+(G+g)*N : inner+(G+g+1)*N]
+			ssmStep(dst, src, x, B, C, rs.out[i*Out+h*P:i*Out+(h+1)*P], in[ch+h], in[ch+H+h], N)
+			src = dst
+		}
+	}
 }
 
 // mamba2Heads steps heads [lo, hi) of the current step.

@@ -42,7 +42,13 @@ type recStep func(s *State, l int, dst, src, in, out []float32)
 const recLogSlack = 16
 
 type recState struct {
-	step          recStep
+	step recStep
+	// run, if set, runs a causal pass's recurrence of layer l (index r)
+	// over its n tokens from src as the loop of recRun does (the same
+	// steps, base taking the state before token longAt), in another
+	// order of the independent parts of the state (Mamba-2: head by
+	// head, each head's state kept in cache over the tokens).
+	run           func(s *State, l, r, n int, src []float32)
 	idx           []int       // per model layer: its index among the recurrent layers (-1: none)
 	lay           []int       // per recurrent layer: its model layer
 	base          [][]float32 // [nrec][RecState]
@@ -93,7 +99,7 @@ func (s *State) newRecState() {
 	rs := &s.rec
 	rs.step = deltaStep
 	if c.SSMInner > 0 {
-		rs.step = mamba2Step
+		rs.step, rs.run = mamba2Step, mamba2Run
 	}
 	if c.DNHeadsV > 0 {
 		s.newDeltaNet()
@@ -211,6 +217,10 @@ func (s *State) recRun(l, n, pos0 int) {
 	src := rs.work[r]
 	if rs.fromBase {
 		src = rs.base[r]
+	}
+	if rs.run != nil && n > 1 {
+		rs.run(s, l, r, n, src)
+		return
 	}
 	for i := 0; i < n; i++ {
 		if i == rs.longAt {
