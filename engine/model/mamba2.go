@@ -199,9 +199,11 @@ type mbBufs struct {
 		dst, src, in, out []float32
 		n, longAt         int       // a pass's tokens (mamba2Run) and where base takes the state
 		base              []float32 // the layer's base state
+		log               []float32 // a replay's logged inputs
 	}
-	headsFn func(lo, hi int)
-	runFn   func(lo, hi int)
+	headsFn  func(lo, hi int)
+	runFn    func(lo, hi int)
+	replayFn func(lo, hi int)
 }
 
 // newMamba2 sizes the Mamba-2 block's buffers.
@@ -210,6 +212,37 @@ func (s *State) newMamba2() {
 	s.mb.in = make([]float32, s.maxBatch*c.ssmInW())
 	s.mb.headsFn = s.mamba2Heads
 	s.mb.runFn = s.mamba2RunHeads
+	s.mb.replayFn = s.mamba2ReplayHeads
+}
+
+// mamba2Replay steps Mamba-2 layer l's base through its first n logged
+// inputs into work (recState.replay), head by head, without the outputs:
+// the state's bits are those of the token loop.
+func mamba2Replay(s *State, l, r, n int) {
+	rs := &s.rec
+	j := &s.mb.job
+	j.l, j.n, j.src, j.dst, j.log = l, n, rs.base[r], rs.work[r], rs.log[r]
+	s.pool.run(s.mb.replayFn, s.m.SSMHeads, 1)
+}
+
+// mamba2ReplayHeads replays heads [lo, hi) of the current replay.
+func (s *State) mamba2ReplayHeads(lo, hi int) {
+	c := &s.m.Config
+	j := &s.mb.job
+	H, N, G, inner := c.SSMHeads, c.SSMState, c.SSMGroups, c.SSMInner
+	P := inner / H
+	PN := P * N
+	ch, In := c.RecConv, c.RecIn
+	for h := lo; h < hi; h++ {
+		g := h / (H / G)
+		src := j.src[h*PN : (h+1)*PN]
+		dst := j.dst[h*PN : (h+1)*PN]
+		for e := 0; e < j.n; e++ {
+			in := j.log[e*In : (e+1)*In]
+			ssmStep(dst, src, in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], nil, nil, in[ch+h], in[ch+H+h], N)
+			src = dst
+		}
+	}
 }
 
 // mamba2 runs layer l's Mamba-2 block over the batch of n tokens at pos0,

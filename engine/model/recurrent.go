@@ -48,7 +48,11 @@ type recState struct {
 	// steps, base taking the state before token longAt), in another
 	// order of the independent parts of the state (Mamba-2: head by
 	// head, each head's state kept in cache over the tokens).
-	run           func(s *State, l, r, n int, src []float32)
+	run func(s *State, l, r, n int, src []float32)
+	// replay, if set, steps layer l's base through its first n logged
+	// inputs into work as recReplay's loop does (the same steps: the
+	// state's bits; the outputs are not needed).
+	replay        func(s *State, l, r, n int)
 	idx           []int       // per model layer: its index among the recurrent layers (-1: none)
 	lay           []int       // per recurrent layer: its model layer
 	base          [][]float32 // [nrec][RecState]
@@ -99,7 +103,7 @@ func (s *State) newRecState() {
 	rs := &s.rec
 	rs.step = deltaStep
 	if c.SSMInner > 0 {
-		rs.step, rs.run = mamba2Step, mamba2Run
+		rs.step, rs.run, rs.replay = mamba2Step, mamba2Run, mamba2Replay
 	}
 	if c.DNHeadsV > 0 {
 		s.newDeltaNet()
@@ -369,6 +373,10 @@ func (s *State) recReplay(to int) {
 	rs := &s.rec
 	In := c.RecIn
 	for r, l := range rs.lay {
+		if rs.replay != nil && to-rs.bpos > 0 {
+			rs.replay(s, l, r, to-rs.bpos)
+			continue
+		}
 		src := rs.base[r]
 		for e := 0; e < to-rs.bpos; e++ {
 			rs.step(s, l, rs.work[r], src, rs.log[r][e*In:(e+1)*In], rs.tmp)
