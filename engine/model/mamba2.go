@@ -204,6 +204,8 @@ type mbBufs struct {
 	headsFn  func(lo, hi int)
 	runFn    func(lo, hi int)
 	replayFn func(lo, hi int)
+	treeFn   func(w, lo, hi int)
+	owner    [][]int32 // per worker: the node whose state each tree slot holds
 }
 
 // newMamba2 sizes the Mamba-2 block's buffers.
@@ -213,6 +215,73 @@ func (s *State) newMamba2() {
 	s.mb.headsFn = s.mamba2Heads
 	s.mb.runFn = s.mamba2RunHeads
 	s.mb.replayFn = s.mamba2ReplayHeads
+	s.mb.treeFn = s.mamba2TreeHeads
+	s.mb.owner = make([][]int32, s.pool.n)
+	for w := range s.mb.owner {
+		s.mb.owner[w] = make([]int32, min(s.maxRows, s.maxBatch)) // the tree slots' depth (newRecState)
+	}
+}
+
+// mamba2Tree runs a tree pass's recurrence of Mamba-2 layer l head by head
+// (recState.runTree): per head, recTree's walk (a node from its parent's
+// state in the slot of the parent's depth, a missing path recomputed) on
+// the head's part of the slots.
+func mamba2Tree(s *State, l, r, n int, start []float32) {
+	j := &s.mb.job
+	j.l, j.n, j.src = l, n, start
+	s.pool.runWorker(s.mb.treeFn, s.m.SSMHeads, 1)
+}
+
+// mamba2TreeHeads runs heads [lo, hi) of the current tree pass on worker
+// w's slot owners.
+func (s *State) mamba2TreeHeads(w, lo, hi int) {
+	c := &s.m.Config
+	rs := &s.rec
+	j := &s.mb.job
+	H, N, G, inner := c.SSMHeads, c.SSMState, c.SSMGroups, c.SSMInner
+	P := inner / H
+	PN := P * N
+	ch, In, Out := c.RecConv, c.RecIn, c.RecOut
+	owner := s.mb.owner[w]
+	for h := lo; h < hi; h++ {
+		g := h / (H / G)
+		step := func(dst, src []float32, a int, y []float32) {
+			in := rs.in[a*In : (a+1)*In]
+			var C []float32
+			if y != nil {
+				C = in[inner+(G+g)*N : inner+(G+g+1)*N]
+			}
+			ssmStep(dst[h*PN:(h+1)*PN], src[h*PN:(h+1)*PN], in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], C, y, in[ch+h], in[ch+H+h], N)
+		}
+		for d := range owner {
+			owner[d] = -1
+		}
+		for i := 0; i < j.n; i++ {
+			_, anc := s.span(i, 0)
+			d := len(anc) - 1
+			k := d - 1
+			for k >= 0 && owner[k] != anc[k] {
+				k--
+			}
+			for ; k < d-1; k++ { // recompute the missing part of the path
+				src := j.src
+				if k >= 0 {
+					src = rs.slots[k]
+				}
+				step(rs.slots[k+1], src, int(anc[k+1]), nil)
+				owner[k+1] = anc[k+1]
+			}
+			src := j.src
+			if d > 0 {
+				src = rs.slots[d-1]
+			}
+			step(rs.slots[d], src, i, rs.out[i*Out+h*P:i*Out+(h+1)*P])
+			owner[d] = int32(i)
+			for e := d + 1; e < len(owner) && owner[e] >= 0; e++ {
+				owner[e] = -1
+			}
+		}
+	}
 }
 
 // mamba2Replay steps Mamba-2 layer l's base through its first n logged

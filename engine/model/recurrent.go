@@ -52,7 +52,10 @@ type recState struct {
 	// replay, if set, steps layer l's base through its first n logged
 	// inputs into work as recReplay's loop does (the same steps: the
 	// state's bits; the outputs are not needed).
-	replay        func(s *State, l, r, n int)
+	replay func(s *State, l, r, n int)
+	// runTree, if set, runs a tree pass's recurrence of layer l from
+	// start as recTree's loop does (the same steps from the same states).
+	runTree       func(s *State, l, r, n int, start []float32)
 	idx           []int       // per model layer: its index among the recurrent layers (-1: none)
 	lay           []int       // per recurrent layer: its model layer
 	base          [][]float32 // [nrec][RecState]
@@ -103,7 +106,7 @@ func (s *State) newRecState() {
 	rs := &s.rec
 	rs.step = deltaStep
 	if c.SSMInner > 0 {
-		rs.step, rs.run, rs.replay = mamba2Step, mamba2Run, mamba2Replay
+		rs.step, rs.run, rs.replay, rs.runTree = mamba2Step, mamba2Run, mamba2Replay, mamba2Tree
 	}
 	if c.DNHeadsV > 0 {
 		s.newDeltaNet()
@@ -246,6 +249,10 @@ func (s *State) recTree(l, r, n int) {
 	start := rs.work[r]
 	if rs.fromBase {
 		start = rs.base[r]
+	}
+	if rs.runTree != nil {
+		rs.runTree(s, l, r, n, start)
+		return
 	}
 	for d := range rs.owner {
 		rs.owner[d] = -1
