@@ -416,14 +416,12 @@ func (e *Engine) keepPrefix(req *Request, msgs []chat.Message, prompt []int32) i
 	}
 	if k.toks == nil || k.system != key {
 		text, err := e.renderMessages(req, msgs[:1], false)
-		if err != nil {
-			return 0
-		}
-		if !strings.Contains(text, msgs[0].Content) {
+		if err != nil || !strings.Contains(text, msgs[0].Content) {
 			// A template that folds the system prompt into the first user
-			// turn (Gemma's) renders nothing for it alone: render it
-			// before an empty user turn, whose common prefix with the
-			// prompt is still the system part.
+			// turn (Gemma's) renders nothing for it alone, one that wants
+			// a user turn (Qwen3.5's) refuses it: render it before an
+			// empty user turn, whose common prefix with the prompt is
+			// still the system part.
 			if text, err = e.renderMessages(req, []chat.Message{msgs[0], {Role: "user"}}, false); err != nil {
 				return 0
 			}

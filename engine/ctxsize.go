@@ -108,6 +108,11 @@ func kvRingBytes(c model.Config, kv quant.Type) int64 {
 	return kvBytes(c, kv, true) * int64(c.Window+512+128)
 }
 
+// recurrentBytes is what the recurrent layers' state takes whatever the
+// context (model/recurrent.go): per layer its base and working states and
+// two checkpoints, besides the small logs, rings and tree slots.
+func recurrentBytes(c model.Config) int64 { return 4 * 4 * int64(c.RecState) * int64(c.RecLayers()) }
+
 // ChooseContext picks the context for a model of shape c whose weights
 // take weights bytes, with available bytes of memory (<= 0: unknown, the
 // trained context is taken). The trained context is the most; the memory
@@ -122,7 +127,7 @@ func ChooseContext(c model.Config, kv quant.Type, weights, available int64) Cont
 	if available <= 0 {
 		return ch
 	}
-	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv)
+	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv) - recurrentBytes(c)
 	ch.MemoryCap = int(max(left, 0) / ch.KVPerTok / ctxStep * ctxStep)
 	if ch.MemoryCap < trained {
 		ch.Ctx, ch.Bound = max(ch.MemoryCap, min(minAutoCtx, trained)), "memory"

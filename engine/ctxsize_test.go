@@ -108,3 +108,32 @@ func TestKVBytesPerTokenWindows(t *testing.T) {
 		t.Errorf("kvRingBytes = %d, want %d", got, want)
 	}
 }
+
+// TestKVBytesPerTokenMamba2: a Granite 4.0-H shape's context counts the
+// keys and values of its attention layers only, and the memory left for
+// them is less the Mamba-2 layers' states (four per layer whatever the
+// context).
+func TestKVBytesPerTokenMamba2(t *testing.T) {
+	// Granite-4.0-H-1B-like: 40 layers, 4 of them attention (8 KV heads of
+	// 64), Mamba-2 with 48 heads of 64 and a state of 128.
+	c := model.Config{NLayer: 40, NHead: 24, NHeadKV: 8, HeadDim: 64, HeadDimV: 64, CtxTrain: 1 << 20}
+	c.Rec = make([]bool, 40)
+	for l := range c.Rec {
+		c.Rec[l] = l%10 != 9
+	}
+	c.SSMInner, c.SSMState, c.SSMHeads, c.SSMGroups, c.SSMConv = 3072, 128, 48, 1, 4
+	c.RecState = 3072 * 128
+	if per := KVBytesPerToken(c, quant.F16); per != 4*8*128*2+24*4 {
+		t.Fatalf("F16 KV per token %d, want the 4 attention layers' %d", per, 4*8*128*2+24*4)
+	}
+	state := c.SSMStateBytes()
+	if want := int64(36) * 4 * (3072*128 + 3*(3072+2*128)); state != want {
+		t.Fatalf("Mamba-2 state %d bytes, want %d", state, want)
+	}
+	const gib = 1 << 30
+	ch := ChooseContext(c, quant.F16, 900e6, 2*gib)
+	left := int64(2*gib) - 900e6 - max(int64(2*gib)/8, minReserve) - 4*36*4*3072*128
+	if want := int(left / KVBytesPerToken(c, quant.F16) / ctxStep * ctxStep); ch.Ctx != want || ch.Bound != "memory" {
+		t.Errorf("context %d (%s), want %d bounded by memory", ch.Ctx, ch.Bound, want)
+	}
+}

@@ -90,7 +90,13 @@ func TestAllocationsFamilies(t *testing.T) {
 // and speculative (trees by lookup and n-grams, the skipped-layer draft),
 // allocates nothing.
 func newFamilyAllocations(t *testing.T, name string) {
-	e := loadFile(t, zoo.Path(t, "new", "models", name+".gguf"), Options{Ctx: 2048, Batch: 16})
+	fileAllocations(t, zoo.Path(t, "new", "models", name+".gguf"), installLastMLPSkip)
+}
+
+// fileAllocations is newFamilyAllocations of a file, with the given
+// skipped-layer draft.
+func fileAllocations(t *testing.T, path string, installSkip func(*Engine)) {
+	e := loadFile(t, path, Options{Ctx: 2048, Batch: 16})
 	s := e.state
 	tok := []int32{1}
 	if _, err := s.Forward(tok, false); err != nil {
@@ -107,7 +113,7 @@ func newFamilyAllocations(t *testing.T, name string) {
 	}); a != 0 {
 		t.Errorf("%v allocations per decoded token", a)
 	}
-	installLastMLPSkip(e)
+	installSkip(e)
 	ids, _ := e.Tokens(&Request{Prompt: copyHeavy[0]})
 	for _, sp := range []SpecOptions{{Mode: SpecAuto}, {Mode: SpecSelf}} {
 		sp.DraftMax, sp.Fixed = 8, true

@@ -18,12 +18,15 @@ import (
 // the last prompt token: that one runs in the first decoding step,
 // together with a draft.)
 func (e *Engine) prefill(ctx context.Context, toks []int32) (reuse, restored int, err error) {
-	return e.prefillWatched(ctx, toks, nil)
+	return e.prefillWatched(ctx, toks, 0, nil)
 }
 
-// prefillWatched is prefill telling progress (when not nil) the tokens
-// the state holds after the restore and after every pass.
-func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func(int)) (reuse, restored int, err error) {
+// prefillWatched is prefill that, for a model with recurrent layers
+// (whose state returns exactly only to some positions), also pins a
+// checkpoint at position pin (the end of the system prompt, which the
+// prompt cache keeps; 0: none), and tells progress (when not nil) the
+// tokens the state holds after the restore and after every pass.
+func (e *Engine) prefillWatched(ctx context.Context, toks []int32, pin int, progress func(int)) (reuse, restored int, err error) {
 	s := e.state
 	reuse = spec.CommonPrefix(s.Tokens(), toks)
 	s.Truncate(reuse)
@@ -51,13 +54,19 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func
 	if progress != nil {
 		progress(reuse)
 	}
-	for i := reuse; i < len(toks); i += s.MaxBatch() {
+	for i := reuse; i < len(toks); {
 		if err := ctx.Err(); err != nil {
 			return reuse, restored, err
 		}
 		end := min(i+s.MaxBatch(), len(toks))
+		if i < pin && pin < end {
+			end = pin
+		}
 		if _, err := s.Forward(toks[i:end], false); err != nil {
 			return reuse, restored, err
+		}
+		if end == pin {
+			s.Checkpoint()
 		}
 		if d := e.spec.native; d != nil {
 			for j := i; j < end; j++ {
@@ -67,6 +76,7 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, progress func
 		if progress != nil {
 			progress(end)
 		}
+		i = end
 	}
 	return reuse, restored, nil
 }
@@ -118,7 +128,11 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()
-	reused, restored, err := e.prefillWatched(ctx, prompt[:len(prompt)-1], req.OnPrefill)
+	pin := 0
+	if e.model.RecLayers() > 0 {
+		pin = e.keepPrefix(&req, msgs, prompt)
+	}
+	reused, restored, err := e.prefillWatched(ctx, prompt[:len(prompt)-1], pin, req.OnPrefill)
 	st.ReusedTokens, st.RestoredTokens = reused, restored
 	st.EvaluatedTokens = len(prompt) - reused
 	st.RestoreMS = float64(e.restoreTook.Microseconds()) / 1000

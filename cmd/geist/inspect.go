@@ -24,9 +24,11 @@ type inspectInfo struct {
 	Supported     bool   `json:"supported"`
 	Problem       string `json:"problem,omitempty"`
 	Layers        int    `json:"layers,omitempty"`
-	ConvLayers    int    `json:"conv_layers,omitempty"`    // short-convolution layers (lfm2)
-	LocalLayers   int    `json:"local_layers,omitempty"`   // sliding-window layers (gemma4)
-	SlidingWindow int    `json:"sliding_window,omitempty"` // their window
+	ConvLayers    int    `json:"conv_layers,omitempty"`     // short-convolution layers (lfm2)
+	SSMLayers     int    `json:"ssm_layers,omitempty"`      // Mamba-2 layers (granitehybrid)
+	SSMStateBytes int64  `json:"ssm_state_bytes,omitempty"` // their recurrent state (one sequence)
+	LocalLayers   int    `json:"local_layers,omitempty"`    // sliding-window layers (gemma4)
+	SlidingWindow int    `json:"sliding_window,omitempty"`  // their window
 	SharedKV      int    `json:"shared_kv_layers,omitempty"`
 	PerLayerEmbd  int    `json:"per_layer_embedding,omitempty"`
 	Experts       int    `json:"expert_count,omitempty"` // mixture of experts (qwen3moe)
@@ -139,6 +141,8 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 		switch {
 		case info.ConvLayers > 0:
 			row("layers", fmt.Sprintf("%d (%d short convolution, %d attention)", info.Layers, info.ConvLayers, info.Layers-info.ConvLayers))
+		case info.SSMLayers > 0:
+			row("layers", fmt.Sprintf("%d (%d Mamba-2 with a %s state, %d attention)", info.Layers, info.SSMLayers, humanBytes(info.SSMStateBytes), info.Layers-info.SSMLayers))
 		case info.LocalLayers > 0:
 			l := fmt.Sprintf("%d (%d local with a %d-token window, %d global", info.Layers, info.LocalLayers, info.SlidingWindow, info.Layers-info.LocalLayers)
 			if info.SharedKV > 0 {
@@ -191,6 +195,7 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 func fillConfig(info *inspectInfo, c model.Config) {
 	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
 	info.ConvLayers = c.ConvLayers()
+	info.SSMLayers, info.SSMStateBytes = c.SSMLayerCount(), c.SSMStateBytes()
 	for l := range c.NLayer {
 		if c.IsSWA(l) {
 			info.LocalLayers++
@@ -205,7 +210,7 @@ func fillConfig(info *inspectInfo, c model.Config) {
 	info.PerLayerEmbd = c.PerLayerEmbd
 	info.Experts, info.ExpertsUsed, info.ExpertFFN = c.Experts, c.ExpertsUsed, c.FFNExp
 	for l := range c.NLayer {
-		if c.NoRope != nil && c.NoRope[l] {
+		if c.NoRope != nil && c.NoRope[l] && !c.IsSSM(l) { // attention layers
 			info.NoRopeLayers++
 		}
 	}

@@ -130,8 +130,13 @@ func TestFamilyFileTemplates(t *testing.T) {
 		{"smollm3", "HuggingFaceTB-SmolLM3-3B", true, ToolsTagged}, // no tools in this template: the block goes into the system message
 		{"lfm2", "LFM2.5-Instruct", true, ToolsLFM2},
 		{"gemma4", "google-gemma-4-31B-it", true, ToolsGemma4},
+		{"granitehybrid", "ibm-granite-granite-3.3-2B-Instruct", true, ToolsGranite}, // new2/: Granite 4.0-H serves Granite 3.3's template
 	} {
-		src, _, _ := vocabTemplate(t, zoo.Path(t, "new", "models", "tiny-"+c.fam+"-F16.gguf"))
+		dir := "new"
+		if c.fam == "granitehybrid" {
+			dir = "new2"
+		}
+		src, _, _ := vocabTemplate(t, zoo.Path(t, dir, "models", "tiny-"+c.fam+"-F16.gguf"))
 		if want, ok := g.Templates[c.template]; !ok || src != want {
 			t.Errorf("tiny-%s: its template is not %s of chat-templates.json (%d bytes, the reference %d)", c.fam, c.template, len(src), len(want))
 			continue
@@ -146,6 +151,9 @@ func TestFamilyFileTemplates(t *testing.T) {
 		}
 		if tmpl.ToolFormat() != c.format {
 			t.Errorf("tiny-%s: ToolFormat %v, want %v", c.fam, tmpl.ToolFormat(), c.format)
+		}
+		if c.fam == "granitehybrid" && tmpl.ThinkMarks() != ThinkTags {
+			t.Errorf("tiny-%s: ThinkMarks %v, want <think>", c.fam, tmpl.ThinkMarks())
 		}
 	}
 }

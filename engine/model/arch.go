@@ -25,7 +25,9 @@ type archInfo struct {
 	ropeBase float32
 	conv     bool   // layers with head_count_kv 0 are short convolutions
 	outNorm  string // the final norm's tensor (default output_norm)
+	ffnNorm  string // the feed-forward norm's tensor in a layer (default ffn_norm.weight)
 	gemma4   bool   // per-layer head counts and feed-forward widths
+	ssm      bool   // layers with head_count_kv 0 are Mamba-2 layers (mamba2.go)
 	// read reads the family's own keys into c after the common ones.
 	read func(f *gguf.File, c *Config) error
 }
@@ -41,11 +43,14 @@ var archs = map[string]archInfo{
 	"phi3":     {neox: true, ropeBase: 10000, read: readPhi3},
 	"granite":  {neox: false, ropeBase: 10000, read: readGranite},
 	"smollm3":  {neox: false, ropeBase: 10000, read: readSmolLM3},
+	"qwen35":   {neox: true, qkNorm: true, ropeBase: 1e7, ffnNorm: "post_attention_norm.weight", read: readQwen35},
+	// Granite 4.0-H: Mamba-2 and attention layers (mamba2.go).
+	"granitehybrid": {neox: false, ropeBase: 10000, ssm: true, read: readGraniteHybrid},
 }
 
 // SupportedArchs names the architectures geist runs.
 func SupportedArchs() []string {
-	return []string{"llama", "qwen2", "qwen3", "lfm2", "gemma4", "gemma3", "qwen3moe", "phi3", "granite", "smollm3"}
+	return []string{"llama", "qwen2", "qwen3", "lfm2", "gemma4", "gemma3", "qwen3moe", "phi3", "granite", "smollm3", "qwen35", "granitehybrid"}
 }
 
 // Variant holds the switches of the shared blocks that only some families
@@ -59,7 +64,11 @@ type Variant struct {
 	// RopeScaleSWA is the frequency scale of the local layers' rope
 	// (gemma3: 1 whatever the global layers' linear scaling).
 	RopeScaleSWA float32
+	// AttnGate: attn_q holds per head its queries then an output gate;
+	// the attention output is × sigmoid(gate) (qwen35).
+	AttnGate bool
 	MoE
+	SSM // the Mamba-2 layers' shape (granitehybrid; mamba2.go)
 }
 
 // MoE is the shape of a mixture-of-experts feed-forward block (qwen3moe):

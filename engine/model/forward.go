@@ -30,6 +30,7 @@ type State struct {
 	probing  bool    // the current pass is a Probe (it changes no state)
 	yield    func()  // StateOptions.Yield (nil: none)
 	conv     convState
+	mb       mbBufs // the Mamba-2 block's buffers (mamba2.go)
 
 	kvType quant.Type
 	kc, vc [][]uint16 // F16 cache per layer: [NHeadKV][cap][HeadDim] keys, [NHeadKV][cap][HeadDimV] values
@@ -61,6 +62,10 @@ type State struct {
 
 	x, xb    []float32    // [maxBatch][NEmbd] residual stream, normed input
 	q, k, v  []float32    // [maxBatch][NHead*HeadDim], [maxBatch][kDim], [maxBatch][vDim]
+	qg       []float32    // [maxBatch][2·NHead*HeadDim] gated attention: queries and gates interleaved per head (qwen35)
+	qgate    []float32    // [maxBatch][NHead*HeadDim] the output gates
+	rec      recState     // the recurrent layers' state (recurrent.go)
+	dn       dnBufs       // the gated DeltaNet block's buffers (deltanet.go)
 	att      []float32    // [maxBatch][NHead*HeadDimV] attention output
 	proj     []float32    // [maxBatch][NEmbd] projection output
 	gate, up []float32    // [maxBatch][NFF]
@@ -196,6 +201,10 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.xb = make([]float32, B*c.NEmbd)
 	s.proj = make([]float32, B*c.NEmbd)
 	s.q = make([]float32, B*qDim)
+	if c.AttnGate {
+		s.qg = make([]float32, 2*B*qDim)
+		s.qgate = make([]float32, B*qDim)
+	}
 	s.k = make([]float32, B*kDim)
 	s.v = make([]float32, B*vDim)
 	s.att = make([]float32, B*c.NHead*hdMax)
@@ -228,6 +237,7 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	s.logits = make([]float32, s.maxRows*c.NVocab)
 	s.lay = newLayout(s.maxRows, B)
 	s.newConvState(o.FullHistory)
+	s.newRecState()
 	s.ropeFreq = m.RopeFreqs
 	if m.RopeFreqsLong != nil && c.RopeCtxOrig > 0 && limit > c.RopeCtxOrig { // the limit, not the size now: growing never changes the rope
 		s.ropeFreq = m.RopeFreqsLong
@@ -249,6 +259,9 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		if L.PLEGate != nil {
 			formats = max(formats, 2)
 		}
+		if L.RecQKV != nil {
+			formats = max(formats, distinctActs(L.RecQKV, L.RecZ), distinctActs(L.RecBeta, L.RecAlpha))
+		}
 		if L.Wgate != nil {
 			formats = max(formats, distinctActs(L.Wgate, L.Wup))
 		}
@@ -268,7 +281,7 @@ func (m *Model) matrices() []*quant.Matrix {
 	ms := []*quant.Matrix{m.Output}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		ms = append(ms, L.ConvIn, L.ConvOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj, L.Router)
+		ms = append(ms, L.ConvIn, L.ConvOut, L.RecQKV, L.RecZ, L.RecBeta, L.RecAlpha, L.RecOut, L.SSMIn, L.SSMOut, L.Wq, L.Wk, L.Wv, L.Wo, L.Wgate, L.Wup, L.Wdown, L.PLEGate, L.PLEProj, L.Router)
 	}
 	for i := range m.Layers { // the experts last: what a repack budget leaves in the file
 		L := &m.Layers[i]
@@ -314,6 +327,9 @@ func (s *State) Truncate(n int) {
 		if s.hasConv() {
 			s.convTruncate(n)
 		}
+		if s.hasRec() {
+			s.recTruncate(n)
+		}
 		if n == 0 {
 			s.kvLo = 0
 		}
@@ -336,11 +352,16 @@ func (s *State) Forward(tokens []int32, all bool) ([]float32, error) {
 	if all && len(tokens) > s.maxRows {
 		return nil, fmt.Errorf("model: logits of %d tokens requested, the state returns at most %d per pass", len(tokens), s.maxRows)
 	}
+	total := len(tokens)
 	for len(tokens) > s.maxBatch {
 		s.forward(tokens[:s.maxBatch], false)
 		tokens = tokens[s.maxBatch:]
 	}
-	return s.forward(tokens, all), nil
+	lg := s.forward(tokens, all)
+	if s.hasRec() && total > 1 {
+		s.recCheckpoint(0) // the end of a prefill: a later prompt may share just this much
+	}
+	return lg, nil
 }
 
 // ForwardRows runs tokens (at most MaxBatch and MaxLogitRows of them)
@@ -505,6 +526,9 @@ func (s *State) layers(tokens []int32) {
 	if c.PerLayerEmbd > 0 {
 		s.perLayerBatch(tokens)
 	}
+	if s.hasRec() {
+		s.recBegin(n, pos0)
+	}
 	for l := range m.Layers {
 		if s.yield != nil {
 			s.yield()
@@ -514,6 +538,13 @@ func (s *State) layers(tokens []int32) {
 		}
 		switch {
 		case s.skip.attn(l):
+			if c.IsRec(l) {
+				s.recSkip(l, n, pos0) // the state passes through unchanged
+			}
+		case c.IsSSM(l):
+			s.mamba2(l, n, pos0)
+		case c.IsRec(l):
+			s.deltaNet(l, n, pos0)
 		case c.IsConv(l):
 			s.shortConv(l, n, pos0, s.probing)
 		default:
@@ -537,6 +568,9 @@ func (s *State) layers(tokens []int32) {
 	if s.hasConv() && !s.probing {
 		s.convPassEnd(n, pos0)
 	}
+	if s.hasRec() {
+		s.recPassEnd(n, pos0)
+	}
 	s.ringPassEnd(n, pos0)
 	s.toks = append(s.toks[:s.n], tokens...) // within the capacity: check bounds s.n+n by ctx
 	s.n += n
@@ -553,13 +587,20 @@ func (s *State) attention(l, n, pos0 int) {
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 	}
+	wq := product{w: L.Wq, out: s.q}
+	if c.AttnGate {
+		wq.out = s.qg
+	}
 	switch {
 	case !own: // keys and values are an earlier layer's
-		s.mul(s.xb, n, product{w: L.Wq, out: s.q})
+		s.mul(s.xb, n, wq)
 	case L.Wv == nil: // the values are the keys
-		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k})
+		s.mul(s.xb, n, wq, product{w: L.Wk, out: s.k})
 	default:
-		s.mul(s.xb, n, product{w: L.Wq, out: s.q}, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
+		s.mul(s.xb, n, wq, product{w: L.Wk, out: s.k}, product{w: L.Wv, out: s.v})
+	}
+	if c.AttnGate {
+		s.splitGate(n, qDim, hd)
 	}
 	cs, rd := s.ropeCS, c.RopeDim
 	if c.IsSWA(l) {
@@ -622,6 +663,9 @@ func (s *State) attention(l, n, pos0 int) {
 	s.job.l, s.job.n, s.job.pos0 = l, n, pos0
 	s.pool.kind = JobAttention
 	s.runAttention()
+	if c.AttnGate {
+		s.gateAttention(n, c.NHead*hdv)
+	}
 	s.mul(s.att, n, product{w: L.Wo, out: s.proj})
 	if L.PostAttnNorm != nil {
 		for i := 0; i < n; i++ {

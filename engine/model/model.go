@@ -39,6 +39,12 @@ type Config struct {
 	// is ConvTaps+1 long).
 	Conv     []bool
 	ConvTaps int
+	// Rec marks the layers whose mixer is a recurrence with a matrix
+	// state (qwen35's gated DeltaNet) instead of attention; nil when
+	// there are none (recurrent.go).
+	Rec      []bool
+	RecShape // the recurrent layers' shape
+	DeltaNet // the gated DeltaNet layers' shape (qwen35)
 	Gemma    // the Gemma 4 parts (zero for the other families)
 	Variant  // the switches other families set (arch.go)
 }
@@ -104,7 +110,9 @@ func (c *Config) IsSWA(l int) bool { return c.SWA != nil && c.SWA[l] }
 
 // OwnKV reports whether layer l stores keys and values of its own (not a
 // convolution layer, not a layer reading an earlier layer's).
-func (c *Config) OwnKV(l int) bool { return !c.IsConv(l) && (c.KVFrom == nil || c.KVFrom[l] == l) }
+func (c *Config) OwnKV(l int) bool {
+	return !c.IsConv(l) && !c.IsRec(l) && (c.KVFrom == nil || c.KVFrom[l] == l)
+}
 
 // kvSrc is the layer whose cache layer l's attention reads.
 func (c *Config) kvSrc(l int) int {
@@ -112,6 +120,29 @@ func (c *Config) kvSrc(l int) int {
 		return l
 	}
 	return c.KVFrom[l]
+}
+
+// RecShape is the shape of a model's recurrent layers (recurrent.go).
+type RecShape struct {
+	RecState int // float32s of one layer's recurrent state
+	RecConv  int // channels of the causal depthwise convolution before the recurrence
+	RecTaps  int // earlier positions the convolution reads (its kernel is RecTaps+1 long)
+	RecIn    int // float32s of one token's recurrence input
+	RecOut   int // float32s of one token's recurrence output
+}
+
+// IsRec reports whether layer l is a recurrent (state-space) layer.
+func (c *Config) IsRec(l int) bool { return c.Rec != nil && c.Rec[l] }
+
+// RecLayers is the number of recurrent layers.
+func (c *Config) RecLayers() int {
+	n := 0
+	for _, b := range c.Rec {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // IsConv reports whether layer l is a short-convolution layer.
@@ -148,6 +179,17 @@ type Layer struct {
 	ConvIn  *quant.Matrix // [3·NEmbd × NEmbd]: B, C and x
 	ConvW   []float32     // [ConvTaps+1][NEmbd]: tap j of every channel (the file's [NEmbd][ConvTaps+1] transposed)
 	ConvOut *quant.Matrix // [NEmbd × NEmbd]
+	// A gated DeltaNet layer (qwen35) has these instead of attention:
+	RecQKV   *quant.Matrix // [RecConv × NEmbd] attn_qkv: Q, K, V rows
+	RecZ     *quant.Matrix // [DNHeadsV·DNHeadV × NEmbd] attn_gate: the output gate z
+	RecBeta  *quant.Matrix // [DNHeadsV × NEmbd] ssm_beta
+	RecAlpha *quant.Matrix // [DNHeadsV × NEmbd] ssm_alpha
+	RecConvW []float32     // [RecTaps+1][RecConv]: tap j of every channel
+	RecA     []float32     // [DNHeadsV] ssm_a (negative)
+	RecDtB   []float32     // [DNHeadsV] ssm_dt.bias
+	RecNorm  []float32     // [DNHeadV] ssm_norm
+	RecOut   *quant.Matrix // [NEmbd × DNHeadsV·DNHeadV] ssm_out
+	SSMW                   // a Mamba-2 layer's weights (granitehybrid; mamba2.go)
 	// Gemma 4:
 	PostAttnNorm []float32     // [NEmbd] the attention branch's output norm
 	PostFFNNorm  []float32     // [NEmbd] the feed-forward branch's output norm
@@ -297,6 +339,11 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	}
 	if ai.gemma4 {
 		if c.NHeadKV, c.KVHeads, err = perLayerInts(f, p+"attention.head_count_kv", c.NLayer); err != nil {
+			return c, err
+		}
+	} else if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.ssm {
+		// A per-layer array: 0 marks a Mamba-2 layer (a recurrent layer).
+		if c.NHeadKV, c.Rec, err = convLayers(v, c.NLayer); err != nil {
 			return c, err
 		}
 	} else if v, ok := f.Value(p + "attention.head_count_kv"); ok && ai.conv {
@@ -536,6 +583,10 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 			return nil, err
 		}
 	}
+	ffnNorm := archs[c.Arch].ffnNorm
+	if ffnNorm == "" {
+		ffnNorm = "ffn_norm.weight"
+	}
 	m.Layers = make([]Layer, c.NLayer)
 	for i := range m.Layers {
 		L := &m.Layers[i]
@@ -544,8 +595,17 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 		qDim, kDim, vDim := c.NHead*hd, kvh*hd, kvh*hdv
 		steps := []func() error{
 			func() (err error) { L.AttnNorm, err = l.vector(p+"attn_norm.weight", c.NEmbd); return },
-			func() (err error) { L.FFNNorm, err = l.vector(p+"ffn_norm.weight", c.NEmbd); return },
+			func() (err error) { L.FFNNorm, err = l.vector(p+ffnNorm, c.NEmbd); return },
 			func() error { return l.feedForward(L, p, &c, i) },
+		}
+		if c.IsSSM(i) {
+			steps = append(steps, func() error { return l.mamba2Layer(L, p, &c) })
+			for _, s := range steps {
+				if err := s(); err != nil {
+					return nil, err
+				}
+			}
+			continue
 		}
 		if c.IsConv(i) {
 			steps = append(steps,
@@ -562,6 +622,18 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 				}
 			}
 			continue
+		}
+		if c.IsRec(i) {
+			steps = append(steps, func() error { return l.deltaNet(L, p, &c) })
+			for _, s := range steps {
+				if err := s(); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if c.AttnGate {
+			qDim *= 2 // per head its queries, then its output gate
 		}
 		steps = append(steps,
 			func() (err error) { L.Wo, err = l.matrix(p+"attn_output.weight", c.NEmbd, c.NHead*hdv); return },
@@ -627,7 +699,7 @@ func LoadWith(f *gguf.File, o LoadOptions) (*Model, error) {
 // MixerBytes is the weight bytes of the layer's attention (or
 // convolution) block, FFNBytes those of its feed-forward block.
 func (L *Layer) MixerBytes() int64 {
-	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj)
+	return matBytes(L.Wq, L.Wk, L.Wv, L.Wo, L.ConvIn, L.ConvOut, L.PLEGate, L.PLEProj, L.RecQKV, L.RecZ, L.RecBeta, L.RecAlpha, L.RecOut, L.SSMIn, L.SSMOut)
 }
 
 // FFNBytes is the weight bytes of the layer's feed-forward block (all
@@ -679,6 +751,13 @@ func (m *Model) decodeBytes(experts bool) int64 {
 		add(L.Wdown)
 		add(L.ConvIn)
 		add(L.ConvOut)
+		add(L.RecQKV)
+		add(L.RecZ)
+		add(L.RecBeta)
+		add(L.RecAlpha)
+		add(L.RecOut)
+		add(L.SSMIn)
+		add(L.SSMOut)
 		add(L.PLEGate)
 		add(L.PLEProj)
 		add(L.Router)

@@ -225,6 +225,9 @@ func (s *State) ExactPrefix(n int) int {
 	if s.hasConv() {
 		n = s.convExact(n)
 	}
+	if s.hasRec() {
+		n = s.recExact(n)
+	}
 	if !s.ringHolds(n) {
 		return 0
 	}

@@ -27,6 +27,9 @@ const (
 	snapVersionConv = 2
 	// snapVersionSWA is added for blobs whose local layers hold a window.
 	snapVersionSWA = 2
+	// snapVersionRec is the version of blobs with a recurrent state
+	// (recurrent.go: per recurrent layer its state and conv rows).
+	snapVersionRec = 5
 )
 
 // ErrSnapshot is returned for a KV-state blob that does not fit the state.
@@ -35,7 +38,7 @@ var ErrSnapshot = errors.New("model: KV snapshot does not match")
 // SnapshotSize is the size of a snapshot of n positions.
 func (s *State) SnapshotSize(n int) int {
 	c := &s.m.Config
-	size := snapHeader + s.convSnapshotSize()
+	size := snapHeader + s.convSnapshotSize() + s.recSnapshotSize()
 	for l := range c.NLayer {
 		if !c.OwnKV(l) {
 			continue
@@ -54,6 +57,9 @@ func (s *State) snapVersion() int {
 	v := snapVersion
 	if s.hasConv() {
 		v = snapVersionConv
+	}
+	if s.hasRec() {
+		v = snapVersionRec
 	}
 	if s.m.SWA != nil {
 		v += snapVersionSWA
@@ -108,7 +114,11 @@ func (s *State) Snapshot(n int, dst []byte) ([]byte, error) {
 			dst = appendF16(appendF16(dst, a), b)
 		}
 	}
-	return s.appendConv(dst, n), nil
+	dst = s.appendConv(dst, n)
+	if s.hasRec() {
+		dst = s.appendRec(dst, n)
+	}
+	return dst, nil
 }
 
 // Restore replaces the KV state with a snapshot of the positions of
@@ -137,6 +147,9 @@ func (s *State) RestoreChunks(tokens []int32, blob [][]byte) error {
 	if err != nil && s.hasConv() {
 		s.conv.lo = 0
 		clear(s.conv.ckOK)
+	}
+	if err != nil && s.hasRec() {
+		s.recReset()
 	}
 	return err
 }
@@ -356,6 +369,9 @@ func (s *State) restore(src *chunkReader) (int, error) {
 	}
 	if s.hasConv() {
 		s.readConv(src.bytes(), n)
+	}
+	if s.hasRec() {
+		s.readRec(src.bytes(), n)
 	}
 	return n, nil
 }

@@ -165,6 +165,9 @@ func (s *State) Probe(tokens []int32, from int, skip *Skip) error {
 	if err := s.checkSkip(skip); err != nil {
 		return err
 	}
+	if err := s.recProbeCheck(); err != nil {
+		return err
+	}
 	if err := s.convProbeCheck(from); err != nil {
 		return err
 	}
@@ -205,6 +208,11 @@ func (s *State) Compact(base int, nodes []int32) error {
 			return errors.New("model: compaction indices must ascend inside the last pass")
 		}
 		prev = j
+	}
+	if s.hasRec() {
+		if err := s.recCompact(base, nodes); err != nil {
+			return err
+		}
 	}
 	c := &s.m.Config
 	for d, j := range nodes {

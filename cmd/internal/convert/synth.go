@@ -51,6 +51,11 @@ type Shape struct {
 	// block is a router over Experts experts of width FFNExp, ExpertsUsed
 	// of them run per token (FFN is then only written as metadata).
 	Experts, ExpertsUsed, FFNExp int
+	// Granite 4.0-H (Arch "granitehybrid"): the layers not in AttnLayers
+	// are Mamba-2 layers of SSMHeads heads of SSMInner/SSMHeads, a state
+	// of SSMState per head row, SSMGroups groups of B and C and a
+	// convolution of SSMConv taps; Granite's multipliers.
+	SSMInner, SSMState, SSMHeads, SSMGroups, SSMConv int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -73,7 +78,9 @@ func (s Shape) headDim(i int) int {
 }
 
 // attn reports whether layer i is an attention layer.
-func (s Shape) attn(i int) bool { return s.Arch != "lfm2" || slices.Contains(s.AttnLayers, i) }
+func (s Shape) attn(i int) bool {
+	return (s.Arch != "lfm2" && s.Arch != "granitehybrid") || slices.Contains(s.AttnLayers, i)
+}
 
 var shapes = []Shape{
 	{
@@ -120,6 +127,19 @@ var shapes = []Shape{
 		Tied: true, VocabStyle: Gemma, Window: 512,
 	},
 	{
+		// IBM Granite-4.0-H-1B as its config describes it (to our
+		// knowledge: not checked against the published file): 40 layers,
+		// 36 of them Mamba-2 (48 heads of 64, a state of 128, one group, a
+		// width-4 convolution; 3072 channels, 1.5 MiB of state per layer)
+		// and 4 attention layers without rope (12 query and 4 key/value
+		// heads of 128), a SwiGLU feed-forward of 4096, a tied 100k
+		// vocabulary. The attention layers' places are assumed.
+		Name: "granite4-h-1b", Arch: "granitehybrid", Layers: 40, Embd: 1536, Heads: 12, HeadsKV: 4, HeadDim: 128,
+		FFN: 4096, Vocab: 100352, Text: 100000, Ctx: 1 << 20, RopeBase: 10000, NormEps: 1e-5,
+		Tied: true, VocabStyle: Qwen2, AttnLayers: []int{9, 19, 29, 39},
+		SSMInner: 3072, SSMState: 128, SSMHeads: 48, SSMGroups: 1, SSMConv: 4,
+	},
+	{
 		// Qwen3-30B-A3B: 48 layers of 128 experts (768 wide, 8 per token)
 		// behind QK-normed attention of 32 query and 4 key/value heads of
 		// 128: 30.5B weights, 3.3B of them active per token.
@@ -155,8 +175,10 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe"}, s.Arch):
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3 or qwen3moe)", s.Name, s.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe", "granitehybrid"}, s.Arch):
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3, qwen3moe or granitehybrid)", s.Name, s.Arch)
+	case s.Arch == "granitehybrid" && (s.SSMHeads <= 0 || s.SSMInner%s.SSMHeads != 0 || s.SSMState <= 0 || s.SSMGroups <= 0 || s.SSMHeads%s.SSMGroups != 0 || s.SSMConv < 2):
+		return fmt.Errorf("convert: shape %q: a granitehybrid shape needs Mamba-2 heads dividing the inner size, a state size, groups dividing the heads and a convolution of at least 2 taps", s.Name)
 	case s.Arch == "qwen3moe" && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.FFNExp <= 0):
 		return fmt.Errorf("convert: shape %q: a qwen3moe shape needs experts, the experts used per token (at most all) and their width", s.Name)
 	case s.Arch == "gemma4" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.SharedKV >= s.Layers-1):
@@ -180,6 +202,7 @@ const (
 	kindBias                     // random normal, F32
 	kindNorm                     // ones (SynthOptions.NormStd: around 1), F32
 	kindRopeFreqs
+	kindSSMA // Mamba-2's A per head: -1, -2, ... -16, -1, ... (F32)
 )
 
 type synthTensor struct {
@@ -218,6 +241,25 @@ func (s Shape) tensors() []synthTensor {
 	}
 	for i := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
+		if !s.attn(i) && s.Arch == "granitehybrid" {
+			h, n, g, in := int64(s.SSMHeads), int64(s.SSMState), int64(s.SSMGroups), int64(s.SSMInner)
+			ch := in + 2*g*n
+			ts = append(ts,
+				synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+				synthTensor{p + "ssm_in.weight", []int64{e, in + ch + h}, kindWeight},
+				synthTensor{p + "ssm_conv1d.weight", []int64{int64(s.SSMConv), ch}, kindWeight},
+				synthTensor{p + "ssm_conv1d.bias", []int64{ch}, kindBias},
+				synthTensor{p + "ssm_a", []int64{1, h}, kindSSMA},
+				synthTensor{p + "ssm_d", []int64{1, h}, kindNorm},
+				synthTensor{p + "ssm_dt.bias", []int64{h}, kindBias},
+				synthTensor{p + "ssm_norm.weight", []int64{in / g, g}, kindNorm},
+				synthTensor{p + "ssm_out.weight", []int64{in, e}, kindWeight},
+				synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+				synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+				synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+				synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+			continue
+		}
 		if !s.attn(i) {
 			ts = append(ts,
 				synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
@@ -550,6 +592,10 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 				}
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(v))
 			}
+		case kindSSMA:
+			for j := 0; j < len(data); j += 4 {
+				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(-float32(1+(j/4)%16)))
+			}
 		case kindRopeFreqs:
 			freqs := llama3RopeFreqs(float64(s.RopeBase), s.HeadDim)
 			if s.Arch == "gemma4" {
@@ -688,6 +734,27 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 		b.Set(a+"attention.shared_kv_layers", uint32(s.SharedKV))
 		b.Set(a+"embedding_length_per_layer_input", uint32(s.PerLayer))
 		b.Set(a+"final_logit_softcapping", float32(30))
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+	} else if s.Arch == "granitehybrid" {
+		kv := make([]int32, s.Layers)
+		for i := range kv {
+			if s.attn(i) {
+				kv[i] = int32(s.HeadsKV)
+			}
+		}
+		b.Set(a+"attention.head_count_kv", kv)
+		b.Set(a+"ssm.conv_kernel", uint32(s.SSMConv))
+		b.Set(a+"ssm.state_size", uint32(s.SSMState))
+		b.Set(a+"ssm.group_count", uint32(s.SSMGroups))
+		b.Set(a+"ssm.inner_size", uint32(s.SSMInner))
+		b.Set(a+"ssm.time_step_rank", uint32(s.SSMHeads))
+		b.Set(a+"attention.scale", float32(1.0/128))
+		b.Set(a+"embedding_scale", float32(12))
+		b.Set(a+"residual_scale", float32(0.22))
+		b.Set(a+"logit_scale", float32(6))
+		b.Set(a+"expert_count", uint32(0))
+		b.Set(a+"expert_used_count", uint32(0))
+		b.Set(a+"rope.scaling.finetuned", false)
 		b.Set(a+"vocab_size", uint32(s.Vocab))
 	} else if s.Arch == "lfm2" {
 		kv := make([]int32, s.Layers)

@@ -29,6 +29,14 @@ var (
 		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-5,
 		Tied: true, VocabStyle: LFM2, AttnLayers: []int{1}, LCache: 3,
 	}
+	// testGranite4H: Mamba-2 layers 0, 1 and 3 (two groups) beside
+	// attention layers 2 and 4.
+	testGranite4H = Shape{
+		Name: "test-granite4h", Arch: "granitehybrid", Layers: 5, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+		FFN: 512, Vocab: 1024, Text: 990, Ctx: 1 << 20, RopeBase: 10000, NormEps: 1e-5,
+		Tied: true, VocabStyle: Qwen2, AttnLayers: []int{2, 4},
+		SSMInner: 512, SSMState: 64, SSMHeads: 8, SSMGroups: 2, SSMConv: 4,
+	}
 	// testGemma4 has per-layer embeddings and layers 5-9 reading the keys
 	// and values of layers 3 (local) and 4 (global) with double-wide FFNs.
 	testGemma4 = Shape{
@@ -155,7 +163,7 @@ func checkDistribution(t *testing.T, f *gguf.File) {
 // TestSynthLoads: the files load in the engine, score finite log-probs,
 // and the vocabulary round-trips text through geist's tokenizer.
 func TestSynthLoads(t *testing.T) {
-	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4} {
+	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4, testGranite4H} {
 		for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M, MostlyQ8_0} {
 			t.Run(s.Name+"-"+ft.String(), func(t *testing.T) {
 				path := synthFile(t, s, ft, SynthOptions{Seed: 7})

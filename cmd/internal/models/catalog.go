@@ -65,6 +65,15 @@ var catalog = []catalogModel{
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "LFM2 1.2B, 696 MB (Q4_0); any board", dflt: true},
 	{name: "granite3.3:2b", arch: "granite", repo: "ibm-granite/granite-3.3-2b-instruct-GGUF", file: "granite-3.3-2b-instruct-QUANT.gguf",
 		quants: []string{"Q4_K_M", "Q8_0"}, about: "Granite 3.3 2B Instruct, 1.5 GB (Q4_K_M); Pi 4 4 GB and up", dflt: true},
+	// Granite 4.0-H: Mamba-2 layers and a few attention layers (granitehybrid);
+	// IBM's own GGUF repositories, not pinned to a revision or digests (the
+	// names and sizes are those IBM lists; check them on the first pull).
+	{name: "granite4:350m-h", arch: "granitehybrid", repo: "ibm-granite/granite-4.0-h-350m-GGUF", file: "granite-4.0-h-350m-QUANT.gguf",
+		quants: []string{"Q4_K_M", "Q8_0"}, about: "Granite 4.0-H 350M (Mamba-2 hybrid, tools), ~0.2 GB (Q4_K_M); any board"},
+	{name: "granite4:1b-h", arch: "granitehybrid", repo: "ibm-granite/granite-4.0-h-1b-GGUF", file: "granite-4.0-h-1b-QUANT.gguf",
+		quants: []string{"Q4_K_M", "Q8_0"}, about: "Granite 4.0-H 1B (Mamba-2 hybrid, tools), ~0.9 GB (Q4_K_M); Pi 4 2 GB and up", dflt: true},
+	{name: "granite4:micro-h", arch: "granitehybrid", repo: "ibm-granite/granite-4.0-h-micro-GGUF", file: "granite-4.0-h-micro-QUANT.gguf",
+		quants: []string{"Q4_K_M", "Q8_0"}, about: "Granite 4.0-H Micro 3B (Mamba-2 hybrid, tools), ~1.9 GB (Q4_K_M); Pi 4/5 4 GB and up"},
 	{name: "smollm3:3b", arch: "smollm3", repo: "ggml-org/SmolLM3-3B-GGUF", file: "SmolLM3-QUANT.gguf",
 		quants: []string{"Q4_K_M", "Q8_0"}, about: "SmolLM3 3B, 1.9 GB (Q4_K_M); Pi 5 8 GB", dflt: true},
 	{name: "phi4-mini:3.8b", arch: "phi3", repo: "bartowski/microsoft_Phi-4-mini-instruct-GGUF", file: "microsoft_Phi-4-mini-instruct-QUANT.gguf",

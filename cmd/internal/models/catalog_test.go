@@ -21,6 +21,9 @@ func TestLookupCatalog(t *testing.T) {
 		{"llama3.2:latest", "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "llama3.2"},
 		{"llama3.2:1b", "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf", "llama3.2:1b"},
 		{"gemma3:1b", "hf:bartowski/google_gemma-3-1b-it-GGUF/google_gemma-3-1b-it-Q4_0.gguf", "gemma3:1b"},
+		{"granite4:1b-h", "hf:ibm-granite/granite-4.0-h-1b-GGUF/granite-4.0-h-1b-Q4_K_M.gguf", "granite4:1b-h"},
+		{"granite4:micro-h-q8_0", "hf:ibm-granite/granite-4.0-h-micro-GGUF/granite-4.0-h-micro-Q8_0.gguf", "granite4:micro-h-q8_0"},
+		{"granite4", "hf:ibm-granite/granite-4.0-h-1b-GGUF/granite-4.0-h-1b-Q4_K_M.gguf", "granite4"},
 	} {
 		e, ok := LookupCatalog(tc.name)
 		if !ok || e.Source != tc.source || e.Name != tc.stored {

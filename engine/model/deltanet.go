@@ -1,0 +1,334 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/neon"
+)
+
+// Qwen3.5 (qwen35): three gated DeltaNet layers to each gated full
+// attention layer.
+//
+// A DeltaNet layer projects its normed input to Q, K and V (attn_qkv),
+// convolves them causally over the current and the RecTaps positions
+// before it (one kernel per channel, no bias), applies SiLU, normalizes Q
+// and K per head to unit length (Q also × 1/sqrt(d_k)), and per value head
+// runs the gated delta rule on a d_k×d_v state S:
+//
+//	S ← exp(g)·S;  S ← S + k ⊗ β·(v − Sᵀk);  o = Sᵀq
+//
+// with β = sigmoid(ssm_beta·x) and g = ssm_a·softplus(ssm_alpha·x + dt_bias).
+// o is RMS-normalized per head, × ssm_norm, × SiLU(z) (z = attn_gate·x)
+// and projected out (ssm_out). The state is kept as [head][d_v][d_k]: the
+// row of value dimension j is contiguous, so a token's update of a row is
+// one decay-and-dot pass and one update-and-dot pass over it.
+//
+// A full attention layer is the grouped-query block with per-head Q/K
+// norms, NEOX rope on the first rope.dimension_count dimensions, and an
+// output gate: attn_q holds per head its query rows then its gate rows,
+// and the attention output is × sigmoid(gate) before attn_output.
+
+// DeltaNet is the shape of a gated DeltaNet layer.
+type DeltaNet struct {
+	DNHeadsK int // key (and query) heads: ssm.group_count
+	DNHeadsV int // value heads: ssm.time_step_rank
+	DNHeadK  int // key head size: ssm.state_size
+	DNHeadV  int // value head size: ssm.inner_size / value heads
+}
+
+// readQwen35: the DeltaNet shape, the layer pattern, the gated attention,
+// the MTP block left out of the main pass, the rope sections.
+func readQwen35(f *gguf.File, c *Config) (err error) {
+	p := c.Arch + "."
+	nextn, err := metaInt(f, p+"nextn_predict_layers", 0, false)
+	if err != nil {
+		return err
+	}
+	if nextn >= c.NLayer {
+		return fmt.Errorf("model: %d next-token prediction layers of %d layers leave no main model", nextn, c.NLayer)
+	}
+	c.NLayer -= nextn // the MTP block (the last layers) is not run by the main pass
+	interval, err := metaInt(f, p+"full_attention_interval", 4, false)
+	if err != nil {
+		return err
+	}
+	if interval <= 0 {
+		return fmt.Errorf("model: full_attention_interval %d must be positive", interval)
+	}
+	d := &c.DeltaNet
+	keys := []struct {
+		key string
+		v   *int
+	}{
+		{"ssm.group_count", &d.DNHeadsK},
+		{"ssm.time_step_rank", &d.DNHeadsV},
+		{"ssm.state_size", &d.DNHeadK},
+		{"ssm.conv_kernel", &c.RecTaps},
+	}
+	for _, k := range keys {
+		if *k.v, err = metaInt(f, p+k.key, 0, true); err != nil {
+			return err
+		}
+	}
+	inner, err := metaInt(f, p+"ssm.inner_size", 0, true)
+	if err != nil {
+		return err
+	}
+	const maxDim = 1 << 14
+	if d.DNHeadsK <= 0 || d.DNHeadsV <= 0 || d.DNHeadK <= 0 || d.DNHeadsV%d.DNHeadsK != 0 ||
+		inner <= 0 || inner%d.DNHeadsV != 0 || d.DNHeadsK*d.DNHeadK > maxDim || inner > maxDim {
+		return fmt.Errorf("model: DeltaNet shape: %d key heads of %d, %d value heads, inner size %d: want positive sizes, value heads a multiple of key heads dividing the inner size, widths at most %d", d.DNHeadsK, d.DNHeadK, d.DNHeadsV, inner, maxDim)
+	}
+	if c.RecTaps < 2 || c.RecTaps > 16 {
+		return fmt.Errorf("model: ssm.conv_kernel %d must be in [2, 16]", c.RecTaps)
+	}
+	c.RecTaps--
+	d.DNHeadV = inner / d.DNHeadsV
+	c.RecConv = 2*d.DNHeadsK*d.DNHeadK + inner
+	c.RecState = d.DNHeadsV * d.DNHeadV * d.DNHeadK
+	c.RecIn = c.RecConv + 2*d.DNHeadsV
+	c.RecOut = inner
+	c.Rec = make([]bool, c.NLayer)
+	for l := range c.Rec {
+		c.Rec[l] = (l+1)%interval != 0
+	}
+	c.AttnGate = true
+	// Interleaved multi-section rope: pair i takes the position component
+	// i mod 3 while i < 3·sections[i mod 3], else the fourth, which is 0
+	// for text (the pair is not rotated). llama.cpp's sections for text
+	// cover every pair; a file whose do not is refused rather than
+	// approximated.
+	if v, ok := f.Value(p + "rope.dimension_sections"); ok {
+		secs, ok := intArray(v)
+		if !ok || len(secs) < 3 {
+			return fmt.Errorf("model: rope.dimension_sections has type %T, want 4 integers", v)
+		}
+		for i := 0; i < c.RopeDim/2; i++ {
+			if int64(i) >= 3*secs[i%3] {
+				return fmt.Errorf("model: rope.dimension_sections %v leave rotated pair %d of %d at the fourth position component (not supported)", secs, i, c.RopeDim/2)
+			}
+		}
+	}
+	return nil
+}
+
+// deltaNet loads a gated DeltaNet layer's weights.
+func (l loader) deltaNet(L *Layer, p string, c *Config) (err error) {
+	d := &c.DeltaNet
+	inner := d.DNHeadsV * d.DNHeadV
+	if L.RecQKV, err = l.matrix(p+"attn_qkv.weight", c.RecConv, c.NEmbd); err != nil {
+		return err
+	}
+	if L.RecZ, err = l.matrix(p+"attn_gate.weight", inner, c.NEmbd); err != nil {
+		return err
+	}
+	if L.RecBeta, err = l.matrix(p+"ssm_beta.weight", d.DNHeadsV, c.NEmbd); err != nil {
+		return err
+	}
+	if L.RecAlpha, err = l.matrix(p+"ssm_alpha.weight", d.DNHeadsV, c.NEmbd); err != nil {
+		return err
+	}
+	if L.RecOut, err = l.matrix(p+"ssm_out.weight", c.NEmbd, inner); err != nil {
+		return err
+	}
+	if L.RecConvW, err = l.convKernel(p+"ssm_conv1d.weight", c.RecConv, c.RecTaps+1); err != nil {
+		return err
+	}
+	if L.RecA, err = l.vector(p+"ssm_a", d.DNHeadsV); err != nil {
+		return err
+	}
+	if L.RecDtB, err = l.vector(p+"ssm_dt.bias", d.DNHeadsV); err != nil {
+		return err
+	}
+	if L.RecNorm, err = l.vector(p+"ssm_norm.weight", d.DNHeadV); err != nil {
+		return err
+	}
+	for _, a := range L.RecA {
+		if !(a <= 0) {
+			return fmt.Errorf("model: tensor %q holds %v: the decay rates must not be positive", p+"ssm_a", a)
+		}
+	}
+	return nil
+}
+
+// dnBufs are the DeltaNet block's batch buffers.
+type dnBufs struct {
+	z     []float32 // [maxBatch][inner] the output gate
+	beta  []float32 // [maxBatch][DNHeadsV]
+	alpha []float32 // [maxBatch][DNHeadsV]
+}
+
+func (s *State) newDeltaNet() {
+	c := &s.m.Config
+	d := &c.DeltaNet
+	B := s.maxBatch
+	s.dn = dnBufs{
+		z:     make([]float32, B*d.DNHeadsV*d.DNHeadV),
+		beta:  make([]float32, B*d.DNHeadsV),
+		alpha: make([]float32, B*d.DNHeadsV),
+	}
+}
+
+// deltaNet runs layer l's gated DeltaNet block over the batch of n tokens
+// at pos0, adding its output to the residual stream.
+func (s *State) deltaNet(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	d := &c.DeltaNet
+	rs := &s.rec
+	E, C, hv := c.NEmbd, c.RecConv, d.DNHeadsV
+	inner := hv * d.DNHeadV
+	for i := 0; i < n; i++ {
+		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
+	}
+	s.mul(s.xb, n, product{w: L.RecQKV, out: rs.xc}, product{w: L.RecZ, out: s.dn.z})
+	s.mul(s.xb, n, product{w: L.RecBeta, out: s.dn.beta}, product{w: L.RecAlpha, out: s.dn.alpha})
+	s.recConv(l, n, pos0, L.RecConvW)
+	qk := d.DNHeadsK * d.DNHeadK
+	qs := 1 / float32(math.Sqrt(float64(d.DNHeadK)))
+	for i := 0; i < n; i++ {
+		in := rs.in[i*c.RecIn : (i+1)*c.RecIn]
+		y := rs.y[i*C : (i+1)*C]
+		copy(in[:C], y)
+		silu(in[:C])
+		for h := 0; h < d.DNHeadsK; h++ {
+			l2Norm(in[h*d.DNHeadK:(h+1)*d.DNHeadK], c.NormEps)
+			l2Norm(in[qk+h*d.DNHeadK:qk+(h+1)*d.DNHeadK], c.NormEps)
+		}
+		for j := range in[:qk] {
+			in[j] *= qs
+		}
+		beta, decay := in[C:C+hv], in[C+hv:C+2*hv]
+		for h := 0; h < hv; h++ {
+			beta[h] = sigmoid(s.dn.beta[i*hv+h])
+			g := L.RecA[h] * softplus(s.dn.alpha[i*hv+h]+L.RecDtB[h])
+			decay[h] = neon.Exp(g)
+		}
+	}
+	s.recRun(l, n, pos0)
+	for i := 0; i < n; i++ {
+		o := rs.out[i*inner : (i+1)*inner]
+		for h := 0; h < hv; h++ {
+			oh := o[h*d.DNHeadV : (h+1)*d.DNHeadV]
+			RMSNorm(oh, oh, L.RecNorm, c.NormEps)
+		}
+		SiLUMul(s.dn.z[i*inner:(i+1)*inner], o) // z ← SiLU(z)·norm(o)
+	}
+	s.mul(s.dn.z, n, product{w: L.RecOut, out: s.proj})
+	s.residual(n)
+}
+
+// deltaStep advances a DeltaNet layer's state by one token (see
+// recStep): per value head h (reading key head h mod DNHeadsK) and value
+// dimension j, the row S[h][j] of d_k values is decayed while its dot with
+// k is summed, then updated by k·β(v_j − that dot) while its dot with q is
+// summed: o[h][j] (q carries the 1/sqrt(d_k)). Both sums run in one fixed
+// order (deltaRow).
+func deltaStep(s *State, l int, dst, src, in, out []float32) {
+	d := &s.m.DeltaNet
+	dk, dv, hk, hv := d.DNHeadK, d.DNHeadV, d.DNHeadsK, d.DNHeadsV
+	qk := hk * dk
+	q, k, v := in[:qk], in[qk:2*qk], in[2*qk:2*qk+hv*dv]
+	beta, decay := in[2*qk+hv*dv:2*qk+hv*dv+hv], in[2*qk+hv*dv+hv:2*qk+hv*dv+2*hv]
+	for h := 0; h < hv; h++ {
+		kh := h % hk
+		qh, kk := q[kh*dk:(kh+1)*dk], k[kh*dk:(kh+1)*dk]
+		vh, oh := v[h*dv:(h+1)*dv], out[h*dv:(h+1)*dv]
+		base := h * dv * dk
+		for j := 0; j < dv; j++ {
+			oh[j] = deltaRow(dst[base+j*dk:base+(j+1)*dk], src[base+j*dk:base+(j+1)*dk], qh, kk, vh[j], beta[h], decay[h])
+		}
+	}
+}
+
+// deltaRow updates one state row: S = decay·R (R the row before, which may
+// be S itself), then S += k·β(v − S·k), and returns S·q. The dot products
+// sum four interleaved partial sums, combined (0+1)+(2+3): the same order
+// for every token, every batch and the replay.
+func deltaRow(S, R, q, k []float32, v, beta, decay float32) float32 {
+	n := len(S)
+	R, q, k = R[:n], q[:n], k[:n]
+	var a0, a1, a2, a3 float32
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		t0, t1, t2, t3 := float32(R[i]*decay), float32(R[i+1]*decay), float32(R[i+2]*decay), float32(R[i+3]*decay)
+		S[i], S[i+1], S[i+2], S[i+3] = t0, t1, t2, t3
+		a0 += float32(t0 * k[i])
+		a1 += float32(t1 * k[i+1])
+		a2 += float32(t2 * k[i+2])
+		a3 += float32(t3 * k[i+3])
+	}
+	for ; i < n; i++ {
+		t := float32(R[i] * decay)
+		S[i] = t
+		a0 += float32(t * k[i])
+	}
+	delta := (v - ((a0 + a1) + (a2 + a3))) * beta
+	a0, a1, a2, a3 = 0, 0, 0, 0
+	i = 0
+	for ; i+4 <= n; i += 4 {
+		t0 := S[i] + float32(k[i]*delta)
+		t1 := S[i+1] + float32(k[i+1]*delta)
+		t2 := S[i+2] + float32(k[i+2]*delta)
+		t3 := S[i+3] + float32(k[i+3]*delta)
+		S[i], S[i+1], S[i+2], S[i+3] = t0, t1, t2, t3
+		a0 += float32(t0 * q[i])
+		a1 += float32(t1 * q[i+1])
+		a2 += float32(t2 * q[i+2])
+		a3 += float32(t3 * q[i+3])
+	}
+	for ; i < n; i++ {
+		t := S[i] + float32(k[i]*delta)
+		S[i] = t
+		a0 += float32(t * q[i])
+	}
+	return (a0 + a1) + (a2 + a3)
+}
+
+// splitGate separates the gated attention's queries from its gates (per
+// head hd query rows, then hd gate rows) for n tokens.
+func (s *State) splitGate(n, qDim, hd int) {
+	for i := 0; i < n; i++ {
+		qg := s.qg[i*2*qDim : (i+1)*2*qDim]
+		for h := 0; h < qDim/hd; h++ {
+			copy(s.q[i*qDim+h*hd:i*qDim+(h+1)*hd], qg[2*h*hd:(2*h+1)*hd])
+			copy(s.qgate[i*qDim+h*hd:i*qDim+(h+1)*hd], qg[(2*h+1)*hd:(2*h+2)*hd])
+		}
+	}
+}
+
+// gateAttention multiplies the attention output of n tokens (w values
+// each) by the sigmoid of their gates.
+func (s *State) gateAttention(n, w int) {
+	for i := 0; i < n*w; i++ {
+		s.att[i] *= sigmoid(s.qgate[i])
+	}
+}
+
+func sigmoid(x float32) float32 { return 1 / (1 + neon.Exp(-x)) }
+
+// softplus is log(1+e^x), x itself above 20 (ggml's threshold).
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log1p(float64(neon.Exp(x))))
+}
+
+// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
+func silu(x []float32) {
+	for i, v := range x {
+		x[i] = v / (1 + neon.Exp(-v))
+	}
+}
+
+// l2Norm scales x to unit length (ggml_l2_norm: the sum of squares in
+// float64 as RMSNorm's, the scale 1/max(norm, eps)).
+func l2Norm(x []float32, eps float32) {
+	sum := float32(neon.RMSNormScale(x))
+	scale := 1 / max(float32(math.Sqrt(float64(sum))), eps)
+	for i := range x {
+		x[i] *= scale
+	}
+}
