@@ -234,6 +234,9 @@ func (g *generation) sample(logits []float32) (int32, error) {
 		}
 	}
 	if !any {
+		if err := k.m.Err(); err != nil {
+			return -1, fmt.Errorf("engine: %w", err)
+		}
 		return -1, errGrammarDead
 	}
 	return g.smp.Sample(out, g.history), nil

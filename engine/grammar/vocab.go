@@ -228,9 +228,11 @@ func (c *Compiled) compute(s, ret int32) *stateMask {
 		d := v.depth[i]
 		c.lv, c.esc = c.lv[:d], c.esc[:d]
 		parent := c.lv[d-1]
-		c.w.escaped = false
+		c.w.escaped, c.w.err = false, nil
 		next := c.w.advance(c.lvBuf(int(d)), parent, v.tb[i])
-		esc := c.esc[d-1] || c.w.escaped
+		// A stack dropped for a bound is left to the run-time check
+		// (which reports the bound), as one that left the rule is.
+		esc := c.esc[d-1] || c.w.escaped || c.w.err != nil
 		c.lv = append(c.lv, next)
 		c.esc = append(c.esc, esc)
 		c.lvPool[d] = next[:0]
