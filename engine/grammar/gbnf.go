@@ -16,6 +16,7 @@
 package grammar
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -79,18 +80,26 @@ func (p *parser) errf(format string, a ...any) error {
 // ends check a request's grammar, the engine compiles it, and Home
 // Assistant sends the same tools with every request).
 func Parse(src string) (*Grammar, error) {
+	return ParseContext(context.Background(), src)
+}
+
+// ParseContext is Parse that ctx ends (a client gone, a request's time
+// over): the compile checks it as it goes and returns ctx's error.
+func ParseContext(ctx context.Context, src string) (*Grammar, error) {
 	key := sha256.Sum256([]byte(src))
 	if g := parsed.get(key); g != nil {
 		return g, nil
 	}
-	g, err := parse(src)
+	g, err := parseContext(ctx, src)
 	if err == nil {
 		parsed.put(key, g)
 	}
 	return g, err
 }
 
-func parse(src string) (*Grammar, error) {
+func parse(src string) (*Grammar, error) { return parseContext(context.Background(), src) }
+
+func parseContext(ctx context.Context, src string) (*Grammar, error) {
 	if len(src) > MaxGrammarBytes {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrSyntax, len(src), MaxGrammarBytes)
 	}
@@ -106,7 +115,7 @@ func parse(src string) (*Grammar, error) {
 			return nil, err
 		}
 	}
-	return compile(p.rules, p.order, len(src))
+	return compile(ctx, p.rules, p.order, len(src))
 }
 
 func (p *parser) checkRefs(e *expr) error {
