@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 
@@ -109,7 +110,14 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	if req.Grammar == "" {
 		return nil, nil
 	}
-	c, err := e.CompileGrammar(req.Grammar)
+	// Front ends compile a request's grammar before it is queued (on
+	// their own goroutines); here it is mostly in the cache, and where
+	// not, the compile is bounded and the request's context ends it.
+	ctx := req.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := e.grammarVocab().CompileContext(ctx, req.Grammar)
 	if err != nil {
 		return nil, err
 	}

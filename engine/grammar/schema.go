@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1045,6 +1046,11 @@ func FormatCheck(format []byte) (func([]byte) error, error) {
 // any JSON, or a JSON schema; absent, null or "" for none (""). The
 // grammar returned has been parsed once, so it compiles.
 func FromFormat(format []byte) (string, error) {
+	return FromFormatContext(context.Background(), format)
+}
+
+// FromFormatContext is FromFormat whose compile ctx ends.
+func FromFormatContext(ctx context.Context, format []byte) (string, error) {
 	f := strings.TrimSpace(string(format))
 	if f == "" || f == "null" || f == `""` {
 		return "", nil
@@ -1065,7 +1071,7 @@ func FromFormat(format []byte) (string, error) {
 	default:
 		return "", errors.New("format: want \"json\" or a JSON schema object")
 	}
-	if _, err := Parse(src); err != nil {
+	if _, err := ParseContext(ctx, src); err != nil {
 		return "", fmt.Errorf("format: %w", err)
 	}
 	return src, nil
