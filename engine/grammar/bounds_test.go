@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -78,5 +79,48 @@ func TestNumericBounds(t *testing.T) {
 		if _, err := FromSchema([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+// TestLengthBounds: a length or count past what is enforced is refused
+// naming the keyword that is (minLength, not maxLength), and every
+// length the message promises compiles: minLength = maxLength = 10000,
+// and 10,000 integer items (the item rule is called, not copied
+// 10,000 times).
+func TestLengthBounds(t *testing.T) {
+	for schema, kw := range map[string]string{
+		`{"type":"string","minLength":1e9}`:        "minLength",
+		`{"type":"string","minLength":1000000000}`: "minLength",
+		`{"type":"string","maxLength":10001}`:      "maxLength",
+		`{"type":"array","minItems":1e9}`:          "minItems",
+		`{"type":"array","maxItems":1000000000}`:   "maxItems",
+	} {
+		_, err := FromSchema([]byte(schema))
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"`+kw+`"`) {
+			t.Errorf("%s: %v, want an error naming %q", schema, err, kw)
+		}
+	}
+	for _, schema := range []string{
+		`{"type":"string","minLength":10000,"maxLength":10000}`,
+		`{"type":"string","maxLength":10000}`,
+		`{"type":"string","minLength":1e4}`,
+		`{"type":"array","items":{"type":"integer"},"minItems":10000,"maxItems":10000}`,
+	} {
+		src, err := FromSchema([]byte(schema))
+		if err == nil {
+			_, err = Parse(src)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	src, _ := FromSchema([]byte(`{"type":"string","minLength":10000,"maxLength":10000}`))
+	g, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten := strings.Repeat("é", 10000)
+	if !accepts(t, g, `"`+ten+`"`) || accepts(t, g, `"`+ten+`a"`) || accepts(t, g, `"`+ten[2:]+`"`) {
+		t.Error("the grammar of exactly 10,000 characters is wrong")
 	}
 }

@@ -305,9 +305,23 @@ var inlineBudget = 2000
 // every copy) and whose copies stay within inlineBudget; shallow are the
 // loop-free rules left out for size.
 func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]bool) {
+	// A use inside a repetition counts as many uses as the repetition
+	// makes copies (char{0,10000} is 10,000 uses of char).
 	uses := map[string]int{}
+	var count func(e *expr, mult int)
+	count = func(e *expr, mult int) {
+		switch e.kind {
+		case eRef:
+			uses[e.name] = min(uses[e.name]+mult, 1<<30)
+		case eRepeat:
+			mult = min(mult*max(e.max, e.min+1, 1), 1<<30)
+		}
+		for _, s := range e.subs {
+			count(s, mult)
+		}
+	}
 	for _, n := range order {
-		refs(rules[n], func(m string) { uses[m]++ })
+		count(rules[n], 1)
 	}
 	reach := func(from string) map[string]bool {
 		seen := map[string]bool{}
@@ -329,6 +343,20 @@ func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]b
 			loops[n] = true
 		}
 	}
+	// fullSize: a rule's states with the rules it uses inlined (those on
+	// a cycle count one: they are called).
+	sizes := map[string]int{}
+	var fullSize func(n string) int
+	fullSize = func(n string) int {
+		if v, ok := sizes[n]; ok {
+			return v
+		}
+		sizes[n] = 1 // while it is computed: a cycle counts one
+		v := exprSize(rules[n])
+		refs(rules[n], func(m string) { v = min(v+fullSize(m), 1<<20) })
+		sizes[n] = v
+		return v
+	}
 	in, shallow = map[string]bool{}, map[string]bool{}
 	for _, n := range order {
 		r := reach(n)
@@ -345,6 +373,9 @@ func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]b
 		case loop:
 		case len(r) == 0 && uses[n]*exprSize(rules[n]) > inlineBudget:
 			shallow[n] = true
+		case uses[n]*fullSize(n) > max(MaxStates/4, inlineBudget):
+			// Copies past a quarter of the states: called (ten thousand
+			// items of an array).
 		default:
 			in[n] = true
 		}

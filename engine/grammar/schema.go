@@ -737,11 +737,14 @@ func intOf(s *ordered, kw, path string) (int, bool, error) {
 		return 0, false, nil
 	}
 	n, isNum := v.(json.Number)
-	i, err := strconv.Atoi(string(n))
-	if !isNum || err != nil || i < 0 {
+	r, ok := new(big.Rat).SetString(string(n))
+	if !isNum || len(n) > 400 || !ok || !r.IsInt() || r.Sign() < 0 {
 		return 0, false, fmt.Errorf("schema at %s: %s must be a non-negative integer", path, kw)
 	}
-	return i, true, nil
+	if !r.Num().IsInt64() || r.Num().Int64() > math.MaxInt32 {
+		return math.MaxInt32, true, nil // beyond any bound enforced: the callers refuse it by name
+	}
+	return int(r.Num().Int64()), true, nil
 }
 
 func repeat(item, sep string, lo, hi int) string {
@@ -783,7 +786,10 @@ func (c *converter) array(s *ordered, name, path string) (string, error) {
 	if hasHi && hi < lo {
 		return "", fmt.Errorf("schema at %s: maxItems %d < minItems %d", path, hi, lo)
 	}
-	if lo > maxRepeat || hi > maxRepeat {
+	if lo > maxRepeat {
+		return "", unsupported(path, "minItems", fmt.Sprintf("at most %d items are enforced", maxRepeat))
+	}
+	if hi > maxRepeat {
 		return "", unsupported(path, "maxItems", fmt.Sprintf("at most %d items are enforced", maxRepeat))
 	}
 	items, hasItems := s.get("items")
@@ -832,7 +838,9 @@ func strLengths(s *ordered, path string) (lo, hi int, hasLo, hasHi bool, err err
 	}
 	if hasHi && hi < lo {
 		err = fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
-	} else if lo > maxRepeat || hi > maxRepeat {
+	} else if lo > maxRepeat {
+		err = unsupported(path, "minLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
+	} else if hi > maxRepeat {
 		err = unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
 	}
 	return
