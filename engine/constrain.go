@@ -99,11 +99,19 @@ type constraint struct {
 	rest        []byte // what follows a trigger in its token
 	gramOK      bool   // opening: the grammar allowed every token so far (blank space it did not read aside)
 	blank       int    // opening: the bytes of blank space before tail
-	mask        []uint64
-	masked      []float32 // [NVocab] the logits with the mask applied
-	forced      []byte
-	path        []int32
-	draft       []int32
+	// The opening's text is held back until it is known whose it is:
+	// all of it goes out if a thinking block opens, only what the
+	// grammar read (heldRead) if the grammar applies, so that no byte
+	// the grammar forbids is delivered (the blank space before a
+	// <think> that did not come). readLast: the grammar read the last
+	// token.
+	held, heldRead []byte
+	readLast       bool
+	mask           []uint64
+	masked         []float32 // [NVocab] the logits with the mask applied
+	forced         []byte
+	path           []int32
+	draft          []int32
 }
 
 func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error) {
@@ -129,6 +137,7 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	k.open, k.close = []byte(marks.Open), []byte(marks.Close)
 	k.tail = make([]byte, 0, max(len(k.trigger), len(k.close))+64)
 	k.rest = make([]byte, 0, 64)
+	k.held, k.heldRead = make([]byte, 0, 64), make([]byte, 0, 64)
 	switch {
 	case req.GrammarAfterThink && e.thinksInPrompt(prompt):
 		k.phase = phThinking
@@ -309,8 +318,12 @@ func (g *generation) accept(id int32) {
 		p := g.e.tok.TokenToPiece(id, true)
 		// Blank space the grammar does not allow precedes its text:
 		// the grammar stays at its start.
-		if !k.lazy && k.gramOK && !k.m.AcceptToken(id) && !isBlank(p) {
-			k.gramOK = false
+		k.readLast = false
+		if !k.lazy && k.gramOK {
+			k.readLast = k.m.AcceptToken(id)
+			if !k.readLast && !isBlank(p) {
+				k.gramOK = false
+			}
 		}
 		if !k.thinkPrefix(p) {
 			// The grammar's token, not the thinking block's.
@@ -342,6 +355,32 @@ func (g *generation) accept(id int32) {
 	default:
 		k.follow(g.e.tok.TokenToPiece(id, true))
 	}
+}
+
+// hold takes the text b of a token emitted in the opening (a grammar
+// applied at once, not lazy) and returns what to deliver now: nothing
+// while the opening lasts; when a thinking block opened, all of its text;
+// when the grammar applies, the text of its tokens the grammar read (the
+// blank space it did not read is dropped).
+func (k *constraint) hold(b []byte) []byte {
+	switch k.phase {
+	case phOpening:
+		k.held = append(k.held, b...)
+		if k.readLast {
+			k.heldRead = append(k.heldRead, b...)
+		}
+		return nil
+	case phActive:
+		if k.readLast {
+			k.heldRead = append(k.heldRead, b...)
+		}
+		out := k.heldRead
+		k.held, k.heldRead = k.held[:0], k.heldRead[:0]
+		return out
+	}
+	out := append(k.held, b...)
+	k.held, k.heldRead = out[:0], k.heldRead[:0]
+	return out
 }
 
 // follow reads free text b: in the thinking block, for its end; before
