@@ -30,6 +30,16 @@ const (
 // compile would pass a budget.
 var ErrTooLarge = errors.New("too large to compile")
 
+// push appends v to s, doubling a full s (append grows large slices by
+// a quarter: a compile near its budgets would allocate five times its
+// lists, not twice).
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		s = append(make([]T, 0, 2*cap(s)+64), s...)
+	}
+	return append(s, v)
+}
+
 func tooLarge(rule, what string, limit int) error {
 	return fmt.Errorf("%w: %w: rule %q expands to more than %d %s", ErrSyntax, ErrTooLarge, rule, limit, what)
 }
@@ -109,8 +119,8 @@ func (b *builder) state() int32 {
 	if b.err != nil && len(b.rule) > 0 {
 		return int32(len(b.rule) - 1) // built no further: the compile fails
 	}
-	b.rule = append(b.rule, b.cur)
-	b.origin = append(b.origin, b.whereIdx)
+	b.rule = push(b.rule, b.cur)
+	b.origin = push(b.origin, b.whereIdx)
 	return int32(len(b.rule) - 1)
 }
 
@@ -125,16 +135,16 @@ func (b *builder) epsilon(from, to int32) {
 	if b.full() {
 		return
 	}
-	b.epsFrom = append(b.epsFrom, from)
-	b.epsTo = append(b.epsTo, to)
+	b.epsFrom = push(b.epsFrom, from)
+	b.epsTo = push(b.epsTo, to)
 }
 
 func (b *builder) edge(from int32, e edge) {
 	if b.full() {
 		return
 	}
-	b.edgeFrom = append(b.edgeFrom, from)
-	b.edgeList = append(b.edgeList, e)
+	b.edgeFrom = push(b.edgeFrom, from)
+	b.edgeList = push(b.edgeList, e)
 }
 
 func (b *builder) fresh(from int32) int32 {
@@ -532,10 +542,17 @@ func removeEpsilons(b *builder, starts, ends []int32) (*Grammar, error) {
 		for len(stack) > 0 {
 			x := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			visits++
+			// One closure may reach most of the automaton: the budgets
+			// are checked inside it too.
+			if visits++; visits > maxClosure {
+				return nil, tooLarge(name, "steps resolving its empty moves", maxClosure)
+			}
+			if len(g.edges) > maxEdges {
+				return nil, tooLarge(name, "edges once its empty moves are resolved", maxEdges)
+			}
 			fin = fin || isEnd[x]
 			for _, e := range edges[edgeStart[x]:edgeStart[x+1]] {
-				g.edges = append(g.edges, e)
+				g.edges = push(g.edges, e)
 				add(e.to)
 			}
 			for _, y := range eps[epsStart[x]:epsStart[x+1]] {
