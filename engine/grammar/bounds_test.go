@@ -124,3 +124,32 @@ func TestLengthBounds(t *testing.T) {
 		t.Error("the grammar of exactly 10,000 characters is wrong")
 	}
 }
+
+// TestWhitespaceBounded: the JSON grammars (format "json" and a schema's)
+// bound white space by llama.cpp's space rule (common/
+// json-schema-to-grammar.cpp: | " " | "\n"{1,2} [ \t]{0,20}): one blank,
+// or one or two newlines and up to 20 blanks or tabs, wherever a space
+// may go.
+func TestWhitespaceBounded(t *testing.T) {
+	schema, err := FromSchema([]byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"array","items":{"type":"string"}}},"required":["a","b"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{AnyJSON(), schema} {
+		g, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tabs := func(n int) string { return strings.Repeat("\t", n) }
+		for _, s := range []string{`{"a": 1, "b": []}`, "{\n\n" + tabs(20) + `"a":` + "\n" + tabs(20) + `1,"b":[ ]}`} {
+			if !accepts(t, g, s) {
+				t.Errorf("%q refused", s)
+			}
+		}
+		for _, s := range []string{"{\n\n\n" + `"a": 1, "b": []}`, "{\n" + tabs(21) + `"a": 1, "b": []}`, `{"a":  1, "b": []}`, ` {"a": 1, "b": []}`} {
+			if accepts(t, g, s) {
+				t.Errorf("%q accepted", s)
+			}
+		}
+	}
+}
