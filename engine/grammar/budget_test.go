@@ -60,7 +60,7 @@ func TestCompileBudget(t *testing.T) {
 		}
 		grow := int64(peak) - int64(before)
 		t.Logf("%s: %v (heap +%d MB)", c.name, err, grow>>20)
-		if grow > 600<<20 {
+		if grow > 200<<20 {
 			t.Errorf("%s: the heap grew by %d MB", c.name, grow>>20)
 		}
 	}
