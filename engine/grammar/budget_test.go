@@ -90,3 +90,30 @@ func TestCompileContext(t *testing.T) {
 		t.Fatalf("%v, want context.Canceled", err)
 	}
 }
+
+// TestCompileRefusedOnce: a grammar refused for a budget is refused again
+// from memory (the same error, no second compile), and at most
+// compileSlots compiles run at once.
+func TestCompileRefusedOnce(t *testing.T) {
+	src := `root ::= (("b"{0,50}){0,1000}) "refused once"`
+	_, err1 := ParseContext(context.Background(), src)
+	_, err2 := ParseContext(context.Background(), src)
+	if !errors.Is(err1, ErrTooLarge) || err2 != err1 {
+		t.Fatalf("%v, then %v: want the same ErrTooLarge", err1, err2)
+	}
+	for range cap(compileSlots) {
+		compileSlots <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := ParseContext(ctx, `root ::= "waits for a slot"`)
+	for range cap(compileSlots) {
+		<-compileSlots
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with every slot taken: %v, want the context's deadline", err)
+	}
+	if _, err := ParseContext(context.Background(), `root ::= "waits for a slot"`); err != nil {
+		t.Fatal(err)
+	}
+}
