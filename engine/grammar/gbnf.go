@@ -18,11 +18,11 @@ package grammar
 import (
 	"context"
 	"crypto/sha256"
-	"sync"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
