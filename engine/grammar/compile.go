@@ -21,8 +21,8 @@ import (
 const (
 	maxBuildStates = 4 * MaxStates  // states of the epsilon automaton
 	maxBuildEdges  = 8 * MaxStates  // its byte, call and epsilon edges
-	maxEdges       = 8 * MaxStates  // edges of the epsilon-free automaton
-	maxClosure     = 32 * MaxStates // states the epsilon closures visit, in all
+	maxEdges       = 4 * MaxStates  // edges of the epsilon-free automaton (real grammars have 1.2-2 per state)
+	maxClosure     = 16 * MaxStates // states the epsilon closures visit, in all
 	maxChecks      = 32 * MaxStates // states the left-recursion check visits
 )
 
