@@ -16,8 +16,8 @@ import (
 // moment one passes its budget (gigabytes of edges could otherwise come
 // from a 100-byte schema: five nested {0,10}). The budgets are far above
 // what Home Assistant's 17 tools need (6,419 states), the largest
-// grammars seen; a compile refused at them took under 100 MB and about
-// 0.7 s (TestCompileBudget, on a loaded 2-core machine).
+// grammars seen; a compile refused at them grows the heap by under 50 MB and takes
+// 0.2-0.5 s (TestCompileBudget, TestServeGrammarBounds, on a loaded 2-core machine).
 const (
 	maxBuildStates = 4 * MaxStates  // states of the epsilon automaton
 	maxBuildEdges  = 8 * MaxStates  // its byte, call and epsilon edges
