@@ -107,6 +107,7 @@ type constraint struct {
 	// token.
 	held, heldRead []byte
 	readLast       bool
+	err            error // the grammar refused a token it allowed: the generation ends
 	mask           []uint64
 	masked         []float32 // [NVocab] the logits with the mask applied
 	forced         []byte
@@ -227,6 +228,9 @@ func (g *generation) sample(logits []float32) (int32, error) {
 	if k == nil || k.free() {
 		return g.smp.Sample(logits, g.history), nil
 	}
+	if k.err != nil {
+		return -1, fmt.Errorf("engine: %w", k.err)
+	}
 	if k.phase == phOpening {
 		k.openingMask()
 	} else {
@@ -308,6 +312,13 @@ func (g *generation) accept(id int32) {
 	switch k.phase {
 	case phActive:
 		if k.m.AcceptToken(id) {
+			return
+		}
+		if !k.lazy {
+			// A masked token refused (only a matcher's bound gets
+			// here): the generation ends at the next sample, never
+			// free of the grammar.
+			k.err = cmpOr(k.m.Err(), errGrammarDead)
 			return
 		}
 		// A lazy grammar that may end, ended: free text again.
@@ -466,4 +477,11 @@ func (d grammarDrafter) Draft(history []int32, max int, dst []int32) ([]int32, i
 		n--
 	}
 	return append(dst[:0], k.draft[:n]...), 0
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // Frames live in an arena and are hash-consed: a frame (state, parent)
@@ -481,6 +482,10 @@ func (m *Matcher) Mask(dst []uint64) {
 			continue
 		}
 		sm := m.maskOf(f)
+		if m.nearCap(f) {
+			m.maskChecked(dst, f, sm)
+			continue
+		}
 		dup := false
 		for _, x := range seen {
 			dup = dup || x == sm
@@ -506,6 +511,38 @@ func (m *Matcher) Mask(dst []uint64) {
 	clear(seen)
 	m.seen = seen[:0]
 	m.maskErr = m.w.err
+}
+
+// nearCap reports whether a token could take stack f past MaxDepth: the
+// precomputed masks assume a stack of any depth (a byte pushes at most a
+// few frames; a token's bytes, four per byte here).
+func (m *Matcher) nearCap(f int32) bool {
+	return int(m.w.a.depth[f])+4*m.c.v.maxLen >= MaxDepth
+}
+
+// maskChecked sets in dst the tokens of sm that fit stack f, each checked
+// against the stack (near the depth bound only: it tries every token the
+// precomputed mask accepts).
+func (m *Matcher) maskChecked(dst []uint64, f int32, sm *stateMask) {
+	try := func(id int32) {
+		if dst[id>>6]&(1<<(id&63)) == 0 && m.tokenFits(f, m.c.v.piece(id)) {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	}
+	if sm.acc != nil {
+		for i, w := range sm.acc {
+			for ; w != 0; w &= w - 1 {
+				try(int32(i*64 + bits.TrailingZeros64(w)))
+			}
+		}
+	} else {
+		for _, id := range sm.accList {
+			try(id)
+		}
+	}
+	for _, id := range sm.unc {
+		try(id)
+	}
 }
 
 // maskOf returns the precomputed mask of frame f: its state's, or for a

@@ -23,6 +23,8 @@ type Vocab struct {
 	tokLo []int32
 	ids   []int32
 
+	maxLen int // the longest piece's bytes
+
 	cache cache
 }
 
@@ -34,6 +36,7 @@ func NewVocab(pieces [][]byte, eog []int32) *Vocab {
 	for i, p := range pieces {
 		v.bytes = append(v.bytes, p...)
 		v.off[i+1] = int32(len(v.bytes))
+		v.maxLen = max(v.maxLen, len(p))
 	}
 	v.eogSet = make([]uint64, (v.n+63)/64)
 	for _, id := range eog {
