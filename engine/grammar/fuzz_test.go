@@ -80,7 +80,8 @@ func FuzzCompile(f *testing.F) {
 // FuzzMatcher: a matcher driven over any grammar by any token stream
 // does bounded work per token: at most maxWork expansions per byte of an
 // accepted token, and a mask (every token of a small vocabulary tried,
-// the context-dependent ones on every stack) within a bound on time.
+// the context-dependent ones on every stack) within a bound on time; the
+// mask and the matcher agree on every token (a bound aside).
 // The token stream is the text split at 0xFF bytes (the vocabulary: its
 // distinct pieces, at most 64), and the grammar's own text fed as a
 // stream too.
@@ -136,8 +137,12 @@ func FuzzMatcher(f *testing.F) {
 			if work := m.w.total - before; work > uint64(len(pieces[id])+1)*maxWork {
 				t.Fatalf("token %q: %d expansions", pieces[id], work)
 			}
-			if ok && (mask[id>>6]&(1<<(id&63)) == 0) {
+			inMask := mask[id>>6]&(1<<(id&63)) != 0
+			if ok && !inMask {
 				t.Fatalf("token %q accepted but not in the mask", pieces[id])
+			}
+			if !ok && inMask && m.Err() == nil {
+				t.Fatalf("token %q in the mask but refused", pieces[id])
 			}
 			m.AllowsPath(toks[i:min(len(toks), i+4)])
 			m.Forced(nil, 16)

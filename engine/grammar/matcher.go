@@ -322,6 +322,9 @@ func (m *Matcher) AcceptBytes(b []byte) bool {
 	next := m.run(m.stacks, b)
 	if len(next) == 0 {
 		m.w.a.frames = m.w.a.frames[:mark]
+		if m.w.err != nil {
+			m.maskErr = m.w.err // refused for a bound
+		}
 		return false
 	}
 	m.cut = m.w.err
