@@ -57,7 +57,8 @@ FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/ch
 	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./neon:FuzzPackings ./cmd/appliance/sentence:FuzzSplitter \
 	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent \
 	./mqtt/guard:FuzzWrap ./mqtt:FuzzParse ./mqtt:FuzzCancel ./mqtt/hermes:FuzzHandle \
-	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests
+	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests \
+	./engine/grammar:FuzzCompile ./engine/grammar:FuzzMatcher
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 
@@ -98,18 +99,34 @@ type constraint struct {
 	rest        []byte // what follows a trigger in its token
 	gramOK      bool   // opening: the grammar allowed every token so far (blank space it did not read aside)
 	blank       int    // opening: the bytes of blank space before tail
-	mask        []uint64
-	masked      []float32 // [NVocab] the logits with the mask applied
-	forced      []byte
-	path        []int32
-	draft       []int32
+	// The opening's text is held back until it is known whose it is:
+	// all of it goes out if a thinking block opens, only what the
+	// grammar read (heldRead) if the grammar applies, so that no byte
+	// the grammar forbids is delivered (the blank space before a
+	// <think> that did not come). readLast: the grammar read the last
+	// token.
+	held, heldRead []byte
+	readLast       bool
+	err            error // the grammar refused a token it allowed: the generation ends
+	mask           []uint64
+	masked         []float32 // [NVocab] the logits with the mask applied
+	forced         []byte
+	path           []int32
+	draft          []int32
 }
 
 func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error) {
 	if req.Grammar == "" {
 		return nil, nil
 	}
-	c, err := e.CompileGrammar(req.Grammar)
+	// Front ends compile a request's grammar before it is queued (on
+	// their own goroutines); here it is mostly in the cache, and where
+	// not, the compile is bounded and the request's context ends it.
+	ctx := req.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := e.grammarVocab().CompileContext(ctx, req.Grammar)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +138,7 @@ func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error
 	k.open, k.close = []byte(marks.Open), []byte(marks.Close)
 	k.tail = make([]byte, 0, max(len(k.trigger), len(k.close))+64)
 	k.rest = make([]byte, 0, 64)
+	k.held, k.heldRead = make([]byte, 0, 64), make([]byte, 0, 64)
 	switch {
 	case req.GrammarAfterThink && e.thinksInPrompt(prompt):
 		k.phase = phThinking
@@ -217,6 +235,9 @@ func (g *generation) sample(logits []float32) (int32, error) {
 	if g.cx != nil && g.cx.Err() != nil {
 		return -1, g.cx.Err()
 	}
+	if k.err != nil {
+		return -1, fmt.Errorf("engine: %w", k.err)
+	}
 	if k.phase == phOpening {
 		k.openingMask()
 	} else {
@@ -241,6 +262,9 @@ func (g *generation) sample(logits []float32) (int32, error) {
 		}
 	}
 	if !any {
+		if err := k.m.Err(); err != nil {
+			return -1, fmt.Errorf("engine: %w", err)
+		}
 		return -1, errGrammarDead
 	}
 	return g.smp.Sample(out, g.history), nil
@@ -297,6 +321,13 @@ func (g *generation) accept(id int32) {
 		if k.m.AcceptToken(id) {
 			return
 		}
+		if !k.lazy {
+			// A masked token refused (only a matcher's bound gets
+			// here): the generation ends at the next sample, never
+			// free of the grammar.
+			k.err = cmpOr(k.m.Err(), errGrammarDead)
+			return
+		}
 		// A lazy grammar that may end, ended: free text again.
 		k.m.Reset()
 		k.phase, k.tail = phWaiting, k.tail[:0]
@@ -305,8 +336,12 @@ func (g *generation) accept(id int32) {
 		p := g.e.tok.TokenToPiece(id, true)
 		// Blank space the grammar does not allow precedes its text:
 		// the grammar stays at its start.
-		if !k.lazy && k.gramOK && !k.m.AcceptToken(id) && !isBlank(p) {
-			k.gramOK = false
+		k.readLast = false
+		if !k.lazy && k.gramOK {
+			k.readLast = k.m.AcceptToken(id)
+			if !k.readLast && !isBlank(p) {
+				k.gramOK = false
+			}
 		}
 		if !k.thinkPrefix(p) {
 			// The grammar's token, not the thinking block's.
@@ -338,6 +373,32 @@ func (g *generation) accept(id int32) {
 	default:
 		k.follow(g.e.tok.TokenToPiece(id, true))
 	}
+}
+
+// hold takes the text b of a token emitted in the opening (a grammar
+// applied at once, not lazy) and returns what to deliver now: nothing
+// while the opening lasts; when a thinking block opened, all of its text;
+// when the grammar applies, the text of its tokens the grammar read (the
+// blank space it did not read is dropped).
+func (k *constraint) hold(b []byte) []byte {
+	switch k.phase {
+	case phOpening:
+		k.held = append(k.held, b...)
+		if k.readLast {
+			k.heldRead = append(k.heldRead, b...)
+		}
+		return nil
+	case phActive:
+		if k.readLast {
+			k.heldRead = append(k.heldRead, b...)
+		}
+		out := k.heldRead
+		k.held, k.heldRead = k.held[:0], k.heldRead[:0]
+		return out
+	}
+	out := append(k.held, b...)
+	k.held, k.heldRead = out[:0], k.heldRead[:0]
+	return out
 }
 
 // follow reads free text b: in the thinking block, for its end; before
@@ -423,4 +484,11 @@ func (d grammarDrafter) Draft(history []int32, max int, dst []int32) ([]int32, i
 		n--
 	}
 	return append(dst[:0], k.draft[:n]...), 0
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -573,5 +574,118 @@ func TestGrammarPhasesGemma4(t *testing.T) {
 		if got := allowed(k, s); got != want {
 			t.Errorf("thinking off: %q allowed %v, want %v", s, got, want)
 		}
+	}
+}
+
+// TestGrammarOpeningText: under a thinking template with the grammar
+// applied after the thinking block, the delivered text holds nothing the
+// grammar did not read: the blank space a model writes on its way to a
+// <think> that does not come is dropped (it was delivered before: tiny
+// Qwen3-MoE answered format json with eight newlines, then the array),
+// and a grammar that allows nothing (root ::= "") gets nothing, or a
+// thinking block.
+func TestGrammarOpeningText(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf"), Options{Ctx: 512, Batch: 8, SelfSpec: SelfSpecOff})
+	for _, g := range []string{grammar.AnyJSON(), `root ::= ""`} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			p := sample.DefaultParams()
+			p.Seed = seed
+			var text []byte
+			ids := 0
+			_, err := e.Generate(context.Background(), Request{Messages: []chat.Message{{Role: "user", Content: "Describe a person as JSON"}},
+				MaxTokens: 40, Sampling: p, Grammar: g, GrammarAfterThink: true,
+				OnToken: func(int32) { ids++ },
+				OnText:  func(b []byte) error { text = append(text, b...); return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.HasPrefix(text, []byte("<think>")) {
+				continue
+			}
+			m := grammar.Bind(mustParse(t, g), e.grammarVocab()).NewMatcher()
+			if !m.AcceptBytes(text) {
+				t.Errorf("seed %d: %.60q is not a prefix of the grammar's text", seed, text)
+			}
+			t.Logf("seed %d, %d tokens: %.60q", seed, ids, text)
+		}
+	}
+}
+
+func mustParse(t *testing.T, src string) *grammar.Grammar {
+	g, err := grammar.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestGrammarDepthError: at the matcher's depth bound a token that would
+// open one more rule is masked out (under format json the model must
+// close a bracket), and where nothing else may follow, the generation
+// ends with an error naming the bound, not "the grammar allows no next
+// token".
+func TestGrammarDepthError(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf"), Options{Ctx: 128, Batch: 8, SelfSpec: SelfSpecOff})
+	v := e.grammarVocab()
+	open := v.Longest(nil, []byte("["))
+	if len(open) != 1 {
+		t.Fatalf("[ is %d tokens", len(open))
+	}
+	req := Request{Grammar: `root ::= "[" root "]"`}
+	k, err := e.newConstraint(&req, v.Longest(nil, []byte("hi")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := sample.New(greedy(), e.model.NVocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &generation{e: e, con: k, smp: smp}
+	logits := make([]float32, e.model.NVocab)
+	logits[open[0]] = 10
+	for i := 0; ; i++ {
+		id, err := g.sample(logits)
+		if err != nil {
+			if !errors.Is(err, grammar.ErrDepth) {
+				t.Fatalf("after %d brackets: %v, want ErrDepth", i, err)
+			}
+			t.Logf("after %d brackets: %v", i, err)
+			break
+		}
+		if i > 2*grammar.MaxDepth {
+			t.Fatal("no bound on the depth")
+		}
+		g.accept(id)
+	}
+	// Format json: at the bound [ is masked out and the model closes.
+	req = Request{Grammar: grammar.AnyJSON()}
+	if k, err = e.newConstraint(&req, v.Longest(nil, []byte("hi"))); err != nil {
+		t.Fatal(err)
+	}
+	g = &generation{e: e, con: k, smp: smp}
+	closeID := v.Longest(nil, []byte("]"))[0]
+	logits[closeID] = 5
+	depth, deepest := 0, 0
+	for i := 0; i < 2*grammar.MaxDepth && (i == 0 || depth > 0); i++ {
+		id, err := g.sample(logits)
+		if err != nil {
+			t.Fatalf("at depth %d: %v", depth, err)
+		}
+		switch id {
+		case open[0]:
+			depth++
+		case closeID:
+			depth--
+		default:
+			t.Fatalf("at depth %d: %q", depth, v.Piece(id))
+		}
+		deepest = max(deepest, depth)
+		g.accept(id)
+	}
+	if depth != 0 || deepest < grammar.MaxDepth/2-2 || deepest > grammar.MaxDepth/2 {
+		t.Fatalf("depth %d at the end, %d at most", depth, deepest)
+	}
+	if !k.m.CanEnd() {
+		t.Fatal("the closed array cannot end")
 	}
 }

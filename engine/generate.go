@@ -227,6 +227,7 @@ func (g *generation) emit(id int32) error {
 		st.TTFTms = float64(g.decodeStart.Sub(g.start).Microseconds()) / 1000
 	}
 	g.history = append(g.history, id)
+	opening := g.con != nil && g.con.phase == phOpening && !g.con.lazy
 	g.accept(id)
 	if g.e.tok.IsEOG(id) {
 		st.StopReason, g.done = "eos", true
@@ -236,6 +237,9 @@ func (g *generation) emit(id int32) error {
 		g.req.OnToken(id)
 	}
 	out, stopped := g.stop.Feed(g.dec.Add(id))
+	if opening {
+		out = g.con.hold(out)
+	}
 	if err := g.text(out); errors.Is(err, ErrStop) {
 		stopped = true
 	} else if err != nil {

@@ -34,6 +34,7 @@ package mqtt
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -314,7 +315,15 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	}
 	req.Tools = w.Tools
 	if len(w.Format) > 0 {
-		src, err := grammar.FromFormat(w.Format)
+		// The compile is bounded (grammar's budgets) and ends with the
+		// ask's ttl_s.
+		ctx := context.Background()
+		if req.TTL > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, req.TTL)
+			defer cancel()
+		}
+		src, err := grammar.FromFormatContext(ctx, w.Format)
 		if err != nil {
 			return req, errorf(CodeBadRequest, "%v", err)
 		}

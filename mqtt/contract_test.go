@@ -71,6 +71,9 @@ func TestParseErrors(t *testing.T) {
 		{"ttl", `{"id":"x","text":"a","ttl_s":-1}`, CodeBadRequest, "ttl_s", "x"},
 		{"format", `{"id":"x","text":"a","format":"yaml"}`, CodeBadRequest, `format "yaml"`, "x"},
 		{"format keyword", `{"id":"x","text":"a","format":{"type":"object","not":{}}}`, CodeBadRequest, `keyword "not"`, "x"},
+		// Issue 33: as an ask's format this ran the broker's client out
+		// of memory; its compile is refused at a budget.
+		{"format too large", `{"id":"x","text":"a","format":{"type":"string","pattern":"^((((a{0,10}){0,10}){0,10}){0,10}){0,10}$"}}`, CodeBadRequest, `too large to compile: rule "root" expands to more than`, "x"},
 		{"ttl too long", `{"id":"x","text":"a","ttl_s":1e9}`, CodeBadRequest, "ttl_s", "x"},
 		{"id with slash", `{"id":"a/b","text":"a"}`, CodeBadRequest, "id", ""},
 		{"reply_to wildcard", `{"id":"x","text":"a","reply_to":"a/#"}`, CodeBadRequest, "wildcard", "x"},

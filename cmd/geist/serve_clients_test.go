@@ -21,10 +21,11 @@ import (
 // repository; .ci/run installs node and npm.
 var npmClients = []string{"ollama@0.6.4", "openai@6.30.1"}
 
-// npmDir returns a directory whose node_modules holds npmClients,
-// installing them when missing; it skips the test when node or npm is
-// missing or the install fails.
-func npmDir(t *testing.T) string {
+// npmDir returns a directory whose node_modules holds npmClients and
+// extra, installing them when missing (all at once: an install without a
+// package.json drops what it was not given); it skips the test when node
+// or npm is missing or the install fails.
+func npmDir(t *testing.T, extra ...string) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -39,9 +40,11 @@ func npmDir(t *testing.T) string {
 		}
 		dir = filepath.Join(cache, "geist-npm")
 	}
+	pkgs := append(slices.Clip(npmClients), extra...)
 	installed := true
-	for _, p := range npmClients {
-		name, version, _ := strings.Cut(p, "@")
+	for _, p := range pkgs {
+		at := strings.LastIndex(p, "@")
+		name, version := p[:at], p[at+1:]
 		b, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
 		var pkg struct{ Version string }
 		if err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Version != version {
@@ -51,9 +54,9 @@ func npmDir(t *testing.T) string {
 	if !installed {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		args := append([]string{"install", "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--prefix", dir}, npmClients...)
+		args := append([]string{"install", "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--prefix", dir}, pkgs...)
 		if out, err := exec.CommandContext(ctx, "npm", args...).CombinedOutput(); err != nil {
-			t.Skipf("npm install %v into %s failed (no registry?): %v\n%s", npmClients, dir, err, out)
+			t.Skipf("npm install %v into %s failed (no registry?): %v\n%s", pkgs, dir, err, out)
 		}
 	}
 	return dir

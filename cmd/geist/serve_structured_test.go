@@ -347,3 +347,69 @@ func TestServeParallelToolCalls(t *testing.T) {
 	}
 	t.Logf("%d answers without the limit made more than one call", unlimited)
 }
+
+// The structured-output helpers' npm packages, installed beside
+// npmClients for TestServeZodClients (zod 4 and LangChain's OpenAI chat
+// model; @langchain/openai brings its own openai 7 beside openai 6).
+var npmHelpers = []string{"zod@4.1.12", "@langchain/core@1.4.0", "@langchain/openai@1.6.0"}
+
+// TestServeZodClients is issue 33's helper test: zod 4's integers carry
+// bounds of ±(2^53-1), which geist refused ("minimum must be a number
+// within ±1e15"); the OpenAI SDK's chat.completions.parse with
+// zodResponseFormat and LangChain's withStructuredOutput (json schema
+// and function calling) now get answers their own zod schema parses.
+func TestServeZodClients(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	dir := npmDir(t, npmHelpers...)
+	model := withTemplate(t, zoo.Path(t, "models", serveModel), zooTemplate(t, "Qwen-Qwen2.5-7B-Instruct"))
+	addr, logs := serveHTTP(t, "-m", model, "--ctx", "2048")
+	name := strings.TrimSuffix(filepath.Base(model), ".gguf")
+	out := runNode(t, dir, 4*time.Minute, logs, "testdata/http/zod.mjs", "http://"+addr, name, "3")
+	t.Logf("clients: %s", out)
+	var r struct {
+		OpenaiParse, LangchainJSONSchema, LangchainFunctionCalling []struct {
+			Parsed *struct {
+				Name  string
+				Age   *int64
+				Score *int64
+				Tags  []string
+			}
+			Finish string
+			Error  string
+		}
+		Schema json.RawMessage
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("zod.mjs printed %s: %v", out, err)
+	}
+	if !strings.Contains(string(r.Schema), "9007199254740991") {
+		t.Errorf("zod's schema has no 2^53-1 bound: %s", r.Schema)
+	}
+	for what, set := range map[string]int{"openai parse": 0, "langchain jsonSchema": 1, "langchain functionCalling": 2} {
+		list := [][]struct {
+			Parsed *struct {
+				Name  string
+				Age   *int64
+				Score *int64
+				Tags  []string
+			}
+			Finish string
+			Error  string
+		}{r.OpenaiParse, r.LangchainJSONSchema, r.LangchainFunctionCalling}[set]
+		if len(list) == 0 {
+			t.Errorf("%s: no answers", what)
+		}
+		for i, a := range list {
+			switch {
+			case a.Error != "":
+				t.Errorf("%s, seed %d: %s", what, i+1, a.Error)
+			case a.Parsed == nil || a.Parsed.Age == nil || a.Parsed.Score == nil:
+				t.Errorf("%s, seed %d: parsed %+v", what, i+1, a.Parsed)
+			case *a.Parsed.Score < 0 || *a.Parsed.Score > 100 || len(a.Parsed.Tags) > 3:
+				t.Errorf("%s, seed %d: outside the schema: %+v", what, i+1, *a.Parsed)
+			}
+		}
+	}
+}

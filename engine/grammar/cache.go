@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
 )
@@ -47,8 +48,13 @@ func (v *Vocab) cached(key [32]byte, build func() (*Compiled, error)) (*Compiled
 // Compile parses a GBNF grammar and binds it to v, or returns the
 // compiled grammar of the same source from v's cache.
 func (v *Vocab) Compile(src string) (*Compiled, error) {
+	return v.CompileContext(context.Background(), src)
+}
+
+// CompileContext is Compile whose compile ctx ends.
+func (v *Vocab) CompileContext(ctx context.Context, src string) (*Compiled, error) {
 	return v.cached(sha256.Sum256([]byte("gbnf\x00"+src)), func() (*Compiled, error) {
-		g, err := Parse(src)
+		g, err := ParseContext(ctx, src)
 		if err != nil {
 			return nil, err
 		}

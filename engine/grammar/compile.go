@@ -1,11 +1,48 @@
 package grammar
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 )
+
+// A compile is bounded by construction: every structure it builds is
+// counted as it grows and the compile ends, with an error wrapping
+// ErrTooLarge that names the limit and the rule that reached it, the
+// moment one passes its budget (gigabytes of edges could otherwise come
+// from a 100-byte schema: five nested {0,10}). The budgets are far above
+// what Home Assistant's 17 tools need (6,419 states), the largest
+// grammars seen; a compile refused at them grows the heap by under 50 MB and takes
+// 0.2-0.5 s (TestCompileBudget, TestServeGrammarBounds, on a loaded 2-core machine).
+const (
+	maxBuildStates = 4 * MaxStates  // states of the epsilon automaton
+	maxBuildEdges  = 8 * MaxStates  // its byte, call and epsilon edges
+	maxEdges       = 4 * MaxStates  // edges of the epsilon-free automaton (real grammars have 1.2-2 per state)
+	maxClosure     = 16 * MaxStates // states the epsilon closures visit, in all
+	maxChecks      = 32 * MaxStates // states the left-recursion check visits
+)
+
+// ErrTooLarge is wrapped (with ErrSyntax) by the error of a grammar whose
+// compile would pass a budget.
+var ErrTooLarge = errors.New("too large to compile")
+
+// push appends v to s, doubling a full s (append grows large slices by
+// a quarter: a compile near its budgets would allocate five times its
+// lists, not twice).
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		s = append(make([]T, 0, 2*cap(s)+64), s...)
+	}
+	return append(s, v)
+}
+
+func tooLarge(rule, what string, limit int) error {
+	return fmt.Errorf("%w: %w: rule %q expands to more than %d %s", ErrSyntax, ErrTooLarge, rule, limit, what)
+}
 
 // edge is one transition of a rule's automaton: a byte in [lo, hi], or
 // (ref >= 0) a call of rule ref, after which the rule goes on at to.
@@ -59,27 +96,55 @@ type builder struct {
 	edgeFrom       []int32
 	edgeList       []edge
 	rule           []int32 // [state]
+	origin         []int32 // [state] the rule (index in names) it was built for, inlined ones apart
+	names          []string
+	nameIdx        map[string]int32
+	whereIdx       int32
 	seqs           map[*expr][][]byteRange
 	cur            int32
+	where          string // the rule being built (an inlined one inside its caller)
+	ctx            context.Context
 	err            error
 }
 
 func (b *builder) state() int32 {
-	if b.err == nil && len(b.rule) >= 4*MaxStates {
-		b.err = fmt.Errorf("%w: the grammar expands to more than %d states", ErrSyntax, MaxStates)
+	if b.err == nil {
+		switch {
+		case len(b.rule) >= maxBuildStates:
+			b.err = tooLarge(b.where, "states", maxBuildStates)
+		case len(b.rule)&1023 == 0 && b.ctx.Err() != nil:
+			b.err = b.ctx.Err()
+		}
 	}
-	b.rule = append(b.rule, b.cur)
+	if b.err != nil && len(b.rule) > 0 {
+		return int32(len(b.rule) - 1) // built no further: the compile fails
+	}
+	b.rule = push(b.rule, b.cur)
+	b.origin = push(b.origin, b.whereIdx)
 	return int32(len(b.rule) - 1)
 }
 
+func (b *builder) full() bool {
+	if b.err == nil && len(b.epsFrom)+len(b.edgeFrom) >= maxBuildEdges {
+		b.err = tooLarge(b.where, "edges", maxBuildEdges)
+	}
+	return b.err != nil
+}
+
 func (b *builder) epsilon(from, to int32) {
-	b.epsFrom = append(b.epsFrom, from)
-	b.epsTo = append(b.epsTo, to)
+	if b.full() {
+		return
+	}
+	b.epsFrom = push(b.epsFrom, from)
+	b.epsTo = push(b.epsTo, to)
 }
 
 func (b *builder) edge(from int32, e edge) {
-	b.edgeFrom = append(b.edgeFrom, from)
-	b.edgeList = append(b.edgeList, e)
+	if b.full() {
+		return
+	}
+	b.edgeFrom = push(b.edgeFrom, from)
+	b.edgeList = push(b.edgeList, e)
 }
 
 func (b *builder) fresh(from int32) int32 {
@@ -131,7 +196,11 @@ func (b *builder) build(e *expr, from int32, depth int) int32 {
 		return end
 	case eRef:
 		if b.inline[e.name] {
-			return b.build(b.rules[e.name], from, depth+1)
+			outer, outerIdx := b.where, b.whereIdx
+			b.where, b.whereIdx = e.name, b.nameIdx[e.name]
+			end := b.build(b.rules[e.name], from, depth+1)
+			b.where, b.whereIdx = outer, outerIdx
+			return end
 		}
 		s := b.state()
 		b.edge(from, edge{ref: b.index[e.name], to: s})
@@ -139,12 +208,18 @@ func (b *builder) build(e *expr, from int32, depth int) int32 {
 	case eSeq:
 		for _, s := range e.subs {
 			from = b.build(s, from, depth+1)
+			if b.err != nil {
+				return from
+			}
 		}
 		return from
 	case eAlt:
 		end := b.state()
 		for _, s := range e.subs {
 			b.epsilon(b.build(s, b.fresh(from), depth+1), end)
+			if b.err != nil {
+				return end
+			}
 		}
 		return end
 	case eRepeat:
@@ -154,6 +229,9 @@ func (b *builder) build(e *expr, from int32, depth int) int32 {
 			if b.err != nil {
 				return from
 			}
+		}
+		if b.err != nil {
+			return from
 		}
 		if e.max < 0 {
 			loop := b.fresh(from)
@@ -237,9 +315,23 @@ var inlineBudget = 2000
 // every copy) and whose copies stay within inlineBudget; shallow are the
 // loop-free rules left out for size.
 func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]bool) {
+	// A use inside a repetition counts as many uses as the repetition
+	// makes copies (char{0,10000} is 10,000 uses of char).
 	uses := map[string]int{}
+	var count func(e *expr, mult int)
+	count = func(e *expr, mult int) {
+		switch e.kind {
+		case eRef:
+			uses[e.name] = min(uses[e.name]+mult, 1<<30)
+		case eRepeat:
+			mult = min(mult*max(e.max, e.min+1, 1), 1<<30)
+		}
+		for _, s := range e.subs {
+			count(s, mult)
+		}
+	}
 	for _, n := range order {
-		refs(rules[n], func(m string) { uses[m]++ })
+		count(rules[n], 1)
 	}
 	reach := func(from string) map[string]bool {
 		seen := map[string]bool{}
@@ -261,6 +353,20 @@ func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]b
 			loops[n] = true
 		}
 	}
+	// fullSize: a rule's states with the rules it uses inlined (those on
+	// a cycle count one: they are called).
+	sizes := map[string]int{}
+	var fullSize func(n string) int
+	fullSize = func(n string) int {
+		if v, ok := sizes[n]; ok {
+			return v
+		}
+		sizes[n] = 1 // while it is computed: a cycle counts one
+		v := exprSize(rules[n])
+		refs(rules[n], func(m string) { v = min(v+fullSize(m), 1<<20) })
+		sizes[n] = v
+		return v
+	}
 	in, shallow = map[string]bool{}, map[string]bool{}
 	for _, n := range order {
 		r := reach(n)
@@ -277,6 +383,9 @@ func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]b
 		case loop:
 		case len(r) == 0 && uses[n]*exprSize(rules[n]) > inlineBudget:
 			shallow[n] = true
+		case uses[n]*fullSize(n) > max(MaxStates/4, inlineBudget):
+			// Copies past a quarter of the states: called (ten thousand
+			// items of an array).
 		default:
 			in[n] = true
 		}
@@ -284,15 +393,34 @@ func inlinable(rules map[string]*expr, order []string) (in, shallow map[string]b
 	return in, shallow
 }
 
-// compile builds the automata of rules, root first.
+// compile builds the automata of rules, root first, and when its lists
+// grew large (a compile refused for a budget, or nearly so), hands their
+// memory back to the system once they are garbage (off the caller's
+// path: the collector runs in a goroutine of its own).
+func compile(ctx context.Context, rules map[string]*expr, order []string, srcLen int) (*Grammar, error) {
+	var size int
+	g, err := compileSized(ctx, rules, order, srcLen, &size)
+	if size > MaxStates {
+		go debug.FreeOSMemory()
+	}
+	return g, err
+}
+
+// compileSized builds the automata of rules, root first.
 // srcLen sizes the builder's lists (about one epsilon state per source
 // byte for the schema grammars), so that they grow once or twice, not a
 // dozen times.
-func compile(rules map[string]*expr, order []string, srcLen int) (*Grammar, error) {
+func compileSized(ctx context.Context, rules map[string]*expr, order []string, srcLen int, size *int) (*Grammar, error) {
 	inline, shallow := inlinable(rules, order)
-	b := &builder{rules: rules, index: map[string]int32{}, inline: inline, seqs: map[*expr][][]byteRange{}}
+	b := &builder{rules: rules, index: map[string]int32{}, inline: inline, seqs: map[*expr][][]byteRange{}, ctx: ctx}
+	defer func() { *size = len(b.rule) + len(b.epsFrom) + len(b.edgeFrom) }()
 	est := min(srcLen+64, 4*MaxStates)
 	b.rule = make([]int32, 0, est)
+	b.origin = make([]int32, 0, est)
+	b.names, b.nameIdx = order, make(map[string]int32, len(order))
+	for i, n := range order {
+		b.nameIdx[n] = int32(i)
+	}
 	b.epsFrom, b.epsTo = make([]int32, 0, est), make([]int32, 0, est)
 	b.edgeFrom, b.edgeList = make([]int32, 0, est), make([]edge, 0, est)
 	var kept []string
@@ -308,16 +436,16 @@ func compile(rules map[string]*expr, order []string, srcLen int) (*Grammar, erro
 	starts := make([]int32, len(kept))
 	ends := make([]int32, len(kept))
 	for i, n := range kept {
-		b.cur = int32(i)
+		b.cur, b.where, b.whereIdx = int32(i), n, b.nameIdx[n]
 		starts[i] = b.state()
 		ends[i] = b.build(rules[n], starts[i], 0)
 		if b.err != nil {
 			return nil, b.err
 		}
 	}
-	g := removeEpsilons(b, starts, ends)
-	if len(g.final) > MaxStates {
-		return nil, fmt.Errorf("%w: the grammar needs %d states, at most %d", ErrSyntax, len(g.final), MaxStates)
+	g, err := removeEpsilons(b, starts, ends)
+	if err != nil {
+		return nil, err
 	}
 	g.ruleNames = kept
 	g.shallow = make([]bool, len(kept))
@@ -329,15 +457,16 @@ func compile(rules map[string]*expr, order []string, srcLen int) (*Grammar, erro
 		fmt.Fprintf(&src, "%s ::= %s\n", n, exprString(rules[n]))
 	}
 	g.hash = sha256.Sum256([]byte(src.String()))
-	if err := g.checkLeftRecursion(); err != nil {
+	if err := g.checkLeftRecursion(ctx); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
 
 // removeEpsilons gives every state the byte and call edges of its
-// epsilon closure and keeps the states those edges reach.
-func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
+// epsilon closure and keeps the states those edges reach, within the
+// budgets.
+func removeEpsilons(b *builder, starts, ends []int32) (*Grammar, error) {
 	n := len(b.rule)
 	isEnd := make([]bool, n)
 	for _, e := range ends {
@@ -391,9 +520,21 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 	// still the epsilon automaton's and renumbered after (the builder
 	// never makes two equal edges, and a closure visits a state once,
 	// so the lists need no deduplication).
-	g := &Grammar{edges: make([]edge, 0, 2*len(edges)), first: make([]int32, 0, n/2+1), final: make([]bool, 0, n/2)}
+	g := &Grammar{edges: make([]edge, 0, min(2*len(edges), maxEdges)), first: make([]int32, 0, n/2+1), final: make([]bool, 0, n/2)}
+	visits := 0
 	for i := 0; i < len(order); i++ {
 		s := order[i]
+		name := b.names[b.origin[s]]
+		switch {
+		case i >= MaxStates:
+			return nil, tooLarge(name, "states", MaxStates)
+		case len(g.edges) > maxEdges:
+			return nil, tooLarge(name, "edges once its empty moves are resolved", maxEdges)
+		case visits > maxClosure:
+			return nil, tooLarge(name, "steps resolving its empty moves", maxClosure)
+		case i&255 == 0 && b.ctx.Err() != nil:
+			return nil, b.ctx.Err()
+		}
 		g.first = append(g.first, int32(len(g.edges)))
 		fin := false
 		stack = append(stack[:0], s)
@@ -401,9 +542,17 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 		for len(stack) > 0 {
 			x := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
+			// One closure may reach most of the automaton: the budgets
+			// are checked inside it too.
+			if visits++; visits > maxClosure {
+				return nil, tooLarge(name, "steps resolving its empty moves", maxClosure)
+			}
+			if len(g.edges) > maxEdges {
+				return nil, tooLarge(name, "edges once its empty moves are resolved", maxEdges)
+			}
 			fin = fin || isEnd[x]
 			for _, e := range edges[edgeStart[x]:edgeStart[x+1]] {
-				g.edges = append(g.edges, e)
+				g.edges = push(g.edges, e)
 				add(e.to)
 			}
 			for _, y := range eps[epsStart[x]:epsStart[x+1]] {
@@ -433,29 +582,43 @@ func removeEpsilons(b *builder, starts, ends []int32) *Grammar {
 			g.called[e.ref] = true
 		}
 	}
-	return g
+	return g, nil
 }
 
 // checkLeftRecursion refuses a rule that can call itself before reading
 // a byte (the matcher would never get to a byte).
-func (g *Grammar) checkLeftRecursion() error {
+func (g *Grammar) checkLeftRecursion(ctx context.Context) error {
 	// nullable rules: fixed point.
 	nullable := make([]bool, len(g.ruleStart))
+	visits := 0
+	over := func(r int) error {
+		if visits > maxChecks {
+			return tooLarge(g.ruleNames[r], "steps checking for left recursion", maxChecks)
+		}
+		return ctx.Err()
+	}
 	for changed := true; changed; {
 		changed = false
 		for r, s := range g.ruleStart {
-			if !nullable[r] && g.reachesFinal(s, nullable) {
+			if !nullable[r] && g.reachesFinal(s, nullable, &visits) {
 				nullable[r], changed = true, true
+			}
+			if err := over(r); err != nil {
+				return err
 			}
 		}
 	}
 	seen := make([]int32, len(g.final)) // rule+1 whose walk saw the state
 	for r := range g.ruleStart {
+		if err := over(r); err != nil {
+			return err
+		}
 		var walk func(s int32) bool
 		walk = func(s int32) bool {
 			if seen[s] == int32(r)+1 {
 				return false
 			}
+			visits++
 			seen[s] = int32(r) + 1
 			for _, e := range g.out(s) {
 				if e.ref < 0 {
@@ -479,13 +642,14 @@ func (g *Grammar) checkLeftRecursion() error {
 
 // reachesFinal reports whether state s reaches a final state through
 // calls of nullable rules only.
-func (g *Grammar) reachesFinal(s int32, nullable []bool) bool {
+func (g *Grammar) reachesFinal(s int32, nullable []bool, visits *int) bool {
 	seen := map[int32]bool{}
 	var walk func(int32) bool
 	walk = func(s int32) bool {
 		if seen[s] {
 			return false
 		}
+		*visits++
 		seen[s] = true
 		if g.final[s] {
 			return true

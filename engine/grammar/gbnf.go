@@ -16,11 +16,13 @@
 package grammar
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -79,18 +81,81 @@ func (p *parser) errf(format string, a ...any) error {
 // ends check a request's grammar, the engine compiles it, and Home
 // Assistant sends the same tools with every request).
 func Parse(src string) (*Grammar, error) {
+	return ParseContext(context.Background(), src)
+}
+
+// ParseContext is Parse that ctx ends (a client gone, a request's time
+// over): the compile checks it as it goes and returns ctx's error.
+//
+// At most compileSlots compiles run at once (each is bounded, but thirty
+// clients sending a schema at the budget would hold thirty times its
+// memory); the others wait for a slot, or for ctx. A grammar refused for
+// a budget is remembered by its hash and refused again at once.
+func ParseContext(ctx context.Context, src string) (*Grammar, error) {
 	key := sha256.Sum256([]byte(src))
 	if g := parsed.get(key); g != nil {
 		return g, nil
 	}
-	g, err := parse(src)
-	if err == nil {
+	if err := refused.get(key); err != nil {
+		return nil, err
+	}
+	select {
+	case compileSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-compileSlots }()
+	if g := parsed.get(key); g != nil { // compiled while this one waited
+		return g, nil
+	}
+	g, err := parseContext(ctx, src)
+	switch {
+	case err == nil:
 		parsed.put(key, g)
+	case errors.Is(err, ErrTooLarge):
+		refused.put(key, err)
 	}
 	return g, err
 }
 
-func parse(src string) (*Grammar, error) {
+// compileSlots bounds the compiles that run at once.
+var compileSlots = make(chan struct{}, 2)
+
+// refusedCache keeps the last grammars refused for a budget.
+type refusedCache struct {
+	mu    sync.Mutex
+	m     map[[32]byte]error
+	order [][32]byte
+}
+
+var refused refusedCache
+
+func (c *refusedCache) get(k [32]byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *refusedCache) put(k [32]byte, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[[32]byte]error{}
+	}
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	if len(c.order) >= 2*cacheSize {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[k] = err
+	c.order = append(c.order, k)
+}
+
+func parse(src string) (*Grammar, error) { return parseContext(context.Background(), src) }
+
+func parseContext(ctx context.Context, src string) (*Grammar, error) {
 	if len(src) > MaxGrammarBytes {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrSyntax, len(src), MaxGrammarBytes)
 	}
@@ -106,7 +171,7 @@ func parse(src string) (*Grammar, error) {
 			return nil, err
 		}
 	}
-	return compile(p.rules, p.order, len(src))
+	return compile(ctx, p.rules, p.order, len(src))
 }
 
 func (p *parser) checkRefs(e *expr) error {

@@ -1,5 +1,11 @@
 package grammar
 
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
 // Frames live in an arena and are hash-consed: a frame (state, parent)
 // exists once, so two stacks are equal exactly when their top frames are.
 const (
@@ -10,12 +16,35 @@ const (
 	// without end); maxExpand bounds the nesting of calls one byte opens.
 	maxStacks = 1024
 	maxExpand = 256
+	// MaxDepth bounds a stack: the rules open at once (a JSON document
+	// nests about half as deep: a nested array is an array and a value
+	// frame). A text that would go deeper is refused with ErrDepth.
+	MaxDepth = 1024
+	// maxWork bounds the frames one byte's advance expands (each at most
+	// once: the expansion of a frame is memoized for the byte), so the
+	// work per byte is bounded whatever the grammar; a grammar ambiguous
+	// enough to need more is refused with ErrWork.
+	maxWork = 1 << 15
+)
+
+// ErrDepth and ErrWork are what a matcher's Err reports when it refused
+// a text for its bounds, not for the grammar.
+var (
+	ErrDepth = fmt.Errorf("grammar: the text nests deeper than %d open rules", MaxDepth)
+	ErrWork  = fmt.Errorf("grammar: one byte needs more than %d expansions (the grammar is too ambiguous)", maxWork)
 )
 
 type frame struct{ state, parent int32 }
 
+// arena holds frames, interned through an open-addressing table. Frames
+// are only ever dropped from the end (a mark's truncation): a slot is
+// occupied when its frame index is below len(frames) and that frame was
+// put in this slot (slot[i]), so slots of dropped frames read as empty
+// and the table's load is exactly len(frames) over its size.
 type arena struct {
 	frames []frame
+	depth  []int32 // [frame] frames on its stack, itself included
+	slot   []int32 // [frame] its table slot
 	table  []int32 // frame index + 1, 0: empty
 	tgen   []uint32
 	gen    uint32
@@ -26,7 +55,8 @@ func newArena(n int) *arena {
 	for size < 2*n {
 		size *= 2
 	}
-	return &arena{frames: make([]frame, 0, n), table: make([]int32, size), tgen: make([]uint32, size), gen: 1}
+	return &arena{frames: make([]frame, 0, n), depth: make([]int32, 0, n), slot: make([]int32, 0, n),
+		table: make([]int32, size), tgen: make([]uint32, size), gen: 1}
 }
 
 func (a *arena) reset() {
@@ -50,12 +80,20 @@ func (a *arena) intern(state, parent int32) int32 {
 	}
 	mask := uint32(len(a.table) - 1)
 	for h := hashFrame(f) & mask; ; h = (h + 1) & mask {
-		if a.tgen[h] != a.gen || int(a.table[h]) > len(a.frames) {
+		i := a.table[h] - 1
+		if a.tgen[h] != a.gen || int(i) >= len(a.frames) || i < 0 || a.slot[i] != int32(h) {
+			n := len(a.frames)
 			a.frames = append(a.frames, f)
-			a.table[h], a.tgen[h] = int32(len(a.frames)), a.gen
-			return int32(len(a.frames) - 1)
+			d := int32(1)
+			if parent >= 0 {
+				d += a.depth[parent]
+			}
+			a.depth = append(a.depth[:n], d)
+			a.slot = append(a.slot[:n], int32(h))
+			a.table[h], a.tgen[h] = int32(n+1), a.gen
+			return int32(n)
 		}
-		if i := a.table[h] - 1; a.frames[i] == f {
+		if a.frames[i] == f {
 			return i
 		}
 	}
@@ -72,6 +110,7 @@ func (a *arena) grow() {
 			h = (h + 1) & mask
 		}
 		a.table[h], a.tgen[h] = int32(i+1), a.gen
+		a.slot[i] = int32(h)
 	}
 }
 
@@ -80,6 +119,13 @@ type walker struct {
 	g       *Grammar
 	a       *arena
 	escaped bool // a pop went below the outside frame
+	// vis[f] == vgen: frame f was expanded in this step (its stacks are
+	// in the set already); work counts this step's expansions.
+	vis   []uint32
+	vgen  uint32
+	work  int
+	total uint64 // expansions over the walker's life (tests bound the work with it)
+	err   error  // ErrDepth or ErrWork: a stack was dropped for a bound
 }
 
 func addUnique(set []int32, f int32) []int32 {
@@ -94,11 +140,36 @@ func addUnique(set []int32, f int32) []int32 {
 	return append(set, f)
 }
 
+// step starts a set's computation: each frame is expanded once in it.
+func (w *walker) step() {
+	w.vgen++
+	if w.vgen == 0 {
+		clear(w.vis)
+		w.vgen = 1
+	}
+	w.work = 0
+}
+
 // expand adds to set the stacks frame f stands for: f itself if its
 // state reads a byte, the calls it may make, and its parent's stacks if
-// its rule may end.
+// its rule may end. A frame expanded before in the step adds nothing new
+// (what it adds does not depend on how it was reached), so the work of a
+// step is bounded by the frames it reaches, not the paths to them.
 func (w *walker) expand(set []int32, f int32, depth int) []int32 {
 	if depth > maxExpand {
+		return set
+	}
+	if int(f) >= len(w.vis) {
+		n := max(2*len(w.vis), int(f)+1, 256)
+		w.vis = append(w.vis, make([]uint32, n-len(w.vis))...)
+	}
+	if w.vis[f] == w.vgen {
+		return set
+	}
+	w.vis[f] = w.vgen
+	w.total++
+	if w.work++; w.work > maxWork {
+		w.err = ErrWork
 		return set
 	}
 	g := w.g
@@ -112,6 +183,10 @@ func (w *walker) expand(set []int32, f int32, depth int) []int32 {
 	}
 	for _, e := range g.out(s) {
 		if e.ref >= 0 {
+			if fr.parent >= 0 && w.a.depth[fr.parent] >= MaxDepth-1 {
+				w.err = ErrDepth
+				continue
+			}
 			ret := w.a.intern(e.to, fr.parent)
 			set = w.expand(set, w.a.intern(g.ruleStart[e.ref], ret), depth+1)
 		}
@@ -131,6 +206,7 @@ func (w *walker) expand(set []int32, f int32, depth int) []int32 {
 
 // advance appends to dst the stacks of set after byte c.
 func (w *walker) advance(dst, set []int32, c byte) []int32 {
+	w.step()
 	for _, f := range set {
 		if f < 0 {
 			continue
@@ -160,6 +236,9 @@ type Matcher struct {
 	path   []int32
 	seen   []*stateMask
 	done   bool // an end-of-generation token was accepted
+	// cut: the stacks lost some for a bound; maskErr: the last Mask
+	// refused a token for one (see Err).
+	cut, maskErr error
 }
 
 // NewMatcher returns a matcher at the start of the grammar.
@@ -180,8 +259,25 @@ func (m *Matcher) Reset() {
 	m.w.a.reset()
 	g := m.c.g
 	m.done = false
+	m.w.err = nil
+	m.w.step()
 	m.stacks = m.w.expand(m.stacks[:0], m.w.a.intern(g.ruleStart[g.root], bottom), 0)
+	m.cut, m.maskErr = m.w.err, nil
 }
+
+// Err reports why the matcher refuses a text for its bounds rather than
+// for the grammar (ErrDepth, ErrWork), or nil: the stacks of the text so
+// far lost some for a bound, or the last Mask refused a token for one.
+// A mask that came out empty with Err set was emptied by the bound.
+func (m *Matcher) Err() error {
+	if m.cut != nil {
+		return m.cut
+	}
+	return m.maskErr
+}
+
+// IsBound reports whether err is a matcher's bound (ErrDepth, ErrWork).
+func IsBound(err error) bool { return errors.Is(err, ErrDepth) || errors.Is(err, ErrWork) }
 
 // CanEnd reports whether the text so far is a complete sentence of the
 // grammar.
@@ -222,11 +318,16 @@ func (m *Matcher) AcceptBytes(b []byte) bool {
 		return true
 	}
 	mark := len(m.w.a.frames)
+	m.w.err = nil
 	next := m.run(m.stacks, b)
 	if len(next) == 0 {
 		m.w.a.frames = m.w.a.frames[:mark]
+		if m.w.err != nil {
+			m.maskErr = m.w.err // refused for a bound
+		}
 		return false
 	}
+	m.cut = m.w.err
 	m.stacks = append(m.stacks[:0], next...)
 	if len(m.w.a.frames) > 4096 {
 		m.collect()
@@ -371,6 +472,7 @@ func (m *Matcher) Mask(dst []uint64) {
 	words := (m.c.v.n + 63) / 64
 	dst = dst[:words]
 	clear(dst)
+	m.w.err = nil
 	if m.done {
 		return
 	}
@@ -383,6 +485,10 @@ func (m *Matcher) Mask(dst []uint64) {
 			continue
 		}
 		sm := m.maskOf(f)
+		if m.nearCap(f) {
+			m.maskChecked(dst, f, sm)
+			continue
+		}
 		dup := false
 		for _, x := range seen {
 			dup = dup || x == sm
@@ -407,6 +513,39 @@ func (m *Matcher) Mask(dst []uint64) {
 	}
 	clear(seen)
 	m.seen = seen[:0]
+	m.maskErr = m.w.err
+}
+
+// nearCap reports whether a token could take stack f past MaxDepth: the
+// precomputed masks assume a stack of any depth (a byte pushes at most a
+// few frames; a token's bytes, four per byte here).
+func (m *Matcher) nearCap(f int32) bool {
+	return int(m.w.a.depth[f])+4*m.c.v.maxLen >= MaxDepth
+}
+
+// maskChecked sets in dst the tokens of sm that fit stack f, each checked
+// against the stack (near the depth bound only: it tries every token the
+// precomputed mask accepts).
+func (m *Matcher) maskChecked(dst []uint64, f int32, sm *stateMask) {
+	try := func(id int32) {
+		if dst[id>>6]&(1<<(id&63)) == 0 && m.tokenFits(f, m.c.v.piece(id)) {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	}
+	if sm.acc != nil {
+		for i, w := range sm.acc {
+			for ; w != 0; w &= w - 1 {
+				try(int32(i*64 + bits.TrailingZeros64(w)))
+			}
+		}
+	} else {
+		for _, id := range sm.accList {
+			try(id)
+		}
+	}
+	for _, id := range sm.unc {
+		try(id)
+	}
 }
 
 // maskOf returns the precomputed mask of frame f: its state's, or for a

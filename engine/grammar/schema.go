@@ -2,11 +2,13 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -170,6 +172,9 @@ type converter struct {
 	// inexact: a oneOf whose alternatives could not be proved exclusive
 	// (its grammar is their union; SchemaCheck checks the answer).
 	inexact bool
+	// loose: a numeric bound the grammar enforces only in part
+	// (SchemaCheck checks the answer's numbers).
+	loose bool
 	// py: the values are written as Python literals (tools_py.go).
 	py bool
 	// gemma: the values are written in Gemma 4's call syntax, not JSON
@@ -420,10 +425,7 @@ func (c *converter) visitObject(s *ordered, name, path string) (string, error) {
 	case "integer":
 		return c.integer(s, name, path)
 	case "number":
-		if has(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") {
-			return "", unsupported(path, firstOf(s, "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), "bounds are enforced for integers only")
-		}
-		return c.prim("number"), nil
+		return c.number(s, path)
 	case "boolean", "null":
 		return c.prim(t), nil
 	}
@@ -735,11 +737,14 @@ func intOf(s *ordered, kw, path string) (int, bool, error) {
 		return 0, false, nil
 	}
 	n, isNum := v.(json.Number)
-	i, err := strconv.Atoi(string(n))
-	if !isNum || err != nil || i < 0 {
+	r, ok := new(big.Rat).SetString(string(n))
+	if !isNum || len(n) > 400 || !ok || !r.IsInt() || r.Sign() < 0 {
 		return 0, false, fmt.Errorf("schema at %s: %s must be a non-negative integer", path, kw)
 	}
-	return i, true, nil
+	if !r.Num().IsInt64() || r.Num().Int64() > math.MaxInt32 {
+		return math.MaxInt32, true, nil // beyond any bound enforced: the callers refuse it by name
+	}
+	return int(r.Num().Int64()), true, nil
 }
 
 func repeat(item, sep string, lo, hi int) string {
@@ -781,7 +786,10 @@ func (c *converter) array(s *ordered, name, path string) (string, error) {
 	if hasHi && hi < lo {
 		return "", fmt.Errorf("schema at %s: maxItems %d < minItems %d", path, hi, lo)
 	}
-	if lo > maxRepeat || hi > maxRepeat {
+	if lo > maxRepeat {
+		return "", unsupported(path, "minItems", fmt.Sprintf("at most %d items are enforced", maxRepeat))
+	}
+	if hi > maxRepeat {
 		return "", unsupported(path, "maxItems", fmt.Sprintf("at most %d items are enforced", maxRepeat))
 	}
 	items, hasItems := s.get("items")
@@ -830,7 +838,9 @@ func strLengths(s *ordered, path string) (lo, hi int, hasLo, hasHi bool, err err
 	}
 	if hasHi && hi < lo {
 		err = fmt.Errorf("schema at %s: maxLength %d < minLength %d", path, hi, lo)
-	} else if lo > maxRepeat || hi > maxRepeat {
+	} else if lo > maxRepeat {
+		err = unsupported(path, "minLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
+	} else if hi > maxRepeat {
 		err = unsupported(path, "maxLength", fmt.Sprintf("lengths up to %d are enforced", maxRepeat))
 	}
 	return
@@ -883,59 +893,143 @@ func (c *converter) str(s *ordered, name, path string) (string, error) {
 	return fmt.Sprintf(`"\"" char{%d,%d} "\"" space`, lo, hi), nil
 }
 
-// bound reads a numeric bound as an integer bound for integers.
-func bound(s *ordered, kw, path string, lower bool) (int64, bool, error) {
+// intCap is the largest integer the grammars write (integral-part: at
+// most 16 digits).
+const intCap = 9_999_999_999_999_999
+
+// numberOf reads keyword kw of s as an exact number (any JSON number: a
+// validator takes 1e300 as readily as 5).
+func numberOf(s *ordered, kw, path string) (*big.Rat, bool, error) {
 	v, ok := s.get(kw)
 	if !ok {
-		return 0, false, nil
+		return nil, false, nil
 	}
 	n, isNum := v.(json.Number)
-	f, err := n.Float64()
-	if !isNum || err != nil || math.IsInf(f, 0) || math.Abs(f) > 1e15 {
-		return 0, false, fmt.Errorf("schema at %s: %s must be a number within ±1e15", path, kw)
+	if !isNum || len(n) > 400 {
+		return nil, false, fmt.Errorf("schema at %s: %s must be a number", path, kw)
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok {
+		return nil, false, fmt.Errorf("schema at %s: %s must be a number", path, kw)
+	}
+	return r, true, nil
+}
+
+// bound reads a numeric bound as an exact integer bound for integers
+// (rounded inwards; an exclusive one moved past its value).
+func bound(s *ordered, kw, path string, lower bool) (*big.Int, bool, error) {
+	r, ok, err := numberOf(s, kw, path)
+	if !ok || err != nil {
+		return nil, false, err
 	}
 	exclusive := strings.HasPrefix(kw, "exclusive")
-	var b float64
+	floor := func(r *big.Rat) *big.Int { return new(big.Int).Div(r.Num(), r.Denom()) } // Euclidean: the floor for a positive denominator
+	var b *big.Int
 	if lower {
-		b = math.Ceil(f)
-		if exclusive && b == f {
-			b++
+		b = new(big.Int).Neg(floor(new(big.Rat).Neg(r)))
+		if exclusive && r.IsInt() {
+			b.Add(b, big.NewInt(1))
 		}
 	} else {
-		b = math.Floor(f)
-		if exclusive && b == f {
-			b--
+		b = floor(r)
+		if exclusive && r.IsInt() {
+			b.Sub(b, big.NewInt(1))
 		}
 	}
-	return int64(b), true, nil
+	return b, true, nil
 }
 
 func (c *converter) integer(s *ordered, name, path string) (string, error) {
-	lo, hasLo := int64(math.MinInt64), false
-	hi, hasHi := int64(math.MaxInt64), false
+	var lo, hi *big.Int
 	for _, kw := range []string{"minimum", "exclusiveMinimum"} {
 		if b, ok, err := bound(s, kw, path, true); err != nil {
 			return "", err
-		} else if ok && (!hasLo || b > lo) {
-			lo, hasLo = b, true
+		} else if ok && (lo == nil || b.Cmp(lo) > 0) {
+			lo = b
 		}
 	}
 	for _, kw := range []string{"maximum", "exclusiveMaximum"} {
 		if b, ok, err := bound(s, kw, path, false); err != nil {
 			return "", err
-		} else if ok && (!hasHi || b < hi) {
-			hi, hasHi = b, true
+		} else if ok && (hi == nil || b.Cmp(hi) < 0) {
+			hi = b
 		}
 	}
-	if !hasLo && !hasHi {
-		return c.prim("integer"), nil
-	}
-	if hasLo && hasHi && lo > hi {
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
 		return "", fmt.Errorf("schema at %s: no integer lies between the bounds", path)
+	}
+	limit := big.NewInt(intCap)
+	// A bound past what the grammar writes anyway is no bound (zod's
+	// .int() gives ±(2^53-1)).
+	if lo != nil && lo.CmpAbs(limit) > 0 && lo.Sign() < 0 {
+		lo = nil
+	}
+	if hi != nil && hi.CmpAbs(limit) > 0 && hi.Sign() > 0 {
+		hi = nil
+	}
+	if lo == nil && hi == nil {
+		return c.prim("integer"), nil
 	}
 	c.prim("space")
 	c.prim("integral-part")
-	return "(" + intRange(lo, hasLo, hi, hasHi) + ") space", nil
+	// A bound the grammar's 16 digits cannot reach (a minimum of 1e20):
+	// integers of its length and a few more digits, the exact bounds
+	// checked after generation (SchemaCheck).
+	for _, b := range []*big.Int{lo, hi} {
+		if b != nil && b.CmpAbs(limit) > 0 {
+			c.loose = true
+			d := len(new(big.Int).Abs(b).String())
+			sign := ""
+			if b.Sign() < 0 {
+				sign = `"-" `
+			}
+			return fmt.Sprintf(`(%s[1-9] [0-9]{%d,%d}) space`, sign, d-1, d+15), nil
+		}
+	}
+	var l, h int64
+	if lo != nil {
+		l = lo.Int64()
+	}
+	if hi != nil {
+		h = hi.Int64()
+	}
+	return "(" + intRange(l, lo != nil, h, hi != nil) + ") space", nil
+}
+
+// number is a JSON number with bounds: their sign is enforced (no minus
+// sign at or above 0, one below 0), their values checked after
+// generation (SchemaCheck).
+func (c *converter) number(s *ordered, path string) (string, error) {
+	var lo, hi *big.Rat
+	for _, kw := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
+		r, ok, err := numberOf(s, kw, path)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			continue
+		}
+		c.loose = true
+		if strings.HasSuffix(kw, "inimum") {
+			if lo == nil || r.Cmp(lo) > 0 {
+				lo = r
+			}
+		} else if hi == nil || r.Cmp(hi) < 0 {
+			hi = r
+		}
+	}
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
+		return "", fmt.Errorf("schema at %s: no number lies between the bounds", path)
+	}
+	c.prim("number")
+	switch {
+	case c.gemma || c.py:
+	case lo != nil && lo.Sign() >= 0:
+		return `(integral-part ("." decimal-part)? ([eE] [-+]? integral-part)?) space`, nil
+	case hi != nil && hi.Sign() < 0:
+		return `("-" integral-part ("." decimal-part)? ([eE] [-+]? integral-part)?) space`, nil
+	}
+	return "number", nil
 }
 
 // intRange is a grammar of the decimal integers in [lo, hi] (a side
@@ -1045,6 +1139,11 @@ func FormatCheck(format []byte) (func([]byte) error, error) {
 // any JSON, or a JSON schema; absent, null or "" for none (""). The
 // grammar returned has been parsed once, so it compiles.
 func FromFormat(format []byte) (string, error) {
+	return FromFormatContext(context.Background(), format)
+}
+
+// FromFormatContext is FromFormat whose compile ctx ends.
+func FromFormatContext(ctx context.Context, format []byte) (string, error) {
 	f := strings.TrimSpace(string(format))
 	if f == "" || f == "null" || f == `""` {
 		return "", nil
@@ -1065,7 +1164,7 @@ func FromFormat(format []byte) (string, error) {
 	default:
 		return "", errors.New("format: want \"json\" or a JSON schema object")
 	}
-	if _, err := Parse(src); err != nil {
+	if _, err := ParseContext(ctx, src); err != nil {
 		return "", fmt.Errorf("format: %w", err)
 	}
 	return src, nil

@@ -23,6 +23,8 @@ type Vocab struct {
 	tokLo []int32
 	ids   []int32
 
+	maxLen int // the longest piece's bytes
+
 	cache cache
 }
 
@@ -34,6 +36,7 @@ func NewVocab(pieces [][]byte, eog []int32) *Vocab {
 	for i, p := range pieces {
 		v.bytes = append(v.bytes, p...)
 		v.off[i+1] = int32(len(v.bytes))
+		v.maxLen = max(v.maxLen, len(p))
 	}
 	v.eogSet = make([]uint64, (v.n+63)/64)
 	for _, id := range eog {
@@ -228,9 +231,11 @@ func (c *Compiled) compute(s, ret int32) *stateMask {
 		d := v.depth[i]
 		c.lv, c.esc = c.lv[:d], c.esc[:d]
 		parent := c.lv[d-1]
-		c.w.escaped = false
+		c.w.escaped, c.w.err = false, nil
 		next := c.w.advance(c.lvBuf(int(d)), parent, v.tb[i])
-		esc := c.esc[d-1] || c.w.escaped
+		// A stack dropped for a bound is left to the run-time check
+		// (which reports the bound), as one that left the rule is.
+		esc := c.esc[d-1] || c.w.escaped || c.w.err != nil
 		c.lv = append(c.lv, next)
 		c.esc = append(c.esc, esc)
 		c.lvPool[d] = next[:0]

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -18,9 +19,14 @@ import (
 // has the engine apply the grammar after it (engine.Request's
 // GrammarAfterThink), whichever front end asked.
 
+// The compiles below run on the request's goroutine, never the
+// generation worker's, bounded by the grammar package's budgets and
+// ended by ctx (the client gone); the engine finds the compiled grammar
+// in the package's cache.
+
 // setGrammar checks src and puts it on req.
-func setGrammar(req *appliance.Request, src string) error {
-	if _, err := grammar.Parse(src); err != nil {
+func setGrammar(ctx context.Context, req *appliance.Request, src string) error {
+	if _, err := grammar.ParseContext(ctx, src); err != nil {
 		return badf("%v", err)
 	}
 	req.Grammar = src
@@ -37,8 +43,8 @@ func schemaGrammar(field string, schema json.RawMessage) (string, error) {
 }
 
 // ollamaFormat applies Ollama's format: "json" or a JSON schema.
-func ollamaFormat(req *appliance.Request, format json.RawMessage) error {
-	src, err := grammar.FromFormat(format)
+func ollamaFormat(ctx context.Context, req *appliance.Request, format json.RawMessage) error {
+	src, err := grammar.FromFormatContext(ctx, format)
 	if err != nil {
 		return badf("%v", err)
 	}
@@ -49,7 +55,7 @@ func ollamaFormat(req *appliance.Request, format json.RawMessage) error {
 
 // openaiResponseFormat applies OpenAI's response_format: text, json_object
 // or json_schema ({"name", "schema", "strict"}; enforced either way).
-func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
+func openaiResponseFormat(ctx context.Context, req *appliance.Request, raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -68,7 +74,7 @@ func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
 	case "text", "":
 		return nil
 	case "json_object":
-		return setGrammar(req, grammar.AnyJSON())
+		return setGrammar(ctx, req, grammar.AnyJSON())
 	case "json_schema":
 		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
 			return badf("response_format: json_schema needs json_schema.schema")
@@ -80,7 +86,7 @@ func openaiResponseFormat(req *appliance.Request, raw json.RawMessage) error {
 		if req.Check, err = grammar.SchemaCheck(rf.JSONSchema.Schema); err != nil {
 			return badf("response_format.json_schema.schema: %v", err)
 		}
-		return setGrammar(req, src)
+		return setGrammar(ctx, req, src)
 	}
 	return badf("response_format type %q: want text, json_object or json_schema", rf.Type)
 }
@@ -110,7 +116,7 @@ func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
 // from its opening on, with free text between and after the calls. A
 // request that already has a grammar (a format) keeps it. With
 // req.OneToolCall the grammars allow one call.
-func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, choice json.RawMessage) error {
+func (s *Server) toolGrammar(ctx context.Context, req *appliance.Request, tools []json.RawMessage, choice json.RawMessage) error {
 	var mode, only string
 	c := strings.TrimSpace(string(choice))
 	switch {
@@ -155,7 +161,7 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 		if err != nil {
 			return nil
 		}
-		if _, err := grammar.Parse(src); err != nil {
+		if _, err := grammar.ParseContext(ctx, src); err != nil {
 			return nil
 		}
 		req.Grammar, req.GrammarTrigger = src, trigger
@@ -168,5 +174,5 @@ func (s *Server) toolGrammar(req *appliance.Request, tools []json.RawMessage, ch
 	if err != nil {
 		return badf("tools: %v", err)
 	}
-	return setGrammar(req, src)
+	return setGrammar(ctx, req, src)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,7 +234,7 @@ func stopList(raw json.RawMessage) ([]string, error) {
 
 // common checks what chat and generate share and applies it to req; it
 // returns whether to stream and how to read the answer.
-func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
+func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
 	if err := s.checkModel(c.Model); err != nil {
 		return false, o, err
 	}
@@ -246,7 +247,7 @@ func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o
 	}
 	req.Think = think // nil: the core's policy for HTTP (think)
 	o.thinking = (think == nil || *think) && slices.Contains(s.cfg.Model.Capabilities, "thinking")
-	if err := ollamaFormat(req, c.Format); err != nil {
+	if err := ollamaFormat(ctx, req, c.Format); err != nil {
 		return false, o, err
 	}
 	return c.Stream == nil || *c.Stream, o, nil
@@ -280,7 +281,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	stream, o, err := s.common(&c.ollamaCommon, &req)
+	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
 	if err == nil {
 		err = chatMessages(c.Messages, &req)
 	}
@@ -293,7 +294,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
-	if err := s.toolGrammar(&req, c.Tools, nil); err != nil {
+	if err := s.toolGrammar(r.Context(), &req, c.Tools, nil); err != nil {
 		s.refuse(w, err)
 		return
 	}
@@ -456,7 +457,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	req := appliance.Request{}
 	var seen string
-	stream, o, err := s.common(&c.ollamaCommon, &req)
+	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
 	if err == nil {
 		seen, err = s.generatePrompt(&c, &req)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -106,7 +107,7 @@ type openaiChatRequest struct {
 }
 
 // openaiSampling applies OpenAI's common settings to req.
-func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) error {
+func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon, logprobs bool) error {
 	maxTokens, temperature, topP, n, stop, seed := c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed
 	if n != nil && *n != 1 {
 		return badf("n=%d: geist answers with one choice (n=1)", *n)
@@ -139,9 +140,9 @@ func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) erro
 		if len(c.ResponseFormat) > 0 && string(c.ResponseFormat) != "null" {
 			return badf("grammar and response_format cannot both be enforced")
 		}
-		return setGrammar(req, c.Grammar)
+		return setGrammar(ctx, req, c.Grammar)
 	}
-	return openaiResponseFormat(req, c.ResponseFormat)
+	return openaiResponseFormat(ctx, req, c.ResponseFormat)
 }
 
 // content reads a message's content: a string, null, or a list of text
@@ -258,7 +259,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if c.MaxTokens == nil {
 			c.MaxTokens = c.MaxCompletionTokens
 		}
-		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs)
+		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs)
 	}
 	if err == nil && len(c.Messages) == 0 {
 		err = badf("messages is required")
@@ -293,7 +294,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
 		req.OneToolCall = c.ParallelToolCalls != nil && !*c.ParallelToolCalls
 	}
-	if err := s.toolGrammar(&req, c.Tools, c.ToolChoice); err != nil {
+	if err := s.toolGrammar(r.Context(), &req, c.Tools, c.ToolChoice); err != nil {
 		s.openaiRefuse(w, err)
 		return
 	}
@@ -441,7 +442,7 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	req.MaxTokens = 16
 	err := s.checkModel(c.Model)
 	if err == nil {
-		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
+		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
 	}
 	if err == nil {
 		switch {
