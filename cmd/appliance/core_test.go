@@ -76,7 +76,7 @@ func errCode(err error) appliance.Code {
 
 func TestSubmitAnswers(t *testing.T) {
 	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
-	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief" })
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief"; cfg.Limits.MaxTokens = 512 })
 	var streamed strings.Builder
 	tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "hello"}, func(p appliance.Piece) { streamed.WriteString(p.Content) })
 	if err != nil {
@@ -113,6 +113,30 @@ func TestSubmitAnswers(t *testing.T) {
 	st := c.Snapshot()
 	if st.Served != 3 || st.Refused != 1 || st.Failed != 2 || st.Requests[appliance.SourceHTTP]["answered"] != 1 || st.State != "idle" {
 		t.Errorf("state %+v", st)
+	}
+}
+
+// TestMaxTokensDefaultUnbounded: without a configured cap, a request that
+// names no max_tokens (or a large one) reaches the engine unbounded or as
+// asked: the answer ends at its end, the context or its TTL, never at a
+// silent server-wide default (issue 37: 512 tokens ended with "length").
+func TestMaxTokensDefaultUnbounded(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
+	c := start(t, eng, nil)
+	if got := c.Limits().MaxTokens; got != 0 {
+		t.Errorf("default Limits.MaxTokens %d, want 0 (no cap)", got)
+	}
+	outcome(t, submit(t, c, appliance.Request{Text: "x"}))
+	outcome(t, submit(t, c, appliance.Request{Text: "x", Options: appliance.Options{MaxTokens: 4000}}))
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "long"})); o.Err != nil || !strings.HasSuffix(o.Text, " w999.") {
+		t.Errorf("no max_tokens: error %v, %d bytes, want all 1000 words", o.Err, len(o.Text))
+	}
+	reqs := eng.Requests()
+	if reqs[0].MaxTokens != 0 || reqs[1].MaxTokens != 4000 {
+		t.Errorf("max tokens reaching the engine: %d and %d, want 0 (until the context) and 4000", reqs[0].MaxTokens, reqs[1].MaxTokens)
+	}
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "long", Options: appliance.Options{MaxTokens: 600}})); o.Err != nil || !strings.HasSuffix(o.Text, " w599.") {
+		t.Errorf("600 asked: error %v, %d bytes, want 600 words", o.Err, len(o.Text))
 	}
 }
 
