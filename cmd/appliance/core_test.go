@@ -177,7 +177,7 @@ func TestQueueCancelWithdraw(t *testing.T) {
 	if err1 != nil || err2 != nil || errCode(err3) != appliance.CodeBusy || !errors.Is(err3, appliance.ErrBusy) {
 		t.Fatalf("queue of 2: %v %v %v", err1, err2, err3)
 	}
-	if st := c.Snapshot(); st.Queue != 2 || !st.Busy || st.State != "thinking" || !slices.Equal(st.Running, []string{"run"}) {
+	if st := c.Snapshot(); st.Queue != 2 || !st.Busy || st.State != "generating" || !slices.Equal(st.Running, []string{"run"}) {
 		t.Errorf("state %+v", st)
 	}
 	cancel() // withdraws q1 at once
@@ -795,5 +795,51 @@ func TestWarm(t *testing.T) {
 	}
 	if start(t, &appliancetest.Engine{}, nil).Warm() {
 		t.Error("Warm true for an engine that cannot warm")
+	}
+}
+
+// TestStateThinkingOnlyInBlock: the busy state is "thinking" only while
+// the answer is inside its thinking block, "generating" otherwise (a
+// model that does not think never shows "thinking"; issue 37).
+func TestStateThinkingOnlyInBlock(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		pieces []string
+	}{
+		{"thinks", []string{"<think>", "\nhmm", " let me see", "\n</think>", "\n\n", "Hello", " there"}},
+		{"does not think", []string{"Hello", " there", " friend"}},
+	} {
+		eng := &appliancetest.Engine{Delay: time.Millisecond, Script: func(engine.Request) []string { return c.pieces }}
+		core := start(t, eng, nil)
+		var mu sync.Mutex
+		var seen []string
+		tk, err := core.Submit(context.Background(), appliance.Request{Text: "hi"}, func(p appliance.Piece) {
+			st := core.Snapshot().State
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Thinking != "" {
+				seen = append(seen, "T:"+st)
+			}
+			if p.Content != "" {
+				seen = append(seen, "C:"+st)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcome(t, tk)
+		mu.Lock()
+		for _, s := range seen {
+			if strings.HasPrefix(s, "C:") && s != "C:generating" {
+				t.Errorf("%s: content while %q (pieces and states %v)", c.name, s, seen)
+			}
+		}
+		if c.name == "thinks" && !slices.Contains(seen, "T:thinking") || !slices.Contains(seen, "C:generating") {
+			t.Errorf("%s: pieces and states %v", c.name, seen)
+		}
+		mu.Unlock()
+		if st := core.Snapshot().State; st != "idle" {
+			t.Errorf("%s: after the answer, state %q", c.name, st)
+		}
 	}
 }

@@ -93,6 +93,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 			return err
 		}
 		th, co := ans.Text(string(b))
+		j.progress.thinking.Store(ans.InBlock())
 		deliver(Piece{Content: co, Thinking: th}, false)
 		if tools != nil && tools.Done() {
 			return engine.ErrStop // the one call asked for is complete (OneToolCall)
