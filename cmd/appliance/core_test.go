@@ -769,6 +769,52 @@ func TestOneToolCall(t *testing.T) {
 	}
 }
 
+// TestToolCallCutOff: an answer its token limit cuts off inside a tool
+// call never streams the call's markup as content: the calls complete
+// before the cut come back as calls (Granite's list: the first of two),
+// the unfinished one is dropped, and the stop reason stays "length".
+func TestToolCallCutOff(t *testing.T) {
+	tools := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"get_weather"}}`), json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}
+	for _, c := range []struct {
+		name   string
+		format chat.ToolFormat
+		pieces []string
+		calls  []string
+		text   string
+	}{
+		{"tagged", chat.ToolsTagged, []string{"Sure.", "\n<tool_call>", `{"name": "get_weather", `, `"arguments": {"city": "Paris"}}`}, nil, "Sure."},
+		{"tagged, one before", chat.ToolsTagged, []string{"<tool_call>", `{"name": "get_weather", "arguments": {}}`, "</tool_call>", "\n<tool_call>", `{"name": "get_time", `, `"arguments": {}}`}, []string{"get_weather"}, ""},
+		{"granite", chat.ToolsGranite, []string{"<|tool_call|>", `[{"name": "get_weather", "arguments": {"city": "Paris"}}`, `, {"name": "get_time", `, `"arguments": {}}]`}, []string{"get_weather"}, ""},
+	} {
+		eng := &appliancetest.Engine{Script: func(engine.Request) []string { return c.pieces }}
+		core := start(t, eng, func(cfg *appliance.Config) { cfg.ToolFormat = c.format })
+		var content strings.Builder
+		var streamed []string
+		tk, err := core.Submit(context.Background(), appliance.Request{Text: "weather?", Tools: tools, Options: appliance.Options{MaxTokens: len(c.pieces) - 1}}, func(p appliance.Piece) {
+			content.WriteString(p.Content)
+			for _, call := range p.Calls {
+				streamed = append(streamed, call.Name)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outcome(t, tk)
+		var names []string
+		for _, call := range o.Calls {
+			names = append(names, call.Name)
+		}
+		if o.Err != nil || o.Usage.StopReason != "length" || o.Text != c.text || content.String() != c.text || !slices.Equal(names, c.calls) || !slices.Equal(streamed, c.calls) {
+			t.Errorf("%s: text %q (streamed %q), calls %v (streamed %v), stop %q, err %v; want text %q, calls %v", c.name, o.Text, content.String(), names, streamed, o.Usage.StopReason, o.Err, c.text, c.calls)
+		}
+		// The whole answer (a call's closing tag is not needed): every call.
+		o = outcome(t, submit(t, core, appliance.Request{Text: "weather?", Tools: tools}))
+		if o.Err != nil || len(o.Calls) != len(c.calls)+1 || o.Usage.StopReason != "eos" {
+			t.Errorf("%s whole: %+v", c.name, o)
+		}
+	}
+}
+
 // warmEngine counts its warm-ups.
 type warmEngine struct {
 	*appliancetest.Engine
