@@ -108,3 +108,47 @@ func TestSimilar(t *testing.T) {
 }
 
 func supportedArchs() string { return strings.Join(model.SupportedArchs(), " ") }
+
+// TestCatalogAliases: a catalog model pulled under one of its names
+// (llama3.2, the family's default) is found under the others
+// (llama3.2:1b, llama3.2:latest, llama3.2:1b-q4_0), as Ollama's tags are;
+// pulling it again under another name stores no second copy (a hard link
+// to the same file, nothing downloaded), and removing one name leaves the
+// other.
+func TestCatalogAliases(t *testing.T) {
+	srv := hftest.New(t)
+	data := testModel(t, 23)
+	srv.Put("bartowski/Llama-3.2-1B-Instruct-GGUF/main/Llama-3.2-1B-Instruct-Q4_0.gguf", hftest.File{Data: data})
+	s := newStore(t)
+	hf := HF{Endpoint: srv.Endpoint()}
+	if _, err := s.Pull(context.Background(), "llama3.2", PullOptions{HF: hf}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"llama3.2", "llama3.2:latest", "llama3.2:1b", "llama3.2:1b-q4_0", "LLAMA3.2:1B"} {
+		if p, err := s.Resolve(name); err != nil || p != s.file("llama3.2") {
+			t.Errorf("Resolve(%q) = %q, %v; want the stored llama3.2", name, p, err)
+		}
+	}
+	if _, err := s.Resolve("llama3.2:1b-q8_0"); err == nil {
+		t.Error("another quantization resolves to the stored file")
+	}
+	res, err := s.Pull(context.Background(), "llama3.2:1b", PullOptions{HF: hf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.UpToDate || res.Model.Name != "llama3.2:1b" {
+		t.Errorf("second pull: %+v, want up to date as llama3.2:1b", res)
+	}
+	if m, err := s.Get("llama3.2:1b"); err != nil || m.Digest != digest(data) || m.Size != int64(len(data)) {
+		t.Errorf("llama3.2:1b: %+v, %v", m, err)
+	}
+	a, errA := os.Stat(s.file("llama3.2"))
+	b, errB := os.Stat(s.file("llama3.2:1b"))
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		t.Errorf("the two names are not one file: %v %v", errA, errB)
+	}
+	if err := s.Remove("llama3.2"); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, s, "llama3.2:1b", data)
+}

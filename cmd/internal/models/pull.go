@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -237,6 +239,9 @@ func (p *puller) report(pr Progress) {
 func (p *puller) partial() string { return p.final + partialExt }
 
 func (p *puller) run(ctx context.Context) (PullResult, error) {
+	if _, err := os.Lstat(p.final); errors.Is(err, fs.ErrNotExist) {
+		p.linkTwin()
+	}
 	if st, err := os.Stat(p.final); err == nil && st.Mode().IsRegular() {
 		p.hasFile = true
 		if r, ok := readRecord(p.final + recordExt); ok && r.Size == st.Size() {
@@ -298,6 +303,40 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 		return p.keep()
 	}
 	return p.finish()
+}
+
+// linkTwin shares the file of a stored model pulled from the same source,
+// or with the digest asked for, under the new name (a hard link: one copy
+// on disk, as Ollama's blobs are shared by digest), its record with it.
+// The pull then goes on as for a stored file: up to date unless the
+// remote changed (a new download replaces only this name's link).
+func (p *puller) linkTwin() {
+	ents, err := os.ReadDir(p.s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), Ext)
+		if !ok || !e.Type().IsRegular() || name == p.name {
+			continue
+		}
+		path := filepath.Join(p.s.dir, e.Name())
+		r, ok := readRecord(path + recordExt)
+		st, err := os.Stat(path)
+		if !ok || err != nil || r.Size != st.Size() || r.SHA256 == "" {
+			continue
+		}
+		if r.Source != p.src.URL && (p.want == "" || r.SHA256 != p.want) {
+			continue
+		}
+		if os.Link(path, p.final) != nil {
+			return // no hard links here (or a race): download as usual
+		}
+		if writeRecord(p.final+recordExt, r) != nil {
+			os.Remove(p.final)
+		}
+		return
+	}
 }
 
 // failed words an error that ends a pull with a partial file kept.
