@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/cmd/internal/models/hftest"
+	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/quant"
 )
 
 func TestLookupCatalog(t *testing.T) {
@@ -151,4 +154,38 @@ func TestCatalogAliases(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStored(t, s, "llama3.2:1b", data)
+}
+
+// TestPullManifestOnce: a pull reports "pulling manifest" once, though
+// it fetches the header first and then the rest (issue 37: /api/pull sent
+// it twice).
+func TestPullManifestOnce(t *testing.T) {
+	srv := hftest.New(t)
+	b := gguf.NewBuilder() // 2 MiB: more than the first request's header probe
+	b.Set("general.architecture", "llama")
+	b.Set("llama.block_count", uint32(1))
+	b.Set("llama.embedding_length", uint32(512))
+	b.Set("llama.feed_forward_length", uint32(1024))
+	b.Set("llama.attention.head_count", uint32(4))
+	if err := b.AddTensor("blk.0.ffn_up.weight", quant.F32, []int64{1024, 512}, make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	srv.Put("bartowski/Qwen2.5-0.5B-Instruct-GGUF/main/Qwen2.5-0.5B-Instruct-Q4_0.gguf", hftest.File{Data: data})
+	var statuses []string
+	_, err := newStore(t).Pull(context.Background(), "qwen2.5:0.5b", PullOptions{HF: HF{Endpoint: srv.Endpoint()}, Progress: func(p Progress) {
+		if len(statuses) == 0 || statuses[len(statuses)-1] != p.Status {
+			statuses = append(statuses, p.Status)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.Join(statuses, "|"), StatusManifest); n != 1 || len(srv.CDNRequests()) < 2 {
+		t.Errorf("%d manifests in %v (%d requests to the CDN)", n, statuses, len(srv.CDNRequests()))
+	}
 }

@@ -210,6 +210,8 @@ type puller struct {
 	noRange  bool   // the server answered a range request with the whole file
 	// upToDate: the stored file is the remote's; nothing is downloaded.
 	upToDate bool
+	// manifested: StatusManifest was reported.
+	manifested bool
 }
 
 // partialRecord is NAME.gguf.partial.json: what the partial file is a
@@ -403,7 +405,12 @@ func (r retryable) Error() string { return r.err.Error() }
 func (p *puller) attempt(ctx context.Context) error {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.report(Progress{Status: StatusManifest})
+	if !p.manifested {
+		// Once a pull, as Ollama's: the header probe's continuation and
+		// retries are not new manifests (retries say so themselves).
+		p.manifested = true
+		p.report(Progress{Status: StatusManifest})
+	}
 	p.probeEnd = 0
 	if !p.hdrDone && !p.noRange && p.offset < maxHeader {
 		p.probeEnd = min(max(firstProbe, 4*p.offset), maxHeader)
