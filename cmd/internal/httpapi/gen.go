@@ -160,10 +160,11 @@ func statusOf(c appliance.Code) int {
 
 // doneReason is Ollama's done_reason (and, via finishReason, OpenAI's)
 // for the engine's stop reason.
-func doneReason(o *appliance.Outcome) string {
-	// An answer cut off is "length" also when calls came before the cut
-	// (a call the cut ended inside is dropped, chat.ToolParser.Cut).
-	if o.Usage.StopReason == "length" || o.Usage.StopReason == "context" {
+func doneReason(o *appliance.Outcome, calls bool) string {
+	switch {
+	case calls:
+		return "stop"
+	case o.Usage.StopReason == "length" || o.Usage.StopReason == "context":
 		return "length"
 	}
 	return "stop"

@@ -323,7 +323,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, chatResponse{Model: model, CreatedAt: time.Now().UTC(), Message: msg(last), Done: true,
-			DoneReason: doneReason(&out), timings: g.timingsOf(&out)})
+			DoneReason: doneReason(&out, len(last.calls) > 0), timings: g.timingsOf(&out)})
 		return
 	}
 	nd := newNDJSON(w)
@@ -335,7 +335,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	s.finishStream(w, g, nd, &out, func() any {
 		calls += len(last.calls)
 		return chatResponse{Model: model, CreatedAt: time.Now().UTC(), Message: msg(last), Done: true,
-			DoneReason: doneReason(&out), timings: g.timingsOf(&out)}
+			DoneReason: doneReason(&out, calls > 0), timings: g.timingsOf(&out)}
 	})
 }
 
@@ -498,7 +498,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, generateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: last.content, Thinking: last.thinking,
-			Done: true, DoneReason: doneReason(&out), Context: context(&out), timings: g.timingsOf(&out)})
+			Done: true, DoneReason: doneReason(&out, false), Context: context(&out), timings: g.timingsOf(&out)})
 		return
 	}
 	nd := newNDJSON(w)
@@ -507,7 +507,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 		return nd.write(generateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: p.content, Thinking: p.thinking})
 	})
 	s.finishStream(w, g, nd, &out, func() any {
-		return generateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: doneReason(&out),
+		return generateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: doneReason(&out, false),
 			Context: context(&out), timings: g.timingsOf(&out)}
 	})
 }

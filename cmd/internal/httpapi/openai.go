@@ -238,8 +238,8 @@ func openaiCalls(calls []appliance.ToolCall, first int, stream bool) []openaiToo
 }
 
 func finishReason(o *appliance.Outcome, calls bool) *string {
-	r := doneReason(o)
-	if calls && r != "length" {
+	r := doneReason(o, false)
+	if calls {
 		r = "tool_calls"
 	}
 	return &r
