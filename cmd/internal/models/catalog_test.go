@@ -115,9 +115,9 @@ func supportedArchs() string { return strings.Join(model.SupportedArchs(), " ") 
 // TestCatalogAliases: a catalog model pulled under one of its names
 // (llama3.2, the family's default) is found under the others
 // (llama3.2:1b, llama3.2:latest, llama3.2:1b-q4_0), as Ollama's tags are;
-// pulling it again under another name stores no second copy (a hard link
-// to the same file, nothing downloaded), and removing one name leaves the
-// other.
+// pulling it again under another name, or its digest under a name of
+// one's own, stores no second copy (a hard link to the same file, nothing
+// downloaded), and removing one name leaves the other.
 func TestCatalogAliases(t *testing.T) {
 	srv := hftest.New(t)
 	data := testModel(t, 23)
@@ -150,8 +150,19 @@ func TestCatalogAliases(t *testing.T) {
 	if errA != nil || errB != nil || !os.SameFile(a, b) {
 		t.Errorf("the two names are not one file: %v %v", errA, errB)
 	}
-	if err := s.Remove("llama3.2"); err != nil {
-		t.Fatal(err)
+	// By digest: the same file under a name of one's own, its SHA-256
+	// given, is the stored one too.
+	src := "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf"
+	if res, err := s.Pull(context.Background(), src, PullOptions{HF: hf, Name: "mine", SHA256: digest(data)}); err != nil || !res.UpToDate {
+		t.Errorf("pull by digest: %+v, %v; want up to date", res, err)
+	}
+	if c, err := os.Stat(s.file("mine")); err != nil || !os.SameFile(a, c) {
+		t.Errorf("mine is not the stored file: %v", err)
+	}
+	for _, n := range []string{"llama3.2", "mine"} {
+		if err := s.Remove(n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	checkStored(t, s, "llama3.2:1b", data)
 }

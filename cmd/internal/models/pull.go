@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,9 +308,13 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 	return p.finish()
 }
 
-// linkTwin shares the file of a stored model pulled from the same source,
-// or with the digest asked for, under the new name (a hard link: one copy
-// on disk, as Ollama's blobs are shared by digest), its record with it.
+// linkTwin shares the file of a stored model that is the one pulled: the
+// same catalog model under another of its names (llama3.2 and
+// llama3.2:1b), or a file with the digest the pull expects (the catalog's
+// or --sha256), under the new name (a hard link: one copy on disk, as
+// Ollama's blobs are shared by digest), its record with it. A source
+// pulled under a name of one's own (--name) is downloaded again unless
+// its digest is given.
 // The pull then goes on as for a stored file: up to date unless the
 // remote changed (a new download replaces only this name's link).
 func (p *puller) linkTwin() {
@@ -328,7 +333,8 @@ func (p *puller) linkTwin() {
 		if !ok || err != nil || r.Size != st.Size() || r.SHA256 == "" {
 			continue
 		}
-		if r.Source != p.src.URL && (p.want == "" || r.SHA256 != p.want) {
+		sameModel := r.Source == p.src.URL && slices.Contains(catalogAliases(p.name), name)
+		if !sameModel && (p.want == "" || r.SHA256 != p.want) {
 			continue
 		}
 		if os.Link(path, p.final) != nil {
