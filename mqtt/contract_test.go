@@ -40,6 +40,20 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// TestParseNoCap: without a configured cap (geist's default), a request
+// without max_tokens, plain or JSON, asks for no limit (0: the answer ends
+// at its end, the context or its TTL) and one with max_tokens gets it.
+func TestParseNoCap(t *testing.T) {
+	lim := testLimits
+	lim.MaxTokens = 0
+	now := time.Unix(1000, 0)
+	for payload, want := range map[string]int{`{"text":"hi"}`: 0, "Tell me a story.": 0, `{"text":"hi","max_tokens":4000}`: 4000} {
+		if r, e := Parse([]byte(payload), lim, now); e != nil || r.MaxTokens != want {
+			t.Errorf("%s: max tokens %d (%v), want %d", payload, r.MaxTokens, e, want)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	big := `{"id":"big","text":"` + strings.Repeat("a", 1<<20) + `"}`
 	cases := []struct {

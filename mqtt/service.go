@@ -914,7 +914,7 @@ func (s *Service) statePublisher() {
 
 // State is the retained JSON on geist/<dev>/state.
 type State struct {
-	State          string  `json:"state"` // idle, thinking, stopping
+	State          string  `json:"state"` // idle, generating, thinking (in a thinking block), stopping
 	Busy           bool    `json:"busy"`
 	Queue          int     `json:"queue"`
 	Model          string  `json:"model"`

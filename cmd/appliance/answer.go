@@ -52,6 +52,9 @@ func (a *AnswerSplit) Text(b string) (thinking, content string) {
 	return thinking, content
 }
 
+// InBlock reports whether the answer is inside its thinking block.
+func (a *AnswerSplit) InBlock() bool { return a.split.InBlock() }
+
 // Flush returns what the splitter held back at the end of the answer.
 func (a *AnswerSplit) Flush() (thinking, content string) {
 	thinking, content = a.split.Add("", true)

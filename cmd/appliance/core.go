@@ -952,7 +952,14 @@ func (c *Core) Snapshot() State {
 		}
 	}
 	if st.Busy {
-		st.State = "thinking"
+		// "thinking" only while an answer is in its thinking block: a
+		// model that does not think is generating, not thinking.
+		st.State = "generating"
+		for _, j := range c.running {
+			if j.progress.thinking.Load() {
+				st.State = "thinking"
+			}
+		}
 	}
 	if c.closing {
 		st.State = "stopping"

@@ -76,7 +76,7 @@ func errCode(err error) appliance.Code {
 
 func TestSubmitAnswers(t *testing.T) {
 	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
-	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief" })
+	c := start(t, eng, func(cfg *appliance.Config) { cfg.System = "be brief"; cfg.Limits.MaxTokens = 512 })
 	var streamed strings.Builder
 	tk, err := c.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "hello"}, func(p appliance.Piece) { streamed.WriteString(p.Content) })
 	if err != nil {
@@ -113,6 +113,30 @@ func TestSubmitAnswers(t *testing.T) {
 	st := c.Snapshot()
 	if st.Served != 3 || st.Refused != 1 || st.Failed != 2 || st.Requests[appliance.SourceHTTP]["answered"] != 1 || st.State != "idle" {
 		t.Errorf("state %+v", st)
+	}
+}
+
+// TestMaxTokensDefaultUnbounded: without a configured cap, a request that
+// names no max_tokens (or a large one) reaches the engine unbounded or as
+// asked: the answer ends at its end, the context or its TTL, never at a
+// silent server-wide default (issue 37: 512 tokens ended with "length").
+func TestMaxTokensDefaultUnbounded(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
+	c := start(t, eng, nil)
+	if got := c.Limits().MaxTokens; got != 0 {
+		t.Errorf("default Limits.MaxTokens %d, want 0 (no cap)", got)
+	}
+	outcome(t, submit(t, c, appliance.Request{Text: "x"}))
+	outcome(t, submit(t, c, appliance.Request{Text: "x", Options: appliance.Options{MaxTokens: 4000}}))
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "long"})); o.Err != nil || !strings.HasSuffix(o.Text, " w999.") {
+		t.Errorf("no max_tokens: error %v, %d bytes, want all 1000 words", o.Err, len(o.Text))
+	}
+	reqs := eng.Requests()
+	if reqs[0].MaxTokens != 0 || reqs[1].MaxTokens != 4000 {
+		t.Errorf("max tokens reaching the engine: %d and %d, want 0 (until the context) and 4000", reqs[0].MaxTokens, reqs[1].MaxTokens)
+	}
+	if o := outcome(t, submit(t, c, appliance.Request{Text: "long", Options: appliance.Options{MaxTokens: 600}})); o.Err != nil || !strings.HasSuffix(o.Text, " w599.") {
+		t.Errorf("600 asked: error %v, %d bytes, want 600 words", o.Err, len(o.Text))
 	}
 }
 
@@ -153,7 +177,7 @@ func TestQueueCancelWithdraw(t *testing.T) {
 	if err1 != nil || err2 != nil || errCode(err3) != appliance.CodeBusy || !errors.Is(err3, appliance.ErrBusy) {
 		t.Fatalf("queue of 2: %v %v %v", err1, err2, err3)
 	}
-	if st := c.Snapshot(); st.Queue != 2 || !st.Busy || st.State != "thinking" || !slices.Equal(st.Running, []string{"run"}) {
+	if st := c.Snapshot(); st.Queue != 2 || !st.Busy || st.State != "generating" || !slices.Equal(st.Running, []string{"run"}) {
 		t.Errorf("state %+v", st)
 	}
 	cancel() // withdraws q1 at once
@@ -745,6 +769,52 @@ func TestOneToolCall(t *testing.T) {
 	}
 }
 
+// TestToolCallCutOff: an answer its token limit cuts off inside a tool
+// call never streams the call's markup as content: the calls complete
+// before the cut come back as calls (Granite's list: the first of two),
+// the unfinished one is dropped, and the stop reason stays "length".
+func TestToolCallCutOff(t *testing.T) {
+	tools := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"get_weather"}}`), json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}
+	for _, c := range []struct {
+		name   string
+		format chat.ToolFormat
+		pieces []string
+		calls  []string
+		text   string
+	}{
+		{"tagged", chat.ToolsTagged, []string{"Sure.", "\n<tool_call>", `{"name": "get_weather", `, `"arguments": {"city": "Paris"}}`}, nil, "Sure."},
+		{"tagged, one before", chat.ToolsTagged, []string{"<tool_call>", `{"name": "get_weather", "arguments": {}}`, "</tool_call>", "\n<tool_call>", `{"name": "get_time", `, `"arguments": {}}`}, []string{"get_weather"}, ""},
+		{"granite", chat.ToolsGranite, []string{"<|tool_call|>", `[{"name": "get_weather", "arguments": {"city": "Paris"}}`, `, {"name": "get_time", `, `"arguments": {}}]`}, []string{"get_weather"}, ""},
+	} {
+		eng := &appliancetest.Engine{Script: func(engine.Request) []string { return c.pieces }}
+		core := start(t, eng, func(cfg *appliance.Config) { cfg.ToolFormat = c.format })
+		var content strings.Builder
+		var streamed []string
+		tk, err := core.Submit(context.Background(), appliance.Request{Text: "weather?", Tools: tools, Options: appliance.Options{MaxTokens: len(c.pieces) - 1}}, func(p appliance.Piece) {
+			content.WriteString(p.Content)
+			for _, call := range p.Calls {
+				streamed = append(streamed, call.Name)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outcome(t, tk)
+		var names []string
+		for _, call := range o.Calls {
+			names = append(names, call.Name)
+		}
+		if o.Err != nil || o.Usage.StopReason != "length" || o.Text != c.text || content.String() != c.text || !slices.Equal(names, c.calls) || !slices.Equal(streamed, c.calls) {
+			t.Errorf("%s: text %q (streamed %q), calls %v (streamed %v), stop %q, err %v; want text %q, calls %v", c.name, o.Text, content.String(), names, streamed, o.Usage.StopReason, o.Err, c.text, c.calls)
+		}
+		// The whole answer (a call's closing tag is not needed): every call.
+		o = outcome(t, submit(t, core, appliance.Request{Text: "weather?", Tools: tools}))
+		if o.Err != nil || len(o.Calls) != len(c.calls)+1 || o.Usage.StopReason != "eos" {
+			t.Errorf("%s whole: %+v", c.name, o)
+		}
+	}
+}
+
 // warmEngine counts its warm-ups.
 type warmEngine struct {
 	*appliancetest.Engine
@@ -771,5 +841,51 @@ func TestWarm(t *testing.T) {
 	}
 	if start(t, &appliancetest.Engine{}, nil).Warm() {
 		t.Error("Warm true for an engine that cannot warm")
+	}
+}
+
+// TestStateThinkingOnlyInBlock: the busy state is "thinking" only while
+// the answer is inside its thinking block, "generating" otherwise (a
+// model that does not think never shows "thinking"; issue 37).
+func TestStateThinkingOnlyInBlock(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		pieces []string
+	}{
+		{"thinks", []string{"<think>", "\nhmm", " let me see", "\n</think>", "\n\n", "Hello", " there"}},
+		{"does not think", []string{"Hello", " there", " friend"}},
+	} {
+		eng := &appliancetest.Engine{Delay: time.Millisecond, Script: func(engine.Request) []string { return c.pieces }}
+		core := start(t, eng, nil)
+		var mu sync.Mutex
+		var seen []string
+		tk, err := core.Submit(context.Background(), appliance.Request{Text: "hi"}, func(p appliance.Piece) {
+			st := core.Snapshot().State
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Thinking != "" {
+				seen = append(seen, "T:"+st)
+			}
+			if p.Content != "" {
+				seen = append(seen, "C:"+st)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcome(t, tk)
+		mu.Lock()
+		for _, s := range seen {
+			if strings.HasPrefix(s, "C:") && s != "C:generating" {
+				t.Errorf("%s: content while %q (pieces and states %v)", c.name, s, seen)
+			}
+		}
+		if c.name == "thinks" && !slices.Contains(seen, "T:thinking") || !slices.Contains(seen, "C:generating") {
+			t.Errorf("%s: pieces and states %v", c.name, seen)
+		}
+		mu.Unlock()
+		if st := core.Snapshot().State; st != "idle" {
+			t.Errorf("%s: after the answer, state %q", c.name, st)
+		}
 	}
 }

@@ -72,10 +72,11 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		j.progress.token()
 	}
 	ereq.OnPrefill = func(int) { j.progress.beat() }
+	cut := false // the answer was cut off by its token limit or the context
 	deliver := func(p Piece, final bool) {
 		written.WriteString(p.Content)
 		if tools != nil {
-			p.Content, p.Calls = parseCalls(tools, p.Content, final)
+			p.Content, p.Calls = parseCalls(tools, p.Content, final, cut)
 			calls = append(calls, p.Calls...)
 		}
 		content.WriteString(p.Content)
@@ -93,6 +94,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 			return err
 		}
 		th, co := ans.Text(string(b))
+		j.progress.thinking.Store(ans.InBlock())
 		deliver(Piece{Content: co, Thinking: th}, false)
 		if tools != nil && tools.Done() {
 			return engine.ErrStop // the one call asked for is complete (OneToolCall)
@@ -102,6 +104,9 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	start := time.Now()
 	st, err := eng.Generate(j.ctx, ereq)
 	if j.ctx.Err() == nil {
+		// A call the limit cut off is dropped, not returned as markup;
+		// the calls complete before it are kept.
+		cut = err == nil && (st.StopReason == "length" || st.StopReason == "context")
 		th, co := ans.Flush() // what was held back
 		deliver(Piece{Content: co, Thinking: th}, true)
 	}
@@ -135,14 +140,18 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 
 // parseCalls takes the next piece of content through p: the content
 // that is not a call, and the calls it completed (at the end, final,
-// what p held back).
-func parseCalls(p *chat.ToolParser, text string, final bool) (string, []ToolCall) {
+// what p held back; cut: the answer was cut off, chat.ToolParser.Cut).
+func parseCalls(p *chat.ToolParser, text string, final, cut bool) (string, []ToolCall) {
 	var parsed []chat.ToolCall
 	if text != "" {
 		text, parsed = p.Add(text)
 	}
 	if final {
-		rest, more := p.Flush()
+		end := p.Flush
+		if cut {
+			end = p.Cut
+		}
+		rest, more := end()
 		text, parsed = text+rest, append(parsed, more...)
 	}
 	var out []ToolCall

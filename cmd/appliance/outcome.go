@@ -141,7 +141,7 @@ type Event struct {
 
 // State is a snapshot of the core.
 type State struct {
-	State   string   // "idle", "thinking" or "stopping"
+	State   string   // "idle", "generating", "thinking" (an answer in its thinking block) or "stopping"
 	Busy    bool     // a request is generating
 	Queue   int      // requests waiting
 	Running []string // ids of the requests generating

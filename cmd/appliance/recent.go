@@ -50,6 +50,7 @@ type progress struct {
 	tokens   atomic.Int64
 	firstTok atomic.Int64 // UnixNano of the first token
 	last     atomic.Int64 // UnixNano of the last token or prefill pass
+	thinking atomic.Bool  // the answer is inside its thinking block
 }
 
 func (p *progress) token() {

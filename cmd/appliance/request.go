@@ -59,7 +59,7 @@ type ToolCall struct {
 // Options are a request's generation settings; nil fields take the
 // Config's Defaults, and those llama.cpp's sampler defaults.
 type Options struct {
-	MaxTokens     int      // most tokens to generate; 0 or more than Limits.MaxTokens: Limits.MaxTokens
+	MaxTokens     int      // most tokens to generate (0: until the end, the context or the TTL); capped by Limits.MaxTokens when set
 	Temperature   *float64 // 0: greedy; [0, 2]
 	TopK          *int     // 0: off
 	TopP          *float64 // (0, 1]; 1: off
@@ -201,7 +201,7 @@ func refusal(code Code) bool {
 // Limits bound what requests may ask; zero values take the defaults noted.
 type Limits struct {
 	Queue           int           // requests waiting behind the running ones (8)
-	MaxTokens       int           // the default and cap of Options.MaxTokens (512)
+	MaxTokens       int           // cap on Options.MaxTokens (0: none; an answer ends at its end, the context or its TTL)
 	MaxPromptTokens int           // most prompt tokens (0: the context less one)
 	DefaultTTL      time.Duration // when a request gives none (5 min; negative: none)
 	MaxTTL          time.Duration // longest TTL accepted (24 h)
@@ -222,8 +222,8 @@ func (l *Limits) defaults() {
 	if l.Queue <= 0 {
 		l.Queue = 8
 	}
-	if l.MaxTokens <= 0 {
-		l.MaxTokens = 512
+	if l.MaxTokens < 0 {
+		l.MaxTokens = 0
 	}
 	switch {
 	case l.DefaultTTL < 0:
@@ -367,7 +367,7 @@ func (r *Request) check(lim *Limits) *Error {
 	if r.MaxTokens < 0 {
 		return errorf(CodeBadRequest, "max_tokens %d must not be negative", r.MaxTokens)
 	}
-	if r.MaxTokens == 0 || r.MaxTokens > lim.MaxTokens {
+	if lim.MaxTokens > 0 && (r.MaxTokens == 0 || r.MaxTokens > lim.MaxTokens) {
 		r.MaxTokens = lim.MaxTokens
 	}
 	switch {

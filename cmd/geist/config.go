@@ -182,7 +182,6 @@ func defaultServeConfig() serveConfig {
 		Limits: limitsSection{
 			Queue:         8,
 			MaxPayload:    64 << 10,
-			MaxTokens:     512,
 			TTL:           300,
 			ShutdownGrace: 10,
 			StallTimeout:  appliance.DefaultStallTimeout.Seconds(),
@@ -263,7 +262,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.IntVar(&l.Queue, "queue", l.Queue, "requests that may wait behind the running one (more: busy)")
 	fs.IntVar(&l.MaxPayload, "max-payload", l.MaxPayload, "largest request payload in bytes (more: too_long)")
 	fs.IntVar(&l.MaxPromptTokens, "max-prompt-tokens", l.MaxPromptTokens, "most prompt tokens (0: the context less one)")
-	fs.IntVar(&l.MaxTokens, "max-tokens", l.MaxTokens, "cap on tokens generated per request")
+	fs.IntVar(&l.MaxTokens, "max-tokens", l.MaxTokens, "cap on tokens generated per request (0: none; an answer ends at its end, the context or its TTL)")
 	fs.Float64Var(&l.TTL, "ttl", l.TTL, "default time to live of a request in seconds (queue and generation)")
 	fs.Float64Var(&l.ShutdownGrace, "shutdown-grace", l.ShutdownGrace, "seconds the running request may finish at shutdown")
 	fs.Float64Var(&l.StallTimeout, "stall-timeout", l.StallTimeout, "seconds a generation may make no progress (no token, no prefill pass) before it is ended (0: never)")
@@ -438,8 +437,8 @@ func (c *serveConfig) validate() error {
 		errs = append(errs, fmt.Errorf("log_format %q: want text or json", c.LogFormat))
 	}
 	l := c.Limits
-	if l.Queue < 1 || l.MaxPayload < 1 || l.MaxTokens < 1 || l.MaxPromptTokens < 0 || !(l.TTL > 0) || l.ShutdownGrace < 0 || !(l.StallTimeout >= 0) {
-		errs = append(errs, errors.New("limits: queue, max_payload, max_tokens and ttl_s must be positive; max_prompt_tokens, shutdown_grace_s and stall_timeout_s not negative"))
+	if l.Queue < 1 || l.MaxPayload < 1 || l.MaxTokens < 0 || l.MaxPromptTokens < 0 || !(l.TTL > 0) || l.ShutdownGrace < 0 || !(l.StallTimeout >= 0) {
+		errs = append(errs, errors.New("limits: queue, max_payload and ttl_s must be positive; max_tokens, max_prompt_tokens, shutdown_grace_s and stall_timeout_s not negative"))
 	}
 	if ss := c.Sessions; ss.MaxTurns < 0 || ss.MaxConversations < 0 || ss.MaxBytes < 0 {
 		errs = append(errs, errors.New("sessions: max_turns, max_conversations and max_bytes must not be negative"))

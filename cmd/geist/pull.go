@@ -83,11 +83,16 @@ type pullReporter struct {
 	status   string
 	transfer bool // bytes are flowing (a bar or plain lines are shown)
 	lastLine time.Time
+	lastDraw time.Time
 	start    time.Time
 }
 
-// plainEvery is how often a plain progress line is printed.
-const plainEvery = 10 * time.Second
+// plainEvery is how often a plain progress line is printed, barEvery
+// how often the bar is drawn.
+const (
+	plainEvery = 10 * time.Second
+	barEvery   = 100 * time.Millisecond
+)
 
 func newPullReporter(w io.Writer) *pullReporter {
 	f, ok := w.(*os.File)
@@ -130,13 +135,20 @@ func (r *pullReporter) report(p models.Progress) {
 			progressbar.OptionSetDescription(p.Status),
 			progressbar.OptionShowBytes(false),
 			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionThrottle(0), // report throttles (barEvery)
 			progressbar.OptionSetWidth(r.barWidth()),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(r.w) }),
 		)
 	}
 	if r.bar != nil {
-		r.bar.Describe(p.Status + " " + r.numbers(p))
+		// The bar shows its own percentage (the description has none),
+		// and is drawn by the reporter's throttle, not its own: its own
+		// would leave a frame of the new numbers beside the old bar.
+		if time.Since(r.lastDraw) < barEvery && !(p.Total > 0 && p.Completed >= p.Total) {
+			return
+		}
+		r.lastDraw = time.Now()
+		r.bar.Describe(p.Status + " " + r.numbers(p, false))
 		r.bar.Set64(p.Completed)
 		return
 	}
@@ -148,15 +160,19 @@ func (r *pullReporter) report(p models.Progress) {
 // line prints one plain progress line: done, rate and time left.
 func (r *pullReporter) line(p models.Progress) {
 	r.lastLine = time.Now()
-	fmt.Fprintf(r.w, "%s: %s\n", p.Status, r.numbers(p))
+	fmt.Fprintf(r.w, "%s: %s\n", p.Status, r.numbers(p, true))
 }
 
 // numbers are the bytes of the file there (a resumed download counts
-// what it had), of how many, the rate of this transfer and the time left.
-func (r *pullReporter) numbers(p models.Progress) string {
+// what it had), of how many (and the percentage: plain lines; a bar
+// shows its own), the rate of this transfer and the time left.
+func (r *pullReporter) numbers(p models.Progress, percent bool) string {
 	done := humanBytes(p.Completed)
 	if p.Total > 0 {
-		done = fmt.Sprintf("%s of %s (%d%%)", done, humanBytes(p.Total), p.Completed*100/p.Total)
+		done = fmt.Sprintf("%s of %s", done, humanBytes(p.Total))
+		if percent {
+			done += fmt.Sprintf(" (%d%%)", p.Completed*100/p.Total)
+		}
 	}
 	rate := ""
 	if el := time.Since(r.start).Seconds(); el >= 0.5 && p.Completed > p.Start {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,5 +231,36 @@ func TestPullProgressFromTheResumedOffset(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "(40%)") || !strings.Contains(out, "(100%)") || strings.Contains(out, "(0%)") {
 		t.Errorf("progress %q: want 40%% then 100%%", out)
+	}
+}
+
+// TestPullBarOnePercentage: on a terminal the bar shows one percentage,
+// its own, and every frame it draws has the bytes and the bar of the same
+// moment (issue 37: "pulling … (41%)" beside a bar at 40%).
+func TestPullBarOnePercentage(t *testing.T) {
+	var buf bytes.Buffer
+	r := newPullReporter(&buf)
+	r.tty = true
+	var frames []string
+	for _, done := range []int64{0, 10, 41, 77, 100} {
+		r.report(models.Progress{Status: "pulling 0123456789ab", Total: 100 << 20, Completed: done << 20})
+		// What the terminal shows after the update: the last frame.
+		fs := strings.Split(strings.TrimRight(buf.String(), "\n"), "\r")
+		frames = append(frames, fs[len(fs)-1])
+		time.Sleep(120 * time.Millisecond) // past the throttle
+	}
+	r.close()
+	for _, frame := range strings.Split(buf.String(), "\r") {
+		if strings.Count(frame, "%") > 1 || strings.Contains(frame, "%)") {
+			t.Errorf("a frame with two percentages: %q", frame)
+		}
+	}
+	re := regexp.MustCompile(`(\d+)\.00 MiB of 100\.00 MiB.*\s(\d+)% \|`)
+	for i, frame := range frames[1:] {
+		// The bar's percentage is the bytes': "41.00 MiB of 100.00 MiB" beside " 41%".
+		want := []string{"10", "41", "77", "100"}[i]
+		if m := re.FindStringSubmatch(frame); m == nil || m[1] != want || m[2] != want {
+			t.Errorf("frame %q, want %s MiB beside %s%%", frame, want, want)
+		}
 	}
 }

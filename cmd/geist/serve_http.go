@@ -164,7 +164,11 @@ func (c *serveConfig) loadedModel(eng *engine.Engine, store *models.Store, load 
 	m.ContextLength = eng.Ctx()
 	m.LoadDuration = load
 	m.System = c.Generation.System
-	m.Parameters = fmt.Sprintf("temperature %g\nnum_ctx %d\nnum_predict %d", c.Generation.Temperature, eng.Ctx(), c.Limits.MaxTokens)
+	numPredict := c.Limits.MaxTokens
+	if numPredict == 0 {
+		numPredict = -1 // Ollama's word for no cap
+	}
+	m.Parameters = fmt.Sprintf("temperature %g\nnum_ctx %d\nnum_predict %d", c.Generation.Temperature, eng.Ctx(), numPredict)
 	tmpl := eng.Template()
 	m.Template = tmpl.Source()
 	m.ToolFormat = tmpl.ToolFormat()

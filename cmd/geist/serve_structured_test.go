@@ -259,8 +259,9 @@ func TestServeFamilyTools(t *testing.T) {
 // the answer may open a thinking block before its calls, and the stories
 // model's white space there is bounded). The same requests without the
 // field, seed for seed, make call after call in some answers (several
-// calls, or calls up to max_tokens: an answer cut there is not parsed),
-// which is what the limit ends.
+// calls, or calls up to max_tokens: an answer cut there keeps the calls
+// complete before the cut and drops the one cut off), which is what the
+// limit ends.
 func TestServeParallelToolCalls(t *testing.T) {
 	if testing.Short() || emulated() {
 		t.Skip("runs node and the npm clients: native only")
@@ -323,7 +324,9 @@ func TestServeParallelToolCalls(t *testing.T) {
 				switch {
 				case one && (len(calls) != 1 || finish != "tool_calls" || content != ""):
 					t.Errorf("%s: %d calls, finish_reason %q, content %q with parallel_tool_calls false, want one call: %s", what, len(calls), finish, content, a[1])
-				case !one && len(calls) > 1, !one && finish == "length" && strings.Count(content, `"name"`) > 1:
+				case !one && len(calls) > 1, !one && finish == "length" && (len(calls) > 0 || strings.Count(content, `"name"`) > 1):
+					// (a call the limit cut off is dropped, not left in
+					// the content: a cut answer with a call went on past it)
 					unlimited++
 				}
 				for _, c := range calls {

@@ -307,9 +307,19 @@ func TestServeConfig(t *testing.T) {
 	if c.Model != "a.gguf" || c.Device != "filedev" || c.Limits.Queue != 5 || c.Limits.MaxTokens != 99 || c.Limits.MaxPayload != 64<<10 {
 		t.Errorf("file, flags and defaults merged into %+v", c)
 	}
-	// The example configuration in scripts/ parses.
-	if _, err := parseServe(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""}); err != nil {
+	// The example configuration in scripts/ parses, and neither it nor
+	// the defaults cap answers (issue 37: a silent 512 ended long answers
+	// with "length"); a negative cap is an error.
+	if c, err := parseServe(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""}); err != nil {
 		t.Errorf("scripts/geist.toml: %v", err)
+	} else if c.Limits.MaxTokens != 0 {
+		t.Errorf("scripts/geist.toml caps answers at %d tokens", c.Limits.MaxTokens)
+	}
+	if c, err := parseServe(e, []string{"-m", "a.gguf"}); err != nil || c.Limits.MaxTokens != 0 {
+		t.Errorf("default max_tokens: %v, %+v (want 0: no cap)", err, c)
+	}
+	if _, err := parseServe(e, []string{"-m", "a.gguf", "--max-tokens", "-1"}); err == nil || !strings.Contains(err.Error(), "max_tokens") {
+		t.Errorf("negative max_tokens: %v", err)
 	}
 }
 

@@ -36,6 +36,7 @@ type ToolParser struct {
 	after   bool   // a call just ended: white space after it is dropped
 	calls   int    // calls returned so far
 	first   bool   // only the first call (FirstOnly)
+	cut     bool   // the answer was cut off (Cut): an unfinished call is dropped
 	// Gemma 4: how far the open call's body has been searched for its
 	// end, and whether that point is inside a quoted string.
 	scan   int
@@ -120,6 +121,39 @@ func (p *ToolParser) Flush() (content string, calls []ToolCall) {
 	return p.step(true)
 }
 
+// Cut ends an answer that was cut off (by its token limit or the
+// context), like Flush, except for a call it ends inside: that call's
+// markup is never returned as content; of a list of calls (Granite's,
+// Phi-4-mini's) the elements complete before the cut are returned as
+// calls, and the unfinished rest, like an unfinished single call, is
+// dropped. So is a trailing piece of an opening tag.
+func (p *ToolParser) Cut() (content string, calls []ToolCall) {
+	p.cut = true
+	return p.Flush()
+}
+
+// completeItems returns the calls of a JSON list of calls cut off: the
+// elements that are whole calls, up to the first that is not.
+func (p *ToolParser) completeItems(body string) []ToolCall {
+	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(body)))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return nil
+	}
+	var calls []ToolCall
+	for dec.More() {
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			break
+		}
+		c, ok := p.parseCall(string(raw), false)
+		if !ok {
+			break
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
 // took counts the calls cs parsed and returns those to return: with
 // FirstOnly, the first, and what follows it is dropped.
 func (p *ToolParser) took(cs []ToolCall) []ToolCall {
@@ -180,7 +214,12 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				body, rest = p.pending[:end], p.pending[end+len(p.tags.close):]
 			}
 			cs, ok := p.parseBody(body)
-			if !ok {
+			if !ok && p.cut && end < 0 {
+				// Cut off inside the call: keep what was complete of
+				// a list, drop the unfinished rest (never raw markup).
+				cs = p.completeItems(body)
+				ok = len(cs) > 0
+			} else if !ok {
 				closing := ""
 				if end >= 0 {
 					closing = p.tags.close
@@ -216,6 +255,9 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			}
 		}
 		if final {
+			if p.cut && p.tags.open != "" {
+				p.pending = p.pending[:len(p.pending)-partialSuffix(p.pending, p.tags.open)]
+			}
 			if p.calls > 0 {
 				emit(strings.TrimRightFunc(p.pending, unicode.IsSpace))
 			} else {

@@ -203,3 +203,50 @@ func TestToolParserFirstOnly(t *testing.T) {
 		t.Errorf("after the first call: %q %v", co, cs)
 	}
 }
+
+// TestToolParserCut: an answer cut off (by its token limit) inside a
+// call never returns that call's markup as content: the unfinished call
+// is dropped, and of a list the calls complete before the cut are
+// returned (Granite's, Phi-4-mini's); a complete answer is read as Flush
+// reads it.
+func TestToolParserCut(t *testing.T) {
+	tools := []string{"HassTurnOn", "get_weather"}
+	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
+	on := call("HassTurnOn", `{"name": "Kitchen"}`)
+	const a, b = `{"name": "HassTurnOn", "arguments": {"name": "Kitchen"}}`, `{"name": "get_weather", "arguments": {"city": "Köln"}}`
+	for _, c := range []struct {
+		name    string
+		format  ToolFormat
+		text    string
+		content string
+		calls   []ToolCall
+	}{
+		{"tagged unfinished", ToolsTagged, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"argu", "Sure.", nil},
+		{"tagged one done, one unfinished", ToolsTagged, "<tool_call>" + a + "</tool_call>\n<tool_call>{\"name\": \"get_w", "", []ToolCall{on}},
+		{"tagged opening tag cut", ToolsTagged, "Sure. <tool_ca", "Sure. ", nil},
+		{"granite list cut in the second", ToolsGranite, "<|tool_call|>[" + a + ", {\"name\": \"get_weather\", \"arguments\": {\"ci", "", []ToolCall{on}},
+		{"granite list cut after the first", ToolsGranite, "<|tool_call|>[" + a + ",", "", []ToolCall{on}},
+		{"granite list cut in the first", ToolsGranite, "<|tool_call|>[{\"name\": \"HassT", "", nil},
+		{"granite whole list", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", []ToolCall{on, call("get_weather", `{"city": "Köln"}`)}},
+		{"phi4 list cut", ToolsPhi4, "<|tool_call|>[" + a + ", " + b[:20], "", []ToolCall{on}},
+		{"gemma4 cut", ToolsGemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kit`, "Sure.", nil},
+		{"plain text", ToolsTagged, "The light is", "The light is", nil},
+	} {
+		for _, ps := range splits(c.text) {
+			p := NewToolParser(c.format, tools)
+			var content strings.Builder
+			var calls []ToolCall
+			for _, s := range ps {
+				co, cs := p.Add(s)
+				content.WriteString(co)
+				calls = append(calls, cs...)
+			}
+			co, cs := p.Cut()
+			content.WriteString(co)
+			calls = append(calls, cs...)
+			if content.String() != c.content || !reflect.DeepEqual(calls, c.calls) {
+				t.Errorf("%s (pieces of %d): got %q %s, want %q %s", c.name, len(ps[0]), content.String(), fmtCalls(calls), c.content, fmtCalls(c.calls))
+			}
+		}
+	}
+}

@@ -38,8 +38,9 @@ type Engine struct {
 	// drafted and accepted tokens), for status pages and their charts.
 	Varied bool
 	// Script, if set, answers instead: the pieces it returns are streamed
-	// one every Delay (a model's output with tool calls, say); it sees the
-	// request (messages, tools) as the engine would.
+	// one every Delay (a model's output with tool calls, say), each a
+	// token (more than the request's MaxTokens are cut off, stop reason
+	// "length"); it sees the request (messages, tools) as the engine would.
 	Script func(req engine.Request) []string
 	// Speculation, if its TargetPasses is set, gives every answer these
 	// speculative decoding figures (passes, tree passes, drafted and
@@ -127,6 +128,10 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 	}
 	if e.Script != nil {
 		pieces := e.Script(req)
+		stop := "eos"
+		if req.MaxTokens > 0 && len(pieces) > req.MaxTokens {
+			pieces, stop = pieces[:req.MaxTokens], "length" // cut off, as the engine's token limit does
+		}
 		for i, p := range pieces {
 			select {
 			case <-ctx.Done():
@@ -144,7 +149,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 				}
 			}
 		}
-		return engine.Stats{PromptTokens: 3, GeneratedTokens: len(pieces), DecodeTokS: 100, TTFTms: 1, StopReason: "eos"}, nil
+		return engine.Stats{PromptTokens: 3, GeneratedTokens: len(pieces), DecodeTokS: 100, TTFTms: 1, StopReason: stop}, nil
 	}
 	words := e.Words
 	if words == 0 {

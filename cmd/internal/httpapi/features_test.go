@@ -44,6 +44,31 @@ func TestThinking(t *testing.T) {
 	}
 }
 
+// TestThinkUnsupported: think true (or a level) to a model that cannot
+// think is a 400 in Ollama's words, on /api/chat and /api/generate; think
+// false or absent is served.
+func TestThinkUnsupported(t *testing.T) {
+	ts := newTestServer(t, &appliancetest.Engine{}, nil) // capabilities: completion, tools
+	for _, c := range []struct{ path, body string }{
+		{"/api/chat", `{"model":"tiny","think":true,"stream":false,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/api/chat", `{"model":"tiny","think":"high","messages":[{"role":"user","content":"hi"}]}`},
+		{"/api/generate", `{"model":"tiny","think":true,"stream":false,"prompt":"hi"}`},
+	} {
+		resp, body := ts.do(t, "POST", c.path, c.body)
+		if resp.StatusCode != 400 || body != `{"error":"\"tiny\" does not support thinking"}`+"\n" {
+			t.Errorf("%s %s: %d %q", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+	for _, body := range []string{
+		`{"model":"tiny","think":false,"stream":false,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"tiny","stream":false,"messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		if resp, out := ts.do(t, "POST", "/api/chat", body); resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, out)
+		}
+	}
+}
+
 // TestGenerateContext: /api/generate returns the conversation's tokens as
 // context, and a request with context reads the earlier conversation
 // (detokenized) before the new turn, rendered, raw.

@@ -261,6 +261,49 @@ func TestToolCallsOpenAI(t *testing.T) {
 	}
 }
 
+// TestToolCallCutOffHTTP: an answer max_tokens cuts off inside its
+// second call gets the first as a tool call and no markup in the content,
+// on both APIs, plain and streamed (finish_reason "tool_calls", as for
+// any answer with calls: TestServeFamilyTools); cut off inside its only
+// call, it has no calls, no markup and finish_reason "length".
+func TestToolCallCutOffHTTP(t *testing.T) {
+	two := "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}\n</tool_call>"
+	n := (strings.Index(two, "get_weather") + 4) / 2 // two-byte pieces: cut inside the second call's name
+	ts := newTestServer(t, scripted(two), nil)
+	msgs := fmt.Sprintf(`"messages":[{"role":"user","content":"x"}],"tools":%s`, toolTools)
+	_, out := ts.do(t, "POST", "/v1/chat/completions", fmt.Sprintf(`{"model":"tiny","max_tokens":%d,%s}`, n, msgs))
+	var r struct {
+		Choices []struct {
+			Message struct {
+				Content   *string
+				ToolCalls []openaiToolCall `json:"tool_calls"`
+			}
+			FinishReason string `json:"finish_reason"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("openai: %s", out)
+	}
+	if m := r.Choices[0].Message; r.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "HassTurnOn" || strings.Contains(out, "tool_call>") {
+		t.Errorf("openai: %s", out)
+	}
+	_, out = ts.do(t, "POST", "/v1/chat/completions", fmt.Sprintf(`{"model":"tiny","max_tokens":%d,"stream":true,%s}`, n, msgs))
+	if !strings.Contains(out, `"finish_reason":"tool_calls"`) || !strings.Contains(out, `"name":"HassTurnOn"`) || strings.Contains(out, "get_weather") || strings.Contains(out, "tool_call>") {
+		t.Errorf("openai stream: %s", out)
+	}
+	for _, stream := range []string{"false", "true"} {
+		_, out = ts.do(t, "POST", "/api/chat", fmt.Sprintf(`{"model":"tiny","stream":%s,"options":{"num_predict":%d},%s}`, stream, n, msgs))
+		if !strings.Contains(out, `"done_reason":"stop"`) || !strings.Contains(out, `"name":"HassTurnOn"`) || strings.Contains(out, "get_weather") || strings.Contains(out, "tool_call>") {
+			t.Errorf("ollama (stream %s): %s", stream, out)
+		}
+	}
+	// Cut inside the only call: nothing of it, "length".
+	_, out = ts.do(t, "POST", "/v1/chat/completions", fmt.Sprintf(`{"model":"tiny","max_tokens":%d,%s}`, strings.Index(two, "Kitchen")/2, msgs))
+	if !strings.Contains(out, `"finish_reason":"length"`) || strings.Contains(out, "tool_call") || strings.Contains(out, "HassTurnOn") {
+		t.Errorf("openai, cut in the only call: %s", out)
+	}
+}
+
 // TestParallelToolCallsFalse: parallel_tool_calls false gets one call
 // out of a model writing two, plain and streamed, and the engine the
 // grammar of one call (tool_choice required; lazy under auto); true or

@@ -245,8 +245,18 @@ func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Req
 	if err != nil {
 		return false, o, err
 	}
+	canThink := slices.Contains(s.cfg.Model.Capabilities, "thinking")
+	if think != nil && *think && !canThink {
+		// Ollama's answer (and words): asking a model without a
+		// thinking block to think is an error, not silently ignored.
+		name := c.Model
+		if name == "" {
+			name = s.cfg.Model.Name
+		}
+		return false, o, badf("%q does not support thinking", name)
+	}
 	req.Think = think // nil: the core's policy for HTTP (think)
-	o.thinking = (think == nil || *think) && slices.Contains(s.cfg.Model.Capabilities, "thinking")
+	o.thinking = (think == nil || *think) && canThink
 	if err := ollamaFormat(ctx, req, c.Format); err != nil {
 		return false, o, err
 	}

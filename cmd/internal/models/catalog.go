@@ -133,6 +133,31 @@ func LookupCatalog(name string) (CatalogEntry, bool) {
 	return CatalogEntry{}, false
 }
 
+// catalogAliases returns the catalog names of the file name stands for
+// (llama3.2, llama3.2:1b and llama3.2:1b-q4_0 are one file), name's own
+// canonical form first; none when name is not a catalog name.
+func catalogAliases(name string) []string {
+	e, ok := LookupCatalog(name)
+	if !ok {
+		return nil
+	}
+	out := []string{e.Name}
+	for i := range catalog {
+		m := &catalog[i]
+		family, _, _ := strings.Cut(m.name, ":")
+		forms := []string{m.name, family}
+		for _, q := range m.quants {
+			forms = append(forms, m.name+"-"+strings.ToLower(q))
+		}
+		for _, f := range forms {
+			if a, ok := LookupCatalog(f); ok && a.Source == e.Source && !slices.Contains(out, a.Name) {
+				out = append(out, a.Name)
+			}
+		}
+	}
+	return out
+}
+
 // IsCatalogName says whether name has the shape of a catalog name
 // (FAMILY:TAG) rather than of a source or a file.
 func IsCatalogName(name string) bool {

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/cmd/internal/models/hftest"
+	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/quant"
 )
 
 func TestLookupCatalog(t *testing.T) {
@@ -111,3 +114,92 @@ func TestSimilar(t *testing.T) {
 }
 
 func supportedArchs() string { return strings.Join(model.SupportedArchs(), " ") }
+
+// TestCatalogAliases: a catalog model pulled under one of its names
+// (llama3.2, the family's default) is found under the others
+// (llama3.2:1b, llama3.2:latest, llama3.2:1b-q4_0), as Ollama's tags are;
+// pulling it again under another name, or its digest under a name of
+// one's own, stores no second copy (a hard link to the same file, nothing
+// downloaded), and removing one name leaves the other.
+func TestCatalogAliases(t *testing.T) {
+	srv := hftest.New(t)
+	data := testModel(t, 23)
+	srv.Put("bartowski/Llama-3.2-1B-Instruct-GGUF/main/Llama-3.2-1B-Instruct-Q4_0.gguf", hftest.File{Data: data})
+	s := newStore(t)
+	hf := HF{Endpoint: srv.Endpoint()}
+	if _, err := s.Pull(context.Background(), "llama3.2", PullOptions{HF: hf}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"llama3.2", "llama3.2:latest", "llama3.2:1b", "llama3.2:1b-q4_0", "LLAMA3.2:1B"} {
+		if p, err := s.Resolve(name); err != nil || p != s.file("llama3.2") {
+			t.Errorf("Resolve(%q) = %q, %v; want the stored llama3.2", name, p, err)
+		}
+	}
+	if _, err := s.Resolve("llama3.2:1b-q8_0"); err == nil {
+		t.Error("another quantization resolves to the stored file")
+	}
+	res, err := s.Pull(context.Background(), "llama3.2:1b", PullOptions{HF: hf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.UpToDate || res.Model.Name != "llama3.2:1b" {
+		t.Errorf("second pull: %+v, want up to date as llama3.2:1b", res)
+	}
+	if m, err := s.Get("llama3.2:1b"); err != nil || m.Digest != digest(data) || m.Size != int64(len(data)) {
+		t.Errorf("llama3.2:1b: %+v, %v", m, err)
+	}
+	a, errA := os.Stat(s.file("llama3.2"))
+	b, errB := os.Stat(s.file("llama3.2:1b"))
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		t.Errorf("the two names are not one file: %v %v", errA, errB)
+	}
+	// By digest: the same file under a name of one's own, its SHA-256
+	// given, is the stored one too.
+	src := "hf:bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q4_0.gguf"
+	if res, err := s.Pull(context.Background(), src, PullOptions{HF: hf, Name: "mine", SHA256: digest(data)}); err != nil || !res.UpToDate {
+		t.Errorf("pull by digest: %+v, %v; want up to date", res, err)
+	}
+	if c, err := os.Stat(s.file("mine")); err != nil || !os.SameFile(a, c) {
+		t.Errorf("mine is not the stored file: %v", err)
+	}
+	for _, n := range []string{"llama3.2", "mine"} {
+		if err := s.Remove(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkStored(t, s, "llama3.2:1b", data)
+}
+
+// TestPullManifestOnce: a pull reports "pulling manifest" once, though
+// it fetches the header first and then the rest (issue 37: /api/pull sent
+// it twice).
+func TestPullManifestOnce(t *testing.T) {
+	srv := hftest.New(t)
+	b := gguf.NewBuilder() // 2 MiB: more than the first request's header probe
+	b.Set("general.architecture", "llama")
+	b.Set("llama.block_count", uint32(1))
+	b.Set("llama.embedding_length", uint32(512))
+	b.Set("llama.feed_forward_length", uint32(1024))
+	b.Set("llama.attention.head_count", uint32(4))
+	if err := b.AddTensor("blk.0.ffn_up.weight", quant.F32, []int64{1024, 512}, make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := b.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	srv.Put("bartowski/Qwen2.5-0.5B-Instruct-GGUF/main/Qwen2.5-0.5B-Instruct-Q4_0.gguf", hftest.File{Data: data})
+	var statuses []string
+	_, err := newStore(t).Pull(context.Background(), "qwen2.5:0.5b", PullOptions{HF: HF{Endpoint: srv.Endpoint()}, Progress: func(p Progress) {
+		if len(statuses) == 0 || statuses[len(statuses)-1] != p.Status {
+			statuses = append(statuses, p.Status)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.Join(statuses, "|"), StatusManifest); n != 1 || len(srv.CDNRequests()) < 2 {
+		t.Errorf("%d manifests in %v (%d requests to the CDN)", n, statuses, len(srv.CDNRequests()))
+	}
+}

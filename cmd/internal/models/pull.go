@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,6 +211,8 @@ type puller struct {
 	noRange  bool   // the server answered a range request with the whole file
 	// upToDate: the stored file is the remote's; nothing is downloaded.
 	upToDate bool
+	// manifested: StatusManifest was reported.
+	manifested bool
 }
 
 // partialRecord is NAME.gguf.partial.json: what the partial file is a
@@ -237,6 +242,9 @@ func (p *puller) report(pr Progress) {
 func (p *puller) partial() string { return p.final + partialExt }
 
 func (p *puller) run(ctx context.Context) (PullResult, error) {
+	if _, err := os.Lstat(p.final); errors.Is(err, fs.ErrNotExist) {
+		p.linkTwin()
+	}
 	if st, err := os.Stat(p.final); err == nil && st.Mode().IsRegular() {
 		p.hasFile = true
 		if r, ok := readRecord(p.final + recordExt); ok && r.Size == st.Size() {
@@ -298,6 +306,45 @@ func (p *puller) run(ctx context.Context) (PullResult, error) {
 		return p.keep()
 	}
 	return p.finish()
+}
+
+// linkTwin shares the file of a stored model that is the one pulled: the
+// same catalog model under another of its names (llama3.2 and
+// llama3.2:1b), or a file with the digest the pull expects (the catalog's
+// or --sha256), under the new name (a hard link: one copy on disk, as
+// Ollama's blobs are shared by digest), its record with it. A source
+// pulled under a name of one's own (--name) is downloaded again unless
+// its digest is given.
+// The pull then goes on as for a stored file: up to date unless the
+// remote changed (a new download replaces only this name's link).
+func (p *puller) linkTwin() {
+	ents, err := os.ReadDir(p.s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), Ext)
+		if !ok || !e.Type().IsRegular() || name == p.name {
+			continue
+		}
+		path := filepath.Join(p.s.dir, e.Name())
+		r, ok := readRecord(path + recordExt)
+		st, err := os.Stat(path)
+		if !ok || err != nil || r.Size != st.Size() || r.SHA256 == "" {
+			continue
+		}
+		sameModel := r.Source == p.src.URL && slices.Contains(catalogAliases(p.name), name)
+		if !sameModel && (p.want == "" || r.SHA256 != p.want) {
+			continue
+		}
+		if os.Link(path, p.final) != nil {
+			return // no hard links here (or a race): download as usual
+		}
+		if writeRecord(p.final+recordExt, r) != nil {
+			os.Remove(p.final)
+		}
+		return
+	}
 }
 
 // failed words an error that ends a pull with a partial file kept.
@@ -364,7 +411,12 @@ func (r retryable) Error() string { return r.err.Error() }
 func (p *puller) attempt(ctx context.Context) error {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.report(Progress{Status: StatusManifest})
+	if !p.manifested {
+		// Once a pull, as Ollama's: the header probe's continuation and
+		// retries are not new manifests (retries say so themselves).
+		p.manifested = true
+		p.report(Progress{Status: StatusManifest})
+	}
 	p.probeEnd = 0
 	if !p.hdrDone && !p.noRange && p.offset < maxHeader {
 		p.probeEnd = min(max(firstProbe, 4*p.offset), maxHeader)

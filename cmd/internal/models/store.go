@@ -117,11 +117,17 @@ func (s *Store) Path(name string) (string, error) {
 		return "", err
 	}
 	p := s.file(n)
-	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%w %q in %s", ErrNotFound, n, s.dir)
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p, nil
 	}
-	return p, nil
+	// A catalog name finds the file under another of its names, as
+	// Ollama's tags do (llama3.2 pulled, llama3.2:1b asked).
+	for _, a := range catalogAliases(n) {
+		if st, err := os.Stat(s.file(a)); err == nil && st.Mode().IsRegular() {
+			return s.file(a), nil
+		}
+	}
+	return "", fmt.Errorf("%w %q in %s", ErrNotFound, n, s.dir)
 }
 
 // Resolve turns what a user gave for a model on the command line into a
