@@ -134,13 +134,14 @@ var (
 )
 
 // ErrStuck is Run's error when the running request did not stop once
-// cancelled at the end of the shutdown grace (work in the engine that
+// cancelled near the end of the shutdown grace (work in the engine that
 // does not look at its context): Run gave it its outcome and returned
 // without it, and the engine must not be closed under it.
 var ErrStuck = errors.New("the running request did not stop when cancelled at shutdown: exiting without it")
 
 // stuckWait is how long Run waits for the worker once the running
-// request is cancelled at the end of the grace, and the watchdog for a
+// request is cancelled, stuckWait before the grace ends (half the grace
+// when it is shorter than two of them), and the watchdog for a
 // stalled request it cancelled before it answers it in its place.
 const stuckWait = time.Second
 
@@ -307,14 +308,22 @@ func (c *Core) Run(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
+	// The running request is cancelled stuckWait before the grace ends,
+	// so that work deaf to its cancel is given up within the grace (the
+	// grace is what a service manager waits before it kills us).
+	cancelAt, wait := grace-stuckWait, stuckWait
+	if grace < 2*stuckWait {
+		cancelAt = grace / 2
+		wait = grace - cancelAt
+	}
 	var err error
 	select {
 	case <-workers:
-	case <-time.After(grace):
+	case <-time.After(cancelAt):
 		c.workStop(errShutdown)
 		select {
 		case <-workers:
-		case <-time.After(stuckWait):
+		case <-time.After(wait):
 			// The running work does not look at its context: answer it
 			// and go, rather than outlive the grace (the process ends).
 			c.mu.Lock()
