@@ -114,7 +114,9 @@ func forEachKernels(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-func conformance(t *testing.T, files []string, kv quant.Type) { conformanceScaled(t, files, kv, 1, false) }
+func conformance(t *testing.T, files []string, kv quant.Type) {
+	conformanceScaled(t, files, kv, 1, false)
+}
 
 // conformanceScaled is conformance with the goldens' max_abs tolerance of
 // the quantized files × maxScale (the means keep theirs), over every case
