@@ -24,9 +24,12 @@ type inspectInfo struct {
 	Supported     bool   `json:"supported"`
 	Problem       string `json:"problem,omitempty"`
 	Layers        int    `json:"layers,omitempty"`
-	ConvLayers    int    `json:"conv_layers,omitempty"`    // short-convolution layers (lfm2)
-	LocalLayers   int    `json:"local_layers,omitempty"`   // sliding-window layers (gemma4)
-	SlidingWindow int    `json:"sliding_window,omitempty"` // their window
+	ConvLayers    int    `json:"conv_layers,omitempty"`           // short-convolution layers (lfm2)
+	RecLayers     int    `json:"recurrent_layers,omitempty"`      // gated DeltaNet layers (qwen35)
+	RecStateBytes int64  `json:"recurrent_state_bytes,omitempty"` // one sequence's recurrent state (all those layers)
+	MTPLayers     int    `json:"nextn_predict_layers,omitempty"`  // next-token prediction blocks the main pass leaves out
+	LocalLayers   int    `json:"local_layers,omitempty"`          // sliding-window layers (gemma4)
+	SlidingWindow int    `json:"sliding_window,omitempty"`        // their window
 	SharedKV      int    `json:"shared_kv_layers,omitempty"`
 	PerLayerEmbd  int    `json:"per_layer_embedding,omitempty"`
 	Experts       int    `json:"expert_count,omitempty"` // mixture of experts (qwen3moe)
@@ -139,6 +142,12 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 		switch {
 		case info.ConvLayers > 0:
 			row("layers", fmt.Sprintf("%d (%d short convolution, %d attention)", info.Layers, info.ConvLayers, info.Layers-info.ConvLayers))
+		case info.RecLayers > 0:
+			l := fmt.Sprintf("%d (%d gated DeltaNet with a state of %.2f MiB each, %d gated attention", info.Layers, info.RecLayers, float64(info.RecStateBytes)/float64(info.RecLayers)/(1<<20), info.Layers-info.RecLayers)
+			if info.MTPLayers > 0 {
+				l += fmt.Sprintf("; %d next-token prediction block(s) not run by the main pass", info.MTPLayers)
+			}
+			row("layers", l+")")
 		case info.LocalLayers > 0:
 			l := fmt.Sprintf("%d (%d local with a %d-token window, %d global", info.Layers, info.LocalLayers, info.SlidingWindow, info.Layers-info.LocalLayers)
 			if info.SharedKV > 0 {
@@ -191,6 +200,9 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 func fillConfig(info *inspectInfo, c model.Config) {
 	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
 	info.ConvLayers = c.ConvLayers()
+	info.RecLayers = c.RecLayers()
+	info.RecStateBytes = int64(info.RecLayers) * int64(c.RecState) * 4
+	info.MTPLayers = c.NextN
 	for l := range c.NLayer {
 		if c.IsSWA(l) {
 			info.LocalLayers++

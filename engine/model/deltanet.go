@@ -36,6 +36,9 @@ type DeltaNet struct {
 	DNHeadsV int // value heads: ssm.time_step_rank
 	DNHeadK  int // key head size: ssm.state_size
 	DNHeadV  int // value head size: ssm.inner_size / value heads
+	// NextN is the number of next-token prediction (MTP) blocks the file
+	// appends after the main layers (NLayer does not count them).
+	NextN int
 }
 
 // readQwen35: the DeltaNet shape, the layer pattern, the gated attention,
@@ -50,6 +53,7 @@ func readQwen35(f *gguf.File, c *Config) (err error) {
 		return fmt.Errorf("model: %d next-token prediction layers of %d layers leave no main model", nextn, c.NLayer)
 	}
 	c.NLayer -= nextn // the MTP block (the last layers) is not run by the main pass
+	c.NextN = nextn
 	interval, err := metaInt(f, p+"full_attention_interval", 4, false)
 	if err != nil {
 		return err
