@@ -162,6 +162,7 @@ type dnBufs struct {
 	z     []float32 // [maxBatch][inner] the output gate
 	beta  []float32 // [maxBatch][DNHeadsV]
 	alpha []float32 // [maxBatch][DNHeadsV]
+	ones  []float32 // [RecConv] ones (SiLU through SiLUMul)
 }
 
 func (s *State) newDeltaNet() {
@@ -172,6 +173,10 @@ func (s *State) newDeltaNet() {
 		z:     make([]float32, B*d.DNHeadsV*d.DNHeadV),
 		beta:  make([]float32, B*d.DNHeadsV),
 		alpha: make([]float32, B*d.DNHeadsV),
+		ones:  make([]float32, c.RecConv),
+	}
+	for i := range s.dn.ones {
+		s.dn.ones[i] = 1
 	}
 }
 
@@ -195,7 +200,7 @@ func (s *State) deltaNet(l, n, pos0 int) {
 		in := rs.in[i*c.RecIn : (i+1)*c.RecIn]
 		y := rs.y[i*C : (i+1)*C]
 		copy(in[:C], y)
-		silu(in[:C])
+		SiLUMul(in[:C], s.dn.ones) // x/(1+e^-x), × 1: the vector kernels' SiLU
 		for h := 0; h < d.DNHeadsK; h++ {
 			l2Norm(in[h*d.DNHeadK:(h+1)*d.DNHeadK], c.NormEps)
 			l2Norm(in[qk+h*d.DNHeadK:qk+(h+1)*d.DNHeadK], c.NormEps)
@@ -276,13 +281,6 @@ func softplus(x float32) float32 {
 		return x
 	}
 	return float32(math.Log1p(float64(neon.Exp(x))))
-}
-
-// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
-func silu(x []float32) {
-	for i, v := range x {
-		x[i] = v / (1 + neon.Exp(-v))
-	}
 }
 
 // l2Norm scales x to unit length (ggml_l2_norm: the sum of squares in
