@@ -108,10 +108,22 @@ func kvRingBytes(c model.Config, kv quant.Type) int64 {
 	return kvBytes(c, kv, true) * int64(c.Window+512+128)
 }
 
-// recurrentBytes is what the recurrent layers' state takes whatever the
-// context (model/recurrent.go): per layer its base and working states and
-// two checkpoints, besides the small logs, rings and tree slots.
-func recurrentBytes(c model.Config) int64 { return 4 * 4 * int64(c.RecState) * int64(c.RecLayers()) }
+// recStateBytes is what the recurrent layers' state takes whatever the
+// context (model/recurrent.go, State.RecStateBytes): per layer its state
+// four times (base, work, two checkpoints with their conv rows), the log
+// of a verification pass and a self-draft's steps (33+16 tokens' inputs)
+// and the conv ring of as many positions; one layer's state per tree
+// depth (33); the batch buffers of a 512-token pass. Qwen3.5-0.8B: about
+// 195 MiB (72 the four states, 33 the tree slots, 42 the batch buffers).
+func recStateBytes(c model.Config) int64 {
+	n := int64(c.RecLayers())
+	if n == 0 {
+		return 0
+	}
+	st, in, conv, taps := int64(c.RecState), int64(c.RecIn), int64(c.RecConv), int64(c.RecTaps)
+	per := 4*st + 2*taps*conv + 49*in + (49+taps+8)*conv
+	return 4 * (n*per + 33*st + 512*(in+2*conv+int64(c.RecOut)))
+}
 
 // ChooseContext picks the context for a model of shape c whose weights
 // take weights bytes, with available bytes of memory (<= 0: unknown, the
@@ -127,7 +139,7 @@ func ChooseContext(c model.Config, kv quant.Type, weights, available int64) Cont
 	if available <= 0 {
 		return ch
 	}
-	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv) - recurrentBytes(c)
+	left := available - weights - max(available/8, minReserve) - kvRingBytes(c, kv) - recStateBytes(c)
 	ch.MemoryCap = int(max(left, 0) / ch.KVPerTok / ctxStep * ctxStep)
 	if ch.MemoryCap < trained {
 		ch.Ctx, ch.Bound = max(ch.MemoryCap, min(minAutoCtx, trained)), "memory"

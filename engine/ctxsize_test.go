@@ -132,8 +132,35 @@ func TestKVBytesPerTokenMamba2(t *testing.T) {
 	}
 	const gib = 1 << 30
 	ch := ChooseContext(c, quant.F16, 900e6, 2*gib)
-	left := int64(2*gib) - 900e6 - max(int64(2*gib)/8, minReserve) - 4*36*4*3072*128
+	left := int64(2*gib) - 900e6 - max(int64(2*gib)/8, minReserve) - recStateBytes(c)
 	if want := int(left / KVBytesPerToken(c, quant.F16) / ctxStep * ctxStep); ch.Ctx != want || ch.Bound != "memory" {
 		t.Errorf("context %d (%s), want %d bounded by memory", ch.Ctx, ch.Bound, want)
+	}
+}
+
+// TestKVBytesPerTokenQwen35: only the gated attention layers (one in four)
+// hold keys and values per position; the DeltaNet layers' state is a fixed
+// cost, taken from the memory before the context is sized (the 0.8B shape:
+// 6 attention layers of 2 KV heads of 256, 18 DeltaNet layers of 1 MiB).
+func TestKVBytesPerTokenQwen35(t *testing.T) {
+	c := model.Config{NLayer: 24, NHead: 8, NHeadKV: 2, HeadDim: 256, HeadDimV: 256, Rec: make([]bool, 24)}
+	for l := range c.Rec {
+		c.Rec[l] = (l+1)%4 != 0
+	}
+	c.RecState, c.RecConv, c.RecTaps, c.RecIn, c.RecOut = 16*128*128, 3*2048, 3, 3*2048+32, 2048
+	if got, want := KVBytesPerToken(c, quant.F16), int64(6*2*2*256*2+8*4); got != want {
+		t.Errorf("KVBytesPerToken = %d, want %d (the 6 attention layers)", got, want)
+	}
+	r := recStateBytes(c)
+	if r < 170<<20 || r > 220<<20 {
+		t.Errorf("recStateBytes = %d MiB, want about 195", r>>20)
+	}
+	const gib = 1 << 30
+	a := ChooseContext(c, quant.F16, 500<<20, 2*gib)
+	c.Rec = nil
+	b := ChooseContext(c, quant.F16, 500<<20, 2*gib)
+	t.Logf("2 GiB available: %d positions with the DeltaNet layers, %d if all 24 layers attended", a.MemoryCap, b.MemoryCap)
+	if 10*a.MemoryCap < 25*b.MemoryCap { // 4x the positions, less the state's fixed 195 MiB
+		t.Errorf("a quarter of the layers attending: %d positions, all of them: %d", a.MemoryCap, b.MemoryCap)
 	}
 }

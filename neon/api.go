@@ -193,6 +193,13 @@ type Kernels struct {
 	// attention then runs each row with AttnScores and AttnSum).
 	AttnTile *AttnTileKernels
 
+	// DeltaRow is one row of a gated delta rule step (the DeltaNet
+	// recurrence): S = decay·R (R may be S), then S += k·β(v − S·k), and
+	// it returns S·q; len(S) rows of R, q and k. Each set has one fixed
+	// order (its bits depend on its inputs only, whatever row or call);
+	// sets may differ from each other in rounding.
+	DeltaRow func(S, R, q, k []float32, v, beta, decay float32) float32
+
 	// SiLUMul sets gate[i] = silu(gate[i]) * up[i] with the exponential
 	// of silu.go: every set gives the same bits.
 	SiLUMul func(gate, up []float32)

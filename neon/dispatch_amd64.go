@@ -36,6 +36,7 @@ func init() {
 		AttnScores:   attnScoresavx2,
 		AttnSum:      attnSumavx2,
 		SiLUMul:      siluMulavx2,
+		DeltaRow:     deltaRowavx2,
 		Softmax:      softmaxavx2,
 		ExpSub:       expSubavx2,
 		Add:          addavx2,

@@ -314,3 +314,17 @@ func toF16avx2(dst []uint16, src []float32) {
 	}
 	toF16(dst[len(dst)/8*8:], src[len(dst)/8*8:])
 }
+
+//go:noescape
+func deltaRowAVX2(S, R, q, k *float32, n int, v, beta, decay float32) float32
+
+// deltaRowavx2 is DeltaRow with AVX2 and FMA for rows of a multiple of 16
+// values (the generic order otherwise).
+func deltaRowavx2(S, R, q, k []float32, v, beta, decay float32) float32 {
+	n := len(S)
+	if n == 0 || n%16 != 0 {
+		return deltaRow(S, R, q, k, v, beta, decay)
+	}
+	R, q, k = R[:n], q[:n], k[:n]
+	return deltaRowAVX2(&S[0], &R[0], &q[0], &k[0], n, v, beta, decay)
+}

@@ -96,6 +96,20 @@ func dotF32NEON(w, a *float32, n int) float32
 //go:noescape
 func dotF16NEON(w, a *uint16, n int) float32
 
+//go:noescape
+func deltaRowNEON(S, R, q, k *float32, n int, v, beta, decay float32) float32
+
+// deltaRowVec is DeltaRow with NEON for rows of a multiple of 16 values
+// (the generic order otherwise).
+func deltaRowVec(S, R, q, k []float32, v, beta, decay float32) float32 {
+	n := len(S)
+	if n == 0 || n%16 != 0 {
+		return deltaRow(S, R, q, k, v, beta, decay)
+	}
+	R, q, k = R[:n], q[:n], k[:n]
+	return deltaRowNEON(&S[0], &R[0], &q[0], &k[0], n, v, beta, decay)
+}
+
 // blockDot wraps an n-column assembly kernel for weight blocks of wsize
 // bytes and activation blocks of asize bytes.
 func blockDot(k func(out *float32, w, a *byte, aStride, nb, n int), wsize, asize int) DotFunc {
@@ -268,6 +282,7 @@ func arm64Set(dotprod bool) *Kernels {
 		RMSNormScale: rmsNormScaleVec,
 		DotF32F16:    dotF32F16Vec,
 		AxpyF16:      axpyF16Vec,
+		DeltaRow:     deltaRowVec,
 		RowsQ4_0Q8_0: blockRows(rowsQ4_0Q8_0NE, sizeQ4_0),
 		RowsQ5_0Q8_0: blockRows(rowsQ5_0Q8_0NE, sizeQ5_0),
 		RowsQ8_0Q8_0: blockRows(rowsQ8_0Q8_0NE, sizeQ8_0),

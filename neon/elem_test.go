@@ -43,3 +43,42 @@ func TestElementwiseMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaRow: every set's DeltaRow (the gated delta rule's row update)
+// is within float rounding of the generic one on unit q and k, leaves the
+// same row and returns the same bits whether it reads R from another row
+// or updates S in place, and is deterministic (the recurrence's replay
+// depends on it).
+func TestDeltaRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(81, 82))
+	for _, k := range Available() {
+		for _, n := range []int{16, 64, 128, 20} {
+			R, q, kk := make([]float32, n), make([]float32, n), make([]float32, n)
+			var nq, nk float64
+			for i := range R {
+				R[i], q[i], kk[i] = float32(r.NormFloat64()*0.3), float32(r.NormFloat64()), float32(r.NormFloat64())
+				nq += float64(q[i]) * float64(q[i])
+				nk += float64(kk[i]) * float64(kk[i])
+			}
+			for i := range q {
+				q[i] /= float32(math.Sqrt(nq))
+				kk[i] /= float32(math.Sqrt(nk))
+			}
+			v, beta, decay := float32(0.7), float32(0.6), float32(0.93)
+			g := make([]float32, n)
+			want := deltaRow(g, R, q, kk, v, beta, decay)
+			s1 := make([]float32, n)
+			got := k.DeltaRow(s1, R, q, kk, v, beta, decay)
+			s2 := append([]float32(nil), R...)
+			got2 := k.DeltaRow(s2, s2, q, kk, v, beta, decay)
+			if !sameBits(got, got2) || math.Abs(float64(got-want)) > 1e-5 {
+				t.Fatalf("%s n=%d: %v in place %v, generic %v", k.Name, n, got, got2, want)
+			}
+			for i := range s1 {
+				if !sameBits(s1[i], s2[i]) || math.Abs(float64(s1[i]-g[i])) > 1e-5 {
+					t.Fatalf("%s n=%d: S[%d] %v in place %v, generic %v", k.Name, n, i, s1[i], s2[i], g[i])
+				}
+			}
+		}
+	}
+}

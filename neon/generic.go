@@ -53,6 +53,7 @@ var generic = &Kernels{
 	DequantQ8_0:  dequantQ8_0,
 	ScoresQ8_0:   scoresQ8_0,
 	SiLUMul:      siluMul,
+	DeltaRow:     deltaRow,
 	Softmax:      softmaxGeneric,
 	ExpSub:       expSub,
 	Add:          add,

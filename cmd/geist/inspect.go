@@ -24,11 +24,13 @@ type inspectInfo struct {
 	Supported     bool   `json:"supported"`
 	Problem       string `json:"problem,omitempty"`
 	Layers        int    `json:"layers,omitempty"`
-	ConvLayers    int    `json:"conv_layers,omitempty"`     // short-convolution layers (lfm2)
-	SSMLayers     int    `json:"ssm_layers,omitempty"`      // Mamba-2 layers (granitehybrid)
-	SSMStateBytes int64  `json:"ssm_state_bytes,omitempty"` // their recurrent state (one sequence)
-	LocalLayers   int    `json:"local_layers,omitempty"`    // sliding-window layers (gemma4)
-	SlidingWindow int    `json:"sliding_window,omitempty"`  // their window
+	ConvLayers    int    `json:"conv_layers,omitempty"`           // short-convolution layers (lfm2)
+	RecLayers     int    `json:"recurrent_layers,omitempty"`      // gated DeltaNet (qwen35) or Mamba-2 (granitehybrid) layers
+	RecKind       string `json:"recurrent_kind,omitempty"`        // which of the two
+	RecStateBytes int64  `json:"recurrent_state_bytes,omitempty"` // one sequence's recurrent state (all those layers)
+	MTPLayers     int    `json:"nextn_predict_layers,omitempty"`  // next-token prediction blocks the main pass leaves out
+	LocalLayers   int    `json:"local_layers,omitempty"`          // sliding-window layers (gemma4)
+	SlidingWindow int    `json:"sliding_window,omitempty"`        // their window
 	SharedKV      int    `json:"shared_kv_layers,omitempty"`
 	PerLayerEmbd  int    `json:"per_layer_embedding,omitempty"`
 	Experts       int    `json:"expert_count,omitempty"` // mixture of experts (qwen3moe)
@@ -141,8 +143,12 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 		switch {
 		case info.ConvLayers > 0:
 			row("layers", fmt.Sprintf("%d (%d short convolution, %d attention)", info.Layers, info.ConvLayers, info.Layers-info.ConvLayers))
-		case info.SSMLayers > 0:
-			row("layers", fmt.Sprintf("%d (%d Mamba-2 with a %s state, %d attention)", info.Layers, info.SSMLayers, humanBytes(info.SSMStateBytes), info.Layers-info.SSMLayers))
+		case info.RecLayers > 0:
+			l := fmt.Sprintf("%d (%d %s with a state of %.2f MiB each, %d attention", info.Layers, info.RecLayers, info.RecKind, float64(info.RecStateBytes)/float64(info.RecLayers)/(1<<20), info.Layers-info.RecLayers)
+			if info.MTPLayers > 0 {
+				l += fmt.Sprintf("; %d next-token prediction block(s) not run by the main pass", info.MTPLayers)
+			}
+			row("layers", l+")")
 		case info.LocalLayers > 0:
 			l := fmt.Sprintf("%d (%d local with a %d-token window, %d global", info.Layers, info.LocalLayers, info.SlidingWindow, info.Layers-info.LocalLayers)
 			if info.SharedKV > 0 {
@@ -195,7 +201,14 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 func fillConfig(info *inspectInfo, c model.Config) {
 	info.Layers, info.Embedding, info.FeedForward = c.NLayer, c.NEmbd, c.NFF
 	info.ConvLayers = c.ConvLayers()
-	info.SSMLayers, info.SSMStateBytes = c.SSMLayerCount(), c.SSMStateBytes()
+	info.RecLayers = c.RecLayers()
+	if info.RecLayers > 0 {
+		info.RecKind, info.RecStateBytes = "gated DeltaNet", int64(info.RecLayers)*int64(c.RecState)*4
+		if c.SSMLayerCount() > 0 {
+			info.RecKind, info.RecStateBytes = "Mamba-2", c.SSMStateBytes()
+		}
+	}
+	info.MTPLayers = c.NextN
 	for l := range c.NLayer {
 		if c.IsSWA(l) {
 			info.LocalLayers++

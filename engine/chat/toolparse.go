@@ -18,7 +18,8 @@ import (
 // tags, such as Phi-4-mini's <|tool_call|>[...]<|/tool_call|>, the body
 // one call or a JSON list of them, or LFM2's Python list of calls; Gemma 4's
 // <|tool_call>call:NAME{...}<tool_call|>, its arguments in its own syntax,
-// toolparse_gemma4.go), and an answer that is a JSON object {"name": ..., "parameters"
+// toolparse_gemma4.go; Qwen3.5's <function=NAME> blocks between the
+// <tool_call> tags, toolparse_xml.go), and an answer that is a JSON object {"name": ..., "parameters"
 // (or "arguments"): {...}}, optionally after <|python_tag|>, several
 // separated by ';' or newlines. A JSON answer counts as calls only when
 // every object names one of the tools offered (a model asked for JSON may
@@ -326,6 +327,10 @@ func (p *ToolParser) parseBody(body string) ([]ToolCall, bool) {
 		return []ToolCall{c}, err == nil
 	}
 	body = strings.TrimSpace(body)
+	if isXMLCall(body) { // Qwen3.5's <function=NAME><parameter=KEY>... (toolparse_xml.go)
+		c, ok := parseXMLCall(body)
+		return []ToolCall{c}, ok
+	}
 	if p.format == ToolsLFM2 {
 		if calls, err := parsePyCalls(body); err == nil {
 			return calls, true

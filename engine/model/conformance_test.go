@@ -114,11 +114,15 @@ func forEachKernels(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
-func conformance(t *testing.T, files []string, kv quant.Type) { conformanceScaled(t, files, kv, 1) }
+func conformance(t *testing.T, files []string, kv quant.Type) {
+	conformanceScaled(t, files, kv, 1, false)
+}
 
 // conformanceScaled is conformance with the goldens' max_abs tolerance of
-// the quantized files × maxScale (the means keep theirs).
-func conformanceScaled(t *testing.T, files []string, kv quant.Type, maxScale float64) {
+// the quantized files × maxScale (the means keep theirs), over every case
+// of a golden even with -short when allCases (the mean of one case is not
+// the mean the tolerance was measured over).
+func conformanceScaled(t *testing.T, files []string, kv quant.Type, maxScale float64, allCases bool) {
 	for _, gf := range files {
 		g := loadGen(t, gf)
 		name := strings.TrimSuffix(g.Model, ".gguf")
@@ -134,7 +138,7 @@ func conformanceScaled(t *testing.T, files []string, kv quant.Type, maxScale flo
 			worst, sum, count := 0.0, 0.0, 0
 			lp := make([]float32, m.NVocab)
 			cases := g.Cases
-			if testing.Short() {
+			if testing.Short() && !allCases {
 				// Under emulation: the first prompt of every file.
 				cases = cases[:1]
 			}

@@ -36,6 +36,9 @@ type DeltaNet struct {
 	DNHeadsV int // value heads: ssm.time_step_rank
 	DNHeadK  int // key head size: ssm.state_size
 	DNHeadV  int // value head size: ssm.inner_size / value heads
+	// NextN is the number of next-token prediction (MTP) blocks the file
+	// appends after the main layers (NLayer does not count them).
+	NextN int
 }
 
 // readQwen35: the DeltaNet shape, the layer pattern, the gated attention,
@@ -50,6 +53,7 @@ func readQwen35(f *gguf.File, c *Config) (err error) {
 		return fmt.Errorf("model: %d next-token prediction layers of %d layers leave no main model", nextn, c.NLayer)
 	}
 	c.NLayer -= nextn // the MTP block (the last layers) is not run by the main pass
+	c.NextN = nextn
 	interval, err := metaInt(f, p+"full_attention_interval", 4, false)
 	if err != nil {
 		return err
@@ -158,6 +162,7 @@ type dnBufs struct {
 	z     []float32 // [maxBatch][inner] the output gate
 	beta  []float32 // [maxBatch][DNHeadsV]
 	alpha []float32 // [maxBatch][DNHeadsV]
+	ones  []float32 // [RecConv] ones (SiLU through SiLUMul)
 }
 
 func (s *State) newDeltaNet() {
@@ -168,6 +173,10 @@ func (s *State) newDeltaNet() {
 		z:     make([]float32, B*d.DNHeadsV*d.DNHeadV),
 		beta:  make([]float32, B*d.DNHeadsV),
 		alpha: make([]float32, B*d.DNHeadsV),
+		ones:  make([]float32, c.RecConv),
+	}
+	for i := range s.dn.ones {
+		s.dn.ones[i] = 1
 	}
 }
 
@@ -191,7 +200,7 @@ func (s *State) deltaNet(l, n, pos0 int) {
 		in := rs.in[i*c.RecIn : (i+1)*c.RecIn]
 		y := rs.y[i*C : (i+1)*C]
 		copy(in[:C], y)
-		silu(in[:C])
+		SiLUMul(in[:C], s.dn.ones) // x/(1+e^-x), × 1: the vector kernels' SiLU
 		for h := 0; h < d.DNHeadsK; h++ {
 			l2Norm(in[h*d.DNHeadK:(h+1)*d.DNHeadK], c.NormEps)
 			l2Norm(in[qk+h*d.DNHeadK:qk+(h+1)*d.DNHeadK], c.NormEps)
@@ -223,67 +232,25 @@ func (s *State) deltaNet(l, n, pos0 int) {
 // recStep): per value head h (reading key head h mod DNHeadsK) and value
 // dimension j, the row S[h][j] of d_k values is decayed while its dot with
 // k is summed, then updated by k·β(v_j − that dot) while its dot with q is
-// summed: o[h][j] (q carries the 1/sqrt(d_k)). Both sums run in one fixed
-// order (deltaRow).
+// summed: o[h][j] (q carries the 1/sqrt(d_k)). The active kernel set's
+// DeltaRow does a row in one fixed order (SIMD on amd64 and arm64), so a
+// token's step is the same bits in every pass, batch, tree and replay.
 func deltaStep(s *State, l int, dst, src, in, out []float32) {
 	d := &s.m.DeltaNet
 	dk, dv, hk, hv := d.DNHeadK, d.DNHeadV, d.DNHeadsK, d.DNHeadsV
 	qk := hk * dk
 	q, k, v := in[:qk], in[qk:2*qk], in[2*qk:2*qk+hv*dv]
 	beta, decay := in[2*qk+hv*dv:2*qk+hv*dv+hv], in[2*qk+hv*dv+hv:2*qk+hv*dv+2*hv]
+	row := neon.Active().DeltaRow
 	for h := 0; h < hv; h++ {
 		kh := h % hk
 		qh, kk := q[kh*dk:(kh+1)*dk], k[kh*dk:(kh+1)*dk]
 		vh, oh := v[h*dv:(h+1)*dv], out[h*dv:(h+1)*dv]
 		base := h * dv * dk
 		for j := 0; j < dv; j++ {
-			oh[j] = deltaRow(dst[base+j*dk:base+(j+1)*dk], src[base+j*dk:base+(j+1)*dk], qh, kk, vh[j], beta[h], decay[h])
+			oh[j] = row(dst[base+j*dk:base+(j+1)*dk], src[base+j*dk:base+(j+1)*dk], qh, kk, vh[j], beta[h], decay[h])
 		}
 	}
-}
-
-// deltaRow updates one state row: S = decay·R (R the row before, which may
-// be S itself), then S += k·β(v − S·k), and returns S·q. The dot products
-// sum four interleaved partial sums, combined (0+1)+(2+3): the same order
-// for every token, every batch and the replay.
-func deltaRow(S, R, q, k []float32, v, beta, decay float32) float32 {
-	n := len(S)
-	R, q, k = R[:n], q[:n], k[:n]
-	var a0, a1, a2, a3 float32
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		t0, t1, t2, t3 := float32(R[i]*decay), float32(R[i+1]*decay), float32(R[i+2]*decay), float32(R[i+3]*decay)
-		S[i], S[i+1], S[i+2], S[i+3] = t0, t1, t2, t3
-		a0 += float32(t0 * k[i])
-		a1 += float32(t1 * k[i+1])
-		a2 += float32(t2 * k[i+2])
-		a3 += float32(t3 * k[i+3])
-	}
-	for ; i < n; i++ {
-		t := float32(R[i] * decay)
-		S[i] = t
-		a0 += float32(t * k[i])
-	}
-	delta := (v - ((a0 + a1) + (a2 + a3))) * beta
-	a0, a1, a2, a3 = 0, 0, 0, 0
-	i = 0
-	for ; i+4 <= n; i += 4 {
-		t0 := S[i] + float32(k[i]*delta)
-		t1 := S[i+1] + float32(k[i+1]*delta)
-		t2 := S[i+2] + float32(k[i+2]*delta)
-		t3 := S[i+3] + float32(k[i+3]*delta)
-		S[i], S[i+1], S[i+2], S[i+3] = t0, t1, t2, t3
-		a0 += float32(t0 * q[i])
-		a1 += float32(t1 * q[i+1])
-		a2 += float32(t2 * q[i+2])
-		a3 += float32(t3 * q[i+3])
-	}
-	for ; i < n; i++ {
-		t := S[i] + float32(k[i]*delta)
-		S[i] = t
-		a0 += float32(t * q[i])
-	}
-	return (a0 + a1) + (a2 + a3)
 }
 
 // splitGate separates the gated attention's queries from its gates (per
@@ -314,13 +281,6 @@ func softplus(x float32) float32 {
 		return x
 	}
 	return float32(math.Log1p(float64(neon.Exp(x))))
-}
-
-// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
-func silu(x []float32) {
-	for i, v := range x {
-		x[i] = v / (1 + neon.Exp(-v))
-	}
 }
 
 // l2Norm scales x to unit length (ggml_l2_norm: the sum of squares in

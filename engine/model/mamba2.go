@@ -474,3 +474,10 @@ func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32, N int) {
 		y[p] = ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
 	}
 }
+
+// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
+func silu(x []float32) {
+	for i, v := range x {
+		x[i] = v / (1 + neon.Exp(-v))
+	}
+}

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/geisten/geist/engine/zoo"
@@ -41,7 +44,14 @@ func new2Model(t *testing.T, file string) string {
 // tokens, not a shift of them.
 func TestConformanceQwen35(t *testing.T) {
 	files := new2Goldens(t, "qwen35")
-	forEachKernels(t, func(t *testing.T) { conformanceScaled(t, genericOne(t, files), quant.F16, qwen35MaxScale) })
+	if testing.Short() {
+		// Under emulation: the files without the MTP block (the main
+		// pass is the same), every case of each.
+		files = slices.DeleteFunc(files, func(f string) bool { return strings.Contains(f, "-mtp-") })
+	}
+	forEachKernels(t, func(t *testing.T) {
+		conformanceScaled(t, genericOne(t, files), quant.F16, qwen35MaxScale, true)
+	})
 }
 
 // qwen35MaxScale is the factor on the quantized qwen35 files' max_abs
@@ -167,4 +177,70 @@ func TestRecurrentRewind(t *testing.T) {
 	}
 	check("after Snapshot", s, n)
 	t.Logf("recurrent state: %d bytes", s.RecStateBytes())
+}
+
+// BenchmarkRecurrentState measures what the recurrent state costs under
+// speculation on Qwen3.5-0.8B's shape (18 DeltaNet layers of 16 heads of
+// 128×128: 1 MiB of state each), without weights: a verification pass's
+// rejected drafts (Truncate to the pass's start: nothing to replay), the
+// replay of an accepted path of k tokens (Truncate or Compact to
+// base+k: k steps of the recurrence per layer), one token's step (what a
+// decoded token's recurrence costs in the pass itself), and the memory
+// the state holds (reported as bytes/state).
+func BenchmarkRecurrentState(b *testing.B) {
+	c := Config{NLayer: 24, NEmbd: 1024, Rec: make([]bool, 24)}
+	c.DeltaNet = DeltaNet{DNHeadsK: 16, DNHeadsV: 16, DNHeadK: 128, DNHeadV: 128}
+	c.RecTaps, c.RecConv = 3, 3*2048
+	c.RecState, c.RecIn, c.RecOut = 16*128*128, 3*2048+2*16, 2048
+	for l := range c.Rec {
+		c.Rec[l] = (l+1)%4 != 0
+	}
+	s := &State{m: &Model{Config: c}, ctx: 4096, maxRows: 33, maxBatch: 33, toks: make([]int32, 4096)}
+	s.newRecState()
+	rs := &s.rec
+	for r := range rs.lay { // unit q and k, as the layer feeds them
+		for e := 0; e < rs.K; e++ {
+			in := rs.log[r][e*c.RecIn : (e+1)*c.RecIn]
+			for j := range in[:2*2048] {
+				in[j] = 1 / float32(11.3137)
+			}
+			for j := 2 * 2048; j < len(in); j++ {
+				in[j] = 0.5
+			}
+		}
+	}
+	pass := func(n int) { // as if a verification pass of n tokens had run from base
+		s.n, s.toks = 1000+n, s.toks[:1000+n]
+		rs.bpos, rs.nlog, rs.lo, rs.tree = 1000, n, 1000+n-rs.R, false
+	}
+	b.ReportMetric(float64(s.RecStateBytes()), "bytes/state")
+	b.Run("reject-all-9", func(b *testing.B) {
+		for b.Loop() {
+			pass(9)
+			s.Truncate(1000)
+		}
+	})
+	for _, k := range []int{1, 4} {
+		b.Run(fmt.Sprintf("accept-%d-of-9", k), func(b *testing.B) {
+			for b.Loop() {
+				pass(9)
+				s.Truncate(1000 + k)
+			}
+		})
+	}
+	b.Run("compact-tree-path-4", func(b *testing.B) {
+		nodes := []int32{0, 2, 5, 7}
+		for b.Loop() {
+			pass(12)
+			rs.tree, rs.treeAt, rs.chain = true, 0, 1
+			if err := s.recCompact(1000, nodes); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("step-one-layer", func(b *testing.B) {
+		for b.Loop() {
+			deltaStep(s, 0, rs.work[0], rs.work[0], rs.log[0][:c.RecIn], rs.tmp)
+		}
+	})
 }

@@ -124,7 +124,7 @@ func (s *State) newRecState() {
 	}
 	nrec := len(rs.lay)
 	rs.K = s.maxRows + recLogSlack
-	rs.R = max(s.maxBatch, rs.K) + c.RecTaps + convRingSlack
+	rs.R = rs.K + c.RecTaps + convRingSlack // a pass reads its own rows from the batch
 	rs.base, rs.work = make([][]float32, nrec), make([][]float32, nrec)
 	rs.log, rs.ring = make([][]float32, nrec), make([][]float32, nrec)
 	rs.ck[0], rs.ck[1] = make([][]float32, nrec), make([][]float32, nrec)

@@ -414,6 +414,9 @@ func (d *SelfDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) 
 // (when not nil) is called between passes and between the layers of a
 // pass.
 func TuneSkip(ctx context.Context, m *model.Model, toks []int32, threads, budget int, c func(k int) float64, pause func()) (*SkipSet, error) {
+	if m.RecLayers() > 0 {
+		return nil, errors.New("spec: the skipped-layer search scores drafts by probes, which a model with recurrent (DeltaNet) layers does not support; its state is not kept per position")
+	}
 	rows := 32
 	st, err := m.NewState(model.StateOptions{Ctx: len(toks) + rows + 1, Batch: rows, LogitRows: rows, Threads: threads, FullHistory: true, Yield: pause})
 	if err != nil {

@@ -10,6 +10,67 @@ func (a *asm) vector() {
 	a.sumSquares()
 	a.dotF32()
 	a.dotF16()
+	a.deltaRow()
+}
+
+// deltaRow is one row of the gated delta rule (neon.Kernels.DeltaRow) for
+// n (a multiple of 16, > 0) values: S = decay·R (FMUL by the element)
+// while kv = S·k is summed in four FMLA accumulators, delta = (v-kv)·beta,
+// then S += delta·k (FMLA) while S·q is summed the same way; the
+// accumulators are reduced as dotF32's.
+func (a *asm) deltaRow() {
+	a.text("deltaRowNEON", "func deltaRowNEON(S, R, q, k *float32, n int, v, beta, decay float32) float32", "$0-60")
+	a.l("MOVD S+0(FP), R0")
+	a.l("MOVD R+8(FP), R1")
+	a.l("MOVD q+16(FP), R2")
+	a.l("MOVD k+24(FP), R3")
+	a.l("MOVD n+32(FP), R4")
+	a.l("FMOVS decay+48(FP), F31")
+	a.l("MOVD R0, R5")
+	a.l("MOVD R3, R6")
+	a.l("MOVD R4, R7")
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("decay:")
+	a.l("VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmulElem(k, k, 31, 0))
+	}
+	a.l("VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
+	a.l("VLD1.P 64(R3), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(16+k, k, 4+k))
+	}
+	a.l("SUBS $16, R4")
+	a.l("BNE decay")
+	a.reduce4S(16)
+	a.l("FMOVS v+40(FP), F20")
+	a.l("FSUBS F16, F20, F20")
+	a.l("FMOVS beta+44(FP), F21")
+	a.l("FMULS F21, F20, F20")
+	a.l("VDUP V20.S[0], V30.S4")
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("PCALIGN $16")
+	a.l("update:")
+	a.l("VLD1 (R5), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	a.l("VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(k, 4+k, 30))
+	}
+	a.l("VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R5)")
+	a.l("VLD1.P 64(R2), [V8.S4, V9.S4, V10.S4, V11.S4]")
+	for k := 0; k < 4; k++ {
+		a.i(fmla4s(16+k, k, 8+k))
+	}
+	a.l("SUBS $16, R7")
+	a.l("BNE update")
+	a.reduce4S(16)
+	a.l("FMOVS F16, ret+56(FP)")
+	a.l("RET")
 }
 
 // quantQ8_0 is ggml's quantize_row_q8_0_ref exactly: d = amax/127 (stored

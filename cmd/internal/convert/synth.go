@@ -18,7 +18,7 @@ import (
 // Shape is the architecture and the sizes of a model.
 type Shape struct {
 	Name    string
-	Arch    string // "llama", "qwen2", "lfm2", "gemma3", "gemma4" or "qwen3moe"
+	Arch    string // "llama", "qwen2", "lfm2", "gemma3", "gemma4", "qwen3moe" or "qwen35"
 	Layers  int
 	Embd    int // width
 	Heads   int // query heads
@@ -56,6 +56,10 @@ type Shape struct {
 	// of SSMState per head row, SSMGroups groups of B and C and a
 	// convolution of SSMConv taps; Granite's multipliers.
 	SSMInner, SSMState, SSMHeads, SSMGroups, SSMConv int
+	// Qwen3.5 (Arch "qwen35"): every Interval-th layer is gated full
+	// attention (RopeDim of HeadDim rotated), the others gated DeltaNet
+	// layers of DNKHeads key heads and DNVHeads value heads of DNHead.
+	Interval, DNKHeads, DNVHeads, DNHead int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -79,7 +83,13 @@ func (s Shape) headDim(i int) int {
 
 // attn reports whether layer i is an attention layer.
 func (s Shape) attn(i int) bool {
-	return (s.Arch != "lfm2" && s.Arch != "granitehybrid") || slices.Contains(s.AttnLayers, i)
+	switch s.Arch {
+	case "lfm2", "granitehybrid":
+		return slices.Contains(s.AttnLayers, i)
+	case "qwen35":
+		return (i+1)%s.Interval == 0
+	}
+	return true
 }
 
 var shapes = []Shape{
@@ -147,6 +157,16 @@ var shapes = []Shape{
 		FFN: 6144, Vocab: 151936, Text: 151643, Ctx: 40960, RopeBase: 1e6, NormEps: 1e-6,
 		VocabStyle: Qwen2, Experts: 128, ExpertsUsed: 8, FFNExp: 768,
 	},
+	{
+		// Qwen3.5-0.8B (text part): 24 layers of width 1024, three gated
+		// DeltaNet layers (16 key and 16 value heads of 128: a 1 MiB state
+		// per layer) to each gated full-attention layer (8 query and 2
+		// key/value heads of 256, rope on 64 of them), the 248k vocabulary
+		// tied.
+		Name: "qwen35-0.8b", Arch: "qwen35", Layers: 24, Embd: 1024, Heads: 8, HeadsKV: 2, HeadDim: 256,
+		FFN: 3584, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128,
+	},
 }
 
 // Shapes returns the shapes Synth knows by name.
@@ -175,10 +195,12 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe", "granitehybrid"}, s.Arch):
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3, qwen3moe or granitehybrid)", s.Name, s.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe", "granitehybrid", "qwen35"}, s.Arch):
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3, qwen3moe, granitehybrid or qwen35)", s.Name, s.Arch)
 	case s.Arch == "granitehybrid" && (s.SSMHeads <= 0 || s.SSMInner%s.SSMHeads != 0 || s.SSMState <= 0 || s.SSMGroups <= 0 || s.SSMHeads%s.SSMGroups != 0 || s.SSMConv < 2):
 		return fmt.Errorf("convert: shape %q: a granitehybrid shape needs Mamba-2 heads dividing the inner size, a state size, groups dividing the heads and a convolution of at least 2 taps", s.Name)
+	case s.Arch == "qwen35" && (s.Interval < 1 || s.DNKHeads <= 0 || s.DNVHeads <= 0 || s.DNHead <= 0 || s.DNVHeads%s.DNKHeads != 0 || s.RopeDim <= 0 || s.RopeDim > s.HeadDim || s.RopeDim%2 != 0):
+		return fmt.Errorf("convert: shape %q: a qwen35 shape needs a full-attention interval, DeltaNet heads (value heads a multiple of key heads), their size and a rope dimension", s.Name)
 	case s.Arch == "qwen3moe" && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.FFNExp <= 0):
 		return fmt.Errorf("convert: shape %q: a qwen3moe shape needs experts, the experts used per token (at most all) and their width", s.Name)
 	case s.Arch == "gemma4" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.SharedKV >= s.Layers-1):
@@ -202,7 +224,8 @@ const (
 	kindBias                     // random normal, F32
 	kindNorm                     // ones (SynthOptions.NormStd: around 1), F32
 	kindRopeFreqs
-	kindSSMA // Mamba-2's A per head: -1, -2, ... -16, -1, ... (F32)
+	kindSSMA  // Mamba-2's A per head: -1, -2, ... -16, -1, ... (F32)
+	kindDecay // -exp(normal): a DeltaNet layer's ssm_a, F32
 )
 
 type synthTensor struct {
@@ -224,6 +247,9 @@ func (s Shape) tensors() []synthTensor {
 	e, q, kv, f, v := int64(s.Embd), int64(s.Heads*s.HeadDim), int64(s.HeadsKV*s.HeadDim), int64(s.FFN), int64(s.Vocab)
 	if s.Arch == "gemma4" {
 		return s.gemma4Tensors()
+	}
+	if s.Arch == "qwen35" {
+		return s.qwen35Tensors()
 	}
 	outNorm := "output_norm.weight"
 	if s.Arch == "lfm2" {
@@ -306,6 +332,51 @@ func (s Shape) tensors() []synthTensor {
 			continue
 		}
 		ts = append(ts,
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+	}
+	return ts
+}
+
+// qwen35Tensors lists a qwen35 shape's tensors as llama.cpp's converter
+// names them.
+func (s Shape) qwen35Tensors() []synthTensor {
+	e, q, kv, f, v := int64(s.Embd), int64(s.Heads*s.HeadDim), int64(s.HeadsKV*s.HeadDim), int64(s.FFN), int64(s.Vocab)
+	hv, inner := int64(s.DNVHeads), int64(s.DNVHeads*s.DNHead)
+	conv := 2*int64(s.DNKHeads*s.DNHead) + inner
+	ts := []synthTensor{
+		{"token_embd.weight", []int64{e, v}, kindWeight},
+		{"output_norm.weight", []int64{e}, kindNorm},
+	}
+	if !s.Tied {
+		ts = append(ts, synthTensor{"output.weight", []int64{e, v}, kindWeight})
+	}
+	for i := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts, synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm})
+		if s.attn(i) {
+			ts = append(ts,
+				synthTensor{p + "attn_q.weight", []int64{e, 2 * q}, kindWeight},
+				synthTensor{p + "attn_k.weight", []int64{e, kv}, kindWeight},
+				synthTensor{p + "attn_v.weight", []int64{e, kv}, kindWeight},
+				synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+				synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+				synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm})
+		} else {
+			ts = append(ts,
+				synthTensor{p + "attn_qkv.weight", []int64{e, conv}, kindWeight},
+				synthTensor{p + "attn_gate.weight", []int64{e, inner}, kindWeight},
+				synthTensor{p + "ssm_conv1d.weight", []int64{4, conv}, kindWeight},
+				synthTensor{p + "ssm_dt.bias", []int64{hv}, kindBias},
+				synthTensor{p + "ssm_a", []int64{hv}, kindDecay},
+				synthTensor{p + "ssm_beta.weight", []int64{e, hv}, kindWeight},
+				synthTensor{p + "ssm_alpha.weight", []int64{e, hv}, kindWeight},
+				synthTensor{p + "ssm_norm.weight", []int64{int64(s.DNHead)}, kindNorm},
+				synthTensor{p + "ssm_out.weight", []int64{inner, e}, kindWeight})
+		}
+		ts = append(ts,
+			synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
 			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
@@ -596,6 +667,12 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 			for j := 0; j < len(data); j += 4 {
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(-float32(1+(j/4)%16)))
 			}
+		case kindDecay:
+			rng := rowRand(o.Seed, nameHash(t.name), 0)
+			for j := 0; j < len(data); j += 4 {
+				a := -float32(math.Exp(rng.NormFloat64() * 0.5))
+				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(a))
+			}
 		case kindRopeFreqs:
 			freqs := llama3RopeFreqs(float64(s.RopeBase), s.HeadDim)
 			if s.Arch == "gemma4" {
@@ -769,6 +846,20 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	} else {
 		b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
 	}
+	if s.Arch == "qwen35" {
+		b.Set(a+"attention.key_length", uint32(s.HeadDim))
+		b.Set(a+"attention.value_length", uint32(s.HeadDim))
+		b.Set(a+"rope.dimension_count", uint32(s.RopeDim))
+		pairs := s.RopeDim / 2 // interleaved sections covering every pair
+		b.Set(a+"rope.dimension_sections", []int32{int32((pairs + 2) / 3), int32((pairs + 1) / 3), int32(pairs / 3), 0})
+		b.Set(a+"ssm.conv_kernel", uint32(4))
+		b.Set(a+"ssm.state_size", uint32(s.DNHead))
+		b.Set(a+"ssm.group_count", uint32(s.DNKHeads))
+		b.Set(a+"ssm.time_step_rank", uint32(s.DNVHeads))
+		b.Set(a+"ssm.inner_size", uint32(s.DNVHeads*s.DNHead))
+		b.Set(a+"full_attention_interval", uint32(s.Interval))
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+	}
 	if s.Arch == "gemma3" {
 		b.Set(a+"attention.sliding_window", uint32(s.Window))
 	}
@@ -779,7 +870,7 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	}
 	b.Set(a+"rope.freq_base", s.RopeBase)
 	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
-	if s.Heads*s.HeadDim != s.Embd && s.Arch != "gemma4" {
+	if s.Heads*s.HeadDim != s.Embd && s.Arch != "gemma4" && s.Arch != "qwen35" {
 		b.Set(a+"attention.key_length", uint32(s.HeadDim))
 		b.Set(a+"attention.value_length", uint32(s.HeadDim))
 	}

@@ -45,6 +45,13 @@ var (
 		Tied: true, VocabStyle: Gemma, Period: 5, HeadDimSWA: 64, RopeDim: 32, Window: 8,
 		SharedKV: 5, FFNShared: 1024, PerLayer: 64,
 	}
+	// testQwen35 has three gated DeltaNet layers and one gated attention
+	// layer, as tiny-qwen35 in the zoo.
+	testQwen35 = Shape{
+		Name: "test-qwen35", Arch: "qwen35", Layers: 4, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+		FFN: 256, Vocab: 1024, Text: 990, Ctx: 4096, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 16, Interval: 4, DNKHeads: 4, DNVHeads: 4, DNHead: 64,
+	}
 	testQwen = Shape{
 		Name: "test-qwen", Arch: "qwen2", Layers: 3, Embd: 128, Heads: 2, HeadsKV: 1, HeadDim: 64,
 		FFN: 512, Vocab: 1024, Text: 990, Ctx: 2048, RopeBase: 1e6, NormEps: 1e-6,
@@ -163,7 +170,7 @@ func checkDistribution(t *testing.T, f *gguf.File) {
 // TestSynthLoads: the files load in the engine, score finite log-probs,
 // and the vocabulary round-trips text through geist's tokenizer.
 func TestSynthLoads(t *testing.T) {
-	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4, testGranite4H} {
+	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4, testGranite4H, testQwen35} {
 		for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M, MostlyQ8_0} {
 			t.Run(s.Name+"-"+ft.String(), func(t *testing.T) {
 				path := synthFile(t, s, ft, SynthOptions{Seed: 7})

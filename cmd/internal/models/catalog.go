@@ -51,6 +51,15 @@ var catalog = []catalogModel{
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3 4B (thinking and tools), ~2.4 GB (Q4_0); Pi 5 4 GB and up"},
 	{name: "qwen3:30b-a3b", arch: "qwen3moe", repo: "unsloth/Qwen3-30B-A3B-GGUF", file: "Qwen3-30B-A3B-QUANT.gguf",
 		quants: []string{"Q4_K_M", "Q2_K"}, about: "Qwen3 30B-A3B mixture of experts, 18.6 GB (Q4_K_M), 11 GB (Q2_K); Pi 5 16 GB"},
+	// Qwen3.5 (gated DeltaNet hybrids: a quarter of the layers attend, so
+	// long prompts cost a fraction of a dense model's KV cache). Unsloth's
+	// repositories; no digests pinned (the Hub's X-Linked-Etag is checked).
+	{name: "qwen3.5:0.8b", arch: "qwen35", repo: "unsloth/Qwen3.5-0.8B-GGUF", file: "Qwen3.5-0.8B-QUANT.gguf",
+		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3.5 0.8B (thinking and tools, DeltaNet hybrid), ~0.5 GB (Q4_0); any board", dflt: true},
+	{name: "qwen3.5:2b", arch: "qwen35", repo: "unsloth/Qwen3.5-2B-GGUF", file: "Qwen3.5-2B-QUANT.gguf",
+		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3.5 2B (thinking and tools, DeltaNet hybrid), ~1.2 GB (Q4_0); Pi 4 4 GB and up"},
+	{name: "qwen3.5:4b", arch: "qwen35", repo: "unsloth/Qwen3.5-4B-GGUF", file: "Qwen3.5-4B-QUANT.gguf",
+		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3.5 4B (thinking and tools, DeltaNet hybrid), ~2.5 GB (Q4_0); Pi 5 8 GB"},
 	{name: "llama3.2:1b", arch: "llama", repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", file: "Llama-3.2-1B-Instruct-QUANT.gguf",
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Llama 3.2 1B Instruct, 773 MB (Q4_0); any board", dflt: true},
 	{name: "llama3.2:3b", arch: "llama", repo: "bartowski/Llama-3.2-3B-Instruct-GGUF", file: "Llama-3.2-3B-Instruct-QUANT.gguf",
@@ -244,7 +253,10 @@ func Similar(s string, candidates []string, n int) []string {
 		d := editDistance(ls, lc)
 		limit := max(len(ls), len(lc))/3 + 1
 		cfam, _, _ := strings.Cut(lc, ":")
-		if strings.Contains(ls, ":") && cfam == lfam || len(ls) >= 3 && strings.HasPrefix(lc, ls) {
+		switch {
+		case strings.Contains(ls, ":") && cfam == lfam:
+			d = min(d, 1) // the family's other sizes first (qwen2.5:7b: qwen2.5's, then qwen3.5's)
+		case len(ls) >= 3 && strings.HasPrefix(lc, ls):
 			d = min(d, limit)
 		}
 		if d <= limit {
