@@ -255,7 +255,11 @@ func Similar(s string, candidates []string, n int) []string {
 		cfam, _, _ := strings.Cut(lc, ":")
 		switch {
 		case strings.Contains(ls, ":") && cfam == lfam:
-			d = min(d, 1) // the family's other sizes first (qwen2.5:7b: qwen2.5's, then qwen3.5's)
+			// The family's other names first (qwen2.5:7b: qwen2.5's,
+			// then qwen3.5's), the closest of them first (its sizes
+			// before their quantization tags).
+			out = append(out, scored{c, d - 1<<20})
+			continue
 		case len(ls) >= 3 && strings.HasPrefix(lc, ls):
 			d = min(d, limit)
 		}
