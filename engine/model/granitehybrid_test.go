@@ -40,29 +40,8 @@ func TestTreeInvarianceGraniteHybrid(t *testing.T) {
 // continues exactly after it. Every continuation is compared bit for bit
 // with one uninterrupted run.
 func TestMamba2Rewind(t *testing.T) {
-	m := openModel(t, new2Model(t, "tiny-granitehybrid-Q4_0"))
 	n := 64
-	seq := make([]int32, n)
-	for i := range seq {
-		seq[i] = int32((i*7919 + 13) % m.NVocab)
-	}
-	newState := func() *State {
-		s, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 8, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
-	ref := make([][]float32, n)
-	one := newState()
-	for i, tok := range seq {
-		lg, err := one.Forward([]int32{tok}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref[i] = append([]float32(nil), lg...)
-	}
+	m, seq, newState, ref := rewindSetup(t, new2Model(t, "tiny-granitehybrid-Q4_0"), n)
 	next := func(what string, s *State) {
 		t.Helper()
 		i := s.Len()

@@ -11,30 +11,8 @@ import (
 // there, from a snapshot restored into a fresh state, or from a rewind
 // inside the ring gives bit for bit the logits of one uninterrupted run.
 func TestConvRewind(t *testing.T) {
-	m := openModel(t, zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"))
 	n := 3*convEvery + 20
-	seq := make([]int32, n)
-	for i := range seq {
-		seq[i] = int32((i*7919 + 13) % m.NVocab)
-	}
-	newState := func() *State {
-		s, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 8, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
-	// Reference: the logits after every position, from one pass per token.
-	ref := make([][]float32, n)
-	one := newState()
-	for i, tok := range seq {
-		lg, err := one.Forward([]int32{tok}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref[i] = append([]float32(nil), lg...)
-	}
+	m, seq, newState, ref := rewindSetup(t, zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), n)
 	check := func(what string, s *State) {
 		t.Helper()
 		for i := s.Len(); i < n; i++ {

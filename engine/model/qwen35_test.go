@@ -77,29 +77,8 @@ func TestTreeInvarianceQwen35(t *testing.T) {
 // or restored from a snapshot into a fresh state continues bit for bit
 // like one uninterrupted run; a snapshot it cannot take exactly is refused.
 func TestRecurrentRewind(t *testing.T) {
-	m := openModel(t, new2Model(t, "tiny-qwen35-Q4_0"))
 	n := 120
-	seq := make([]int32, n)
-	for i := range seq {
-		seq[i] = int32((i*7919 + 13) % m.NVocab)
-	}
-	newState := func() *State {
-		s, err := m.NewState(StateOptions{Ctx: n, Batch: 16, LogitRows: 8, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}
-	ref := make([][]float32, n)
-	one := newState()
-	for i, tok := range seq {
-		lg, err := one.Forward([]int32{tok}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref[i] = append([]float32(nil), lg...)
-	}
+	m, seq, newState, ref := rewindSetup(t, new2Model(t, "tiny-qwen35-Q4_0"), n)
 	check := func(what string, s *State, upto int) {
 		t.Helper()
 		for i := s.Len(); i < upto; i++ {
