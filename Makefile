@@ -58,6 +58,8 @@ FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/ch
 	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent \
 	./mqtt/guard:FuzzWrap ./mqtt:FuzzParse ./mqtt:FuzzCancel ./mqtt/hermes:FuzzHandle \
 	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests \
+	./neon:FuzzRowsExact ./neon:FuzzKQuants ./engine/chat:FuzzPyCalls ./engine/chat:FuzzGemma4Arguments \
+	./engine/chat:FuzzTemplateCost \
 	./engine/grammar:FuzzCompile ./engine/grammar:FuzzMatcher
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
