@@ -162,7 +162,6 @@ type dnBufs struct {
 	z     []float32 // [maxBatch][inner] the output gate
 	beta  []float32 // [maxBatch][DNHeadsV]
 	alpha []float32 // [maxBatch][DNHeadsV]
-	ones  []float32 // [RecConv] ones (SiLU through SiLUMul)
 }
 
 func (s *State) newDeltaNet() {
@@ -173,10 +172,6 @@ func (s *State) newDeltaNet() {
 		z:     make([]float32, B*d.DNHeadsV*d.DNHeadV),
 		beta:  make([]float32, B*d.DNHeadsV),
 		alpha: make([]float32, B*d.DNHeadsV),
-		ones:  make([]float32, c.RecConv),
-	}
-	for i := range s.dn.ones {
-		s.dn.ones[i] = 1
 	}
 }
 
@@ -200,7 +195,7 @@ func (s *State) deltaNet(l, n, pos0 int) {
 		in := rs.in[i*c.RecIn : (i+1)*c.RecIn]
 		y := rs.y[i*C : (i+1)*C]
 		copy(in[:C], y)
-		SiLUMul(in[:C], s.dn.ones) // x/(1+e^-x), × 1: the vector kernels' SiLU
+		SiLUMul(in[:C], s.rec.ones) // x/(1+e^-x), × 1: the vector kernels' SiLU
 		for h := 0; h < d.DNHeadsK; h++ {
 			l2Norm(in[h*d.DNHeadK:(h+1)*d.DNHeadK], c.NormEps)
 			l2Norm(in[qk+h*d.DNHeadK:qk+(h+1)*d.DNHeadK], c.NormEps)

@@ -334,7 +334,7 @@ func (s *State) mamba2(l, n, pos0 int) {
 		xbc := in[:ch]
 		copy(xbc, rs.y[i*ch:(i+1)*ch])
 		addTo(xbc, L.SSMConvB)
-		silu(xbc)
+		SiLUMul(xbc, rs.ones) // x/(1+e^-x), × 1: the vector kernels' SiLU
 		raw := s.mb.in[i*inW+inner+ch : (i+1)*inW]
 		dt, dA := in[ch:ch+H], in[ch+H:ch+2*H]
 		for h := range dt {
@@ -472,12 +472,5 @@ func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32, N int) {
 			a7 += float32(v7 * c8[7])
 		}
 		y[p] = ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
-	}
-}
-
-// silu applies x/(1+e^-x) in place (ggml_silu_f32's form).
-func silu(x []float32) {
-	for i, v := range x {
-		x[i] = v / (1 + neon.Exp(-v))
 	}
 }

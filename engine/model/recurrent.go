@@ -79,6 +79,7 @@ type recState struct {
 	lo   int         // the ring holds the rows of positions [lo, Len())
 	xc   []float32   // [maxBatch][RecConv] this layer's convolution input rows
 	y    []float32   // [maxBatch][RecConv] convolution output
+	ones []float32   // [RecConv] ones: the conv output's SiLU through the vector SiLUMul
 	in   []float32   // [maxBatch][RecIn] recurrence inputs of the batch
 	out  []float32   // [maxBatch][RecOut] recurrence outputs
 	tmp  []float32   // [RecOut] the output of a replayed step
@@ -139,6 +140,10 @@ func (s *State) newRecState() {
 	B := s.maxBatch
 	rs.xc = make([]float32, B*c.RecConv)
 	rs.y = make([]float32, B*c.RecConv)
+	rs.ones = make([]float32, c.RecConv)
+	for i := range rs.ones {
+		rs.ones[i] = 1
+	}
 	rs.in = make([]float32, B*c.RecIn)
 	rs.out = make([]float32, B*c.RecOut)
 	rs.tmp = make([]float32, c.RecOut)
