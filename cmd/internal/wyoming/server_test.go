@@ -569,4 +569,9 @@ func TestSameAddressClientGetsIn(t *testing.T) {
 	waitFor(t, "the log line", func() bool {
 		return strings.Contains(ts.logs.String(), "connections from 127.0.0.1 open; closed the one idle longest")
 	})
+	// Home Assistant's own client (the rhasspy wyoming package) gets in
+	// too, while the flood's survivors stay open.
+	if typ, _ := peer(t, ts.addr, "ask", "hello"); typ != "handled" {
+		t.Errorf("the reference client after the flood: %s, want handled", typ)
+	}
 }
