@@ -15,11 +15,19 @@
 #   ARMPROJ=/path/to/armproj.sh WORK=/tmp/x scripts/armproj.sh
 #   ARMPROJ_PART=attn scripts/armproj.sh   # the attention part only
 #   ARMPROJ_PART=gelu scripts/armproj.sh   # the GELU part only
+#   ARMPROJ_PART=prompt scripts/armproj.sh # attention and prompt parts only
 #
-# Results: $WORK/results.md, $WORK/attn/results.md and
-# $WORK/gelu/results.md (WORK defaults to /tmp/armproj). Every number is
-# a throughput bound from llvm-mca's models: no cache misses, no memory
-# latency, no call overhead.
+# Then the prompt (tile) kernels (issue 38): cycles per 32 weights per
+# token inside geist's widest tiles beside llama.cpp's gemm kernels, and
+# the Llama-3.2-1B prompt rate and Home Assistant turn for a Pi 5, a Pi 4
+# and a Jetson Orin Nano (scripts/armproj_prompt.py). The last line of the
+# output is the one-line summary:
+#   armproj summary: pi5_prompt_tok_s=F pi5_sdot_bound_fraction=F pi5_ha_call_s=F pi5_ha_cold_s=F llamacpp_pi5_prompt_tok_s=F
+#
+# Results: $WORK/results.md, $WORK/attn/results.md, $WORK/gelu/results.md
+# and $WORK/prompt/results.md (WORK defaults to /tmp/armproj). Every
+# number is a throughput bound from llvm-mca's models: no cache misses, no
+# memory latency, no call overhead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${ARMPROJ:-../shared/peer/armproj.sh}
@@ -127,8 +135,8 @@ WORK=${WORK:-${TMPDIR:-/tmp}/armproj}
 export WORK
 PART=${ARMPROJ_PART:-all}
 case $PART in
-all | attn | gelu) ;;
-*) echo "armproj: ARMPROJ_PART=$PART: want attn or gelu (or unset for all)" >&2; exit 1 ;;
+all | attn | gelu | prompt) ;;
+*) echo "armproj: ARMPROJ_PART=$PART: want attn, gelu or prompt (or unset for all)" >&2; exit 1 ;;
 esac
 if [ "$PART" = all ]; then
   GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
@@ -163,7 +171,7 @@ export GEIST_AT LLAMA_AT
 # multiplies them by the expert's gate, up and down matrices with the
 # ordinary quantized kernels of the first table, as llama.cpp's mul_mat_id
 # runs its ordinary vec_dot/gemv kernels per expert.
-if [ "$PART" != attn ]; then
+if [ "$PART" = all ] || [ "$PART" = gelu ]; then
   GL=$WORK/gelu
   mkdir -p "$GL"
   GM=github.com/geisten/geist/engine/model
@@ -245,7 +253,7 @@ for c in a76 a72; do
 done
 
 python3 - "$A" "$WORK/results.md" "$LLVM/llvm-mca" <<'PY' | tee "$A/results.md"
-import os, re, subprocess, sys
+import json, os, re, subprocess, sys
 
 A, RES, MCA = sys.argv[1], sys.argv[2], sys.argv[3]
 ITER = int(os.environ.get('ITER', '300'))
@@ -297,6 +305,8 @@ for cpu, rows in c.items():
         cy = mca(f, cpu)
         per[(cpu, eng)] = per.get((cpu, eng), 0) + cy * n
         print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, 'geist' if eng == 'geist' else 'llama.cpp ' + eng, name, cy, n, cy * n))
+json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'tiled', 'one_chunk')} for cpu in CPUS},
+          open(os.path.join(A, 'perpair.json'), 'w'))
 print('\n| CPU | geist | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist / tiled | geist / one_chunk |')
 print('|---|---|---|---|---|---|')
 for cpu in CPUS:
@@ -341,3 +351,22 @@ for board, cpu in (('Pi 5', 'A76'), ('Pi 4', 'A72')):
     if not w:
         print('\n(weights: no %s; run scripts/armproj.sh in full)' % RES)
 PY
+[ "$PART" = attn ] && exit 0
+
+# Prompt (tile) kernels (issue 38): geist's packed dotprod kernels and
+# ARMv8.0 multi-column loops, llama.cpp's repack.cpp gemm kernels (the
+# dotprod build of the full run; an i8mm build for the Neoverse N2, a core
+# that has it), then the Llama-3.2-1B and Home Assistant tables. The loops
+# are found by what they do (the innermost loop with the most weight
+# products), not by offsets; see scripts/armproj_prompt.py.
+P=$WORK/prompt
+mkdir -p "$P"
+syms=$(for f in mulQ4_0x8DP mulQ8_0x8DP mulQ4_Kx8DP mulQ6_Kx8DP rowsQ4_0Q8_0NE rowsQ8_0Q8_0NE dotQ4_KQ8_KNE dotQ6_KQ8_KNE; do printf '%s.%s.abi0,' $G $f; done)
+"$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
+  --disassemble-symbols="${syms%,}" "$WORK/geist-arm64" > "$P/geist.dis"
+cp "$WORK/out/repack-a76.dis" "$P/repack-a76.dis"
+if [ ! -f "$P/repack-n2.dis" ]; then
+  nice -n 19 "$LLVM/clang++" $CF -std=c++17 -mcpu=neoverse-n2 -c "$LC/ggml/src/ggml-cpu/arch/arm/repack.cpp" -o "$P/repack-n2.o"
+  "$LLVM/llvm-objdump" -d --no-show-raw-insn --mattr=+dotprod,+fullfp16,+i8mm "$P/repack-n2.o" > "$P/repack-n2.dis"
+fi
+python3 scripts/armproj_prompt.py "$WORK/tools" "$P" "$LLVM/llvm-mca" "$WORK/results.md" "$A/perpair.json" | tee "$P/results.md"
