@@ -46,6 +46,7 @@ func (a *asm) mulPackedDP(q8 bool) {
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
 	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("MOVD $zero32<>(SB), R22")
 	if !q8 {
 		a.l("VMOVI $0xf0, V31.B16")
 	}
@@ -91,9 +92,9 @@ func (a *asm) packedGroupEnd(bsize int) {
 // low nibbles V0-V7, high V8-V15, vector 4h+g for rows 4h.., group g;
 // Q8_0: V0-V15 = 8h+g for groups g < 8), V16, V17 dx of rows 0-3, 4-7,
 // V18-V25 the float sums (column j: V18+2j, V19+2j), V26, V27 the integer
-// sums, V28, V29 the activation quants, V30 dy, V31 the 0xF0 mask.
-// General: R11 the weights, R12 blocks left, R13-R16 the columns'
-// activations.
+// sums (cleared by a load of zeros, R22: no vector-pipe instruction),
+// V28, V29 the activation quants, V30 dy, V31 the 0xF0 mask. General:
+// R11 the weights, R12 blocks left, R13-R16 the columns' activations.
 func (a *asm) mulPackedTile(q8 bool, k int) {
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
@@ -128,8 +129,7 @@ func (a *asm) mulPackedTile(q8 bool, k int) {
 		a.l("MOVHU.P 2(%s), R17", c)
 		a.l("VLD1.P 32(%s), [V28.B16, V29.B16]", c)
 		a.l("FMOVS (R20)(R17<<2), F30")
-		a.zero(26)
-		a.zero(27)
+		a.l("VLD1 (R22), [V26.B16, V27.B16]")
 		for g := 0; g < 4; g++ {
 			for h := 0; h < 2; h++ {
 				if q8 {

@@ -29,36 +29,68 @@ func (a *asm) mulQ4_Kx8DP() {
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
 	a.l("VMOVI $15, V31.B16")
+	a.l("MOVD $zero32<>(SB), R22")
 	a.packedGroupBegin()
+	a.l("CMP $6, R8")
+	a.l("BGE tile6")
+	a.l("CMP $4, R8")
+	a.l("BGE tile4")
 	a.l("CMP $2, R8")
 	a.l("BLT tile1")
 	a.kqTile(2)
+	a.kqTile(6)
+	a.kqTile(4)
 	a.kqTile(1)
 	a.packedGroupEnd(1152)
 }
 
-// kqTile emits the super-block loop of a tile of k (1 or 2) columns
-// (label tileK), ending with a jump to next. Registers: V0-V7 the low
-// nibbles (sub-block 2p), V8-V15 the high (2p+1) of the current pair and
-// half; V16 the scale bytes of sub-blocks 0-3, then 4-7 (byte 4j'+r);
-// V18, V19 the pair's two scale vectors (int32 lanes = rows); V20, V23
-// the two sub-blocks' integer sums; V21, V22, V17, V30 activations;
-// V24-V27 the float sums (column c, half h: V24+2c+h); V28, V29 the
-// columns' integer sums of the half; V31 the nibble mask. The mins and float steps of a half
-// reuse V0-V15. General: R11 the super-block, R12 super-blocks left,
-// R13, R14 the columns' activation blocks, R15 addresses.
+// kqTile emits the super-block loop of a tile of k (1, 2, 4 or 6)
+// columns (label tileK), ending with a jump to next. Registers: V0-V7 the
+// low nibbles (sub-block 2p), V8-V15 the high (2p+1) of the current pair
+// and half; V16 the scale bytes of sub-blocks 0-3, then 4-7 (byte
+// 4j'+r); V18, V19 the pair's two scale vectors (int32 lanes = rows);
+// V20, V21 the two sub-blocks' integer sums, cleared by a load of zeros
+// (R22) so that the vector pipes do only the arithmetic; V22, V23, V17,
+// V30 activations; V31 the nibble mask. One or two columns: V24-V27 the
+// float sums (column c, half h: V24+2c+h), V28, V29 the columns' integer
+// sums of the half. Four or six: V24-V29 the integer sums, the float sums
+// in the outputs themselves (zeroed first; loaded, added to and stored
+// per super-block and half, the same steps). The mins and float steps of
+// a half reuse V0-V15 (and V20). General: R11 the super-block, R12
+// super-blocks left, R13, R14, R16, R19, R20, R21 the columns' activation
+// blocks, R15, R17 addresses. Every column takes the same steps in the
+// same order whatever k is: the outputs do not depend on the tiling.
 func (a *asm) kqTile(k int) {
+	mem := k > 2
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
+	cols := []string{"R13", "R14", "R16", "R19", "R20", "R21"}
 	a.l("MOVD R9, R13")
-	if k > 1 {
-		a.l("ADD R5, R9, R14")
+	for c := 1; c < k; c++ {
+		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
 	}
-	for v := 24; v < 24+2*k; v++ {
-		a.zero(v)
+	if mem {
+		a.zero(20)
+		a.zero(21)
+		a.l("MOVD R10, R17")
+		for c := 0; c < k; c++ {
+			a.l("VST1 [V20.S4, V21.S4], (R17)")
+			if c+1 < k {
+				a.l("ADD R1, R17")
+			}
+		}
+	} else {
+		for v := 24; v < 24+2*k; v++ {
+			a.zero(v)
+		}
 	}
-	cols := []string{"R13", "R14"}
+	isum := func(c int) int {
+		if mem {
+			return 24 + c
+		}
+		return 28 + c
+	}
 	a.l("PCALIGN $16")
 	a.l("sb%d:", k)
 	for h := 0; h < 2; h++ {
@@ -94,25 +126,24 @@ func (a *asm) kqTile(k int) {
 			a.i(ushll216(19, 19))
 			for c := 0; c < k; c++ {
 				col := cols[c]
-				a.l("FMOVQ %d(%s), F21", 4+64*p, col)
-				a.l("FMOVQ %d(%s), F22", 4+64*p+16, col)
+				a.l("FMOVQ %d(%s), F22", 4+64*p, col)
+				a.l("FMOVQ %d(%s), F23", 4+64*p+16, col)
 				a.l("FMOVQ %d(%s), F17", 4+64*p+32, col)
 				a.l("FMOVQ %d(%s), F30", 4+64*p+48, col)
 				// the two sub-blocks' SDOT chains interleaved, then
 				// scaled into the half's sums
-				a.zero(20)
-				a.zero(23)
+				a.l("VLD1 (R22), [V20.B16, V21.B16]")
 				for g := 0; g < 8; g++ {
-					a.i(sdotElem(20, g, []int{21, 22}[g/4], g%4))
-					a.i(sdotElem(23, 8+g, []int{17, 30}[g/4], g%4))
+					a.i(sdotElem(20, g, []int{22, 23}[g/4], g%4))
+					a.i(sdotElem(21, 8+g, []int{17, 30}[g/4], g%4))
 				}
-				r := 28 + c
+				r := isum(c)
 				if p == 0 {
 					a.i(mul4s(r, 20, 18))
 				} else {
 					a.i(mla4s(r, 20, 18))
 				}
-				a.i(mla4s(r, 23, 19))
+				a.i(mla4s(r, 21, 19))
 			}
 		}
 		// mins of half h: M03 = B & 0x3f, M47 = (C >> 4) | (B >> 6) << 4,
@@ -134,6 +165,9 @@ func (a *asm) kqTile(k int) {
 		a.l("FMOVD %d(R11), F11", 16+8*h)
 		a.i(fcvtl(10, 10))
 		a.i(fcvtl(11, 11))
+		if mem {
+			a.l("ADD $%d, R10, R17", 16*h)
+		}
 		for c := 0; c < k; c++ {
 			col := cols[c]
 			a.l("ADD $260, %s, R15", col)
@@ -148,13 +182,23 @@ func (a *asm) kqTile(k int) {
 			a.i(smlalElem(13, 9, 12, 6))
 			a.i(smlal2Elem(13, 9, 12, 7))
 			a.l("FMOVS (%s), F14", col)
-			r, f := 28+c, 24+2*c+h
+			r, f := isum(c), 24+2*c+h
 			a.i(scvtf4s(r, r))
 			a.i(scvtf4s(13, 13))
 			a.i(fmulElem(15, 10, 14, 0))
 			a.i(fmulElem(12, 11, 14, 0))
+			if mem {
+				f = 20
+				a.l("VLD1 (R17), [V20.S4]")
+			}
 			a.i(fmla4s(f, r, 15))
 			a.i(fmls4s(f, 13, 12))
+			if mem {
+				a.l("VST1 [V20.S4], (R17)")
+				if c+1 < k {
+					a.l("ADD R1, R17")
+				}
+			}
 		}
 	}
 	a.l("ADD $1152, R11")
@@ -163,6 +207,13 @@ func (a *asm) kqTile(k int) {
 	}
 	a.l("SUBS $1, R12")
 	a.l("BNE sb%d", k)
-	a.tileDone(k, 24, "R15")
+	if mem {
+		a.l("SUB $%d, R8", k)
+		a.l("MOVD $%d, R17", k)
+		a.l("MADD R5, R9, R17, R9")
+		a.l("MADD R1, R10, R17, R10")
+	} else {
+		a.tileDone(k, 24, "R15")
+	}
 	a.l("B next")
 }

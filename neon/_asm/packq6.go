@@ -27,34 +27,41 @@ func (a *asm) mulQ6_Kx8DP() {
 	name := "mulQ6_Kx8DP"
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
-	a.l("MOVD ·fp16Table(SB), R20")
+	a.l("MOVD $zero32<>(SB), R22")
+	a.l("VMOVI $0xaa, V30.B16")
+	a.l("VMOVI $0xf0, V31.B16")
 	a.packedGroupBegin()
+	a.l("CMP $6, R8")
+	a.l("BGE tile6")
 	a.l("CMP $4, R8")
 	a.l("BGE tile4")
 	a.l("CMP $2, R8")
 	a.l("BLT tile1")
 	a.q6Tile(2)
+	a.q6Tile(6)
 	a.q6Tile(4)
 	a.q6Tile(1)
 	a.packedGroupEnd(1680)
 }
 
-// q6Tile emits the super-block loop of a tile of k (1, 2 or 4) columns.
-// Registers: V0-V15 the values of one (half, hh, c) step (vector 4g+i:
-// sub-block 8hh+c+2i, values 4g..4g+3 of four rows); V16-V19 the step's
-// four scale vectors (int32 lanes = rows); V20, V21 activations; V22, V23
-// integer sums of a sub-block; V24-V27 the columns' integer sums of the
-// half; V30, V31 the unpack constants 0xAA, 0xF0. The float sums: one
-// column in V28 (rows 0-3) and V29 (4-7); several in the outputs
-// themselves (zeroed first; loaded, added to and stored per super-block
-// and half). General: R11 the super-block, R12 super-blocks left, R13-R16
-// the columns' activation blocks, R15/R17 addresses.
+// q6Tile emits the super-block loop of a tile of k (1, 2, 4 or 6)
+// columns. Registers: V0-V15 the values of one (half, hh, c) step
+// (vector 4g+i: sub-block 8hh+c+2i, values 4g..4g+3 of four rows);
+// V16-V19 the step's four scale vectors (int32 lanes = rows); V20, V21
+// activations; V22, V23 integer sums of a sub-block, cleared by a load of
+// zeros (R22: no vector-pipe instruction); V24-V29 the columns' integer
+// sums of the half (up to six); V30, V31 the unpack constants 0xAA, 0xF0
+// (set once). The float sums: one column in V28 (rows 0-3) and V29 (4-7);
+// several in the outputs themselves (zeroed first; loaded, added to and
+// stored per super-block and half). General: R11 the super-block, R12
+// super-blocks left, R13, R14, R16, R19, R21, R23 the columns' activation
+// blocks, R15/R17 addresses.
 func (a *asm) q6Tile(k int) {
 	mem := k > 1
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
-	cols := []string{"R13", "R14", "R16", "R19"}
+	cols := []string{"R13", "R14", "R16", "R19", "R21", "R23"}
 	a.l("MOVD R9, R13")
 	for c := 1; c < k; c++ {
 		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
@@ -75,8 +82,6 @@ func (a *asm) q6Tile(k int) {
 	for h := 0; h < 2; h++ {
 		for s := 0; s < 4; s++ { // s = 2hh + c
 			hh, c := s/2, s%2
-			a.l("VMOVI $0xaa, V30.B16")
-			a.l("VMOVI $0xf0, V31.B16")
 			a.l("ADD $%d, R11, R15", 144+768*h+192*s)
 			for g := 0; g < 4; g++ {
 				a.l("FMOVQ %d(R15), F16", 16*g)
@@ -98,8 +103,8 @@ func (a *asm) q6Tile(k int) {
 					for d := 0; d < 2; d++ {
 						j := 8*hh + c + 2*(2*ip+d)
 						a.l("FMOVQ %d(%s), F%d", 4+16*j, cols[col], 20+d)
-						a.zero(22 + d)
 					}
+					a.l("VLD1 (R22), [V22.B16, V23.B16]")
 					for g := 0; g < 4; g++ {
 						for d := 0; d < 2; d++ {
 							a.i(sdotElem(22+d, 4*g+2*ip+d, 20+d, g))
