@@ -51,12 +51,16 @@ def loops(dis, sym):
     return ins, out
 
 
-def macs(seq):
+def macs(seq, kmins=False):
     n = 0
     for _, mn, ops in seq:
         n += MACS.get(mn, 0)
         if WIDEN.match(mn + ' ' + ops):
             n += 8
+    # geist's Q4_K mins: per column and half one UZP1 (the sub-block sums
+    # split into two int8 digits) and four SDOTs of mins, not weights
+    if kmins:
+        n -= 4 * MACS['sdot'] * sum(1 for _, mn, _ in seq if mn == 'uzp1')
     return n
 
 
@@ -64,16 +68,16 @@ def write(seq, path):
     open(path, 'w').write('.Lloop:\n' + '\n'.join(mcatool.fmt(mn, ops, 0) for _, mn, ops in seq) + '\n')
 
 
-def tile_loop(dis, sym, out, nth=0):
+def tile_loop(dis, sym, out, nth=0, kmins=False):
     """The innermost loop of sym with the most weight products (the widest
     tile; nth > 0: the nth widest), written to out; returns its MACs."""
     ins, ls = loops(dis, sym)
     inner = [(j, i) for (j, i) in ls if not any((j2, i2) != (j, i) and j <= j2 and i2 <= i for (j2, i2) in ls)]
-    inner.sort(key=lambda l: (-macs(ins[l[0]:l[1] + 1]), l[0]))
+    inner.sort(key=lambda l: (-macs(ins[l[0]:l[1] + 1], kmins), l[0]))
     j, i = inner[nth]
     seq = ins[j:i + 1]
     write(seq, out)
-    return macs(seq), len(seq)
+    return macs(seq, kmins), len(seq)
 
 
 def nest(dis, sym, out_in, out_rest, trips):
@@ -121,7 +125,7 @@ def add(core, eng, fmt, name, files, m):
 NCOL = 64
 for fmt, sym in (('Q4_0', 'mulQ4_0x8DP'), ('Q8_0', 'mulQ8_0x8DP'), ('Q4_K', 'mulQ4_Kx8DP'), ('Q6_K', 'mulQ6_Kx8DP')):
     f = os.path.join(K, 'g_tile_' + sym + '.s')
-    m, n = tile_loop(os.path.join(D, 'geist.dis'), G + sym + '.abi0', f)
+    m, n = tile_loop(os.path.join(D, 'geist.dis'), G + sym + '.abi0', f, kmins=sym == 'mulQ4_Kx8DP')
     add('A76', 'geist', fmt, '%s widest tile (%d x 32 weight-tokens)' % (sym, m // 32), [(f, 1)], m)
 for fmt, sym in (('Q4_0', 'rowsQ4_0Q8_0NE'), ('Q8_0', 'rowsQ8_0Q8_0NE')):
     fi, fr = os.path.join(K, 'g_tile_' + sym + '.s'), os.path.join(K, 'g_tile_' + sym + '_rest.s')

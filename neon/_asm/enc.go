@@ -235,6 +235,16 @@ func sshr16b(d, n, shift int) string {
 	return word(0x4f080400|uint32(16-shift)<<16|uint32(n&31)<<5|uint32(d&31), "SSHR V%d.16B, V%d.16B, #%d", d, n, shift)
 }
 
+// sshr8h: SSHR Vd.8H, Vn.8H, #shift (1..16).
+func sshr8h(d, n, shift int) string {
+	return word(0x4f000400|uint32(32-shift)<<16|uint32(n&31)<<5|uint32(d&31), "SSHR V%d.8H, V%d.8H, #%d", d, n, shift)
+}
+
+// uzp1b: UZP1 Vd.16B, Vn.16B, Vm.16B (the even bytes of n, then of m).
+func uzp1b(d, n, m int) string {
+	return word(rrr(0x4e001800, d, n, m), "UZP1 V%d.16B, V%d.16B, V%d.16B", d, n, m)
+}
+
 // mul4s / mla4s: MUL / MLA Vd.4S, Vn.4S, Vm.4S.
 func mul4s(d, n, m int) string {
 	return word(rrr(0x4ea09c00, d, n, m), "MUL V%d.4S, V%d.4S, V%d.4S", d, n, m)

@@ -815,6 +815,12 @@ DATA zero32<>+8(SB)/8, $0
 DATA zero32<>+16(SB)/8, $0
 DATA zero32<>+24(SB)/8, $0
 GLOBL zero32<>(SB), RODATA|NOPTR, $32
+
+// tr4x4: TBL indices transposing a 4x4 matrix of bytes (byte 4i+j to
+// byte 4j+i).
+DATA tr4x4<>+0(SB)/8, $0x0d0905010c080400
+DATA tr4x4<>+8(SB)/8, $0x0f0b07030e0a0602
+GLOBL tr4x4<>(SB), RODATA|NOPTR, $16
 `
 
 const q5data = `

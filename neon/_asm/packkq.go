@@ -16,8 +16,10 @@ package main
 //
 // SDOT by element then sums a sub-block for four rows at once into lanes
 // that are the rows, and one MLA by the four rows' scales applies them;
-// the mins are taken per half by SMULL/SMLAL by element against the
-// activation's sub-block sums. Per super-block, column and half:
+// the mins are taken per half by SDOT by element too (the mins
+// transposed to lanes that are rows, the activation's sub-block sums
+// split into two int8 digits: the vector pipes' multiply-only pipe stays
+// free for the MLAs). Per super-block, column and half:
 // F = F + float(sumi)·(d·yd) - float(summins)·(dmin·yd) on four lanes
 // (fused), stored at the end of the row. The outputs are within the
 // k-quant tolerance of the generic dot, and each column's are the same
@@ -30,6 +32,7 @@ func (a *asm) mulQ4_Kx8DP() {
 	a.loadPackArgs()
 	a.l("VMOVI $15, V31.B16")
 	a.l("MOVD $zero32<>(SB), R22")
+	a.l("MOVD $tr4x4<>(SB), R23")
 	a.packedGroupBegin()
 	a.l("CMP $6, R8")
 	a.l("BGE tile6")
@@ -146,20 +149,19 @@ func (a *asm) kqTile(k int) {
 				a.i(mla4s(r, 21, 19))
 			}
 		}
-		// mins of half h: M03 = B & 0x3f, M47 = (C >> 4) | (B >> 6) << 4,
-		// widened to 16-bit lanes (V6: sub-blocks 0, 1; V7: 2, 3; V8: 4,
-		// 5; V9: 6, 7)
+		// mins of half h: M03 = B & 0x3f, M47 = (C >> 4) | (B >> 6) << 4
+		// (byte 4j+r: sub-block j, row r), transposed by TBL to byte 4r+j
+		// (V6: sub-blocks 0-3, V7: 4-7), the shape of SDOT by element
 		a.l("ADD $%d, R11, R15", 32+48*h)
 		a.l("VLD1 (R15), [V0.B16, V1.B16, V2.B16]")
+		a.l("VLD1 (R23), [V16.B16]")
 		a.l("VMOVI $0x3f, V3.B16")
 		a.l("VAND V3.B16, V1.B16, V4.B16")
 		a.l("VUSHR $4, V2.B16, V5.B16")
 		a.l("VUSHR $6, V1.B16, V6.B16")
 		a.l("VSLI $4, V6.B16, V5.B16")
-		a.i(ushll8(6, 4))
-		a.i(ushll28(7, 4))
-		a.i(ushll8(8, 5))
-		a.i(ushll28(9, 5))
+		a.i(tbl1(6, 4, 16))
+		a.i(tbl1(7, 5, 16))
 		// d and dmin of the half's rows
 		a.l("FMOVD %d(R11), F10", 8*h)
 		a.l("FMOVD %d(R11), F11", 16+8*h)
@@ -170,17 +172,22 @@ func (a *asm) kqTile(k int) {
 		}
 		for c := 0; c < k; c++ {
 			col := cols[c]
+			// summins = Σj min_j·bsum_j with the sub-blocks' sums
+			// bsum = 64·hi + lo (lo = bsum & 63, hi = bsum >> 6, both
+			// int8 for |bsum| <= 4096, the range of 32 int8 quants):
+			// 64·SDOT(mins, hi) + SDOT(mins, lo), exact
 			a.l("ADD $260, %s, R15", col)
 			a.l("VLD1 (R15), [V12.H8, V13.H8]")
 			a.i(addp8h(12, 12, 13))
-			a.i(smullElem(13, 6, 12, 0))
-			a.i(smlal2Elem(13, 6, 12, 1))
-			a.i(smlalElem(13, 7, 12, 2))
-			a.i(smlal2Elem(13, 7, 12, 3))
-			a.i(smlalElem(13, 8, 12, 4))
-			a.i(smlal2Elem(13, 8, 12, 5))
-			a.i(smlalElem(13, 9, 12, 6))
-			a.i(smlal2Elem(13, 9, 12, 7))
+			a.i(sshr8h(13, 12, 6))
+			a.l("VAND V3.B16, V12.B16, V12.B16")
+			a.i(uzp1b(17, 12, 13))
+			a.l("VLD1 (R22), [V13.B16]")
+			a.i(sdotElem(13, 6, 17, 2))
+			a.i(sdotElem(13, 7, 17, 3))
+			a.l("VSHL $6, V13.S4, V13.S4")
+			a.i(sdotElem(13, 6, 17, 0))
+			a.i(sdotElem(13, 7, 17, 1))
 			a.l("FMOVS (%s), F14", col)
 			r, f := isum(c), 24+2*c+h
 			a.i(scvtf4s(r, r))
