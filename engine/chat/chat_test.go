@@ -17,6 +17,7 @@ var convo = []Message{
 }
 
 func TestChatML(t *testing.T) {
+	t.Parallel()
 	want := "<|im_start|>system\nBe brief.<|im_end|>\n" +
 		"<|im_start|>user\nHi<|im_end|>\n" +
 		"<|im_start|>assistant\nHello.<|im_end|>\n" +
@@ -40,6 +41,7 @@ func TestChatML(t *testing.T) {
 }
 
 func TestRaiseException(t *testing.T) {
+	t.Parallel()
 	src := `{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}{% endfor %}`
 	tmpl, err := Compile(src)
 	if err != nil {
@@ -76,6 +78,7 @@ func TestRaiseException(t *testing.T) {
 }
 
 func TestMalformedTemplates(t *testing.T) {
+	t.Parallel()
 	bad := []string{
 		`{% for m in messages %}{{ m.content }}`,       // missing endfor
 		`{% if x %}a{% else %}b{% else %}c{% endif %}`, // two else
@@ -120,6 +123,7 @@ func TestMalformedTemplates(t *testing.T) {
 }
 
 func TestVariables(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, time.March, 5, 14, 7, 9, 0, time.UTC)
 	src := `{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt is defined }}|` +
 		`{{ tools is defined }}|{{ enable_thinking }}|{{ date_string }}|{{ datetime }}|` +
@@ -160,6 +164,7 @@ func TestVariables(t *testing.T) {
 }
 
 func TestDeveloperRole(t *testing.T) {
+	t.Parallel()
 	got, err := render(ChatML, []Message{{Role: "developer", Content: "d"}, {Role: "user", Content: "u"}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +175,7 @@ func TestDeveloperRole(t *testing.T) {
 }
 
 func TestSystemRoleProbe(t *testing.T) {
+	t.Parallel()
 	// A template that silently drops system messages gets them merged into
 	// the first user message; a lone system message disappears.
 	src := `{% for m in messages %}{% if m.role != 'system' %}[{{ m.role }}]{{ m.content }}{% endif %}{% endfor %}`
@@ -197,6 +203,7 @@ func TestSystemRoleProbe(t *testing.T) {
 }
 
 func TestTypedContentProbe(t *testing.T) {
+	t.Parallel()
 	// A template that reads content only as a list of typed parts.
 	src := `{% for m in messages %}{{ m.role }}:{{ m.content[0].text }};{% endfor %}`
 	tmpl, err := Compile(src)
@@ -213,6 +220,7 @@ func TestTypedContentProbe(t *testing.T) {
 }
 
 func TestCompiledReuse(t *testing.T) {
+	t.Parallel()
 	tmpl, err := Compile(ChatML)
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +247,7 @@ func TestCompiledReuse(t *testing.T) {
 }
 
 func TestRange(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ src, want string }{
 		{`{{ range(4) }}`, "[0, 1, 2, 3]"},
 		{`{{ range(2, 5) }}`, "[2, 3, 4]"},

@@ -103,6 +103,7 @@ func TestRenderDeadlineAndCancel(t *testing.T) {
 // A tool schema nested deeper than the JSON bound is the client's error
 // (ErrBadTool, a 400 from the HTTP API), not a failure (issue 22, item 8).
 func TestDeepToolSchemaIsBadTool(t *testing.T) {
+	t.Parallel()
 	tmpl, err := Compile(`{% for m in messages %}{{ m.content }}{% endfor %}{{ tools|length }}`)
 	if err != nil {
 		t.Fatal(err)

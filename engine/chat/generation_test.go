@@ -82,6 +82,7 @@ turns: {{ ns.n }}
 // for thinking on and off, /think and /no_think, /system_override, tools
 // (as xml_tools), a tool call and its result.
 func TestGenerationTagsMatchJinja2(t *testing.T) {
+	t.Parallel()
 	tool := json.RawMessage(`{"type": "function", "function": {"name": "get_weather", "description": "Get the weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}`)
 	type genCase struct {
 		Name       string            `json:"name"`
@@ -162,6 +163,7 @@ func TestGenerationTagsMatchJinja2(t *testing.T) {
 // transformers' call block would print "outer". No template at hand sets
 // a variable there.
 func TestGenerationSetScope(t *testing.T) {
+	t.Parallel()
 	tm, err := Compile(`{% set x = "outer" %}{% generation %}{% set x = "inner" %}{% endgeneration %}{{ x }}`)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +180,7 @@ func TestGenerationSetScope(t *testing.T) {
 // with a newline at its end or with Windows line ends renders the same
 // prompt there and here.
 func TestTemplateLineEnds(t *testing.T) {
+	t.Parallel()
 	templates := map[string]string{
 		"final newline":  "{{ messages[0].content }}\n",
 		"two newlines":   "{{ messages[0].content }}\n\n",

@@ -36,6 +36,7 @@ func firstDiff(got, want string) string {
 }
 
 func TestGoldenChatTemplates(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
 	if err != nil {
 		t.Fatal(err)

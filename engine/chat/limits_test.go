@@ -53,6 +53,7 @@ var hostile = map[string]string{
 var slowHostile = map[string]bool{"loop printing": true, "nested loops": true, "range sum": true, "list doubling": true, "caller recursion": true}
 
 func TestHostileTemplates(t *testing.T) {
+	t.Parallel()
 	msgs := []Message{{Role: "user", Content: "hi"}}
 	for name, src := range hostile {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
@@ -77,6 +78,7 @@ func TestHostileTemplates(t *testing.T) {
 // whatever the conversation are refused by Compile itself (so engine.Load
 // refuses the model file).
 func TestHostileAtCompile(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"macro recursion", "mutual recursion", "caller recursion", "nested loops", "string repeat", "list cycle", "brackets", "huge source"} {
 		if testing.Short() && slowHostile[name] {
 			continue
@@ -90,6 +92,7 @@ func TestHostileAtCompile(t *testing.T) {
 // TestGuardKeepsSemantics renders the operators and calls the guard
 // replaces and checks the engine's own results come out.
 func TestGuardKeepsSemantics(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ src, want string }{
 		{`{{ 'ab' * 3 }}|{{ 2 * 3 }}|{{ 2 * 1.5 }}|{{ 'a' * 0 }}|{{ True * 3 }}`, "ababab|6|3||3"},
 		{`{{ 'a' + 'b' }}|{{ 1 + 2 }}|{{ 1 + 0.5 }}|{{ [1] + [2, 3] }}|{{ 'n' + 1 }}|{{ 1 ~ 2 ~ none }}`, "ab|3|1.5|[1, 2, 3]|n1|12"},
@@ -117,6 +120,7 @@ func TestGuardKeepsSemantics(t *testing.T) {
 // TestLimitsApply: every limit is enforced at its value, and a render just
 // within it passes.
 func TestLimitsApply(t *testing.T) {
+	t.Parallel()
 	lim := DefaultLimits
 	lim.Output = 1000
 	tmpl, err := CompileLimits(`{{ 'x' * n }}`, lim)
@@ -154,6 +158,7 @@ func TestLimitsApply(t *testing.T) {
 // schema) works to a reasonable depth; runaway recursion stops with a
 // small stack.
 func TestRecursionDepth(t *testing.T) {
+	t.Parallel()
 	src := `{% macro f(n) %}{% if n > 0 %}({{ f(n - 1) }}){% endif %}{% endmacro %}{{ f(depth) }}`
 	tmpl, err := Compile(src)
 	if err != nil {
@@ -172,6 +177,7 @@ func TestRecursionDepth(t *testing.T) {
 // renames the node types the guard rewrites (Compile would then refuse
 // every template, which the other tests also show).
 func TestGuardKnowsEngine(t *testing.T) {
+	t.Parallel()
 	if err := loadNodeTypes(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +193,7 @@ func TestGuardKnowsEngine(t *testing.T) {
 }
 
 func TestReservedPrefix(t *testing.T) {
+	t.Parallel()
 	if _, err := Compile(`{{ __geist_print }}`); err == nil {
 		t.Error("a template naming a guard function compiled")
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestStrftime(t *testing.T) {
+	t.Parallel()
 	// Thursday, 2026-01-01 09:05:03 and Sunday, 2023-12-31 23:59:58.
 	a := time.Date(2026, time.January, 1, 9, 5, 3, 0, time.UTC)
 	b := time.Date(2023, time.December, 31, 23, 59, 58, 0, time.FixedZone("CET", 3600))
@@ -45,6 +46,7 @@ func TestStrftime(t *testing.T) {
 }
 
 func TestStrftimeNowInTemplate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2024, time.July, 26, 8, 30, 0, 0, time.UTC)
 	got, err := render(`{{ strftime_now('%d %b %Y') }}/{{ strftime_now("%B %d, %Y") }}`, nil, Options{Now: now})
 	if err != nil {

@@ -34,6 +34,7 @@ func splitAll(marks ThinkMarks, answer string, size, cut int) (thinking, content
 // at every byte), and an answer without one is all content: <think>
 // blocks (the zero value's and ThinkTags) and Gemma 4's thought channel.
 func TestThinkSplitter(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		marks                     ThinkMarks
 		answer, thinking, content string
@@ -70,6 +71,7 @@ func TestThinkSplitter(t *testing.T) {
 // template's text: Gemma 4's thought channel for its template, <think>
 // for Qwen 3's, SmolLM3's and a template without either.
 func TestThinkMarks(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]ThinkMarks{
 		"google-gemma-4-31B-it":    GemmaThought,
 		"Qwen-Qwen3-0.6B":          ThinkTags,
@@ -119,6 +121,7 @@ func compileGolden(t *testing.T, name string) *Template {
 // strip_thinking), which the ThinkSplitter then leaves out of a new
 // answer's content.
 func TestGemma4ThinkingRender(t *testing.T) {
+	t.Parallel()
 	tmpl := compileGolden(t, "google-gemma-4-31B-it")
 	if !tmpl.SupportsThinking() {
 		t.Fatal("no thinking switch")

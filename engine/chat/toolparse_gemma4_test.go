@@ -24,6 +24,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 }
 
 func TestGemma4Arguments(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{`{}`, `{}`},
 		{`{ }`, `{}`},
@@ -84,6 +85,7 @@ new line<|"|>}`, `{"text": "a \"quoted\" \\ back, {braces}: [x]\nnew line"}`},
 }
 
 func TestGemma4ToolParser(t *testing.T) {
+	t.Parallel()
 	tools := []string{"HassTurnOn", "get_weather"}
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
@@ -138,6 +140,7 @@ func TestGemma4ToolParser(t *testing.T) {
 // an assistant message's tool_calls (what its model learned to write) parse
 // back to the arguments the message had.
 func TestGemma4CallsRoundTrip(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +203,7 @@ func TestGemma4CallsRoundTrip(t *testing.T) {
 // TestGemma4FirstOnly: with parallel_tool_calls false only the first of
 // Gemma 4's calls is kept, and the parser is done at its closing tag.
 func TestGemma4FirstOnly(t *testing.T) {
+	t.Parallel()
 	p := NewToolParser(ToolsGemma4, []string{"a", "b"})
 	p.FirstOnly()
 	_, calls := p.Add(`<|tool_call>call:a{x:1}<tool_call|>`)

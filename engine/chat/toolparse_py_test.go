@@ -8,6 +8,7 @@ import (
 )
 
 func TestParsePyCalls(t *testing.T) {
+	t.Parallel()
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
 		body  string
@@ -84,6 +85,7 @@ func TestParsePyCalls(t *testing.T) {
 // every byte, text before and after, malformed lists as content; JSON
 // lists (as llama.cpp's LFM2 JSON mode writes) are read too.
 func TestToolParserLFM2(t *testing.T) {
+	t.Parallel()
 	tools := []string{"HassTurnOn", "get_weather"}
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
@@ -113,6 +115,7 @@ func TestToolParserLFM2(t *testing.T) {
 // TestTemplateLFM2: LFM2's templates (LFM2.5's "List of tools: [", LFM2's
 // tool list tokens) give ToolsLFM2, whose tokens are preserved.
 func TestTemplateLFM2(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{
 		`{%- if tools -%}{{ "List of tools: [" }}{% for t in tools %}{{ t | tojson }}{% endfor %}]{%- endif -%}{% for m in messages %}{{ m.content }}{% endfor %}`,
 		`{%- if tools -%}{{ "List of tools: <|tool_list_start|>[" }}{% for t in tools %}{{ t | tojson }}{% endfor %}]<|tool_list_end|>{%- endif -%}{% for m in messages %}{{ m.content }}{% endfor %}`,
@@ -158,6 +161,7 @@ func FuzzPyCalls(f *testing.F) {
 // its content as LFM2 writes them, and read back by parsePyCalls to the
 // same arguments; names Python cannot take make a JSON list.
 func TestPyCallsInContent(t *testing.T) {
+	t.Parallel()
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
 		calls []ToolCall

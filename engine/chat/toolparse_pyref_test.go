@@ -181,6 +181,7 @@ func (g pyGen) calls() string {
 // generated), and a newline inside a string (a model may write one), which
 // Python refuses. Needs python3.
 func TestParsePyCallsMatchPython(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is needed as the reference")

@@ -35,6 +35,7 @@ func splits(text string) [][]string {
 }
 
 func TestToolParser(t *testing.T) {
+	t.Parallel()
 	tools := []string{"HassTurnOn", "get_weather"}
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
@@ -94,6 +95,7 @@ func fmtCalls(cs []ToolCall) string {
 // TestToolParserStreams: text before a call streams before the call is
 // complete; a call is returned as soon as its closing tag arrives.
 func TestToolParserStreams(t *testing.T) {
+	t.Parallel()
 	p := NewToolParser(ToolsTagged, nil)
 	if c, _ := p.Add("The kitchen"); c != "The kitchen" {
 		t.Errorf("plain text held back: %q", c)
@@ -143,6 +145,7 @@ func FuzzToolParser(f *testing.F) {
 // are dropped, a list is cut to its first element, and a malformed call
 // before it stays content.
 func TestToolParserFirstOnly(t *testing.T) {
+	t.Parallel()
 	tools := []string{"HassTurnOn", "get_weather"}
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	on := []ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`)}
@@ -210,6 +213,7 @@ func TestToolParserFirstOnly(t *testing.T) {
 // returned (Granite's, Phi-4-mini's); a complete answer is read as Flush
 // reads it.
 func TestToolParserCut(t *testing.T) {
+	t.Parallel()
 	tools := []string{"HassTurnOn", "get_weather"}
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	on := call("HassTurnOn", `{"name": "Kitchen"}`)

@@ -14,6 +14,7 @@ import (
 // with values that read as JSON taken as such and the rest as strings;
 // a malformed block stays content.
 func TestXMLToolCalls(t *testing.T) {
+	t.Parallel()
 	text := "I'll turn it on.\n\n<tool_call>\n<function=HassTurnOn>\n<parameter=name>\nkitchen light\n</parameter>\n<parameter=brightness>\n50\n</parameter>\n<parameter=area>\n{\"floor\": 1}\n</parameter>\n<parameter=note>\ntwo\nlines\n</parameter>\n</function>\n</tool_call>"
 	want := `{"name":"kitchen light","brightness":50,"area":{"floor": 1},"note":"two\nlines"}`
 	for cut := 1; cut < len(text); cut += 7 {
@@ -49,6 +50,7 @@ func TestXMLToolCalls(t *testing.T) {
 // TestXMLToolCallsRoundTrip: a call Qwen3.5's template writes into the
 // history parses back to the same call.
 func TestXMLToolCallsRoundTrip(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
 	if err != nil {
 		t.Fatal(err)

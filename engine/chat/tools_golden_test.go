@@ -74,6 +74,7 @@ func jinja2Render(t *testing.T, templates map[string]string, cases json.RawMessa
 // text at the start aside: the tokenizer adds BOS). The goldens are made
 // at test time, as the templates are the zoo's (not to be copied here).
 func TestToolTemplatesMatchJinja2(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +203,7 @@ func TestToolTemplatesMatchJinja2(t *testing.T) {
 // newlines, non-ASCII, control characters, numbers, booleans and null,
 // render byte for byte as jinja2 renders them.
 func TestXMLToolsMatchJinja2(t *testing.T) {
+	t.Parallel()
 	const src = `{%- if xml_tools -%}{%- for tool in xml_tools[:] -%}{{ (tool | string) ~ "\n" }}{%- endfor -%}{%- endif -%}` +
 		`{%- for m in messages -%}{{ m.role + ": " + m.content + "\n" }}{%- endfor -%}`
 	tools := []json.RawMessage{

@@ -44,6 +44,7 @@ func vocabTemplate(t *testing.T, path string) (src, bos, eos string) {
 }
 
 func TestGoldenVocabTemplates(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(zoo.Path(t, "golden", "tokenize-*.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,7 @@ func TestGoldenVocabTemplates(t *testing.T) {
 // Gemma 4) check what geist renders for these files; and the file's
 // template compiles and says whether it takes tools.
 func TestFamilyFileTemplates(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
 	if err != nil {
 		t.Fatal(err)

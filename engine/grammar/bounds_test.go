@@ -12,6 +12,7 @@ import (
 // enforced exactly; where not, the grammar writes what is near it and
 // SchemaCheck checks the value exactly.
 func TestNumericBounds(t *testing.T) {
+	t.Parallel()
 	type c struct {
 		schema    string
 		in, out   []string // sentences the grammar accepts / refuses
@@ -88,6 +89,7 @@ func TestNumericBounds(t *testing.T) {
 // and 10,000 integer items (the item rule is called, not copied
 // 10,000 times).
 func TestLengthBounds(t *testing.T) {
+	t.Parallel()
 	for schema, kw := range map[string]string{
 		`{"type":"string","minLength":1e9}`:        "minLength",
 		`{"type":"string","minLength":1000000000}`: "minLength",
@@ -131,6 +133,7 @@ func TestLengthBounds(t *testing.T) {
 // or one or two newlines and up to 20 blanks or tabs, wherever a space
 // may go.
 func TestWhitespaceBounded(t *testing.T) {
+	t.Parallel()
 	schema, err := FromSchema([]byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"array","items":{"type":"string"}}},"required":["a","b"]}`))
 	if err != nil {
 		t.Fatal(err)

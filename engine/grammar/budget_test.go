@@ -41,8 +41,9 @@ func TestCompileBudget(t *testing.T) {
 		runtime.GC()
 		before := heapInUse()
 		var peak uint64
-		done := make(chan struct{})
+		done, exited := make(chan struct{}), make(chan struct{})
 		go func() {
+			defer close(exited)
 			for {
 				select {
 				case <-done:
@@ -54,6 +55,7 @@ func TestCompileBudget(t *testing.T) {
 		}()
 		_, err := parse(c.src)
 		close(done)
+		<-exited // peak is the sampler's until it has returned
 		if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "rule ") {
 			t.Errorf("%s: %v, want ErrTooLarge naming the rule", c.name, err)
 			continue
@@ -83,6 +85,7 @@ func TestCompileBudget(t *testing.T) {
 
 // TestCompileContext: a cancelled context ends a compile with its error.
 func TestCompileContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := ParseContext(ctx, `root ::= ((("a"{0,10}){0,10}){0,10}) "b"`)
@@ -94,7 +97,7 @@ func TestCompileContext(t *testing.T) {
 // TestCompileRefusedOnce: a grammar refused for a budget is refused again
 // from memory (the same error, no second compile), and at most
 // compileSlots compiles run at once.
-func TestCompileRefusedOnce(t *testing.T) {
+func TestCompileRefusedOnce(t *testing.T) { // not parallel: it takes every compile slot
 	src := `root ::= (("b"{0,50}){0,1000}) "refused once"`
 	_, err1 := ParseContext(context.Background(), src)
 	_, err2 := ParseContext(context.Background(), src)

@@ -146,6 +146,7 @@ func BenchmarkCompileCold(b *testing.B) {
 // inlined automaton allows, along random walks through Home Assistant's
 // tool calls that write whitespace often.
 func TestShallowMasksMatchInlined(t *testing.T) {
+	t.Parallel()
 	src, _, err := ToolCalls(readTools(t), "", ToolsTags, false)
 	if err != nil {
 		t.Fatal(err)

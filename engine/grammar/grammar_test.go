@@ -24,6 +24,7 @@ func accepts(t *testing.T, g *Grammar, s string) bool {
 }
 
 func TestParseAndMatch(t *testing.T) {
+	t.Parallel()
 	g, err := Parse(jsonGBNF)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +42,7 @@ func TestParseAndMatch(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for src, want := range map[string]string{
 		`root ::= "a`:       "unterminated",
 		`root ::= foo`:      "not defined",
@@ -77,6 +79,7 @@ func randomVocab(r *rand.Rand, n int) [][]byte {
 // TestMaskMatchesBruteForce checks the cached, context-split masks
 // against trying every token on the whole stack set, along random walks.
 func TestMaskMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	g, err := Parse(jsonGBNF)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func nestVocab(seed uint64) [][]byte {
 // trial runs filled its table and a probe went round it for ever (the
 // stall the issue saw as 0.2 tok/s, then none).
 func TestNestingWorkBounded(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{AnyJSON(), jsonGBNF} {
 		g, err := Parse(src)
 		if err != nil {
@@ -79,6 +80,7 @@ func TestNestingWorkBounded(t *testing.T) {
 // with a mask every token (the trial runs of the context-dependent
 // tokens drop frames every time), stay within a per-token bound.
 func TestNestingRandomWalk(t *testing.T) {
+	t.Parallel()
 	g, err := Parse(AnyJSON())
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +127,7 @@ func TestNestingRandomWalk(t *testing.T) {
 // the next opening with ErrDepth (the mask is empty, Err says why) and
 // still takes the closing brackets.
 func TestNestingDepthCap(t *testing.T) {
+	t.Parallel()
 	g, err := Parse(AnyJSON())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // the others are checked after generation, and an answer matching
 // several alternatives is ErrOneOf naming where.
 func TestOneOf(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{
 		`{"oneOf": [{"type": "string"}, {"type": "integer"}]}`,
 		`{"oneOf": [{"const": "a"}, {"enum": ["b", "c"]}]}`,

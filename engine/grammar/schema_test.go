@@ -87,6 +87,7 @@ func generate(t *testing.T, c *Compiled, seed uint64) []byte {
 }
 
 func TestSchemasValidate(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/schemas.json")
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +140,7 @@ func TestSchemasValidate(t *testing.T) {
 }
 
 func TestSchemaRefusals(t *testing.T) {
+	t.Parallel()
 	for schema, kw := range map[string]string{
 		`{"type": "object", "minProperties": 1}`:             "minProperties",
 		`{"not": {"type": "string"}}`:                        "not",
@@ -159,6 +161,7 @@ func TestSchemaRefusals(t *testing.T) {
 }
 
 func TestToolCalls(t *testing.T) {
+	t.Parallel()
 	tools := []json.RawMessage{
 		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
 		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
@@ -216,6 +219,7 @@ func TestToolCalls(t *testing.T) {
 // grammar of several calls accepts; a list syntax's list has exactly one
 // element. Lazy grammars are what follows the trigger.
 func TestOneToolCall(t *testing.T) {
+	t.Parallel()
 	tools := []json.RawMessage{
 		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"area": {"type": "string"}}}}}`),
 		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer"}}, "required": ["brightness"]}}}`),

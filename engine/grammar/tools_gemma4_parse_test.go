@@ -17,6 +17,7 @@ import (
 // Random walks through the grammar over a vocabulary of single
 // characters and the syntax's tokens write the calls.
 func TestGemma4GrammarParses(t *testing.T) {
+	t.Parallel()
 	tools := grammar.HATools
 	names := chat.ToolNames(tools)
 	schemas := map[string]*jsonschema.Schema{}

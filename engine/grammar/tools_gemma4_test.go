@@ -17,6 +17,7 @@ var haTools = []json.RawMessage{
 }
 
 func TestGemma4ToolCallsGrammar(t *testing.T) {
+	t.Parallel()
 	call := func(s string) string { return "<|tool_call>call:" + s + "<tool_call|>" }
 	src, trigger, err := ToolCalls(haTools, "", ToolsGemma4, false)
 	if err != nil {
@@ -121,6 +122,7 @@ func mustParse(t *testing.T, src string) *Grammar {
 }
 
 func TestGemma4ToolCallsErrors(t *testing.T) {
+	t.Parallel()
 	tool := func(name, params string) []json.RawMessage {
 		return []json.RawMessage{json.RawMessage(`{"type": "function", "function": {"name": "` + name + `", "parameters": ` + params + `}}`)}
 	}

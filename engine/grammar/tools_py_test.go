@@ -13,6 +13,7 @@ import (
 )
 
 func TestToolCallsLFM2(t *testing.T) {
+	t.Parallel()
 	tools := []json.RawMessage{
 		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
 		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}, "on": {"type": "boolean"}, "color": {"enum": ["red", "warm white", null]}}, "required": ["brightness"]}}}`),
@@ -182,6 +183,7 @@ func generateCalls(t *testing.T, c *Compiled, seed uint64) []byte {
 // argument, and as an optional one beside a string), and of Home
 // Assistant's tools.
 func TestToolCallsLFM2Parse(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/schemas.json")
 	if err != nil {
 		t.Fatal(err)

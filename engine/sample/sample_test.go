@@ -62,6 +62,7 @@ func logs(ps ...float64) []float32 {
 }
 
 func TestGreedy(t *testing.T) {
+	t.Parallel()
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
 	for _, tc := range []struct {
@@ -84,6 +85,7 @@ func TestGreedy(t *testing.T) {
 }
 
 func TestSamplerGreedy(t *testing.T) {
+	t.Parallel()
 	p := DefaultParams()
 	p.Temperature = 0
 	s := mustNew(t, p, 5)
@@ -108,6 +110,7 @@ func TestSamplerGreedy(t *testing.T) {
 }
 
 func TestTopK(t *testing.T) {
+	t.Parallel()
 	p := off()
 	p.TopK = 2
 	s := mustNew(t, p, 5)
@@ -126,6 +129,7 @@ func TestTopK(t *testing.T) {
 }
 
 func TestTopP(t *testing.T) {
+	t.Parallel()
 	logits := logs(0.15, 0.5, 0.05, 0.3)
 	for _, tc := range []struct {
 		p   float32
@@ -153,6 +157,7 @@ func TestTopP(t *testing.T) {
 }
 
 func TestMinP(t *testing.T) {
+	t.Parallel()
 	logits := logs(0.15, 0.5, 0.05, 0.3)
 	for _, k := range []int{0, 4} {
 		for _, tp := range []float32{1, 0.99} {
@@ -169,6 +174,7 @@ func TestMinP(t *testing.T) {
 }
 
 func TestTemperature(t *testing.T) {
+	t.Parallel()
 	logits := logs(1.0/3, 2.0/3)
 	for _, tc := range []struct {
 		temp float32
@@ -193,6 +199,7 @@ func TestTemperature(t *testing.T) {
 }
 
 func TestPenalties(t *testing.T) {
+	t.Parallel()
 	logits := []float32{2, -1, 0.5, 3, 0}
 	history := []int32{3, 0, 1, 1, 99, -4} // out-of-vocabulary ids are ignored
 	for _, tc := range []struct {
@@ -246,6 +253,7 @@ func TestPenalties(t *testing.T) {
 // The penalized tokens must be found by top-k even when the penalty raises
 // them (repeat penalty < 1, negative presence penalty).
 func TestPenaltiesWithTopK(t *testing.T) {
+	t.Parallel()
 	logits := []float32{3, 2.9, 2.8, 0.1, 0.2}
 	p := off()
 	p.TopK, p.PresencePenalty = 2, -5
@@ -263,6 +271,7 @@ func TestPenaltiesWithTopK(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	nan := float32(math.NaN())
 	for _, tc := range []struct {
 		name string
@@ -306,6 +315,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestDeterminism(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	logits := randLogits(rng, 1000, 2)
 	run := func(seed uint64) []int32 {
@@ -330,6 +340,7 @@ func TestDeterminism(t *testing.T) {
 
 // Sample must consume randomness exactly as Draw(Distribution(...)).
 func TestSampleEqualsDrawDistribution(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, p := range []Params{DefaultParams(), off(), {Temperature: 0, TopP: 1, RepeatPenalty: 1}} {
 		p.Seed = 7
@@ -355,6 +366,7 @@ func TestSampleEqualsDrawDistribution(t *testing.T) {
 // Empirical frequencies of Sample match Distribution (chi-square test with a
 // fixed seed, so it is deterministic).
 func TestChiSquare(t *testing.T) {
+	t.Parallel()
 	logits := []float32{1.2, -0.3, 0.8, 2.0, 0.1, -2.5, 1.9, 0.0, -1.0, 0.5}
 	p := Params{Temperature: 0.9, TopK: 8, TopP: 0.97, MinP: 0.02, RepeatPenalty: 1.3, RepeatLastN: 64, Seed: 2024}
 	history := []int32{3, 6}
@@ -387,6 +399,7 @@ func TestChiSquare(t *testing.T) {
 }
 
 func TestDrawExcluding(t *testing.T) {
+	t.Parallel()
 	s := mustNew(t, off(), 10)
 	c := []Candidate{{5, 0.5}, {7, 0.3}, {9, 0.2}}
 	counts := map[int32]int{}
@@ -428,6 +441,7 @@ func TestDrawExcluding(t *testing.T) {
 }
 
 func TestDistributionInvariants(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 200 {
 		n := 1 + rng.IntN(400)
@@ -500,6 +514,7 @@ func reference(p Params, logits []float32, history []int32) []Candidate {
 }
 
 func TestAgainstReference(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for trial := range 300 {
 		n := 1 + rng.IntN(3000)
@@ -531,6 +546,7 @@ func TestAgainstReference(t *testing.T) {
 // The shortcuts at a real vocabulary size (the bucket pre-cut spreads tokens
 // over many buckets only when there are many of them).
 func TestAgainstReferenceLargeVocab(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -568,6 +584,7 @@ func TestAgainstReferenceLargeVocab(t *testing.T) {
 
 // Bad input must not panic.
 func TestOddInput(t *testing.T) {
+	t.Parallel()
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	for _, p := range []Params{DefaultParams(), off(), {Temperature: 0, TopP: 1, RepeatPenalty: 1}} {
 		p.RepeatPenalty = 1.2
@@ -595,6 +612,7 @@ func TestOddInput(t *testing.T) {
 }
 
 func TestLogSoftmax(t *testing.T) {
+	t.Parallel()
 	logits := []float32{1, 2, 3, -4, 0}
 	dst := make([]float32, len(logits))
 	LogSoftmax(dst, logits)

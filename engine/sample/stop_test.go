@@ -29,6 +29,7 @@ func runSteps(t *testing.T, stops []string, steps []step, flush string) {
 }
 
 func TestStopMatcher(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		stops []string
@@ -87,6 +88,7 @@ func TestStopMatcher(t *testing.T) {
 }
 
 func TestStopMatcherFlushAndReset(t *testing.T) {
+	t.Parallel()
 	m := NewStopMatcher([]string{"STOP"})
 	if emit, _ := m.Feed([]byte("abcST")); string(emit) != "abc" {
 		t.Fatalf("Feed = %q", emit)
@@ -113,6 +115,7 @@ func TestStopMatcherFlushAndReset(t *testing.T) {
 // No stop string here contains another, so where a stream stops does not
 // depend on how it is chunked.
 func TestStopMatcherRandomChunks(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 14))
 	alphabet := []string{"a", "b", "c", " ", "é", "→", "😀", "\n"}
 	stopSets := [][]string{

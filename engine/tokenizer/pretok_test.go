@@ -34,6 +34,7 @@ func preSplit(t *testing.T, pre, text string) []string {
 // follow from llama.cpp's regexes as std::regex runs them on the collapsed
 // text (non-ASCII letters count as both upper and lower case there).
 func TestPreSplits(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		pre, text string
 		want      []string

@@ -10,6 +10,7 @@ import (
 // it was accepted, the default id kept); other special ids out of range
 // are left off as llama.cpp does.
 func TestSpecialIDsOutOfRange(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		key  string
 		id   uint32

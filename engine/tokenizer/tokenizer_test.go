@@ -49,6 +49,7 @@ func tinySPM(t testing.TB) *Tokenizer {
 }
 
 func TestSPMHandBuilt(t *testing.T) {
+	t.Parallel()
 	tk := tinySPM(t)
 	id := func(s string) int32 {
 		x, ok := tk.TokenID(s)
@@ -98,6 +99,7 @@ func TestSPMHandBuilt(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
+	t.Parallel()
 	if _, err := New(&Vocab{Model: "bert", Tokens: []string{"a"}}); err == nil || !strings.Contains(err.Error(), "bert") {
 		t.Fatalf("unsupported model: %v", err)
 	}
@@ -110,6 +112,7 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestVocabFromMetadataErrors(t *testing.T) {
+	t.Parallel()
 	meta := map[string]any{"tokenizer.ggml.model": "llama"}
 	get := func(k string) (any, bool) { v, ok := meta[k]; return v, ok }
 	if _, err := VocabFromMetadata(get); !errors.Is(err, ErrMissingKey) || !strings.Contains(err.Error(), "tokenizer.ggml.tokens") {
@@ -132,6 +135,7 @@ func TestVocabFromMetadataErrors(t *testing.T) {
 }
 
 func TestCleanSpaces(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"a , b . c ! d ?":    "a, b. c! d?",
 		"it ' s":             "it's",
@@ -151,6 +155,7 @@ func TestCleanSpaces(t *testing.T) {
 }
 
 func TestCompletePrefix(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want int
@@ -167,6 +172,7 @@ func TestCompletePrefix(t *testing.T) {
 // TestDecoderSplitsUTF8 streams characters whose bytes arrive in separate
 // byte tokens and checks that no partial character is emitted.
 func TestDecoderSplitsUTF8(t *testing.T) {
+	t.Parallel()
 	tk := tinySPM(t)
 	text := "hi 🦙 é ✅"
 	ids := tk.Encode(text, true, false)
@@ -235,6 +241,7 @@ func TestLoadTime(t *testing.T) {
 }
 
 func TestSpecialIDs(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name          string
 		bos, eos, eot int32
@@ -289,6 +296,7 @@ func BenchmarkEncodeDSLLM(b *testing.B)  { encodeBench(b, "deepseek-llm") }
 
 // TestEncodeSpeed guards the "2000-token prompt in milliseconds" budget.
 func TestEncodeSpeed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -354,6 +362,7 @@ func TestLongInputsLinear(t *testing.T) {
 // TestStdlibOnly keeps the package's non-test code on the standard library
 // (and off engine/gguf): the tokenizer works from plain vocabulary data.
 func TestStdlibOnly(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -381,6 +390,7 @@ func TestStdlibOnly(t *testing.T) {
 
 // TestConcurrentEncode shares one Tokenizer between goroutines.
 func TestConcurrentEncode(t *testing.T) {
+	t.Parallel()
 	tk := zooTokenizer(t, "qwen2")
 	texts := []string{benchText, "Hello, world!", "<|im_start|>user\nhi<|im_end|>", "日本語 🦙 1234567"}
 	want := make([][]int32, len(texts))

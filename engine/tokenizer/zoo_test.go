@@ -105,6 +105,7 @@ func (t *Tokenizer) describe(ids []int32) string {
 // (vocab/*.gguf.inp/.out): no BOS, special tokens not parsed, as
 // test-tokenizer-0 calls common_tokenize(ctx, text, false, false).
 func TestVocabTestVectors(t *testing.T) {
+	t.Parallel()
 	dir := zooDir(t)
 	for _, name := range zooVocabs {
 		t.Run(name, func(t *testing.T) {
@@ -189,6 +190,7 @@ func loadGolden(t *testing.T, dir, name string) *goldenFile {
 
 // TestGoldenTokenize checks golden/tokenize-*.json tokenize cases.
 func TestGoldenTokenize(t *testing.T) {
+	t.Parallel()
 	dir := zooDir(t)
 	for _, name := range zooVocabs {
 		t.Run(name, func(t *testing.T) {
@@ -228,6 +230,7 @@ func TestGoldenTokenize(t *testing.T) {
 // does not apply; there the golden text must equal Detokenize's before its
 // clean-up, which TestCleanSpaces covers.
 func TestGoldenDetokenize(t *testing.T) {
+	t.Parallel()
 	dir := zooDir(t)
 	for _, name := range zooVocabs {
 		t.Run(name, func(t *testing.T) {
@@ -304,6 +307,7 @@ func processEscapes(s string) string {
 // each file's own BOS and special-token settings, and phi3's control
 // tokens).
 func TestGenPrompts(t *testing.T) {
+	t.Parallel()
 	dir := zooDir(t)
 	models := []string{"stories260K-F32", "tiny-llama-F32", "tiny-qwen2-F16", "tiny-qwen3-F16"}
 	for _, fam := range []string{"gemma3", "qwen3moe", "phi3", "granite", "smollm3", "lfm2", "gemma4"} {
