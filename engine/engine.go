@@ -330,6 +330,12 @@ type Request struct {
 	// far: a watchdog counts it as progress, as it counts OnToken (the
 	// prefill of a long prompt on a slow board takes minutes).
 	OnPrefill func(done int)
+	// OnPromptProgress, if set, is told what OnPrefill is told and the
+	// prompt's length: done of total prompt tokens are in the state (the
+	// first call's done were reused from the cache), then total of total
+	// when the prefill ends (the last prompt token goes with the first
+	// decoding step).
+	OnPromptProgress func(done, total int)
 	// Spec configures speculative decoding (the zero value: SpecAuto with
 	// the defaults).
 	Spec SpecOptions
