@@ -84,6 +84,9 @@ type openaiCommon struct {
 	// Grammar is llama-server's extension: a GBNF grammar for the answer.
 	ResponseFormat json.RawMessage `json:"response_format"`
 	Grammar        string          `json:"grammar"`
+	// ReturnProgress is llama-server's: a streamed answer tells the
+	// prompt's progress (prompt_progress chunks) while it is read.
+	ReturnProgress bool `json:"return_progress"`
 	// Accepted and ignored: presence_penalty, frequency_penalty,
 	// logit_bias, user, reasoning_effort, store, metadata, service_tier,
 	// top_logprobs (without logprobs).
@@ -247,6 +250,8 @@ type openaiResponse[C any] struct {
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []C          `json:"choices"`
 	Usage             *openaiUsage `json:"usage,omitempty"`
+	// PromptProgress is llama-server's, with return_progress.
+	PromptProgress *promptProgress `json:"prompt_progress,omitempty"`
 }
 
 type openaiChatResponse = openaiResponse[openaiChoice]
@@ -282,7 +287,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	o := genOptions{thinking: true} // the thinking goes out as reasoning_content (the core splits it off)
+	o := genOptions{thinking: true, progress: c.Stream && c.ReturnProgress} // the thinking goes out as reasoning_content (the core splits it off)
 	err := s.checkModel(c.Model)
 	if err == nil {
 		if c.MaxTokens == nil {
@@ -371,6 +376,14 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	calls, first := 0, true
 	send := func(p piece) error {
+		if p.progress != nil {
+			// As llama-server sends it: an assistant delta without
+			// content, the progress beside the choices.
+			r := resp
+			r.Choices = []openaiChoice{{Delta: &openaiOutMessage{Role: "assistant"}}}
+			r.PromptProgress = p.progress
+			return sse.write(r)
+		}
 		if first {
 			empty := ""
 			first = false
