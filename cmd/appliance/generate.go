@@ -73,6 +73,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	}
 	ereq.OnPromptProgress = func(done, total int) {
 		j.progress.prompt(done, total)
+		c.emit(Event{Kind: EventChanged}) // the State's running job shows it (MQTT's state, the status page)
 		if r.OnPromptProgress != nil {
 			r.OnPromptProgress(done, total)
 		}
