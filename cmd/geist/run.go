@@ -169,19 +169,23 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	var last byte = '\n' // the last byte written: the output ends with a newline
+	pl := newPromptLine(e.stderr)
+	defer pl.clear()
 	req := engine.Request{
-		Prompt:    prompt,
-		Chat:      *chatMode,
-		System:    *system,
-		MaxTokens: max(*n, 0),
-		Sampling:  p,
-		Stop:      *stops,
-		Spec:      so,
-		Grammar:   gbnf,
+		OnPromptProgress: pl.update,
+		Prompt:           prompt,
+		Chat:             *chatMode,
+		System:           *system,
+		MaxTokens:        max(*n, 0),
+		Sampling:         p,
+		Stop:             *stops,
+		Spec:             so,
+		Grammar:          gbnf,
 		OnText: func(b []byte) error {
 			if len(b) == 0 {
 				return nil
 			}
+			pl.clear()
 			last = b[len(b)-1]
 			if _, err := out.Write(b); err != nil {
 				return err
