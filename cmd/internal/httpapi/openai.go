@@ -605,7 +605,11 @@ func (s *Server) modelEntry() openaiModel {
 }
 
 func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []openaiModel{s.modelEntry()}})
+	data := []openaiModel{s.modelEntry()}
+	for _, m := range s.storedModels()[1:] {
+		data = append(data, openaiModel{ID: m.tagged(), Object: "model", Created: m.ModifiedAt.Unix(), OwnedBy: "geist"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
