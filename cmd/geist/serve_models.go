@@ -261,6 +261,9 @@ func (p *modelPool) roomLocked(path string) ([]*pooled, error) {
 // handler, as serve builds its first model's.
 func (p *modelPool) load(m *pooled, path string) {
 	defer close(m.ready)
+	if testPoolLoad != nil {
+		testPoolLoad(m.name)
+	}
 	start := time.Now()
 	c := *p.c
 	c.Model = path
@@ -300,8 +303,11 @@ func (p *modelPool) load(m *pooled, path string) {
 	if fi, err := os.Stat(path); err == nil {
 		m.size = fi.Size()
 	}
-	log.Info("model loaded", "ctx", eng.Ctx(), "ms", load.Milliseconds(), "keep_alive", m.keep.String())
+	log.Info("model loaded", "ctx", eng.Ctx(), "ms", load.Milliseconds())
 }
+
+// testPoolLoad, when set (tests), runs first in every load.
+var testPoolLoad func(name string)
 
 // Unload implements httpapi.ModelSwitch.
 func (p *modelPool) Unload(name string) bool {
