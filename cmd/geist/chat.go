@@ -133,7 +133,10 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 			o.mf.cache = dc
 		}
 	}
+	ll := newPromptLine(e.stderr)
+	o.mf.onLoad = ll.loading
 	eng, err := o.mf.load()
+	ll.clear()
 	if err != nil {
 		return err
 	}

@@ -269,7 +269,7 @@ func (p *modelPool) load(m *pooled, path string) {
 	c.Model = path
 	log := p.log.With("model", m.name)
 	eng, err := engine.Load(path, engine.Options{Threads: c.Threads, MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType,
-		RepackBudget: c.Repack, Logger: log.With("component", "engine")})
+		RepackBudget: c.Repack, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, path)})
 	if err != nil {
 		m.err = err
 		return
