@@ -159,5 +159,5 @@ func unsupportedWhy(path string) string {
 	case path == "/api/create", path == "/api/copy", path == "/api/push", strings.HasPrefix(path, "/api/blobs"):
 		return "models come from Hugging Face GGUF files: geist pull NAME|hf:OWNER/REPO/FILE.gguf (POST /api/pull) stores one, geist models catalog lists the names"
 	}
-	return "it runs the one model it loaded at start (geist serve -m MODEL); geist pull and geist list manage the stored ones"
+	return "geist pull and geist list manage the stored models, which requests name to use them"
 }
