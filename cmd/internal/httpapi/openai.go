@@ -613,6 +613,12 @@ func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
+	for _, m := range s.storedModels()[1:] {
+		if strings.EqualFold(canonicalName(m.Name), canonicalName(r.PathValue("model"))) {
+			writeJSON(w, http.StatusOK, openaiModel{ID: m.tagged(), Object: "model", Created: m.ModifiedAt.Unix(), OwnedBy: "geist"})
+			return
+		}
+	}
 	if !s.isLoaded(r.PathValue("model")) {
 		writeOpenAIError(w, http.StatusNotFound, fmt.Sprintf("model %q not found: geist serves %q", r.PathValue("model"), s.cfg.Model.tagged()))
 		return

@@ -117,6 +117,12 @@ func TestModelSwitch(t *testing.T) {
 	if strings.Count(out, `"id"`) != 3 {
 		t.Errorf("/v1/models: %s", out)
 	}
+	if resp, out := ts.do(t, "GET", "/v1/models/third:latest", ""); resp.StatusCode != 200 || !strings.Contains(out, `"id":"third:latest"`) {
+		t.Errorf("/v1/models/third:latest: %d %s", resp.StatusCode, out)
+	}
+	if resp, _ := ts.do(t, "GET", "/v1/models/missing", ""); resp.StatusCode != 404 {
+		t.Errorf("/v1/models/missing: %d", resp.StatusCode)
+	}
 	_, out = ts.do(t, "GET", "/api/ps", "")
 	var ps struct{ Models []runningModel }
 	json.Unmarshal([]byte(out), &ps)
