@@ -70,6 +70,11 @@ type Options struct {
 	// (RepackBudget's spec: "auto" by default, "all", "none" or a size);
 	// what does not fit is read from the mapped file.
 	RepackBudget string
+	// OnLoadProgress, if set, hears the load's progress: done of total
+	// bytes of the weights repacked (the long part of loading a big file;
+	// not called when nothing is repacked). It may be called from several
+	// goroutines, one at a time.
+	OnLoadProgress func(done, total int64)
 }
 
 // ErrPromptTooLong is returned when a prompt does not fit the context.
@@ -154,7 +159,7 @@ func Load(path string, opt Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{path: path, file: f, tok: tok, opt: opt, selfMode: selfMode, id: modelID(f.Bytes()[:min(f.DataOffset, int64(len(f.Bytes())))], kvType)}
-	if e.model, err = model.LoadWith(f, model.LoadOptions{RepackBudget: budget}); err != nil {
+	if e.model, err = model.LoadWith(f, model.LoadOptions{RepackBudget: budget, Progress: opt.OnLoadProgress}); err != nil {
 		f.Close()
 		return nil, modelError(path, err)
 	}
@@ -330,6 +335,12 @@ type Request struct {
 	// far: a watchdog counts it as progress, as it counts OnToken (the
 	// prefill of a long prompt on a slow board takes minutes).
 	OnPrefill func(done int)
+	// OnPromptProgress, if set, is told what OnPrefill is told and the
+	// prompt's length: done of total prompt tokens are in the state (the
+	// first call's done were reused from the cache), then total of total
+	// when the prefill ends (the last prompt token goes with the first
+	// decoding step).
+	OnPromptProgress func(done, total int)
 	// Spec configures speculative decoding (the zero value: SpecAuto with
 	// the defaults).
 	Spec SpecOptions

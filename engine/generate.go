@@ -132,7 +132,20 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if e.model.RecLayers() > 0 {
 		pin = e.keepPrefix(&req, msgs, prompt)
 	}
-	reused, restored, err := e.prefillWatched(ctx, prompt[:len(prompt)-1], pin, req.OnPrefill)
+	onPrefill := req.OnPrefill
+	if pp := req.OnPromptProgress; pp != nil {
+		total, inner := len(prompt), req.OnPrefill
+		onPrefill = func(done int) {
+			if inner != nil {
+				inner(done)
+			}
+			pp(done, total)
+		}
+	}
+	reused, restored, err := e.prefillWatched(ctx, prompt[:len(prompt)-1], pin, onPrefill)
+	if err == nil && req.OnPromptProgress != nil {
+		req.OnPromptProgress(len(prompt), len(prompt))
+	}
 	st.ReusedTokens, st.RestoredTokens = reused, restored
 	st.EvaluatedTokens = len(prompt) - reused
 	st.RestoreMS = float64(e.restoreTook.Microseconds()) / 1000

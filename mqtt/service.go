@@ -945,6 +945,10 @@ type State struct {
 	// topic and per asker) since the start: above 0, some senders heard
 	// nothing back.
 	RefusalsHeld int64 `json:"refusals_held"`
+	// While a request's prompt is read (before its first token):
+	// prompt_done of its prompt_total tokens; absent otherwise.
+	PromptDone  int `json:"prompt_done,omitempty"`
+	PromptTotal int `json:"prompt_total,omitempty"`
 }
 
 // CurrentState returns the state as it would be published now.
@@ -955,6 +959,12 @@ func (s *Service) CurrentState() State {
 		AcceptedDepth: round2(c.MeanAcceptedDepth), CacheHitRate: c.CacheHitRate, Served: c.Served, Refused: c.Refused,
 		Cancelled: c.Cancelled, Failed: c.Failed, Session: c.Session, Version: s.cfg.Version, Degraded: degraded(c.Degraded),
 		GeneratedTokens: c.GeneratedTokens, ThinkingTokens: c.ThinkingTokens, RefusalsHeld: s.askers.Held()}
+	for _, j := range c.Jobs {
+		if j.State == "running" && j.Tokens == 0 && j.PromptTotal > 0 {
+			st.PromptDone, st.PromptTotal = j.PromptDone, j.PromptTotal
+			break
+		}
+	}
 	for name, d := range c.Drafters {
 		if d.Drafted == 0 {
 			continue

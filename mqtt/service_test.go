@@ -482,3 +482,35 @@ func TestServiceToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestStatePromptProgress: while a long prompt is read the retained state
+// says how much of it (prompt_done of prompt_total), published as it
+// grows; the fields are gone once the answer runs.
+func TestStatePromptProgress(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	c := mqtttest.NewClient(t, b.URL)
+	c.Subscribe(t, "geist/dev3/state")
+	s, _ := startService(t, Config{Broker: b.URL, Device: "dev3", Model: "m", StateInterval: 10 * time.Millisecond},
+		&appliancetest.Engine{Words: 2, Delay: 40 * time.Millisecond}, nil)
+	c.Publish(t, s.Topics().Ask, []byte(`{"id":"p1","text":"PREFILL"}`))
+	var seen [][2]int
+	msgs, _ := c.Wait(10*time.Second, func(m []mqtttest.Msg) bool {
+		seen = seen[:0]
+		for _, msg := range mqtttest.On(m, "geist/dev3/state") {
+			if st := decode[State](t, msg.Payload); st.PromptTotal > 0 {
+				seen = append(seen, [2]int{st.PromptDone, st.PromptTotal})
+			}
+		}
+		return len(seen) >= 3
+	})
+	if len(seen) < 3 || seen[0][1] != 1280 || seen[len(seen)-1][0] <= seen[0][0] {
+		t.Fatalf("prompt progress on the state topic %v (%d messages)", seen, len(msgs))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st := s.CurrentState(); st.PromptTotal == 0 && st.State == "idle" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("state after the answer %+v", st)
+		}
+	}
+}

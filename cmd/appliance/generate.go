@@ -71,7 +71,13 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		ans.Token(id)
 		j.progress.token()
 	}
-	ereq.OnPrefill = func(int) { j.progress.beat() }
+	ereq.OnPromptProgress = func(done, total int) {
+		j.progress.prompt(done, total)
+		c.emit(Event{Kind: EventChanged}) // the State's running job shows it (MQTT's state, the status page)
+		if r.OnPromptProgress != nil {
+			r.OnPromptProgress(done, total)
+		}
+	}
 	cut := false // the answer was cut off by its token limit or the context
 	deliver := func(p Piece, final bool) {
 		written.WriteString(p.Content)

@@ -42,6 +42,9 @@ type JobState struct {
 	// Tokens generated so far, and when the first came (zero before).
 	Tokens     int64
 	FirstToken time.Time
+	// PromptDone of PromptTotal prompt tokens are read (running; 0 of 0
+	// before the engine starts on the prompt).
+	PromptDone, PromptTotal int
 }
 
 // progress counts a running job's tokens; the engine's OnToken feeds it,
@@ -51,6 +54,16 @@ type progress struct {
 	firstTok atomic.Int64 // UnixNano of the first token
 	last     atomic.Int64 // UnixNano of the last token or prefill pass
 	thinking atomic.Bool  // the answer is inside its thinking block
+	// The prompt's tokens in the state and its length, while and after
+	// the engine reads it (engine.Request.OnPromptProgress).
+	promptDone, promptTotal atomic.Int64
+}
+
+// prompt records the prefill's progress: done of total prompt tokens.
+func (p *progress) prompt(done, total int) {
+	p.promptDone.Store(int64(done))
+	p.promptTotal.Store(int64(total))
+	p.beat()
 }
 
 func (p *progress) token() {
@@ -148,6 +161,7 @@ func (c *Core) jobsLocked() []JobState {
 		if state == "running" {
 			s.Started = j.started
 			s.Tokens = j.progress.tokens.Load()
+			s.PromptDone, s.PromptTotal = int(j.progress.promptDone.Load()), int(j.progress.promptTotal.Load())
 			if t := j.progress.firstTok.Load(); t != 0 {
 				s.FirstToken = time.Unix(0, t)
 			}

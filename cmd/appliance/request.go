@@ -112,6 +112,10 @@ type Request struct {
 	// (chat.ToolParser's FirstOnly). The front end asks the grammar for
 	// one call too (engine/grammar's OneToolCall).
 	OneToolCall bool
+	// OnPromptProgress, if set, is told while the prompt is read that done
+	// of its total tokens are (the first call's done came from the prompt
+	// cache), on the worker's goroutine: it must return at once.
+	OnPromptProgress func(done, total int) `json:"-"`
 	// TemplateVars are further chat template variables (llama.cpp's
 	// chat_template_kwargs), such as "enable_thinking": false.
 	TemplateVars map[string]any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +150,40 @@ func TestShutdownAfterWatchdog(t *testing.T) {
 		t.Fatal("Run waited out the grace for a request the watchdog had answered")
 	}
 	t.Logf("shutdown with a stuck worker took %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// TestPromptProgress: while the prompt is read, the request's
+// OnPromptProgress hears each pass and Snapshot's running job shows done
+// of total prompt tokens (the status page's and MQTT's prompt progress).
+func TestPromptProgress(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 2, Delay: 20 * time.Millisecond}
+	c := start(t, eng, nil)
+	var mu sync.Mutex
+	var heard [][2]int
+	tk := submit(t, c, appliance.Request{Text: "PREFILL", OnPromptProgress: func(done, total int) {
+		mu.Lock()
+		heard = append(heard, [2]int{done, total})
+		mu.Unlock()
+	}})
+	var shown appliance.JobState
+	deadline := time.Now().Add(5 * time.Second)
+	for shown.PromptDone == 0 && time.Now().Before(deadline) {
+		for _, j := range c.Snapshot().Jobs {
+			if j.State == "running" && j.PromptDone > 0 && j.PromptDone < j.PromptTotal {
+				shown = j
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if o := outcome(t, tk); code(o) != "answered" {
+		t.Fatalf("%+v", o.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 20 || heard[0] != [2]int{64, 1280} || heard[19] != [2]int{1280, 1280} {
+		t.Errorf("heard %v", heard)
+	}
+	if shown.PromptTotal != 1280 || shown.PromptDone%64 != 0 {
+		t.Errorf("the running job showed %d of %d prompt tokens", shown.PromptDone, shown.PromptTotal)
+	}
 }

@@ -133,7 +133,10 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 			o.mf.cache = dc
 		}
 	}
+	ll := newPromptLine(e.stderr)
+	o.mf.onLoad = ll.loading
 	eng, err := o.mf.load()
+	ll.clear()
 	if err != nil {
 		return err
 	}
@@ -215,16 +218,19 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 		defer c.e.interrupts(cancel)()
 	}
 	last := byte('\n')
+	pl := newPromptLine(c.e.stderr)
+	defer pl.clear()
 	sink := func(p appliance.Piece) {
 		d := p.Content // the thinking is not printed
 		if d == "" {
 			return
 		}
+		pl.clear()
 		last = d[len(d)-1]
 		c.out.WriteString(d)
 		c.out.Flush()
 	}
-	tk, err := c.core.Submit(actx, appliance.Request{Source: appliance.SourceCLI, Text: text, Session: c.session, System: c.system}, sink)
+	tk, err := c.core.Submit(actx, appliance.Request{Source: appliance.SourceCLI, Text: text, Session: c.session, System: c.system, OnPromptProgress: pl.update}, sink)
 	if err != nil {
 		fmt.Fprintf(c.e.stderr, "error: %s\n", refusal(err))
 		return nil

@@ -29,6 +29,7 @@ type modelFlags struct {
 	repack     string
 	cache      engine.PromptCache
 	log        *slog.Logger
+	onLoad     func(done, total int64) // the load's progress (engine.Options.OnLoadProgress)
 }
 
 func (m *modelFlags) register(fs interface {
@@ -58,7 +59,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
 	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, DenseHead: m.denseHead, SelfSpec: m.selfSpec,
-		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack})
+		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack, OnLoadProgress: m.onLoad})
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
@@ -159,7 +160,10 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	defer closeData()
 	mf.log = log
+	ll := newPromptLine(e.stderr)
+	mf.onLoad = ll.loading
 	eng, err := mf.load()
+	ll.clear()
 	if err != nil {
 		return err
 	}
@@ -169,19 +173,23 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	var last byte = '\n' // the last byte written: the output ends with a newline
+	pl := newPromptLine(e.stderr)
+	defer pl.clear()
 	req := engine.Request{
-		Prompt:    prompt,
-		Chat:      *chatMode,
-		System:    *system,
-		MaxTokens: max(*n, 0),
-		Sampling:  p,
-		Stop:      *stops,
-		Spec:      so,
-		Grammar:   gbnf,
+		OnPromptProgress: pl.update,
+		Prompt:           prompt,
+		Chat:             *chatMode,
+		System:           *system,
+		MaxTokens:        max(*n, 0),
+		Sampling:         p,
+		Stop:             *stops,
+		Spec:             so,
+		Grammar:          gbnf,
 		OnText: func(b []byte) error {
 			if len(b) == 0 {
 				return nil
 			}
+			pl.clear()
 			last = b[len(b)-1]
 			if _, err := out.Write(b); err != nil {
 				return err

@@ -245,7 +245,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	c.early = early
 	defer early.close() // what no front end took
 	draft := c.draftModel()
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine")})
+	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, c.Model)})
 	if err != nil {
 		return err
 	}

@@ -66,9 +66,10 @@ func (h *httpSection) validate() error {
 // httpFront is the HTTP API: Ollama, OpenAI, the status page, metrics and
 // health checks.
 type httpFront struct {
-	srv *httpapi.Server
-	ln  net.Listener
-	log *slog.Logger
+	srv  *httpapi.Server
+	ln   net.Listener
+	log  *slog.Logger
+	pool *modelPool // the other stored models
 }
 
 // startHTTP listens on [http] addr; nil when it is empty. mount, when
@@ -77,12 +78,17 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	if c.HTTP.Addr == "" {
 		return nil, nil
 	}
-	hc, err := c.httpConfig(core, eng, models.New(c.modelsDir()), load, log)
+	store := models.New(c.modelsDir())
+	hc, err := c.httpConfig(core, eng, store, load, log)
 	if err != nil {
 		return nil, err
 	}
+	// The other stored models, loaded on demand by name.
+	pool := newModelPool(c, store, log)
+	hc.Models = pool
 	web, err := httpapi.New(hc)
 	if err != nil {
+		pool.Close()
 		return nil, err
 	}
 	web.Check("storage", true, storageCheck(c.DataDir))
@@ -96,10 +102,11 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	}
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
+			pool.Close()
 			return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", listenErr(err))
 		}
 	}
-	return &httpFront{srv: web, ln: ln, log: log}, nil
+	return &httpFront{srv: web, ln: ln, log: log, pool: pool}, nil
 }
 
 // run serves until stop ends.
@@ -111,7 +118,7 @@ func (f *httpFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-func (f *httpFront) wait()  {}
+func (f *httpFront) wait()  { f.pool.Close() }
 func (f *httpFront) close() { f.ln.Close() }
 
 // httpConfig builds the HTTP front end's configuration: the loaded

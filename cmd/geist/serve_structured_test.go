@@ -416,3 +416,110 @@ func TestServeZodClients(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHALlamaCpp is issue 37's Home Assistant test: the llama_cpp
+// integration's request sequence (testdata/http/ha_llama_cpp.mjs: the
+// config flow's checks, a conversation of tool rounds streamed as HA reads
+// them, up to its 10, a round not streamed, an AI Task with a strict
+// json_schema plain and streamed, an image attachment) through the npm
+// openai client, on a model with Qwen 2.5's template: every call names an
+// offered tool with arguments valid under its OpenAPI 3.1 schema, every
+// AI Task answer validates against its structure, the image is a 400
+// naming the model.
+func TestServeHALlamaCpp(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	dir := npmDir(t)
+	model := withTemplate(t, zoo.Path(t, "models", serveModel), zooTemplate(t, "Qwen-Qwen2.5-7B-Instruct"))
+	addr, logs := serveHTTP(t, "-m", model, "--ctx", "8192")
+	out := runNode(t, dir, 4*time.Minute, logs, "testdata/http/ha_llama_cpp.mjs", "http://"+addr)
+	t.Logf("client: %s", out)
+	var r struct {
+		Models        []string
+		Validate      string
+		StreamSupport bool
+		Rounds        []struct {
+			Calls  []string
+			Args   []json.RawMessage
+			Finish string
+			Role   string
+		}
+		Messages int
+		Plain    struct {
+			Calls        []string
+			Finish, Then string
+			ThenRole     string
+		}
+		Tasks []json.RawMessage
+		Image string
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("ha_llama_cpp.mjs printed %s: %v", out, err)
+	}
+	name := strings.TrimSuffix(filepath.Base(model), ".gguf") + ":latest"
+	if len(r.Models) != 1 || r.Models[0] != name || r.Validate != "length" || !r.StreamSupport {
+		t.Errorf("config flow: models %v, validation finish %q, stream support %v", r.Models, r.Validate, r.StreamSupport)
+	}
+	compile := func(schema string) *jsonschema.Schema {
+		c := jsonschema.NewCompiler()
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddResource("s.json", doc); err != nil {
+			t.Fatal(err)
+		}
+		sch, err := c.Compile("s.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sch
+	}
+	params := map[string]*jsonschema.Schema{
+		"HassTurnOn":     compile(`{"type":"object","properties":{"name":{"type":"string","maxLength":20},"area":{"type":"string","maxLength":20},"floor":{"type":"string","maxLength":20},"domain":{"type":"array","items":{"type":"string","enum":["light","switch","fan","cover"]},"maxItems":2},"device_class":{"type":"array","items":{"type":"string","enum":["outlet","switch","awning","blind"]},"maxItems":2}},"required":[]}`),
+		"HassLightSet":   compile(`{"type":"object","properties":{"name":{"type":"string","maxLength":20},"area":{"type":["string","null"],"maxLength":20},"brightness":{"type":["integer","null"],"minimum":0,"maximum":100},"color":{"anyOf":[{"type":"string","maxLength":12},{"type":"null"}]}},"required":["brightness"]}`),
+		"GetLiveContext": compile(`{"type":"object","properties":{},"required":[]}`),
+	}
+	if len(r.Rounds) != 10 {
+		t.Errorf("%d rounds, want HA's 10 (9 with a call asked for, the last as HA asks)", len(r.Rounds))
+	}
+	for i, round := range r.Rounds {
+		if i < 9 && (len(round.Calls) == 0 || round.Finish != "tool_calls") || round.Role != "assistant" {
+			t.Errorf("round %d: calls %v, finish %q, role %q", i+1, round.Calls, round.Finish, round.Role)
+		}
+		for j, c := range round.Calls {
+			sch, ok := params[c]
+			if !ok {
+				t.Errorf("round %d: called %q, not offered", i+1, c)
+				continue
+			}
+			v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(round.Args[j])))
+			if err == nil {
+				err = sch.Validate(v)
+			}
+			if err != nil {
+				t.Errorf("round %d: %s arguments %s: %v", i+1, c, round.Args[j], err)
+			}
+		}
+	}
+	if len(r.Plain.Calls) == 0 || r.Plain.Finish != "tool_calls" || r.Plain.Then == "" || r.Plain.ThenRole != "assistant" {
+		t.Errorf("the round not streamed: %+v", r.Plain)
+	}
+	task := compile(`{"type":"object","properties":{"characters":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":3},"mood":{"type":"string","enum":["happy","sad","calm"]},"count":{"type":["integer","null"],"minimum":0,"maximum":9}},"required":["characters","mood","count"],"additionalProperties":false}`)
+	if len(r.Tasks) != 2 {
+		t.Errorf("%d AI Task answers, want 2", len(r.Tasks))
+	}
+	for i, a := range r.Tasks {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(a)))
+		if err == nil {
+			err = task.Validate(v)
+		}
+		if err != nil {
+			t.Errorf("AI Task %d: %s: %v", i, a, err)
+		}
+	}
+	if !strings.HasPrefix(r.Image, "400 ") || !strings.Contains(r.Image, "geist runs "+name+", a text-only model") {
+		t.Errorf("an image attachment: %s", r.Image)
+	}
+}

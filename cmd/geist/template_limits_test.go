@@ -24,6 +24,9 @@ func TestHelperGeist(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	setupHelperChat()
+	if os.Getenv("GEIST_HELPER_PROMPT_LINE") != "" {
+		promptLineAfter, promptLineEvery = 0, 0
+	}
 	if d, err := time.ParseDuration(os.Getenv("GEIST_HELPER_SERVE_DELAY")); err == nil {
 		testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, d} }
 	}

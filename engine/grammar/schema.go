@@ -152,6 +152,8 @@ var annotations = map[string]bool{
 	"$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
 	"default": true, "examples": true, "deprecated": true, "readOnly": true, "writeOnly": true,
 	"$anchor": true, "strict": true, "discriminator": true, "nullable": false,
+	// JSON Schema 2020-12's content keywords annotate, they assert nothing.
+	"contentEncoding": true, "contentMediaType": true,
 }
 
 // enforced are the keywords the converter enforces.
@@ -384,9 +386,17 @@ func (c *converter) visitObject(s *ordered, name, path string) (string, error) {
 	if types, ok := typ.([]any); ok {
 		alts := make([]string, len(types))
 		for i, t := range types {
-			one := &ordered{keys: s.keys, vals: map[string]any{}}
-			for k, v := range s.vals {
-				one.vals[k] = v
+			// Each alternative keeps the keywords of its own type: a
+			// bound of strings says nothing about the null of
+			// ["string", "null"] (OpenAPI 3.1's nullable).
+			ts, _ := t.(string)
+			one := &ordered{vals: map[string]any{}}
+			for _, k := range s.keys {
+				if o, owned := keywordOwner[k]; owned && o != ts && !(o == "number" && ts == "integer") {
+					continue
+				}
+				one.keys = append(one.keys, k)
+				one.vals[k] = s.vals[k]
 			}
 			one.vals["type"] = t
 			body, err := c.visitObject(one, fmt.Sprintf("%s-%v", name, t), path)
@@ -432,17 +442,19 @@ func (c *converter) visitObject(s *ordered, name, path string) (string, error) {
 	return "", fmt.Errorf("schema at %s: unknown type %q", path, t)
 }
 
+// keywordOwner names the type each type-specific keyword applies to.
+var keywordOwner = map[string]string{
+	"properties": "object", "required": "object", "additionalProperties": "object",
+	"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
+	"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
+	"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
+}
+
 // checkFor refuses keywords of another type that would be ignored (a
 // bound on a string, say) rather than silently loosening.
 func (c *converter) checkFor(s *ordered, t, path string) error {
-	owner := map[string]string{
-		"properties": "object", "required": "object", "additionalProperties": "object",
-		"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
-		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
-		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
-	}
 	for _, k := range s.keys {
-		o, ok := owner[k]
+		o, ok := keywordOwner[k]
 		if !ok || o == t || o == "number" && t == "integer" {
 			continue
 		}

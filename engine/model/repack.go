@@ -26,6 +26,10 @@ type LoadOptions struct {
 	RepackBudget int64
 	// Plan computes Repack without repacking anything (geist inspect).
 	Plan bool
+	// Progress, if set, is told after each repacked matrix that done of
+	// total bytes of the file's weights to repack are repacked (called
+	// from the packing goroutines, one call at a time).
+	Progress func(done, total int64)
 }
 
 // RepackStats is what a load repacked into anonymous memory and what it
@@ -175,6 +179,8 @@ func (m *Model) pack(f *gguf.File, o LoadOptions) error {
 	close(jobs)
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
+	var progress sync.Mutex
+	var done int64
 	for range runtime.NumCPU() {
 		wg.Go(func() {
 			for j := range jobs {
@@ -186,6 +192,12 @@ func (m *Model) pack(f *gguf.File, o LoadOptions) error {
 					continue
 				}
 				f.Release(j.w.Data)
+				if o.Progress != nil {
+					progress.Lock()
+					done += int64(len(j.w.Data))
+					o.Progress(done, r.PackedFile)
+					progress.Unlock()
+				}
 			}
 		})
 	}

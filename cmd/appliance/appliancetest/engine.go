@@ -29,7 +29,8 @@ import (
 //	                   generation that stopped making progress)
 //	containing HANG    the first word, then nothing until Unhang, deaf
 //	                   to its context (work that never looks at it)
-//	containing PREFILL 20 prefill passes first, one every Delay
+//	containing PREFILL 20 prefill passes first, one every Delay (OnPrefill
+//	                   64, 128, …; OnPromptProgress the same of 1280)
 type Engine struct {
 	Words int
 	Delay time.Duration
@@ -171,6 +172,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request) (engine.Stats
 			}
 			if req.OnPrefill != nil {
 				req.OnPrefill(64 * (i + 1))
+			}
+			if req.OnPromptProgress != nil {
+				req.OnPromptProgress(64*(i+1), 64*20)
 			}
 		}
 	}

@@ -16,13 +16,27 @@ import (
 type piece struct {
 	content, thinking string
 	calls             []appliance.ToolCall
+	progress          *promptProgress // the prompt read so far (genOptions.progress)
 }
 
-func (p *piece) empty() bool { return p.content == "" && p.thinking == "" && len(p.calls) == 0 }
+func (p *piece) empty() bool {
+	return p.content == "" && p.thinking == "" && len(p.calls) == 0 && p.progress == nil
+}
+
+// promptProgress is llama-server's prompt_progress: of the prompt's total
+// tokens, processed are in the model's state, cache of them came from the
+// cache; time_ms since the request arrived.
+type promptProgress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
+}
 
 // genOptions say how to show a generation.
 type genOptions struct {
 	thinking bool // the client sees the thinking (the core splits it off)
+	progress bool // the client hears the prompt's progress (return_progress)
 }
 
 // show turns the core's piece of an answer into this API's: the
@@ -42,9 +56,34 @@ type pipe struct {
 	content, thinks strings.Builder
 	calls           []appliance.ToolCall
 	wake            chan struct{}
+	start           time.Time
+	cache           int             // the prompt's first progress: tokens from the cache (-1: none yet)
+	progress        *promptProgress // the latest, not yet taken
 }
 
-func newPipe() *pipe { return &pipe{wake: make(chan struct{}, 1)} }
+func newPipe() *pipe { return &pipe{wake: make(chan struct{}, 1), start: time.Now(), cache: -1} }
+
+// prompt is appliance.Request.OnPromptProgress: it keeps the latest.
+func (p *pipe) prompt(done, total int) {
+	p.mu.Lock()
+	if p.cache < 0 {
+		p.cache = done
+	}
+	p.progress = &promptProgress{Total: total, Cache: p.cache, Processed: done, TimeMS: time.Since(p.start).Milliseconds()}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pipe) takeProgress() *promptProgress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.progress
+	p.progress = nil
+	return pp
+}
 
 func (p *pipe) sink(piece appliance.Piece) {
 	p.mu.Lock()
@@ -86,6 +125,9 @@ func (s *Server) submit(r *http.Request, req appliance.Request, o genOptions) (*
 	req.Source = appliance.SourceHTTP
 	ctx, cancel := context.WithCancel(r.Context())
 	g := &generation{s: s, start: time.Now(), pipe: newPipe(), cancel: cancel, opts: o, writeOK: true}
+	if o.progress {
+		req.OnPromptProgress = g.pipe.prompt
+	}
 	t, err := s.core.Submit(ctx, req, g.pipe.sink)
 	if err != nil {
 		cancel()
@@ -118,6 +160,11 @@ func (g *generation) stream(w http.ResponseWriter, write func(piece) error) (app
 	for {
 		select {
 		case <-g.pipe.wake:
+			if g.opts.progress {
+				if pp := g.pipe.takeProgress(); pp != nil {
+					send(piece{progress: pp})
+				}
+			}
 			send(g.opts.show(g.pipe.take()))
 		case <-g.ticket.Done():
 			o := g.ticket.Outcome()

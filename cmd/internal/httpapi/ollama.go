@@ -138,6 +138,9 @@ func (s *Server) checkModel(name string) error {
 	if s.isLoaded(name) {
 		return nil
 	}
+	if s.cfg.Models != nil {
+		return &badRequest{http.StatusNotFound, fmt.Sprintf("model %q not found: it is not in geist's model store (GET /api/tags lists the models; geist pull NAME or POST /api/pull stores one)", name)}
+	}
 	return &badRequest{http.StatusNotFound, fmt.Sprintf("model %q not found: geist serves %q (one model, chosen when geist starts: geist serve -m MODEL)", name, s.cfg.Model.tagged())}
 }
 
@@ -389,7 +392,7 @@ func ollamaCalls(calls []appliance.ToolCall) []ollamaToolCall {
 // its one model loaded.
 func (s *Server) loadOnly(w http.ResponseWriter, c *ollamaCommon, chatForm bool) {
 	if ka := strings.TrimSpace(string(c.KeepAlive)); ka == "0" || ka == `"0"` || ka == `"0s"` || ka == `"0m"` {
-		writeError(w, http.StatusBadRequest, "geist keeps its one model loaded for as long as it runs; it cannot unload it")
+		writeError(w, http.StatusBadRequest, "geist keeps the model it started with ("+s.cfg.Model.tagged()+") loaded for as long as it runs; it cannot unload it (the other stored models unload with keep_alive 0)")
 		return
 	}
 	s.cfg.Core.Warm()

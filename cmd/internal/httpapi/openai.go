@@ -84,6 +84,9 @@ type openaiCommon struct {
 	// Grammar is llama-server's extension: a GBNF grammar for the answer.
 	ResponseFormat json.RawMessage `json:"response_format"`
 	Grammar        string          `json:"grammar"`
+	// ReturnProgress is llama-server's: a streamed answer tells the
+	// prompt's progress (prompt_progress chunks) while it is read.
+	ReturnProgress bool `json:"return_progress"`
 	// Accepted and ignored: presence_penalty, frequency_penalty,
 	// logit_bias, user, reasoning_effort, store, metadata, service_tier,
 	// top_logprobs (without logprobs).
@@ -146,14 +149,16 @@ func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon
 }
 
 // content reads a message's content: a string, null, or a list of text
-// parts (other parts refused).
-func content(raw json.RawMessage, i int) (string, error) {
+// parts. Images, audio and files (Home Assistant's AI Task attachments:
+// image_url parts, and a PDF as a text part "[File: NAME]\nContent:
+// BASE64") are refused naming the model geist runs, which reads text only.
+func (s *Server) content(raw json.RawMessage, i int) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return str, s.attachedPDF(str, i, -1)
 	}
 	var parts []struct {
 		Type string `json:"type"`
@@ -165,11 +170,38 @@ func content(raw json.RawMessage, i int) (string, error) {
 	var b strings.Builder
 	for j, p := range parts {
 		if p.Type != "text" {
-			return "", badf("messages[%d].content[%d]: %q parts are not supported (geist runs text-only models)", i, j, p.Type)
+			what := map[string]string{"image_url": "images", "input_image": "images", "input_audio": "audio", "file": "files (PDF)"}[p.Type]
+			if what == "" {
+				what = fmt.Sprintf("%q parts", p.Type)
+			}
+			return "", badf("messages[%d].content[%d]: %s cannot be read: geist runs %s, a text-only model (no vision); send text parts", i, j, what, s.cfg.Model.tagged())
+		}
+		if err := s.attachedPDF(p.Text, i, j); err != nil {
+			return "", err
 		}
 		b.WriteString(p.Text)
 	}
 	return b.String(), nil
+}
+
+// attachedPDF refuses a PDF attached the way Home Assistant's llama_cpp
+// integration attaches one: a text part "[File: NAME]\nContent: " and the
+// file's bytes in base64 (JVBERi0 is "%PDF-"), which no text model can
+// read and which would fill the context with base64.
+func (s *Server) attachedPDF(text string, i, j int) error {
+	rest, ok := strings.CutPrefix(text, "[File: ")
+	if !ok {
+		return nil
+	}
+	name, rest, ok := strings.Cut(rest, "]\nContent: ")
+	if !ok || !strings.HasPrefix(rest, "JVBERi0") {
+		return nil
+	}
+	at := fmt.Sprintf("messages[%d].content", i)
+	if j >= 0 {
+		at += fmt.Sprintf("[%d]", j)
+	}
+	return badf("%s: the PDF %q cannot be read: geist runs %s, a text-only model (no vision or PDF reading); send its text instead", at, name, s.cfg.Model.tagged())
 }
 
 func newID(prefix string) string {
@@ -218,6 +250,8 @@ type openaiResponse[C any] struct {
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []C          `json:"choices"`
 	Usage             *openaiUsage `json:"usage,omitempty"`
+	// PromptProgress is llama-server's, with return_progress.
+	PromptProgress *promptProgress `json:"prompt_progress,omitempty"`
 }
 
 type openaiChatResponse = openaiResponse[openaiChoice]
@@ -253,7 +287,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	o := genOptions{thinking: true} // the thinking goes out as reasoning_content (the core splits it off)
+	o := genOptions{thinking: true, progress: c.Stream && c.ReturnProgress} // the thinking goes out as reasoning_content (the core splits it off)
 	err := s.checkModel(c.Model)
 	if err == nil {
 		if c.MaxTokens == nil {
@@ -264,12 +298,13 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	if err == nil && len(c.Messages) == 0 {
 		err = badf("messages is required")
 	}
+	callNames := map[string]string{}
 	for i, m := range c.Messages {
 		if err != nil {
 			break
 		}
 		var text string
-		if text, err = content(m.Content, i); err != nil {
+		if text, err = s.content(m.Content, i); err != nil {
 			break
 		}
 		am := appliance.Message{Role: strings.ToLower(m.Role), Content: text, ToolCallID: m.ToolCallID}
@@ -278,10 +313,19 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		}
 		if am.Role == "tool" {
 			am.ToolName = m.Name
+			if am.ToolName == "" {
+				// OpenAI's tool messages name only the call (Home
+				// Assistant's do): the name is the call's, for the
+				// templates that show it.
+				am.ToolName = callNames[m.ToolCallID]
+			}
 		}
 		for _, tc := range m.ToolCalls {
 			args, _ := json.Marshal(tc.Function.Arguments) // a JSON string, read as the object it holds
 			am.ToolCalls = append(am.ToolCalls, appliance.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+			if tc.ID != "" {
+				callNames[tc.ID] = tc.Function.Name
+			}
 		}
 		req.Messages = append(req.Messages, am)
 	}
@@ -332,6 +376,14 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	calls, first := 0, true
 	send := func(p piece) error {
+		if p.progress != nil {
+			// As llama-server sends it: an assistant delta without
+			// content, the progress beside the choices.
+			r := resp
+			r.Choices = []openaiChoice{{Delta: &openaiOutMessage{Role: "assistant"}}}
+			r.PromptProgress = p.progress
+			return sse.write(r)
+		}
 		if first {
 			empty := ""
 			first = false
@@ -349,10 +401,22 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		if len(p.calls) > 0 {
-			err := chunk(&openaiOutMessage{ToolCalls: openaiCalls(p.calls, calls, true)}, nil)
-			calls += len(p.calls)
-			return err
+		// Each call as OpenAI streams one: a chunk with its index, id,
+		// type, name and empty arguments, then chunks of arguments
+		// under the same index (here one). One call per chunk: Home
+		// Assistant reads only delta.tool_calls[0].
+		for _, tc := range openaiCalls(p.calls, calls, true) {
+			args := tc.Function.Arguments
+			tc.Function.Arguments = ""
+			if err := chunk(&openaiOutMessage{ToolCalls: []openaiToolCall{tc}}, nil); err != nil {
+				return err
+			}
+			more := openaiToolCall{Index: tc.Index}
+			more.Function.Arguments = args
+			if err := chunk(&openaiOutMessage{ToolCalls: []openaiToolCall{more}}, nil); err != nil {
+				return err
+			}
+			calls++
 		}
 		return nil
 	}
@@ -541,10 +605,20 @@ func (s *Server) modelEntry() openaiModel {
 }
 
 func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []openaiModel{s.modelEntry()}})
+	data := []openaiModel{s.modelEntry()}
+	for _, m := range s.storedModels()[1:] {
+		data = append(data, openaiModel{ID: m.tagged(), Object: "model", Created: m.ModifiedAt.Unix(), OwnedBy: "geist"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
+	for _, m := range s.storedModels()[1:] {
+		if strings.EqualFold(canonicalName(m.Name), canonicalName(r.PathValue("model"))) {
+			writeJSON(w, http.StatusOK, openaiModel{ID: m.tagged(), Object: "model", Created: m.ModifiedAt.Unix(), OwnedBy: "geist"})
+			return
+		}
+	}
 	if !s.isLoaded(r.PathValue("model")) {
 		writeOpenAIError(w, http.StatusNotFound, fmt.Sprintf("model %q not found: geist serves %q", r.PathValue("model"), s.cfg.Model.tagged()))
 		return

@@ -18,15 +18,15 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/tags", s.tags)
 	m.HandleFunc("GET /api/ps", s.ps)
 	m.HandleFunc("POST /api/show", s.show)
-	m.HandleFunc("POST /api/chat", s.ollamaChat)
-	m.HandleFunc("POST /api/generate", s.ollamaGenerate)
+	m.HandleFunc("POST /api/chat", s.switched(s.ollamaChat, true))
+	m.HandleFunc("POST /api/generate", s.switched(s.ollamaGenerate, true))
 	m.HandleFunc("POST /api/pull", s.pull)
 	for _, p := range []string{"POST /api/create", "POST /api/copy", "DELETE /api/delete", "POST /api/push", "POST /api/embed", "POST /api/embeddings", "HEAD /api/blobs/{digest}", "POST /api/blobs/{digest}"} {
 		m.HandleFunc(p, s.unsupported)
 	}
 	// OpenAI.
-	m.HandleFunc("POST /v1/chat/completions", s.openaiChat)
-	m.HandleFunc("POST /v1/completions", s.openaiCompletions)
+	m.HandleFunc("POST /v1/chat/completions", s.switched(s.openaiChat, false))
+	m.HandleFunc("POST /v1/completions", s.switched(s.openaiCompletions, false))
 	m.HandleFunc("GET /v1/models", s.openaiModels)
 	m.HandleFunc("GET /v1/models/{model...}", s.openaiModel)
 	m.HandleFunc("POST /v1/embeddings", s.unsupportedOpenAI)
@@ -102,14 +102,15 @@ type listedModel struct {
 	Capabilities []string     `json:"capabilities,omitempty"`
 }
 
-// tags lists the loaded model: geist answers with that model only, so a
-// client (Home Assistant's model picker) offers exactly what works.
+// tags lists the models geist answers for: the loaded one, and with
+// Config.Models every stored one, as Ollama lists all it has.
 func (s *Server) tags(w http.ResponseWriter, r *http.Request) {
-	m := &s.cfg.Model
-	writeJSON(w, http.StatusOK, map[string][]listedModel{"models": {{
-		Name: m.tagged(), Model: m.tagged(), ModifiedAt: m.ModifiedAt, Size: m.Size, Digest: m.Digest,
-		Details: details(m), Capabilities: m.Capabilities,
-	}}})
+	list := []listedModel{}
+	for _, m := range s.storedModels() {
+		list = append(list, listedModel{Name: m.tagged(), Model: m.tagged(), ModifiedAt: m.ModifiedAt, Size: m.Size, Digest: m.Digest,
+			Details: details(&m), Capabilities: m.Capabilities})
+	}
+	writeJSON(w, http.StatusOK, map[string][]listedModel{"models": list})
 }
 
 // runningModel is an entry of /api/ps.
@@ -128,12 +129,23 @@ type runningModel struct {
 // life of the process (Ollama's keep_alive -1).
 var neverExpires = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
+// ps lists the loaded models: the one serve started with (kept for the
+// life of the process) and those loaded on demand, with when each will be
+// unloaded.
 func (s *Server) ps(w http.ResponseWriter, r *http.Request) {
 	m := &s.cfg.Model
-	writeJSON(w, http.StatusOK, map[string][]runningModel{"models": {{
+	list := []runningModel{{
 		Name: m.tagged(), Model: m.tagged(), Size: m.Size, Digest: m.Digest, Details: details(m),
 		ExpiresAt: neverExpires, ContextLength: m.ContextLength,
-	}}})
+	}}
+	if s.cfg.Models != nil {
+		for _, rm := range s.cfg.Models.Running() {
+			m := rm.Model
+			list = append(list, runningModel{Name: m.tagged(), Model: m.tagged(), Size: m.Size, Digest: m.Digest, Details: details(&m),
+				ExpiresAt: rm.ExpiresAt.UTC(), ContextLength: m.ContextLength})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]runningModel{"models": list})
 }
 
 // unsupportedWhy says what geist does instead of an Ollama endpoint it
@@ -147,5 +159,5 @@ func unsupportedWhy(path string) string {
 	case path == "/api/create", path == "/api/copy", path == "/api/push", strings.HasPrefix(path, "/api/blobs"):
 		return "models come from Hugging Face GGUF files: geist pull NAME|hf:OWNER/REPO/FILE.gguf (POST /api/pull) stores one, geist models catalog lists the names"
 	}
-	return "it runs the one model it loaded at start (geist serve -m MODEL); geist pull and geist list manage the stored ones"
+	return "geist pull and geist list manage the stored models, which requests name to use them"
 }

@@ -57,6 +57,10 @@ type Config struct {
 	// Store, if set, lists other stored models (/api/show) and pulls new
 	// ones (/api/pull); nil refuses pulls.
 	Store ModelStore
+	// Models, if set, answers for the other stored models: loaded on
+	// demand by name, unloaded after their keep_alive (switch.go). Nil:
+	// the one model.
+	Models ModelSwitch
 	// Allow lists the networks besides loopback whose clients may connect;
 	// others get 403.
 	Allow []netip.Prefix

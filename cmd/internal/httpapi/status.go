@@ -160,6 +160,10 @@ type (
 		TokS     float64 `json:"tok_s"`
 		RunningS float64 `json:"running_s"`
 		WaitingS float64 `json:"waiting_s"`
+		// The prompt read so far: prompt_done of prompt_total tokens
+		// (running; both 0 before the engine starts on it).
+		PromptDone  int `json:"prompt_done"`
+		PromptTotal int `json:"prompt_total"`
 	}
 	statusRecord struct {
 		Source     string  `json:"source"`
@@ -195,7 +199,7 @@ func (p *StatusPage) state(now time.Time) statusState {
 		}
 	}
 	for _, j := range s.Jobs {
-		sj := statusJob{Source: string(j.Source), State: j.State, Tokens: j.Tokens}
+		sj := statusJob{Source: string(j.Source), State: j.State, Tokens: j.Tokens, PromptDone: j.PromptDone, PromptTotal: j.PromptTotal}
 		if j.State == "running" {
 			sj.RunningS = now.Sub(j.Started).Seconds()
 			if !j.FirstToken.IsZero() && j.Tokens > 1 {

@@ -218,3 +218,33 @@ func TestStatusPageBehindGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPromptProgress: while a long prompt is read, the status
+// feed's running job shows how much of it is read.
+func TestStatusPromptProgress(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 2, Delay: 30 * time.Millisecond}
+	core := statusCore(t, eng, false)
+	p := NewStatusPage(StatusConfig{MaxFeeds: 2, Tick: 20 * time.Millisecond}, core)
+	mux := http.NewServeMux()
+	p.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/api/geist/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	feed := statusFeed(t, resp.Body)
+	tk, _ := core.Submit(context.Background(), appliance.Request{Source: appliance.SourceHTTP, Text: "PREFILL"}, nil)
+	var st statusState
+	for {
+		json.Unmarshal([]byte(statusNext(t, feed, "state").Data), &st)
+		if len(st.Jobs) == 1 && st.Jobs[0].PromptDone > 0 && st.Jobs[0].PromptDone < st.Jobs[0].PromptTotal {
+			break
+		}
+	}
+	if j := st.Jobs[0]; j.State != "running" || j.PromptTotal != 1280 || j.Tokens != 0 {
+		t.Errorf("job %+v", j)
+	}
+	<-tk.Done()
+}

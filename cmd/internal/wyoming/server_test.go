@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/cmd/internal/wyoming/wyomingtest"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
 
@@ -574,4 +576,63 @@ func TestSameAddressClientGetsIn(t *testing.T) {
 	if typ, _ := peer(t, ts.addr, "ask", "hello"); typ != "handled" {
 		t.Errorf("the reference client after the flood: %s, want handled", typ)
 	}
+}
+
+// TestStreamedWithReferenceClient: a client on the reference wyoming
+// package (testdata/wyoming-stream.py over peer/wyoming) receives the
+// streamed answer: handled-start with the conversation, the chunks while
+// the answer is being generated (the first long before the last word),
+// the whole text as handled for clients that do not stream, handled-stop.
+func TestStreamedWithReferenceClient(t *testing.T) {
+	pkg := zoo.Peer(t, "wyoming")
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the reference Wyoming client needs it")
+	}
+	eng := &appliancetest.Engine{Words: 6, Delay: 80 * time.Millisecond}
+	ts := start(t, eng, nil)
+	out, err := exec.Command(py, "testdata/wyoming-stream.py", pkg, ts.addr, "Tell me a story").Output()
+	if err != nil {
+		t.Fatalf("wyoming-stream.py: %v\n%s", err, out)
+	}
+	type ev struct {
+		Type    string
+		T       float64
+		Text    string
+		Context map[string]any
+	}
+	var evs []ev
+	var types []string
+	var chunks strings.Builder
+	var firstChunk, handledAt float64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var e ev
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		evs = append(evs, e)
+		types = append(types, e.Type)
+		switch e.Type {
+		case "handled-chunk":
+			if chunks.Len() == 0 {
+				firstChunk = e.T
+			}
+			chunks.WriteString(e.Text)
+		case "handled":
+			handledAt = e.T
+		}
+	}
+	n := len(evs)
+	if n < 4 || evs[0].Type != "handled-start" || evs[0].Context["conversation_id"] == nil || evs[n-2].Type != "handled" || evs[n-1].Type != "handled-stop" {
+		t.Fatalf("events %v: want handled-start (with the conversation), handled-chunk…, handled, handled-stop", types)
+	}
+	if chunks.String() != " w0 w1 w2 w3 w4 w5." || evs[n-2].Text != "w0 w1 w2 w3 w4 w5." {
+		t.Errorf("chunks %q, handled %q", chunks.String(), evs[n-2].Text)
+	}
+	// Six words 80 ms apart: the first chunk comes while the rest are
+	// still being generated.
+	if handledAt-firstChunk < 0.2 {
+		t.Errorf("first chunk at %.3f s, handled at %.3f s: the answer was not streamed", firstChunk, handledAt)
+	}
+	t.Logf("events %v; first chunk %.3f s, handled %.3f s", types, firstChunk, handledAt)
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/geisten/geist/cmd/internal/httpapi"
+	"github.com/geisten/geist/cmd/internal/models"
+	"github.com/geisten/geist/engine/zoo"
+)
+
+// TestServeModelSwitch is issue 37's several-models test with the npm
+// ollama client: geist serve started with one model answers for every
+// model of its store: /api/tags lists them all, a chat naming another is
+// answered by that model (exactly the text geist run --chat prints with
+// it), /api/ps lists it with its 5-minute expiry (a third, keep_alive -1,
+// without one), keep_alive 0 unloads it, the first model still answers,
+// and a model not stored is a 404.
+func TestServeModelSwitch(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	dir := npmDir(t)
+	store := t.TempDir()
+	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf", "tiny-qwen": "tiny-qwen2-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const prompt, n = "Once upon a time", "12"
+	want := map[string]string{}
+	for _, name := range []string{"stories", "tiny-llama", "tiny-qwen"} {
+		code, out, errs := geist(t, "", "run", "-m", filepath.Join(store, name+".gguf"), "--chat", "--temp", "0", "-n", n, "--ctx", "256", prompt)
+		if code != 0 {
+			t.Fatalf("geist run %s: %d %s", name, code, errs)
+		}
+		want[name] = strings.TrimSpace(out)
+	}
+	addr, logs := serveHTTP(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256")
+	begin := time.Now()
+	out := runNode(t, dir, 3*time.Minute, logs, "testdata/http/models.mjs", "http://"+addr, "stories", "tiny-llama", "tiny-qwen:latest", prompt, n)
+	t.Logf("client: %s", out)
+	var r struct {
+		List                                []string
+		PsBefore, PsLoaded, PsBoth, PsAfter [][2]string
+		Other, OtherStreamed, First, Third  string
+		Unload, Missing                     string
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("models.mjs printed %s: %v", out, err)
+	}
+	if !slices.Equal(r.List, []string{"stories:latest", "tiny-llama:latest", "tiny-qwen:latest"}) {
+		t.Errorf("/api/tags lists %v, want every stored model", r.List)
+	}
+	for what, got := range map[string][2]string{"tiny-llama": {r.Other, want["tiny-llama"]}, "tiny-llama streamed": {r.OtherStreamed, want["tiny-llama"]},
+		"stories": {r.First, want["stories"]}, "tiny-qwen (generate)": {r.Third, want["tiny-qwen"]}} {
+		if strings.TrimSpace(got[0]) != got[1] {
+			t.Errorf("%s answered %q; geist run --chat with it: %q", what, got[0], got[1])
+		}
+	}
+	names := func(ps [][2]string) []string {
+		var out []string
+		for _, m := range ps {
+			out = append(out, m[0])
+		}
+		return out
+	}
+	if !slices.Equal(names(r.PsBefore), []string{"stories:latest"}) || !slices.Equal(names(r.PsLoaded), []string{"stories:latest", "tiny-llama:latest"}) ||
+		!slices.Equal(names(r.PsBoth), []string{"stories:latest", "tiny-llama:latest", "tiny-qwen:latest"}) ||
+		!slices.Equal(names(r.PsAfter), []string{"stories:latest", "tiny-qwen:latest"}) {
+		t.Errorf("/api/ps before %v, loaded %v, both %v, after keep_alive 0 %v", r.PsBefore, r.PsLoaded, r.PsBoth, r.PsAfter)
+	}
+	if len(r.PsLoaded) == 2 {
+		exp, err := time.Parse(time.RFC3339Nano, r.PsLoaded[1][1])
+		if d := exp.Sub(begin); err != nil || d < 4*time.Minute || d > 6*time.Minute {
+			t.Errorf("tiny-llama expires %s (%v after the start): want in about 5 minutes", r.PsLoaded[1][1], d)
+		}
+	}
+	if len(r.PsBoth) == 3 && !strings.HasPrefix(r.PsBoth[2][1], "9999-") {
+		t.Errorf("tiny-qwen with keep_alive -1 expires %s", r.PsBoth[2][1])
+	}
+	if r.Unload != "unload" || !strings.HasPrefix(r.Missing, "404 ") {
+		t.Errorf("keep_alive 0: done_reason %q; a model not stored: %s", r.Unload, r.Missing)
+	}
+	if !strings.Contains(logs.String(), "model unloaded") {
+		t.Errorf("no unload in the log:\n%s", logs.String())
+	}
+}
+
+// TestModelPool: the pool's bounds, with the zoo's small models. A
+// request for a loaded model is answered while another model loads (it
+// never waits on a load it does not need); past the count bound the idle
+// model least recently used is unloaded for a new one, and with the loaded
+// one in use a new one is refused with ErrModelBudget (a 503), as it is
+// when the memory available has no room; keep_alive 0 unloads as the last
+// request ends.
+func TestModelPool(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": serveModel, "b": "tiny-llama-Q4_0.gguf", "c": "tiny-qwen2-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(logs, nil)))
+	defer p.Close()
+	p.maxLoaded = 1
+	ctx := t.Context()
+	ask := func(h http.Handler, model string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "http://127.0.0.1/api/generate", strings.NewReader(`{"model":"`+model+`","prompt":"hi","stream":false,"options":{"num_predict":2}}`))
+		req.RemoteAddr = "127.0.0.1:40000"
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	hb, releaseB, err := p.Route(ctx, "b", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ask(hb, "b"); code != 200 {
+		t.Fatalf("b answered %d", code)
+	}
+	// b in use, the count bound reached: c is refused, not queued.
+	if _, _, err := p.Route(ctx, "c", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) {
+		t.Fatalf("c with b in use: %v", err)
+	}
+	releaseB()
+	// b idle: unloaded for c (the count bound, least recently used).
+	hc, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatalf("c with b idle: %v", err)
+	}
+	releaseC()
+	if run := p.Running(); len(run) != 1 || run[0].Model.Name != "c" {
+		t.Errorf("running after c took b's place: %+v", run)
+	}
+	// While b loads (held here), c answers: a request never waits on a
+	// load it does not need.
+	p.maxLoaded = 2
+	hold := make(chan struct{})
+	testPoolLoad = func(name string) {
+		if name == "b" {
+			<-hold
+		}
+	}
+	defer func() { testPoolLoad = nil }()
+	loaded := make(chan error, 1)
+	go func() {
+		_, release, err := p.Route(ctx, "b", 0)
+		if err == nil {
+			release()
+		}
+		loaded <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		_, loading := p.loaded["b"]
+		p.mu.Unlock()
+		if loading {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("b's load did not start")
+		}
+	}
+	begin := time.Now()
+	hc, releaseC, err = p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ask(hc, "c"); code != 200 || time.Since(begin) > 5*time.Second {
+		t.Fatalf("c during b's load: %d after %v", code, time.Since(begin))
+	}
+	releaseC()
+	close(hold)
+	if err := <-loaded; err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	// b had keep_alive 0: unloaded as its request ended.
+	if run := p.Running(); len(run) != 1 || run[0].Model.Name != "c" {
+		t.Errorf("running after b's keep_alive 0: %+v", run)
+	}
+	// No memory for b: refused naming the sizes, c kept.
+	p.memAvailable = func() int64 { return 1 << 20 }
+	if _, _, err := p.Route(ctx, "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) || !strings.Contains(err.Error(), "MiB are available") {
+		t.Fatalf("b without memory: %v", err)
+	}
+	if run := p.Running(); len(run) != 1 || run[0].Model.Name != "c" {
+		t.Errorf("running after b was refused: %+v", run)
+	}
+	if !strings.Contains(logs.String(), "model unloaded") {
+		t.Errorf("log:\n%s", logs.String())
+	}
+}
