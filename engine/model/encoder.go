@@ -139,7 +139,9 @@ func IsEmbedding(f *gguf.File) bool {
 }
 
 // EncoderArchs lists the architectures LoadEncoder runs.
-func EncoderArchs() []string { return []string{"bert", "nomic-bert", "qwen3 (with pooling_type)", "gemma-embedding"} }
+func EncoderArchs() []string {
+	return []string{"bert", "nomic-bert", "qwen3 (with pooling_type)", "gemma-embedding"}
+}
 
 // LoadEncoder reads an embedding model's shape and weights from f.
 func LoadEncoder(f *gguf.File) (*Encoder, error) {
