@@ -422,3 +422,23 @@ func (t *Tokenizer) NL() int32 { return t.nl }
 
 // AddBOS reports whether Encode with addSpecial prepends BOS.
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
+// Around returns the special tokens Encode with addSpecial puts before
+// and after the text: BOS (or BERT's [CLS]) and EOS (or [SEP]) as the
+// vocabulary asks.
+func (t *Tokenizer) Around() (pre, post []int32) {
+	if t.addBOS {
+		pre = []int32{t.bos}
+	}
+	switch {
+	case t.typ == modelWPM && (t.addSep || t.addEOS):
+		post = []int32{t.sep}
+	case t.typ != modelWPM && t.addEOS:
+		post = []int32{t.eos}
+	}
+	return pre, post
+}
+
+// Model is the tokenizer.ggml.model of the vocabulary ("llama", "gpt2",
+// "bert").
+func (t *Tokenizer) Model() string { return t.vocab.Model }
