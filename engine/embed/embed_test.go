@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -164,5 +165,17 @@ func TestOpenRefusesGenerator(t *testing.T) {
 	_, err := Open(path, Options{})
 	if err == nil || !strings.Contains(err.Error(), "not an embedding model") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestGenerateRefusesEmbedding checks that loading an embedding model to
+// generate text fails with a clear error.
+func TestGenerateRefusesEmbedding(t *testing.T) {
+	for _, name := range []string{"tiny-bert-embed-Q8_0", "tiny-qwen3-embed-Q8_0"} {
+		_, path := zoo.LoadEmbedGolden(t, name)
+		_, err := engine.Load(path, engine.Options{})
+		if !errors.Is(err, engine.ErrEmbeddingModel) || !strings.Contains(err.Error(), "embeddings") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
