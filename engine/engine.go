@@ -139,7 +139,7 @@ func Load(path string, opt Options) (*Engine, error) {
 	}
 	if model.IsEmbedding(f) {
 		f.Close()
-		return nil, fmt.Errorf("model %s: %w (%s): it computes embeddings (geist embed, POST /api/embed, /v1/embeddings) and does not generate text", path, ErrEmbeddingModel, f.Arch())
+		return nil, fmt.Errorf("model %s %w (%s): it computes embeddings (geist embed, POST /api/embed, /v1/embeddings) and does not generate text", path, ErrEmbeddingModel, f.Arch())
 	}
 	kvType := quant.F16
 	switch opt.KVType {

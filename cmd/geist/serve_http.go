@@ -69,6 +69,7 @@ type httpFront struct {
 	srv *httpapi.Server
 	ln  net.Listener
 	log *slog.Logger
+	emb *embedService // the embedding endpoints' models
 }
 
 // startHTTP listens on [http] addr; nil when it is empty. mount, when
@@ -77,12 +78,20 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	if c.HTTP.Addr == "" {
 		return nil, nil
 	}
-	hc, err := c.httpConfig(core, eng, models.New(c.modelsDir()), load, log)
+	store := models.New(c.modelsDir())
+	hc, err := c.httpConfig(core, eng, store, load, log)
 	if err != nil {
 		return nil, err
 	}
+	emb, err := newEmbedService(c.EmbedModel, embedModelName(c.EmbedModel, store), store, c.Threads, log.With("component", "embed"))
+	if err != nil {
+		return nil, err
+	}
+	emb.textModel = hc.Model.Name
+	hc.Embedder = emb
 	web, err := httpapi.New(hc)
 	if err != nil {
+		emb.Close()
 		return nil, err
 	}
 	web.Check("storage", true, storageCheck(c.DataDir))
@@ -99,7 +108,7 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 			return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", listenErr(err))
 		}
 	}
-	return &httpFront{srv: web, ln: ln, log: log}, nil
+	return &httpFront{srv: web, ln: ln, log: log, emb: emb}, nil
 }
 
 // run serves until stop ends.
@@ -111,8 +120,11 @@ func (f *httpFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-func (f *httpFront) wait()  {}
-func (f *httpFront) close() { f.ln.Close() }
+func (f *httpFront) wait() {}
+func (f *httpFront) close() {
+	f.ln.Close()
+	f.emb.Close()
+}
 
 // httpConfig builds the HTTP front end's configuration: the loaded
 // model's description (from its GGUF header and chat template), the model
