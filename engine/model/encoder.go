@@ -145,62 +145,72 @@ func EncoderArchs() []string {
 
 // LoadEncoder reads an embedding model's shape and weights from f.
 func LoadEncoder(f *gguf.File) (*Encoder, error) {
+	c, err := ReadEncoderConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	return loadEncoder(f, c)
+}
+
+// ReadEncoderConfig reads and checks an embedding model's shape from f's
+// metadata (a header is enough).
+func ReadEncoderConfig(f *gguf.File) (EncoderConfig, error) {
 	arch := f.Arch()
 	if !IsEmbedding(f) {
 		if arch == "" {
-			return nil, fmt.Errorf("model: missing metadata %q", "general.architecture")
+			return EncoderConfig{}, fmt.Errorf("model: missing metadata %q", "general.architecture")
 		}
-		return nil, fmt.Errorf("model: %q is not an embedding model (geist embeds with %v)", arch, EncoderArchs())
+		return EncoderConfig{}, fmt.Errorf("model: %q is not an embedding model (geist embeds with %v)", arch, EncoderArchs())
 	}
 	c := EncoderConfig{Arch: arch}
 	p := arch + "."
 	var err error
 	if c.NLayer, err = metaPositive(f, p+"block_count", 0, true); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.NEmbd, err = metaPositive(f, p+"embedding_length", 0, true); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.NFF, err = metaPositive(f, p+"feed_forward_length", 0, true); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.NHead, err = metaPositive(f, p+"attention.head_count", 0, true); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.NHeadKV, err = metaPositive(f, p+"attention.head_count_kv", c.NHead, false); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.CtxTrain, err = metaPositive(f, p+"context_length", 512, false); err != nil {
-		return nil, err
+		return c, err
 	}
 	if c.NLayer > 512 || c.NEmbd > 1<<16 || c.NFF > 1<<20 || c.NHead > 1024 || c.CtxTrain > 1<<20 {
-		return nil, fmt.Errorf("model: %s: shape out of range (%d layers, width %d, FFN %d, %d heads, context %d)", arch, c.NLayer, c.NEmbd, c.NFF, c.NHead, c.CtxTrain)
+		return c, fmt.Errorf("model: %s: shape out of range (%d layers, width %d, FFN %d, %d heads, context %d)", arch, c.NLayer, c.NEmbd, c.NFF, c.NHead, c.CtxTrain)
 	}
 	if c.NHead%c.NHeadKV != 0 {
-		return nil, fmt.Errorf("model: %d query heads are not a multiple of %d key/value heads", c.NHead, c.NHeadKV)
+		return c, fmt.Errorf("model: %d query heads are not a multiple of %d key/value heads", c.NHead, c.NHeadKV)
 	}
 	def := 0
 	if c.NEmbd%c.NHead == 0 {
 		def = c.NEmbd / c.NHead
 	}
 	if c.HeadDim, err = metaPositive(f, p+"attention.key_length", def, def == 0); err != nil {
-		return nil, err
+		return c, err
 	}
 	if hv, err := metaInt(f, p+"attention.value_length", c.HeadDim, false); err != nil {
-		return nil, err
+		return c, err
 	} else if hv != c.HeadDim || c.HeadDim%2 != 0 || c.HeadDim > 1024 {
-		return nil, fmt.Errorf("model: head sizes %d/%d: geist embeds with equal, even key and value head sizes", c.HeadDim, hv)
+		return c, fmt.Errorf("model: head sizes %d/%d: geist embeds with equal, even key and value head sizes", c.HeadDim, hv)
 	}
 	pool, err := metaInt(f, p+"pooling_type", 0, false)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	c.Pooling = Pooling(pool)
 	switch arch {
 	case "bert", "nomic-bert":
 		c.PostLN = true
 		if c.NormEps, err = metaFloat(f, p+"attention.layer_norm_epsilon", 1e-12); err != nil {
-			return nil, err
+			return c, err
 		}
 		if c.Pooling == PoolNone {
 			c.Pooling = PoolMean
@@ -214,51 +224,58 @@ func LoadEncoder(f *gguf.File) (*Encoder, error) {
 	case "qwen3":
 		c.Causal, c.Gated, c.RopeDim = true, true, c.HeadDim
 		if c.NormEps, err = metaFloat(f, p+"attention.layer_norm_rms_epsilon", 1e-6); err != nil {
-			return nil, err
+			return c, err
 		}
 	case "gemma-embedding":
 		c.Gated, c.GELU, c.RopeDim = true, true, c.HeadDim
 		c.EmbdScale = float32(math.Sqrt(float64(c.NEmbd)))
 		if c.NormEps, err = metaFloat(f, p+"attention.layer_norm_rms_epsilon", 1e-6); err != nil {
-			return nil, err
+			return c, err
 		}
 		if c.Pooling == PoolNone {
 			c.Pooling = PoolMean
 		}
 		win, err := metaPositive(f, p+"attention.sliding_window", 512, false)
 		if err != nil {
-			return nil, err
+			return c, err
 		}
 		c.Window = win / 2 // llama.cpp's symmetric window: |i-j| <= n_swa/2
 		if c.RopeBaseSWA, err = metaFloat(f, p+"rope.freq_base_swa", 10000); err != nil {
-			return nil, err
+			return c, err
 		}
 		if c.SWA, err = swaPattern(f, p+"attention.sliding_window_pattern", c.NLayer, 6); err != nil {
-			return nil, err
+			return c, err
 		}
 	}
 	if c.Pooling != PoolMean && c.Pooling != PoolCLS && c.Pooling != PoolLast {
-		return nil, fmt.Errorf("model: %s: pooling_type %d is not supported (geist pools mean, cls or last)", arch, pool)
+		return c, fmt.Errorf("model: %s: pooling_type %d is not supported (geist pools mean, cls or last)", arch, pool)
 	}
 	if c.RopeDim > 0 {
 		if c.RopeDim, err = metaInt(f, p+"rope.dimension_count", c.RopeDim, false); err != nil {
-			return nil, err
+			return c, err
 		}
 		if c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
-			return nil, fmt.Errorf("model: rope dimension %d must be even and at most the head size %d", c.RopeDim, c.HeadDim)
+			return c, fmt.Errorf("model: rope dimension %d must be even and at most the head size %d", c.RopeDim, c.HeadDim)
 		}
 		base := float32(10000)
 		if arch == "qwen3" || arch == "gemma-embedding" {
 			base = 1e6
 		}
 		if c.RopeBase, err = metaFloat(f, p+"rope.freq_base", base); err != nil {
-			return nil, err
+			return c, err
 		}
 	}
 	if c.NormEps <= 0 {
-		return nil, fmt.Errorf("model: %s: norm epsilon %g must be positive", arch, c.NormEps)
+		return c, fmt.Errorf("model: %s: norm epsilon %g must be positive", arch, c.NormEps)
 	}
 
+	return c, nil
+}
+
+// loadEncoder resolves the weights of an embedding model of shape c.
+func loadEncoder(f *gguf.File, c EncoderConfig) (*Encoder, error) {
+	arch := c.Arch
+	var err error
 	l := loader{f}
 	e := &Encoder{EncoderConfig: c}
 	te, ok := f.Tensor("token_embd.weight")

@@ -9,7 +9,7 @@ import (
 	"github.com/geisten/geist/engine/zoo"
 )
 
-func loadEncoder(t *testing.T, path string) *Encoder {
+func openEncoder(t *testing.T, path string) *Encoder {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -30,7 +30,7 @@ func TestEncoderGolden(t *testing.T) {
 	for _, name := range zoo.EmbedModels {
 		t.Run(name, func(t *testing.T) {
 			g, path := zoo.LoadEmbedGolden(t, name)
-			e := loadEncoder(t, path)
+			e := openEncoder(t, path)
 			if e.Pooling.String() != g.Pooling {
 				t.Errorf("pooling %s, golden %s", e.Pooling, g.Pooling)
 			}
@@ -62,7 +62,7 @@ func TestEncoderBatchInvariant(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			g, path := zoo.LoadEmbedGolden(t, name)
-			e := loadEncoder(t, path)
+			e := openEncoder(t, path)
 			var seqs [][]int32
 			for _, c := range g.Cases {
 				seqs = append(seqs, c.Tokens)
@@ -114,7 +114,7 @@ func TestEncoderBatchInvariant(t *testing.T) {
 func TestEncoderRefuses(t *testing.T) {
 	g, path := zoo.LoadEmbedGolden(t, "tiny-bert-embed-Q8_0")
 	_ = g
-	e := loadEncoder(t, path)
+	e := openEncoder(t, path)
 	out := [][]float32{make([]float32, e.Dim)}
 	for _, seq := range [][]int32{{}, {-1}, {int32(e.NVocab)}, make([]int32, e.CtxTrain+1)} {
 		if err := e.Embed(context.Background(), [][]int32{seq}, out); err == nil {
