@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -123,12 +124,26 @@ func (s *embedService) Embed(ctx context.Context, r httpapi.EmbedRequest) (httpa
 		return httpapi.EmbedResult{}, ctx.Err()
 	}
 	defer func() { <-s.run }()
-	res, err := m.Embed(ctx, embed.Request{Inputs: r.Inputs, Truncate: r.Truncate, Dimensions: r.Dimensions})
+	inputs := make([]embed.Input, len(r.Inputs))
+	for i, in := range r.Inputs {
+		inputs[i] = embed.Input{Text: in.Text, Tokens: in.Tokens}
+	}
+	res, err := m.Embed(ctx, embed.Request{Inputs: inputs, Truncate: r.Truncate, Dimensions: r.Dimensions})
+	if errors.Is(err, embed.ErrInput) {
+		return httpapi.EmbedResult{}, badEmbedInput{err}
+	}
 	if err != nil {
 		return httpapi.EmbedResult{}, err
 	}
 	return httpapi.EmbedResult{Model: name, Embeddings: res.Embeddings, Tokens: res.Tokens, LoadDuration: load}, nil
 }
+
+// badEmbedInput is embed.ErrInput as the HTTP API's ErrEmbedInput (400),
+// its message unchanged.
+type badEmbedInput struct{ error }
+
+func (e badEmbedInput) Unwrap() error        { return e.error }
+func (e badEmbedInput) Is(target error) bool { return target == httpapi.ErrEmbedInput }
 
 // acquire finds or loads the stored model name and counts a user of it.
 func (s *embedService) acquire(name string) (*embedEntry, time.Duration, error) {

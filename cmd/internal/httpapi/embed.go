@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/geisten/geist/engine/embed"
 )
 
 // Embeddings: Ollama's /api/embed and /api/embeddings and OpenAI's
@@ -21,6 +19,13 @@ import (
 // named by the request (or the one serve was started with). They do not
 // go through the core's generation queue: an embedding model is another
 // model, and the embedder runs one computation at a time.
+
+// EmbedInput is one input: a text, or (Tokens non-nil) the model's token
+// ids taken as they are.
+type EmbedInput struct {
+	Text   string
+	Tokens []int32
+}
 
 // Embedder computes embeddings for the HTTP API.
 type Embedder interface {
@@ -31,9 +36,9 @@ type Embedder interface {
 type EmbedRequest struct {
 	// Model is the name the request gives ("" when it names none).
 	Model  string
-	Inputs []embed.Input
+	Inputs []EmbedInput
 	// Truncate cuts inputs longer than the model's context; false
-	// refuses them (embed.ErrInput).
+	// refuses them (ErrEmbedInput).
 	Truncate bool
 	// Dimensions, if positive, shortens the vectors.
 	Dimensions int
@@ -51,9 +56,12 @@ type EmbedResult struct {
 	LoadDuration time.Duration
 }
 
-// Errors an Embedder returns besides embed.ErrInput (400) and the
-// context's (the client left).
+// Errors an Embedder returns besides the context's (the client left).
 var (
+	// ErrEmbedInput: an input that cannot be embedded (400): too many,
+	// too long without truncation, a token outside the vocabulary, a
+	// dimension out of range.
+	ErrEmbedInput = errors.New("bad embedding input")
 	// ErrEmbedModelNotFound: no stored model of that name (404).
 	ErrEmbedModelNotFound = errors.New("embedding model not found")
 	// ErrNotEmbeddingModel: the model named generates text (400).
@@ -65,7 +73,7 @@ var (
 // embedStatus maps an embedder's error to an HTTP status.
 func embedStatus(err error) int {
 	switch {
-	case errors.Is(err, embed.ErrInput), errors.Is(err, ErrNotEmbeddingModel):
+	case errors.Is(err, ErrEmbedInput), errors.Is(err, ErrNotEmbeddingModel):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrEmbedModelNotFound):
 		return http.StatusNotFound
@@ -171,8 +179,11 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	truncate := c.Truncate == nil || *c.Truncate
-	er := embed.Texts(texts, truncate)
-	res, ok := s.embedAnswer(w, r, EmbedRequest{Model: c.Model, Inputs: er.Inputs, Truncate: truncate, Dimensions: c.Dimensions, KeepAlive: keepAliveText(c.KeepAlive)}, writeError)
+	inputs := make([]EmbedInput, len(texts))
+	for i, t := range texts {
+		inputs[i].Text = t
+	}
+	res, ok := s.embedAnswer(w, r, EmbedRequest{Model: c.Model, Inputs: inputs, Truncate: truncate, Dimensions: c.Dimensions, KeepAlive: keepAliveText(c.KeepAlive)}, writeError)
 	if !ok {
 		return
 	}
@@ -203,7 +214,7 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string][]float64{"embedding": {}})
 		return
 	}
-	res, ok := s.embedAnswer(w, r, EmbedRequest{Model: c.Model, Inputs: []embed.Input{{Text: c.Prompt}}, Truncate: true, KeepAlive: keepAliveText(c.KeepAlive)}, writeError)
+	res, ok := s.embedAnswer(w, r, EmbedRequest{Model: c.Model, Inputs: []EmbedInput{{Text: c.Prompt}}, Truncate: true, KeepAlive: keepAliveText(c.KeepAlive)}, writeError)
 	if !ok {
 		return
 	}
@@ -237,7 +248,7 @@ type openaiEmbeddingsResponse struct {
 
 // openaiInputs reads OpenAI's input: a string, an array of strings, an
 // array of token ids, or an array of arrays of token ids.
-func openaiInputs(raw json.RawMessage) ([]embed.Input, error) {
+func openaiInputs(raw json.RawMessage) ([]EmbedInput, error) {
 	in := bytes.TrimSpace(raw)
 	if len(in) == 0 || string(in) == "null" {
 		return nil, badf("input is required: a string, an array of strings or of token arrays")
@@ -247,7 +258,7 @@ func openaiInputs(raw json.RawMessage) ([]embed.Input, error) {
 		if err := json.Unmarshal(in, &t); err != nil {
 			return nil, badf("input: %s", jsonError(err))
 		}
-		return []embed.Input{{Text: t}}, nil
+		return []EmbedInput{{Text: t}}, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(in, &items); err != nil {
@@ -261,10 +272,10 @@ func openaiInputs(raw json.RawMessage) ([]embed.Input, error) {
 		if err := json.Unmarshal(in, &seq); err != nil {
 			return nil, badf("input: an array of token ids must hold only token ids: %s", jsonError(err))
 		}
-		return []embed.Input{{Tokens: seq}}, nil
+		return []EmbedInput{{Tokens: seq}}, nil
 	}
 	// Strings and token arrays, mixed as llama-server takes them.
-	out := make([]embed.Input, len(items))
+	out := make([]EmbedInput, len(items))
 	for i, it := range items {
 		it = bytes.TrimSpace(it)
 		switch {
