@@ -767,26 +767,46 @@ func (e *Encoder) attention(w *encWork, seqs [][]int32, q, k, v []float32, L *en
 		}
 	}
 	scl := float32(1 / math.Sqrt(float64(hd)))
+	// Rows (query positions) of all sequences, split over goroutines when
+	// there is enough work: each row's result is computed the same way
+	// wherever it runs.
+	type span struct{ r0, n, lo, hi int } // sequence at row r0 of length n, its rows [lo, hi)
+	var spans []span
+	total := 0
+	for _, s := range seqs {
+		total += len(s) * len(s)
+	}
+	threads := e.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if total*hd*c.NHead < 1<<20 {
+		threads = 1
+	}
 	r0 := 0
 	for _, s := range seqs {
 		n := len(s)
-		if cap(w.sc) < n {
-			w.sc = make([]float32, n)
+		step := max((n+threads-1)/threads, 1)
+		for lo := 0; lo < n; lo += step {
+			spans = append(spans, span{r0, n, lo, min(lo+step, n)})
 		}
-		for i := 0; i < n; i++ {
-			from, to := 0, n
+		r0 += n
+	}
+	run := func(sp span, sc []float32) {
+		for i := sp.lo; i < sp.hi; i++ {
+			from, to := 0, sp.n
 			if c.Causal {
 				to = i + 1
 			}
 			if local {
 				from, to = max(from, i-c.Window), min(to, i+c.Window+1)
 			}
-			sc := w.sc[:to-from]
+			sc := sc[:to-from]
 			for h := 0; h < c.NHead; h++ {
 				kvh := h / group
-				qh := q[(r0+i)*qw+h*hd : (r0+i)*qw+(h+1)*hd]
+				qh := q[(sp.r0+i)*qw+h*hd : (sp.r0+i)*qw+(h+1)*hd]
 				for j := from; j < to; j++ {
-					kj := k[(r0+j)*kvw+kvh*hd : (r0+j)*kvw+(kvh+1)*hd]
+					kj := k[(sp.r0+j)*kvw+kvh*hd : (sp.r0+j)*kvw+(kvh+1)*hd]
 					var d float32
 					for t, x := range qh {
 						d += x * kj[t]
@@ -794,15 +814,42 @@ func (e *Encoder) attention(w *encWork, seqs [][]int32, q, k, v []float32, L *en
 					sc[j-from] = d * scl
 				}
 				Softmax(sc)
-				o := w.att[(r0+i)*qw+h*hd : (r0+i)*qw+(h+1)*hd]
+				o := w.att[(sp.r0+i)*qw+h*hd : (sp.r0+i)*qw+(h+1)*hd]
 				clear(o)
 				for j := from; j < to; j++ {
-					neon.AttnSumF32(o, sc[j-from:j-from+1], v[(r0+j)*kvw+kvh*hd:(r0+j)*kvw+(kvh+1)*hd])
+					neon.AttnSumF32(o, sc[j-from:j-from+1], v[(sp.r0+j)*kvw+kvh*hd:(sp.r0+j)*kvw+(kvh+1)*hd])
 				}
 			}
 		}
-		r0 += n
 	}
+	longest := 0
+	for _, s := range seqs {
+		longest = max(longest, len(s))
+	}
+	if threads == 1 {
+		if cap(w.sc) < longest {
+			w.sc = make([]float32, longest)
+		}
+		for _, sp := range spans {
+			run(sp, w.sc)
+		}
+		return
+	}
+	next := make(chan span, len(spans))
+	for _, sp := range spans {
+		next <- sp
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(threads, len(spans)) {
+		wg.Go(func() {
+			sc := make([]float32, longest)
+			for sp := range next {
+				run(sp, sc)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // addBias adds b to each of the n rows of x (nothing when b is nil).
