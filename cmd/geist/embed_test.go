@@ -46,6 +46,13 @@ func TestEmbedCLI(t *testing.T) {
 	if code, _, errs := geist(t, "", "run", "-m", path, "-n", "4", "hello"); code == 0 || !strings.Contains(errs, "is an embedding model") {
 		t.Errorf("run: %d %s", code, errs)
 	}
+	dd := t.TempDir()
+	if code, out, _ := geist(t, "", "serve", "--check", "-m", path, "--data-dir", dd, "--http", "127.0.0.1:0"); code == 0 || !strings.Contains(out, "give it as --embed-model") {
+		t.Errorf("serve --check -m EMBEDDING: %d %s", code, out)
+	}
+	if code, out, _ := geist(t, "", "serve", "--check", "-m", zoo.Path(t, "models", serveModel), "--embed-model", path, "--data-dir", dd, "--http", "127.0.0.1:0"); code != 0 || !strings.Contains(out, "ok    embed   tiny-nomic-embed-Q8_0: nomic-bert") {
+		t.Errorf("serve --check --embed-model: %d %s", code, out)
+	}
 	code, out, errs = geist(t, "", "inspect", "--json", path)
 	var info inspectInfo
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Task != "embedding" || !info.Supported || info.Pooling != "mean" || info.EmbeddingDim != 128 {
