@@ -34,6 +34,7 @@ type embedService struct {
 
 	fixed     *embed.Model // --embed-model, nil when none
 	fixedName string
+	fixedPath string
 	textModel string // the name of the model serve generates with
 
 	run chan struct{} // one computation at a time
@@ -62,7 +63,7 @@ func newEmbedService(path, name string, store *models.Store, threads int, log *s
 		if err != nil {
 			return nil, fmt.Errorf("--embed-model: %w", err)
 		}
-		s.fixed, s.fixedName = m, name
+		s.fixed, s.fixedName, s.fixedPath = m, name, path
 		log.Info("embedding model loaded", "model", name, "arch", m.Arch(), "dim", m.Dim(), "ctx", m.Ctx(), "pooling", m.Pooling().String())
 	}
 	return s, nil
@@ -102,6 +103,13 @@ func (s *embedService) Embed(ctx context.Context, r httpapi.EmbedRequest) (httpa
 	var m *embed.Model
 	var load time.Duration
 	var entry *embedEntry
+	if s.fixed != nil && name != "" && s.store != nil {
+		// Another name of the same file (nomic-embed-text for
+		// nomic-embed-text:v1.5) is the model loaded at start.
+		if p, err := s.store.Path(name); err == nil && sameFile(p, s.fixedPath) {
+			name = s.fixedName
+		}
+	}
 	switch {
 	case name == "" || s.fixed != nil && strings.EqualFold(name, s.fixedName):
 		if s.fixed == nil {
@@ -220,6 +228,16 @@ func (s *embedService) release(e *embedEntry, drop bool) {
 			return
 		}
 	}
+}
+
+// sameFile reports whether paths a and b name one file.
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // checkEmbedding refuses a file that is not an embedding model, reading

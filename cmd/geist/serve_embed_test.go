@@ -191,6 +191,16 @@ func TestServeHTTPEmbed(t *testing.T) {
 			t.Errorf("%s %v: %d %s, want %d saying %q", c.path, c.body, code, body, c.code, c.says)
 		}
 	}
+	// The model loaded at start, named by its file's other name in the
+	// store, is not loaded again.
+	if err := os.Link(filepath.Join(store, "tiny-bert-embed-F16.gguf"), filepath.Join(store, "bert-alias.gguf")); err != nil {
+		t.Error(err)
+	} else {
+		code, body := postJSON(t, base+"/api/embed", map[string]any{"model": "bert-alias", "input": "x"})
+		if code != 200 || !strings.Contains(string(body), `"model":"tiny-bert-embed-F16"`) || !strings.Contains(string(body), `"load_duration":0`) {
+			t.Errorf("another name of --embed-model: %d %s", code, body)
+		}
+	}
 	// keep_alive 0 unloads a model loaded on demand.
 	code, body = postJSON(t, base+"/api/embed", map[string]any{"model": "tiny-gemma-embed-F16", "input": "x", "keep_alive": 0})
 	if code != 200 {
