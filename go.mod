@@ -22,7 +22,6 @@ require (
 	golang.org/x/net v0.53.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
-	golang.org/x/text v0.36.0
 	golang.org/x/time v0.16.0
 	periph.io/x/conn/v3 v3.7.2
 	periph.io/x/host/v3 v3.8.5
@@ -45,6 +44,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/mod v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/text v0.36.0 // indirect
 	golang.org/x/tools v0.44.1-0.20260420230617-19499e7caabc // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect

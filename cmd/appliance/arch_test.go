@@ -32,7 +32,7 @@ var architecture = map[string]struct {
 	"quant":       {[]string{"neon"}, nil},
 	"engine/gguf": {[]string{"quant"}, []string{"golang.org/x/sys/unix"}},
 	// The engine: what runs at inference time.
-	"engine/tokenizer": {nil, []string{"golang.org/x/text/unicode/norm"}}, // WordPiece strips accents as llama.cpp (NFD)
+	"engine/tokenizer": {nil, nil},
 	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped

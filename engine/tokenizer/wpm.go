@@ -2,10 +2,9 @@ package tokenizer
 
 import (
 	"fmt"
+	"sort"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // WordPiece (BERT, tokenizer.ggml.model "bert"), as llama.cpp's WPM
@@ -14,7 +13,7 @@ import (
 // as "piece". Encoding:
 //   - the text is split into words: each code point is mapped to the first
 //     code point of its canonical decomposition (so "ü" becomes "u": the
-//     accent goes), lower-cased; white space ends a word; NUL, U+FFFD and
+//     accent goes; wpm_nfd.go), lower-cased; white space ends a word; NUL, U+FFFD and
 //     control characters are dropped; punctuation, ASCII symbols and CJK
 //     ideographs are words of their own;
 //   - each word, prefixed with "▁", is cut greedily into the longest
@@ -122,19 +121,21 @@ func (t *Tokenizer) wpmWord(dst []int32, w []byte) []int32 {
 
 // nfdFirst maps r to the first code point of its canonical decomposition
 // (the letter without its accents), as llama.cpp's
-// unicode_cpts_normalize_nfd does.
+// unicode_cpts_normalize_nfd does: from the table of wpm_nfd.go, and by
+// arithmetic for Hangul syllables (their leading consonant).
 func nfdFirst(r rune) rune {
 	if r < 0xC0 {
 		return r
 	}
-	var buf [utf8.UTFMax]byte
-	b := utf8.AppendRune(buf[:0], r)
-	if norm.NFD.IsNormal(b) {
-		return r
+	if r >= 0xAC00 && r <= 0xD7A3 {
+		return 0x1100 + (r-0xAC00)/588
 	}
-	d := norm.NFD.Bytes(b)
-	f, _ := utf8.DecodeRune(d)
-	return f
+	c := uint32(r)
+	i := sort.Search(len(nfdRanges), func(i int) bool { return nfdRanges[i][1] >= c })
+	if i < len(nfdRanges) && nfdRanges[i][0] <= c {
+		return rune(nfdRanges[i][2])
+	}
+	return r
 }
 
 // isCJK reports whether r is a CJK ideograph, which BERT makes a word of

@@ -96,3 +96,20 @@ func TestWordPieceWords(t *testing.T) {
 		t.Errorf("pieces: %q", got)
 	}
 }
+
+// TestNFDFirst checks the accent table and the Hangul arithmetic.
+func TestNFDFirst(t *testing.T) {
+	for _, c := range []struct{ in, want rune }{
+		{'a', 'a'}, {'ü', 'u'}, {'Ü', 'U'}, {'ß', 'ß'}, {'é', 'e'}, {'ñ', 'n'}, {'Å', 'A'}, {'ǖ', 'u'},
+		{'ώ', 'ω'}, {'й', 'и'}, {'한', 0x1112}, {'가', 0x1100}, {'中', '中'}, {'\uF900', '\u8C48'}, {'😀', '😀'},
+	} {
+		if got := nfdFirst(c.in); got != c.want {
+			t.Errorf("nfdFirst(%q) = %q (%U), want %q", c.in, got, got, c.want)
+		}
+	}
+	for i := 1; i < len(nfdRanges); i++ {
+		if nfdRanges[i][0] <= nfdRanges[i-1][1] || nfdRanges[i][0] > nfdRanges[i][1] {
+			t.Fatalf("nfdRanges not sorted at %d: %v %v", i, nfdRanges[i-1], nfdRanges[i])
+		}
+	}
+}
