@@ -183,3 +183,33 @@ func TestGenerateRefusesEmbedding(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEmbed embeds the golden texts of a tiny model in one request
+// (tokens/s is the figure).
+func BenchmarkEmbed(b *testing.B) {
+	for _, name := range []string{"tiny-bert-embed-Q8_0", "tiny-qwen3-embed-Q8_0"} {
+		b.Run(name, func(b *testing.B) {
+			g, path := zoo.LoadEmbedGolden(b, name)
+			m, err := Open(path, Options{Threads: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			var texts []string
+			for _, c := range g.Cases {
+				texts = append(texts, c.Text)
+			}
+			req := Texts(texts, true)
+			tokens := 0
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := m.Embed(context.Background(), req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tokens += res.Tokens
+			}
+			b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
