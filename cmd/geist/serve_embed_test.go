@@ -201,6 +201,9 @@ func TestServeHTTPEmbed(t *testing.T) {
 			t.Errorf("another name of --embed-model: %d %s", code, body)
 		}
 	}
+	if code, body := postJSON(t, base+"/api/show", map[string]any{"model": "tiny-nomic-embed-Q8_0"}); code != 200 || !strings.Contains(string(body), `"capabilities":["embedding"]`) {
+		t.Errorf("/api/show of an embedding model: %d %.300s", code, body)
+	}
 	// keep_alive 0 unloads a model loaded on demand.
 	code, body = postJSON(t, base+"/api/embed", map[string]any{"model": "tiny-gemma-embed-F16", "input": "x", "keep_alive": 0})
 	if code != 200 {

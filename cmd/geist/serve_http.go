@@ -351,7 +351,11 @@ func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
 		}
 		f.Close()
 	}
-	hm.Capabilities = templateCapabilities(m.Path, hm.Template)
+	if m.Type == "embedding" {
+		hm.Capabilities = []string{"embedding"} // Ollama's word: /api/embed answers with it
+	} else {
+		hm.Capabilities = templateCapabilities(m.Path, hm.Template)
+	}
 	return hm, true, nil
 }
 
