@@ -113,3 +113,38 @@ func TestNFDFirst(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWordPiece checks WordPiece encoding never panics, gives ids in
+// range and puts [CLS] first and [SEP] last (it is lossy: no round trip).
+func FuzzWordPiece(f *testing.F) {
+	for _, s := range []string{"", "Hello, world!", "naïve café 🦙", "日本語", "\xff\xfe\xc3", "a\u00a0b\u3000c\u200bd", "[CLS] x [SEP]", "Ǖ한\uF900"} {
+		f.Add(s)
+	}
+	path := filepath.Join(zooDir(f), "embed", "models", "tiny-bert-embed-Q8_0.gguf")
+	gf, err := gguf.Open(path)
+	if err != nil {
+		f.Skip(err)
+	}
+	defer gf.Close()
+	v, err := VocabFromMetadata(gf.Value)
+	if err != nil {
+		f.Fatal(err)
+	}
+	tk, err := New(v)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, parse := range []bool{false, true} {
+			ids := tk.Encode(s, true, parse)
+			if len(ids) < 2 || ids[0] != tk.BOS() || ids[len(ids)-1] != tk.sep {
+				t.Fatalf("%q: %v", s, ids)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= tk.NTokens() {
+					t.Fatalf("%q: id %d out of range", s, id)
+				}
+			}
+		}
+	})
+}
