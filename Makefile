@@ -60,7 +60,7 @@ FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/ch
 	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests \
 	./neon:FuzzRowsExact ./neon:FuzzKQuants ./engine/chat:FuzzPyCalls ./engine/chat:FuzzGemma4Arguments \
 	./engine/chat:FuzzTemplateCost \
-	./engine/grammar:FuzzCompile ./engine/grammar:FuzzMatcher
+	./engine/grammar:FuzzCompile ./engine/grammar:FuzzMatcher ./engine/tokenizer:FuzzWordPiece
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -109,6 +109,10 @@ type Engine struct {
 	gvocab      *grammar.Vocab // built on the first constrained request
 }
 
+// ErrEmbeddingModel is Load's error for an embedding model (bert,
+// nomic-bert, Qwen3-Embedding, EmbeddingGemma): engine/embed runs those.
+var ErrEmbeddingModel = errors.New("is an embedding model")
+
 // LoadVocab opens a GGUF file and reads only its tokenizer; it works on
 // vocab-only files.
 func LoadVocab(path string) (*tokenizer.Tokenizer, *gguf.File, error) {
@@ -137,6 +141,10 @@ func Load(path string, opt Options) (*Engine, error) {
 	tok, f, err := LoadVocab(path)
 	if err != nil {
 		return nil, modelError(path, err)
+	}
+	if model.IsEmbedding(f) {
+		f.Close()
+		return nil, fmt.Errorf("model %s %w (%s): it computes embeddings (geist embed, POST /api/embed, /v1/embeddings) and does not generate text", path, ErrEmbeddingModel, f.Arch())
 	}
 	kvType := quant.F16
 	switch opt.KVType {

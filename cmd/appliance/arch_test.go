@@ -39,7 +39,8 @@ var architecture = map[string]struct {
 	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
-	"engine/zoo":       {nil, nil}, // test helper: finds the conformance zoo
+	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil}, // embedding models: tokenize, bound, run, pool
+	"engine/zoo":       {nil, nil},                                                         // test helper: finds the conformance zoo
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
 	// The appliance core and what front ends share beside it.
@@ -80,6 +81,7 @@ var testExtra = map[string][]string{
 	"cmd/internal/httpapi": {"engine"},      // scripted engines see engine.Request
 	"engine":               {"storage"},     // prompt-cache restores from a real cache.db
 	"engine/spec":          {"engine/gguf"}, // the tuner searches a zoo model
+	"engine/embed":         {"engine"},      // Load refuses an embedding model
 }
 
 // forbidden are dependencies (direct or not) a package must not have, by

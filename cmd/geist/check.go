@@ -74,6 +74,9 @@ func serveCheck(e *env, c *serveConfig, configPath string) error {
 		{"daemon", c.checkDaemon},
 		{"broker", c.checkBroker},
 	}
+	if c.EmbedModel != "" && c.modelErr == nil {
+		checks = append(checks, check{"embed", c.checkEmbedModel})
+	}
 	if m := c.MQTT; m.CAFile != "" || m.CertFile != "" || m.KeyFile != "" {
 		checks = append(checks, check{"tls", c.checkTLS})
 	}
@@ -125,8 +128,28 @@ func (c *serveConfig) checkModel() (string, error) {
 	if m.Type == "vocab" {
 		return "", fmt.Errorf("%s holds a vocabulary only, no weights", c.Model)
 	}
+	if m.Type == "embedding" {
+		return "", fmt.Errorf("%s is an embedding model (%s): give it as --embed-model; -m takes a model that generates text", c.Model, m.Architecture)
+	}
 	return fmt.Sprintf("%s: %s %s, %s parameters, %s (%s)", m.Name, m.Architecture, m.Quantization, m.ParameterSize,
 		models.ByteSize(m.Size), c.Model), nil
+}
+
+// checkEmbedModel checks --embed-model (embed_model) is an embedding
+// model geist runs.
+func (c *serveConfig) checkEmbedModel() (string, error) {
+	m, err := models.Describe(c.EmbedModel)
+	if err != nil {
+		return "", err
+	}
+	if m.Problem != "" {
+		return "", fmt.Errorf("%s: %s", c.EmbedModel, m.Problem)
+	}
+	if m.Type != "embedding" {
+		return "", fmt.Errorf("--embed-model %s is a %s model that generates text, not an embedding model (all-minilm, nomic-embed-text, bge-small, qwen3-embedding:0.6b, embeddinggemma)", c.EmbedModel, m.Architecture)
+	}
+	return fmt.Sprintf("%s: %s %s, %s parameters, %s (%s)", m.Name, m.Architecture, m.Quantization, m.ParameterSize,
+		models.ByteSize(m.Size), c.EmbedModel), nil
 }
 
 func (c *serveConfig) checkDataDir() (string, error) {

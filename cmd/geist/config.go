@@ -40,6 +40,11 @@ type serveConfig struct {
 	// an EAGLE-3 head). Empty: the sidecar MODEL.draft.gguf beside a model
 	// file, when there.
 	DraftModel string `toml:"draft_model"`
+	// EmbedModel is the embedding model the HTTP API's /api/embed,
+	// /api/embeddings and /v1/embeddings use when a request names none
+	// (or names it); requests may also name another stored embedding
+	// model, loaded on demand.
+	EmbedModel string `toml:"embed_model"`
 	LogLevel   string `toml:"log_level"`
 	LogFormat  string `toml:"log_format"`
 
@@ -227,6 +232,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
 	fs.StringVar(&c.Repack, "repack-budget", c.Repack, repackHelp)
 	fs.StringVar(&c.DraftModel, "draft-model", c.DraftModel, "GGUF that drafts for speculative decoding: a smaller model with the same vocabulary, a Gemma 4 assistant or an EAGLE-3 head (default: MODEL.draft.gguf beside the model file, when there)")
+	fs.StringVar(&c.EmbedModel, "embed-model", c.EmbedModel, "embedding model (name or GGUF) for /api/embed, /api/embeddings and /v1/embeddings when a request names none: all-minilm, nomic-embed-text, bge-small, qwen3-embedding:0.6b, embeddinggemma")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 

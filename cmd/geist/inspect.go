@@ -57,6 +57,11 @@ type inspectInfo struct {
 	VocabPre      string         `json:"vocab_pre,omitempty"`
 	VocabSize     int            `json:"vocab_size"`
 	ChatTemplate  bool           `json:"chat_template"`
+	// An embedding model's: "embedding" (it does not generate text), its
+	// pooling and the length of its vectors.
+	Task         string `json:"task,omitempty"`
+	Pooling      string `json:"pooling,omitempty"`
+	EmbeddingDim int    `json:"embedding_dim,omitempty"`
 }
 
 func cmdInspect(_ context.Context, e *env, args []string) error {
@@ -112,6 +117,25 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 	}
 	if len(f.Tensors) == 0 {
 		info.Problem = "vocab only: the file has no tensors"
+	} else if model.IsEmbedding(f) {
+		info.Task = "embedding"
+		if enc, err := model.LoadEncoder(f); err != nil {
+			info.Problem = err.Error()
+		} else {
+			info.Supported = true
+			c := enc.EncoderConfig
+			info.Pooling, info.EmbeddingDim = c.Pooling.String(), c.Dim
+			info.Layers, info.Embedding, info.FeedForward, info.Heads, info.HeadsKV, info.HeadDim = c.NLayer, c.NEmbd, c.NFF, c.NHead, c.NHeadKV, c.HeadDim
+			info.ContextLength, info.RopeBase = c.CtxTrain, c.RopeBase
+			for _, local := range c.SWA {
+				if local {
+					info.LocalLayers++
+				}
+			}
+			if info.LocalLayers > 0 {
+				info.SlidingWindow = 2*c.Window + 1
+			}
+		}
 	} else if m, err := model.LoadWith(f, model.LoadOptions{RepackBudget: budget, Plan: true}); err != nil {
 		info.Problem = err.Error()
 		if c, err := model.ReadConfig(f); err == nil {
@@ -134,6 +158,9 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 		row("name", info.Name)
 	}
 	row("architecture", info.Architecture)
+	if info.Task == "embedding" {
+		row("model type", fmt.Sprintf("embedding (%s pooling, vectors of %d): geist embed, POST /api/embed and /v1/embeddings; it does not generate text", info.Pooling, info.EmbeddingDim))
+	}
 	if info.Supported {
 		row("supported", "yes")
 	} else {

@@ -44,6 +44,7 @@ func init() {
 		{"run", "run -m MODEL [flags] PROMPT", "generate text from a prompt (PROMPT - reads stdin)", cmdRun},
 		{"chat", chatUsage, "chat with a model interactively (or answer stdin's lines)", cmdChat},
 		{"tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT", "print token ids as a JSON array", cmdTokenize},
+		{"embed", embedUsage, "print the embeddings of texts as JSON (an embedding model: all-minilm, nomic-embed-text, ...)", cmdEmbed},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL|-m MODEL [--json]", "describe a GGUF model file", cmdInspect},
 		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},

@@ -42,7 +42,7 @@ func (m modelRefError) Error() string { return m.err.Error() }
 func (m modelRefError) Unwrap() error { return m.err }
 
 // modelFlagNames are the flags that take a model file, in every command.
-var modelFlagNames = []string{"model", "draft-model"}
+var modelFlagNames = []string{"model", "draft-model", "embed-model"}
 
 // addModelsDir gives every command that takes a model (-m) the
 // --models-dir flag its model names are looked up in. parse calls it

@@ -69,7 +69,8 @@ type httpFront struct {
 	srv  *httpapi.Server
 	ln   net.Listener
 	log  *slog.Logger
-	pool *modelPool // the other stored models
+	pool *modelPool    // the other stored models
+	emb  *embedService // the embedding endpoints' models
 }
 
 // startHTTP listens on [http] addr; nil when it is empty. mount, when
@@ -83,12 +84,19 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	if err != nil {
 		return nil, err
 	}
+	emb, err := newEmbedService(c.EmbedModel, embedModelName(c.EmbedModel, store), store, c.Threads, log.With("component", "embed"))
+	if err != nil {
+		return nil, err
+	}
+	emb.textModel = hc.Model.Name
+	hc.Embedder = emb
 	// The other stored models, loaded on demand by name.
 	pool := newModelPool(c, store, log)
 	hc.Models = pool
 	web, err := httpapi.New(hc)
 	if err != nil {
 		pool.Close()
+		emb.Close()
 		return nil, err
 	}
 	web.Check("storage", true, storageCheck(c.DataDir))
@@ -106,7 +114,7 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 			return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", listenErr(err))
 		}
 	}
-	return &httpFront{srv: web, ln: ln, log: log, pool: pool}, nil
+	return &httpFront{srv: web, ln: ln, log: log, pool: pool, emb: emb}, nil
 }
 
 // run serves until stop ends.
@@ -118,8 +126,11 @@ func (f *httpFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-func (f *httpFront) wait()  { f.pool.Close() }
-func (f *httpFront) close() { f.ln.Close() }
+func (f *httpFront) wait() { f.pool.Close() }
+func (f *httpFront) close() {
+	f.ln.Close()
+	f.emb.Close()
+}
 
 // httpConfig builds the HTTP front end's configuration: the loaded
 // model's description (from its GGUF header and chat template), the model
@@ -346,7 +357,11 @@ func (a modelStoreAdapter) Get(name string) (httpapi.Model, bool, error) {
 		}
 		f.Close()
 	}
-	hm.Capabilities = templateCapabilities(m.Path, hm.Template)
+	if m.Type == "embedding" {
+		hm.Capabilities = []string{"embedding"} // Ollama's word: /api/embed answers with it
+	} else {
+		hm.Capabilities = templateCapabilities(m.Path, hm.Template)
+	}
 	return hm, true, nil
 }
 

@@ -20,7 +20,7 @@ func (t *Tokenizer) buildPieces() {
 		case a&(attrUnknown|attrControl|attrUserDefined) != 0:
 			buf = append(buf, text...)
 		case a&attrNormal != 0:
-			if t.typ == modelSPM {
+			if t.typ == modelSPM || t.typ == modelWPM {
 				buf = appendUnescaped(buf, text)
 			} else {
 				cps = decodeCpts(cps[:0], text)

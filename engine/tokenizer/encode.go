@@ -147,6 +147,8 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string, addSpecial, parseSpec
 		if addSpecial && t.addEOS {
 			dst = append(dst, t.eos)
 		}
+	case modelWPM:
+		dst = t.wpmEncode(s, dst, text, frags, addSpecial)
 	case modelBPE:
 		if addSpecial && t.addBOS {
 			dst = append(dst, t.bos)

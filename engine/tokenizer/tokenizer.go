@@ -33,6 +33,7 @@ type modelType int
 const (
 	modelSPM modelType = iota
 	modelBPE
+	modelWPM // BERT's WordPiece (tokenizer.ggml.model "bert"): wpm.go
 )
 
 // Tokenizer encodes and decodes text for one vocabulary. It is safe for
@@ -51,7 +52,9 @@ type Tokenizer struct {
 	byteTok [256]int32       // BPE: token of each single raw byte string, -1 if none
 
 	bos, eos, eot, eom, unk, nl int32
-	addBOS, addEOS              bool
+	sep                         int32 // WordPiece: [SEP], appended after the text
+	maxLen                      int   // WordPiece: the longest token text in bytes
+	addBOS, addEOS, addSep      bool
 	addSpacePrefix              bool
 	cleanSpaces                 bool
 	eog                         map[int32]struct{}
@@ -74,6 +77,8 @@ func New(v *Vocab) (*Tokenizer, error) {
 	switch v.Model {
 	case "llama":
 		t.typ = modelSPM
+	case "bert":
+		t.typ = modelWPM
 	case "gpt2":
 		t.typ = modelBPE
 		cfg, ok := lookupPre(v.Pre)
@@ -146,8 +151,13 @@ func New(v *Vocab) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
-	t.bos, t.eos, t.eot, t.eom, t.unk = v.BOS, v.EOS, v.EOT, v.EOM, v.UNK
-	t.addBOS, t.addEOS, t.addSpacePrefix = v.AddBOS, v.AddEOS, v.AddSpacePrefix
+	t.bos, t.eos, t.eot, t.eom, t.unk, t.sep = v.BOS, v.EOS, v.EOT, v.EOM, v.UNK, v.SEP
+	t.addBOS, t.addEOS, t.addSep, t.addSpacePrefix = v.AddBOS, v.AddEOS, v.AddSep, v.AddSpacePrefix
+	if t.typ == modelWPM {
+		if err := t.initWPM(); err != nil {
+			return nil, err
+		}
+	}
 	if t.addBOS && t.bos < 0 {
 		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set")
 	}
@@ -175,7 +185,9 @@ func New(v *Vocab) (*Tokenizer, error) {
 
 	// Newline token.
 	t.nl = -1
-	if t.typ == modelSPM {
+	if t.typ == modelWPM {
+		t.nl = v.PAD
+	} else if t.typ == modelSPM {
 		t.nl = t.byteToToken('\n')
 		if t.nl < 0 {
 			t.nl = v.PAD
@@ -410,3 +422,23 @@ func (t *Tokenizer) NL() int32 { return t.nl }
 
 // AddBOS reports whether Encode with addSpecial prepends BOS.
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
+// Around returns the special tokens Encode with addSpecial puts before
+// and after the text: BOS (or BERT's [CLS]) and EOS (or [SEP]) as the
+// vocabulary asks.
+func (t *Tokenizer) Around() (pre, post []int32) {
+	if t.addBOS {
+		pre = []int32{t.bos}
+	}
+	switch {
+	case t.typ == modelWPM && (t.addSep || t.addEOS):
+		post = []int32{t.sep}
+	case t.typ != modelWPM && t.addEOS:
+		post = []int32{t.eos}
+	}
+	return pre, post
+}
+
+// Model is the tokenizer.ggml.model of the vocabulary ("llama", "gpt2",
+// "bert").
+func (t *Tokenizer) Model() string { return t.vocab.Model }

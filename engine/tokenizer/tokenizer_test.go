@@ -100,8 +100,11 @@ func TestSPMHandBuilt(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
-	if _, err := New(&Vocab{Model: "bert", Tokens: []string{"a"}}); err == nil || !strings.Contains(err.Error(), "bert") {
+	if _, err := New(&Vocab{Model: "t5", Tokens: []string{"a"}}); err == nil || !strings.Contains(err.Error(), "t5") {
 		t.Fatalf("unsupported model: %v", err)
+	}
+	if _, err := New(&Vocab{Model: "bert", Tokens: []string{"a"}, UNK: -1, BOS: -1, EOS: -1, SEP: -1}); err == nil || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("WordPiece without an unknown token: %v", err)
 	}
 	if _, err := New(&Vocab{Model: "gpt2", Pre: "klingon", Tokens: []string{"a"}}); err == nil || !strings.Contains(err.Error(), "klingon") {
 		t.Fatalf("unsupported pre: %v", err)

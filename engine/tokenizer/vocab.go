@@ -104,6 +104,11 @@ func VocabFromMetadata(get func(key string) (any, bool)) (*Vocab, error) {
 	case "llama":
 		v.BOS, v.EOS, v.UNK = 1, 2, 0
 		v.AddSpacePrefix, v.AddBOS = true, true
+	case "bert":
+		// llama.cpp's WPM defaults (bert-base-uncased's ids): [CLS] is
+		// the BOS, [SEP] follows the text.
+		v.BOS, v.UNK, v.SEP, v.PAD, v.MASK = 101, 100, 102, 0, 103
+		v.AddBOS, v.AddSep = true, true
 	case "gpt2":
 		raw, ok := get("tokenizer.ggml.merges")
 		if !ok {

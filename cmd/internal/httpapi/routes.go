@@ -21,7 +21,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/chat", s.switched(s.ollamaChat, true))
 	m.HandleFunc("POST /api/generate", s.switched(s.ollamaGenerate, true))
 	m.HandleFunc("POST /api/pull", s.pull)
-	for _, p := range []string{"POST /api/create", "POST /api/copy", "DELETE /api/delete", "POST /api/push", "POST /api/embed", "POST /api/embeddings", "HEAD /api/blobs/{digest}", "POST /api/blobs/{digest}"} {
+	m.HandleFunc("POST /api/embed", s.ollamaEmbed)
+	m.HandleFunc("POST /api/embeddings", s.ollamaEmbeddings)
+	for _, p := range []string{"POST /api/create", "POST /api/copy", "DELETE /api/delete", "POST /api/push", "HEAD /api/blobs/{digest}", "POST /api/blobs/{digest}"} {
 		m.HandleFunc(p, s.unsupported)
 	}
 	// OpenAI.
@@ -29,7 +31,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/completions", s.switched(s.openaiCompletions, false))
 	m.HandleFunc("GET /v1/models", s.openaiModels)
 	m.HandleFunc("GET /v1/models/{model...}", s.openaiModel)
-	m.HandleFunc("POST /v1/embeddings", s.unsupportedOpenAI)
+	m.HandleFunc("POST /v1/embeddings", s.openaiEmbeddings)
 	// Operations.
 	m.Handle("GET /metrics", s.metricsHandler())
 	m.HandleFunc("GET /healthz", s.health(false))
@@ -152,8 +154,6 @@ func (s *Server) ps(w http.ResponseWriter, r *http.Request) {
 // does not have.
 func unsupportedWhy(path string) string {
 	switch {
-	case strings.HasPrefix(path, "/api/embed"), strings.HasPrefix(path, "/v1/embeddings"):
-		return "it generates text and does not compute embeddings; use an embedding server (Ollama with an embedding model) beside it"
 	case path == "/api/delete":
 		return "it does not delete models over HTTP; geist rm NAME on the machine removes a stored one"
 	case path == "/api/create", path == "/api/copy", path == "/api/push", strings.HasPrefix(path, "/api/blobs"):

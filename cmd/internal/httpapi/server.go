@@ -54,6 +54,9 @@ type Config struct {
 	// Model is the loaded model: what /api/tags, /api/show, /api/ps and
 	// /v1/models describe and what requests must name.
 	Model Model
+	// Embedder, if set, answers /api/embed, /api/embeddings and
+	// /v1/embeddings; nil: they are 501.
+	Embedder Embedder
 	// Store, if set, lists other stored models (/api/show) and pulls new
 	// ones (/api/pull); nil refuses pulls.
 	Store ModelStore

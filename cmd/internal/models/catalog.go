@@ -87,6 +87,21 @@ var catalog = []catalogModel{
 		quants: []string{"Q4_K_M", "Q8_0"}, about: "SmolLM3 3B, 1.9 GB (Q4_K_M); Pi 5 8 GB", dflt: true},
 	{name: "phi4-mini:3.8b", arch: "phi3", repo: "bartowski/microsoft_Phi-4-mini-instruct-GGUF", file: "microsoft_Phi-4-mini-instruct-QUANT.gguf",
 		quants: []string{"Q4_K_M", "Q4_0", "Q8_0"}, about: "Phi-4-mini Instruct 3.8B, 2.5 GB (Q4_K_M); Pi 5 8 GB", dflt: true},
+	// Embedding models (geist embed, /api/embed, /v1/embeddings: Open
+	// WebUI's RAG, Home Assistant). Ollama's names; the GGUF repositories
+	// as their publishers name the files (a quantization spelled as in the
+	// file name: f16, q8_0). Not pinned to digests: written without network
+	// access, the Hub's X-Linked-Etag is checked on the first pull.
+	{name: "all-minilm:22m", arch: "bert", repo: "leliuga/all-MiniLM-L6-v2-GGUF", file: "all-MiniLM-L6-v2.QUANT.gguf",
+		quants: []string{"Q8_0", "F16"}, about: "all-MiniLM-L6-v2 sentence embeddings (384 values, 512 tokens), ~25 MB (Q8_0); any board", dflt: true},
+	{name: "bge-small:en-v1.5", arch: "bert", repo: "CompendiumLabs/bge-small-en-v1.5-gguf", file: "bge-small-en-v1.5-QUANT.gguf",
+		quants: []string{"q8_0", "f16"}, about: "BGE small en v1.5 embeddings (384 values, 512 tokens), ~36 MB (Q8_0); any board", dflt: true},
+	{name: "nomic-embed-text:v1.5", arch: "nomic-bert", repo: "nomic-ai/nomic-embed-text-v1.5-GGUF", file: "nomic-embed-text-v1.5.QUANT.gguf",
+		quants: []string{"Q8_0", "f16", "Q4_K_M"}, about: "Nomic Embed Text v1.5 (768 values, 2048 tokens; prefix texts with search_query: or search_document:), ~146 MB (Q8_0); any board", dflt: true},
+	{name: "qwen3-embedding:0.6b", arch: "qwen3", repo: "Qwen/Qwen3-Embedding-0.6B-GGUF", file: "Qwen3-Embedding-0.6B-QUANT.gguf",
+		quants: []string{"Q8_0", "f16"}, about: "Qwen3-Embedding 0.6B (1024 values, multilingual), ~640 MB (Q8_0); Pi 4 2 GB and up", dflt: true},
+	{name: "embeddinggemma:300m", arch: "gemma-embedding", repo: "ggml-org/embeddinggemma-300M-GGUF", file: "embeddinggemma-300M-QUANT.gguf",
+		quants: []string{"Q8_0"}, about: "EmbeddingGemma 300M (768 values, dimensions 512/256/128 too, multilingual), ~330 MB (Q8_0); any board", dflt: true},
 }
 
 // CatalogEntry is one pullable name of the catalog: a model in one
@@ -109,7 +124,7 @@ func (m *catalogModel) entry(name, quant string) CatalogEntry {
 	if m.rev != "" {
 		repo += "@" + m.rev
 	}
-	e := CatalogEntry{Name: name, Model: m.name, Quantization: quant, Default: quant == m.quants[0],
+	e := CatalogEntry{Name: name, Model: m.name, Quantization: strings.ToUpper(quant), Default: quant == m.quants[0],
 		Architecture: m.arch, Source: "hf:" + repo + "/" + file, About: m.about}
 	if d, ok := m.digests[quant]; ok {
 		e.Size, e.SHA256 = d.size, d.sha256

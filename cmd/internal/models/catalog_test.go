@@ -113,7 +113,9 @@ func TestSimilar(t *testing.T) {
 	}
 }
 
-func supportedArchs() string { return strings.Join(model.SupportedArchs(), " ") }
+func supportedArchs() string {
+	return strings.Join(append(model.SupportedArchs(), model.EncoderArchs()...), " ")
+}
 
 // TestCatalogAliases: a catalog model pulled under one of its names
 // (llama3.2, the family's default) is found under the others
@@ -201,5 +203,29 @@ func TestPullManifestOnce(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(statuses, "|"), StatusManifest); n != 1 || len(srv.CDNRequests()) < 2 {
 		t.Errorf("%d manifests in %v (%d requests to the CDN)", n, statuses, len(srv.CDNRequests()))
+	}
+}
+
+// TestCatalogEmbedding: the embedding models' names resolve to their
+// publishers' files, a quantization spelled in lower case in the file name
+// included, and report it in upper case.
+func TestCatalogEmbedding(t *testing.T) {
+	for _, c := range []struct{ name, arch, source, quant string }{
+		{"all-minilm", "bert", "hf:leliuga/all-MiniLM-L6-v2-GGUF/all-MiniLM-L6-v2.Q8_0.gguf", "Q8_0"},
+		{"all-minilm:latest", "bert", "hf:leliuga/all-MiniLM-L6-v2-GGUF/all-MiniLM-L6-v2.Q8_0.gguf", "Q8_0"},
+		{"bge-small", "bert", "hf:CompendiumLabs/bge-small-en-v1.5-gguf/bge-small-en-v1.5-q8_0.gguf", "Q8_0"},
+		{"bge-small:en-v1.5-f16", "bert", "hf:CompendiumLabs/bge-small-en-v1.5-gguf/bge-small-en-v1.5-f16.gguf", "F16"},
+		{"nomic-embed-text", "nomic-bert", "hf:nomic-ai/nomic-embed-text-v1.5-GGUF/nomic-embed-text-v1.5.Q8_0.gguf", "Q8_0"},
+		{"nomic-embed-text:v1.5-F16", "nomic-bert", "hf:nomic-ai/nomic-embed-text-v1.5-GGUF/nomic-embed-text-v1.5.f16.gguf", "F16"},
+		{"qwen3-embedding:0.6b", "qwen3", "hf:Qwen/Qwen3-Embedding-0.6B-GGUF/Qwen3-Embedding-0.6B-Q8_0.gguf", "Q8_0"},
+		{"embeddinggemma", "gemma-embedding", "hf:ggml-org/embeddinggemma-300M-GGUF/embeddinggemma-300M-Q8_0.gguf", "Q8_0"},
+	} {
+		e, ok := LookupCatalog(c.name)
+		if !ok || e.Architecture != c.arch || e.Source != c.source || e.Quantization != c.quant {
+			t.Errorf("%s: %+v %v", c.name, e, ok)
+		}
+	}
+	if e, _ := LookupCatalog("qwen3"); e.Architecture != "qwen3" || e.Model != "qwen3:1.7b" {
+		t.Errorf("qwen3 now resolves to %+v", e)
 	}
 }

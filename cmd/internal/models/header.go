@@ -47,8 +47,9 @@ func checkHeader(b []byte) (done bool, err error) {
 	if f == nil {
 		return false, nil
 	}
-	if arch := f.Arch(); arch != "" && !slices.Contains(model.SupportedArchs(), arch) {
-		return true, fmt.Errorf("%w: its architecture is %q; geist runs %s", ErrUnsupported, arch, strings.Join(model.SupportedArchs(), ", "))
+	embedding := model.IsEmbedding(f)
+	if arch := f.Arch(); arch != "" && !embedding && !slices.Contains(model.SupportedArchs(), arch) {
+		return true, fmt.Errorf("%w: its architecture is %q; geist runs %s, and embeds with %s", ErrUnsupported, arch, strings.Join(model.SupportedArchs(), ", "), strings.Join(model.EncoderArchs(), ", "))
 	}
 	if kind, _ := f.String("general.type"); kind == "adapter" {
 		return true, fmt.Errorf("%w: it is an adapter (LoRA), not a model", ErrUnsupported)
@@ -72,6 +73,12 @@ func checkHeader(b []byte) (done bool, err error) {
 		}
 		sort.Strings(types)
 		return true, fmt.Errorf("%w: its tensors are of types geist has no kernels for: %s (take a Q4_0, Q4_K_M or Q8_0 file)", ErrUnsupported, strings.Join(types, ", "))
+	}
+	if embedding {
+		if _, err := model.ReadEncoderConfig(f); err != nil {
+			return true, fmt.Errorf("%w: %s", ErrUnsupported, strings.TrimPrefix(err.Error(), "model: "))
+		}
+		return true, nil
 	}
 	if _, err := model.ReadConfig(f); err != nil {
 		return true, fmt.Errorf("%w: %s", ErrUnsupported, strings.TrimPrefix(err.Error(), "model: "))

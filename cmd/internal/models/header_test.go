@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/quant"
 )
 
@@ -219,5 +221,19 @@ func TestPullOfflineFailsFast(t *testing.T) {
 	}
 	if el := time.Since(t0); el > 900*time.Millisecond || log.has(StatusRetrying) {
 		t.Errorf("took %v with retries (%v): want one attempt", el, log.ps)
+	}
+}
+
+// TestCheckHeaderEmbedding: pulls take the embedding models geist runs
+// (their architectures are not text generators').
+func TestCheckHeaderEmbedding(t *testing.T) {
+	for _, name := range zoo.EmbedModels {
+		b, err := os.ReadFile(zoo.Path(t, "embed", "models", name+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, err := checkHeader(b); !done || err != nil {
+			t.Errorf("%s: done %v, %v", name, done, err)
+		}
 	}
 }

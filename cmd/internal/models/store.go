@@ -376,12 +376,18 @@ func describeGGUF(m *Model) {
 		m.Type, m.Problem = "adapter", "an adapter (LoRA), not a model"
 	case len(f.Tensors) == 0:
 		m.Type = "vocab"
+	case model.IsEmbedding(f):
+		m.Type = "embedding" // geist embed, /api/embed: it does not generate text
 	case chat:
 		m.Type = "chat"
 	default:
 		m.Type = "base"
 	}
-	if len(f.Tensors) > 0 && m.Problem == "" {
+	if m.Type == "embedding" && m.Problem == "" {
+		if _, err := model.ReadEncoderConfig(f); err != nil {
+			m.Problem = err.Error()
+		}
+	} else if len(f.Tensors) > 0 && m.Problem == "" {
 		if _, err := model.ReadConfig(f); err != nil {
 			m.Problem = err.Error()
 		}

@@ -1,0 +1,129 @@
+package model
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/zoo"
+)
+
+func openEncoder(t *testing.T, path string) *Encoder {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	e, err := LoadEncoder(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestEncoderGolden embeds llama.cpp's tokens of every case of every
+// embed/ golden and compares with llama-embedding's vectors within the
+// golden's tolerance.
+func TestEncoderGolden(t *testing.T) {
+	for _, name := range zoo.EmbedModels {
+		t.Run(name, func(t *testing.T) {
+			g, path := zoo.LoadEmbedGolden(t, name)
+			e := openEncoder(t, path)
+			if e.Pooling.String() != g.Pooling {
+				t.Errorf("pooling %s, golden %s", e.Pooling, g.Pooling)
+			}
+			worst := 0.0
+			for _, c := range g.Cases {
+				out := [][]float32{make([]float32, e.Dim)}
+				if err := e.Embed(context.Background(), [][]int32{c.Tokens}, out); err != nil {
+					t.Fatal(err)
+				}
+				mx, _, _, err := g.CompareEmbedding(out[0], c.Embedding)
+				worst = math.Max(worst, mx)
+				if err != nil {
+					t.Errorf("%q (%d tokens): %v", c.Text, len(c.Tokens), err)
+				}
+			}
+			t.Logf("worst max |diff| %.3g (tolerance %.3g)", worst, g.Tolerance.MaxAbs)
+		})
+	}
+}
+
+// TestEncoderBatchInvariant embeds the golden texts together, in several
+// orders and batch shapes, and checks each vector is bit for bit the one
+// the text gets alone.
+func TestEncoderBatchInvariant(t *testing.T) {
+	names := zoo.EmbedModels
+	if testing.Short() {
+		names = []string{"tiny-bert-embed-Q8_0", "tiny-gemma-embed-Q8_0", "tiny-qwen3-embed-F16", "tiny-nomic-embed-F16"}
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			g, path := zoo.LoadEmbedGolden(t, name)
+			e := openEncoder(t, path)
+			var seqs [][]int32
+			for _, c := range g.Cases {
+				seqs = append(seqs, c.Tokens)
+			}
+			alone := make([][]float32, len(seqs))
+			for i, s := range seqs {
+				alone[i] = make([]float32, e.Dim)
+				if err := e.Embed(context.Background(), [][]int32{s}, alone[i:i+1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, threads := range []int{1, 3} {
+				e.Threads = threads
+				// All together, reversed, and in pairs.
+				orders := [][]int{}
+				all, rev := []int{}, []int{}
+				for i := range seqs {
+					all = append(all, i)
+					rev = append(rev, len(seqs)-1-i)
+				}
+				orders = append(orders, all, rev)
+				for i := 0; i+1 < len(seqs) && !testing.Short(); i += 2 {
+					orders = append(orders, []int{i + 1, i})
+				}
+				for _, ord := range orders {
+					batch := make([][]int32, len(ord))
+					out := make([][]float32, len(ord))
+					for j, i := range ord {
+						batch[j] = seqs[i]
+						out[j] = make([]float32, e.Dim)
+					}
+					if err := e.Embed(context.Background(), batch, out); err != nil {
+						t.Fatal(err)
+					}
+					for j, i := range ord {
+						for d := range out[j] {
+							if math.Float32bits(out[j][d]) != math.Float32bits(alone[i][d]) {
+								t.Fatalf("threads %d, order %v: text %d differs at %d: %v alone, %v in the batch", threads, ord, i, d, alone[i][d], out[j][d])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEncoderRefuses checks bad input gets an error, not a panic.
+func TestEncoderRefuses(t *testing.T) {
+	g, path := zoo.LoadEmbedGolden(t, "tiny-bert-embed-Q8_0")
+	_ = g
+	e := openEncoder(t, path)
+	out := [][]float32{make([]float32, e.Dim)}
+	for _, seq := range [][]int32{{}, {-1}, {int32(e.NVocab)}, make([]int32, e.CtxTrain+1)} {
+		if err := e.Embed(context.Background(), [][]int32{seq}, out); err == nil {
+			t.Errorf("%d tokens: no error", len(seq))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Embed(ctx, [][]int32{{2, 3}}, out); err == nil {
+		t.Error("cancelled context: no error")
+	}
+}
