@@ -60,3 +60,7 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 	sp.ctrl.AssumeDraftCost(idxNative, cost)
 	return true, nil
 }
+
+// NativeDrafter is the model-native drafter given as the draft model (nil:
+// none), for benchmarks that measure it (spec.Forced).
+func (e *Engine) NativeDrafter() spec.NativeDrafter { return e.spec.native }
