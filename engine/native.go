@@ -57,6 +57,7 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 		cost = float64(h.Bytes()) / float64(e.model.DecodeBytes())
 	}
 	sp.nativeFile = f
+	sp.feed = true // until a request that does not draft with it
 	sp.ctrl.AssumeDraftCost(idxNative, cost)
 	return true, nil
 }
