@@ -376,6 +376,11 @@ func (st *Eagle3State) Step(tok int32, g []float32) ([]float32, error) {
 // Rewind drops the draft steps: the cache keeps its first n positions.
 func (st *Eagle3State) Rewind(n int) { st.n = min(st.n, max(n, 0)) }
 
+// Candidates are the target tokens the head's logits can hold (its draft
+// vocabulary through d2t; every other logit is −∞), nil when it drafts
+// over the whole vocabulary.
+func (st *Eagle3State) Candidates() []int32 { return st.e.D2T }
+
 // Prenorm is the pre-norm state of the last decode: the next step's g.
 func (st *Eagle3State) Prenorm() []float32 { return st.x }
 
