@@ -329,10 +329,10 @@ type AssistState struct {
 	row                 []byte
 	clusters            []int
 	cand                []int32 // the last sparse step's tokens (nil: dense)
+	hNext               []float32
 	// clean: every logit but those of cand is −∞ (a sparse step then
 	// resets cand's, not the whole row)
 	clean bool
-	hNext               []float32
 }
 
 // NewState sizes the buffers of steps over a target cache of up to ctx
