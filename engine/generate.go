@@ -33,7 +33,7 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, pin int, prog
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	t := time.Now()
 	var r int
-	if d := e.spec.native; d != nil && d.Known() < s.Ctx() {
+	if d := e.spec.native; d != nil && e.spec.feed && d.Known() < s.Ctx() {
 		// A drafter that reads every position's rows (EAGLE-3's
 		// features) has them only from passes: positions it lacks are
 		// run again, and none are restored from the prompt cache.
@@ -68,7 +68,7 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, pin int, prog
 		if end == pin {
 			s.Checkpoint()
 		}
-		if d := e.spec.native; d != nil {
+		if d := e.spec.native; d != nil && e.spec.feed {
 			for j := i; j < end; j++ {
 				d.Kept(j-i, j)
 			}
@@ -125,6 +125,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		sp.DraftMax = 8
 	}
 	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
+	e.spec.feed = e.spec.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode)
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()

@@ -57,6 +57,11 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 		cost = float64(h.Bytes()) / float64(e.model.DecodeBytes())
 	}
 	sp.nativeFile = f
+	sp.feed = true // until a request that does not draft with it
 	sp.ctrl.AssumeDraftCost(idxNative, cost)
 	return true, nil
 }
+
+// NativeDrafter is the model-native drafter given as the draft model (nil:
+// none), for benchmarks that measure it (spec.Forced).
+func (e *Engine) NativeDrafter() spec.NativeDrafter { return e.spec.native }

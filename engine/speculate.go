@@ -133,6 +133,12 @@ type specState struct {
 	native     spec.NativeDrafter
 	nativeMode SpecMode
 	nativeFile *gguf.File
+	// feed is whether the running request may draft with native (auto,
+	// its mode): only then do the passes hand it their rows. An EAGLE-3
+	// head runs its encoder and decoder layer on every kept position, a
+	// cost plain decoding does not pay; a later request that drafts with
+	// it has the positions it missed run again (prefillWatched).
+	feed bool
 }
 
 // treeWidth is the most children a node of a drafted tree gets.
@@ -519,7 +525,7 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 	if err := g.e.state.Compact(base, path); err != nil {
 		return errors.Join(errors.New("engine: keeping the accepted path"), err)
 	}
-	if d := sps.native; d != nil {
+	if d := sps.native; d != nil && sps.feed {
 		for i, j := range path {
 			d.Kept(int(j), base+i)
 		}

@@ -16,6 +16,8 @@
 #   ARMPROJ_PART=attn scripts/armproj.sh   # the attention part only
 #   ARMPROJ_PART=gelu scripts/armproj.sh   # the GELU part only
 #   ARMPROJ_PART=prompt scripts/armproj.sh # attention and prompt parts only
+#   ARMPROJ_PART=drafters DRAFTER_PAIRS="T.gguf,D.gguf ..." scripts/armproj.sh
+#                                          # the model-native drafters only
 #
 # Then the prompt (tile) kernels (issue 38): cycles per 32 weights per
 # token inside geist's widest tiles beside llama.cpp's gemm kernels, and
@@ -24,10 +26,10 @@
 # output is the one-line summary:
 #   armproj summary: pi5_prompt_tok_s=F pi5_sdot_bound_fraction=F pi5_ha_call_s=F pi5_ha_cold_s=F llamacpp_pi5_prompt_tok_s=F
 #
-# Results: $WORK/results.md, $WORK/attn/results.md, $WORK/gelu/results.md
-# and $WORK/prompt/results.md (WORK defaults to /tmp/armproj). Every
-# number is a throughput bound from llvm-mca's models: no cache misses, no
-# memory latency, no call overhead.
+# Results: $WORK/results.md, $WORK/attn/results.md, $WORK/gelu/results.md,
+# $WORK/prompt/results.md and $WORK/drafters/results.md (WORK defaults to
+# /tmp/armproj). Every number is a throughput bound from llvm-mca's models:
+# no cache misses, no memory latency, no call overhead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${ARMPROJ:-../shared/peer/armproj.sh}
@@ -134,11 +136,28 @@ WORK=${WORK:-${TMPDIR:-/tmp}/armproj}
 export WORK
 PART=${ARMPROJ_PART:-all}
 case $PART in
-all | attn | gelu | prompt) ;;
-*) echo "armproj: ARMPROJ_PART=$PART: want attn, gelu or prompt (or unset for all)" >&2; exit 1 ;;
+all | attn | gelu | prompt | drafters) ;;
+*) echo "armproj: ARMPROJ_PART=$PART: want attn, gelu, prompt or drafters (or unset for all)" >&2; exit 1 ;;
 esac
 if [ "$PART" = all ]; then
   GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
+fi
+# The model-native drafters (issue 36) on a Pi 5: the assistant's sparse
+# head against its dense 262k head and each drafter's step against its
+# target's decode step, from the decode kernels' cycles of the full run's
+# results.md and the weights of the GGUF files in DRAFTER_PAIRS
+# ("TARGET.gguf,DRAFTER.gguf[,BENCH.jsonl] ...": the optional BENCH is
+# `geist bench --json --spec assistant|eagle3 --oracle ...` output, printed
+# beside the projection). ARMPROJ_PART=drafters reruns only this part (a
+# second) on the $WORK of an earlier full run; PI5_BW, PI5_THREADS and K
+# change its assumptions (10e9 bytes/s, 4 threads, 3 drafted tokens).
+if [ "$PART" = drafters ] || [ -n "${DRAFTER_PAIRS:-}" ]; then
+  [ -f "$WORK/results.md" ] || { echo "armproj: $WORK/results.md missing (run scripts/armproj.sh in full once)" >&2; exit 1; }
+  [ -n "${DRAFTER_PAIRS:-}" ] || { echo 'armproj: DRAFTER_PAIRS="TARGET.gguf,DRAFTER.gguf[,BENCH.jsonl] ..." (geist synth --shape gemma4-e2b + gemma4-e2b-assistant, qwen3-1.7b + qwen3-1.7b-eagle3)' >&2; exit 1; }
+  mkdir -p "$WORK/drafters"
+  # shellcheck disable=SC2086
+  python3 scripts/armproj_drafters.py "$WORK/results.md" $DRAFTER_PAIRS | tee "$WORK/drafters/results.md"
+  [ "$PART" = drafters ] && exit 0
 fi
 # The parts below use the full run's $WORK (llama.cpp's source, the loop
 # cutter) with geist cross-built from this tree.

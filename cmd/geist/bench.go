@@ -171,7 +171,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
 	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
-	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding")
+	oracleList := fs.String("oracle", "", "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding; a comma-separated list measures each; with --spec assistant|eagle3 and the drafter as --draft-model, the drafter's own steps run and the oracle's tokens take their place (a fixed chain of --draft-max; the assistant with its sparse and its dense head), interleaved with plain decoding")
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
@@ -228,8 +228,11 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	}
 	pp := &pps[0]
 	maxPP, maxDepth := slices.Max(pps), slices.Max(depths)
-	if *oracle > 1 || (*oracle < 0 && *oracle != -1) {
-		return usagef("--oracle %v must be in [0, 1]", *oracle)
+	alphas := []float64{-1}
+	if *oracleList != "" {
+		if alphas, err = parseAlphas(*oracleList); err != nil {
+			return err
+		}
 	}
 	var mode engine.SpecMode
 	if *specMode != "" {
@@ -237,6 +240,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			return usageError{err}
 		}
 	}
+	nativeOracle := *oracleList != "" && (mode == engine.SpecAssistant || mode == engine.SpecEagle3)
 	prompt := "The quick brown fox jumps over the lazy dog. Once upon a time, in a small house at the edge of the forest, there lived an old clockmaker who repaired every clock in the village."
 	if *promptFile != "" {
 		b, err := os.ReadFile(*promptFile)
@@ -279,9 +283,29 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			}
 			continue
 		}
-		if mode != "" || *oracle >= 0 {
-			err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), *oracle, *reps,
-				engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope})
+		if nativeOracle {
+			base := nativeBench{Model: r.Model, Drafter: filepath.Base(*draftModel), Threads: t, Spec: string(mode)}
+			bs, err := benchNative(ctx, eng, base, prompt, max(*tg, 16), alphas, *reps, *draftMax)
+			eng.Close()
+			if err != nil {
+				return err
+			}
+			for i := range bs {
+				printNative(e, &bs[i], *asJSON)
+			}
+			continue
+		}
+		if mode != "" || alphas[0] >= 0 {
+			for i, alpha := range alphas {
+				if i > 0 {
+					printBench(e, &r, *asJSON, ks)
+					r = benchResult{Model: r.Model, Threads: t, Repack: r.Repack, RepackedBytes: r.RepackedBytes, InFileBytes: r.InFileBytes}
+				}
+				if err = benchSpec(ctx, eng, &r, prompt, max(*tg, 16), alpha, *reps,
+					engine.SpecOptions{Mode: mode, DraftMax: *draftMax, Fixed: *fixed, Chains: *chains, CostSlope: *costSlope}); err != nil {
+					break
+				}
+			}
 		} else {
 			err = benchPlain(ctx, eng, &r, pps, depths, *tg, ks, *reps, *stepProf)
 			if err == nil && *membw {

@@ -328,7 +328,11 @@ type AssistState struct {
 	acts                []byte
 	row                 []byte
 	clusters            []int
+	cand                []int32 // the last sparse step's tokens (nil: dense)
 	hNext               []float32
+	// clean: every logit but those of cand is −∞ (a sparse step then
+	// resets cand's, not the whole row)
+	clean bool
 }
 
 // NewState sizes the buffers of steps over a target cache of up to ctx
@@ -363,9 +367,19 @@ func (a *Assistant) NewState(ctx int) *AssistState {
 		st.csc = make([]float32, a.Centroids.Rows)
 		st.sl = make([]float32, a.NVocab)
 		st.clusters = make([]int, 0, a.Centroids.Rows)
+		st.cand = make([]int32, 0, a.NVocab)
 		st.Top = a.SparseTop
 	}
 	return st
+}
+
+// Candidates are the tokens whose logits the last Step computed when it
+// ran the sparse head (every other logit is −∞), nil after a dense step.
+func (st *AssistState) Candidates() []int32 {
+	if !st.Sparse || st.a.Centroids == nil {
+		return nil
+	}
+	return st.cand
 }
 
 // HNext is the h the last Step computed for the next step.
@@ -431,6 +445,7 @@ func (st *AssistState) Step(target *State, tok int32, h []float32, pos int) ([]f
 	dense(a.PostProj, st.hNext, st.xn, st.acts)
 	if !st.Sparse || a.Centroids == nil {
 		dense(a.Embd, st.logits, st.xn, st.acts)
+		st.clean = false
 		return st.logits, nil
 	}
 	st.sparseHead()
@@ -459,10 +474,21 @@ func (st *AssistState) sparseHead() {
 	}
 	st.clusters = cl
 	inf := float32(math.Inf(-1))
-	for i := range st.logits {
-		st.logits[i] = inf
+	if st.clean {
+		for _, t := range st.cand {
+			st.logits[t] = inf
+		}
+	} else {
+		for i := range st.logits {
+			st.logits[i] = inf
+		}
+		st.clean = true
 	}
 	per := a.NVocab / a.Centroids.Rows
+	st.cand = st.cand[:0]
+	for _, c := range cl {
+		st.cand = append(st.cand, a.Ordering[c*per:(c+1)*per]...)
+	}
 	m := a.Clustered
 	if m == nil {
 		a.Embd.QuantizeActsRows(st.acts, st.xn, 1, 0, 1)

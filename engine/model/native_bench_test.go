@@ -38,7 +38,7 @@ func benchHead(b *testing.B) *AssistState {
 	rng.Shuffle(V, func(i, j int) { a.Ordering[i], a.Ordering[j] = a.Ordering[j], a.Ordering[i] })
 	a.Clustered = a.Embd // the rows' order does not change the cost
 	st := &AssistState{a: a, Sparse: true, Top: 32, xn: make([]float32, E), logits: make([]float32, V), sl: make([]float32, V),
-		csc: make([]float32, C), clusters: make([]int, 0, C), acts: make([]byte, a.Embd.ActBytes(1))}
+		csc: make([]float32, C), clusters: make([]int, 0, C), cand: make([]int32, 0, V), acts: make([]byte, a.Embd.ActBytes(1))}
 	for i := range st.xn {
 		st.xn[i] = float32(rng.NormFloat64())
 	}

@@ -32,12 +32,13 @@ type NativeDrafter interface {
 // nativeTree drafts a chain greedily, one step per token, and beside
 // every token the step's next likeliest choices (up to treeWidth-1 of
 // those at least minAlt likely) as leaves. step(i, tok) runs the
-// i-th step on token tok and returns its logits. Drafting stops after
+// i-th step on token tok and returns its logits and, when only some of
+// them are finite (a sparse head, a draft vocabulary), those tokens. Drafting stops after
 // depth tokens, on an error, or when gate (if not nil) finds that the
 // next token does not pay (Controller.Worth, for drafter d, with the
 // reach of the chain by the learned acceptance of its confidence
 // classes).
-func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step func(i int, tok int32) ([]float32, error)) int {
+func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step func(i int, tok int32) ([]float32, []int32, error)) int {
 	type leaf struct {
 		parent int
 		tok    int32
@@ -48,14 +49,14 @@ func nativeTree(depth int, first int32, t *Tree, d int, gate *Controller, step f
 	reach := 1.0
 	tok := first
 	for steps < depth {
-		logits, err := step(steps, tok)
+		logits, cand, err := step(steps, tok)
 		steps++
 		if err != nil {
 			break
 		}
 		var top [3]int32
 		var p [3]float64
-		if !topK(logits, top[:], p[:]) {
+		if !topKIn(logits, cand, top[:], p[:]) {
 			break
 		}
 		a, pa := top[0], p[0]
@@ -139,12 +140,13 @@ func (d *AssistDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
 		return
 	}
 	depth = min(depth, d.target.Ctx()-N)
-	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, []int32, error) {
 		h := d.h
 		if i > 0 {
 			h = d.st.HNext()
 		}
-		return d.st.Step(d.target, tok, h, N)
+		l, err := d.st.Step(d.target, tok, h, N)
+		return l, d.st.Candidates(), err
 	})
 }
 
@@ -201,11 +203,15 @@ func (d *Eagle3Draft) DraftTree(history []int32, depth int, t *Tree, di int) {
 		return
 	}
 	depth = min(depth, d.target.Ctx()-N)
-	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, error) {
+	d.steps = nativeTree(depth, history[N], t, di, d.gateFor(di), func(i int, tok int32) ([]float32, []int32, error) {
+		var l []float32
+		var err error
 		if i == 0 {
-			return d.st.Sync(history)
+			l, err = d.st.Sync(history)
+		} else {
+			l, err = d.st.Step(tok, d.st.Prenorm())
 		}
-		return d.st.Step(tok, d.st.Prenorm())
+		return l, d.st.Candidates(), err
 	})
 	d.st.Rewind(N)
 }
@@ -235,11 +241,12 @@ func (d *Eagle3Draft) gateFor(di int) *Controller {
 // (-1 past the vocabulary), and p with their probabilities under the
 // softmax; it reports false for empty logits.
 func topK(logits []float32, top []int32, p []float64) bool {
+	ninf := float32(math.Inf(-1))
 	for j := range top {
 		top[j] = -1
 	}
 	for i, v := range logits {
-		if math.IsInf(float64(v), -1) {
+		if v == ninf {
 			continue
 		}
 		for j := range top {
@@ -256,7 +263,53 @@ func topK(logits []float32, top []int32, p []float64) bool {
 	mx := float64(logits[top[0]])
 	var sum float64
 	for _, v := range logits {
-		sum += math.Exp(float64(v) - mx)
+		if v != ninf { // a sparse head's or a draft vocabulary's: most are −∞
+			sum += math.Exp(float64(v) - mx)
+		}
+	}
+	for j, t := range top {
+		p[j] = 0
+		if t >= 0 {
+			p[j] = math.Exp(float64(logits[t])-mx) / sum
+		}
+	}
+	return true
+}
+
+// topKIn is topK over the tokens cand only (nil: every token), every
+// other logit being −∞: the same tokens, ties going to the lower id as
+// topK's scan gives them, and the same probabilities up to the order of
+// the softmax's sum.
+func topKIn(logits []float32, cand []int32, top []int32, p []float64) bool {
+	if cand == nil {
+		return topK(logits, top, p)
+	}
+	ninf := float32(math.Inf(-1))
+	for j := range top {
+		top[j] = -1
+	}
+	for _, i := range cand {
+		v := logits[i]
+		if v == ninf || i == top[0] || i == top[1%len(top)] || i == top[len(top)-1] {
+			continue // −∞, or a token listed twice
+		}
+		for j := range top {
+			if top[j] < 0 || v > logits[top[j]] || (v == logits[top[j]] && i < top[j]) {
+				copy(top[j+1:], top[j:len(top)-1])
+				top[j] = i
+				break
+			}
+		}
+	}
+	if top[0] < 0 {
+		return false
+	}
+	mx := float64(logits[top[0]])
+	var sum float64
+	for _, i := range cand {
+		if v := logits[i]; v != ninf {
+			sum += math.Exp(float64(v) - mx)
+		}
 	}
 	for j, t := range top {
 		p[j] = 0

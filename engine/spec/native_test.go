@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -65,6 +66,45 @@ func TestTopK(t *testing.T) {
 		t.Errorf("one finite logit: %v %v", top, p)
 	}
 	if topK([]float32{inf, inf}, top[:], p[:]) {
+		t.Error("no finite logit: a token was chosen")
+	}
+}
+
+// TestTopKIn: over a candidate list (a sparse head's tokens, in cluster
+// order, or a draft vocabulary) the same tokens as topK over the whole
+// row, ties to the lower id, probabilities within rounding.
+func TestTopKIn(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		l := make([]float32, 1000)
+		for i := range l {
+			l[i] = inf
+		}
+		cand := rng.Perm(len(l))[:1+rng.IntN(40)]
+		var ids []int32
+		for _, i := range cand {
+			l[i] = float32(rng.IntN(5)) // many ties
+			ids = append(ids, int32(i))
+		}
+		if trial%3 == 0 {
+			ids = append(ids, ids[0]) // a token listed twice
+		}
+		var a, b [3]int32
+		var pa, pb [3]float64
+		okA, okB := topK(l, a[:], pa[:]), topKIn(l, ids, b[:], pb[:])
+		if okA != okB || a != b {
+			t.Fatalf("trial %d: topK %v %v, topKIn %v %v", trial, okA, a, okB, b)
+		}
+		for j := range pa {
+			if trial%3 != 0 && math.Abs(pa[j]-pb[j]) > 1e-12 {
+				t.Fatalf("trial %d: probabilities %v, %v", trial, pa, pb)
+			}
+		}
+	}
+	var top [3]int32
+	var p [3]float64
+	if topKIn([]float32{inf, inf}, []int32{1}, top[:], p[:]) {
 		t.Error("no finite logit: a token was chosen")
 	}
 }

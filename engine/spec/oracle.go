@@ -1,6 +1,9 @@
 package spec
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // Oracle is a test drafter for measuring the machinery: it proposes the
 // target's own continuation, taken from a plain greedy run (Ref: prompt and
@@ -33,4 +36,54 @@ func (o *Oracle) Draft(history []int32, max int, dst []int32) ([]int32, int) {
 		dst = append(dst, t)
 	}
 	return dst, 0
+}
+
+// Forced measures a model drafter at a dialled acceptance: each draft runs
+// the drafter's own steps as speculation would (its cost is paid in full)
+// and then proposes, in place of the drafter's tokens, as many of the
+// oracle's as the drafter drafted, as one chain. Random-weight drafters
+// agree with their targets on nothing; this gives their speed-up at the
+// oracle's acceptance.
+type Forced struct {
+	D ModelDrafter
+	O *Oracle
+	// Steps and Time sum the drafter's steps and the time they took, by
+	// Clock when set (a thread's CPU time, say), else the wall clock.
+	Steps   int
+	Time    time.Duration
+	Clock   func() time.Duration
+	scratch *Tree
+	buf     []int32
+}
+
+// NewForced forces o's acceptance onto d's drafts.
+func NewForced(d ModelDrafter, o *Oracle) *Forced {
+	return &Forced{D: d, O: o, scratch: NewTree(1), buf: make([]int32, 0, MaxDraft)}
+}
+
+// Name implements Drafter.
+func (f *Forced) Name() string { return f.D.Name() }
+
+// DraftTree implements TreeDrafter.
+func (f *Forced) DraftTree(history []int32, depth int, t *Tree, d int) {
+	f.scratch.Reset()
+	f.scratch.Width = t.Width
+	if f.Clock != nil {
+		c0 := f.Clock()
+		f.D.DraftTree(history, depth, f.scratch, d)
+		f.Time += f.Clock() - c0
+	} else {
+		t0 := time.Now()
+		f.D.DraftTree(history, depth, f.scratch, d)
+		f.Time += time.Since(t0)
+	}
+	n := f.D.Passes()
+	f.Steps += n
+	draft, class := f.O.Draft(history, min(n, cap(f.buf)), f.buf)
+	t.AddChain(-1, draft, d, class)
+}
+
+// Draft implements Drafter.
+func (f *Forced) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(f, history, max, dst)
 }

@@ -60,6 +60,20 @@ type Shape struct {
 	// attention (RopeDim of HeadDim rotated), the others gated DeltaNet
 	// layers of DNKHeads key heads and DNVHeads value heads of DNHead.
 	Interval, DNKHeads, DNVHeads, DNHead int
+	// Drafters that ship beside a target (written as their own files,
+	// with the target's vocabulary: VocabStyle, Vocab and Text as the
+	// target's). A Gemma 4 assistant (Arch "gemma4-assistant"): Layers
+	// Q-only layers of width Embd reading the target's caches (Heads query
+	// heads over HeadsKV of HeadDim / HeadDimSWA, the layer pattern of
+	// Period as gemma4's), EmbdTarget the target's width, and with
+	// Centroids > 0 the sparse head's masked_embd_centroids and
+	// masked_embd_ordering (Vocab/Centroids tokens per cluster). An
+	// EAGLE-3 head (Arch "eagle3"): one decoder layer of width Embd fed
+	// the residual stream entering TargetLayers of a target of width
+	// EmbdTarget, a draft vocabulary of DraftVocab tokens mapped to the
+	// target's by d2t.
+	EmbdTarget, Centroids, DraftVocab int
+	TargetLayers                      []int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -84,6 +98,8 @@ func (s Shape) headDim(i int) int {
 // attn reports whether layer i is an attention layer.
 func (s Shape) attn(i int) bool {
 	switch s.Arch {
+	case "eagle3", "gemma4-assistant":
+		return true
 	case "lfm2", "granitehybrid":
 		return slices.Contains(s.AttnLayers, i)
 	case "qwen35":
@@ -167,6 +183,47 @@ var shapes = []Shape{
 		FFN: 3584, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
 		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128,
 	},
+	{
+		// Gemma 4 E2B's assistant drafter ("gemma4-e2b-it-assistant"):
+		// four Q-only layers of width 256 (three local, one global, read
+		// over gemma4-e2b's caches: 8 query heads over its 1 KV head of
+		// 256 / 512), a GELU-gated FFN of 2048 (assumed: the published
+		// figure is the total, about 78M weights, 67M of them the 262k
+		// head), the pre/post projections to the target's width 1536, and
+		// the sparse head of 2,048 centroids of 128 tokens each.
+		Name: "gemma4-e2b-assistant", Arch: "gemma4-assistant", Layers: 4, Embd: 256, Heads: 8, HeadsKV: 1, HeadDim: 512,
+		FFN: 2048, Vocab: 262144, Text: 262000, Ctx: 131072, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Period: 4, HeadDimSWA: 256, RopeDim: 128, Window: 512,
+		EmbdTarget: 1536, Centroids: 2048,
+	},
+	{
+		// The same assistant as llama.cpp's converter writes it: without
+		// the sparse head's two tensors (it drops them; llama.cpp 0.7.0
+		// cannot load a file that has them). Its other tensors are
+		// gemma4-e2b-assistant's, bit for bit, for the same seed and type.
+		Name: "gemma4-e2b-assistant-dense", Arch: "gemma4-assistant", Layers: 4, Embd: 256, Heads: 8, HeadsKV: 1, HeadDim: 512,
+		FFN: 2048, Vocab: 262144, Text: 262000, Ctx: 131072, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Gemma, Period: 4, HeadDimSWA: 256, RopeDim: 128, Window: 512,
+		EmbdTarget: 1536,
+	},
+	{
+		// Qwen3-1.7B: 28 layers of width 2048, 16 query and 8 key/value
+		// heads of 128 with per-head Q/K norms, SwiGLU FFN 6144, the 152k
+		// vocabulary tied.
+		Name: "qwen3-1.7b", Arch: "qwen3", Layers: 28, Embd: 2048, Heads: 16, HeadsKV: 8, HeadDim: 128,
+		FFN: 6144, Vocab: 151936, Text: 151643, Ctx: 40960, RopeBase: 1e6, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2,
+	},
+	{
+		// An EAGLE-3 head for Qwen3-1.7B in the form of AngelSlim's
+		// Qwen3-1.7B_eagle3: one decoder layer of the target's width
+		// (16 heads over 8 of 128, FFN 6144), fc over three target
+		// layers (the converter's default [2, n/2, n-3]), a draft
+		// vocabulary of 32,000 tokens.
+		Name: "qwen3-1.7b-eagle3", Arch: "eagle3", Layers: 1, Embd: 2048, Heads: 16, HeadsKV: 8, HeadDim: 128,
+		FFN: 6144, Vocab: 151936, Text: 151643, Ctx: 40960, RopeBase: 1e6, NormEps: 1e-6,
+		VocabStyle: Qwen2, EmbdTarget: 2048, DraftVocab: 32000, TargetLayers: []int{2, 14, 25},
+	},
 }
 
 // Shapes returns the shapes Synth knows by name.
@@ -195,8 +252,12 @@ func (s Shape) Params() int64 {
 
 func (s Shape) check() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "lfm2", "gemma4", "gemma3", "qwen3moe", "granitehybrid", "qwen35"}, s.Arch):
-		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, lfm2, gemma4, gemma3, qwen3moe, granitehybrid or qwen35)", s.Name, s.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "lfm2", "gemma4", "gemma3", "qwen3moe", "granitehybrid", "qwen35", "gemma4-assistant", "eagle3"}, s.Arch):
+		return fmt.Errorf("convert: shape %q: architecture %q (want llama, qwen2, qwen3, lfm2, gemma4, gemma3, qwen3moe, granitehybrid, qwen35, gemma4-assistant or eagle3)", s.Name, s.Arch)
+	case s.Arch == "gemma4-assistant" && (s.Period < 2 || s.HeadDimSWA <= 0 || s.RopeDim <= 0 || s.Window <= 0 || s.EmbdTarget <= 0 || s.EmbdTarget == s.Embd || (s.Centroids > 0 && s.Vocab%s.Centroids != 0)):
+		return fmt.Errorf("convert: shape %q: an assistant needs a period, a local head size, a rope dimension, a window, the target's width (not its own) and centroids dividing the vocabulary", s.Name)
+	case s.Arch == "eagle3" && (len(s.TargetLayers) != 3 || s.EmbdTarget <= 0 || s.DraftVocab <= 0 || s.DraftVocab > s.Vocab || s.Heads*s.HeadDim != s.Embd):
+		return fmt.Errorf("convert: shape %q: an EAGLE-3 head needs 3 target layers, the target's width, a draft vocabulary within the target's and heads × head size = width", s.Name)
 	case s.Arch == "granitehybrid" && (s.SSMHeads <= 0 || s.SSMInner%s.SSMHeads != 0 || s.SSMState <= 0 || s.SSMGroups <= 0 || s.SSMHeads%s.SSMGroups != 0 || s.SSMConv < 2):
 		return fmt.Errorf("convert: shape %q: a granitehybrid shape needs Mamba-2 heads dividing the inner size, a state size, groups dividing the heads and a convolution of at least 2 taps", s.Name)
 	case s.Arch == "qwen35" && (s.Interval < 1 || s.DNKHeads <= 0 || s.DNVHeads <= 0 || s.DNHead <= 0 || s.DNVHeads%s.DNKHeads != 0 || s.RopeDim <= 0 || s.RopeDim > s.HeadDim || s.RopeDim%2 != 0):
@@ -226,6 +287,8 @@ const (
 	kindRopeFreqs
 	kindSSMA  // Mamba-2's A per head: -1, -2, ... -16, -1, ... (F32)
 	kindDecay // -exp(normal): a DeltaNet layer's ssm_a, F32
+	kindOrder // a random permutation of the vocabulary, I32 (masked_embd_ordering)
+	kindD2T   // distinct ascending target ids, I64 (an EAGLE-3 head's d2t)
 )
 
 type synthTensor struct {
@@ -250,6 +313,12 @@ func (s Shape) tensors() []synthTensor {
 	}
 	if s.Arch == "qwen35" {
 		return s.qwen35Tensors()
+	}
+	if s.Arch == "gemma4-assistant" {
+		return s.assistantTensors()
+	}
+	if s.Arch == "eagle3" {
+		return s.eagle3Tensors()
 	}
 	outNorm := "output_norm.weight"
 	if s.Arch == "lfm2" {
@@ -298,7 +367,7 @@ func (s Shape) tensors() []synthTensor {
 				synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
 			continue
 		}
-		if s.Arch == "lfm2" || s.Arch == "gemma3" || s.Arch == "qwen3moe" {
+		if s.Arch == "lfm2" || s.Arch == "gemma3" || s.Arch == "qwen3moe" || s.Arch == "qwen3" {
 			ts = append(ts,
 				synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
 				synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm})
@@ -426,6 +495,67 @@ func (s Shape) gemma4Tensors() []synthTensor {
 		}
 	}
 	return ts
+}
+
+// assistantTensors lists a Gemma 4 assistant's tensors as llama.cpp's
+// converter writes them (Gemma4AssistantModel), with the sparse head's two
+// tensors that the published E2B/E4B GGUFs carry.
+func (s Shape) assistantTensors() []synthTensor {
+	e, v, f, et := int64(s.Embd), int64(s.Vocab), int64(s.FFN), int64(s.EmbdTarget)
+	ts := []synthTensor{
+		{"token_embd.weight", []int64{e, v}, kindWeight},
+		{"output_norm.weight", []int64{e}, kindNorm},
+		{"nextn.pre_projection.weight", []int64{2 * et, e}, kindWeight},
+		{"nextn.post_projection.weight", []int64{e, et}, kindWeight},
+		{"rope_freqs.weight", []int64{int64(s.HeadDim / 2)}, kindRopeFreqs},
+	}
+	if s.Centroids > 0 {
+		ts = append(ts,
+			synthTensor{"masked_embd_centroids.weight", []int64{e, int64(s.Centroids)}, kindWeight},
+			synthTensor{"masked_embd_ordering", []int64{v}, kindOrder})
+	}
+	for i := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		hd := int64(s.headDim(i))
+		q := int64(s.Heads) * hd
+		ts = append(ts,
+			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_q.weight", []int64{e, q}, kindWeight},
+			synthTensor{p + "attn_q_norm.weight", []int64{hd}, kindNorm},
+			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+			synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight},
+			synthTensor{p + "post_ffw_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "layer_output_scale.weight", []int64{1}, kindNorm})
+	}
+	return ts
+}
+
+// eagle3Tensors lists an EAGLE-3 head's tensors as llama.cpp's converter
+// writes them (LlamaModel with is_eagle3): no token_embd (the target's
+// embeds the head's input tokens).
+func (s Shape) eagle3Tensors() []synthTensor {
+	e, f, et := int64(s.Embd), int64(s.FFN), int64(s.EmbdTarget)
+	kv := int64(s.HeadsKV * s.HeadDim)
+	return []synthTensor{
+		{"d2t", []int64{int64(s.DraftVocab)}, kindD2T},
+		{"fc.weight", []int64{3 * et, e}, kindWeight},
+		{"output.weight", []int64{e, int64(s.DraftVocab)}, kindWeight},
+		{"output_norm.weight", []int64{e}, kindNorm},
+		{"blk.0.attn_norm.weight", []int64{e}, kindNorm},
+		{"blk.0.attn_norm_2.weight", []int64{e}, kindNorm},
+		{"blk.0.attn_q.weight", []int64{2 * e, e}, kindWeight},
+		{"blk.0.attn_k.weight", []int64{2 * e, kv}, kindWeight},
+		{"blk.0.attn_v.weight", []int64{2 * e, kv}, kindWeight},
+		{"blk.0.attn_output.weight", []int64{e, e}, kindWeight},
+		{"blk.0.ffn_norm.weight", []int64{e}, kindNorm},
+		{"blk.0.ffn_gate.weight", []int64{e, f}, kindWeight},
+		{"blk.0.ffn_up.weight", []int64{e, f}, kindWeight},
+		{"blk.0.ffn_down.weight", []int64{f, e}, kindWeight},
+	}
 }
 
 // proportionalRopeFreqs are Gemma 4's global-layer frequency divisors:
@@ -596,6 +726,12 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		infos[i] = gguf.TensorInfo{Name: t.name, Type: quant.F32, Dims: t.dims}
+		switch t.kind {
+		case kindOrder:
+			infos[i].Type = quant.I32
+		case kindD2T:
+			infos[i].Type = quant.I64
+		}
 		names[i] = t.name
 	}
 	types, err := Plan(infos, ft, s.Arch, s.Layers)
@@ -673,9 +809,22 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 				a := -float32(math.Exp(rng.NormFloat64() * 0.5))
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(a))
 			}
+		case kindOrder:
+			perm := rowRand(o.Seed, nameHash(t.name), 0).Perm(n)
+			for j, v := range perm {
+				binary.LittleEndian.PutUint32(data[4*j:], uint32(v))
+			}
+		case kindD2T:
+			// n distinct target ids, ascending (as a converter writes the
+			// draft vocabulary's map), drawn from the target's s.Vocab.
+			ids := rowRand(o.Seed, nameHash(t.name), 0).Perm(s.Vocab)[:n]
+			slices.Sort(ids)
+			for j, v := range ids {
+				binary.LittleEndian.PutUint64(data[8*j:], uint64(v))
+			}
 		case kindRopeFreqs:
 			freqs := llama3RopeFreqs(float64(s.RopeBase), s.HeadDim)
-			if s.Arch == "gemma4" {
+			if s.Arch == "gemma4" || s.Arch == "gemma4-assistant" {
 				freqs = proportionalRopeFreqs(s.HeadDim, s.RopeDim)
 			}
 			for j, f := range freqs {
@@ -780,6 +929,15 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	b.Set("general.type", "model")
 	b.Set("general.name", "synth "+s.Name)
 	b.Set("general.description", fmt.Sprintf("random weights in the shape of %s, made by geist synth (seed %d)", s.Name, seed))
+	if s.Arch == "gemma4-assistant" || s.Arch == "eagle3" {
+		s.drafterMetadata(b)
+		for _, kv := range tok {
+			b.Set(kv.Key, kv.Value)
+		}
+		b.Set("general.quantization_version", uint32(QuantizationVersion))
+		b.Set("general.file_type", uint32(ft))
+		return b
+	}
 	b.Set(a+"block_count", uint32(s.Layers))
 	b.Set(a+"context_length", uint32(s.Ctx))
 	b.Set(a+"embedding_length", uint32(s.Embd))
@@ -886,4 +1044,52 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	b.Set("general.quantization_version", uint32(QuantizationVersion))
 	b.Set("general.file_type", uint32(ft))
 	return b
+}
+
+// drafterMetadata writes a drafter's own keys, in the order llama.cpp's
+// converter writes them (Gemma4AssistantModel; LlamaModel with is_eagle3).
+func (s Shape) drafterMetadata(b *gguf.Builder) {
+	a := s.Arch + "."
+	b.Set(a+"context_length", uint32(s.Ctx))
+	b.Set(a+"embedding_length", uint32(s.Embd))
+	b.Set(a+"block_count", uint32(s.Layers))
+	b.Set(a+"feed_forward_length", uint32(s.FFN))
+	b.Set(a+"attention.head_count", uint32(s.Heads))
+	if s.Arch == "eagle3" {
+		b.Set(a+"attention.head_count_kv", uint32(s.HeadsKV))
+		b.Set(a+"rope.freq_base", s.RopeBase)
+		b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
+		b.Set(a+"vocab_size", uint32(s.Vocab))
+		b.Set(a+"rope.dimension_count", uint32(s.HeadDim))
+		ls := make([]int32, len(s.TargetLayers))
+		for i, l := range s.TargetLayers {
+			ls[i] = int32(l)
+		}
+		b.Set(a+"target_layers", ls)
+		b.Set(a+"target_hidden_size", uint32(s.EmbdTarget))
+		b.Set(a+"norm_before_residual", false)
+		b.Set(a+"norm_before_fc", false)
+		return
+	}
+	kv, pat := make([]int32, s.Layers), make([]bool, s.Layers)
+	for i := range kv {
+		kv[i], pat[i] = int32(s.HeadsKV), s.swa(i)
+	}
+	b.Set(a+"attention.head_count_kv", kv)
+	b.Set(a+"attention.layer_norm_rms_epsilon", s.NormEps)
+	b.Set(a+"rope.freq_base", s.RopeBase)
+	b.Set(a+"attention.key_length", uint32(s.HeadDim))
+	b.Set(a+"attention.value_length", uint32(s.HeadDim))
+	b.Set(a+"rope.dimension_count", uint32(s.HeadDim))
+	b.Set(a+"vocab_size", uint32(s.Vocab))
+	b.Set(a+"attention.key_length_swa", uint32(s.HeadDimSWA))
+	b.Set(a+"attention.value_length_swa", uint32(s.HeadDimSWA))
+	b.Set(a+"rope.dimension_count_swa", uint32(s.HeadDimSWA))
+	b.Set(a+"rope.freq_base_swa", float32(10000))
+	b.Set(a+"attention.sliding_window", uint32(s.Window))
+	b.Set(a+"attention.sliding_window_pattern", pat)
+	b.Set(a+"attention.shared_kv_layers", uint32(0))
+	b.Set(a+"embedding_length_per_layer_input", uint32(0))
+	b.Set(a+"embedding_length_out", uint32(s.EmbdTarget))
+	b.Set(a+"nextn_predict_layers", uint32(s.Layers))
 }
