@@ -79,6 +79,12 @@ func (s *State) NewSlot(o StateOptions) (*State, error) {
 // (k×NVocab; the slice is reused by the next pass). At most MaxBatch
 // tokens in all and MaxLogitRows sequences with logits. Each sequence's
 // logits are bit for bit those Forward gives it alone.
+//
+// The workspace's own fields a pass writes are its row buffers only (and
+// its cache when it is one of seqs): another goroutine may hold the
+// workspace as its sequence and Truncate it between its passes. Its row
+// buffers held the pass, so the logits of its last ForwardRows batch are
+// not to be asked for after a batched pass.
 func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 	if s.slotOf || s.x == nil {
 		return nil, errors.New("model: the workspace of a batched pass must be a full state, not a slot")
@@ -187,7 +193,6 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 			}
 		}
 	}
-	s.rows = 0
 	for i := range seqs {
 		S, k := seqs[i].S, len(seqs[i].Tokens)
 		S.ringPassEnd(k, S.n)
