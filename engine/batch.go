@@ -30,6 +30,11 @@ import (
 // pass, 0.5-20 ms) and runs the pass with the rows it has; the late one
 // joins the next pass. Its answer does not change: only its rows' timing.
 //
+// The prompt cache works as alone: a request's slot restores a longer
+// prefix from it (one restore at a time, the others' passes going on),
+// and stores its prefixes at the end. The skipped-layer search and the
+// drafters learn nothing from batched requests.
+//
 // Models with recurrent layers (lfm2, granitehybrid, qwen35) do not run in
 // batched passes: with Parallel > 1 their requests run one at a time,
 // through the plain path, in the order they take the engine's lock.
@@ -150,14 +155,18 @@ func (b *batcher) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 		b.free <- o
 	}
 	b.mu.Lock()
-	b.live++
+	if b.live++; b.live == 1 {
+		b.e.snap.active.Store(true) // snapshot writes wait while requests run
+	}
 	b.mu.Unlock()
 	return sl, nil
 }
 
 func (b *batcher) release(sl *slot) {
 	b.mu.Lock()
-	b.live--
+	if b.live--; b.live == 0 {
+		b.e.snap.active.Store(false)
+	}
 	b.mu.Unlock()
 	b.poke() // the others need not wait for it
 	b.free <- sl
@@ -285,7 +294,7 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	req.ctx = ctx
 	b := e.batch
 	e.setup.Lock()
-	prompt, _, dropped, err := e.prompt(&req)
+	prompt, msgs, dropped, err := e.prompt(&req)
 	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
 	var smp *sample.Sampler
 	var con *constraint
@@ -309,6 +318,17 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	reuse := spec.CommonPrefix(s.Tokens(), prompt[:len(prompt)-1])
 	s.Truncate(reuse)
 	reuse = s.Len()
+	if e.opt.Cache != nil {
+		// A longer prefix from the prompt cache (one restore at a time:
+		// the others' passes go on meanwhile).
+		t := time.Now()
+		e.cacheMu.Lock()
+		if r := e.restoreInto(s, prompt[:len(prompt)-1], reuse); r != reuse {
+			reuse, st.RestoredTokens = r, r
+		}
+		e.cacheMu.Unlock()
+		st.RestoreMS = float64(time.Since(t).Microseconds()) / 1000
+	}
 	st.ReusedTokens, st.EvaluatedTokens = reuse, len(prompt)-reuse
 	if req.OnPrefill != nil {
 		req.OnPrefill(reuse)
@@ -348,6 +368,22 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		st.DecodeTokS = float64(st.GeneratedTokens-1) / time.Since(g.decodeStart).Seconds()
 	}
 	st.finish(g.drafters[:], g.dstats[:])
+	if err == nil && e.opt.Cache != nil {
+		// The prefixes worth a restore, as Generate keeps them.
+		e.setup.Lock()
+		k := e.keepPrefix(&req, msgs, prompt)
+		e.setup.Unlock()
+		e.cacheMu.Lock()
+		if k > 0 && k < len(prompt) {
+			e.snapshotOf(s, k)
+		}
+		if e.thoughtFirst(g.history[len(prompt):]) {
+			e.snapshotOf(s, len(prompt)-1)
+		} else {
+			e.snapshotOf(s, s.Len())
+		}
+		e.cacheMu.Unlock()
+	}
 	return st, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -280,5 +281,40 @@ func TestAllocationsBatched(t *testing.T) {
 	}
 	for _, sl := range sls {
 		b.release(sl)
+	}
+}
+
+// TestBatchedPromptCache: in batched mode the prompt cache works as alone:
+// a first engine's batched request stores its prefixes, and a second
+// engine's requests, run together, restore them into their slots and
+// answer as cold runs do.
+func TestBatchedPromptCache(t *testing.T) {
+	path := zoo.Path(t, "models", "tiny-llama-Q4_0.gguf")
+	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
+	questions := []string{"Are the garden lights on?", "Is the front door locked?"}
+	req := func(q string) Request {
+		return Request{Messages: []chat.Message{{Role: "system", Content: system}, {Role: "user", Content: q}}, MaxTokens: 24, Sampling: greedy()}
+	}
+	var cold []*batchReq
+	for _, q := range questions {
+		cold = append(cold, &batchReq{req: req(q)})
+	}
+	aloneAnswers(t, path, cold)
+	cache := &memCache{}
+	e1 := loadFile(t, path, Options{Ctx: 512, Batch: 16, Cache: cache, Parallel: 2})
+	if _, err := e1.Generate(t.Context(), req(questions[0])); err != nil {
+		t.Fatal(err)
+	}
+	e1.Close()
+	e2 := loadFile(t, path, Options{Ctx: 512, Batch: 16, Cache: cache, Parallel: 3})
+	got := []*batchReq{{req: req(questions[1])}, {req: req(questions[0]), after: 2}}
+	batchedAnswers(t, e2, got)
+	for i, r := range got {
+		if r.err != nil || !slices.Equal(r.toks, cold[len(cold)-1-i].toks) {
+			t.Errorf("question %d: %v %v, cold %v", i, r.err, r.toks, cold[len(cold)-1-i].toks)
+		}
+		if r.st.RestoredTokens == 0 {
+			t.Errorf("question %d restored nothing from the prompt cache", i)
+		}
 	}
 }

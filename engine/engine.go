@@ -113,6 +113,7 @@ type Engine struct {
 	batch       *batcher       // continuous batching (nil: one request at a time)
 	setup       sync.Mutex     // batched mode: a request's prompt and grammar
 	solo        sync.Mutex     // Parallel > 1 on a model that cannot batch: one request at a time
+	cacheMu     sync.Mutex     // batched mode: one prompt-cache restore or snapshot at a time
 }
 
 // LoadVocab opens a GGUF file and reads only its tokenizer; it works on
