@@ -274,6 +274,20 @@ func (b *batcher) step() {
 	b.most = max(b.most, rows)
 	t0 := time.Now()
 	lg, err := b.e.state.ForwardBatch(b.seqs)
+	if err != nil && len(b.seqs) > 1 {
+		// One sequence's rows were refused (the pass checks them all
+		// before it changes any state): each runs alone, so that only
+		// it fails.
+		for i, sl := range b.in {
+			lg, err := b.e.state.ForwardBatch(b.seqs[i : i+1])
+			sl.err = err
+			if err == nil && b.seqs[i].Logits {
+				copy(sl.logits, lg[:b.e.model.NVocab])
+			}
+			sl.ready <- struct{}{}
+		}
+		return
+	}
 	b.grace = min(max(time.Since(t0)/4, 500*time.Microsecond), 20*time.Millisecond)
 	nv, k := b.e.model.NVocab, 0
 	for i, sl := range b.in {

@@ -318,3 +318,46 @@ func TestBatchedPromptCache(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchedRefusedRows: rows the pass refuses (a token out of the
+// vocabulary) fail their own sequence only; the others' pass runs, with
+// the logits they get alone.
+func TestBatchedRefusedRows(t *testing.T) {
+	path := zoo.Path(t, "models", "tiny-llama-Q4_0.gguf")
+	alone := loadFile(t, path, Options{Ctx: 256, Batch: 16, Threads: 2})
+	want, err := alone.State().Forward([]int32{1, 5}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := loadFile(t, path, Options{Ctx: 256, Batch: 16, Threads: 2, Parallel: 2})
+	b := e.batch
+	good, err := b.acquire(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := b.acquire(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.s.Truncate(0)
+	if _, err := b.pass(good, []int32{1}, false); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := b.pass(bad, []int32{int32(e.model.NVocab)}, true)
+		done <- err
+	}()
+	got, err := b.pass(good, []int32{5}, true)
+	if err != nil {
+		t.Fatalf("the good sequence: %v", err)
+	}
+	if err := <-done; err == nil {
+		t.Error("a token out of the vocabulary was accepted")
+	}
+	if !slices.Equal(got, want) {
+		t.Error("the good sequence's logits differ from alone")
+	}
+	b.release(good)
+	b.release(bad)
+}
