@@ -189,7 +189,10 @@ func modelID(header []byte, kv quant.Type) []byte {
 
 // restore tries the prompt cache for a longer prefix of toks than the
 // reuse the state already offers; it returns the new reuse.
-func (e *Engine) restore(toks []int32, reuse int) int {
+func (e *Engine) restore(toks []int32, reuse int) int { return e.restoreInto(e.state, toks, reuse) }
+
+// restoreInto is restore into the state st (a batch slot's).
+func (e *Engine) restoreInto(st *model.State, toks []int32, reuse int) int {
 	if e.opt.Cache == nil || len(toks)-reuse < minRestore {
 		return reuse
 	}
@@ -201,7 +204,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 				return false
 			}
 			n = at
-			err = e.state.RestoreChunks(toks[:n], blob)
+			err = st.RestoreChunks(toks[:n], blob)
 			return err == nil
 		})
 		switch {
@@ -218,7 +221,7 @@ func (e *Engine) restore(toks []int32, reuse int) int {
 	if !ok || n <= reuse+minRestore/2 || n > len(toks) {
 		return reuse
 	}
-	if err := e.state.Restore(toks[:n], blob); err != nil {
+	if err := st.Restore(toks[:n], blob); err != nil {
 		e.unusable(toks[:n], err)
 		return 0 // Restore left the state empty
 	}
@@ -313,17 +316,20 @@ func prefixKey(toks []int32) [32]byte {
 // prefix is stored, being written or pending already. The copy is taken
 // now; the write happens on another goroutine, after the running one.
 // Like Generate, it must not run concurrently with itself.
-func (e *Engine) snapshot(n int) {
+func (e *Engine) snapshot(n int) { e.snapshotOf(e.state, n) }
+
+// snapshotOf is snapshot of the state st (a batch slot's).
+func (e *Engine) snapshotOf(st *model.State, n int) {
 	sn := &e.snap
-	if e.opt.Cache == nil || n > e.state.Len() {
+	if e.opt.Cache == nil || n > st.Len() {
 		return
 	}
 	// A recurrent state is kept at checkpoints: store the longest such
 	// prefix (still a prefix a later prompt can restore).
-	if n = e.state.ExactPrefix(n); n < minRestore {
+	if n = st.ExactPrefix(n); n < minRestore {
 		return
 	}
-	toks := append([]int32(nil), e.state.Tokens()[:n]...)
+	toks := append([]int32(nil), st.Tokens()[:n]...)
 	key := prefixKey(toks)
 	sn.mu.Lock()
 	if sn.stored[key] || (sn.busy && sn.writing == key) || (sn.pending != nil && sn.pending.key == key) {
@@ -338,7 +344,7 @@ func (e *Engine) snapshot(n int) {
 	}
 	sn.spare = nil
 	sn.mu.Unlock()
-	blob, err := e.state.Snapshot(n, buf)
+	blob, err := st.Snapshot(n, buf)
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	if err != nil {

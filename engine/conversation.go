@@ -21,6 +21,8 @@ func (e *Engine) ModelID() []byte { return bytes.Clone(e.id) }
 // must not run concurrently with other calls of the engine.
 func (e *Engine) ConversationPrefix(msgs []chat.Message) ([]int32, error) {
 	e.waitSnapshots()
+	e.setup.Lock() // batched mode: beside the requests' own renders
+	defer e.setup.Unlock()
 	text, err := e.renderMessages(&Request{}, msgs, false)
 	if err != nil {
 		return nil, err

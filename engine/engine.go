@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/geisten/geist/engine/chat"
@@ -66,6 +67,13 @@ type Options struct {
 	SelfSpec string
 	// Logger receives warnings (damaged cache entries); nil discards them.
 	Logger *slog.Logger
+	// Parallel is the most requests decoded together (continuous
+	// batching, batch.go; --parallel, config parallel): 0 or 1 one at a
+	// time (Generate must not be called concurrently), -1 automatic
+	// (AutoParallel). With more than one, Generate may be called from
+	// several goroutines; each answer is bit for bit the one it would be
+	// alone, decoded without speculation.
+	Parallel int
 	// RepackBudget bounds the memory of the repacked weights
 	// (RepackBudget's spec: "auto" by default, "all", "none" or a size);
 	// what does not fit is read from the mapped file.
@@ -107,6 +115,10 @@ type Engine struct {
 	state       *model.State
 	opt         Options
 	gvocab      *grammar.Vocab // built on the first constrained request
+	batch       *batcher       // continuous batching (nil: one request at a time)
+	setup       sync.Mutex     // batched mode: a request's prompt and grammar
+	solo        sync.Mutex     // Parallel > 1 on a model that cannot batch: one request at a time
+	cacheMu     sync.Mutex     // batched mode: one prompt-cache restore or snapshot at a time
 }
 
 // ErrEmbeddingModel is Load's error for an embedding model (bert,
@@ -217,6 +229,13 @@ func Load(path string, opt Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	if e.opt.Parallel < 0 {
+		e.opt.Parallel = AutoParallel(e.choice, e.opt.Ctx)
+	}
+	if e.batch, err = e.newBatcher(e.opt.Parallel); err != nil {
+		e.Close()
+		return nil, err
+	}
 	e.loadDraftStats()
 	if e.selfMode == SelfSpecLoad && e.spec.self == nil {
 		if _, err := e.TuneSelfSpec(context.Background(), nil); err != nil {
@@ -253,6 +272,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.batch != nil {
+		e.batch.close()
+	}
 	e.waitSnapshots()
 	e.stopTuning()
 	e.takeTuned()
@@ -281,6 +303,27 @@ func (e *Engine) Model() *model.Model { return e.model }
 
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// Parallel is the most requests decoded together: Options.Parallel for a
+// model that batches, 1 for one whose recurrent layers do not (its
+// requests run one at a time).
+func (e *Engine) Parallel() int {
+	if e.batch != nil {
+		return len(e.batch.slots)
+	}
+	return 1
+}
+
+// AutoParallel is the automatic number of requests decoded together: up
+// to 4, as many as KV caches of ctx positions fit in the memory the
+// context choice found (ch.MemoryCap), at least 1 (also when the memory
+// is unknown).
+func AutoParallel(ch ContextChoice, ctx int) int {
+	if ctx <= 0 || ch.MemoryCap <= 0 {
+		return 1
+	}
+	return min(max(ch.MemoryCap/ctx, 1), 4)
+}
 
 // Ctx is the context of a request that asks for none, in tokens.
 func (e *Engine) Ctx() int { return e.opt.Ctx }

@@ -86,6 +86,13 @@ func (e *Engine) prefillWatched(ctx context.Context, toks []int32, pin int, prog
 // emitted token is exactly what plain decoding emits: the same token under
 // greedy decoding, the same distribution when sampling.
 func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
+	if e.batch != nil {
+		return e.generateBatched(ctx, req)
+	}
+	if e.opt.Parallel > 1 {
+		e.solo.Lock()
+		defer e.solo.Unlock()
+	}
 	var st Stats
 	req.ctx = ctx
 	e.snap.active.Store(true)

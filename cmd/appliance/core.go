@@ -163,6 +163,7 @@ type job struct {
 	started   time.Time // when the worker took it (Core.mu)
 	progress  progress  // tokens generated so far
 	stalled   time.Time // when the watchdog cancelled it (Core.mu)
+	behind    bool      // it queued while others ran or waited (priorities order it)
 }
 
 // Core is the appliance core. Create it with New and run it with Run.
@@ -171,9 +172,12 @@ type Core struct {
 	log      *slog.Logger
 	sessions SessionStore
 
-	mu      sync.Mutex
-	queue   []*job
-	running []*job
+	mu    sync.Mutex
+	queue []*job
+	// exclusive: requests run under its read lock, control work under
+	// its write lock (several workers: control work runs alone).
+	exclusive sync.RWMutex
+	running   []*job
 	// working are the jobs the workers run (running ones, and those a
 	// watchdog answered that have not returned yet).
 	working   []*job
@@ -272,9 +276,21 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	defer close(c.done)
 	workers := make(chan struct{})
+	n := 1
+	if p, ok := c.cfg.Engine.(Paralleler); ok {
+		n = max(p.Parallel(), 1)
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.worker(c.cfg.Engine)
+		}()
+	}
 	go func() {
-		defer close(workers)
-		c.worker(c.cfg.Engine)
+		wg.Wait()
+		close(workers)
 	}()
 	if st := c.cfg.Limits.StallTimeout; st > 0 {
 		go c.watchdog(st, workers)
@@ -466,6 +482,7 @@ func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error
 	}
 	// Under mu, so that finish (which stops it) cannot run before it is set.
 	j.unwatch = context.AfterFunc(ctx, func() { c.withdraw(j) })
+	j.behind = len(c.running) > 0 || len(c.queue) > 0
 	c.queue = append(c.queue, j)
 	c.mu.Unlock()
 	c.log.Debug("request queued", "id", r.ID, "source", r.Source, "session", r.Session)
@@ -725,12 +742,63 @@ func (c *Core) waitingLocked() int {
 	return n
 }
 
-// worker runs jobs on eng one at a time until stop is closed. Another
-// engine would run another worker over the same queue.
+// Paralleler is an Engine that decodes several requests together
+// (engine.Engine.Parallel: continuous batching): the core runs as many
+// workers over its queue, each calling Generate concurrently.
+type Paralleler interface {
+	Parallel() int
+}
+
+// priority orders the queue: a request someone is waiting on by voice or
+// by a button (the device's push-to-talk and buttons, Wyoming's voice
+// pipeline) goes before the others; within one priority, the oldest
+// first.
+func priority(src Source) int {
+	switch src {
+	case SourceVoice, SourceButton, SourceWyoming:
+		return 1
+	}
+	return 0
+}
+
+// nextLocked is the index in the queue of the job a free worker takes, -1
+// for none now: control work once the work queued before it has been
+// taken, otherwise the oldest queued request whose conversation has no
+// answer running (its history would miss that answer) and, among the
+// requests that queued behind others (busy when they came), the one of
+// the highest priority. A request that found the engine idle is not
+// passed.
+func (c *Core) nextLocked() int {
+	best := -1
+	for i, j := range c.queue {
+		if j.do != nil {
+			if i == 0 {
+				return 0
+			}
+			break
+		}
+		if j.req.Session != "" && slices.ContainsFunc(c.running, func(r *job) bool { return r.req.Session == j.req.Session }) {
+			continue
+		}
+		switch {
+		case best < 0:
+			best = i
+		case c.queue[best].behind && priority(j.req.Source) > priority(c.queue[best].req.Source):
+			best = i
+		}
+	}
+	return best
+}
+
+// worker runs jobs on eng one at a time until stop is closed; with a
+// Paralleler engine several workers run over the same queue, their
+// requests decoded together. Control work runs alone: it waits for the
+// running requests, and requests wait for it (exclusive).
 func (c *Core) worker(eng Engine) {
 	for {
 		c.mu.Lock()
-		if len(c.queue) == 0 {
+		i := c.nextLocked()
+		if i < 0 {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -739,23 +807,31 @@ func (c *Core) worker(eng Engine) {
 				return
 			}
 		}
-		j := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		j := c.queue[i]
+		c.queue = slices.Delete(c.queue, i, i+1)
 		j.started = time.Now()
 		c.working = append(c.working, j)
 		if j.do == nil {
 			c.running = append(c.running, j)
 		}
+		more := len(c.queue) > 0
 		c.mu.Unlock()
+		if more {
+			c.poke() // another worker may take the next one
+		}
 		if j.do != nil {
+			c.exclusive.Lock()
 			j.do()
+			c.exclusive.Unlock()
 		} else {
+			c.exclusive.RLock()
 			c.run(eng, j)
+			c.exclusive.RUnlock()
 		}
 		c.mu.Lock()
 		c.working = slices.DeleteFunc(c.working, func(w *job) bool { return w == j })
 		c.mu.Unlock()
+		c.poke() // a request of the same conversation may run now
 	}
 }
 

@@ -245,7 +245,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	c.early = early
 	defer early.close() // what no front end took
 	draft := c.draftModel()
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, c.Model)})
+	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), Parallel: c.Parallel.engine(), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, c.Model)})
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 	}()
 	loadTime := time.Since(start)
-	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "context", eng.ContextChoice().String(), "kv_bytes", eng.State().KVBytes(), "repack", eng.Model().Repack.String(), "ms", loadTime.Milliseconds(),
+	log.Info("model loaded", "model", c.Model, "ctx", eng.Ctx(), "max_ctx", eng.MaxCtx(), "parallel", eng.Parallel(), "context", eng.ContextChoice().String(), "kv_bytes", eng.State().KVBytes(), "repack", eng.Model().Repack.String(), "ms", loadTime.Milliseconds(),
 		"version", versionString(), "device", c.Device, "data_dir", c.DataDir, "prompt_cache", store.Cache != nil, "draft_model", draft)
 	// The prefix served last (the system prompt, Home Assistant's
 	// instructions and tools) back in memory before the first request.

@@ -83,6 +83,9 @@ type State struct {
 	prof     *StepProfile // nil unless EnableProfile
 	row      []byte       // [TokEmbd.RowBytes()] one embedding row
 
+	slotOf bool         // a NewSlot state: the pool is another state's, the row buffers are a ForwardBatch workspace's
+	bt     batchScratch // ForwardBatch's per-pass bookkeeping (batch.go)
+
 	capLayers []int     // layers whose input every pass keeps (CaptureInputs; nil: none)
 	feat      []float32 // [maxBatch][len(capLayers)·NEmbd] those inputs
 }
@@ -126,6 +129,8 @@ type StateOptions struct {
 	// while a request runs, so that a request shares the processors with
 	// at most one layer of it. What a pass computes does not change.
 	Yield func()
+
+	shared *pool // NewSlot: the workers of the state it is a slot of
 }
 
 // NewState allocates a KV cache of o.Ctx positions, buffers for batches of
@@ -223,7 +228,11 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 	}
 	s.gate = make([]float32, B*c.NFF)
 	s.up = make([]float32, B*c.NFF)
-	s.pool = newPool(o.Threads)
+	if o.shared != nil {
+		s.pool, s.slotOf = o.shared, true
+	} else {
+		s.pool = newPool(o.Threads)
+	}
 	s.mulFn = s.mulRange
 	s.quantFn = s.quantRange
 	s.attnFn = s.attnUnits
@@ -294,7 +303,13 @@ func (m *Model) matrices() []*quant.Matrix {
 }
 
 // Close stops the state's worker goroutines.
-func (s *State) Close() { s.pool.close() }
+// A slot (NewSlot) leaves the shared workers to the state it shares them
+// with.
+func (s *State) Close() {
+	if !s.slotOf {
+		s.pool.close()
+	}
+}
 
 // Len is the number of positions in the KV cache.
 func (s *State) Len() int { return s.n }
@@ -378,6 +393,9 @@ func (s *State) ForwardRows(tokens []int32) error { return s.ForwardTree(tokens,
 func (s *State) check(tokens []int32) error {
 	if len(tokens) == 0 {
 		return errors.New("model: forward pass over no tokens")
+	}
+	if s.slotOf {
+		return errors.New("model: a batch slot runs only in ForwardBatch passes")
 	}
 	if s.n+len(tokens) > s.limit {
 		return fmt.Errorf("%w: %d positions + %d tokens > %d", ErrContextFull, s.n, len(tokens), s.limit)
@@ -578,11 +596,21 @@ func (s *State) layers(tokens []int32) {
 
 // attention runs layer l's attention block over the batch of n tokens
 // whose first KV slot is pos0, adding its output to the residual stream.
+// Its three parts: the projections (shared weights, every row), the rows'
+// own work against this state's cache, and the output projection; a
+// ForwardBatch pass runs the middle one per sequence (batch.go).
 func (s *State) attention(l, n, pos0 int) {
+	s.attnIn(l, n)
+	s.attnRows(l, n, pos0)
+	s.attnOut(l, n)
+}
+
+// attnIn computes the queries, keys and values of n rows of layer l.
+func (s *State) attnIn(l, n int) {
 	c, L := &s.m.Config, &s.m.Layers[l]
 	E := c.NEmbd
-	hd, hdv, kvh := c.HeadDimOf(l), c.HeadDimVOf(l), c.KVHeadsOf(l)
-	qDim, kDim, vDim := c.NHead*hd, kvh*hd, kvh*hdv
+	hd := c.HeadDimOf(l)
+	qDim := c.NHead * hd
 	own := c.OwnKV(l)
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
@@ -602,6 +630,15 @@ func (s *State) attention(l, n, pos0 int) {
 	if c.AttnGate {
 		s.splitGate(n, qDim, hd)
 	}
+}
+
+// attnRows ropes the rows' queries and keys, stores their keys and values
+// in this state's cache at pos0.. and computes their attention output.
+func (s *State) attnRows(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	hd, hdv, kvh := c.HeadDimOf(l), c.HeadDimVOf(l), c.KVHeadsOf(l)
+	qDim, kDim, vDim := c.NHead*hd, kvh*hd, kvh*hdv
+	own := c.OwnKV(l)
 	cs, rd := s.ropeCS, c.RopeDim
 	if c.IsSWA(l) {
 		cs, rd = s.ropeSWA, c.RopeDimSWA
@@ -663,6 +700,14 @@ func (s *State) attention(l, n, pos0 int) {
 	s.job.l, s.job.n, s.job.pos0 = l, n, pos0
 	s.pool.kind = JobAttention
 	s.runAttention()
+}
+
+// attnOut gates the attention output of n rows, projects it and adds it
+// to the residual stream.
+func (s *State) attnOut(l, n int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	E := c.NEmbd
+	hdv := c.HeadDimVOf(l)
 	if c.AttnGate {
 		s.gateAttention(n, c.NHead*hdv)
 	}

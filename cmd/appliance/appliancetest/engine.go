@@ -47,6 +47,9 @@ type Engine struct {
 	// speculative decoding figures (passes, tree passes, drafted and
 	// accepted tokens, the deepest accepted path, the drafters' counts).
 	Speculation engine.Stats
+	// Par is what Parallel reports: the requests the core runs at once
+	// (0: 1, one at a time).
+	Par int
 
 	mu       sync.Mutex
 	requests []engine.Request
@@ -54,6 +57,9 @@ type Engine struct {
 	answers  int
 	hang     chan struct{}
 }
+
+// Parallel implements appliance.Paralleler.
+func (e *Engine) Parallel() int { return max(e.Par, 1) }
 
 // Unhang ends the HANG requests' wait (and the later ones').
 func (e *Engine) Unhang() {

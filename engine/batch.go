@@ -1,0 +1,436 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/geisten/geist/engine/model"
+	"github.com/geisten/geist/engine/sample"
+	"github.com/geisten/geist/engine/spec"
+)
+
+// Continuous batching (Options.Parallel > 1): Generate may be called from
+// several goroutines at once. Each call takes a slot (a KV cache of its
+// own: the engine's state or a model.NewSlot of it) and runs its own
+// prompt, sampler, grammar and stop strings, but its forward passes go to
+// one runner, which joins the rows every running sequence submitted into
+// one model.ForwardBatch pass: a decoding step reads the weights once for
+// all of them. A new request's prompt is prefilled in chunks, one per
+// pass beside the others' decoding rows, so running answers keep
+// streaming. Every kernel is batch-invariant, so each answer is bit for bit
+// the one it would be alone (with speculation off: in batched mode
+// sequences decode one token per pass, without drafts).
+//
+// A sequence that does not submit its next rows in time (a slow client's
+// OnText, a costly grammar mask) does not hold the others: the runner
+// waits for the running sequences at most a grace (a quarter of the last
+// pass, 0.5-20 ms) and runs the pass with the rows it has; the late one
+// joins the next pass. Its answer does not change: only its rows' timing.
+//
+// The prompt cache works as alone: a request's slot restores a longer
+// prefix from it (one restore at a time, the others' passes going on),
+// and stores its prefixes at the end. The skipped-layer search and the
+// drafters learn nothing from batched requests.
+//
+// Models with recurrent layers (lfm2, granitehybrid, qwen35) do not run in
+// batched passes: with Parallel > 1 their requests run one at a time,
+// through the plain path, in the order they take the engine's lock.
+//
+// Memory: Parallel KV caches, each growing on demand up to MaxCtx (the
+// engine's state is the first; a slot adds its cache and its workers'
+// attention scratch, no row buffers).
+
+// maxParallel is the most sequences decoded together.
+const maxParallel = 16
+
+// batcher runs the batched passes of an engine.
+type batcher struct {
+	e     *Engine
+	slots []*slot
+	chunk int // prompt tokens one pass takes from a prefilling sequence
+
+	mu      sync.Mutex
+	free    chan *slot // slots no generation holds
+	pending []*slot    // slots with rows for the next pass
+	live    int        // slots held (their generations submit rows)
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	grace   time.Duration
+	timer   *time.Timer
+
+	seqs []model.Seq // the pass being run
+	in   []*slot
+
+	// The runner's counts (read when it is idle): passes, those with
+	// several sequences, those with a prompt chunk beside decoding rows,
+	// the most rows of one pass.
+	passes, multi, mixed, most int
+}
+
+// slot is one sequence's state and its rendezvous with the runner.
+type slot struct {
+	s      *model.State
+	toks   []int32 // the rows submitted
+	want   bool    // their last row's logits
+	logits []float32
+	err    error
+	ready  chan struct{} // the pass with its rows ran
+	one    [1]int32
+}
+
+// newBatcher makes n slots (the engine's state first) and starts the
+// runner; nil when the model cannot batch.
+func (e *Engine) newBatcher(n int) (*batcher, error) {
+	if n <= 1 || !e.state.Batchable() {
+		return nil, nil
+	}
+	n = min(n, maxParallel, e.state.MaxLogitRows(), e.state.MaxBatch())
+	b := &batcher{e: e, free: make(chan *slot, n), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		grace: time.Millisecond, timer: time.NewTimer(time.Hour)}
+	b.timer.Stop()
+	b.chunk = max(1, e.state.MaxBatch()-(n-1))
+	nv := e.model.NVocab
+	for i := range n {
+		s := e.state
+		if i > 0 {
+			var err error
+			if s, err = e.state.NewSlot(model.StateOptions{Ctx: e.state.Allocated(), MaxCtx: e.maxCtx, KVType: e.state.KVType()}); err != nil {
+				for _, sl := range b.slots {
+					if sl.s != e.state {
+						sl.s.Close()
+					}
+				}
+				return nil, fmt.Errorf("engine: batch slot %d: %w", i, err)
+			}
+		}
+		sl := &slot{s: s, logits: make([]float32, nv), ready: make(chan struct{}, 1)}
+		b.slots = append(b.slots, sl)
+		b.free <- sl
+	}
+	b.pending = make([]*slot, 0, n)
+	b.seqs = make([]model.Seq, 0, n)
+	b.in = make([]*slot, 0, n)
+	go b.run()
+	return b, nil
+}
+
+// close stops the runner and frees the slots (not the engine's state).
+func (b *batcher) close() {
+	close(b.stop)
+	<-b.done
+	for _, sl := range b.slots {
+		if sl.s != b.e.state {
+			sl.s.Close()
+		}
+	}
+}
+
+// acquire takes the free slot whose cache shares the longest prefix with
+// prompt, waiting for one while ctx lasts.
+func (b *batcher) acquire(ctx context.Context, prompt []int32) (*slot, error) {
+	var sl *slot
+	select {
+	case sl = <-b.free:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	// Among the free slots, the best prefix.
+	best := spec.CommonPrefix(sl.s.Tokens(), prompt)
+	for range len(b.free) {
+		var o *slot
+		select {
+		case o = <-b.free:
+		default:
+		}
+		if o == nil {
+			break
+		}
+		if p := spec.CommonPrefix(o.s.Tokens(), prompt); p > best {
+			sl, o, best = o, sl, p
+		}
+		b.free <- o
+	}
+	b.mu.Lock()
+	if b.live++; b.live == 1 {
+		b.e.snap.active.Store(true) // snapshot writes wait while requests run
+	}
+	b.mu.Unlock()
+	return sl, nil
+}
+
+func (b *batcher) release(sl *slot) {
+	b.mu.Lock()
+	if b.live--; b.live == 0 {
+		b.e.snap.active.Store(false)
+	}
+	b.mu.Unlock()
+	b.poke() // the others need not wait for it
+	b.free <- sl
+}
+
+func (b *batcher) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pass runs toks (at most chunk of them) in the next batched pass and
+// returns their last row's logits when want (the slot's buffer).
+func (b *batcher) pass(sl *slot, toks []int32, want bool) ([]float32, error) {
+	sl.toks, sl.want, sl.err = toks, want, nil
+	b.mu.Lock()
+	b.pending = append(b.pending, sl)
+	b.mu.Unlock()
+	b.poke()
+	<-sl.ready
+	return sl.logits, sl.err
+}
+
+// run is the runner: it waits for rows, for the running sequences to
+// submit theirs (a grace at most), runs the pass and answers each slot.
+func (b *batcher) run() {
+	defer close(b.done)
+	var since time.Time // when the oldest pending rows came
+	for {
+		b.mu.Lock()
+		n, live := len(b.pending), b.live
+		b.mu.Unlock()
+		if n == 0 {
+			since = time.Time{}
+			select {
+			case <-b.kick:
+				continue
+			case <-b.stop:
+				return
+			}
+		}
+		now := time.Now()
+		if since.IsZero() {
+			since = now
+		}
+		if wait := b.grace - now.Sub(since); n < live && wait > 0 {
+			b.timer.Reset(wait)
+			select {
+			case <-b.kick:
+			case <-b.timer.C:
+			case <-b.stop:
+				return
+			}
+			b.timer.Stop()
+			select { // a fire racing the stop
+			case <-b.timer.C:
+			default:
+			}
+			continue
+		}
+		b.step()
+		since = time.Time{}
+	}
+}
+
+// step runs one pass over the pending rows: decoding rows first, then
+// prompt chunks while they fit.
+func (b *batcher) step() {
+	most := b.e.state.MaxBatch()
+	b.mu.Lock()
+	b.seqs, b.in = b.seqs[:0], b.in[:0]
+	rows := 0
+	for _, one := range [2]bool{true, false} {
+		for _, sl := range b.pending {
+			if (len(sl.toks) == 1) != one || rows+len(sl.toks) > most {
+				continue
+			}
+			rows += len(sl.toks)
+			b.seqs = append(b.seqs, model.Seq{S: sl.s, Tokens: sl.toks, Logits: sl.want})
+			b.in = append(b.in, sl)
+		}
+	}
+	// The rest wait for the next pass.
+	kept := b.pending[:0]
+	for _, sl := range b.pending {
+		taken := false
+		for _, t := range b.in {
+			taken = taken || t == sl
+		}
+		if !taken {
+			kept = append(kept, sl)
+		}
+	}
+	clear(b.pending[len(kept):])
+	b.pending = kept
+	b.mu.Unlock()
+	b.passes++
+	if len(b.seqs) > 1 {
+		b.multi++
+		if rows > len(b.seqs) && len(b.seqs[0].Tokens) == 1 {
+			b.mixed++
+		}
+	}
+	b.most = max(b.most, rows)
+	t0 := time.Now()
+	lg, err := b.e.state.ForwardBatch(b.seqs)
+	if err != nil && len(b.seqs) > 1 {
+		// One sequence's rows were refused (the pass checks them all
+		// before it changes any state): each runs alone, so that only
+		// it fails.
+		for i, sl := range b.in {
+			lg, err := b.e.state.ForwardBatch(b.seqs[i : i+1])
+			sl.err = err
+			if err == nil && b.seqs[i].Logits {
+				copy(sl.logits, lg[:b.e.model.NVocab])
+			}
+			sl.ready <- struct{}{}
+		}
+		return
+	}
+	b.grace = min(max(time.Since(t0)/4, 500*time.Microsecond), 20*time.Millisecond)
+	nv, k := b.e.model.NVocab, 0
+	for i, sl := range b.in {
+		sl.err = err
+		if err == nil && b.seqs[i].Logits {
+			copy(sl.logits, lg[k*nv:(k+1)*nv])
+			k++
+		}
+		sl.ready <- struct{}{}
+	}
+}
+
+// generateBatched is Generate in batched mode: the request's setup under
+// the engine's setup lock, then its prefill and decoding as rows of the
+// batched passes, in the slot whose cache shares most of its prompt.
+func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error) {
+	var st Stats
+	req.ctx = ctx
+	b := e.batch
+	e.setup.Lock()
+	prompt, msgs, dropped, err := e.prompt(&req)
+	st.PromptTokens, st.DroppedTurns = len(prompt), dropped
+	var smp *sample.Sampler
+	var con *constraint
+	if err == nil {
+		smp, err = sample.New(req.Sampling, e.model.NVocab)
+	}
+	if err == nil {
+		con, err = e.newConstraint(&req, prompt)
+	}
+	e.setup.Unlock()
+	if err != nil {
+		return st, err
+	}
+	start := time.Now()
+	sl, err := b.acquire(ctx, prompt)
+	if err != nil {
+		return st, err
+	}
+	defer b.release(sl)
+	s := sl.s
+	reuse := spec.CommonPrefix(s.Tokens(), prompt[:len(prompt)-1])
+	s.Truncate(reuse)
+	reuse = s.Len()
+	if e.opt.Cache != nil {
+		// A longer prefix from the prompt cache (one restore at a time:
+		// the others' passes go on meanwhile).
+		t := time.Now()
+		e.cacheMu.Lock()
+		if r := e.restoreInto(s, prompt[:len(prompt)-1], reuse); r != reuse {
+			reuse, st.RestoredTokens = r, r
+		}
+		e.cacheMu.Unlock()
+		st.RestoreMS = float64(time.Since(t).Microseconds()) / 1000
+	}
+	st.ReusedTokens, st.EvaluatedTokens = reuse, len(prompt)-reuse
+	if req.OnPrefill != nil {
+		req.OnPrefill(reuse)
+	}
+	for i := reuse; i < len(prompt)-1; {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		end := min(i+b.chunk, len(prompt)-1)
+		if _, err := b.pass(sl, prompt[i:end], false); err != nil {
+			return st, err
+		}
+		if req.OnPrefill != nil {
+			req.OnPrefill(end)
+		}
+		i = end
+	}
+	if n := len(prompt) - 1 - reuse; n > 0 {
+		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
+	}
+	sp := SpecOptions{Mode: SpecOff}
+	g := generation{e: e, cx: ctx, req: &req, st: &st, smp: smp, con: con, sp: &sp,
+		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
+	g.ctx = e.reqCtx(&req)
+	g.history = make([]int32, 0, g.ctx)
+	g.history = append(g.history, prompt...)
+	g.maxTok = g.ctx - len(prompt)
+	if req.MaxTokens > 0 {
+		g.maxTok = min(g.maxTok, req.MaxTokens)
+	}
+	g.start = start
+	err = g.runBatched(ctx, sl, prompt[len(prompt)-1])
+	if err == nil {
+		err = g.flush()
+	}
+	if st.GeneratedTokens > 1 {
+		st.DecodeTokS = float64(st.GeneratedTokens-1) / time.Since(g.decodeStart).Seconds()
+	}
+	st.finish(g.drafters[:], g.dstats[:])
+	if err == nil && e.opt.Cache != nil {
+		// The prefixes worth a restore, as Generate keeps them.
+		e.setup.Lock()
+		k := e.keepPrefix(&req, msgs, prompt)
+		e.setup.Unlock()
+		e.cacheMu.Lock()
+		if k > 0 && k < len(prompt) {
+			e.snapshotOf(s, k)
+		}
+		if e.thoughtFirst(g.history[len(prompt):]) {
+			e.snapshotOf(s, len(prompt)-1)
+		} else {
+			e.snapshotOf(s, s.Len())
+		}
+		e.cacheMu.Unlock()
+	}
+	return st, err
+}
+
+// runBatched decodes until an end condition, one token per batched pass.
+func (g *generation) runBatched(ctx context.Context, sl *slot, t int32) error {
+	st, b := g.st, g.e.batch
+	if g.maxTok <= 0 {
+		st.StopReason = "context"
+		return nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sl.one[0] = t
+		t0 := time.Now()
+		logits, err := b.pass(sl, sl.one[:], true)
+		if err != nil {
+			if errors.Is(err, model.ErrContextFull) {
+				st.StopReason = "context"
+				return nil
+			}
+			return err
+		}
+		st.TargetPasses++
+		st.passSec += time.Since(t0).Seconds()
+		y, err := g.sample(logits)
+		if err != nil {
+			return err
+		}
+		if err := g.emit(y); err != nil || g.done {
+			return err
+		}
+		t = y
+	}
+}

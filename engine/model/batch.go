@@ -1,0 +1,254 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/geisten/geist/quant"
+)
+
+// Continuous batching: one forward pass over the rows of several
+// sequences, each with its own KV cache and positions. The weights are
+// read once per pass for every row (the norms, the projections, the
+// feed-forward block and the output head run over all rows together, as
+// they do over the tokens of one sequence's prefill or verification
+// pass); each sequence's rows rope their queries and keys at their own
+// positions, store keys and values in their own cache and attend to it
+// alone. Every kernel gives a row the same bits whatever the other rows
+// of its pass (the batch invariance of forward.go and attention.go), so
+// a sequence's logits in a batched pass are bit for bit those it gets
+// alone.
+//
+// The workspace of a pass is a full State (NewState): its row buffers
+// hold the pass. The other sequences are NewSlot states of it, which
+// share its workers and keep only a cache; the workspace may itself be one
+// of the pass's sequences.
+
+// ErrNotBatchable is returned by ForwardBatch for a model whose layers
+// keep a recurrent state (short convolutions, DeltaNet, Mamba-2): their
+// sequences run one at a time.
+var ErrNotBatchable = errors.New("model: the model's recurrent layers do not run in batched passes")
+
+// Seq is one sequence's tokens in a ForwardBatch pass.
+type Seq struct {
+	S      *State  // the sequence's state: the workspace or a NewSlot state of it
+	Tokens []int32 // its next tokens, at positions S.Len()...
+	Logits bool    // return the logits of its last token
+}
+
+// batchScratch is a workspace's per-pass bookkeeping, sized once.
+type batchScratch struct {
+	toks  []int32 // [maxBatch] the pass's tokens in row order
+	saved viewSet // a sequence's own row buffers while it works on views of the workspace's
+}
+
+type viewSet struct{ q, k, v, att, cs, swa []float32 }
+
+// Batchable reports whether the model's sequences run in ForwardBatch
+// passes (no recurrent layers).
+func (s *State) Batchable() bool { return !s.hasRec() && !s.hasConv() }
+
+// NewSlot allocates another sequence's state for ForwardBatch passes whose
+// workspace is s: its own KV cache (o.Ctx, o.MaxCtx and o.KVType as for
+// NewState), s's workers, and none of the row buffers of a pass (the
+// workspace's serve). A slot runs only in ForwardBatch; Truncate, Tokens
+// and Len work as on any state. Memory: its KV cache, the attention
+// scratch of the workers, and s's batch size of positions of rings.
+func (s *State) NewSlot(o StateOptions) (*State, error) {
+	if s.slotOf {
+		return nil, errors.New("model: a slot cannot be the workspace of another slot")
+	}
+	if !s.Batchable() {
+		return nil, ErrNotBatchable
+	}
+	o.shared, o.Threads, o.Batch, o.LogitRows, o.FullHistory = s.pool, s.pool.n, s.maxBatch, 1, false
+	sl, err := s.m.NewState(o)
+	if err != nil {
+		return nil, err
+	}
+	sl.x, sl.xb, sl.proj, sl.q, sl.k, sl.v, sl.att, sl.gate, sl.up = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	sl.qg, sl.qgate, sl.ropeCS, sl.ropeSWA, sl.logits, sl.acts = nil, nil, nil, nil, nil, nil
+	sl.ple, sl.pleG = nil, nil
+	return sl, nil
+}
+
+// ForwardBatch runs one pass over the tokens of every sequence of seqs
+// (distinct states: s itself or NewSlot states of s), appending each one's
+// keys and values to its own cache. It returns the logits of the last
+// token of each sequence that asks for them, in the order of seqs
+// (k×NVocab; the slice is reused by the next pass). At most MaxBatch
+// tokens in all and MaxLogitRows sequences with logits. Each sequence's
+// logits are bit for bit those Forward gives it alone.
+//
+// The workspace's own fields a pass writes are its row buffers only (and
+// its cache when it is one of seqs): another goroutine may hold the
+// workspace as its sequence and Truncate it between its passes. Its row
+// buffers held the pass, so the logits of its last ForwardRows batch are
+// not to be asked for after a batched pass.
+func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
+	if s.slotOf || s.x == nil {
+		return nil, errors.New("model: the workspace of a batched pass must be a full state, not a slot")
+	}
+	if !s.Batchable() {
+		return nil, ErrNotBatchable
+	}
+	rows, nl := 0, 0
+	for i := range seqs {
+		q := &seqs[i]
+		S := q.S
+		if S == nil || S.m != s.m || (S != s && S.pool != s.pool) {
+			return nil, fmt.Errorf("model: sequence %d of a batched pass is not a slot of its workspace", i)
+		}
+		for j := range i {
+			if seqs[j].S == S {
+				return nil, fmt.Errorf("model: sequences %d and %d of a batched pass share a state", j, i)
+			}
+		}
+		if len(q.Tokens) == 0 {
+			return nil, fmt.Errorf("model: sequence %d of a batched pass has no tokens", i)
+		}
+		if S.n+len(q.Tokens) > S.limit {
+			return nil, fmt.Errorf("%w: sequence %d: %d positions + %d tokens > %d", ErrContextFull, i, S.n, len(q.Tokens), S.limit)
+		}
+		for _, t := range q.Tokens {
+			if t < 0 || int(t) >= s.m.NVocab {
+				return nil, fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
+			}
+		}
+		rows += len(q.Tokens)
+		if q.Logits {
+			nl++
+		}
+	}
+	if rows == 0 {
+		return nil, errors.New("model: batched pass over no tokens")
+	}
+	if rows > s.maxBatch || nl > s.maxRows {
+		return nil, fmt.Errorf("model: a batched pass of %d tokens (%d with logits), the workspace takes %d (%d)", rows, nl, s.maxBatch, s.maxRows)
+	}
+	for i := range seqs {
+		S := seqs[i].S
+		S.reserve(S.n + len(seqs[i].Tokens))
+		S.lay.on, S.skip, S.probing = false, nil, false
+	}
+	defer s.profEnd(s.profStart(), rows)
+	s.batchLayers(seqs, rows)
+	return s.batchHead(seqs, nl), nil
+}
+
+// batchLayers runs the n rows of seqs through every layer; their final
+// hidden states stay in s.x, in the order of seqs.
+func (s *State) batchLayers(seqs []Seq, n int) {
+	m, c := s.m, &s.m.Config
+	E := c.NEmbd
+	if cap(s.bt.toks) < s.maxBatch {
+		s.bt.toks = make([]int32, 0, s.maxBatch) // once per workspace
+	}
+	toks := s.bt.toks[:0]
+	r := 0
+	for i := range seqs {
+		S := seqs[i].S
+		for j, t := range seqs[i].Tokens {
+			x := s.x[r*E : (r+1)*E]
+			quant.DequantizeRow(m.TokEmbd.Type, m.TokEmbd.Row(int(t), s.row), x)
+			if c.EmbdScale != 0 {
+				for k := range x {
+					x[k] *= c.EmbdScale
+				}
+			}
+			p := S.n + j
+			s.ropeTable(s.ropeCS[r*c.RopeDim:(r+1)*c.RopeDim], p, c.RopeBase, c.RopeScale, S.ropeFreq)
+			if s.ropeSWA != nil {
+				s.ropeTable(s.ropeSWA[r*c.RopeDimSWA:(r+1)*c.RopeDimSWA], p, c.RopeBaseSWA, c.RopeScaleSWA, nil)
+			}
+			r++
+		}
+		toks = append(toks, seqs[i].Tokens...)
+	}
+	s.bt.toks = toks
+	if c.PerLayerEmbd > 0 {
+		s.perLayerBatch(toks)
+	}
+	for l := range m.Layers {
+		if s.yield != nil {
+			s.yield()
+		}
+		s.attnIn(l, n)
+		r = 0
+		for i := range seqs {
+			S, k := seqs[i].S, len(seqs[i].Tokens)
+			s.lendRows(S, l, r)
+			S.attnRows(l, k, S.n)
+			s.takeRows(S)
+			r += k
+		}
+		s.attnOut(l, n)
+		s.feedForward(l, n)
+		if c.PerLayerEmbd > 0 {
+			s.perLayerBlock(l, n)
+		}
+		if sc := m.Layers[l].OutScale; sc != 0 {
+			for j := range s.x[:n*E] {
+				s.x[j] *= sc
+			}
+		}
+	}
+	for i := range seqs {
+		S, k := seqs[i].S, len(seqs[i].Tokens)
+		S.ringPassEnd(k, S.n)
+		S.toks = append(S.toks[:S.n], seqs[i].Tokens...) // within the capacity reserve made
+		S.n += k
+		S.rows = 0
+	}
+}
+
+// lendRows points S's query, key, value, attention and rope rows at the
+// workspace's rows from r on, for layer l (whose row widths they have);
+// takeRows gives S its own back.
+func (s *State) lendRows(S *State, l, r int) {
+	c := &s.m.Config
+	hd, hdv, kvh := c.HeadDimOf(l), c.HeadDimVOf(l), c.KVHeadsOf(l)
+	q, k, v := s.q[r*c.NHead*hd:], s.k[r*kvh*hd:], s.v[r*kvh*hdv:]
+	att, cs := s.att[r*c.NHead*hdv:], s.ropeCS[r*c.RopeDim:]
+	var swa []float32
+	if s.ropeSWA != nil {
+		swa = s.ropeSWA[r*c.RopeDimSWA:]
+	}
+	s.bt.saved = viewSet{S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA}
+	S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA = q, k, v, att, cs, swa
+}
+
+func (s *State) takeRows(S *State) {
+	v := &s.bt.saved
+	S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA = v.q, v.k, v.v, v.att, v.cs, v.swa
+	*v = viewSet{}
+}
+
+// batchHead computes the logits of the last row of every sequence of seqs
+// that asks for them.
+func (s *State) batchHead(seqs []Seq, nl int) []float32 {
+	if nl == 0 {
+		return nil
+	}
+	if s.yield != nil {
+		s.yield()
+	}
+	m, c := s.m, &s.m.Config
+	E := c.NEmbd
+	k, r := 0, 0
+	for i := range seqs {
+		r += len(seqs[i].Tokens)
+		if seqs[i].Logits {
+			RMSNorm(s.xb[k*E:(k+1)*E], s.x[(r-1)*E:r*E], m.OutNorm, c.NormEps)
+			k++
+		}
+	}
+	s.mul(s.xb, k, product{w: m.Output, out: s.logits})
+	if c.Softcap > 0 {
+		softcap(s.logits[:k*c.NVocab], c.Softcap)
+	}
+	if c.LogitScale != 0 {
+		scale(s.logits[:k*c.NVocab], 1/c.LogitScale)
+	}
+	return s.logits[:k*c.NVocab]
+}
