@@ -60,3 +60,20 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 	sp.ctrl.AssumeDraftCost(idxNative, cost)
 	return true, nil
 }
+
+// loadMTP makes the target's own next-token prediction block (Qwen3.5's
+// MTP layer) the model-native drafter when the file has one and no other
+// model-native drafter was given.
+func (e *Engine) loadMTP() error {
+	sp := &e.spec
+	if sp.native != nil || e.model.NextN == 0 {
+		return nil
+	}
+	t, err := model.LoadMTP(e.model)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	sp.native, sp.nativeMode = spec.NewMTPDraft(t, e.state, e.model), SpecMTP
+	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes())/float64(e.model.DecodeBytes()))
+	return nil
+}

@@ -293,7 +293,7 @@ func (f *specFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 	Float64Var(*float64, string, float64, string)
 }) {
-	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft, self (the model with blocks skipped), assistant (a Gemma 4 assistant as --draft-model) or eagle3 (an EAGLE-3 head as --draft-model)")
+	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft, self (the model with blocks skipped), assistant (a Gemma 4 assistant as --draft-model), eagle3 (an EAGLE-3 head as --draft-model) or mtp (the model file's own next-token prediction block, Qwen3.5 MTP files)")
 	fs.BoolVar(&f.denseHead, "dense-head", false, "draft with a Gemma 4 assistant's dense output head even when its file has the sparse centroid head")
 	fs.BoolVar(&f.chains, "spec-chains", false, "draft one chain per step instead of a token tree")
 	fs.StringVar(&f.selfSpec, "self-spec", "auto", "when to choose the blocks the skipped-layer draft skips, if none was saved: auto (in the background after a request), load, or off")

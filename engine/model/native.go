@@ -157,3 +157,9 @@ func ropeApply(x, cs []float32, neox bool) {
 		*b = x0*sin + x1*cos
 	}
 }
+
+// HeadProduct computes out = the output head · x for one row x (already
+// normed), on the state's workers: a drafter's logits between passes.
+func (s *State) HeadProduct(out, x []float32) {
+	s.mul(x, 1, product{w: s.m.Output, out: out})
+}
