@@ -60,6 +60,10 @@ type Shape struct {
 	// attention (RopeDim of HeadDim rotated), the others gated DeltaNet
 	// layers of DNKHeads key heads and DNVHeads value heads of DNHead.
 	Interval, DNKHeads, DNVHeads, DNHead int
+	// NextN is the number of next-token prediction (MTP) blocks appended
+	// after the layers (Qwen3.5 "-MTP" files: blk.Layers.nextn.* with a
+	// gated full-attention block), written as nextn_predict_layers.
+	NextN int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -166,6 +170,20 @@ var shapes = []Shape{
 		Name: "qwen35-0.8b", Arch: "qwen35", Layers: 24, Embd: 1024, Heads: 8, HeadsKV: 2, HeadDim: 256,
 		FFN: 3584, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
 		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128,
+	},
+	{
+		// qwen35-0.8b with its MTP block, as the "-MTP" GGUFs carry it.
+		Name: "qwen35-0.8b-mtp", Arch: "qwen35", Layers: 24, Embd: 1024, Heads: 8, HeadsKV: 2, HeadDim: 256,
+		FFN: 3584, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128, NextN: 1,
+	},
+	{
+		// Qwen3.5-2B with its MTP block: width 2048, FFN 6144, otherwise
+		// 0.8B's layout (the sizes as read from its published config, not
+		// checked against a file here).
+		Name: "qwen35-2b-mtp", Arch: "qwen35", Layers: 24, Embd: 2048, Heads: 8, HeadsKV: 2, HeadDim: 256,
+		FFN: 6144, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128, NextN: 1,
 	},
 }
 
@@ -380,6 +398,25 @@ func (s Shape) qwen35Tensors() []synthTensor {
 			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+	}
+	for i := s.Layers; i < s.Layers+s.NextN; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts,
+			synthTensor{p + "nextn.eh_proj.weight", []int64{2 * e, e}, kindWeight},
+			synthTensor{p + "nextn.enorm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "nextn.hnorm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_q.weight", []int64{e, 2 * q}, kindWeight},
+			synthTensor{p + "attn_k.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_v.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+			synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+			synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+			synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight},
+			synthTensor{p + "nextn.shared_head_norm.weight", []int64{e}, kindNorm})
 	}
 	return ts
 }
@@ -598,7 +635,7 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 		infos[i] = gguf.TensorInfo{Name: t.name, Type: quant.F32, Dims: t.dims}
 		names[i] = t.name
 	}
-	types, err := Plan(infos, ft, s.Arch, s.Layers)
+	types, err := Plan(infos, ft, s.Arch, s.Layers+s.NextN) // llama-quantize counts the MTP blocks
 	if err != nil {
 		return res, err
 	}
@@ -780,7 +817,10 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 	b.Set("general.type", "model")
 	b.Set("general.name", "synth "+s.Name)
 	b.Set("general.description", fmt.Sprintf("random weights in the shape of %s, made by geist synth (seed %d)", s.Name, seed))
-	b.Set(a+"block_count", uint32(s.Layers))
+	b.Set(a+"block_count", uint32(s.Layers+s.NextN))
+	if s.NextN > 0 {
+		b.Set(a+"nextn_predict_layers", uint32(s.NextN))
+	}
 	b.Set(a+"context_length", uint32(s.Ctx))
 	b.Set(a+"embedding_length", uint32(s.Embd))
 	if s.Arch == "gemma4" {
