@@ -115,3 +115,13 @@ func TestMTPMatchesLlamaCpp(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptCacheRestoreQwen35MTP: with the file's MTP block loaded, a
+// prefix restored from the prompt cache (which holds no MTP cache)
+// continues as a cold run under every speculation mode: the block's cache
+// restarts after the restored rows (or keeps them where they are the
+// previous request's own) and drafting goes on.
+func TestPromptCacheRestoreQwen35MTP(t *testing.T) {
+	specs := []SpecOptions{{Mode: SpecMTP, Fixed: true, Chains: true, DraftMax: 3}, {Mode: SpecMTP, Fixed: true, DraftMax: 4}, {Mode: SpecAuto}, {Mode: SpecOff}}
+	promptCacheRestore(t, []string{zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-F16.gguf")}, specs...)
+}
