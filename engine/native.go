@@ -77,3 +77,7 @@ func (e *Engine) loadMTP() error {
 	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes())/float64(e.model.DecodeBytes()))
 	return nil
 }
+
+// NativeDrafter is the model-native drafter (a Gemma 4 assistant, an
+// EAGLE-3 head, the file's MTP block; nil: none), for benchmarks.
+func (e *Engine) NativeDrafter() spec.NativeDrafter { return e.spec.native }

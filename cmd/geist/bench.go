@@ -171,7 +171,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
 	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
-	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding")
+	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding (with --spec mtp, assistant or eagle3: at that drafter's cost, run to the same depth)")
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
@@ -528,10 +528,20 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *benchResult, prompt s
 		r.Oracle = &a
 		r.Spec = "oracle"
 		seed := uint64(0)
+		native := eng.NativeDrafter()
+		costed := native != nil && (sp.Mode == engine.SpecMTP || sp.Mode == engine.SpecAssistant || sp.Mode == engine.SpecEagle3)
+		if costed {
+			// The oracle's acceptance at the model-native drafter's
+			// price: the drafter runs to the same depth first.
+			r.Spec = "oracle+" + string(sp.Mode)
+		}
 		so = func() engine.SpecOptions {
 			seed++
 			o := sp
 			o.Drafter = spec.NewOracle(full, alpha, eng.Model().NVocab, seed)
+			if costed {
+				o.Drafter = spec.NewCostedOracle(o.Drafter.(*spec.Oracle), native)
+			}
 			return o
 		}
 	}
@@ -589,7 +599,7 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 	if r.Spec != "" {
 		name := r.Spec
 		if r.Oracle != nil {
-			name = fmt.Sprintf("oracle α=%.2f", *r.Oracle)
+			name = fmt.Sprintf("%s α=%.2f", r.Spec, *r.Oracle)
 		}
 		fmt.Fprintf(e.stdout, "%s  t=%d  %s: plain %.2f tok/s, speculative %.2f tok/s (best of %d), speedup %.3f×, drafted %d, accepted %d (%.1f%%), %.2f tokens/pass, tree %.2f nodes, %.3f ms/pass; rounds",
 			r.Model, r.Threads, name, r.PlainTokS, r.SpecTokS, len(r.Rounds), r.Speedup, r.Drafted, r.Accepted, 100*r.Acceptance, r.TokensPerPass, r.MeanTreeSize, r.PassMs)

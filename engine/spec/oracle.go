@@ -34,3 +34,28 @@ func (o *Oracle) Draft(history []int32, max int, dst []int32) ([]int32, int) {
 	}
 	return dst, 0
 }
+
+// CostedOracle is an Oracle that pays a real drafter's price: before each
+// draft it runs Inner over the same history to the same depth (its tokens
+// discarded), so a benchmark measures the speedup of the oracle's
+// acceptance with the drafter's own cost per drafted token.
+type CostedOracle struct {
+	*Oracle
+	Inner   TreeDrafter
+	scratch *Tree
+	steps   int
+}
+
+// NewCostedOracle wraps o with the cost of inner.
+func NewCostedOracle(o *Oracle, inner TreeDrafter) *CostedOracle {
+	return &CostedOracle{Oracle: o, Inner: inner, scratch: NewTree(1)}
+}
+
+// Draft implements Drafter.
+func (c *CostedOracle) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	c.scratch.Reset()
+	c.scratch.Width = 1
+	c.Inner.DraftTree(history, max, c.scratch, -1)
+	c.steps = c.scratch.Len()
+	return c.Oracle.Draft(history, max, dst)
+}
