@@ -125,3 +125,25 @@ func TestPromptCacheRestoreQwen35MTP(t *testing.T) {
 	specs := []SpecOptions{{Mode: SpecMTP, Fixed: true, Chains: true, DraftMax: 3}, {Mode: SpecMTP, Fixed: true, DraftMax: 4}, {Mode: SpecAuto}, {Mode: SpecOff}}
 	promptCacheRestore(t, []string{zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-F16.gguf")}, specs...)
 }
+
+// TestMTPDraftVocabExact: drafting from a cut draft vocabulary changes
+// which drafts are made, never the output (greedy and sampled).
+func TestMTPDraftVocabExact(t *testing.T) {
+	e := loadFile(t, zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"), Options{Ctx: 512, Batch: 64, SelfSpec: SelfSpecOff, DraftVocab: 1024})
+	for ci, prompt := range []string{"Once upon a time", "def fibonacci(n):\n    if n < 2:\n        return n\n"} {
+		for _, p := range []sample.Params{greedy(), {Temperature: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1, Seed: 5}} {
+			want, _ := generateIDs(t, e, prompt, 40, SpecOptions{Mode: SpecOff}, p)
+			drafted := 0
+			for _, sp := range []SpecOptions{{Mode: SpecMTP, Fixed: true, Chains: true, DraftMax: 3}, {Mode: SpecMTP, Fixed: true, DraftMax: 5}, {Mode: SpecMTP}} {
+				got, st := generateIDs(t, e, prompt, 40, sp, p)
+				if !equal(got, want) {
+					t.Fatalf("case %d, %+v, %+v: %v, plain decoding %v", ci, sp, p, got, want)
+				}
+				drafted += st.Drafters[string(SpecMTP)].Drafted
+			}
+			if drafted == 0 {
+				t.Errorf("case %d: nothing drafted", ci)
+			}
+		}
+	}
+}

@@ -73,8 +73,10 @@ func (e *Engine) loadMTP() error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	sp.native, sp.nativeMode = spec.NewMTPDraft(t, e.state, e.model), SpecMTP
-	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes())/float64(e.model.DecodeBytes()))
+	d := spec.NewMTPDraft(t, e.state, e.model)
+	d.State().SetDraftVocab(e.opt.DraftVocab)
+	sp.native, sp.nativeMode = d, SpecMTP
+	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes(d.State().DraftVocab()))/float64(e.model.DecodeBytes()))
 	return nil
 }
 

@@ -171,6 +171,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
 	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
+	draftVocab := fs.Int("draft-vocab", 0, "the MTP drafter scores only token ids below N (0: every token)")
 	oracle := fs.Float64("oracle", -1, "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding (with --spec mtp, assistant or eagle3: at that drafter's cost, run to the same depth)")
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
@@ -248,7 +249,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	maxK := slices.Max(ks)
 	for _, t := range ths {
 		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, maxPP, maxDepth+*tg, 512) + 1024, Batch: max(maxPP, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
-			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec, RepackBudget: *repack}
+			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec, RepackBudget: *repack, DraftVocab: max(*draftVocab, 0)}
 		if mode == engine.SpecSelf && *selfSpec != engine.SelfSpecLoad {
 			opt.SelfSpec = engine.SelfSpecLoad
 		}

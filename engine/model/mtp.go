@@ -120,13 +120,13 @@ func LoadMTP(m *Model) (*MTP, error) {
 }
 
 // Bytes is the weight bytes one draft step reads (the block, one
-// embedding row and the output head).
-func (t *MTP) Bytes() int64 {
+// embedding row and the output head's first vocab rows).
+func (t *MTP) Bytes(vocab int) int64 {
 	n := int64(t.TokEmbd.RowBytes())
-	for _, w := range []*quant.Matrix{t.EHProj, t.Wq, t.Wk, t.Wv, t.Wo, t.Wgate, t.Wup, t.Wdown, t.Output} {
+	for _, w := range []*quant.Matrix{t.EHProj, t.Wq, t.Wk, t.Wv, t.Wo, t.Wgate, t.Wup, t.Wdown} {
 		n += int64(len(w.Data))
 	}
-	return n
+	return n + int64(len(t.Output.Data))*int64(min(max(vocab, 0), t.Output.Rows))/int64(t.Output.Rows)
 }
 
 // MTPState is an MTP block's KV cache (F16, like llama.cpp's), the
@@ -156,13 +156,14 @@ type MTPState struct {
 	logits     []float32
 	acts       []byte
 	row        []byte
-	head       func(out, x []float32) // the output head's product (the target's pool), nil: single-threaded
+	head       func(out, x []float32, rows int) // the output head's product (the target's pool), nil: single-threaded
+	vocab      int                              // the head rows scored (the draft vocabulary: ids below it)
 }
 
 // NewState sizes a cache of ctx positions that may grow to limit. head,
-// when not nil, computes the output head's logits (out = Output·x) on the
-// target's workers.
-func (t *MTP) NewState(ctx, limit int, head func(out, x []float32)) *MTPState {
+// when not nil, computes the output head's first rows (out = Output·x) on
+// the target's workers.
+func (t *MTP) NewState(ctx, limit int, head func(out, x []float32, rows int)) *MTPState {
 	E, hd, kd := t.NEmbd, t.HeadDim, t.NHeadKV*t.HeadDim
 	qd := t.NHead * hd
 	widest := 0
@@ -175,8 +176,28 @@ func (t *MTP) NewState(ctx, limit int, head func(out, x []float32)) *MTPState {
 		emb: make([]float32, E), in: make([]float32, 2*E), x: make([]float32, E), xn: make([]float32, E), o: make([]float32, E),
 		qg: make([]float32, 2*qd), q: make([]float32, qd), gt: make([]float32, qd), k: make([]float32, kd), v: make([]float32, kd), att: make([]float32, qd),
 		gate: make([]float32, t.NFF), up: make([]float32, t.NFF), out: make([]float32, E), cs: make([]float32, t.RopeDim), sc: make([]float32, ctx),
-		logits: make([]float32, t.NVocab), acts: make([]byte, widest), row: make([]byte, t.TokEmbd.RowBytes()), head: head}
+		logits: make([]float32, t.NVocab), acts: make([]byte, widest), row: make([]byte, t.TokEmbd.RowBytes()), head: head, vocab: t.NVocab}
 }
+
+// SetDraftVocab makes drafts score only the token ids below n (0: every
+// token): the output head, most of a draft step's cost on a small model
+// with a large vocabulary, reads only its first n rows, and the other ids
+// are never drafted. Byte-level BPE vocabularies number their pieces in
+// merge order, so the first ids are the common ones. The verified output
+// does not change; only which drafts are made.
+func (st *MTPState) SetDraftVocab(n int) {
+	if n <= 0 || n > st.t.NVocab {
+		n = st.t.NVocab
+	}
+	st.vocab = n
+	inf := float32(math.Inf(-1))
+	for i := n; i < len(st.logits); i++ {
+		st.logits[i] = inf
+	}
+}
+
+// DraftVocab is the number of token ids drafts score.
+func (st *MTPState) DraftVocab() int { return st.vocab }
 
 // reserve grows the cache to hold position p (at most limit).
 func (st *MTPState) reserve(p int) error {
@@ -358,9 +379,10 @@ func (st *MTPState) decode(tok int32, h []float32, pos int, logits bool) ([]floa
 		return nil, nil
 	}
 	if st.head != nil {
-		st.head(st.logits, st.out)
+		st.head(st.logits, st.out, st.vocab)
 	} else {
-		dense(t.Output, st.logits, st.out, st.acts)
+		t.Output.QuantizeActsRows(st.acts, st.out, 1, 0, 1)
+		t.Output.MulRows(st.logits, t.Output.Rows, st.acts, 1, 0, st.vocab)
 	}
 	return st.logits, nil
 }

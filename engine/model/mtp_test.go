@@ -111,3 +111,52 @@ func argmax(x []float32) int {
 	}
 	return best
 }
+
+// TestMTPDraftVocab: with a draft vocabulary of n ids the block's logits
+// of those ids are the full head's, bit for bit (on one thread and on the
+// target's workers), and every other id is −∞.
+func TestMTPDraftVocab(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"))
+	mt, err := LoadMTP(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.NewState(StateOptions{Ctx: 64, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hist := []int32{1, 450, 2143, 701, 29, 3001, 77}
+	const n = 1000
+	full, one, pool := mt.NewState(64, 64, nil), mt.NewState(64, 64, nil), mt.NewState(64, 64, s.HeadProduct)
+	one.SetDraftVocab(n)
+	pool.SetDraftVocab(n)
+	h := make([]float32, m.NEmbd)
+	for i, tok := range hist[:len(hist)-1] {
+		if _, err := s.Forward([]int32{tok}, false); err != nil {
+			t.Fatal(err)
+		}
+		s.HiddenNormed(0, h)
+		for _, st := range []*MTPState{full, one, pool} {
+			if err := st.Feed(h, tok, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	N := len(hist) - 1
+	step := func(st *MTPState) []float32 {
+		a, err := st.Step(hist[N], st.H(N-1), N)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), a...)
+	}
+	want := step(full)
+	for _, got := range [][]float32{step(one), step(pool)} {
+		for j := range got {
+			if j < n && math.Float32bits(got[j]) != math.Float32bits(want[j]) || j >= n && !math.IsInf(float64(got[j]), -1) {
+				t.Fatalf("logit %d is %v (the full head's %v)", j, got[j], want[j])
+			}
+		}
+	}
+}

@@ -160,6 +160,11 @@ func ropeApply(x, cs []float32, neox bool) {
 
 // HeadProduct computes out = the output head · x for one row x (already
 // normed), on the state's workers: a drafter's logits between passes.
-func (s *State) HeadProduct(out, x []float32) {
-	s.mul(x, 1, product{w: s.m.Output, out: out})
+// Only the head's first rows are computed (rows ≤ 0: all; the others are
+// left as they are).
+func (s *State) HeadProduct(out, x []float32, rows int) {
+	if rows <= 0 || rows > s.m.Output.Rows {
+		rows = s.m.Output.Rows
+	}
+	s.mulLimit(x, 1, rows, product{w: s.m.Output, out: out})
 }

@@ -279,7 +279,7 @@ type MTPDraft struct {
 
 // NewMTPDraft drafts with t for the target state target.
 func NewMTPDraft(t *model.MTP, target *model.State, m *model.Model) *MTPDraft {
-	var head func(out, x []float32)
+	var head func(out, x []float32, rows int)
 	if t.Output == m.Output {
 		head = target.HeadProduct
 	}
