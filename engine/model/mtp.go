@@ -265,11 +265,10 @@ func (st *MTPState) Feed(h []float32, tok int32, pos int) error {
 // Synced reports whether the cache holds the pairs of history's first n
 // positions (every one of them fed), truncating it where it does not.
 func (st *MTPState) Synced(history []int32, n int) bool {
+	if st.m > n { // the target went back (a prefix reused): keep the pairs before
+		st.m, st.n = n, min(st.n, n)
+	}
 	if st.m != n || st.n < n {
-		if st.m > n {
-			st.m = n
-			st.n = min(st.n, n)
-		}
 		return false
 	}
 	for p := st.lo; p < n; p++ {
