@@ -14,7 +14,8 @@ import (
 // for p = 0): x = eh_proj·[enorm(embd(x_p)) ; hnorm(h_{p-1})], then one
 // gated full-attention block like the target's (its own KV cache, the
 // same partial rope), then out = shared_head_norm(x), and logits = the
-// target's output head · out predict the token after x_p's successor.
+// target's output head · out predict x_{p+1}, the token after x_p (the
+// target's own h_{p-1} predicted x_p).
 // A draft step past the target's cache feeds the drafted token with the
 // previous step's out as h. That is what llama.cpp's qwen35 MTP graph
 // and its draft-mtp driver compute (common/speculative.cpp: the target's
