@@ -50,6 +50,10 @@ type Options struct {
 	// even when its file has the sparse centroid head (to measure the
 	// difference).
 	DenseHead bool
+	// DraftVocab, if > 0, makes the model file's MTP block draft only
+	// token ids below it (its output head reads that many rows; 0: every
+	// token, llama.cpp's arithmetic).
+	DraftVocab int
 	// Cache, if set, keeps KV states of prompt prefixes across processes.
 	Cache PromptCache
 	// StablePrefix moves Home Assistant 2025.4-2025.9's clock line

@@ -125,6 +125,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
 		return st, fmt.Errorf("engine: speculation mode %s needs a draft model of that kind (--draft-model: a gemma4-assistant file for assistant, an eagle3 file for eagle3)", sp.Mode)
 	}
+	if sp.Mode == SpecMTP && e.spec.nativeMode != SpecMTP && sp.Drafter == nil {
+		return st, errors.New("engine: speculation mode mtp needs a model whose file has a next-token prediction block (nextn_predict_layers; Qwen3.5 \"-MTP\" files), without a model-native --draft-model")
+	}
 	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
 		return st, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")
 	}

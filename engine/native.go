@@ -62,6 +62,25 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 	return true, nil
 }
 
-// NativeDrafter is the model-native drafter given as the draft model (nil:
-// none), for benchmarks that measure it (spec.Forced).
+// loadMTP makes the target's own next-token prediction block (Qwen3.5's
+// MTP layer) the model-native drafter when the file has one and no other
+// model-native drafter was given.
+func (e *Engine) loadMTP() error {
+	sp := &e.spec
+	if sp.native != nil || e.model.NextN == 0 {
+		return nil
+	}
+	t, err := model.LoadMTP(e.model)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	d := spec.NewMTPDraft(t, e.state, e.model)
+	d.State().SetDraftVocab(e.opt.DraftVocab)
+	sp.native, sp.nativeMode = d, SpecMTP
+	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes(d.State().DraftVocab()))/float64(e.model.DecodeBytes()))
+	return nil
+}
+
+// NativeDrafter is the model-native drafter (a Gemma 4 assistant, an
+// EAGLE-3 head, the file's MTP block; nil: none), for benchmarks.
 func (e *Engine) NativeDrafter() spec.NativeDrafter { return e.spec.native }

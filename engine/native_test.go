@@ -192,7 +192,7 @@ func TestAssistantSparseHead(t *testing.T) {
 }
 
 // TestAllocationsNativeDrafters: a speculative step with the assistant
-// (sparse and dense head) or the EAGLE-3 head, drafting, verifying and
+// (sparse and dense head), the EAGLE-3 head or Qwen3.5's MTP block, drafting, verifying and
 // keeping the target's rows, allocates nothing.
 func TestAllocationsNativeDrafters(t *testing.T) {
 	if raceEnabled {
@@ -207,9 +207,15 @@ func TestAllocationsNativeDrafters(t *testing.T) {
 		{"assistant-sparse", "tiny-gemma4e-Q4_0", "tiny-gemma4e-assistant-centroids-Q4_0", SpecAssistant, false},
 		{"assistant-dense", "tiny-gemma4e-Q4_0", "tiny-gemma4e-assistant-Q4_0", SpecAssistant, true},
 		{"eagle3", "tiny-eagle3-target-Q4_0", "tiny-eagle3-Q4_0", SpecEagle3, false},
+		{"mtp", "tiny-qwen35-mtp-Q4_0", "", SpecMTP, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := loadFile(t, filepath.Join(dir, c.target+".gguf"), Options{Ctx: 1024, Batch: 16, DraftModel: filepath.Join(dir, c.drafter+".gguf"), DenseHead: c.dense, SelfSpec: SelfSpecOff})
+			var e *Engine
+			if c.drafter == "" { // the target file's own block
+				e = loadFile(t, zoo.Path(t, "new2", "models", c.target+".gguf"), Options{Ctx: 1024, Batch: 16, SelfSpec: SelfSpecOff})
+			} else {
+				e = loadFile(t, filepath.Join(dir, c.target+".gguf"), Options{Ctx: 1024, Batch: 16, DraftModel: filepath.Join(dir, c.drafter+".gguf"), DenseHead: c.dense, SelfSpec: SelfSpecOff})
+			}
 			ids, _ := e.Tokens(&Request{Prompt: copyHeavy[0]})
 			for _, sp := range []SpecOptions{{Mode: c.mode, Fixed: true, Chains: true, DraftMax: 3}, {Mode: c.mode, DraftMax: 8}} {
 				g := newTestGeneration(e, &sp, ids)

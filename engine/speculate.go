@@ -61,15 +61,18 @@ const (
 	// architecture): a Gemma 4 assistant, an EAGLE-3 head.
 	SpecAssistant SpecMode = "assistant"
 	SpecEagle3    SpecMode = "eagle3"
+	// SpecMTP drafts with the target file's own next-token prediction
+	// block (Qwen3.5's MTP layer): no draft model needed.
+	SpecMTP SpecMode = "mtp"
 )
 
 // ParseSpecMode checks a mode name.
 func ParseSpecMode(s string) (SpecMode, error) {
 	switch m := SpecMode(s); m {
-	case SpecAuto, SpecOff, SpecLookup, SpecDraft, SpecSelf, SpecAssistant, SpecEagle3:
+	case SpecAuto, SpecOff, SpecLookup, SpecDraft, SpecSelf, SpecAssistant, SpecEagle3, SpecMTP:
 		return m, nil
 	}
-	return "", fmt.Errorf("engine: unknown speculation mode %q (want auto, off, lookup, draft, self, assistant or eagle3)", s)
+	return "", fmt.Errorf("engine: unknown speculation mode %q (want auto, off, lookup, draft, self, assistant, eagle3 or mtp)", s)
 }
 
 // SpecOptions configure speculative decoding for one request.
@@ -108,7 +111,7 @@ const (
 	idxCustom
 	idxSelf
 	idxGrammar
-	idxNative // the model-native drafter (assistant, eagle3)
+	idxNative // the model-native drafter (assistant, eagle3, mtp)
 	nDrafters
 )
 
@@ -154,9 +157,12 @@ func (e *Engine) initSpec() error {
 	sp.par = make([]int32, 0, spec.MaxDraft+1)
 	sp.path = make([]int32, 0, spec.MaxDraft+1)
 	if e.opt.DraftModel == "" {
-		return nil
+		return e.loadMTP()
 	}
 	if ok, err := e.loadNative(e.opt.DraftModel); ok || err != nil {
+		return err
+	}
+	if err := e.loadMTP(); err != nil {
 		return err
 	}
 	d, err := loadDraft(e.opt.DraftModel, e)

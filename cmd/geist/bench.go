@@ -171,7 +171,8 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	specMode := fs.String("spec", "", "compare speculative decoding in this mode with plain decoding")
 	promptFile := fs.String("prompt-file", "", "prompt for --spec and --oracle")
-	oracleList := fs.String("oracle", "", "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding; a comma-separated list measures each; with --spec assistant|eagle3 and the drafter as --draft-model, the drafter's own steps run and the oracle's tokens take their place (a fixed chain of --draft-max; the assistant with its sparse and its dense head), interleaved with plain decoding")
+	oracleList := fs.String("oracle", "", "compare an oracle drafter with acceptance ALPHA (0..1) with plain decoding; a comma-separated list measures each; with --spec mtp, or assistant|eagle3 and the drafter as --draft-model, the drafter's own steps run and the oracle's tokens take their place (a fixed chain of --draft-max; the assistant with its sparse and its dense head), interleaved with plain decoding")
+	draftVocab := fs.Int("draft-vocab", 0, "the MTP drafter scores only token ids below N (0: every token)")
 	draftMax := fs.Int("draft-max", 8, "most tokens drafted per step")
 	draftModel := fs.String("draft-model", "", "draft model for --spec draft")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
@@ -240,7 +241,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			return usageError{err}
 		}
 	}
-	nativeOracle := *oracleList != "" && (mode == engine.SpecAssistant || mode == engine.SpecEagle3)
+	nativeOracle := *oracleList != "" && (mode == engine.SpecAssistant || mode == engine.SpecEagle3 || mode == engine.SpecMTP)
 	prompt := "The quick brown fox jumps over the lazy dog. Once upon a time, in a small house at the edge of the forest, there lived an old clockmaker who repaired every clock in the village."
 	if *promptFile != "" {
 		b, err := os.ReadFile(*promptFile)
@@ -252,7 +253,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 	maxK := slices.Max(ks)
 	for _, t := range ths {
 		opt := engine.Options{Threads: t, Ctx: max(*pp+maxK, maxPP, maxDepth+*tg, 512) + 1024, Batch: max(maxPP, maxK, *draftMax+1), LogitRows: max(maxK, *draftMax+1),
-			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec, RepackBudget: *repack}
+			DraftModel: *draftModel, KVType: *kvType, SelfSpec: *selfSpec, RepackBudget: *repack, DraftVocab: max(*draftVocab, 0)}
 		if mode == engine.SpecSelf && *selfSpec != engine.SelfSpecLoad {
 			opt.SelfSpec = engine.SelfSpecLoad
 		}
@@ -285,6 +286,9 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 		}
 		if nativeOracle {
 			base := nativeBench{Model: r.Model, Drafter: filepath.Base(*draftModel), Threads: t, Spec: string(mode)}
+			if *draftModel == "" {
+				base.Drafter = "the target's own MTP block"
+			}
 			bs, err := benchNative(ctx, eng, base, prompt, max(*tg, 16), alphas, *reps, *draftMax)
 			eng.Close()
 			if err != nil {
@@ -613,7 +617,7 @@ func printBench(e *env, r *benchResult, asJSON bool, ks []int) {
 	if r.Spec != "" {
 		name := r.Spec
 		if r.Oracle != nil {
-			name = fmt.Sprintf("oracle α=%.2f", *r.Oracle)
+			name = fmt.Sprintf("%s α=%.2f", r.Spec, *r.Oracle)
 		}
 		fmt.Fprintf(e.stdout, "%s  t=%d  %s: plain %.2f tok/s, speculative %.2f tok/s (best of %d), speedup %.3f×, drafted %d, accepted %d (%.1f%%), %.2f tokens/pass, tree %.2f nodes, %.3f ms/pass; rounds",
 			r.Model, r.Threads, name, r.PlainTokS, r.SpecTokS, len(r.Rounds), r.Speedup, r.Drafted, r.Accepted, 100*r.Acceptance, r.TokensPerPass, r.MeanTreeSize, r.PassMs)

@@ -52,7 +52,7 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 	m := res.Model
 	if res.UpToDate {
 		fmt.Fprintf(e.stdout, "%s is up to date (%s)\n", m.Name, m.Path)
-		return nil
+		return pullDraft(ctx, e, store, fs.Arg(0), m.Name, models.PullOptions{Retries: *retries, Wait: !*noWait, MaxSize: *maxSize})
 	}
 	desc := fmt.Sprintf("%s, %s %s %s model", humanBytes(m.Size), dash(m.Quantization), dash(m.Architecture), m.Type)
 	fmt.Fprintf(e.stdout, "pulled %s (%s) to %s\n", m.Name, desc, m.Path)
@@ -70,6 +70,30 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "run it: geist run -m %s%s \"Hello\"\n", m.Name, chat)
 	}
+	return pullDraft(ctx, e, store, fs.Arg(0), m.Name, models.PullOptions{Retries: *retries, Wait: !*noWait, MaxSize: *maxSize})
+}
+
+// pullDraft pulls the drafter the catalog publishes for the model ref
+// (stored as name), beside it as the sidecar NAME.draft.gguf that serve
+// drafts with. A drafter that cannot be pulled is a warning: the model
+// runs without it.
+func pullDraft(ctx context.Context, e *env, store *models.Store, ref, name string, o models.PullOptions) error {
+	c, ok := models.LookupCatalog(ref)
+	if !ok || c.Draft == "" {
+		return nil
+	}
+	pr := newPullReporter(e.stderr)
+	o.Name, o.HF, o.Progress, o.UserAgent = name+".draft", models.HFFromEnv(), pr.report, "geist/"+versionString()
+	dr, err := store.Pull(ctx, c.Draft, o)
+	pr.close()
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return errors.New("interrupted")
+		}
+		fmt.Fprintf(e.stderr, "warning: the drafter of %s (%s) was not pulled: %s; %s runs without it\n", name, c.Draft, oneLine(err.Error()), name)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "drafter %s at %s (serve drafts with it; geist run takes it as --draft-model)\n", dr.Model.Name, dr.Model.Path)
 	return nil
 }
 

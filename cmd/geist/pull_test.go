@@ -264,3 +264,43 @@ func TestPullBarOnePercentage(t *testing.T) {
 		}
 	}
 }
+
+// TestPullCatalogDrafter: a catalog model with a published drafter is
+// pulled with it beside it (NAME.draft.gguf, which serve drafts with); a
+// drafter that cannot be pulled is a warning, not a failed pull.
+func TestPullCatalogDrafter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("native only (-short)")
+	}
+	data, err := os.ReadFile(zoo.Path(t, "models", "stories260K-F32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := models.LookupCatalog("gemma4:e2b")
+	if !ok || c.Draft == "" {
+		t.Fatalf("gemma4:e2b has no drafter in the catalog: %+v", c)
+	}
+	srv := hftest.New(t)
+	hfPath := func(src string) string { // hf:OWNER/REPO/FILE → OWNER/REPO/main/FILE
+		p := strings.Split(strings.TrimPrefix(src, "hf:"), "/")
+		return p[0] + "/" + p[1] + "/main/" + strings.Join(p[2:], "/")
+	}
+	srv.Put(hfPath(c.Source), hftest.File{Data: data})
+	t.Setenv("HF_ENDPOINT", srv.Endpoint())
+	t.Setenv("HF_TOKEN", "")
+	dir := filepath.Join(t.TempDir(), "models")
+	code, out, errs := geist(t, "", "pull", "--models-dir", dir, "gemma4:e2b")
+	if code != 0 || !strings.Contains(errs, "warning: the drafter of gemma4:e2b") {
+		t.Fatalf("pull without the drafter on the Hub: exit %d: %s%s", code, out, errs)
+	}
+	srv.Put(hfPath(c.Draft), hftest.File{Data: data})
+	code, out, errs = geist(t, "", "pull", "--models-dir", dir, "gemma4:e2b")
+	if code != 0 || !strings.Contains(out, "drafter gemma4:e2b.draft") {
+		t.Fatalf("pull: exit %d: %s%s", code, out, errs)
+	}
+	checkFile(t, filepath.Join(dir, "gemma4:e2b.draft.gguf"), data)
+	sc := serveConfig{Model: filepath.Join(dir, "gemma4:e2b.gguf")}
+	if d := sc.draftModel(); d != filepath.Join(dir, "gemma4:e2b.draft.gguf") {
+		t.Errorf("serve's draft model %q", d)
+	}
+}

@@ -25,6 +25,7 @@ type modelFlags struct {
 	ctx        int
 	draftModel string
 	denseHead  bool
+	draftVocab int
 	selfSpec   string
 	repack     string
 	cache      engine.PromptCache
@@ -58,7 +59,7 @@ func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.ctx < 0 {
 		return nil, usagef("--ctx %d must not be negative", m.ctx)
 	}
-	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, DenseHead: m.denseHead, SelfSpec: m.selfSpec,
+	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, DenseHead: m.denseHead, DraftVocab: m.draftVocab, SelfSpec: m.selfSpec,
 		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack, OnLoadProgress: m.onLoad})
 }
 
@@ -142,7 +143,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if math.IsNaN(float64(*temp)) {
 		return usagef("--temp must be a number")
 	}
-	mf.draftModel, mf.selfSpec, mf.denseHead = sf.draftModel, sf.selfSpec, sf.denseHead
+	mf.draftModel, mf.selfSpec, mf.denseHead, mf.draftVocab = sf.draftModel, sf.selfSpec, sf.denseHead, sf.draftVocab
 	if so.Mode == engine.SpecSelf && sf.selfSpec == engine.SelfSpecAuto {
 		mf.selfSpec = engine.SelfSpecLoad // unless a choice was persisted: the request needs one now
 	}
@@ -287,6 +288,7 @@ type specFlags struct {
 	mode               string
 	draftModel         string
 	denseHead          bool
+	draftVocab         int
 	draftMax           int
 	ngramMin, ngramMax int
 	fixed              bool
@@ -301,8 +303,9 @@ func (f *specFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 	Float64Var(*float64, string, float64, string)
 }) {
-	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft, self (the model with blocks skipped), assistant (a Gemma 4 assistant as --draft-model) or eagle3 (an EAGLE-3 head as --draft-model)")
+	fs.StringVar(&f.mode, "spec", "auto", "speculative decoding: auto, off, lookup, draft, self (the model with blocks skipped), assistant (a Gemma 4 assistant as --draft-model), eagle3 (an EAGLE-3 head as --draft-model) or mtp (the model file's own next-token prediction block, Qwen3.5 MTP files)")
 	fs.BoolVar(&f.denseHead, "dense-head", false, "draft with a Gemma 4 assistant's dense output head even when its file has the sparse centroid head")
+	fs.IntVar(&f.draftVocab, "draft-vocab", 0, "the MTP drafter (--spec mtp) scores only token ids below N: its output head costs N rows instead of the vocabulary (0: every token)")
 	fs.BoolVar(&f.chains, "spec-chains", false, "draft one chain per step instead of a token tree")
 	fs.StringVar(&f.selfSpec, "self-spec", "auto", "when to choose the blocks the skipped-layer draft skips, if none was saved: auto (in the background after a request), load, or off")
 	fs.StringVar(&f.draftModel, "draft-model", "", "smaller GGUF with the same vocabulary that drafts tokens")
@@ -321,6 +324,8 @@ func (f *specFlags) options() (engine.SpecOptions, error) {
 	switch {
 	case f.costSlope < 0 || f.costSlope > 1:
 		return engine.SpecOptions{}, usagef("--spec-cost %g must be in [0, 1]", f.costSlope)
+	case f.draftVocab < 0:
+		return engine.SpecOptions{}, usagef("--draft-vocab %d must not be negative", f.draftVocab)
 	case f.draftMax < 1 || f.draftMax > 32:
 		return engine.SpecOptions{}, usagef("--draft-max %d must be in [1, 32]", f.draftMax)
 	case f.ngramMin < 1 || f.ngramMax < f.ngramMin || f.ngramMax > 16:

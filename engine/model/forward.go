@@ -435,7 +435,11 @@ func distinctActs(ws ...*quant.Matrix) int {
 // maxProducts, all with the same input): x quantized once per activation
 // format (by the pool for a batch), then one pool job over the products'
 // rows together, so q, k and v (or gate and up) cost one hand-off.
-func (s *State) mul(x []float32, n int, ps ...product) {
+func (s *State) mul(x []float32, n int, ps ...product) { s.mulLimit(x, n, -1, ps...) }
+
+// mulLimit is mul computing only the first limit rows of the products'
+// concatenation (limit < 0: all).
+func (s *State) mulLimit(x []float32, n, limit int, ps ...product) {
 	j := &s.job
 	j.x, j.n, j.np = x, n, len(ps)
 	rows, formats := 0, 0
@@ -458,6 +462,9 @@ func (s *State) mul(x []float32, n int, ps ...product) {
 	s.pool.kind = JobQuantize
 	s.pool.run(s.quantFn, n, quantGrain)
 	s.pool.kind = JobProducts
+	if limit >= 0 {
+		rows = min(rows, limit)
+	}
 	s.pool.run(s.mulFn, rows, 16)
 }
 

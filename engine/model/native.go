@@ -157,3 +157,14 @@ func ropeApply(x, cs []float32, neox bool) {
 		*b = x0*sin + x1*cos
 	}
 }
+
+// HeadProduct computes out = the output head · x for one row x (already
+// normed), on the state's workers: a drafter's logits between passes.
+// Only the head's first rows are computed (rows ≤ 0: all; the others are
+// left as they are).
+func (s *State) HeadProduct(out, x []float32, rows int) {
+	if rows <= 0 || rows > s.m.Output.Rows {
+		rows = s.m.Output.Rows
+	}
+	s.mulLimit(x, 1, rows, product{w: s.m.Output, out: out})
+}

@@ -319,3 +319,80 @@ func topKIn(logits []float32, cand []int32, top []int32, p []float64) bool {
 	}
 	return true
 }
+
+// MTPDraft drafts with the target's own next-token prediction block
+// (Qwen3.5's MTP layer), fed every position the target keeps.
+type MTPDraft struct {
+	st     *model.MTPState
+	target *model.State
+	steps  int
+	gate   *Controller
+	gated  int // the gate's drafter index
+}
+
+// NewMTPDraft drafts with t for the target state target.
+func NewMTPDraft(t *model.MTP, target *model.State, m *model.Model) *MTPDraft {
+	var head func(out, x []float32, rows int)
+	if t.Output == m.Output {
+		head = target.HeadProduct
+	}
+	return &MTPDraft{st: t.NewState(target.Allocated(), target.Ctx(), head), target: target}
+}
+
+// State is the block's cache.
+func (d *MTPDraft) State() *model.MTPState { return d.st }
+
+// Name implements Drafter.
+func (d *MTPDraft) Name() string { return "mtp" }
+
+// Passes implements ModelDrafter.
+func (d *MTPDraft) Passes() int { return d.steps }
+
+// Known implements NativeDrafter: positions restored without passing
+// their rows here leave a hole in the block's cache, which changes drafts
+// but not the output, so the target need not run them again.
+func (d *MTPDraft) Known() int { return math.MaxInt }
+
+// Truncate implements NativeDrafter (Kept of an earlier position
+// truncates the cache itself).
+func (d *MTPDraft) Truncate(int) {}
+
+// SetGate implements NativeDrafter.
+func (d *MTPDraft) SetGate(c *Controller, idx int) { d.gate, d.gated = c, idx }
+
+// Kept implements NativeDrafter: every kept position runs its pair.
+func (d *MTPDraft) Kept(row, pos int) {
+	d.target.HiddenNormed(row, d.st.Scratch())
+	d.st.Feed(d.st.Scratch(), d.target.Tokens()[pos], pos)
+}
+
+// DraftTree implements TreeDrafter. The target's cache must hold the
+// history but its last token. The first step pairs that token with the
+// target's hidden state of the position before, the later ones each
+// drafted token with the step's own output.
+func (d *MTPDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
+	d.steps = 0
+	N := len(history) - 1
+	if N < 1 || d.target.Len() != N || !d.st.Synced(history, N) {
+		return
+	}
+	depth = min(depth, d.target.Ctx()-N)
+	gate := d.gate
+	if d.gated != di {
+		gate = nil
+	}
+	d.steps = nativeTree(depth, history[N], t, di, gate, func(i int, tok int32) ([]float32, []int32, error) {
+		h, pos := d.st.Out(), N+i
+		if i == 0 {
+			h = d.st.H(N - 1)
+		}
+		lg, err := d.st.Step(tok, h, pos)
+		return lg, nil, err // nil: every logit (the first DraftVocab ones) is a candidate
+	})
+	d.st.Rewind(N + 1)
+}
+
+// Draft implements Drafter: the first-choice chain of DraftTree.
+func (d *MTPDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
+	return firstChoices(d, history, max, dst)
+}

@@ -74,6 +74,10 @@ type Shape struct {
 	// target's by d2t.
 	EmbdTarget, Centroids, DraftVocab int
 	TargetLayers                      []int
+	// NextN is the number of next-token prediction (MTP) blocks appended
+	// after the layers (Qwen3.5 "-MTP" files: blk.Layers.nextn.* with a
+	// gated full-attention block), written as nextn_predict_layers.
+	NextN int
 }
 
 // swa reports whether layer i of a gemma4 shape is local.
@@ -223,6 +227,20 @@ var shapes = []Shape{
 		Name: "qwen3-1.7b-eagle3", Arch: "eagle3", Layers: 1, Embd: 2048, Heads: 16, HeadsKV: 8, HeadDim: 128,
 		FFN: 6144, Vocab: 151936, Text: 151643, Ctx: 40960, RopeBase: 1e6, NormEps: 1e-6,
 		VocabStyle: Qwen2, EmbdTarget: 2048, DraftVocab: 32000, TargetLayers: []int{2, 14, 25},
+	},
+	{
+		// qwen35-0.8b with its MTP block, as the "-MTP" GGUFs carry it.
+		Name: "qwen35-0.8b-mtp", Arch: "qwen35", Layers: 24, Embd: 1024, Heads: 8, HeadsKV: 2, HeadDim: 256,
+		FFN: 3584, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128, NextN: 1,
+	},
+	{
+		// Qwen3.5-2B with its MTP block: width 2048, FFN 6144, otherwise
+		// 0.8B's layout (the sizes as read from its published config, not
+		// checked against a file here).
+		Name: "qwen35-2b-mtp", Arch: "qwen35", Layers: 24, Embd: 2048, Heads: 8, HeadsKV: 2, HeadDim: 256,
+		FFN: 6144, Vocab: 248320, Text: 248044, Ctx: 262144, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 64, Interval: 4, DNKHeads: 16, DNVHeads: 16, DNHead: 128, NextN: 1,
 	},
 }
 
@@ -449,6 +467,25 @@ func (s Shape) qwen35Tensors() []synthTensor {
 			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
 			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight})
+	}
+	for i := s.Layers; i < s.Layers+s.NextN; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts,
+			synthTensor{p + "nextn.eh_proj.weight", []int64{2 * e, e}, kindWeight},
+			synthTensor{p + "nextn.enorm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "nextn.hnorm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "attn_q.weight", []int64{e, 2 * q}, kindWeight},
+			synthTensor{p + "attn_k.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_v.weight", []int64{e, kv}, kindWeight},
+			synthTensor{p + "attn_output.weight", []int64{q, e}, kindWeight},
+			synthTensor{p + "attn_q_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+			synthTensor{p + "attn_k_norm.weight", []int64{int64(s.HeadDim)}, kindNorm},
+			synthTensor{p + "post_attention_norm.weight", []int64{e}, kindNorm},
+			synthTensor{p + "ffn_gate.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_up.weight", []int64{e, f}, kindWeight},
+			synthTensor{p + "ffn_down.weight", []int64{f, e}, kindWeight},
+			synthTensor{p + "nextn.shared_head_norm.weight", []int64{e}, kindNorm})
 	}
 	return ts
 }
@@ -734,7 +771,7 @@ func Synth(ctx context.Context, s Shape, ft FileType, out string, o SynthOptions
 		}
 		names[i] = t.name
 	}
-	types, err := Plan(infos, ft, s.Arch, s.Layers)
+	types, err := Plan(infos, ft, s.Arch, s.Layers+s.NextN) // llama-quantize counts the MTP blocks
 	if err != nil {
 		return res, err
 	}
@@ -938,7 +975,10 @@ func (s Shape) metadata(tok []gguf.KV, ft FileType, seed uint64) *gguf.Builder {
 		b.Set("general.file_type", uint32(ft))
 		return b
 	}
-	b.Set(a+"block_count", uint32(s.Layers))
+	b.Set(a+"block_count", uint32(s.Layers+s.NextN))
+	if s.NextN > 0 {
+		b.Set(a+"nextn_predict_layers", uint32(s.NextN))
+	}
 	b.Set(a+"context_length", uint32(s.Ctx))
 	b.Set(a+"embedding_length", uint32(s.Embd))
 	if s.Arch == "gemma4" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/gguf"
+	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/tokenizer"
 	"github.com/geisten/geist/quant"
 )
@@ -51,6 +52,12 @@ var (
 		Name: "test-qwen35", Arch: "qwen35", Layers: 4, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
 		FFN: 256, Vocab: 1024, Text: 990, Ctx: 4096, RopeBase: 1e7, NormEps: 1e-6,
 		Tied: true, VocabStyle: Qwen2, RopeDim: 16, Interval: 4, DNKHeads: 4, DNVHeads: 4, DNHead: 64,
+	}
+	// testQwen35MTP is testQwen35 with an MTP block appended.
+	testQwen35MTP = Shape{
+		Name: "test-qwen35-mtp", Arch: "qwen35", Layers: 4, Embd: 256, Heads: 4, HeadsKV: 2, HeadDim: 64,
+		FFN: 256, Vocab: 1024, Text: 990, Ctx: 4096, RopeBase: 1e7, NormEps: 1e-6,
+		Tied: true, VocabStyle: Qwen2, RopeDim: 16, Interval: 4, DNKHeads: 4, DNVHeads: 4, DNHead: 64, NextN: 1,
 	}
 	testQwen = Shape{
 		Name: "test-qwen", Arch: "qwen2", Layers: 3, Embd: 128, Heads: 2, HeadsKV: 1, HeadDim: 64,
@@ -170,7 +177,7 @@ func checkDistribution(t *testing.T, f *gguf.File) {
 // TestSynthLoads: the files load in the engine, score finite log-probs,
 // and the vocabulary round-trips text through geist's tokenizer.
 func TestSynthLoads(t *testing.T) {
-	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4, testGranite4H, testQwen35} {
+	for _, s := range []Shape{testLlama, testQwen, testLFM2, testGemma4, testGranite4H, testQwen35, testQwen35MTP} {
 		for _, ft := range []FileType{MostlyQ4_0, MostlyQ4_K_M, MostlyQ8_0} {
 			t.Run(s.Name+"-"+ft.String(), func(t *testing.T) {
 				path := synthFile(t, s, ft, SynthOptions{Seed: 7})
@@ -211,6 +218,16 @@ func TestSynthLoads(t *testing.T) {
 				}
 				if !tok.IsEOG(tok.EOS()) {
 					t.Errorf("EOS %d is not end of generation", tok.EOS())
+				}
+				if s.NextN > 0 { // the file's MTP block drafts
+					st, err := e.Generate(context.Background(), engine.Request{Prompt: "Once upon a time", MaxTokens: 8,
+						Sampling: sample.Params{TopP: 1, RepeatPenalty: 1}, Spec: engine.SpecOptions{Mode: engine.SpecMTP, Fixed: true, Chains: true, DraftMax: 3}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.Drafters["mtp"].Drafted == 0 {
+						t.Errorf("the MTP block drafted nothing: %+v", st.Drafters)
+					}
 				}
 			})
 		}

@@ -26,6 +26,11 @@ type catalogModel struct {
 	about   string   // for people: what it is, roughly how big, where it fits
 	dflt    bool     // the family's default size (FAMILY alone, FAMILY:latest)
 	digests map[string]catalogFile
+	// draft is the source (hf:OWNER/REPO/FILE.gguf) of the model-native
+	// drafter published for it (a Gemma 4 assistant, an EAGLE-3 head),
+	// pulled beside it as NAME.draft, which serve drafts with; "" for
+	// none (a Qwen3.5 MTP file carries its drafter inside).
+	draft string
 }
 
 // catalogFile is what is published of one file: its size and SHA-256.
@@ -60,6 +65,12 @@ var catalog = []catalogModel{
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3.5 2B (thinking and tools, DeltaNet hybrid), ~1.2 GB (Q4_0); Pi 4 4 GB and up"},
 	{name: "qwen3.5:4b", arch: "qwen35", repo: "unsloth/Qwen3.5-4B-GGUF", file: "Qwen3.5-4B-QUANT.gguf",
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Qwen3.5 4B (thinking and tools, DeltaNet hybrid), ~2.5 GB (Q4_0); Pi 5 8 GB"},
+	// The same model with its MTP block kept (the drafter of --spec mtp,
+	// inside the file): Unsloth's "-MTP" conversion, whose files are named
+	// as the plain repository's. Not pinned; the names as other projects
+	// fetch them, not checked here (no network when this was written).
+	{name: "qwen3.5:4b-mtp", arch: "qwen35", repo: "unsloth/Qwen3.5-4B-MTP-GGUF", file: "Qwen3.5-4B-QUANT.gguf",
+		quants: []string{"Q4_K_M"}, about: "Qwen3.5 4B with its MTP drafting block (--spec mtp), ~2.7 GB (Q4_K_M); Pi 5 8 GB"},
 	{name: "llama3.2:1b", arch: "llama", repo: "bartowski/Llama-3.2-1B-Instruct-GGUF", file: "Llama-3.2-1B-Instruct-QUANT.gguf",
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Llama 3.2 1B Instruct, 773 MB (Q4_0); any board", dflt: true},
 	{name: "llama3.2:3b", arch: "llama", repo: "bartowski/Llama-3.2-3B-Instruct-GGUF", file: "Llama-3.2-3B-Instruct-QUANT.gguf",
@@ -68,8 +79,17 @@ var catalog = []catalogModel{
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "Gemma 3 1B Instruct, ~0.7 GB (Q4_0); Pi 4 4 GB and up", dflt: true},
 	{name: "gemma3:270m", arch: "gemma3", repo: "ggml-org/gemma-3-270m-it-GGUF", file: "gemma-3-270m-it-QUANT.gguf",
 		quants: []string{"Q8_0"}, about: "Gemma 3 270M Instruct, 292 MB (Q8_0); any board"},
+	// Gemma 4 E2B/E4B with Google's assistant drafters (gemma4-assistant,
+	// --spec assistant) as llama.cpp's converter writes them (BF16, about
+	// 170 MB); the community conversions name the architecture
+	// gemma4_assistant and load nowhere. Neither the E4B target's nor the
+	// drafters' file names were checked against the Hub here.
 	{name: "gemma4:e2b", arch: "gemma4", repo: "ggml-org/gemma-4-E2B-it-GGUF", file: "gemma-4-E2B-it-QUANT.gguf",
-		quants: []string{"Q4_0"}, about: "Gemma 4 E2B Instruct, ~3.2 GB (Q4_0); Pi 5 8 GB", dflt: true},
+		quants: []string{"Q4_0"}, about: "Gemma 4 E2B Instruct with its assistant drafter, ~3.2 GB (Q4_0) + 170 MB; Pi 5 8 GB", dflt: true,
+		draft: "hf:srmiles/gemma-4-E2B-it-assistant-GGUF/gemma-4-E2B-it-assistant-official.bf16.gguf"},
+	{name: "gemma4:e4b", arch: "gemma4", repo: "ggml-org/gemma-4-E4B-it-GGUF", file: "gemma-4-E4B-it-QUANT.gguf",
+		quants: []string{"Q4_0"}, about: "Gemma 4 E4B Instruct with its assistant drafter, ~5 GB (Q4_0) + 172 MB; Pi 5 8 GB",
+		draft: "hf:srmiles/gemma-4-E4B-it-assistant-GGUF/gemma-4-E4B-it-assistant-official.bf16.gguf"},
 	{name: "lfm2:1.2b", arch: "lfm2", repo: "LiquidAI/LFM2-1.2B-GGUF", file: "LFM2-1.2B-QUANT.gguf",
 		quants: []string{"Q4_0", "Q4_K_M", "Q8_0"}, about: "LFM2 1.2B, 696 MB (Q4_0); any board", dflt: true},
 	{name: "granite3.3:2b", arch: "granite", repo: "ibm-granite/granite-3.3-2b-instruct-GGUF", file: "granite-3.3-2b-instruct-QUANT.gguf",
@@ -116,6 +136,9 @@ type CatalogEntry struct {
 	Size         int64  `json:"size,omitempty"`
 	SHA256       string `json:"sha256,omitempty"`
 	About        string `json:"about"`
+	// Draft is the source of the model-native drafter pulled beside the
+	// model as NAME.draft ("": none).
+	Draft string `json:"draft,omitempty"`
 }
 
 func (m *catalogModel) entry(name, quant string) CatalogEntry {
@@ -125,7 +148,7 @@ func (m *catalogModel) entry(name, quant string) CatalogEntry {
 		repo += "@" + m.rev
 	}
 	e := CatalogEntry{Name: name, Model: m.name, Quantization: strings.ToUpper(quant), Default: quant == m.quants[0],
-		Architecture: m.arch, Source: "hf:" + repo + "/" + file, About: m.about}
+		Architecture: m.arch, Source: "hf:" + repo + "/" + file, About: m.about, Draft: m.draft}
 	if d, ok := m.digests[quant]; ok {
 		e.Size, e.SHA256 = d.size, d.sha256
 	}
