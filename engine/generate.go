@@ -135,7 +135,12 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		sp.DraftMax = 8
 	}
 	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
-	e.spec.feed = e.spec.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode)
+	// The MTP block is fed in every mode: it tolerates no re-run of the
+	// target (Known is unbounded: a position it missed leaves a hole that
+	// changes its drafts), so a plain request before a drafting one would
+	// leave the prompt a hole. That costs plain decoding on an MTP file
+	// one block per kept token.
+	e.spec.feed = e.spec.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode || e.spec.nativeMode == SpecMTP)
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()

@@ -77,6 +77,7 @@ func (e *Engine) loadMTP() error {
 	d := spec.NewMTPDraft(t, e.state, e.model)
 	d.State().SetDraftVocab(e.opt.DraftVocab)
 	sp.native, sp.nativeMode = d, SpecMTP
+	sp.feed = true
 	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes(d.State().DraftVocab()))/float64(e.model.DecodeBytes()))
 	return nil
 }
