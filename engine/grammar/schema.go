@@ -1008,9 +1008,11 @@ func (c *converter) integer(s *ordered, name, path string) (string, error) {
 	return "(" + intRange(l, lo != nil, h, hi != nil) + ") space", nil
 }
 
-// number is a JSON number with bounds: their sign is enforced (no minus
-// sign at or above 0, one below 0), their values checked after
-// generation (SchemaCheck).
+// number is a JSON number with bounds: exact among the numbers written
+// without an exponent (boundedNumber); where no such number is in range
+// (a bound beyond 10^16) only their sign is enforced (no minus sign at
+// or above 0, one below 0). The values are checked after generation
+// (SchemaCheck) in every case.
 func (c *converter) number(s *ordered, path string) (string, error) {
 	var lo, hi *big.Rat
 	for _, kw := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
@@ -1034,6 +1036,11 @@ func (c *converter) number(s *ordered, path string) (string, error) {
 		return "", fmt.Errorf("schema at %s: no number lies between the bounds", path)
 	}
 	c.prim("number")
+	if !c.gemma && !c.py && (lo != nil || hi != nil) {
+		if g, ok := c.boundedNumber(s, path); ok {
+			return g, nil
+		}
+	}
 	switch {
 	case c.gemma || c.py:
 	case lo != nil && lo.Sign() >= 0:
@@ -1042,6 +1049,158 @@ func (c *converter) number(s *ordered, path string) (string, error) {
 		return `("-" integral-part ("." decimal-part)? ([eE] [-+]? integral-part)?) space`, nil
 	}
 	return "number", nil
+}
+
+// fracDigits is the longest fraction the grammars write (decimal-part).
+const fracDigits = 16
+
+// scaledBound is the bound kw of s on x*10^16 as an exact integer
+// bound (rounded inwards; an exclusive one moved past its value).
+func scaledBound(r *big.Rat, exclusive, lower bool) *big.Int {
+	x := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(fracDigits), nil)))
+	floor := func(r *big.Rat) *big.Int { return new(big.Int).Div(r.Num(), r.Denom()) } // Euclidean: the floor for a positive denominator
+	var b *big.Int
+	if lower {
+		b = new(big.Int).Neg(floor(new(big.Rat).Neg(x)))
+		if exclusive && x.IsInt() {
+			b.Add(b, big.NewInt(1))
+		}
+	} else {
+		b = floor(x)
+		if exclusive && x.IsInt() {
+			b.Sub(b, big.NewInt(1))
+		}
+	}
+	return b
+}
+
+// boundedNumber is the exact grammar of a bounded JSON number among the
+// numbers written without an exponent (at most 16 integral and 16
+// fraction digits): every such number accepted is in range and every
+// one in range is accepted (but "-0" and "-0.0" stand for 0 unsigned).
+// The numbers written with an exponent (1e300, 2.5e-3) are left out, so
+// the grammar accepts a subset of the schema's numbers: all of them
+// between -10^16 and 10^16 at 16 fraction digits. A range with none of
+// those numbers (a minimum of 1e20) is not ok (the caller's looser
+// grammar and SchemaCheck take it).
+func (c *converter) boundedNumber(s *ordered, path string) (string, bool) {
+	// Every number written is N*10^-16 for an integer N, |N| < 10^32.
+	limit := new(big.Int).Sub(new(big.Int).Exp(big.NewInt(10), big.NewInt(16+fracDigits), nil), big.NewInt(1))
+	lo, hi := new(big.Int).Neg(limit), new(big.Int).Set(limit)
+	for _, kw := range []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} {
+		r, ok, err := numberOf(s, kw, path)
+		if err != nil || !ok {
+			continue
+		}
+		lower := strings.HasSuffix(kw, "inimum")
+		b := scaledBound(r, strings.HasPrefix(kw, "exclusive"), lower)
+		if lower && b.Cmp(lo) > 0 {
+			lo = b
+		}
+		if !lower && b.Cmp(hi) < 0 {
+			hi = b
+		}
+	}
+	if lo.Cmp(hi) > 0 {
+		return "", false
+	}
+	c.prim("space")
+	c.prim("integral-part")
+	c.prim("decimal-part")
+	var alts []string
+	if lo.Sign() < 0 { // -x, x in [max(1,-hi), -lo]
+		a := big.NewInt(1)
+		if hi.Sign() < 0 {
+			a = new(big.Int).Neg(hi)
+		}
+		alts = append(alts, `"-" (`+scaledRange(a, new(big.Int).Neg(lo))+`)`)
+	}
+	if hi.Sign() >= 0 {
+		a := big.NewInt(0)
+		if lo.Sign() > 0 {
+			a = lo
+		}
+		alts = append(alts, scaledRange(a, hi))
+	}
+	return "(" + strings.Join(alts, " | ") + ") space", true
+}
+
+// scaledRange is a grammar of the decimal numbers without sign or
+// exponent whose value times 10^16 is in [a, b] (0 <= a <= b < 10^32).
+func scaledRange(a, b *big.Int) string {
+	unit := new(big.Int).Exp(big.NewInt(10), big.NewInt(fracDigits), nil)
+	ia, fa := new(big.Int).DivMod(a, unit, new(big.Int))
+	ib, fb := new(big.Int).DivMod(b, unit, new(big.Int))
+	pad := func(f *big.Int) string {
+		s := f.String()
+		return strings.Repeat("0", fracDigits-len(s)) + s
+	}
+	zeros, nines := strings.Repeat("0", fracDigits), strings.Repeat("9", fracDigits)
+	sa, sb := pad(fa), pad(fb)
+	iaS, ibS := ia.String(), ib.String()
+	if ia.Cmp(ib) == 0 {
+		return literal(iaS) + " " + fraction(sa, sb)
+	}
+	var alts []string
+	low, high := ia.Int64(), ib.Int64()
+	if sa != zeros {
+		alts = append(alts, literal(iaS)+" "+fraction(sa, nines))
+		low++
+	}
+	if sb != nines {
+		high--
+	}
+	if low <= high {
+		alts = append(alts, "("+natRange(low, true, high)+`) ("." decimal-part)?`)
+	}
+	if sb != nines {
+		alts = append(alts, literal(ibS)+" "+fraction(zeros, sb))
+	}
+	return strings.Join(alts, " | ")
+}
+
+// fraction is a grammar of the optional fractions ("." and 1 to 16
+// digits) whose digits, padded with zeros to 16, are in [a, b] (two
+// 16-digit strings); no fraction stands for zeros.
+func fraction(a, b string) string {
+	g := `"." (` + fracDigitsIn(a, b) + `)`
+	if strings.Trim(a, "0") == "" {
+		return "(" + g + ")?"
+	}
+	return "(" + g + ")"
+}
+
+// fracDigitsIn is a grammar of the digit strings of length 1 to len(a)
+// whose value padded with zeros to len(a) is in [a, b] (equal lengths).
+func fracDigitsIn(a, b string) string {
+	n := len(a)
+	if strings.Trim(a, "0") == "" && strings.Trim(b, "9") == "" {
+		return fmt.Sprintf("[0-9]{1,%d}", n)
+	}
+	// rest is what follows a first digit equal to a[0] and/or b[0]:
+	// nothing (standing for zeros) or a string in range.
+	rest := func(ra, rb string) string {
+		if len(ra) == 0 {
+			return ""
+		}
+		g := " (" + fracDigitsIn(ra, rb) + ")"
+		if strings.Trim(ra, "0") == "" {
+			g += "?"
+		}
+		return g
+	}
+	if a[0] == b[0] {
+		return literal(a[:1]) + rest(a[1:], b[1:])
+	}
+	zeros, nines := strings.Repeat("0", n-1), strings.Repeat("9", n-1)
+	alts := []string{literal(a[:1]) + rest(a[1:], nines)}
+	if a[0]+1 <= b[0]-1 && n == 1 {
+		alts = append(alts, fmt.Sprintf("[%c-%c]", a[0]+1, b[0]-1))
+	} else if a[0]+1 <= b[0]-1 {
+		alts = append(alts, fmt.Sprintf("[%c-%c] [0-9]{0,%d}", a[0]+1, b[0]-1, n-1))
+	}
+	alts = append(alts, literal(b[:1])+rest(zeros, b[1:]))
+	return strings.Join(alts, " | ")
 }
 
 // intRange is a grammar of the decimal integers in [lo, hi] (a side
