@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +40,10 @@ type embedService struct {
 	textModel string // the name of the model serve generates with
 
 	run chan struct{} // one computation at a time
+
+	// pool, when set, holds the models loaded on demand, beside the text
+	// models, in one memory budget (loaded, below, is then unused).
+	pool *modelPool
 
 	mu     sync.Mutex
 	loaded []*embedEntry // on demand, most recently used last
@@ -85,6 +91,28 @@ func (s *embedService) Close() {
 	s.loaded = nil
 }
 
+// parseKeepAliveText reads an embedding request's keep_alive as sent:
+// a Go duration or a number of seconds, negative for ever, "" the
+// default (httpapi.KeepAliveDefault).
+func parseKeepAliveText(ka string) (time.Duration, error) {
+	ka = strings.TrimSpace(ka)
+	if ka == "" {
+		return httpapi.KeepAliveDefault, nil
+	}
+	d, err := time.ParseDuration(ka)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(ka, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e9 {
+			return 0, fmt.Errorf("%w: keep_alive %q: want a duration (\"5m\", \"0\", \"-1\") or a number of seconds", httpapi.ErrEmbedInput, ka)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return httpapi.KeepAliveForever, nil
+	}
+	return d, nil
+}
+
 // zeroKeepAlive reports whether keep_alive asks to unload now.
 func zeroKeepAlive(ka string) bool {
 	ka = strings.TrimSpace(ka)
@@ -118,6 +146,22 @@ func (s *embedService) Embed(ctx context.Context, r httpapi.EmbedRequest) (httpa
 		m, name = s.fixed, s.fixedName
 	case s.textModel != "" && strings.EqualFold(name, s.textModel):
 		return httpapi.EmbedResult{}, fmt.Errorf("%w: %q is the model geist serve generates text with; name an embedding model (all-minilm, nomic-embed-text, bge-small, qwen3-embedding:0.6b, embeddinggemma)", httpapi.ErrNotEmbeddingModel, name)
+	case s.pool != nil:
+		keep, err := parseKeepAliveText(r.KeepAlive)
+		if err != nil {
+			return httpapi.EmbedResult{}, err
+		}
+		em, ld, release, err := s.pool.acquireEmbed(ctx, name, keep)
+		switch {
+		case errors.Is(err, httpapi.ErrNotStored):
+			return httpapi.EmbedResult{}, fmt.Errorf("%w: %q is not stored (geist pull %s fetches it)", httpapi.ErrEmbedModelNotFound, name, name)
+		case errors.Is(err, httpapi.ErrModelBudget):
+			return httpapi.EmbedResult{}, fmt.Errorf("%w: %w", httpapi.ErrEmbedBusy, err)
+		case err != nil:
+			return httpapi.EmbedResult{}, err
+		}
+		defer release()
+		m, load = em, ld
 	default:
 		var err error
 		if entry, load, err = s.acquire(name); err != nil {

@@ -204,3 +204,69 @@ func TestModelPool(t *testing.T) {
 		t.Errorf("log:\n%s", logs.String())
 	}
 }
+
+// TestServeEmbedPool: embedding models in serve's one model pool, with
+// the npm ollama client: /api/tags lists the stored embedding models
+// (family "bert", capability "embedding"), an embed call loads one that
+// /api/ps lists beside the text model with its size and the keep_alive's
+// expiry (10m), keep_alive 0 unloads it, keep_alive -1 keeps another for
+// ever.
+func TestServeEmbedPool(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	dir := npmDir(t)
+	store := embedStore(t)
+	addr, logs := serveHTTP(t, "-m", zoo.Path(t, "models", serveModel), "--ctx", "256", "--models-dir", store)
+	begin := time.Now()
+	out := runNode(t, dir, 2*time.Minute, logs, "testdata/http/embedps.mjs", "http://"+addr, "tiny-bert-embed-Q8_0", "tiny-nomic-embed-Q8_0")
+	t.Logf("client: %s", out)
+	var r struct {
+		List                                [][3]string
+		PsBefore, PsLoaded, PsAfter, PsKept [][4]string
+		Dim                                 int
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("embedps.mjs printed %s: %v", out, err)
+	}
+	listed := map[string][3]string{}
+	for _, m := range r.List {
+		listed[m[0]] = m
+	}
+	for _, name := range zoo.EmbedModels {
+		m, ok := listed[name+":latest"]
+		if !ok || m[2] != "embedding" || m[1] == "" {
+			t.Errorf("/api/tags: %s listed as %v (ok %v), want family and capability embedding", name, m, ok)
+		}
+	}
+	if m := listed["tiny-bert-embed-Q8_0:latest"]; m[1] != "bert" {
+		t.Errorf("tiny-bert-embed family %q, want bert", m[1])
+	}
+	find := func(ps [][4]string, name string) ([4]string, bool) {
+		for _, m := range ps {
+			if m[0] == name+":latest" {
+				return m, true
+			}
+		}
+		return [4]string{}, false
+	}
+	if len(r.PsBefore) != 1 || r.Dim == 0 {
+		t.Errorf("/api/ps before: %v; dim %d", r.PsBefore, r.Dim)
+	}
+	m, ok := find(r.PsLoaded, "tiny-bert-embed-Q8_0")
+	if !ok || len(r.PsLoaded) != 2 || m[2] == "0" || m[3] != "bert" {
+		t.Fatalf("/api/ps after an embed call: %v", r.PsLoaded)
+	}
+	if exp, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || exp.Sub(begin) < 9*time.Minute || exp.Sub(begin) > 11*time.Minute {
+		t.Errorf("keep_alive 10m: expires %s (%v after the start)", m[1], exp.Sub(begin))
+	}
+	if _, ok := find(r.PsAfter, "tiny-bert-embed-Q8_0"); ok || len(r.PsAfter) != 1 {
+		t.Errorf("/api/ps after keep_alive 0: %v", r.PsAfter)
+	}
+	if m, ok := find(r.PsKept, "tiny-nomic-embed-Q8_0"); !ok || !strings.HasPrefix(m[1], "9999-") {
+		t.Errorf("/api/ps after keep_alive -1: %v", r.PsKept)
+	}
+	if !strings.Contains(logs.String(), "embedding model unloaded") {
+		t.Errorf("no unload in the log:\n%s", logs.String())
+	}
+}
