@@ -217,7 +217,7 @@ func (p *modelPool) acquire(ctx context.Context, name string, keepAlive time.Dur
 		if embedding {
 			return nil, nil, checkEmbedding(path, n)
 		}
-		return nil, nil, fmt.Errorf("%w: %q is an embedding model: /api/embed and /v1/embeddings answer with it", errWrongKind, n)
+		return nil, nil, fmt.Errorf("%w: %q is an embedding model: /api/embed and /v1/embeddings answer with it", httpapi.ErrNotGenerative, n)
 	}
 	keep := keepAlive
 	if keep == httpapi.KeepAliveDefault {
@@ -245,7 +245,10 @@ func (p *modelPool) acquire(ctx context.Context, name string, keepAlive time.Dur
 		p.mu.Lock()
 	} else if m.embed != embedding {
 		p.mu.Unlock()
-		return nil, nil, fmt.Errorf("%w: %q is loaded as the other kind of model", errWrongKind, n)
+		if embedding {
+			return nil, nil, fmt.Errorf("%w: %q is loaded as a text model", httpapi.ErrNotEmbeddingModel, n)
+		}
+		return nil, nil, fmt.Errorf("%w: %q is loaded as an embedding model", httpapi.ErrNotGenerative, n)
 	}
 	m.refs++
 	if keepAlive != httpapi.KeepAliveDefault || !ok {
@@ -279,9 +282,6 @@ func (p *modelPool) acquire(ctx context.Context, name string, keepAlive time.Dur
 	}
 	return m, release, nil
 }
-
-// errWrongKind: a text model named for embeddings or the reverse.
-var errWrongKind = errors.New("wrong kind of model")
 
 // roomLocked makes room for the model file at path: at most maxLoaded
 // models, and its file with a quarter more (the KV cache, buffers) within

@@ -270,3 +270,102 @@ func TestServeEmbedPool(t *testing.T) {
 		t.Errorf("no unload in the log:\n%s", logs.String())
 	}
 }
+
+// TestModelPoolKinds: text and embedding models share the pool's memory
+// budget: with room for one model, loading the text model evicts the idle
+// embedding model and the reverse (least recently used, either kind); with
+// the loaded one in use the other is refused (ErrModelBudget); keep_alive
+// 0 unloads an embedding model as its request ends; a text model's name
+// is refused for embeddings and an embedding model's for generation.
+func TestModelPoolKinds(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": zoo.Path(t, "models", serveModel), "b": zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"),
+		"e": zoo.Path(t, "embed", "models", "tiny-bert-embed-Q8_0.gguf")} {
+		if err := os.Symlink(file, filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(logs, nil)))
+	defer p.Close()
+	need := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(store, name+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size() + fi.Size()/4 + 64<<20
+	}
+	// Room for one of them: what is loaded takes its size from the total
+	// (memAvailable runs under p.mu).
+	total := max(need("b"), need("e")) + 1<<10
+	p.memAvailable = func() int64 {
+		avail := total
+		for _, m := range p.loaded {
+			avail -= m.size
+		}
+		return avail
+	}
+	running := func() []string {
+		var out []string
+		for _, r := range p.Running() {
+			out = append(out, r.Model.Name)
+		}
+		return out
+	}
+	ctx := t.Context()
+	em, _, release, err := p.acquireEmbed(ctx, "e", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if em.Dim() == 0 {
+		t.Fatal("e: no dimension")
+	}
+	// e in use: b is refused, not queued.
+	if _, _, err := p.Route(ctx, "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) {
+		t.Fatalf("b with e in use: %v", err)
+	}
+	release()
+	if got := running(); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("running %v, want e", got)
+	}
+	if r := p.Running(); r[0].Model.Size == 0 || r[0].Model.Family != "bert" || !slices.Equal(r[0].Model.Capabilities, []string{"embedding"}) || !r[0].ExpiresAt.After(time.Now().Add(4*time.Minute)) {
+		t.Errorf("e in /api/ps: %+v", r[0])
+	}
+	// e idle: evicted for b (memory, the other kind).
+	_, releaseB, err := p.Route(ctx, "b", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatalf("b with e idle: %v", err)
+	}
+	releaseB()
+	if got := running(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("running %v, want b in e's place", got)
+	}
+	// b idle: evicted for e; keep_alive 0 unloads e after its request.
+	_, _, release, err = p.acquireEmbed(ctx, "e", 0)
+	if err != nil {
+		t.Fatalf("e with b idle: %v", err)
+	}
+	if got := running(); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("running %v, want e in b's place", got)
+	}
+	release()
+	if got := running(); len(got) != 0 {
+		t.Errorf("running after e's keep_alive 0: %v", got)
+	}
+	// The wrong kind is refused by name, loading nothing.
+	if _, _, _, err := p.acquireEmbed(ctx, "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrNotEmbeddingModel) {
+		t.Errorf("b for embeddings: %v", err)
+	}
+	if _, _, err := p.Route(ctx, "e", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrNotGenerative) {
+		t.Errorf("e for generation: %v", err)
+	}
+	for _, want := range []string{"embedding model unloaded", "model unloaded"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no %q in the log:\n%s", want, logs.String())
+		}
+	}
+}
