@@ -149,7 +149,10 @@ func (p *modelPool) Close() {
 func (p *modelPool) close(m *pooled, why string) {
 	if m.err == nil && m.emb != nil {
 		m.emb.Close()
-		p.log.Info("embedding model unloaded", "model", m.name, "why", why)
+		if m.keep == 0 {
+			why = "keep_alive 0"
+		}
+		p.log.Info("embedding model unloaded", "model", m.name, "reason", why)
 		return
 	}
 	if m.err != nil || m.core == nil {
