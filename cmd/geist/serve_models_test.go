@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -367,5 +368,38 @@ func TestModelPoolKinds(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no %q in the log:\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestModelPoolDrafterBudget: a stored text model's sidecar drafter
+// (NAME.draft.gguf) counts in the memory a load needs.
+func TestModelPoolDrafterBudget(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": serveModel, "b": "tiny-llama-Q4_0.gguf", "b.draft": "tiny-llama-F16.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	defer p.Close()
+	p.memAvailable = func() int64 { return 1 << 20 }
+	size := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(store, name+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if got, want := draftSize(filepath.Join(store, "b.gguf")), size("b.draft"); got != want {
+		t.Fatalf("draftSize %d, want %d", got, want)
+	}
+	all := size("b") + size("b.draft")
+	want := fmt.Sprintf("needs about %d MiB", (all+all/4+64<<20)>>20)
+	if _, _, err := p.Route(t.Context(), "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("b with its drafter: %v, want %q", err, want)
 	}
 }
