@@ -93,6 +93,17 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	// The other stored models, loaded on demand by name.
 	pool := newModelPool(c, store, log)
 	hc.Models = pool
+	// One pool, one memory budget: the embedding models loaded on demand
+	// are pooled beside the text models; --embed-model stays loaded.
+	emb.pool = pool
+	if emb.fixed != nil {
+		rm := httpapi.Model{Name: emb.fixedName, ContextLength: emb.fixed.Ctx(), Capabilities: []string{"embedding"}, Family: emb.fixed.Arch()}
+		if d, err := models.Describe(emb.fixedPath); err == nil {
+			rm = describedModel(d)
+			rm.Name, rm.ContextLength, rm.Capabilities = emb.fixedName, emb.fixed.Ctx(), []string{"embedding"}
+		}
+		pool.resident = append(pool.resident, rm)
+	}
 	web, err := httpapi.New(hc)
 	if err != nil {
 		pool.Close()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/embed"
 )
 
 // modelPool is the HTTP API's httpapi.ModelSwitch: the stored models
@@ -26,12 +28,23 @@ import (
 // minutes unless the request says otherwise, -1 never, 0 at once) or when
 // the memory budget needs its room. The model serve started with is not
 // in the pool: it stays loaded for the life of the process.
+//
+// The embedding models the embedding endpoints load on demand live here
+// too (pooled.emb), with a count bound of their own (maxEmbed) and the
+// one memory budget and least-recently-used order: a load evicts the
+// idle model of either kind used least recently when the memory needs
+// it. A text model's drafter (the sidecar MODEL.draft.gguf) is loaded
+// with it and counted in its size.
 type modelPool struct {
 	c         *serveConfig
 	store     *models.Store
 	log       *slog.Logger
 	keepAlive time.Duration // the default keep_alive
-	maxLoaded int           // models loaded at once besides the first
+	maxLoaded int           // text models loaded at once besides the first
+	maxEmbed  int           // embedding models loaded on demand at once
+	// resident are the models loaded for the life of the process besides
+	// the first (--embed-model): /api/ps lists them, never expiring.
+	resident []httpapi.Model
 	// memAvailable reads the memory available for a load (tests replace
 	// it); a model is loaded only when its file and a margin fit.
 	memAvailable func() int64
@@ -52,14 +65,19 @@ type pooled struct {
 	cancel  context.CancelFunc
 	handler http.Handler
 	model   httpapi.Model
-	size    int64
+	emb     *embed.Model  // an embedding model (no core, no handler)
+	embed   bool          // loaded (or loading) as an embedding model
+	size    int64         // its files: model and drafter
 	refs    int           // requests using it
 	keep    time.Duration // its keep_alive (negative: for ever)
 	last    time.Time     // when the last request ended (or began)
+
+	loadTime time.Duration // how long the load took
+	loadedAt time.Time     // when it ended
 }
 
 func newModelPool(c *serveConfig, store *models.Store, log *slog.Logger) *modelPool {
-	p := &modelPool{c: c, store: store, log: log.With("component", "models"), keepAlive: 5 * time.Minute, maxLoaded: 3,
+	p := &modelPool{c: c, store: store, log: log.With("component", "models"), keepAlive: 5 * time.Minute, maxLoaded: 3, maxEmbed: maxOnDemand,
 		loaded: map[string]*pooled{}, stop: make(chan struct{}), done: make(chan struct{})}
 	p.memAvailable = func() int64 {
 		avail, err := engine.ReadMemAvailable(engine.MemInfo)
@@ -129,6 +147,14 @@ func (p *modelPool) Close() {
 }
 
 func (p *modelPool) close(m *pooled, why string) {
+	if m.err == nil && m.emb != nil {
+		m.emb.Close()
+		if m.keep == 0 {
+			why = "keep_alive 0"
+		}
+		p.log.Info("embedding model unloaded", "model", m.name, "reason", why)
+		return
+	}
 	if m.err != nil || m.core == nil {
 		return
 	}
@@ -157,9 +183,44 @@ func (p *modelPool) resolve(name string) (string, string, error) {
 
 // Route implements httpapi.ModelSwitch.
 func (p *modelPool) Route(ctx context.Context, name string, keepAlive time.Duration) (http.Handler, func(), error) {
+	m, release, err := p.acquire(ctx, name, keepAlive, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.handler, release, nil
+}
+
+// acquireEmbed returns the stored embedding model name, loading it when
+// it is not loaded, and release, to be called when the request is
+// answered.
+func (p *modelPool) acquireEmbed(ctx context.Context, name string, keepAlive time.Duration) (*embed.Model, time.Duration, func(), error) {
+	start := time.Now()
+	m, release, err := p.acquire(ctx, name, keepAlive, true)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var load time.Duration
+	if m.loadedAt.After(start) {
+		load = m.loadTime
+	}
+	return m.emb, load, release, nil
+}
+
+// acquire finds or loads the stored model name as a text model or an
+// embedding model and counts a request using it.
+func (p *modelPool) acquire(ctx context.Context, name string, keepAlive time.Duration, embedding bool) (*pooled, func(), error) {
 	n, path, err := p.resolve(name)
 	if err != nil {
 		return nil, nil, err
+	}
+	p.mu.Lock()
+	_, known := p.loaded[n]
+	p.mu.Unlock()
+	if !known && isEmbeddingFile(path) != embedding { // a header read, only to load
+		if embedding {
+			return nil, nil, checkEmbedding(path, n)
+		}
+		return nil, nil, fmt.Errorf("%w: %q is an embedding model: /api/embed and /v1/embeddings answer with it", httpapi.ErrNotGenerative, n)
 	}
 	keep := keepAlive
 	if keep == httpapi.KeepAliveDefault {
@@ -169,18 +230,28 @@ func (p *modelPool) Route(ctx context.Context, name string, keepAlive time.Durat
 	m, ok := p.loaded[n]
 	if !ok {
 		var evict []*pooled
-		if evict, err = p.roomLocked(path); err != nil {
+		if evict, err = p.roomLocked(path, embedding); err != nil {
 			p.mu.Unlock()
 			return nil, nil, err
 		}
-		m = &pooled{name: n, ready: make(chan struct{}), keep: keep, last: time.Now()}
+		m = &pooled{name: n, ready: make(chan struct{}), keep: keep, last: time.Now(), embed: embedding}
 		p.loaded[n] = m
 		p.mu.Unlock()
 		for _, e := range evict {
 			p.close(e, "room for "+n)
 		}
-		go p.load(m, path) // the load outlives a client that leaves
+		if embedding {
+			go p.loadEmbed(m, path)
+		} else {
+			go p.load(m, path) // the load outlives a client that leaves
+		}
 		p.mu.Lock()
+	} else if m.embed != embedding {
+		p.mu.Unlock()
+		if embedding {
+			return nil, nil, fmt.Errorf("%w: %q is loaded as a text model", httpapi.ErrNotEmbeddingModel, n)
+		}
+		return nil, nil, fmt.Errorf("%w: %q is loaded as an embedding model", httpapi.ErrNotGenerative, n)
 	}
 	m.refs++
 	if keepAlive != httpapi.KeepAliveDefault || !ok {
@@ -212,7 +283,7 @@ func (p *modelPool) Route(ctx context.Context, name string, keepAlive time.Durat
 		p.mu.Unlock()
 		return nil, nil, m.err
 	}
-	return m.handler, release, nil
+	return m, release, nil
 }
 
 // roomLocked makes room for the model file at path: at most maxLoaded
@@ -220,14 +291,25 @@ func (p *modelPool) Route(ctx context.Context, name string, keepAlive time.Durat
 // the memory available; it picks the idle models to unload, least
 // recently used first, or fails with httpapi.ErrModelBudget when the ones
 // in use leave no room.
-func (p *modelPool) roomLocked(path string) ([]*pooled, error) {
+func (p *modelPool) roomLocked(path string, embedding bool) ([]*pooled, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	need := fi.Size() + fi.Size()/4 + 64<<20
+	size := fi.Size()
+	if !embedding {
+		size += draftSize(path)
+	}
+	need := size + size/4 + 64<<20
 	var idle []*pooled
+	count, max := 0, p.maxLoaded // of the kind loading
+	if embedding {
+		max = p.maxEmbed
+	}
 	for _, m := range p.loaded {
+		if m.embed == embedding {
+			count++
+		}
 		select {
 		case <-m.ready:
 			if m.refs == 0 {
@@ -237,24 +319,78 @@ func (p *modelPool) roomLocked(path string) ([]*pooled, error) {
 		}
 	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].last.Before(idle[j].last) })
-	avail, count := p.memAvailable(), len(p.loaded)
+	avail := p.memAvailable()
 	var evict []*pooled
-	for (count >= p.maxLoaded || avail < need) && len(idle) > 0 {
-		e := idle[0]
-		idle = idle[1:]
+	for count >= max || avail < need {
+		// Past the count bound the kind's least recently used idle
+		// model goes; for memory, either kind's.
+		i := slices.IndexFunc(idle, func(e *pooled) bool { return count < max || e.embed == embedding })
+		if i < 0 {
+			break
+		}
+		e := idle[i]
+		idle = slices.Delete(idle, i, i+1)
 		evict = append(evict, e)
 		delete(p.loaded, e.name)
-		count--
+		if e.embed == embedding {
+			count--
+		}
 		avail += e.size // its weights' pages and KV come back
 	}
-	if count >= p.maxLoaded || avail < need {
+	if count >= max || avail < need {
 		for _, e := range evict {
 			p.loaded[e.name] = e // nothing unloaded after all
 		}
-		return nil, fmt.Errorf("%w: loading %s needs about %d MiB, %d MiB are available and the %d models loaded besides the first are in use; retry when they are answered",
-			httpapi.ErrModelBudget, fi.Name(), need>>20, avail>>20, count)
+		kind := "models"
+		if embedding {
+			kind = "embedding models"
+		}
+		return nil, fmt.Errorf("%w: loading %s needs about %d MiB, %d MiB are available and the %d %s loaded besides the first are in use; retry when they are answered",
+			httpapi.ErrModelBudget, fi.Name(), need>>20, avail>>20, count, kind)
 	}
 	return evict, nil
+}
+
+// draftSize is the size of the drafter a text model at path loads with
+// (its sidecar MODEL.draft.gguf), 0 for none.
+func draftSize(path string) int64 {
+	if d := sidecarDraft(path); d != "" {
+		if fi, err := os.Stat(d); err == nil {
+			return fi.Size()
+		}
+	}
+	return 0
+}
+
+// sidecarDraft is the drafter beside the model file at path ("": none).
+func sidecarDraft(path string) string {
+	c := serveConfig{Model: path}
+	return c.draftModel()
+}
+
+// loadEmbed loads the embedding model m from path.
+func (p *modelPool) loadEmbed(m *pooled, path string) {
+	defer close(m.ready)
+	if testPoolLoad != nil {
+		testPoolLoad(m.name)
+	}
+	start := time.Now()
+	e, err := embed.Open(path, embed.Options{Threads: p.c.Threads})
+	if err != nil {
+		m.err = err
+		return
+	}
+	m.loadTime, m.loadedAt = time.Since(start), time.Now()
+	m.emb = e
+	if fi, err := os.Stat(path); err == nil {
+		m.size = fi.Size()
+	}
+	if sm, err := p.store.Get(m.name); err == nil {
+		m.model = describedModel(sm)
+	}
+	m.model.Name, m.model.Size, m.model.ContextLength = m.name, m.size, e.Ctx()
+	m.model.Capabilities = []string{"embedding"}
+	p.log.Info("embedding model loaded", "model", m.name, "arch", e.Arch(), "dim", e.Dim(), "ctx", e.Ctx(), "ms", m.loadTime.Milliseconds())
 }
 
 // load loads m from path: engine, core (running until unloaded) and HTTP
@@ -266,9 +402,10 @@ func (p *modelPool) load(m *pooled, path string) {
 	}
 	start := time.Now()
 	c := *p.c
-	c.Model = path
+	c.Model, c.DraftModel = path, "" // the first model's drafter is not this one's
+	draft := c.draftModel()
 	log := p.log.With("model", m.name)
-	eng, err := engine.Load(path, engine.Options{Threads: c.Threads, MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType,
+	eng, err := engine.Load(path, engine.Options{Threads: c.Threads, MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, DraftModel: draft,
 		RepackBudget: c.Repack, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, path)})
 	if err != nil {
 		m.err = err
@@ -301,9 +438,10 @@ func (p *modelPool) load(m *pooled, path string) {
 	}
 	m.eng, m.core, m.cancel = eng, core, cancel
 	if fi, err := os.Stat(path); err == nil {
-		m.size = fi.Size()
+		m.size = fi.Size() + draftSize(path)
 	}
-	log.Info("model loaded", "ctx", eng.Ctx(), "ms", load.Milliseconds())
+	m.model.Size = m.size
+	log.Info("model loaded", "ctx", eng.Ctx(), "ms", load.Milliseconds(), "draft_model", draft)
 }
 
 // testPoolLoad, when set (tests), runs first in every load.
@@ -337,6 +475,9 @@ func (p *modelPool) Stored() ([]httpapi.Model, error) {
 		}
 		hm := describedModel(sm)
 		hm.Name = sm.Name
+		if sm.Type == "embedding" {
+			hm.Capabilities = []string{"embedding"} // Ollama's word: /api/embed answers with it
+		}
 		out = append(out, hm)
 	}
 	return out, err
@@ -365,6 +506,9 @@ func (p *modelPool) Running() []httpapi.RunningModel {
 			exp = m.last.Add(m.keep)
 		}
 		out = append(out, httpapi.RunningModel{Model: m.model, ExpiresAt: exp})
+	}
+	for _, m := range p.resident {
+		out = append(out, httpapi.RunningModel{Model: m, ExpiresAt: httpapi.NeverExpires})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model.Name < out[j].Model.Name })
 	return out

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -202,5 +203,203 @@ func TestModelPool(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "model unloaded") {
 		t.Errorf("log:\n%s", logs.String())
+	}
+}
+
+// TestServeEmbedPool: embedding models in serve's one model pool, with
+// the npm ollama client: /api/tags lists the stored embedding models
+// (family "bert", capability "embedding"), an embed call loads one that
+// /api/ps lists beside the text model with its size and the keep_alive's
+// expiry (10m), keep_alive 0 unloads it, keep_alive -1 keeps another for
+// ever.
+func TestServeEmbedPool(t *testing.T) {
+	if testing.Short() || emulated() {
+		t.Skip("runs node and the npm clients: native only")
+	}
+	dir := npmDir(t)
+	store := embedStore(t)
+	addr, logs := serveHTTP(t, "-m", zoo.Path(t, "models", serveModel), "--ctx", "256", "--models-dir", store)
+	begin := time.Now()
+	out := runNode(t, dir, 2*time.Minute, logs, "testdata/http/embedps.mjs", "http://"+addr, "tiny-bert-embed-Q8_0", "tiny-nomic-embed-Q8_0")
+	t.Logf("client: %s", out)
+	var r struct {
+		List                                [][3]string
+		PsBefore, PsLoaded, PsAfter, PsKept [][4]string
+		Dim                                 int
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("embedps.mjs printed %s: %v", out, err)
+	}
+	listed := map[string][3]string{}
+	for _, m := range r.List {
+		listed[m[0]] = m
+	}
+	for _, name := range zoo.EmbedModels {
+		m, ok := listed[name+":latest"]
+		if !ok || m[2] != "embedding" || m[1] == "" {
+			t.Errorf("/api/tags: %s listed as %v (ok %v), want family and capability embedding", name, m, ok)
+		}
+	}
+	if m := listed["tiny-bert-embed-Q8_0:latest"]; m[1] != "bert" {
+		t.Errorf("tiny-bert-embed family %q, want bert", m[1])
+	}
+	find := func(ps [][4]string, name string) ([4]string, bool) {
+		for _, m := range ps {
+			if m[0] == name+":latest" {
+				return m, true
+			}
+		}
+		return [4]string{}, false
+	}
+	if len(r.PsBefore) != 1 || r.Dim == 0 {
+		t.Errorf("/api/ps before: %v; dim %d", r.PsBefore, r.Dim)
+	}
+	m, ok := find(r.PsLoaded, "tiny-bert-embed-Q8_0")
+	if !ok || len(r.PsLoaded) != 2 || m[2] == "0" || m[3] != "bert" {
+		t.Fatalf("/api/ps after an embed call: %v", r.PsLoaded)
+	}
+	if exp, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || exp.Sub(begin) < 9*time.Minute || exp.Sub(begin) > 11*time.Minute {
+		t.Errorf("keep_alive 10m: expires %s (%v after the start)", m[1], exp.Sub(begin))
+	}
+	if _, ok := find(r.PsAfter, "tiny-bert-embed-Q8_0"); ok || len(r.PsAfter) != 1 {
+		t.Errorf("/api/ps after keep_alive 0: %v", r.PsAfter)
+	}
+	if m, ok := find(r.PsKept, "tiny-nomic-embed-Q8_0"); !ok || !strings.HasPrefix(m[1], "9999-") {
+		t.Errorf("/api/ps after keep_alive -1: %v", r.PsKept)
+	}
+	if !strings.Contains(logs.String(), "embedding model unloaded") {
+		t.Errorf("no unload in the log:\n%s", logs.String())
+	}
+}
+
+// TestModelPoolKinds: text and embedding models share the pool's memory
+// budget: with room for one model, loading the text model evicts the idle
+// embedding model and the reverse (least recently used, either kind); with
+// the loaded one in use the other is refused (ErrModelBudget); keep_alive
+// 0 unloads an embedding model as its request ends; a text model's name
+// is refused for embeddings and an embedding model's for generation.
+func TestModelPoolKinds(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": zoo.Path(t, "models", serveModel), "b": zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"),
+		"e": zoo.Path(t, "embed", "models", "tiny-bert-embed-Q8_0.gguf")} {
+		if err := os.Symlink(file, filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(logs, nil)))
+	defer p.Close()
+	need := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(store, name+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size() + fi.Size()/4 + 64<<20
+	}
+	// Room for one of them: what is loaded takes its size from the total
+	// (memAvailable runs under p.mu).
+	total := max(need("b"), need("e")) + 1<<10
+	p.memAvailable = func() int64 {
+		avail := total
+		for _, m := range p.loaded {
+			avail -= m.size
+		}
+		return avail
+	}
+	running := func() []string {
+		var out []string
+		for _, r := range p.Running() {
+			out = append(out, r.Model.Name)
+		}
+		return out
+	}
+	ctx := t.Context()
+	em, _, release, err := p.acquireEmbed(ctx, "e", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if em.Dim() == 0 {
+		t.Fatal("e: no dimension")
+	}
+	// e in use: b is refused, not queued.
+	if _, _, err := p.Route(ctx, "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) {
+		t.Fatalf("b with e in use: %v", err)
+	}
+	release()
+	if got := running(); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("running %v, want e", got)
+	}
+	if r := p.Running(); r[0].Model.Size == 0 || r[0].Model.Family != "bert" || !slices.Equal(r[0].Model.Capabilities, []string{"embedding"}) || !r[0].ExpiresAt.After(time.Now().Add(4*time.Minute)) {
+		t.Errorf("e in /api/ps: %+v", r[0])
+	}
+	// e idle: evicted for b (memory, the other kind).
+	_, releaseB, err := p.Route(ctx, "b", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatalf("b with e idle: %v", err)
+	}
+	releaseB()
+	if got := running(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("running %v, want b in e's place", got)
+	}
+	// b idle: evicted for e; keep_alive 0 unloads e after its request.
+	_, _, release, err = p.acquireEmbed(ctx, "e", 0)
+	if err != nil {
+		t.Fatalf("e with b idle: %v", err)
+	}
+	if got := running(); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("running %v, want e in b's place", got)
+	}
+	release()
+	if got := running(); len(got) != 0 {
+		t.Errorf("running after e's keep_alive 0: %v", got)
+	}
+	// The wrong kind is refused by name, loading nothing.
+	if _, _, _, err := p.acquireEmbed(ctx, "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrNotEmbeddingModel) {
+		t.Errorf("b for embeddings: %v", err)
+	}
+	if _, _, err := p.Route(ctx, "e", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrNotGenerative) {
+		t.Errorf("e for generation: %v", err)
+	}
+	for _, want := range []string{"embedding model unloaded", "model unloaded"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no %q in the log:\n%s", want, logs.String())
+		}
+	}
+}
+
+// TestModelPoolDrafterBudget: a stored text model's sidecar drafter
+// (NAME.draft.gguf) counts in the memory a load needs.
+func TestModelPoolDrafterBudget(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": serveModel, "b": "tiny-llama-Q4_0.gguf", "b.draft": "tiny-llama-F16.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	defer p.Close()
+	p.memAvailable = func() int64 { return 1 << 20 }
+	size := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(store, name+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if got, want := draftSize(filepath.Join(store, "b.gguf")), size("b.draft"); got != want {
+		t.Fatalf("draftSize %d, want %d", got, want)
+	}
+	all := size("b") + size("b.draft")
+	want := fmt.Sprintf("needs about %d MiB", (all+all/4+64<<20)>>20)
+	if _, _, err := p.Route(t.Context(), "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("b with its drafter: %v, want %q", err, want)
 	}
 }

@@ -63,6 +63,9 @@ var (
 	// ErrModelBudget is wrapped by Route's error when the memory budget
 	// has no room for the model while the loaded ones are in use.
 	ErrModelBudget = errors.New("no room for the model")
+	// ErrNotGenerative is wrapped by Route's error for an embedding
+	// model, which does not generate text (400).
+	ErrNotGenerative = errors.New("model does not generate text")
 )
 
 // NeverExpires is the expires_at of a model kept loaded.
@@ -153,6 +156,9 @@ func (s *Server) switched(h http.HandlerFunc, ollama bool) http.HandlerFunc {
 		switch {
 		case errors.Is(err, ErrNotStored):
 			h(w, r) // the handler's 404, naming what is served
+			return
+		case errors.Is(err, ErrNotGenerative):
+			errorWriterFor(ollama)(w, http.StatusBadRequest, err.Error())
 			return
 		case errors.Is(err, ErrModelBudget):
 			w.Header().Set("Retry-After", "5")
