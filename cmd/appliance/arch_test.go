@@ -76,12 +76,12 @@ var testExtra = map[string][]string{
 	"engine/chat":          {"engine/gguf"}, // reads the zoo's templates
 	"engine/grammar":       {"engine/chat"}, // LFM2's and Gemma 4's call grammars are read by engine/chat's parser
 	"engine/model":         {"engine/sample"},
-	"engine/tokenizer":     {"engine/gguf"}, // reads vocabularies from GGUF files
-	"cmd/internal/convert": {"engine"},      // converted files load and generate
-	"cmd/internal/httpapi": {"engine"},      // scripted engines see engine.Request
-	"engine":               {"storage"},     // prompt-cache restores from a real cache.db
-	"engine/spec":          {"engine/gguf"}, // the tuner searches a zoo model
-	"engine/embed":         {"engine"},      // Load refuses an embedding model
+	"engine/tokenizer":     {"engine/gguf"},             // reads vocabularies from GGUF files
+	"cmd/internal/convert": {"engine", "engine/sample"}, // converted files load and generate (greedily)
+	"cmd/internal/httpapi": {"engine"},                  // scripted engines see engine.Request
+	"engine":               {"storage"},                 // prompt-cache restores from a real cache.db
+	"engine/spec":          {"engine/gguf"},             // the tuner searches a zoo model
+	"engine/embed":         {"engine"},                  // Load refuses an embedding model
 }
 
 // forbidden are dependencies (direct or not) a package must not have, by
