@@ -209,21 +209,26 @@ func BenchmarkRecurrentState(b *testing.B) {
 	}
 	b.ReportMetric(float64(s.RecStateBytes()), "bytes/state")
 	b.Run("reject-all-9", func(b *testing.B) {
+		c0 := cpuNow()
 		for b.Loop() {
 			pass(9)
 			s.Truncate(1000)
 		}
+		reportCPU(b, c0)
 	})
 	for _, k := range []int{1, 4} {
 		b.Run(fmt.Sprintf("accept-%d-of-9", k), func(b *testing.B) {
+			c0 := cpuNow()
 			for b.Loop() {
 				pass(9)
 				s.Truncate(1000 + k)
 			}
+			reportCPU(b, c0)
 		})
 	}
 	b.Run("compact-tree-path-4", func(b *testing.B) {
 		nodes := []int32{0, 2, 5, 7}
+		c0 := cpuNow()
 		for b.Loop() {
 			pass(12)
 			rs.tree, rs.treeAt, rs.chain = true, 0, 1
@@ -231,10 +236,13 @@ func BenchmarkRecurrentState(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, c0)
 	})
 	b.Run("step-one-layer", func(b *testing.B) {
+		c0 := cpuNow()
 		for b.Loop() {
 			deltaStep(s, 0, rs.work[0], rs.work[0], rs.log[0][:c.RecIn], rs.tmp)
 		}
+		reportCPU(b, c0)
 	})
 }
