@@ -199,6 +199,13 @@ type Kernels struct {
 	// order (its bits depend on its inputs only, whatever row or call);
 	// sets may differ from each other in rounding.
 	DeltaRow func(S, R, q, k []float32, v, beta, decay float32) float32
+	// SSMStep is one Mamba-2 head's selective-scan step: for each of the
+	// len(x) rows p of N = len(B) values (N a multiple of 8), dst[p][k] =
+	// src[p][k]·dA + B[k]·(x[p]·dt) (dst may be src), and, unless y is
+	// nil, y[p] = Σ_k dst[p][k]·C[k]. Every product is rounded before its
+	// sum (no fused multiply-add) and y is summed in eight lanes k mod 8
+	// combined ((0+4)+(1+5))+((2+6)+(3+7)): every set gives the same bits.
+	SSMStep func(dst, src, x, B, C, y []float32, dt, dA float32)
 
 	// SiLUMul sets gate[i] = silu(gate[i]) * up[i] with the exponential
 	// of silu.go: every set gives the same bits.

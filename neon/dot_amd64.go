@@ -328,3 +328,33 @@ func deltaRowavx2(S, R, q, k []float32, v, beta, decay float32) float32 {
 	R, q, k = R[:n], q[:n], k[:n]
 	return deltaRowAVX2(&S[0], &R[0], &q[0], &k[0], n, v, beta, decay)
 }
+
+//go:noescape
+func ssmStepAVX2(dst, src, x, B, C, y *float32, rows, n int, dt, dA float32)
+
+//go:noescape
+func ssmDecayAVX2(dst, src, x, B *float32, rows, n int, dt, dA float32)
+
+// ssmStepavx2 is SSMStep with AVX2 (no FMA: the generic bits) for rows of
+// a multiple of 8 values; the rows go in pairs, an odd last row by the
+// generic code.
+func ssmStepavx2(dst, src, x, B, C, y []float32, dt, dA float32) {
+	N, rows := len(B), len(x)
+	if N == 0 || N%8 != 0 || rows == 0 {
+		ssmStep(dst, src, x, B, C, y, dt, dA)
+		return
+	}
+	dst, src = dst[:rows*N], src[:rows*N]
+	if y == nil {
+		ssmDecayAVX2(&dst[0], &src[0], &x[0], &B[0], rows, N, dt, dA)
+		return
+	}
+	C, y = C[:N], y[:rows]
+	if even := rows &^ 1; even > 0 {
+		ssmStepAVX2(&dst[0], &src[0], &x[0], &B[0], &C[0], &y[0], even, N, dt, dA)
+	}
+	if rows%2 == 1 {
+		p := rows - 1
+		ssmStep(dst[p*N:], src[p*N:], x[p:], B, C, y[p:], dt, dA)
+	}
+}

@@ -110,6 +110,36 @@ func deltaRowVec(S, R, q, k []float32, v, beta, decay float32) float32 {
 	return deltaRowNEON(&S[0], &R[0], &q[0], &k[0], n, v, beta, decay)
 }
 
+//go:noescape
+func ssmStepNEON(dst, src, x, bv, cv, y *float32, rows, n int, dt, dA float32)
+
+//go:noescape
+func ssmDecayNEON(dst, src, x, bv *float32, rows, n int, dt, dA float32)
+
+// ssmStepVec is SSMStep with NEON (no FMLA: the generic bits) for rows of
+// a multiple of 8 values; the rows go in pairs, an odd last row by the
+// generic code.
+func ssmStepVec(dst, src, x, B, C, y []float32, dt, dA float32) {
+	N, rows := len(B), len(x)
+	if N == 0 || N%8 != 0 || rows == 0 {
+		ssmStep(dst, src, x, B, C, y, dt, dA)
+		return
+	}
+	dst, src = dst[:rows*N], src[:rows*N]
+	if y == nil {
+		ssmDecayNEON(&dst[0], &src[0], &x[0], &B[0], rows, N, dt, dA)
+		return
+	}
+	C, y = C[:N], y[:rows]
+	if even := rows &^ 1; even > 0 {
+		ssmStepNEON(&dst[0], &src[0], &x[0], &B[0], &C[0], &y[0], even, N, dt, dA)
+	}
+	if rows%2 == 1 {
+		p := rows - 1
+		ssmStep(dst[p*N:], src[p*N:], x[p:], B, C, y[p:], dt, dA)
+	}
+}
+
 // blockDot wraps an n-column assembly kernel for weight blocks of wsize
 // bytes and activation blocks of asize bytes.
 func blockDot(k func(out *float32, w, a *byte, aStride, nb, n int), wsize, asize int) DotFunc {
@@ -283,6 +313,7 @@ func arm64Set(dotprod bool) *Kernels {
 		DotF32F16:    dotF32F16Vec,
 		AxpyF16:      axpyF16Vec,
 		DeltaRow:     deltaRowVec,
+		SSMStep:      ssmStepVec,
 		RowsQ4_0Q8_0: blockRows(rowsQ4_0Q8_0NE, sizeQ4_0),
 		RowsQ5_0Q8_0: blockRows(rowsQ5_0Q8_0NE, sizeQ5_0),
 		RowsQ8_0Q8_0: blockRows(rowsQ8_0Q8_0NE, sizeQ8_0),

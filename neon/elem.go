@@ -72,3 +72,48 @@ func deltaRow(S, R, q, k []float32, v, beta, decay float32) float32 {
 	}
 	return (a0 + a1) + (a2 + a3)
 }
+
+// ssmStep is the generic SSMStep: per row p, dst[p][k] = src[p][k]·dA +
+// B[k]·(x[p]·dt), each product rounded before the sum, and, with y, y[p] =
+// Σ_k dst[p][k]·C[k] summed in eight lanes k mod 8 (products rounded),
+// combined as ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7)); N = len(B), a multiple
+// of 8 (as a Mamba-2 state size is).
+func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32) {
+	N := len(B)
+	if y != nil {
+		C, y = C[:N], y[:len(x)]
+	}
+	for p := range x {
+		xdt := float32(x[p] * dt)
+		d := dst[p*N : (p+1)*N : (p+1)*N]
+		s := src[p*N : (p+1)*N : (p+1)*N]
+		if y == nil {
+			for k := range d {
+				d[k] = float32(s[k]*dA) + float32(B[k]*xdt)
+			}
+			continue
+		}
+		var a0, a1, a2, a3, a4, a5, a6, a7 float32
+		for k := 0; k+8 <= N; k += 8 {
+			s8, b8, c8, d8 := s[k:k+8:k+8], B[k:k+8:k+8], C[k:k+8:k+8], d[k:k+8:k+8]
+			v0 := float32(s8[0]*dA) + float32(b8[0]*xdt)
+			v1 := float32(s8[1]*dA) + float32(b8[1]*xdt)
+			v2 := float32(s8[2]*dA) + float32(b8[2]*xdt)
+			v3 := float32(s8[3]*dA) + float32(b8[3]*xdt)
+			v4 := float32(s8[4]*dA) + float32(b8[4]*xdt)
+			v5 := float32(s8[5]*dA) + float32(b8[5]*xdt)
+			v6 := float32(s8[6]*dA) + float32(b8[6]*xdt)
+			v7 := float32(s8[7]*dA) + float32(b8[7]*xdt)
+			d8[0], d8[1], d8[2], d8[3], d8[4], d8[5], d8[6], d8[7] = v0, v1, v2, v3, v4, v5, v6, v7
+			a0 += float32(v0 * c8[0])
+			a1 += float32(v1 * c8[1])
+			a2 += float32(v2 * c8[2])
+			a3 += float32(v3 * c8[3])
+			a4 += float32(v4 * c8[4])
+			a5 += float32(v5 * c8[5])
+			a6 += float32(v6 * c8[6])
+			a7 += float32(v7 * c8[7])
+		}
+		y[p] = ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
+	}
+}

@@ -82,3 +82,74 @@ func TestDeltaRow(t *testing.T) {
 		}
 	}
 }
+
+// TestSSMStep: every set's SSMStep (a Mamba-2 head's scan step) gives the
+// generic bits, the state and the outputs, in place and out of place,
+// with and without outputs, for odd and even row counts.
+func TestSSMStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(83, 84))
+	for _, k := range Available() {
+		for _, sh := range [][2]int{{64, 128}, {3, 8}, {1, 16}, {2, 64}, {7, 24}} {
+			rows, N := sh[0], sh[1]
+			src, x, B, C := make([]float32, rows*N), make([]float32, rows), make([]float32, N), make([]float32, N)
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 3)
+			}
+			for i := range B {
+				B[i], C[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			dt, dA := float32(0.0371), float32(0.8813)
+			want, wy := make([]float32, rows*N), make([]float32, rows)
+			ssmStep(want, src, x, B, C, wy, dt, dA)
+			wantD := make([]float32, rows*N)
+			ssmStep(wantD, src, x, B, nil, nil, dt, dA)
+			got, gy := make([]float32, rows*N), make([]float32, rows)
+			k.SSMStep(got, src, x, B, C, gy, dt, dA)
+			in, iy := append([]float32(nil), src...), make([]float32, rows)
+			k.SSMStep(in, in, x, B, C, iy, dt, dA)
+			gotD := make([]float32, rows*N)
+			k.SSMStep(gotD, src, x, B, nil, nil, dt, dA)
+			for i := range want {
+				if !sameBits(got[i], want[i]) || !sameBits(in[i], want[i]) || !sameBits(gotD[i], wantD[i]) || !sameBits(wantD[i], want[i]) {
+					t.Fatalf("%s %dx%d: state %d: %v in place %v without y %v/%v, generic %v", k.Name, rows, N, i, got[i], in[i], gotD[i], wantD[i], want[i])
+				}
+			}
+			for p := range wy {
+				if !sameBits(gy[p], wy[p]) || !sameBits(iy[p], wy[p]) {
+					t.Fatalf("%s %dx%d: y[%d] %v in place %v, generic %v", k.Name, rows, N, p, gy[p], iy[p], wy[p])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSSMStep: one Mamba-2 head's step (Granite 4.0-H's 64 rows of a
+// 128-value state) in place, with outputs and without (a replay), per set.
+func BenchmarkSSMStep(b *testing.B) {
+	const rows, N = 64, 128
+	S, x, B, C, y := make([]float32, rows*N), make([]float32, rows), make([]float32, N), make([]float32, N), make([]float32, rows)
+	for i := range S {
+		S[i] = float32(i%7) * 0.1
+	}
+	for i := range x {
+		x[i] = 0.5 // the state stays away from subnormals
+	}
+	for i := range B {
+		B[i], C[i] = 0.01*float32(i%5+1), 0.02*float32(i%3)
+	}
+	for _, k := range Available() {
+		b.Run(k.Name+"/y", func(b *testing.B) {
+			for b.Loop() {
+				k.SSMStep(S, S, x, B, C, y, 0.05, 0.97)
+			}
+		})
+		b.Run(k.Name+"/replay", func(b *testing.B) {
+			for b.Loop() {
+				k.SSMStep(S, S, x, B, nil, nil, 0.05, 0.97)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@
 #   ARMPROJ_PART=attn scripts/armproj.sh   # the attention part only
 #   ARMPROJ_PART=gelu scripts/armproj.sh   # the GELU part only
 #   ARMPROJ_PART=prompt scripts/armproj.sh # attention and prompt parts only
+#   ARMPROJ_PART=rec scripts/armproj.sh    # the recurrences only (DeltaNet, Mamba-2)
 #   ARMPROJ_PART=drafters DRAFTER_PAIRS="T.gguf,D.gguf ..." scripts/armproj.sh
 #                                          # the model-native drafters only
 #
@@ -27,9 +28,9 @@
 #   armproj summary: pi5_prompt_tok_s=F pi5_sdot_bound_fraction=F pi5_ha_call_s=F pi5_ha_cold_s=F llamacpp_pi5_prompt_tok_s=F
 #
 # Results: $WORK/results.md, $WORK/attn/results.md, $WORK/gelu/results.md,
-# $WORK/prompt/results.md and $WORK/drafters/results.md (WORK defaults to
-# /tmp/armproj). Every number is a throughput bound from llvm-mca's models:
-# no cache misses, no memory latency, no call overhead.
+# $WORK/rec/results.md, $WORK/prompt/results.md and $WORK/drafters/results.md
+# (WORK defaults to /tmp/armproj). Every number is a throughput bound from
+# llvm-mca's models: no cache misses, no memory latency, no call overhead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${ARMPROJ:-../shared/peer/armproj.sh}
@@ -136,8 +137,8 @@ WORK=${WORK:-${TMPDIR:-/tmp}/armproj}
 export WORK
 PART=${ARMPROJ_PART:-all}
 case $PART in
-all | attn | gelu | prompt | drafters) ;;
-*) echo "armproj: ARMPROJ_PART=$PART: want attn, gelu, prompt or drafters (or unset for all)" >&2; exit 1 ;;
+all | attn | gelu | rec | prompt | drafters) ;;
+*) echo "armproj: ARMPROJ_PART=$PART: want attn, gelu, rec, prompt or drafters (or unset for all)" >&2; exit 1 ;;
 esac
 if [ "$PART" = all ]; then
   GEIST_SRC=${GEIST_SRC:-$(pwd)} bash "$tmp/armproj.sh"
@@ -166,7 +167,8 @@ LC=$WORK/nlc/llama.cpp
 for f in "$LC/ggml/src/ggml-cpu/simd-gemm.h" "$WORK/tools/mcatool.py"; do
   [ -f "$f" ] || { echo "armproj: $f missing (run scripts/armproj.sh in full once)" >&2; exit 1; }
 done
-if [ "$PART" != all ] || [ ! -x "$WORK/geist-arm64" ]; then
+# (rebuilt unless a build newer than every kernel and model source is there)
+if [ ! -x "$WORK/geist-arm64" ] || [ -n "$(find neon engine/model cmd -newer "$WORK/geist-arm64" \( -name '*.go' -o -name '*.s' \) | head -1)" ]; then
   CGO_ENABLED=0 GOARCH=arm64 nice -n 19 go build -p 1 -buildvcs=false -o "$WORK/geist-arm64" ./cmd/geist
 fi
 GEIST_AT="$(git log --oneline -1 | cut -c1-60)$(git diff --quiet HEAD -- neon engine/model || echo ' (modified)')"
@@ -208,6 +210,135 @@ if [ "$PART" = all ] || [ "$PART" = gelu ]; then
   python3 scripts/armproj_gelu.py "$WORK/tools" "$GL" "$LLVM/llvm-mca" | tee "$GL/results.md"
 fi
 [ "$PART" = gelu ] && exit 0
+
+# The recurrences of the hybrid families (issue 35), per value of the
+# recurrent state and token: geist's NEON kernels (neon/_asm vector.go:
+# deltaRowNEON, one row of the gated delta rule in two passes, decay + dot
+# with k, then update + dot with q; ssmStepNEON, two rows of a Mamba-2
+# head per iteration, FMUL then FADD for the generic bits) beside
+# llama.cpp's CPU loops in ggml-cpu/ops.cpp: ggml_compute_forward_ssm_scan
+# (Mamba-2: one row, 16 values per iteration, FMLA for the sum) and
+# ggml_compute_forward_gated_delta_net (per token four passes over the
+# state: ggml_vec_scale_f32 by exp(g), ggml_vec_dot_f32 with k,
+# ggml_vec_mad_f32 of k·delta, ggml_vec_dot_f32 with q). The loops are cut
+# from the compiled functions (ops.cpp, vec.cpp) and their instruction
+# mixes checked, as above; the projection is the recurrence's time per
+# token on a Pi (one core) for Qwen3.5-0.8B (18 DeltaNet layers of 16 heads
+# of 128 x 128) and Granite-4.0-H-1B (36 Mamba-2 layers of 48 heads of
+# 64 x 128), beside nothing else (the weights of the first table dominate
+# a token; the recurrence is what replay under speculation costs).
+if [ "$PART" = all ] || [ "$PART" = rec ]; then
+  R=$WORK/rec
+  mkdir -p "$R"
+  G=github.com/geisten/geist/neon
+  "$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
+    --disassemble-symbols=$G.deltaRowNEON.abi0,$G.ssmStepNEON.abi0,$G.ssmDecayNEON.abi0 \
+    "$WORK/geist-arm64" > "$R/geist.dis"
+  CF="--target=aarch64-linux-gnu -O3 -DNDEBUG -D_GNU_SOURCE -I$LC/ggml/include -I$LC/ggml/src -I$LC/ggml/src/ggml-cpu"
+  for c in a76 a72; do
+    for f in ops vec; do
+      [ -s "$R/$f-$c.dis" ] && [ "$R/$f-$c.dis" -nt "$LC/ggml/src/ggml-cpu/$f.cpp" ] && continue
+      "$LLVM/clang++" $CF -std=c++17 -mcpu=cortex-$c -c "$LC/ggml/src/ggml-cpu/$f.cpp" -o "$R/$f-$c.o"
+      "$LLVM/llvm-objdump" -d --no-show-raw-insn --mattr=+dotprod,+fullfp16 "$R/$f-$c.o" > "$R/$f-$c.dis"
+    done
+  done
+  # rloop FILE SYM RULE OUT MNEMONIC=COUNT...: as loop() above, into $R
+  rloop() {
+    local dis=$1 sym=$2 rule=$3 out=$4 kv m want got; shift 4
+    python3 "$WORK/tools/mcatool.py" loop "$dis" "$sym" "$rule" -o "$R/$out.s" 2>/dev/null
+    for kv in "$@"; do
+      m=${kv%%=*} want=${kv##*=}
+      got=$(grep -cP "^\t$m\t" "$R/$out.s" || true)
+      [ "$got" = "$want" ] || { echo "armproj: $out: $m=$got, expected $want (kernel changed: re-check the counts)" >&2; exit 1; }
+    done
+  }
+  rloop "$R/geist.dis" $G.deltaRowNEON.abi0 0 g_dn_decay fmul=4 fmla=4      # 16 values: decay, dot with k
+  rloop "$R/geist.dis" $G.deltaRowNEON.abi0 1 g_dn_update fmla=8            # 16 values: update, dot with q
+  rloop "$R/geist.dis" $G.ssmStepNEON.abi0 0 g_ssm fmul=12 fadd=8          # 2 rows x 8 values
+  rloop "$R/geist.dis" $G.ssmDecayNEON.abi0 0 g_ssm_replay fmul=4 fadd=2   # 8 values, no outputs
+  for c in a76 a72; do
+    # the loops by their mix: the 16-value NEON bodies (GGML_F32_STEP)
+    python3 - "$WORK/tools/mcatool.py" "$R/ops-$c.dis" "$R/vec-$c.dis" "$R/idx-$c" <<'PY'
+import re, subprocess, sys
+tool, ops, vec, out = sys.argv[1:]
+def find(dis, sym, want):
+    ls = subprocess.run(['python3', tool, 'loops', dis, sym], capture_output=True, text=True, check=True).stdout
+    for line in ls.splitlines():
+        m = re.match(r'loop (\d+): \S+ (\d+) insns\s+(.*)$', line)
+        mix = dict(kv.split(':') for kv in m.group(3).split())
+        if all(mix.get(k) == v for k, v in want.items()) and int(m.group(2)) < 45:
+            return m.group(1)
+    sys.exit('armproj: no loop of %s in %s with %s' % (sym, dis, want))
+open(out, 'w').write(' '.join([
+    find(ops, 'ggml_compute_forward_ssm_scan', {'fmul': '8', 'fadd': '4', 'fmla': '4'}),
+    find(ops, 'ggml_compute_forward_gated_delta_net', {'fmul': '4', 'ldp': '2', 'stp': '2'}),
+    find(ops, 'ggml_compute_forward_gated_delta_net', {'fmla': '4', 'ldp': '4', 'stp': '2'}),
+    find(vec, 'ggml_vec_dot_f32', {'fmla': '4', 'ldp': '4'})]) + '\n')
+PY
+    read -r i_ssm i_scale i_mad i_dot < "$R/idx-$c"
+    rloop "$R/ops-$c.dis" ggml_compute_forward_ssm_scan "$i_ssm" l_${c}_ssm fmul=8 fadd=4 fmla=4           # 16 values
+    rloop "$R/ops-$c.dis" ggml_compute_forward_gated_delta_net "$i_scale" l_${c}_dn_scale fmul=4          # 16 values
+    rloop "$R/ops-$c.dis" ggml_compute_forward_gated_delta_net "$i_mad" l_${c}_dn_mad fmla=4              # 16 values
+    rloop "$R/vec-$c.dis" ggml_vec_dot_f32 "$i_dot" l_${c}_dot fmla=4                                     # 16 values
+  done
+  python3 - "$R" "$LLVM/llvm-mca" <<'PY' | tee "$R/results.md"
+import os, re, subprocess, sys
+
+R, MCA = sys.argv[1], sys.argv[2]
+ITER = int(os.environ.get('ITER', '300'))
+CPUS = {'A76': ('neoverse-n1', 2.4), 'A72': ('cortex-a72', 1.8)}
+
+
+def mca(f, cpu):
+    out = subprocess.run([MCA, '-mtriple=aarch64', '-mcpu=' + CPUS[cpu][0], '-mattr=+dotprod,+fullfp16',
+                          '-iterations=%d' % ITER, os.path.join(R, f + '.s')],
+                         capture_output=True, text=True, check=True).stdout
+    it = int(re.search(r'^Iterations:\s+(\d+)', out, re.M).group(1))
+    return int(re.search(r'^Total Cycles:\s+(\d+)', out, re.M).group(1)) / it
+
+
+# (model, engine, loops: (name, file, values per iteration, passes per token))
+rows = lambda c: [
+    ('DeltaNet', 'geist', [('deltaRowNEON decay + dot with k (16 values)', 'g_dn_decay', 16, 1),
+                           ('deltaRowNEON update + dot with q (16 values)', 'g_dn_update', 16, 1)]),
+    ('DeltaNet', 'llama.cpp', [('ggml_vec_scale_f32 by exp(g) (16 values)', 'l_%s_dn_scale' % c, 16, 1),
+                               ('ggml_vec_dot_f32 with k, then with q (16 values)', 'l_%s_dot' % c, 16, 2),
+                               ('ggml_vec_mad_f32 k x delta (16 values)', 'l_%s_dn_mad' % c, 16, 1)]),
+    ('Mamba-2', 'geist', [('ssmStepNEON (2 rows x 8 values)', 'g_ssm', 16, 1)]),
+    ('Mamba-2', 'llama.cpp', [('ssm_scan inner loop (16 values)', 'l_%s_ssm' % c, 16, 1)]),
+    ('Mamba-2 replay', 'geist', [('ssmDecayNEON, no outputs (8 values)', 'g_ssm_replay', 8, 1)]),
+]
+STATE = {'DeltaNet': ('Qwen3.5-0.8B', 18 * 16 * 128 * 128), 'Mamba-2': ('Granite-4.0-H-1B', 36 * 48 * 64 * 128),
+         'Mamba-2 replay': ('Granite-4.0-H-1B', 36 * 48 * 64 * 128)}
+print('## Recurrences: cycles per state value and token\n')
+print('geist at %s; llama.cpp from %s.\n' % (os.environ['GEIST_AT'], os.environ['LLAMA_AT']))
+print('%d llvm-mca iterations; A76 = `-mcpu=neoverse-n1` at 2.4 GHz, A72 = `-mcpu=cortex-a72` at 1.8 GHz. '
+      'Inner loops only: no per-row or per-head work (the decay, softplus, the reductions of the sums), '
+      'no cache misses (a Mamba-2 head is 32 KiB, a DeltaNet head 64 KiB: each streams once per token '
+      'when decoding; prefill keeps a head in cache over the tokens in geist).\n' % ITER)
+print('| CPU | recurrence | engine | loop | cycles/iter | cycles per value |')
+print('|---|---|---|---|---|---|')
+per = {}
+for cpu in CPUS:
+    for rec, eng, loops in rows(cpu.lower()):
+        for name, f, vals, passes in loops:
+            cy = mca(f, cpu)
+            per[(cpu, rec, eng)] = per.get((cpu, rec, eng), 0) + cy * passes / vals
+            print('| %s | %s | %s | %s%s | %.1f | %.3f |' % (cpu, rec, eng, name, ' x%d' % passes if passes > 1 else '', cy, cy * passes / vals))
+print('\n| CPU | recurrence | geist cycles/value | llama.cpp cycles/value | geist / llama.cpp | model | values per token | geist ms/token | llama.cpp ms/token |')
+print('|---|---|---|---|---|---|---|---|---|')
+for cpu in CPUS:
+    ghz = CPUS[cpu][1]
+    for rec in ('DeltaNet', 'Mamba-2', 'Mamba-2 replay'):
+        g = per[(cpu, rec, 'geist')]
+        l = per.get((cpu, rec, 'llama.cpp'))
+        model, n = STATE[rec]
+        print('| %s | %s | %.3f | %s | %s | %s | %.1f M | %.2f | %s |' % (
+            cpu, rec, g, '%.3f' % l if l else '-', '%.2f' % (g / l) if l else '-', model, n / 1e6,
+            g * n / (ghz * 1e6), '%.2f' % (l * n / (ghz * 1e6)) if l else '-'))
+PY
+  [ "$PART" = rec ] && exit 0
+fi
 
 # Attention (issue 24): geist's F16 tile kernels (neon/attntile_arm64.s)
 # beside llama.cpp's flash-attention loops (ggml-cpu/ops.cpp: the per-row

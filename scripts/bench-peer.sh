@@ -6,11 +6,14 @@
 # when the pair finished) and, at the end, the range of every ratio over
 # the rounds.
 #
-#   scripts/bench-peer.sh [-r ROUNDS] [-t 1,2] [-p 128] [-n 32] [-b 4,8] [--rss] MODEL.gguf...
+#   scripts/bench-peer.sh [-r ROUNDS] [-t 1,2] [-p 128[,4096]] [-n 32] [-d 0[,4096]] [-b 4,8] [--rss] [--spec FILE] MODEL.gguf...
 #
 # Per file and thread count:
 #   pp    prefill of P tokens (tok/s), geist bench -p P / llama-bench -p P
-#   tg    decode of N tokens (tok/s), geist bench -n N / llama-bench -n N
+#         (each of a comma-separated list)
+#   tg    decode of N tokens (tok/s), geist bench -n N / llama-bench -n N, at
+#         each depth of -d (positions already in the cache: geist bench
+#         --depth D / llama-bench -d D; shown as tg@D when not 0)
 #   c(K)  a K-token pass over one token's pass: geist's own definition (all
 #         K positions' logits computed, as verification needs), and for
 #         llama.cpp K·tg/ppK from llama-bench -p K (last position's logits)
@@ -18,6 +21,13 @@
 # llama-completion (decoding 64 tokens at a 2048-token context, geist with
 # no prompt cache or speculation, llama.cpp
 # loaded with -lm none) and prints their peak resident memory.
+# --spec FILE also compares speculation on the prompt in FILE (a repetitive
+# one), once per file and thread count, decoding 4·N tokens greedily:
+# geist bench --spec lookup and --spec auto (each against geist's own
+# plain decoding, interleaved) and llama.cpp's n-gram drafting,
+# llama-speculative-simple --spec-type ngram-simple / ngram-map-k /
+# ngram-mod, against llama-completion's plain decoding of the same
+# prompt: every speedup is over the program's own plain decoding.
 #
 # llama.cpp comes from ../shared/peer/setup.sh (Debian's build in a chroot,
 # PEER_ROOT, default /opt/llamacpp-root; the best CPU backend for this
@@ -26,7 +36,7 @@
 # GEIST names the geist binary to measure (default: built from this tree).
 set -euo pipefail
 
-ROUNDS=2 THREADS=1,2 P=128 N=32 BATCH=4,8 RSS=0 REPS=${REPS:-2}
+ROUNDS=2 THREADS=1,2 P=128 N=32 DEPTH=0 BATCH=4,8 RSS=0 SPEC= REPS=${REPS:-2}
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -34,6 +44,8 @@ while [ $# -gt 0 ]; do
 	-t) THREADS=$2; shift 2 ;;
 	-p) P=$2; shift 2 ;;
 	-n) N=$2; shift 2 ;;
+	-d) DEPTH=$2; shift 2 ;;
+	--spec) SPEC=$2; shift 2 ;;
 	-b) BATCH=$2; shift 2 ;;
 	--rss) RSS=1; shift ;;
 	-h | --help) usage ;;
@@ -58,6 +70,7 @@ MNT=/geist-peer-$$
 mkdir -p "$ROOT$MNT"
 declare -A inside
 i=0
+[ -z "$SPEC" ] || [ -f "$SPEC" ] || { echo "bench-peer: no prompt file $SPEC" >&2; exit 2; }
 for m in "$@"; do
 	[ -f "$m" ] || { echo "bench-peer: no file $m" >&2; exit 2; }
 	d=$(cd "$(dirname "$m")" && pwd)
@@ -77,13 +90,19 @@ OUT=$(mktemp -d)
 touch "$OUT/ratios" "$OUT/c"
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# geist $("$GEIST" version 2>/dev/null | head -1), llama.cpp $(llama dpkg-query -W -f '${Version}' llama.cpp-tools 2>/dev/null)"
-echo "# rounds $ROUNDS, threads $THREADS, pp$P, tg$N, c($BATCH), best of $REPS repetitions per measurement"
+echo "# rounds $ROUNDS, threads $THREADS, pp$P, tg$N at depth $DEPTH, c($BATCH), best of $REPS repetitions per measurement"
 
 run_geist() { # model threads -> JSON line
-	"$GEIST" bench --json -m "$1" -t "$2" -p "$P" -n "$N" --batch "$BATCH" -r "$REPS"
+	"$GEIST" bench --json -m "$1" -t "$2" -p "$P" -n "$N" --depth "$DEPTH" --batch "$BATCH" -r "$REPS"
 }
 run_llama() { # model threads -> JSON array
-	llama llama-bench -m "${inside[$1]}" -t "$2" -p "$P,$BATCH" -n "$N" -r "$REPS" -lm none -o json 2>/dev/null
+	{
+		llama llama-bench -m "${inside[$1]}" -t "$2" -p "$P,$BATCH" -n "$N" -r "$REPS" -lm none -o json 2>/dev/null
+		# decode at depth: llama-bench -d applies to every test, so alone
+		if [ "$DEPTH" != 0 ]; then
+			llama llama-bench -m "${inside[$1]}" -t "$2" -p 0 -n "$N" -d "$DEPTH" -r "$REPS" -lm none -o json 2>/dev/null
+		fi
+	} | jq -s 'add | map(.n_depth //= 0)'
 }
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -97,13 +116,22 @@ for r in $(seq 1 "$ROUNDS"); do
 				run_llama "$m" "$t" >"$f.llama"
 				run_geist "$m" "$t" >"$f.geist"
 			fi
-			gpp=$(jq -r '.pp_tok_s // 0' "$f.geist")
-			gtg=$(jq -r '.tg_tok_s // 0' "$f.geist")
-			lpp=$(jq -r --argjson p "$P" '.[] | select(.n_prompt == $p and .n_gen == 0) | .avg_ts' "$f.llama")
-			ltg=$(jq -r --argjson n "$N" '.[] | select(.n_gen == $n and .n_prompt == 0) | .avg_ts' "$f.llama")
-			line=$(printf '%-22s t=%s round %s  pp %7.1f / %7.1f = %5.2fx  tg %6.2f / %6.2f = %5.2fx' \
-				"$(basename "$m")" "$t" "$r" "$gpp" "$lpp" "$(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print a/b}')" \
-				"$gtg" "$ltg" "$(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print a/b}')")
+			line=$(printf '%-22s t=%s round %s' "$(basename "$m")" "$t" "$r")
+			for p in ${P//,/ }; do
+				gpp=$(jq -r --argjson p "$p" '[.prefill[]? | select(.tokens == $p) | .tok_s] | first // 0' "$f.geist")
+				lpp=$(jq -r --argjson p "$p" '[.[] | select(.n_prompt == $p and .n_gen == 0 and .n_depth == 0) | .avg_ts] | first // 0' "$f.llama")
+				name=pp; [ "$P" = "$p" ] || name=pp$p
+				line+=$(printf '  %s %7.1f / %7.1f = %5.2fx' "$name" "$gpp" "$lpp" "$(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print b ? a/b : 0}')")
+				echo "$(basename "$m") $t $name $(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print b ? a/b : 0}')" >>"$OUT/ratios"
+			done
+			for d in ${DEPTH//,/ }; do
+				gtg=$(jq -r --argjson d "$d" '[.decode[]? | select(.tokens == $d) | .tok_s] | first // 0' "$f.geist")
+				ltg=$(jq -r --argjson n "$N" --argjson d "$d" '[.[] | select(.n_gen == $n and .n_prompt == 0 and .n_depth == $d) | .avg_ts] | first // 0' "$f.llama")
+				name=tg; [ "$d" = 0 ] || name=tg@$d
+				line+=$(printf '  %s %6.2f / %6.2f = %5.2fx' "$name" "$gtg" "$ltg" "$(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print b ? a/b : 0}')")
+				echo "$(basename "$m") $t $name $(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print b ? a/b : 0}')" >>"$OUT/ratios"
+			done
+			ltg=$(jq -r --argjson n "$N" '[.[] | select(.n_gen == $n and .n_prompt == 0 and .n_depth == 0) | .avg_ts] | first // 0' "$f.llama")
 			for k in ${BATCH//,/ }; do
 				gc=$(jq -r --arg k "$k" '.verify_cost[$k]' "$f.geist")
 				lk=$(jq -r --argjson k "$k" '.[] | select(.n_prompt == $k and .n_gen == 0) | .avg_ts' "$f.llama")
@@ -112,8 +140,6 @@ for r in $(seq 1 "$ROUNDS"); do
 				echo "$(basename "$m") $t c$k $gc $lc" >>"$OUT/c"
 			done
 			echo "$line  load $(cut -d' ' -f1 /proc/loadavg)"
-			echo "$(basename "$m") $t pp $(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print a/b}')" >>"$OUT/ratios"
-			echo "$(basename "$m") $t tg $(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print a/b}')" >>"$OUT/ratios"
 		done
 	done
 done
@@ -137,5 +163,35 @@ if [ "$RSS" = 1 ]; then
 		printf '%-22s file %6.0f  geist %6.0f  llama.cpp %6.0f\n' "$(basename "$m")" \
 			"$(awk -v b="$(stat -c %s "$m")" 'BEGIN{print b/1048576}')" "$(awk -v k="$g" 'BEGIN{print k/1024}')" "$(awk -v k="$l" 'BEGIN{print k/1024}')"
 	done
+fi
+
+if [ -n "$SPEC" ]; then
+	NS=$((4 * N))
+	mkdir -p "$ROOT$MNT/spec"
+	mount --bind "$(cd "$(dirname "$SPEC")" && pwd)" "$ROOT$MNT/spec"
+	ps=$MNT/spec/$(basename "$SPEC")
+	echo
+	echo "# speculation on $(basename "$SPEC") ($(wc -c <"$SPEC") bytes), $NS tokens greedy: speedup over the program's own plain decoding"
+	for m in "$@"; do
+		for t in ${THREADS//,/ }; do
+			line=$(printf '%-22s t=%s' "$(basename "$m")" "$t")
+			for mode in lookup auto; do
+				"$GEIST" bench --json -m "$m" -t "$t" -n "$NS" -r "$REPS" --spec "$mode" --prompt-file "$SPEC" >"$OUT/spec" 2>/dev/null || echo '{}' >"$OUT/spec"
+				line+=$(jq -r --arg mode "$mode" '"  geist \($mode) \(.plain_tok_s // 0 | .*100|round/100) -> \(.spec_tok_s // 0 | .*100|round/100) = \(.speedup // 0 | .*100|round/100)x (acc \(.acceptance // 0 | .*100|round)%)"' "$OUT/spec")
+			done
+			plain=$(llama llama-completion -m "${inside[$m]}" -f "$ps" -n "$NS" --temp 0 -t "$t" -no-cnv -lm none 2>&1 </dev/null |
+				sed -n 's/.* eval time =.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
+			line+=$(printf '  llama.cpp plain %s' "${plain:-?}")
+			for st in ngram-simple ngram-map-k ngram-mod; do
+				llama llama-speculative-simple -m "${inside[$m]}" --spec-type "$st" -f "$ps" -n "$NS" --temp 0 -t "$t" >"$OUT/lspec" 2>&1 </dev/null || true
+				sp=$(sed -n 's/.*decoded.* speed: *\([0-9.]*\) t\/s.*/\1/p' "$OUT/lspec" | tail -1)
+				acc=$(sed -n 's/.*accept *= *\([0-9.]*\)%.*/\1/p' "$OUT/lspec" | tail -1)
+				line+=$(printf '  %s %s = %sx (acc %s%%)' "$st" "${sp:-?}" "$(awk -v a="${sp:-0}" -v b="${plain:-0}" 'BEGIN{printf "%.2f", b ? a/b : 0}')" "${acc:-?}")
+			done
+			echo "$line  load $(cut -d' ' -f1 /proc/loadavg)"
+		done
+	done
+	umount "$ROOT$MNT/spec" 2>/dev/null || true
+	rmdir "$ROOT$MNT/spec" 2>/dev/null || true
 fi
 rm -rf "$OUT"

@@ -190,3 +190,19 @@ func conformanceScaled(t *testing.T, files []string, kv quant.Type, maxScale flo
 		})
 	}
 }
+
+// TestConformanceFiles runs the conformance check on the gen goldens that
+// GEIST_GEN_FILES names (a glob; each golden's model in models/ beside its
+// golden/ directory): files made for a question (a held-back shape
+// rebuilt, a new quantization) rather than the zoo's. Skipped without it.
+func TestConformanceFiles(t *testing.T) {
+	pat := os.Getenv("GEIST_GEN_FILES")
+	if pat == "" {
+		t.Skip("GEIST_GEN_FILES is not set")
+	}
+	files, err := filepath.Glob(pat)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("GEIST_GEN_FILES %q names no file (%v)", pat, err)
+	}
+	forEachKernels(t, func(t *testing.T) { conformanceScaled(t, files, quant.F16, 1, true) })
+}

@@ -225,27 +225,34 @@ func BenchmarkMamba2State(b *testing.B) {
 		rs.lo = 0
 	}
 	b.Run("step-per-token", func(b *testing.B) {
+		c0 := cpuNow()
 		for b.Loop() {
 			for r, l := range rs.lay {
 				rs.step(s, l, rs.work[r], rs.base[r], rs.in[:In], rs.out[:c.RecOut])
 			}
 		}
+		reportCPU(b, c0)
 	})
 	b.Run("reject-9", func(b *testing.B) {
+		c0 := cpuNow()
 		for b.Loop() {
 			pass(9)
 			s.Truncate(at)
 		}
+		reportCPU(b, c0)
 	})
 	b.Run("accept-4-of-9", func(b *testing.B) {
+		c0 := cpuNow()
 		for b.Loop() {
 			pass(9)
 			s.Truncate(at + 4)
 		}
+		reportCPU(b, c0)
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/4, "ns/accepted-token")
 	})
 	b.Run("compact-tree-path-4", func(b *testing.B) {
 		nodes := []int32{0, 2, 5, 7}
+		c0 := cpuNow()
 		for b.Loop() {
 			pass(12)
 			rs.tree, rs.treeAt, rs.chain = true, 0, 1
@@ -253,6 +260,7 @@ func BenchmarkMamba2State(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, c0)
 	})
 	b.Logf("recurrent state held: %.1f MiB (one layer's state %.2f MiB, %d layers)", float64(s.RecStateBytes())/(1<<20), float64(4*c.RecState)/(1<<20), len(rs.lay))
 }

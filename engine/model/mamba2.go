@@ -251,7 +251,7 @@ func (s *State) mamba2TreeHeads(w, lo, hi int) {
 			if y != nil {
 				C = in[inner+(G+g)*N : inner+(G+g+1)*N]
 			}
-			ssmStep(dst[h*PN:(h+1)*PN], src[h*PN:(h+1)*PN], in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], C, y, in[ch+h], in[ch+H+h], N)
+			ssmStep(dst[h*PN:(h+1)*PN], src[h*PN:(h+1)*PN], in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], C, y, in[ch+h], in[ch+H+h])
 		}
 		for d := range owner {
 			owner[d] = -1
@@ -308,7 +308,7 @@ func (s *State) mamba2ReplayHeads(lo, hi int) {
 		dst := j.dst[h*PN : (h+1)*PN]
 		for e := 0; e < j.n; e++ {
 			in := j.log[e*In : (e+1)*In]
-			ssmStep(dst, src, in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], nil, nil, in[ch+h], in[ch+H+h], N)
+			ssmStep(dst, src, in[h*P:(h+1)*P], in[inner+g*N:inner+(g+1)*N], nil, nil, in[ch+h], in[ch+H+h])
 			src = dst
 		}
 	}
@@ -405,7 +405,7 @@ func (s *State) mamba2RunHeads(lo, hi int) {
 			x := in[h*P : (h+1)*P]
 			B := in[inner+g*N : inner+(g+1)*N]
 			C := in[inner+(G+g)*N : inner+(G+g+1)*N]
-			ssmStep(dst, src, x, B, C, rs.out[i*Out+h*P:i*Out+(h+1)*P], in[ch+h], in[ch+H+h], N)
+			ssmStep(dst, src, x, B, C, rs.out[i*Out+h*P:i*Out+(h+1)*P], in[ch+h], in[ch+H+h])
 			src = dst
 		}
 	}
@@ -425,52 +425,19 @@ func (s *State) mamba2Heads(lo, hi int) {
 		B := j.in[inner+g*N : inner+(g+1)*N]
 		C := j.in[inner+(G+g)*N : inner+(G+g+1)*N]
 		dt, dA := j.in[ch+h], j.in[ch+H+h]
-		ssmStep(j.dst[h*PN:(h+1)*PN], j.src[h*PN:(h+1)*PN], x, B, C, j.out[h*P:(h+1)*P], dt, dA, N)
+		ssmStep(j.dst[h*PN:(h+1)*PN], j.src[h*PN:(h+1)*PN], x, B, C, j.out[h*P:(h+1)*P], dt, dA)
 	}
 }
 
 // ssmDecay is exp(dt·A).
 func ssmDecay(dt, A float32) float32 { return neon.Exp(float32(dt * A)) }
 
-// ssmStep advances one head's state by one token: dst[p][k] = src[p][k]·dA
-// + B[k]·(x[p]·dt), each product rounded before the sum (no fused
-// multiply-add: the same bits on every platform), and, with y, y[p] =
-// Σ_k dst[p][k]·C[k] summed in eight lanes k mod 8, combined as
-// ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7)). dst may be src.
-func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32, N int) {
-	B = B[:N]
-	for p := range x {
-		xdt := float32(x[p] * dt)
-		d := dst[p*N : (p+1)*N : (p+1)*N]
-		s := src[p*N : (p+1)*N : (p+1)*N]
-		if y == nil {
-			for k := range d {
-				d[k] = float32(s[k]*dA) + float32(B[k]*xdt)
-			}
-			continue
-		}
-		C := C[:N]
-		var a0, a1, a2, a3, a4, a5, a6, a7 float32
-		for k := 0; k+8 <= N; k += 8 {
-			s8, b8, c8, d8 := s[k:k+8:k+8], B[k:k+8:k+8], C[k:k+8:k+8], d[k:k+8:k+8]
-			v0 := float32(s8[0]*dA) + float32(b8[0]*xdt)
-			v1 := float32(s8[1]*dA) + float32(b8[1]*xdt)
-			v2 := float32(s8[2]*dA) + float32(b8[2]*xdt)
-			v3 := float32(s8[3]*dA) + float32(b8[3]*xdt)
-			v4 := float32(s8[4]*dA) + float32(b8[4]*xdt)
-			v5 := float32(s8[5]*dA) + float32(b8[5]*xdt)
-			v6 := float32(s8[6]*dA) + float32(b8[6]*xdt)
-			v7 := float32(s8[7]*dA) + float32(b8[7]*xdt)
-			d8[0], d8[1], d8[2], d8[3], d8[4], d8[5], d8[6], d8[7] = v0, v1, v2, v3, v4, v5, v6, v7
-			a0 += float32(v0 * c8[0])
-			a1 += float32(v1 * c8[1])
-			a2 += float32(v2 * c8[2])
-			a3 += float32(v3 * c8[3])
-			a4 += float32(v4 * c8[4])
-			a5 += float32(v5 * c8[5])
-			a6 += float32(v6 * c8[6])
-			a7 += float32(v7 * c8[7])
-		}
-		y[p] = ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
-	}
+// ssmStep advances one head's state by one token with the active kernel
+// set's SSMStep: dst[p][k] = src[p][k]·dA + B[k]·(x[p]·dt), each product
+// rounded before the sum (no fused multiply-add: the same bits on every
+// set and platform), and, with y, y[p] = Σ_k dst[p][k]·C[k] summed in
+// eight lanes k mod 8, combined as ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7)).
+// dst may be src; len(B) is the state size N (a multiple of 8).
+func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32) {
+	neon.Active().SSMStep(dst, src, x, B, C, y, dt, dA)
 }

@@ -11,6 +11,113 @@ func (a *asm) vector() {
 	a.dotF32()
 	a.dotF16()
 	a.deltaRow()
+	a.ssmStep()
+	a.ssmDecay()
+}
+
+// ssmStep is one Mamba-2 head's scan step with outputs
+// (neon.Kernels.SSMStep) for an even number of rows of n (a multiple of 8,
+// > 0) values, two rows at a time: v = src·dA + B·(x·dt) with every product
+// rounded (FMUL, then FADD: no FMLA, the generic bits), stored, and acc +=
+// v·C in two 4-lane accumulators per row (lanes k mod 8); y = ((l0+l4) +
+// (l1+l5)) + ((l2+l6)+(l3+l7)) (FADD of the halves, then pairwise).
+func (a *asm) ssmStep() {
+	a.text("ssmStepNEON", "func ssmStepNEON(dst, src, x, bv, cv, y *float32, rows, n int, dt, dA float32)", "$0-72")
+	a.l("MOVD dst+0(FP), R0")
+	a.l("MOVD src+8(FP), R1")
+	a.l("MOVD x+16(FP), R2")
+	a.l("MOVD bv+24(FP), R3")
+	a.l("MOVD cv+32(FP), R4")
+	a.l("MOVD y+40(FP), R5")
+	a.l("MOVD rows+48(FP), R6")
+	a.l("MOVD n+56(FP), R7")
+	a.l("LSL $2, R7, R8") // a row's bytes
+	a.l("FMOVS dt+64(FP), F28")
+	a.l("FMOVS dA+68(FP), F31")
+	a.l("rows2:")
+	a.l("FMOVS (R2), F29")
+	a.l("FMULS F28, F29, F29") // x[p]·dt
+	a.l("FMOVS 4(R2), F30")
+	a.l("FMULS F28, F30, F30") // x[p+1]·dt
+	for k := 16; k < 20; k++ {
+		a.l("VEOR V%d.B16, V%d.B16, V%d.B16", k, k, k)
+	}
+	a.l("ADD R8, R1, R9")  // src row p+1
+	a.l("ADD R8, R0, R10") // dst row p+1
+	a.l("MOVD R3, R11")
+	a.l("MOVD R4, R12")
+	a.l("MOVD R7, R13")
+	a.l("PCALIGN $16")
+	a.l("k8:")
+	a.l("VLD1.P 32(R11), [V0.S4, V1.S4]") // B
+	a.l("VLD1.P 32(R12), [V2.S4, V3.S4]") // C
+	a.l("VLD1.P 32(R1), [V4.S4, V5.S4]")  // src row p
+	a.l("VLD1.P 32(R9), [V6.S4, V7.S4]")  // src row p+1
+	for r, row := range [2]struct{ s, t, x, acc int }{{4, 8, 29, 16}, {6, 10, 30, 18}} {
+		for h := 0; h < 2; h++ {
+			a.i(fmulElem(row.s+h, row.s+h, 31, 0))
+			a.i(fmulElem(row.t+h, h, row.x, 0))
+			a.i(fadd4s(row.s+h, row.s+h, row.t+h))
+		}
+		dst := []string{"R0", "R10"}[r]
+		a.l("VST1.P [V%d.S4, V%d.S4], 32(%s)", row.s, row.s+1, dst)
+		for h := 0; h < 2; h++ {
+			a.i(fmul4s(row.t+h, row.s+h, 2+h))
+			a.i(fadd4s(row.acc+h, row.acc+h, row.t+h))
+		}
+	}
+	a.l("SUBS $8, R13")
+	a.l("BNE k8")
+	for _, acc := range []int{16, 18} {
+		a.i(fadd4s(acc, acc, acc+1))
+		a.i(faddp4s(acc, acc, acc))
+		a.i(faddpS(acc, acc))
+	}
+	a.l("FMOVS F16, (R5)")
+	a.l("FMOVS F18, 4(R5)")
+	// R1 and R0 now point at row p+1; rows p+2 start where R9 and R10 are.
+	a.l("MOVD R9, R1")
+	a.l("MOVD R10, R0")
+	a.l("ADD $8, R2")
+	a.l("ADD $8, R5")
+	a.l("SUBS $2, R6")
+	a.l("BNE rows2")
+	a.l("RET")
+}
+
+// ssmDecay is SSMStep without outputs (a replay) for rows > 0 of n (a
+// multiple of 8, > 0) values: dst = src·dA + B·(x·dt), each product
+// rounded.
+func (a *asm) ssmDecay() {
+	a.text("ssmDecayNEON", "func ssmDecayNEON(dst, src, x, bv *float32, rows, n int, dt, dA float32)", "$0-56")
+	a.l("MOVD dst+0(FP), R0")
+	a.l("MOVD src+8(FP), R1")
+	a.l("MOVD x+16(FP), R2")
+	a.l("MOVD bv+24(FP), R3")
+	a.l("MOVD rows+32(FP), R6")
+	a.l("MOVD n+40(FP), R7")
+	a.l("FMOVS dt+48(FP), F28")
+	a.l("FMOVS dA+52(FP), F31")
+	a.l("row:")
+	a.l("FMOVS.P 4(R2), F29")
+	a.l("FMULS F28, F29, F29")
+	a.l("MOVD R3, R11")
+	a.l("MOVD R7, R13")
+	a.l("PCALIGN $16")
+	a.l("d8:")
+	a.l("VLD1.P 32(R11), [V0.S4, V1.S4]")
+	a.l("VLD1.P 32(R1), [V4.S4, V5.S4]")
+	for h := 0; h < 2; h++ {
+		a.i(fmulElem(4+h, 4+h, 31, 0))
+		a.i(fmulElem(8+h, h, 29, 0))
+		a.i(fadd4s(4+h, 4+h, 8+h))
+	}
+	a.l("VST1.P [V4.S4, V5.S4], 32(R0)")
+	a.l("SUBS $8, R13")
+	a.l("BNE d8")
+	a.l("SUBS $1, R6")
+	a.l("BNE row")
+	a.l("RET")
 }
 
 // deltaRow is one row of the gated delta rule (neon.Kernels.DeltaRow) for
