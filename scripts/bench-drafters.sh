@@ -6,6 +6,9 @@
 #
 #   scripts/bench-drafters.sh [-r ROUNDS] [-n N] [-k K] [-a 0.5,0.7,0.9] [-t THREADS]
 #       --spec assistant|eagle3 TARGET.gguf DRAFTER.gguf [LLAMA_DRAFTER.gguf]
+#   scripts/bench-drafters.sh [...] [-V DRAFT_VOCAB] --spec mtp TARGET.gguf
+#       (Qwen3.5's MTP block in the target file; -V 32768 limits geist's
+#       MTP head to the first N token ids, llama.cpp always has its full head)
 #
 # Random weights give no real acceptance, so acceptance is forced:
 #   geist     `geist bench --spec S --oracle A,B,C --draft-max K`: every
@@ -39,7 +42,7 @@
 # GEIST names the geist binary (default: built from this tree).
 set -euo pipefail
 
-ROUNDS=2 N=32 K=3 ALPHAS=0.5,0.7,0.9 THREADS=1 SPEC=
+ROUNDS=2 N=32 K=3 ALPHAS=0.5,0.7,0.9 THREADS=1 SPEC= DVOCAB=
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -48,18 +51,22 @@ while [ $# -gt 0 ]; do
 	-k) K=$2; shift 2 ;;
 	-a) ALPHAS=$2; shift 2 ;;
 	-t) THREADS=$2; shift 2 ;;
+	-V) DVOCAB=$2; shift 2 ;;
 	--spec) SPEC=$2; shift 2 ;;
 	-h | --help) usage ;;
 	-*) echo "bench-drafters: unknown option $1" >&2; usage ;;
 	*) break ;;
 	esac
 done
-[ $# -ge 2 ] && [ -n "$SPEC" ] || usage
+[ -n "$SPEC" ] || usage
+if [ "$SPEC" = mtp ]; then [ $# -ge 1 ] || usage; set -- "$1" "$1"; fi
+[ $# -ge 2 ] || usage
 TARGET=$1 DRAFTER=$2 LDRAFTER=${3:-$2}
 case $SPEC in
+mtp) LTYPE=draft-mtp ;;
 assistant) LTYPE=draft-mtp ;;
 eagle3) LTYPE=draft-eagle3 ;;
-*) echo "bench-drafters: --spec assistant or eagle3" >&2; exit 2 ;;
+*) echo "bench-drafters: --spec assistant, eagle3 or mtp" >&2; exit 2 ;;
 esac
 ROOT=${PEER_ROOT:-/opt/llamacpp-root}
 [ -x "$ROOT/usr/bin/llama-speculative-simple" ] || { echo "bench-drafters: no llama.cpp in $ROOT: run ../shared/peer/setup.sh" >&2; exit 2; }
@@ -96,7 +103,7 @@ PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, in a smal
 OUT=$(mktemp -d)
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# geist $("$GEIST" version 2>/dev/null | head -1), llama.cpp $(llama dpkg-query -W -f '${Version}' llama.cpp-tools 2>/dev/null)"
-echo "# $(basename "$TARGET") + $(basename "$DRAFTER") (llama.cpp: $(basename "$LDRAFTER"), --spec-type $LTYPE), K=$K, $N tokens, -t $THREADS, rounds $ROUNDS"
+echo "# $(basename "$TARGET") + $(basename "$DRAFTER") (llama.cpp: $(basename "$LDRAFTER"), --spec-type $LTYPE), K=$K, $N tokens, -t $THREADS, rounds $ROUNDS${DVOCAB:+, geist --draft-vocab $DVOCAB}"
 
 # model E(a)/(c + K d) for every acceptance: args c d
 model() {
@@ -105,7 +112,9 @@ model() {
 }
 
 run_geist() {
-	"$GEIST" bench --json -m "$TARGET" --draft-model "$DRAFTER" --spec "$SPEC" --oracle "$ALPHAS" \
+	local dm=(--draft-model "$DRAFTER")
+	[ "$SPEC" = mtp ] && dm=(--draft-vocab "${DVOCAB:-0}")
+	"$GEIST" bench --json -m "$TARGET" "${dm[@]}" --spec "$SPEC" --oracle "$ALPHAS" \
 		--draft-max "$K" -n "$N" -r 1 -t "$THREADS" --prompt-file <(printf '%s' "$PROMPT") >"$1"
 	while read -r j; do
 		c=$(jq -r .verify_cost <<<"$j")
@@ -133,14 +142,15 @@ cpu() { awk '{print $1}' "$1"; }
 # prompt; the rest of the decode time, less sampling, is the drafter's).
 N1=8
 run_llama() {
-	local n
+	local n lmd=(-md "${inside[$LDRAFTER]}")
+	[ "$SPEC" = mtp ] && lmd=()
 	for r in 1 5; do
 		/usr/bin/time -o "$1.plain.$r.time" -f '%U %S' chroot "$ROOT" llama-bench -m "${inside[$TARGET]}" \
 			-t "$THREADS" -p 0 -n "$N" -r "$r" -lm none >/dev/null 2>&1 </dev/null
 	done
 	for n in $N1 "$N"; do
 		/usr/bin/time -o "$1.spec.$n.time" -f '%U %S' chroot "$ROOT" llama-speculative-simple -m "${inside[$TARGET]}" \
-			-md "${inside[$LDRAFTER]}" --spec-type "$LTYPE" --spec-draft-n-max "$K" --spec-draft-n-min 0 --spec-draft-p-min 0 \
+			"${lmd[@]}" --spec-type "$LTYPE" --spec-draft-n-max "$K" --spec-draft-n-min 0 --spec-draft-p-min 0 \
 			-p "$PROMPT" -n "$n" --ignore-eos --temp 0 -t "$THREADS" -td "$THREADS" -c 1024 >"$1.spec.$n" 2>&1 </dev/null
 	done
 	# decoded tokens, decode seconds, prompt seconds, prompt eval ms,
