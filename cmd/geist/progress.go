@@ -41,27 +41,23 @@ var promptLineAfter, promptLineEvery = 300 * time.Millisecond, 100 * time.Millis
 
 // update is engine.Request's and appliance.Request's OnPromptProgress.
 func (p *promptLine) update(done, total int) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	if done >= total {
-		p.clearLocked()
-		return
-	}
-	if now.Sub(p.start) < p.after || p.shown && now.Sub(p.last) < promptLineEvery {
-		return
-	}
-	fmt.Fprintf(p.w, "\r\033[Kreading the prompt %d/%d (%d%%)", done, total, 100*done/max(total, 1))
-	p.shown, p.last = true, now
+	p.draw(int64(done), int64(total), func() string {
+		return fmt.Sprintf("reading the prompt %d/%d (%d%%)", done, total, 100*done/max(total, 1))
+	})
 }
 
 // loading is engine.Options.OnLoadProgress: "loading the model 1.2 of
 // 4.0 GiB (30%)", for a load that takes a while (a big file's weights
 // being repacked).
 func (p *promptLine) loading(done, total int64) {
+	p.draw(done, total, func() string {
+		return fmt.Sprintf("loading the model %.1f of %.1f GiB (%d%%)", float64(done)/(1<<30), float64(total)/(1<<30), 100*done/max(total, 1))
+	})
+}
+
+// draw shows text() for done of total, clears the line once done reaches
+// total, and keeps quiet before p.after and between redraws.
+func (p *promptLine) draw(done, total int64, text func() string) {
 	if p == nil {
 		return
 	}
@@ -75,7 +71,7 @@ func (p *promptLine) loading(done, total int64) {
 	if now.Sub(p.start) < p.after || p.shown && now.Sub(p.last) < promptLineEvery {
 		return
 	}
-	fmt.Fprintf(p.w, "\r\033[Kloading the model %.1f of %.1f GiB (%d%%)", float64(done)/(1<<30), float64(total)/(1<<30), 100*done/max(total, 1))
+	fmt.Fprint(p.w, "\r\033[K"+text())
 	p.shown, p.last = true, now
 }
 
