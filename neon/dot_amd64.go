@@ -335,26 +335,8 @@ func ssmStepAVX2(dst, src, x, B, C, y *float32, rows, n int, dt, dA float32)
 //go:noescape
 func ssmDecayAVX2(dst, src, x, B *float32, rows, n int, dt, dA float32)
 
-// ssmStepavx2 is SSMStep with AVX2 (no FMA: the generic bits) for rows of
-// a multiple of 8 values; the rows go in pairs, an odd last row by the
-// generic code.
+// ssmStepavx2 is SSMStep with AVX2 (no FMA: the generic bits); see
+// ssmRows.
 func ssmStepavx2(dst, src, x, B, C, y []float32, dt, dA float32) {
-	N, rows := len(B), len(x)
-	if N == 0 || N%8 != 0 || rows == 0 {
-		ssmStep(dst, src, x, B, C, y, dt, dA)
-		return
-	}
-	dst, src = dst[:rows*N], src[:rows*N]
-	if y == nil {
-		ssmDecayAVX2(&dst[0], &src[0], &x[0], &B[0], rows, N, dt, dA)
-		return
-	}
-	C, y = C[:N], y[:rows]
-	if even := rows &^ 1; even > 0 {
-		ssmStepAVX2(&dst[0], &src[0], &x[0], &B[0], &C[0], &y[0], even, N, dt, dA)
-	}
-	if rows%2 == 1 {
-		p := rows - 1
-		ssmStep(dst[p*N:], src[p*N:], x[p:], B, C, y[p:], dt, dA)
-	}
+	ssmRows(dst, src, x, B, C, y, dt, dA, ssmStepAVX2, ssmDecayAVX2)
 }

@@ -116,28 +116,10 @@ func ssmStepNEON(dst, src, x, bv, cv, y *float32, rows, n int, dt, dA float32)
 //go:noescape
 func ssmDecayNEON(dst, src, x, bv *float32, rows, n int, dt, dA float32)
 
-// ssmStepVec is SSMStep with NEON (no FMLA: the generic bits) for rows of
-// a multiple of 8 values; the rows go in pairs, an odd last row by the
-// generic code.
+// ssmStepVec is SSMStep with NEON (no FMLA: the generic bits); see
+// ssmRows.
 func ssmStepVec(dst, src, x, B, C, y []float32, dt, dA float32) {
-	N, rows := len(B), len(x)
-	if N == 0 || N%8 != 0 || rows == 0 {
-		ssmStep(dst, src, x, B, C, y, dt, dA)
-		return
-	}
-	dst, src = dst[:rows*N], src[:rows*N]
-	if y == nil {
-		ssmDecayNEON(&dst[0], &src[0], &x[0], &B[0], rows, N, dt, dA)
-		return
-	}
-	C, y = C[:N], y[:rows]
-	if even := rows &^ 1; even > 0 {
-		ssmStepNEON(&dst[0], &src[0], &x[0], &B[0], &C[0], &y[0], even, N, dt, dA)
-	}
-	if rows%2 == 1 {
-		p := rows - 1
-		ssmStep(dst[p*N:], src[p*N:], x[p:], B, C, y[p:], dt, dA)
-	}
+	ssmRows(dst, src, x, B, C, y, dt, dA, ssmStepNEON, ssmDecayNEON)
 }
 
 // blockDot wraps an n-column assembly kernel for weight blocks of wsize

@@ -117,3 +117,30 @@ func ssmStep(dst, src, x, B, C, y []float32, dt, dA float32) {
 		y[p] = ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))
 	}
 }
+
+// ssmRows runs SSMStep with an assembly pair kernel step (two rows at a
+// time, with outputs) and decay (every row, no outputs) for rows of a
+// multiple of 8 values; an odd last row, and other widths, by the
+// generic ssmStep. The amd64 and arm64 sets share it.
+func ssmRows(dst, src, x, B, C, y []float32, dt, dA float32,
+	step func(dst, src, x, B, C, y *float32, rows, n int, dt, dA float32),
+	decay func(dst, src, x, B *float32, rows, n int, dt, dA float32)) {
+	N, rows := len(B), len(x)
+	if N == 0 || N%8 != 0 || rows == 0 {
+		ssmStep(dst, src, x, B, C, y, dt, dA)
+		return
+	}
+	dst, src = dst[:rows*N], src[:rows*N]
+	if y == nil {
+		decay(&dst[0], &src[0], &x[0], &B[0], rows, N, dt, dA)
+		return
+	}
+	C, y = C[:N], y[:rows]
+	if even := rows &^ 1; even > 0 {
+		step(&dst[0], &src[0], &x[0], &B[0], &C[0], &y[0], even, N, dt, dA)
+	}
+	if rows%2 == 1 {
+		p := rows - 1
+		ssmStep(dst[p*N:], src[p*N:], x[p:], B, C, y[p:], dt, dA)
+	}
+}
