@@ -10,7 +10,7 @@ FUZZTIME  ?= 60s
 FUZZMINTIME ?= 5s
 BENCH     ?= .
 
-.PHONY: all build build-arm64 test test-native test-arm64 test-a72 test-a76 test-race vet fuzz bench bench-peer clean
+.PHONY: all build build-arm64 test test-native test-unit test-conformance test-e2e test-arm64 test-a72 test-a76 test-asm test-tiers timings test-race vet fuzz bench bench-peer clean
 
 all: build
 
@@ -20,27 +20,80 @@ build:
 build-arm64:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/geist-linux-arm64 ./cmd/geist
 
-# The whole suite natively, then under qemu as Cortex-A72 (Pi 4, no dot
-# product) and Cortex-A76 (Pi 5, with it). Emulated runs use -short: the
-# conformance test checks the first prompt of every golden file and the batch
-# invariance test a subset of batch sizes, so that CI stays under 30 minutes.
-# The A76 run covers the packages whose code depends on the CPU's features
-# (neon's dispatch, the quantized rows, the forward pass: conformance, batch
-# and tree invariance with the dot-product kernels); everything above them
-# is the same arm64 code the A72 run tests.
-PKGS_A76  ?= ./neon/... ./quant/... ./engine/model/...
-test: vet test-native test-arm64
+# The suite in three tiers (every package is in exactly one; make
+# test-tiers checks it):
+#   unit         pure packages: formats, tokenizer, templates, grammar,
+#                sampling, storage, the appliance core with scripted engines
+#   conformance  what computes: the kernels under every set (neon, quant),
+#                the forward pass against the zoo's goldens, batch and tree
+#                invariance, speculation's exactness, conversion
+#   e2e          the daemon and the front ends with real clients and brokers
+UNIT_PKGS ?= ./engine/gguf/... ./engine/tokenizer/... ./engine/chat/... ./engine/sample/... \
+	./engine/grammar/... ./engine/zoo/... ./storage/... ./cmd/appliance/... ./cmd/internal/models/... ./scripts/...
+CONF_PKGS ?= ./neon/... ./quant/... ./engine ./engine/model/... ./engine/spec/... ./engine/embed/... ./cmd/internal/convert/...
+E2E_PKGS  ?= ./cmd/geist/... ./cmd/internal/httpapi/... ./cmd/internal/wyoming/... ./mqtt/... ./firmware/...
 
-test-native:
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m $(PKGS)
+# make test: vet, the generator's own module (neon/_asm), the whole suite
+# natively, then under qemu as Cortex-A72 (Pi 4, no dot product) and
+# Cortex-A76 (Pi 5, with it). Emulated runs use -short: the conformance test
+# checks the first prompt of every golden file and the batch invariance test
+# a subset of batch sizes. The A76 run covers the packages whose code
+# depends on the CPU's features (neon's dispatch, the quantized rows, the
+# forward pass: conformance, batch and tree invariance with the dot-product
+# kernels); everything above them is the same arm64 code the A72 run tests.
+# Each phase's go test -json is kept in TIMES and summarised into
+# testdata/test-timings.tsv (committed: a slower package or test shows in
+# the diff).
+PKGS_A76  ?= ./neon/... ./quant/... ./engine/model/...
+TIMES     ?= bin/test-json
+TESTTIMES  = bin/testtimes
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# go test -json, shown as plain go test output and saved for the timings.
+GOTEST     = CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 30m
+
+test: vet test-tiers test-asm test-native test-arm64 timings
+
+$(TESTTIMES): scripts/testtimes.go
+	$(GO) build -o $@ scripts/testtimes.go
+
+test-native: $(TESTTIMES)
+	$(GOTEST) $(PKGS) | $(TESTTIMES) -save $(TIMES)/native.json
+
+test-unit: $(TESTTIMES)
+	$(GOTEST) $(UNIT_PKGS) | $(TESTTIMES) -save $(TIMES)/unit.json
+
+test-conformance: $(TESTTIMES)
+	$(GOTEST) $(CONF_PKGS) | $(TESTTIMES) -save $(TIMES)/conformance.json
+
+test-e2e: $(TESTTIMES)
+	$(GOTEST) $(E2E_PKGS) | $(TESTTIMES) -save $(TIMES)/e2e.json
 
 test-arm64: test-a72 test-a76
 
-test-a72:
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -short -timeout 30m -exec '$(QEMU) -cpu cortex-a72' $(PKGS)
+test-a72: $(TESTTIMES)
+	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a72' $(PKGS) | $(TESTTIMES) -save $(TIMES)/a72.json
 
-test-a76:
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -short -timeout 30m -exec '$(QEMU) -cpu cortex-a76' $(PKGS_A76)
+test-a76: $(TESTTIMES)
+	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a76' $(PKGS_A76) | $(TESTTIMES) -save $(TIMES)/a76.json
+
+# The arm64 generator is a module of its own (neon/_asm): its tests check
+# that the committed assembly is what it writes and (with llvm-mc) that
+# every emitted word encodes the instruction its comment names.
+test-asm:
+	cd neon/_asm && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# Every package of the module in exactly one tier.
+test-tiers:
+	@diff <($(GO) list ./... | sort) <($(GO) list $(UNIT_PKGS) $(CONF_PKGS) $(E2E_PKGS) | sort) >/dev/null || \
+		{ echo "Makefile: a package is in no test tier:"; \
+		  comm -23 <($(GO) list ./... | sort) <($(GO) list $(UNIT_PKGS) $(CONF_PKGS) $(E2E_PKGS) | sort); exit 1; }
+	@if [ -n "$$( { $(GO) list $(UNIT_PKGS); $(GO) list $(CONF_PKGS); $(GO) list $(E2E_PKGS); } | sort | uniq -d)" ]; then \
+		echo "Makefile: a package is in two test tiers"; exit 1; fi
+
+# testdata/test-timings.tsv from the phases' saved go test -json.
+timings: $(TESTTIMES)
+	$(TESTTIMES) -table $$(ls $(TIMES)/{native,a72,a76}.json) > testdata/test-timings.tsv
 
 # The race detector needs cgo (and a C compiler); the packages with
 # concurrency: storage, the appliance core, the front ends, the daemon, the engine.
