@@ -48,7 +48,7 @@ func batchInvarianceKV(t *testing.T, files []string, kv quant.Type) {
 			continue
 		}
 		ks, starts := ks, starts
-		if short || portableUnder(name) { // portableUnder: see conformanceScaled
+		if short || sweptElsewhere(name) { // see sweptElsewhere
 			ks = []int{1, 3, 8, 16, 64}
 			starts = []int{0, 100} // past two key blocks of the attention
 		}

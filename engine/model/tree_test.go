@@ -76,7 +76,7 @@ func treeInvariance(t *testing.T, files []string, kv quant.Type, sizes ...int) {
 			continue
 		}
 		starts := starts
-		if portableUnder(name) { // see conformanceScaled
+		if sweptElsewhere(name) {
 			starts = []int{123}
 		}
 		t.Run(name+"/"+kv.String(), func(t *testing.T) {
