@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
@@ -121,23 +122,25 @@ func TestSubmitAnswers(t *testing.T) {
 // asked: the answer ends at its end, the context or its TTL, never at a
 // silent server-wide default (issue 37: 512 tokens ended with "length").
 func TestMaxTokensDefaultUnbounded(t *testing.T) {
-	eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
-	c := start(t, eng, nil)
-	if got := c.Limits().MaxTokens; got != 0 {
-		t.Errorf("default Limits.MaxTokens %d, want 0 (no cap)", got)
-	}
-	outcome(t, submit(t, c, appliance.Request{Text: "x"}))
-	outcome(t, submit(t, c, appliance.Request{Text: "x", Options: appliance.Options{MaxTokens: 4000}}))
-	if o := outcome(t, submit(t, c, appliance.Request{Text: "long"})); o.Err != nil || !strings.HasSuffix(o.Text, " w999.") {
-		t.Errorf("no max_tokens: error %v, %d bytes, want all 1000 words", o.Err, len(o.Text))
-	}
-	reqs := eng.Requests()
-	if reqs[0].MaxTokens != 0 || reqs[1].MaxTokens != 4000 {
-		t.Errorf("max tokens reaching the engine: %d and %d, want 0 (until the context) and 4000", reqs[0].MaxTokens, reqs[1].MaxTokens)
-	}
-	if o := outcome(t, submit(t, c, appliance.Request{Text: "long", Options: appliance.Options{MaxTokens: 600}})); o.Err != nil || !strings.HasSuffix(o.Text, " w599.") {
-		t.Errorf("600 asked: error %v, %d bytes, want 600 words", o.Err, len(o.Text))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		eng := &appliancetest.Engine{Words: 4, Delay: time.Millisecond}
+		c := start(t, eng, nil)
+		if got := c.Limits().MaxTokens; got != 0 {
+			t.Errorf("default Limits.MaxTokens %d, want 0 (no cap)", got)
+		}
+		outcome(t, submit(t, c, appliance.Request{Text: "x"}))
+		outcome(t, submit(t, c, appliance.Request{Text: "x", Options: appliance.Options{MaxTokens: 4000}}))
+		if o := outcome(t, submit(t, c, appliance.Request{Text: "long"})); o.Err != nil || !strings.HasSuffix(o.Text, " w999.") {
+			t.Errorf("no max_tokens: error %v, %d bytes, want all 1000 words", o.Err, len(o.Text))
+		}
+		reqs := eng.Requests()
+		if reqs[0].MaxTokens != 0 || reqs[1].MaxTokens != 4000 {
+			t.Errorf("max tokens reaching the engine: %d and %d, want 0 (until the context) and 4000", reqs[0].MaxTokens, reqs[1].MaxTokens)
+		}
+		if o := outcome(t, submit(t, c, appliance.Request{Text: "long", Options: appliance.Options{MaxTokens: 600}})); o.Err != nil || !strings.HasSuffix(o.Text, " w599.") {
+			t.Errorf("600 asked: error %v, %d bytes, want 600 words", o.Err, len(o.Text))
+		}
+	})
 }
 
 func TestSubmitRefusals(t *testing.T) {
@@ -230,45 +233,49 @@ func TestTTL(t *testing.T) {
 // TestDedup: a repeated id is answered with the stored outcome once the
 // first request finished, refused as a duplicate naming its state while
 // it is queued or running; refused requests do not reserve their id.
+// (In a synctest bubble: the sleeps wait for the queue to settle and for
+// the dedup window to pass on the bubble's clock, without waiting.)
 func TestDedup(t *testing.T) {
-	eng := &appliancetest.Engine{Delay: time.Millisecond}
-	c := start(t, eng, func(cfg *appliance.Config) { cfg.Dedup.TTL = 300 * time.Millisecond })
-	eng.Hold()
-	a := submit(t, c, appliance.Request{ID: "a", Text: "x"})
-	b := submit(t, c, appliance.Request{ID: "b", Text: "x"})
-	time.Sleep(20 * time.Millisecond)
-	for id, state := range map[string]string{"a": "running", "b": "queued"} {
-		_, err := c.Submit(context.Background(), appliance.Request{ID: id, Text: "x"}, nil)
-		var e *appliance.Error
-		if !errors.As(err, &e) || e.Code != appliance.CodeDuplicate || e.State != state || !strings.Contains(e.Message, "already "+state) {
-			t.Errorf("%s again while %s: %v", id, state, err)
+	synctest.Test(t, func(t *testing.T) {
+		eng := &appliancetest.Engine{Delay: time.Millisecond}
+		c := start(t, eng, func(cfg *appliance.Config) { cfg.Dedup.TTL = 300 * time.Millisecond })
+		eng.Hold()
+		a := submit(t, c, appliance.Request{ID: "a", Text: "x"})
+		b := submit(t, c, appliance.Request{ID: "b", Text: "x"})
+		time.Sleep(20 * time.Millisecond)
+		for id, state := range map[string]string{"a": "running", "b": "queued"} {
+			_, err := c.Submit(context.Background(), appliance.Request{ID: id, Text: "x"}, nil)
+			var e *appliance.Error
+			if !errors.As(err, &e) || e.Code != appliance.CodeDuplicate || e.State != state || !strings.Contains(e.Message, "already "+state) {
+				t.Errorf("%s again while %s: %v", id, state, err)
+			}
 		}
-	}
-	eng.Release()
-	first := outcome(t, a)
-	outcome(t, b)
-	again := submit(t, c, appliance.Request{ID: "a", Text: "something else"})
-	if o := outcome(t, again); !o.Replayed || o.Text != first.Text || o.ID != "a" || len(eng.Requests()) != 2 {
-		t.Errorf("finished id again: %+v (%d generations)", o, len(eng.Requests()))
-	}
-	// An invalid request or an engine refusal (too long) does not reserve its id.
-	if _, err := c.Submit(context.Background(), appliance.Request{ID: "v", Text: " "}, nil); err == nil {
-		t.Fatal("empty text accepted")
-	}
-	if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "TOOLONG"})); code(o) != "too_long" {
-		t.Fatalf("too long: %+v", o)
-	}
-	if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "x"})); code(o) != "answered" || o.Replayed {
-		t.Errorf("retried after refusals: %+v", o)
-	}
-	// After the window the id is new again.
-	time.Sleep(350 * time.Millisecond)
-	if o := outcome(t, submit(t, c, appliance.Request{ID: "a", Text: "x"})); o.Replayed {
-		t.Errorf("replayed after the window: %+v", o)
-	}
-	if st := c.Snapshot(); st.Duplicates != 3 {
-		t.Errorf("duplicates %d, want 3", st.Duplicates)
-	}
+		eng.Release()
+		first := outcome(t, a)
+		outcome(t, b)
+		again := submit(t, c, appliance.Request{ID: "a", Text: "something else"})
+		if o := outcome(t, again); !o.Replayed || o.Text != first.Text || o.ID != "a" || len(eng.Requests()) != 2 {
+			t.Errorf("finished id again: %+v (%d generations)", o, len(eng.Requests()))
+		}
+		// An invalid request or an engine refusal (too long) does not reserve its id.
+		if _, err := c.Submit(context.Background(), appliance.Request{ID: "v", Text: " "}, nil); err == nil {
+			t.Fatal("empty text accepted")
+		}
+		if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "TOOLONG"})); code(o) != "too_long" {
+			t.Fatalf("too long: %+v", o)
+		}
+		if o := outcome(t, submit(t, c, appliance.Request{ID: "v", Text: "x"})); code(o) != "answered" || o.Replayed {
+			t.Errorf("retried after refusals: %+v", o)
+		}
+		// After the window the id is new again.
+		time.Sleep(350 * time.Millisecond)
+		if o := outcome(t, submit(t, c, appliance.Request{ID: "a", Text: "x"})); o.Replayed {
+			t.Errorf("replayed after the window: %+v", o)
+		}
+		if st := c.Snapshot(); st.Duplicates != 3 {
+			t.Errorf("duplicates %d, want 3", st.Duplicates)
+		}
+	})
 }
 
 // TestSessions: a session's history goes to the engine as history (which
