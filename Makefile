@@ -52,13 +52,20 @@ SHELL     := /bin/bash
 # go test -json, shown as plain go test output and saved for the timings.
 GOTEST     = CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 30m
 
-test: vet test-tiers test-asm test-native test-arm64 timings
+# The three phases run side by side (TESTJOBS=1: one after another): each
+# leaves a core idle for long stretches (a package's serial tail, tests
+# that wait on clients and brokers), which the others fill. Each output
+# line is prefixed with its phase.
+TESTJOBS  ?= 3
+test: vet test-tiers test-asm $(TESTTIMES)
+	$(MAKE) -j$(TESTJOBS) test-native test-a72 test-a76 PHASEPREFIX=1
+	$(MAKE) timings
 
 $(TESTTIMES): scripts/testtimes.go
 	$(GO) build -o $@ scripts/testtimes.go
 
 test-native: $(TESTTIMES)
-	$(GOTEST) $(PKGS) | $(TESTTIMES) -save $(TIMES)/native.json
+	$(GOTEST) $(PKGS) | $(TESTTIMES) $(if $(PHASEPREFIX),-prefix native) -save $(TIMES)/native.json
 
 test-unit: $(TESTTIMES)
 	$(GOTEST) $(UNIT_PKGS) | $(TESTTIMES) -save $(TIMES)/unit.json
@@ -72,10 +79,10 @@ test-e2e: $(TESTTIMES)
 test-arm64: test-a72 test-a76
 
 test-a72: $(TESTTIMES)
-	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a72' $(PKGS) | $(TESTTIMES) -save $(TIMES)/a72.json
+	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a72' $(PKGS) | $(TESTTIMES) $(if $(PHASEPREFIX),-prefix a72) -save $(TIMES)/a72.json
 
 test-a76: $(TESTTIMES)
-	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a76' $(PKGS_A76) | $(TESTTIMES) -save $(TIMES)/a76.json
+	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a76' $(PKGS_A76) | $(TESTTIMES) $(if $(PHASEPREFIX),-prefix a76) -save $(TIMES)/a76.json
 
 # The arm64 generator is a module of its own (neon/_asm): its tests check
 # that the committed assembly is what it writes and (with llvm-mc) that

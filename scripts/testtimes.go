@@ -16,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"flag"
@@ -41,10 +42,15 @@ func main() {
 	save := flag.String("save", "", "copy the `go test -json` stream on stdin to this file and print it as go test does")
 	table := flag.Bool("table", false, "summarise the saved streams given as arguments (phase: the file's base name)")
 	top := flag.Int("top", 3, "slowest top-level tests listed per package")
+	prefix := flag.String("prefix", "", "with -save: begin each printed line with `phase` (phases run side by side)")
 	flag.Parse()
 	switch {
 	case *save != "":
-		if err := filter(os.Stdin, os.Stdout, *save); err != nil {
+		var w io.Writer = os.Stdout
+		if *prefix != "" {
+			w = &prefixWriter{w: os.Stdout, prefix: *prefix + ": "}
+		}
+		if err := filter(os.Stdin, w, *save); err != nil {
 			fmt.Fprintln(os.Stderr, "testtimes:", err)
 			os.Exit(1)
 		}
@@ -116,6 +122,29 @@ func filter(r io.Reader, w io.Writer, path string) error {
 		io.WriteString(w, strings.Join(held[k], ""))
 	}
 	return sc.Err()
+}
+
+// prefixWriter begins every line written to w with prefix, writing whole
+// lines only (phases side by side share the terminal).
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := append([]byte(p.prefix), p.buf[:i+1]...)
+		if _, err := p.w.Write(line); err != nil {
+			return 0, err
+		}
+		p.buf = p.buf[i+1:]
+	}
 }
 
 // row is one package in one phase.
