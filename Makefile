@@ -41,6 +41,10 @@ E2E_PKGS  ?= ./cmd/geist/... ./cmd/internal/httpapi/... ./cmd/internal/wyoming/.
 # depends on the CPU's features (neon's dispatch, the quantized rows, the
 # forward pass: conformance, batch and tree invariance with the dot-product
 # kernels); everything above them is the same arm64 code the A72 run tests.
+# Under emulation engine/model runs only the CPU's own kernel set (A72:
+# neon, A76: neon-dotprod; generic natively), and engine leaves out the
+# batching scheduler's and prompt cache's tests (engine/main_test.go): the
+# same Go as natively, their CPU-dependent parts tested in engine/model.
 # Each phase's go test -json is kept in TIMES and summarised into
 # testdata/test-timings.tsv (committed: a slower package or test shows in
 # the diff).
@@ -58,8 +62,7 @@ GOTEST     = CGO_ENABLED=0 $(GO) test -json -count=1 -timeout 30m
 # line is prefixed with its phase.
 TESTJOBS  ?= 3
 test: vet test-tiers test-asm $(TESTTIMES)
-	$(MAKE) -j$(TESTJOBS) test-native test-a72 test-a76 PHASEPREFIX=1
-	$(MAKE) timings
+	$(MAKE) -j$(TESTJOBS) test-native test-a72 test-a76 PHASEPREFIX=1; rc=$$?; $(MAKE) timings; exit $$rc
 
 $(TESTTIMES): scripts/testtimes.go
 	$(GO) build -o $@ scripts/testtimes.go
@@ -100,7 +103,8 @@ test-tiers:
 
 # testdata/test-timings.tsv from the phases' saved go test -json.
 timings: $(TESTTIMES)
-	$(TESTTIMES) -table $$(ls $(TIMES)/{native,a72,a76}.json) > testdata/test-timings.tsv
+	$(TESTTIMES) -table -note "$$(date -u +%FT%RZ), $$(git describe --always --dirty), $$(nproc) cores, $$(uptime | sed 's/.*load/load/')" \
+		$$(ls $(TIMES)/{native,a72,a76}.json) > testdata/test-timings.tsv
 
 # The race detector needs cgo (and a C compiler); the packages with
 # concurrency: storage, the appliance core, the front ends, the daemon, the engine.

@@ -42,6 +42,7 @@ func main() {
 	save := flag.String("save", "", "copy the `go test -json` stream on stdin to this file and print it as go test does")
 	table := flag.Bool("table", false, "summarise the saved streams given as arguments (phase: the file's base name)")
 	top := flag.Int("top", 3, "slowest top-level tests listed per package")
+	note := flag.String("note", "", "with -table: a comment line under the header (when and at what load the phases ran)")
 	prefix := flag.String("prefix", "", "with -save: begin each printed line with `phase` (phases run side by side)")
 	flag.Parse()
 	switch {
@@ -55,7 +56,7 @@ func main() {
 			os.Exit(1)
 		}
 	case *table:
-		if err := summarise(os.Stdout, flag.Args(), *top); err != nil {
+		if err := summarise(os.Stdout, flag.Args(), *top, *note); err != nil {
 			fmt.Fprintln(os.Stderr, "testtimes:", err)
 			os.Exit(1)
 		}
@@ -158,7 +159,7 @@ type row struct {
 // summarise writes one tab-separated row per package and phase: the
 // package, the phase, its seconds, its result, and its slowest top-level
 // tests.
-func summarise(w io.Writer, paths []string, top int) error {
+func summarise(w io.Writer, paths []string, top int, note string) error {
 	var rows []*row
 	for _, p := range paths {
 		phase := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
@@ -198,6 +199,9 @@ func summarise(w io.Writer, paths []string, top int) error {
 		return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.phase, b.phase))
 	})
 	fmt.Fprintln(w, "# go test -json summarised by scripts/testtimes.go (make test writes it); seconds are wall time, so they follow the machine's load")
+	if note != "" {
+		fmt.Fprintln(w, "# "+note)
+	}
 	fmt.Fprintln(w, "package\tphase\tseconds\tresult\tslowest tests (seconds)")
 	var total = map[string]float64{}
 	for _, r := range rows {
