@@ -11,6 +11,7 @@ import (
 // bit, the set's one-row kernels (DotF32F16, AxpyF16) applied row after
 // row, for head sizes around the vector widths and 0..70 rows.
 func TestAttnMatchesRows(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, k := range Available() {
 		for _, hd := range []int{8, 12, 16, 24, 36, 64, 80, 128} {

@@ -11,6 +11,7 @@ import (
 // reference bits for any block bytes (every kind of scale: normal,
 // subnormal, zero, infinite, NaN) and writes nothing past its values.
 func TestDequantQ8_0MatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(71, 72))
 	for _, k := range Available() {
 		for _, nb := range []int{0, 1, 2, 3, 4, 8, 9, 64} {
@@ -69,6 +70,7 @@ func q8Blocks(r *rand.Rand, n, nb, stride int) []byte {
 // one-key dots' bits for any number of keys and rows (so a score does not
 // depend on the others of its call) and writes only the scores it owns.
 func TestScoresQ8_0MatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(73, 74))
 	for _, k := range Available() {
 		for _, nb := range []int{1, 2, 4, 8, 17} {

@@ -12,6 +12,7 @@ import (
 // reference bits, for the head sizes of the models (and a few more), any
 // number of value rows.
 func TestAttnTileMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(61, 62))
 	g := GenericAttnTile()
 	for _, k := range Available() {
@@ -98,6 +99,7 @@ func TestAttnTileMatchesGeneric(t *testing.T) {
 // number of rows (so a row's result does not depend on how many rows share
 // a tile), and ExpSum the reference's exponentials and sum.
 func TestAttnTileRowsMatchGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(63, 64))
 	g := GenericAttnTile()
 	sets := []*AttnTileKernels{g}

@@ -43,6 +43,7 @@ func avxNeed(t testing.TB) *Kernels {
 // AVX2, FMA and F16C (unless GEIST_KERNELS names another), generic
 // otherwise.
 func TestDispatchAMD64(t *testing.T) {
+	t.Parallel()
 	want := "generic"
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
 		want = "avx2"
@@ -269,6 +270,7 @@ func avxCheckDot(t *testing.T, q avxQuantKind, avx *Kernels, w, a []byte, aStrid
 // block counts around the vector and block widths, n = 1..9 and 17
 // columns, unaligned slices and guarded outputs.
 func TestDotAVX2(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	for _, q := range avxQuantKinds {
 		t.Run(q.name, func(t *testing.T) {
@@ -297,6 +299,7 @@ func TestDotAVX2(t *testing.T) {
 // ranges (all nibbles 15 or 0, quants +-127, Q6_K scales -128) where the
 // int16 pair sums of VPMADDUBSW come closest to saturating.
 func TestDotAVX2Extremes(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	for _, q := range avxQuantKinds {
 		for _, wb := range []byte{0x00, 0xff, 0x80, 0x7f, 0x88} {
@@ -340,6 +343,7 @@ func TestDotAVX2Extremes(t *testing.T) {
 // TestDotAVX2Short checks that the wrappers refuse buffers that are too
 // short instead of reading past them.
 func TestDotAVX2Short(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	for _, q := range avxQuantKinds {
 		nb := 2
@@ -385,6 +389,7 @@ var avxFloatKinds = []avxFloatKind{
 }
 
 func TestDotFloatAVX2(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	r := rand.New(rand.NewPCG(2, 3))
 	for _, fk := range avxFloatKinds {
@@ -448,6 +453,7 @@ func avxFloats(r *rand.Rand, n int, scale float64) []float32 {
 // code bit for bit (product rounded, then added), DotF32F16 and
 // RMSNormScale agree within their tolerances.
 func TestVectorAVX2(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	r := rand.New(rand.NewPCG(4, 5))
 	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 32, 63, 64, 65, 128, 129, 2048} {
@@ -491,6 +497,7 @@ func TestVectorAVX2(t *testing.T) {
 // generic bytes, over random rows, zero blocks, ties (values that land on
 // .5 after scaling), repeated maxima of both signs and tiny values.
 func TestQuantizeAVX2(t *testing.T) {
+	t.Parallel()
 	avx := avxNeed(t)
 	r := rand.New(rand.NewPCG(6, 7))
 	rows := [][]float32{}
@@ -709,6 +716,7 @@ func BenchmarkRowsAVX2(b *testing.B) {
 // bytes at the edges of the int16 ranges their sums rely on, one column
 // (the n == 1 kernels) and three (see checkRowsExtremes).
 func TestRowsAVX2Extremes(t *testing.T) {
+	t.Parallel()
 	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {
@@ -750,6 +758,7 @@ func checkRowsExtremes(t *testing.T, name string, dt dotType, f RowsFunc, ns []i
 
 // TestRowsAVX2Short checks the wrappers' length checks (checkRowsShort).
 func TestRowsAVX2Short(t *testing.T) {
+	t.Parallel()
 	needRows(t)
 	avx := avxNeed(t)
 	for _, rt := range rowsTypes {

@@ -10,6 +10,7 @@ import (
 // the generic bits, for lengths around the vector width and values from
 // subnormal to infinite and NaN.
 func TestElementwiseMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(71, 72))
 	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, 6e-8, 65504, 65520, -70000, 1e10,
 		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -float32(math.NaN()), math.Float32frombits(0x7f800001)}
@@ -50,6 +51,7 @@ func TestElementwiseMatchesGeneric(t *testing.T) {
 // or updates S in place, and is deterministic (the recurrence's replay
 // depends on it).
 func TestDeltaRow(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(81, 82))
 	for _, k := range Available() {
 		for _, n := range []int{16, 64, 128, 20} {
@@ -87,6 +89,7 @@ func TestDeltaRow(t *testing.T) {
 // generic bits, the state and the outputs, in place and out of place,
 // with and without outputs, for odd and even row counts.
 func TestSSMStep(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(83, 84))
 	for _, k := range Available() {
 		for _, sh := range [][2]int{{64, 128}, {3, 8}, {1, 16}, {2, 64}, {7, 24}} {

@@ -28,6 +28,7 @@ func FuzzKQuants(f *testing.F) {
 // TestKQuantsRandomBytes runs FuzzKQuants' check over random bytes (-128
 // quants included), for the platforms where the fuzzer cannot run.
 func TestKQuantsRandomBytes(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(41, 42))
 	rounds := 120
 	if testing.Short() {

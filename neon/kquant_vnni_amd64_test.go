@@ -67,6 +67,7 @@ func vnniSame(t *testing.T, q avxQuantKind, vnni, avx *Kernels, w, a []byte, aSt
 // ones bit for bit, on quantized activations and on random bytes
 // everywhere (both compute the same integer lanes for any bytes).
 func TestKQuantVNNIMatchesAVX2(t *testing.T) {
+	t.Parallel()
 	_, avx := vnniNeed(t)
 	for _, vnni := range vnniVariants(t) {
 		t.Run(vnni.Name, func(t *testing.T) { vnniMatches(t, vnni, avx) })
@@ -100,6 +101,7 @@ func vnniMatches(t *testing.T, vnni, avx *Kernels) {
 // TestKQuantVNNIExtremes: weights and activations at the ends of their
 // ranges (constant weight bytes, quants -128 and 127, constant bsums).
 func TestKQuantVNNIExtremes(t *testing.T) {
+	t.Parallel()
 	_, avx := vnniNeed(t)
 	for _, vnni := range vnniVariants(t) {
 		t.Run(vnni.Name, func(t *testing.T) { vnniExtremes(t, vnni, avx) })
@@ -172,6 +174,7 @@ func BenchmarkKQuantVNNI(b *testing.B) {
 // layouts compute the avx512vnni kernels' integers and float steps, so
 // the same bits, for 1..9 columns.
 func TestPackedAVX2MatchesVNNI(t *testing.T) {
+	t.Parallel()
 	avx, vnni := byName("avx2"), byName("avx512vnni")
 	if avx == nil || vnni == nil {
 		t.Skip("needs both the avx2 and the avx512vnni sets")

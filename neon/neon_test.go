@@ -253,6 +253,7 @@ const guard = float32(-12345.678)
 // checks batch invariance: out[j] with n columns equals the n == 1 result
 // of column j bit for bit.
 func TestDotMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, k := range others(t) {
 		for _, dt := range dotTypes {
@@ -304,6 +305,7 @@ func TestDotMatchesGeneric(t *testing.T) {
 // TestFloatDotsMatchGeneric covers DotF32 and DotF16 over lengths around
 // the vector width.
 func TestFloatDotsMatchGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range others(t) {
 		for _, typ := range []struct {
@@ -385,6 +387,7 @@ func floatMag(w, a []byte, ne, size int) float64 {
 // the generic (ggml reference) code, including all-zero blocks and blocks
 // where +max and -max tie.
 func TestQuantizeMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, k := range others(t) {
 		for _, q := range []struct {
@@ -436,6 +439,7 @@ func TestQuantizeMatchesGeneric(t *testing.T) {
 // TestVectorMatchesGeneric covers DotF32F16, AxpyF16 (bit-identical) and
 // RMSNormScale over lengths around the vector widths.
 func TestVectorMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, k := range others(t) {
 		for _, n := range []int{0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 128, 129, 4096} {
@@ -486,6 +490,7 @@ func FuzzDotExact(f *testing.F) {
 // the platforms where the fuzzer cannot run (under qemu it cannot fork
 // its workers).
 func TestDotExactRandomBytes(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(15, 16))
 	for i := 0; i < 400; i++ {
 		data := make([]byte, r.IntN(3000))

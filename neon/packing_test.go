@@ -49,6 +49,7 @@ func testPackings() (names []string, ps []*Packing, types []string) {
 // column, bit for bit unless the packing names a tolerance, and each
 // column's result equals that column computed alone (batch invariance).
 func TestPackingsMatchGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(31, 32))
 	names, ps, types := testPackings()
 	for i, p := range ps {
@@ -165,6 +166,7 @@ func FuzzPackings(f *testing.F) {
 // (extreme quants and NaN or infinite scales included), for the platforms
 // where the fuzzer cannot run.
 func TestPackingsRandomBytes(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(33, 34))
 	rounds := 200
 	if testing.Short() {

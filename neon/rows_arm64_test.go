@@ -13,6 +13,7 @@ import (
 // match generic, one byte or float short panics with errShort, and so do
 // overlapping output groups.
 func TestRowsBounds(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(27, 28))
 	for _, k := range Available() {
 		for _, rt := range rowsTypes {

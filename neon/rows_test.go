@@ -94,6 +94,7 @@ func rowsRef(name string) func(w, a []byte, nb int) float32 {
 // counts around the vector widths, 1..17 and 64 columns, odd offsets,
 // padded row and column strides, gaps between output rows.
 func TestRowsMatchGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(21, 22))
 	sets := append(Available(), &Kernels{Name: "reference", RowsQ4_0Q8_0: GenericRows("Q4_0"),
 		RowsQ5_0Q8_0: GenericRows("Q5_0"), RowsQ8_0Q8_0: GenericRows("Q8_0"),
@@ -146,6 +147,7 @@ func FuzzRowsExact(f *testing.F) {
 // TestRowsExactRandomBytes runs the fuzz check over random bytes, for the
 // platforms where the fuzzer cannot run (qemu).
 func TestRowsExactRandomBytes(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(23, 24))
 	for i := 0; i < 300; i++ {
 		data := make([]byte, r.IntN(6000))
@@ -190,6 +192,7 @@ func needRows(t testing.TB) {
 // packed bytes (quants, -o*sum, float32 scale) for random activations,
 // odd strides and offsets included.
 func TestTilePackMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(25, 26))
 	ran := 0
 	for _, k := range Available() {

@@ -21,6 +21,7 @@ func rowsVNNINeed(t testing.TB) *Kernels {
 // TestRowsVNNIInstalled checks that the avx512vnni set has its own
 // row-group kernels, not the avx2 ones.
 func TestRowsVNNIInstalled(t *testing.T) {
+	t.Parallel()
 	k := rowsVNNINeed(t)
 	for _, rt := range rowsTypes {
 		f := rt.pick(k)
@@ -34,6 +35,7 @@ func TestRowsVNNIInstalled(t *testing.T) {
 // constant quant bytes at the edges of the ranges, one to nine columns
 // (see checkRowsExtremes).
 func TestRowsVNNIExtremes(t *testing.T) {
+	t.Parallel()
 	k := rowsVNNINeed(t)
 	for ti, rt := range rowsTypes {
 		names, fs := rowsKernels(t, k, ti)
@@ -46,6 +48,7 @@ func TestRowsVNNIExtremes(t *testing.T) {
 // TestRowsVNNIShort checks the vnni row-group and tile wrappers' length
 // checks (checkRowsShort; a tile's Pack checks the activations).
 func TestRowsVNNIShort(t *testing.T) {
+	t.Parallel()
 	k := rowsVNNINeed(t)
 	for ti, rt := range rowsTypes {
 		names, fs := rowsKernels(t, k, ti)

@@ -9,6 +9,7 @@ import (
 // TestExpfAccuracy: expf is within 2 ulp of the exact exponential over
 // its range (and clamps outside it).
 func TestExpfAccuracy(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(51, 52))
 	worst := 0.0
 	for i := 0; i < 200000; i++ {
@@ -32,6 +33,7 @@ func TestExpfAccuracy(t *testing.T) {
 // for lengths around the vector width and values from tiny to huge,
 // infinities included.
 func TestSiLUMulMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(53, 54))
 	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 87, -87, 88, -88, 89, -89, 200, -200,
 		float32(math.Inf(1)), float32(math.Inf(-1)), 3.4e38, -3.4e38}
@@ -63,6 +65,7 @@ func TestSiLUMulMatchesGeneric(t *testing.T) {
 
 // TestSoftmaxMatchesGeneric: every set's Softmax gives the generic bits.
 func TestSoftmaxMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(57, 58))
 	for _, k := range Available() {
 		for _, n := range []int{1, 2, 7, 8, 9, 33, 300} {
@@ -96,6 +99,7 @@ func TestSoftmaxMatchesGeneric(t *testing.T) {
 // TestExpSubMatchesGeneric: every set's ExpSub gives the generic bits
 // (the online softmax of the attention mixes them with Exp).
 func TestExpSubMatchesGeneric(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(59, 60))
 	for _, k := range Available() {
 		for _, n := range []int{1, 7, 8, 9, 64, 65} {

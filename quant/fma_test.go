@@ -13,6 +13,7 @@ import (
 // and fails on any fused multiply-add: ggml's reference arithmetic rounds
 // every product, and the bit-exact tests run on amd64, which never fuses.
 func TestNoFusedMultiplyAdd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles the package for arm64")
 	}

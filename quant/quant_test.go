@@ -46,6 +46,7 @@ func mustDequantize(t testing.TB, typ Type, b []byte, n int) []float32 {
 
 // TestTypeSizes checks the byte layouts against ggml's block sizes.
 func TestTypeSizes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		t    Type
 		size int
@@ -64,6 +65,7 @@ func TestTypeSizes(t *testing.T) {
 // dequantized values, relative to the row's RMS. The bounds are a little
 // above what ggml's reference quantizers reach on Gaussian data.
 func TestRoundTripError(t *testing.T) {
+	t.Parallel()
 	bounds := map[Type]float64{
 		F32: 0, F16: 0.0005, BF16: 0.004,
 		Q8_0: 0.0075, Q8_1: 0.0075, Q8_K: 0.012, // Q8_K: one step for 256 values and a 6σ outlier
@@ -97,6 +99,7 @@ func TestRoundTripError(t *testing.T) {
 // element: every value is within half a step of its quantized value, the
 // extreme maps to ±127, and bsums are the sums of each 16 quants.
 func TestQ8KElementBound(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	x := randRow(r, 2*QK_K, 1)
 	x[10] = -9 // negative extreme in the first block
@@ -134,6 +137,7 @@ func TestQ8KElementBound(t *testing.T) {
 }
 
 func TestQuantizeErrors(t *testing.T) {
+	t.Parallel()
 	if err := QuantizeRow(Q4_0, make([]float32, 33), make([]byte, 36)); err == nil {
 		t.Error("33 elements of Q4_0: no error")
 	}
@@ -177,6 +181,7 @@ func q8_1SumAllowance(typ Type, w, a []byte) float64 {
 var dotTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K}
 
 func TestDotMatchesDequantized(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, typ := range dotTypes {
 		k, ok := kernelFor(typ)
@@ -227,6 +232,7 @@ func newTestMatrix(t testing.TB, typ Type, rows, cols int, r *rand.Rand) *Matrix
 // TestMulRowsBatchInvariance: a row computed alone, in a batch of 7, or in
 // any split of the weight rows gives the same bits.
 func TestMulRowsBatchInvariance(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	const rows, cols, n = 37, 2 * QK_K, 7
 	for _, typ := range dotTypes {
@@ -287,6 +293,7 @@ func TestMulRowsNoAllocs(t *testing.T) {
 }
 
 func TestNewMatrixErrors(t *testing.T) {
+	t.Parallel()
 	_, err := NewMatrix(IQ2_XXS, 1, 256, make([]byte, 66))
 	if err == nil || !strings.Contains(err.Error(), "quant: tensor type IQ2_XXS is not supported") {
 		t.Errorf("IQ2_XXS: %v", err)

@@ -17,6 +17,7 @@ import (
 // This covers the reference quantizers the JSON goldens do not: Q4_K, Q5_K,
 // Q6_K, and Q4_0..Q8_0 and F16 on whole tensors.
 func TestRequantizeZoo(t *testing.T) {
+	t.Parallel()
 	dir := zoo.Dir(t)
 	sources := map[string][]string{
 		"tiny-llama":  {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"},

@@ -3,6 +3,7 @@ package quant
 import "testing"
 
 func TestRounding(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		f     float32
 		round float32 // C's roundf: ties away from zero

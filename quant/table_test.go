@@ -16,6 +16,7 @@ import (
 // exactly one line of neon.Weights, so a kernel field without its line
 // fails here.
 func TestOneTypeTable(t *testing.T) {
+	t.Parallel()
 	named := map[Type]bool{}
 	for _, w := range neon.Weights {
 		wt, ok := ParseType(w.Weight)

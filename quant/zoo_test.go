@@ -43,6 +43,7 @@ func readJSON(t *testing.T, path string, v any) {
 // TestDequantizeZoo dequantizes every tensor of every zoo model and compares
 // the sha256 of the float32 values with gguf-py's reference dequantizers.
 func TestDequantizeZoo(t *testing.T) {
+	t.Parallel()
 	dir := zoo.Dir(t)
 	goldens, err := filepath.Glob(filepath.Join(dir, "golden", "dequant-*.json"))
 	if err != nil || len(goldens) == 0 {
@@ -142,6 +143,7 @@ type quantizeRef struct {
 // TestQuantizeReference checks the row quantizers against the bytes of
 // ggml's reference quantizers.
 func TestQuantizeReference(t *testing.T) {
+	t.Parallel()
 	var ref quantizeRef
 	readJSON(t, zoo.Path(t, "golden", "quantize-reference.json"), &ref)
 	if len(ref.Cases) == 0 {
@@ -189,6 +191,7 @@ func firstDiff(a, b []byte) int {
 // checks the product of its first rows with random activations against the
 // dequantized float dot product.
 func TestMatrixZoo(t *testing.T) {
+	t.Parallel()
 	dir := zoo.Dir(t)
 	models, err := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
 	if err != nil || len(models) == 0 {
