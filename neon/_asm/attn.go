@@ -25,6 +25,10 @@ func generateAttn() string {
 	for _, t := range tiers {
 		a.scoresQ8_0(t)
 	}
+	a.transposeV8()
+	for _, t := range tiers {
+		a.sumV8(t)
+	}
 	return a.b.String()
 }
 
