@@ -46,6 +46,8 @@ func init() {
 		AttnTile:     &avx2AttnTile,
 		DequantQ8_0:  dequantQ8_0avx2,
 		ScoresQ8_0:   scoresQ8_0avx2,
+		TransposeV8:  transposeV8avx2,
+		SumV8:        sumV8avx2,
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)
@@ -57,6 +59,7 @@ func init() {
 	vnni.Name = "avx512vnni"
 	vnni.AttnTile = &vnniAttnTile
 	vnni.ScoresQ8_0 = scoresQ8_0vnni
+	vnni.SumV8 = sumV8vnni
 	fill(&vnni, generic)
 	vnniRows(&vnni)
 	vnniTiles(&vnni)
