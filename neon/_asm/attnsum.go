@@ -27,9 +27,9 @@ func (a *asm) attnSumF16() {
 	a.l("MOVD out+0(FP), R0")
 	a.l("MOVD v+16(FP), R2")
 	a.l("MOVD hd64+24(FP), R3")
-	a.l("LSL $7, R3, R5")   // bytes per v row
-	a.l("SUB $64, R5, R6")  // from a row's second load to the next row
-	a.l("LSL $6, R5, R13")  // a block of rows: the next one is prefetched
+	a.l("LSL $7, R3, R5")  // bytes per v row
+	a.l("SUB $64, R5, R6") // from a row's second load to the next row
+	a.l("LSL $6, R5, R13") // a block of rows: the next one is prefetched
 	a.l("chunk:")
 	a.l("MOVD R0, R7")
 	for k := 16; k < 32; k += 4 {
