@@ -197,6 +197,10 @@ type Kernels struct {
 	// on every set.
 	TransposeV8 func(vt []byte, dv []float32, v []byte, vStride, n, hd int)
 	SumV8       func(out, w []float32, lo, hi int, vt []byte, dv []float32)
+	// PreferV8 is whether attention over a Q8_0 cache uses TransposeV8
+	// and SumV8 on this set unless AttnV8Env says otherwise (where they
+	// are faster than its float value sums).
+	PreferV8 bool
 	// AttnTile are the tiled attention kernels (nil when the set has none:
 	// attention then runs each row with AttnScores and AttnSum).
 	AttnTile *AttnTileKernels

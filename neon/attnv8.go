@@ -53,35 +53,44 @@ func V8Size(n, hd int) (bytes, scales int) {
 }
 
 // AttnV8Env names the environment variable that selects the integer
-// value sum for the Q8_0 cache: "on" or "off" (the default is AttnV8's
-// initial value).
+// value sum for the Q8_0 cache: "on" or "off"; unset (or "auto"), each
+// kernel set's preference (Kernels.PreferV8).
 const AttnV8Env = "GEIST_ATTN_V8"
 
-var attnV8 atomic.Bool
+// attnV8 is the choice: 0 each set's preference, 1 on, 2 off.
+var attnV8 atomic.Int32
 
 func init() {
-	attnV8.Store(attnV8Default)
 	switch os.Getenv(AttnV8Env) {
 	case "on", "1":
-		attnV8.Store(true)
+		attnV8.Store(1)
 	case "off", "0":
-		attnV8.Store(false)
+		attnV8.Store(2)
 	}
 }
 
-// attnV8Default is whether the integer value sum is used without
-// AttnV8Env.
-const attnV8Default = false
-
 // AttnV8 reports whether attention over a Q8_0 cache sums the values in
-// integer arithmetic (TransposeV8, SumV8) rather than dequantized float.
-func AttnV8() bool { return attnV8.Load() }
+// integer arithmetic (TransposeV8, SumV8) rather than dequantized float:
+// the choice of AttnV8Env or SetAttnV8, else the active set's preference.
+func AttnV8() bool {
+	switch attnV8.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	return Active().PreferV8
+}
 
 // SetAttnV8 selects the integer value sum (true) or the float one and
 // returns a function restoring the previous choice (for tests and
 // benchmarks; not while a forward pass runs).
 func SetAttnV8(on bool) (restore func()) {
-	old := attnV8.Swap(on)
+	v := int32(2)
+	if on {
+		v = 1
+	}
+	old := attnV8.Swap(v)
 	return func() { attnV8.Store(old) }
 }
 
