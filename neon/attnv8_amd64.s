@@ -11,7 +11,7 @@
 
 // QUANT leaves in 0(SP) the row's quantized weights of the group and block
 // at SI (weights) and R8 (scales), in dword order 0 2 4 6 1 3 5 7 of the
-// quads, and d = amax/127 in Y6; it jumps to next when amax is not
+// quads, and d = amax*float32(1/127) in Y6; it jumps to next when amax is not
 // positive (or NaN).
 #define QUANT \
 	VMOVUPS      (SI), Y0;        \
@@ -34,7 +34,7 @@
 	VXORPS       X5, X5, X5;      \
 	VUCOMISS     X5, X4;          \
 	JBE          next;            \
-	VDIVSS       X14, X4, X6;     \
+	VMULSS       X13, X4, X6;     \
 	VDIVSS       X4, X14, X7;     \
 	VBROADCASTSS X6, Y6;          \
 	VBROADCASTSS X7, Y7;          \
@@ -71,7 +71,8 @@
 	VMOVUPS   Y11, 96(R11)
 
 // SUMARGS loads the arguments of sumV8: DI out, SI the first group's
-// weights, DX vt and R8 dv at its first block, CX ng, R9 nbv; X14 127.
+// weights, DX vt and R8 dv at its first block, CX ng, R9 nbv; X14 127,
+// X13 float32(1/127).
 #define SUMARGS \
 	MOVQ  out+0(FP), DI;    \
 	MOVQ  w+8(FP), SI;      \
@@ -90,7 +91,9 @@
 	SHLQ  $7, AX;           \
 	ADDQ  AX, R8;           \
 	MOVL  $0x42fe0000, AX;  \
-	VMOVD AX, X14
+	VMOVD AX, X14;          \
+	MOVL  $0x3c010204, AX;  \
+	VMOVD AX, X13
 
 #define QUAD2(q, o) \
 	VPBROADCASTD o(SP), Y12;                  \

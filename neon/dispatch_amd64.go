@@ -48,6 +48,9 @@ func init() {
 		ScoresQ8_0:   scoresQ8_0avx2,
 		TransposeV8:  transposeV8avx2,
 		SumV8:        sumV8avx2,
+		// PreferV8 false: the float value sums (FMA on 256 and 512 bits)
+		// are faster here than the 256-bit integer ones
+		// (BenchmarkAttnValuesQ8, tiles of 32 rows).
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)

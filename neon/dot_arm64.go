@@ -304,6 +304,9 @@ func arm64Set(dotprod bool) *Kernels {
 	}
 	k.ScoresQ8_0 = scoresQ8_0ne
 	k.TransposeV8, k.SumV8 = transposeV8neon, sumV8ne
+	// The integer value sums, projected faster than the float ones on both
+	// tiers (scripts/armproj.sh, the attention table).
+	k.PreferV8 = true
 	if dotprod {
 		k.Name = "neon-dotprod"
 		k.DotQ4_0Q8_0 = blockDot(dotQ4_0Q8_0DP, sizeQ4_0, sizeQ8_0)

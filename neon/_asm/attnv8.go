@@ -92,7 +92,7 @@ func (a *asm) transposeV8() {
 // weights w[32g:32g+32] (zero outside its keys) times the scales dv, their
 // largest amax, the products quantized to q = FCVTNU(p*(127/amax)) (at
 // most 127), the 32 channels' exact sums of q times the quads' quants,
-// and out[32c+i] += float32(d*float32(sum)), d = amax/127; a group whose
+// and out[32c+i] += float32(d*float32(sum)), d = amax*float32(1/127); a group whose
 // amax is not positive (or NaN) is skipped.
 func (a *asm) sumV8(t tier) {
 	name := "sumV8" + t.suffix
@@ -106,6 +106,7 @@ func (a *asm) sumV8(t tier) {
 	a.l("MOVD ng+40(FP), R5")
 	a.l("MOVD nbv+48(FP), R6")
 	a.l("MOVW $0x42fe0000, R15") // 127.0
+	a.l("MOVW $0x3c010204, R16") // float32(1/127)
 	// R9 vt and R10 dv at group g0's first block; R1 the group's weights
 	a.l("MUL R6, R4, R7")
 	a.l("ADD R7<<10, R2, R9")
@@ -135,8 +136,9 @@ func (a *asm) sumV8(t tier) {
 	a.l("FCMPS $(0.0), F16")
 	a.l("BLE next") // amax <= 0 or NaN: nothing to add
 	a.l("FMOVS R15, F30")
-	a.l("FDIVS F30, F16, F26") // d = amax/127
+	a.l("FMOVS R16, F26")
 	a.l("FDIVS F16, F30, F27") // id = 127/amax
+	a.l("FMULS F16, F26, F26") // d = amax*float32(1/127)
 	for k := 0; k < 8; k++ {
 		a.i(fmulElem(8+k, 8+k, 27, 0))
 		a.i(fcvtnu4s(8+k, 8+k))
