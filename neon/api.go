@@ -189,6 +189,18 @@ type Kernels struct {
 	// one-key dot's bits (exact integer block sums, then sumf +=
 	// float32(sumi)*(dk*dq) block after block), whatever nk and nq are.
 	ScoresQ8_0 func(sc []float32, k []byte, kStride int, q []byte, qStride, nb, nk, nq int, scale float32)
+	// TransposeV8 and SumV8 are the integer value sum over a Q8_0 cache
+	// (attnv8.go): TransposeV8 rearranges n <= AttnBlock value rows
+	// (v[t*vStride:], hd/32 Q8_0 blocks each) into vt and their scales
+	// into dv (V8Size gives the lengths); SumV8 adds the row's weights
+	// w[lo:hi] times those values to out (len(out) = hd). The same bits
+	// on every set.
+	TransposeV8 func(vt []byte, dv []float32, v []byte, vStride, n, hd int)
+	SumV8       func(out, w []float32, lo, hi int, vt []byte, dv []float32)
+	// PreferV8 is whether attention over a Q8_0 cache uses TransposeV8
+	// and SumV8 on this set unless AttnV8Env says otherwise (where they
+	// are faster than its float value sums).
+	PreferV8 bool
 	// AttnTile are the tiled attention kernels (nil when the set has none:
 	// attention then runs each row with AttnScores and AttnSum).
 	AttnTile *AttnTileKernels

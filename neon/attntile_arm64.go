@@ -21,7 +21,22 @@ func maxF32NEON(x *float32, n4 int) float32
 //go:noescape
 func f16ToF32NEON(dst *float32, src *uint16, n8 int)
 
-var arm64AttnTile = attnAsm{kt: attnKTNEON, scores: attnScoresTNEON, sum: attnSumFMANEON, max: maxF32NEON, toF32: f16ToF32NEON, scoresMul: 4, maxMul: 4}.tileSet()
+//go:noescape
+func attnSumF16NEON(out, w *float32, v *uint16, hd64, rows int)
+
+//go:noescape
+func attnSumF16x4NEON(out, w *float32, v *uint16, hd64, rows int)
+
+//go:noescape
+func sumQ8NEON(out, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
+
+//go:noescape
+func sumQ8x4NEON(out, w *float32, v *byte, hd64, rows, vStride int, tab *float32)
+
+// arm64AttnTile's decode sums read the F16 and Q8_0 caches directly (four
+// query heads at a time where there are four), as the avx512vnni set's.
+var arm64AttnTile = attnAsm{kt: attnKTNEON, scores: attnScoresTNEON, sum: attnSumFMANEON, max: maxF32NEON, toF32: f16ToF32NEON, scoresMul: 4, maxMul: 4,
+	rowsN: 4, sumF16: attnSumF16NEON, sumF16N: attnSumF16x4NEON, sumQ8: sumQ8NEON, sumQ8N: sumQ8x4NEON}.tileSet()
 
 //go:noescape
 func dequantQ8_0NEON(dst *float32, src *byte, nb int)

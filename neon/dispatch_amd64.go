@@ -46,6 +46,11 @@ func init() {
 		AttnTile:     &avx2AttnTile,
 		DequantQ8_0:  dequantQ8_0avx2,
 		ScoresQ8_0:   scoresQ8_0avx2,
+		TransposeV8:  transposeV8avx2,
+		SumV8:        sumV8avx2,
+		// PreferV8 false: the float value sums (FMA on 256 and 512 bits)
+		// are faster here than the 256-bit integer ones
+		// (BenchmarkAttnValuesQ8, tiles of 32 rows).
 	}
 	avx2Packings(avx)
 	avx2KPackings(avx)
@@ -57,6 +62,7 @@ func init() {
 	vnni.Name = "avx512vnni"
 	vnni.AttnTile = &vnniAttnTile
 	vnni.ScoresQ8_0 = scoresQ8_0vnni
+	vnni.SumV8 = sumV8vnni
 	fill(&vnni, generic)
 	vnniRows(&vnni)
 	vnniTiles(&vnni)

@@ -303,12 +303,17 @@ func arm64Set(dotprod bool) *Kernels {
 		DequantQ8_0:  dequantAsm(dequantQ8_0NEON),
 	}
 	k.ScoresQ8_0 = scoresQ8_0ne
+	k.TransposeV8, k.SumV8 = transposeV8neon, sumV8ne
+	// The integer value sums, projected faster than the float ones on both
+	// tiers (scripts/armproj.sh, the attention table).
+	k.PreferV8 = true
 	if dotprod {
 		k.Name = "neon-dotprod"
 		k.DotQ4_0Q8_0 = blockDot(dotQ4_0Q8_0DP, sizeQ4_0, sizeQ8_0)
 		k.DotQ5_0Q8_0 = blockDot(dotQ5_0Q8_0DP, sizeQ5_0, sizeQ8_0)
 		k.DotQ8_0Q8_0 = blockDot(dotQ8_0Q8_0DP, sizeQ8_0, sizeQ8_0)
 		k.ScoresQ8_0 = scoresQ8_0dp
+		k.SumV8 = sumV8dp
 		k.DotQ4_KQ8_K = blockDot(dotQ4_KQ8_KDP, sizeQ4_K, sizeQ8_K)
 		k.DotQ5_KQ8_K = blockDot(dotQ5_KQ8_KDP, sizeQ5_K, sizeQ8_K)
 		k.DotQ6_KQ8_K = blockDot(dotQ6_KQ8_KDP, sizeQ6_K, sizeQ8_K)

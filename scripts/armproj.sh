@@ -354,7 +354,8 @@ A=$WORK/attn
 mkdir -p "$A"
 G=github.com/geisten/geist/neon
 "$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
-  --disassemble-symbols=$G.attnKTNEON.abi0,$G.attnScoresTNEON.abi0,$G.attnSumFMANEON.abi0,$G.f16ToF32NEON.abi0 \
+  --disassemble-symbols=$G.attnKTNEON.abi0,$G.attnScoresTNEON.abi0,$G.attnSumFMANEON.abi0,$G.f16ToF32NEON.abi0,$(
+  )$G.scoresQ8_0DP.abi0,$G.scoresQ8_0NE.abi0,$G.dequantQ8_0NEON.abi0,$G.transposeV8NEON.abi0,$G.sumV8DP.abi0,$G.sumV8NE.abi0 \
   "$WORK/geist-arm64" > "$A/geist.dis"
 # llama.cpp's steps as callable functions: the inline vector calls of
 # vec.h, simd_gemm's full tile, and the tiled path's K packing and V
@@ -391,6 +392,17 @@ loop "$A/geist.dis" $G.attnKTNEON.abi0 first g_kt ld1=4 fcvtl=4 fcvtl2=4      # 
 loop "$A/geist.dis" $G.attnScoresTNEON.abi0 first g_sc fmla=64                # 4 d x 64 keys
 loop "$A/geist.dis" $G.attnSumFMANEON.abi0 first g_sum fmla=16 ldr=1          # 1 key x 64 outputs
 loop "$A/geist.dis" $G.f16ToF32NEON.abi0 first g_cvt fcvtl=1 fcvtl2=1         # 8 values
+# the Q8_0 cache: integer scores (4 keys x 32 d per block loop), and the
+# values either dequantized (shared by the tile) and summed in float, or
+# transposed (shared) and summed in int8 (neon/attnv8.go: one loop
+# iteration is 32 positions x 32 channels of one row, its weights'
+# quantization included)
+loop "$A/geist.dis" $G.scoresQ8_0DP.abi0 1 g_a76_scq8 sdot=8                   # 4 keys x 32 d
+loop "$A/geist.dis" $G.scoresQ8_0NE.abi0 1 g_a72_scq8 smull=8 smull2=8         # 4 keys x 32 d
+loop "$A/geist.dis" $G.dequantQ8_0NEON.abi0 first g_dq scvtf=8                 # 32 values
+loop "$A/geist.dis" $G.transposeV8NEON.abi0 first g_tv8 zip1=8 zip2=8          # 4 positions x 32 channels
+loop "$A/geist.dis" $G.sumV8DP.abi0 first g_a76_sv8 sdot=64 fcvtnu=8           # 32 positions x 32 channels
+loop "$A/geist.dis" $G.sumV8NE.abi0 first g_a72_sv8 smull=32 smlal2=32 sadalp=64 # 32 positions x 32 channels
 loop "$A/vec-a76.dis" ggml_vec_dot_f16 0 l_a76_dot fmla=4 ldp=4               # 32 halves (FP16 FMA)
 loop "$A/vec-a72.dis" ggml_vec_dot_f16 0 l_a72_dot fmla=4 fcvtl=8             # 16 halves
 loop "$A/fa-a76.dis" _Z10fa_mad_f16iPtPKtf 0 l_a76_mad fmla=4 stp=2           # 32 halves
@@ -437,15 +449,24 @@ for cpu in CPUS:
         ('tiled', 'simd_gemm tile, PV (2 rows x 8 outputs x 1 key)', 'l_%s_gemm' % lc, HD / 16),
         ('tiled', 'K tile packing (2 values), shared by %d rows' % QT, 'l_%s_kpack' % lc, HD / 2 / QT),
         ('tiled', 'V conversion (16 values), shared by %d rows' % QT, 'l_%s_vconv' % lc, HD / 16 / QT),
+        ('geist_q8f', 'scoresQ8_0 (4 keys x 32 d, integer)', 'g_%s_scq8' % lc, HD / 32 / 4),
+        ('geist_q8f', 'dequantQ8_0NEON values (32), shared by %d rows' % R, 'g_dq', HD / 32 / R),
+        ('geist_q8f', 'attnSumFMANEON (1 key x 64 outputs)', 'g_sum', HD / 64),
+        ('geist_q8i', 'scoresQ8_0 (4 keys x 32 d, integer)', 'g_%s_scq8' % lc, HD / 32 / 4),
+        ('geist_q8i', 'transposeV8NEON (4 positions x 32 channels), shared by %d rows' % R, 'g_tv8', HD / 32 / 4 / R),
+        ('geist_q8i', 'sumV8 (32 positions x 32 channels, int8)', 'g_%s_sv8' % lc, HD / 32 / 32),
     ]
 
-print('## Attention: F16 cache, head size 64, per (query row, key), QK plus PV\n')
+print('## Attention: head size 64, per (query row, key), QK plus PV\n')
 print('geist at %s; llama.cpp from %s.\n' % (os.environ['GEIST_AT'], os.environ['LLAMA_AT']))
 print('%d llvm-mca iterations; A76 = `-mcpu=neoverse-n1` at 2.4 GHz, A72 = `-mcpu=cortex-a72` at 1.8 GHz. '
       'geist: the tile kernels of neon/attntile_arm64.s. llama.cpp: ops.cpp\'s flash-attention paths, '
       'one_chunk (one row at a time: decode, batches under %d rows) and tiled (prompts). '
       'Not counted on either side: the softmax (maximum, exponentials, sums), the scale and mask passes, '
-      'call overhead, cache misses.\n' % (ITER, QT))
+      'call overhead, cache misses; for geist\'s Q8_0 cache also the queries\' quantization (per row, not per key). '
+      'The F16 cache is geist\'s default (llama.cpp\'s too); with the Q8_0 cache (--kv-type q8_0) the scores are '
+      'integer dots, and the values are summed in float after a dequantization (GEIST_ATTN_V8=off) or in int8 '
+      '(neon/attnv8.go: the weights quantized per 32 positions and 32 channels).\n' % (ITER, QT))
 print('| CPU | engine, path | loop | cycles/iter | iter per (row, key) | cycles per (row, key) |')
 print('|---|---|---|---|---|---|')
 per = {}
@@ -453,14 +474,15 @@ for cpu, rows in c.items():
     for eng, name, f, n in rows:
         cy = mca(f, cpu)
         per[(cpu, eng)] = per.get((cpu, eng), 0) + cy * n
-        print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, 'geist' if eng == 'geist' else 'llama.cpp ' + eng, name, cy, n, cy * n))
-json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'tiled', 'one_chunk')} for cpu in CPUS},
+        label = {'geist': 'geist', 'geist_q8f': 'geist Q8_0 cache, float values', 'geist_q8i': 'geist Q8_0 cache, int8 values'}.get(eng, 'llama.cpp ' + eng)
+        print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, label, name, cy, n, cy * n))
+json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk')} for cpu in CPUS},
           open(os.path.join(A, 'perpair.json'), 'w'))
-print('\n| CPU | geist | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist / tiled | geist / one_chunk |')
-print('|---|---|---|---|---|---|')
+print('\n| CPU | geist F16 cache | geist Q8_0 cache, float values | geist Q8_0 cache, int8 values | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist F16 / tiled | geist int8 / tiled |')
+print('|---|---|---|---|---|---|---|---|')
 for cpu in CPUS:
-    g, t, o = per[(cpu, 'geist')], per[(cpu, 'tiled')], per[(cpu, 'one_chunk')]
-    print('| %s | %.2f | %.2f | %.2f | %.2f | %.2f |' % (cpu, g, t, o, g / t, g / o))
+    g, qf, qi, t, o = (per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk'))
+    print('| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |' % (cpu, g, qf, qi, t, o, g / t, qi / t))
 
 # the weights, from the full run's per-kernel table (decode loops: an upper
 # bound for prompts, whose tiles share weight loads between tokens)

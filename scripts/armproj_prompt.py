@@ -223,7 +223,7 @@ def weights_s(core, eng, mix, n, ghz):
 
 def attn_s(core, eng, p0, n, ghz):
     pairs = n * p0 + n * (n + 1) // 2
-    key = {'geist': 'geist', 'llama': 'tiled'}[eng]
+    key = {'geist': 'geist', 'geist-q8': 'geist_q8i', 'llama': 'tiled'}[eng]
     return pairs * 32 * 16 * attn.get(core, {}).get(key, 0) / (ghz * 1e9)
 
 
@@ -234,7 +234,7 @@ def blend(core, eng, mix):
 
 print('\n## Llama-3.2-1B shape: prompt rate and the Home Assistant turn\n')
 print('Weights: 0.973 G multiply-adds a token (16 layers), %s; the Q6_K head (0.263 G) for the last token only, '
-      'with the decode loops of the first table. Attention: F16 cache, the per (row, key) cycles of the attention '
+      'with the decode loops of the first table. Attention: the F16 cache (geist and llama.cpp) or the Q8_0 cache with integer scores and value sums (geist), the per (row, key) cycles of the attention '
       'table x 32 heads x 16 layers (llama.cpp: its tiled path). Boards: Pi 5 = 4 x A76 at 2.4 GHz, Pi 4 = 4 x A72 '
       'at 1.8 GHz, Jetson Orin Nano = 6 x A78AE at 1.5 GHz (projected with the A76/N1 figures: same ASIMD pipes); '
       'the cores scale perfectly (no hand-offs, no memory stalls: a tile reuses each weight load across its tokens, '
@@ -246,20 +246,29 @@ print('|---|---|---|---|---|---|---|---|---|')
 summ = {}
 for board, core, ghz, cores in BOARDS:
     for mix in ('Q4_K_M', 'Q4_0'):
-        for eng in ('geist', 'llama'):
-            b = blend(core, eng, mix)
-            tot = lambda p0, n: (weights_s(core, eng, mix, n, ghz) + attn_s(core, eng, p0, n, ghz)) / cores
+        for eng in ('geist', 'geist-q8', 'llama'):
+            if eng == 'geist-q8' and 'geist_q8i' not in attn.get(core, {}):
+                continue
+            we = 'geist' if eng == 'geist-q8' else eng  # the same weights
+            b = blend(core, we, mix)
+            tot = lambda p0, n: (weights_s(core, we, mix, n, ghz) + attn_s(core, eng, p0, n, ghz)) / cores
             pp = 512 / tot(0, 512)
             cold, call = tot(0, 4900), tot(4900, 2000)
-            cw, ca = weights_s(core, eng, mix, 2000, ghz) / cores, attn_s(core, eng, 4900, 2000, ghz) / cores
+            cw, ca = weights_s(core, we, mix, 2000, ghz) / cores, attn_s(core, eng, 4900, 2000, ghz) / cores
             frac = 1.0 / b if core != 'A72' else float('nan')
             print('| %s | %s | %s | %.2f | %s | %.0f | %.1f | %.1f | %.1f / %.1f |' % (
-                board, mix, 'geist' if eng == 'geist' else 'llama.cpp', b, '%.0f%%' % (100 * frac) if core != 'A72' else 'n/a',
+                board, mix, {'geist': 'geist, F16 cache', 'geist-q8': 'geist, Q8_0 cache (int8 attention)'}.get(eng, 'llama.cpp, F16 cache'), b, '%.0f%%' % (100 * frac) if core != 'A72' else 'n/a',
                 pp, cold, call, cw, ca))
             if board == 'Pi 5' and mix == 'Q4_K_M':
                 summ[eng] = (pp, frac, call, cold)
 print('\nllama.cpp measured on a Pi 5 (its README\'s pp512 on Llama-3.2-1B Q4_K_M, as the issue quotes): 72.9 tok/s; '
       'its projection above is the same bound as geist\'s, not a measurement.')
-g, l = summ['geist'], summ['llama']
+# geist's figures: its fastest cache for the turn, the Q8_0 cache with
+# integer attention when the attention table has it (the F16 cache's are
+# in the table above)
+gk = 'geist-q8' if 'geist-q8' in summ else 'geist'
+print('\narmproj summary figures for geist: %s (F16 cache: prompt %.1f tok/s, call %.2f s, cold %.2f s)'
+      % ({'geist-q8': 'Q8_0 cache, int8 attention', 'geist': 'F16 cache'}[gk], summ['geist'][0], summ['geist'][2], summ['geist'][3]))
+g, l = summ[gk], summ['llama']
 print('\narmproj summary: pi5_prompt_tok_s=%.1f pi5_sdot_bound_fraction=%.3f pi5_ha_call_s=%.2f pi5_ha_cold_s=%.2f llamacpp_pi5_prompt_tok_s=%.1f'
       % (g[0], g[1], g[2], g[3], l[0]))

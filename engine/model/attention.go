@@ -46,6 +46,12 @@ type attnScratch struct {
 	qq   []byte    // [attnRows][kRow] the rows' queries quantized
 	vf   []float32 // [attnBlock][HeadDimV] a block of values dequantized
 	vg32 []float32 // the same for a row's gathered block
+	// Q8_0 cache, integer value sums (neon.AttnV8): a block of values
+	// transposed, its scales, the same for a row's gathered block, and
+	// the gathered Q8_0 rows.
+	vt, vt2 []byte
+	dv, dv2 []float32
+	vgq     []byte
 }
 
 func (s *State) newAttnScratch(threads int) {
@@ -65,6 +71,10 @@ func (s *State) newAttnScratch(threads int) {
 			w.qq = make([]byte, R*slices.Max(s.kRow))
 			w.vf = make([]float32, attnBlock*hdv)
 			w.vg32 = make([]float32, attnBlock*hdv)
+			nvt, nd := neon.V8Size(attnBlock, hdv)
+			w.vt, w.vt2 = make([]byte, nvt), make([]byte, nvt)
+			w.dv, w.dv2 = make([]float32, nd), make([]float32, nd)
+			w.vgq = make([]byte, attnBlock*slices.Max(s.vRow))
 			continue
 		}
 		w.kg = make([]uint16, attnBlock*hd)
@@ -173,7 +183,9 @@ func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
 	}
 	first = first / attnBlock * attnBlock
 	scale := s.attnScale(hd)
-	if s.kvType == quant.Q8_0 {
+	if s.kvType == quant.Q8_0 && neon.AttnV8() {
+		s.attnTileQ8V8(w, rows[:nr], kvh, first, most, scale)
+	} else if s.kvType == quant.Q8_0 {
 		s.attnTileQ8(w, rows[:nr], kvh, first, most, scale)
 	} else if tk := neon.Active().AttnTile; tk != nil && hd%8 == 0 && hdv%64 == 0 {
 		s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
@@ -403,6 +415,64 @@ func (s *State) attnTileQ8(w *attnScratch, rows []keySpan, kvh, first, most int,
 				s.softmaxBlock(w, r, sc, out, blockMax(sc))
 				neon.AttnSumF32(out, sc, vf)
 			}
+		}
+	}
+}
+
+// attnTileQ8V8 is attnTileQ8 with the values summed in integer
+// arithmetic (neon.SumV8): each block of values is transposed once for
+// the tile (neon.TransposeV8), and every row adds its weights times it,
+// its weights quantized per group of 32 positions of the block; a row
+// whose block reaches into its ancestors transposes its own gathered
+// block. A row's bits depend only on its keys and weights, the same
+// whatever the tile or batch.
+func (s *State) attnTileQ8V8(w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
+	c, l := &s.m.Config, s.job.l
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+	qDim := c.NHead * hd
+	src := c.kvSrc(l)
+	pos0, kR, vR, cp := s.job.pos0, s.kRow[l], s.vRow[l], s.kvCap[src]
+	nbk := hd / 32
+	kq := s.kq[src][kvh*cp*kR : (kvh+1)*cp*kR]
+	vq := s.vq[src][kvh*cp*vR : (kvh+1)*cp*vR]
+	nr := len(rows)
+	k := neon.Active()
+	maxf := blockMax
+	if tk := k.AttnTile; tk != nil {
+		maxf = tk.Max
+	}
+	for r, row := range rows {
+		k.QuantizeQ8_0(w.qq[r*kR:(r+1)*kR], s.q[row.tok*qDim+row.head*hd:row.tok*qDim+(row.head+1)*hd])
+	}
+	for b := first; b < most; b += attnBlock {
+		e := min(b+attnBlock, most)
+		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
+		k.ScoresQ8_0(w.sc, kq[sb*kR:(sb+e-b)*kR], kR, w.qq, kR, nbk, e-b, nr, scale)
+		k.TransposeV8(w.vt, w.dv, vq[sb*vR:(sb+e-b)*vR], vR, e-b, hdv)
+		for r := range rows {
+			row := &rows[r]
+			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
+			if re <= rb {
+				continue // the causal mask (or the window): the whole block is hidden
+			}
+			sc := w.sc[r*attnBlock : (r+1)*attnBlock]
+			vt, dv := w.vt, w.dv
+			if re > row.vis { // the block reaches into the row's ancestors
+				for j := max(rb, row.vis); j < re; j++ {
+					t := row.slot(j, pos0, cp)
+					k.DotQ8_0Q8_0(sc[j-b:j-b+1], kq[t*kR:(t+1)*kR], w.qq[r*kR:(r+1)*kR], 0, nbk, 1)
+					sc[j-b] *= scale
+				}
+				for j := b; j < re; j++ {
+					t := row.slot(j, pos0, cp)
+					copy(w.vgq[(j-b)*vR:(j-b+1)*vR], vq[t*vR:(t+1)*vR])
+				}
+				vt, dv = w.vt2, w.dv2
+				k.TransposeV8(vt, dv, w.vgq[:(re-b)*vR], vR, re-b, hdv)
+			}
+			ws := sc[rb-b : re-b]
+			s.softmaxBlock(w, r, ws, s.attOut(*row, hdv), maxf(ws))
+			k.SumV8(s.attOut(*row, hdv), sc, rb-b, re-b, vt, dv)
 		}
 	}
 }

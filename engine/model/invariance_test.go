@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/zoo"
+	"github.com/geisten/geist/neon"
 	"github.com/geisten/geist/quant"
 )
 
@@ -180,4 +181,18 @@ func TestLogitsErrors(t *testing.T) {
 	if _, err := st.Logits(0, 1); err == nil {
 		t.Error("Logits after Forward succeeded")
 	}
+}
+
+// TestAttnV8OtherPath: the Q8_0 cache's value sum that the kernel set does
+// not prefer (neon.AttnV8: integer or float) is batch and tree invariant
+// too, on a plain and a sliding-window model (the default path is swept
+// by TestBatchInvarianceQ8KV and TestTreeInvariance).
+func TestAttnV8OtherPath(t *testing.T) {
+	files := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf")}
+	forEachKernels(t, func(t *testing.T) {
+		defer neon.SetAttnV8(!neon.AttnV8())()
+		t.Logf("integer value sums: %v", neon.AttnV8())
+		batchInvarianceKV(t, files, quant.Q8_0)
+		treeInvariance(t, files[:1], quant.Q8_0, 9)
+	})
 }

@@ -22,8 +22,16 @@ func generateAttn() string {
 	a.maxF32()
 	a.f16ToF32()
 	a.dequantQ8_0()
+	a.attnSumF16()
+	a.attnSumF16x4()
+	a.sumQ8()
+	a.sumQ8x4()
 	for _, t := range tiers {
 		a.scoresQ8_0(t)
+	}
+	a.transposeV8()
+	for _, t := range tiers {
+		a.sumV8(t)
 	}
 	return a.b.String()
 }
@@ -75,6 +83,15 @@ func (a *asm) attnKT() {
 	a.l("ADD $%d, R9", 8*attnBlock*4) // the next eight kt rows
 	a.l("SUBS $1, R10")
 	a.l("BNE cols")
+	// the same four keys of the next block (64 rows on): 4 rows of 16*hd8
+	// bytes, hd8 lines, prefetched
+	a.l("ADD R3<<6, R1, R14")
+	a.l("MOVD R2, R15")
+	a.l("ktpf:")
+	a.prfm(0, "R14")
+	a.l("ADD $64, R14")
+	a.l("SUBS $1, R15")
+	a.l("BNE ktpf")
 	a.l("ADD R3<<2, R1") // the next four keys
 	a.l("ADD $16, R0")
 	a.l("SUBS $1, R4")
