@@ -24,9 +24,8 @@ import (
 // share its workers and keep only a cache; the workspace may itself be one
 // of the pass's sequences.
 
-// ErrNotBatchable is returned by ForwardBatch for a model whose layers
-// keep a recurrent state (short convolutions, DeltaNet, Mamba-2): their
-// sequences run one at a time.
+// ErrNotBatchable is kept for callers that test for it: every family
+// batches now (Batchable).
 var ErrNotBatchable = errors.New("model: the model's recurrent layers do not run in batched passes")
 
 // Seq is one sequence's tokens in a ForwardBatch pass.
@@ -57,11 +56,19 @@ type batchScratch struct {
 	dst   [][]float32 // [maxRows] where the rows of a head call go (Out)
 }
 
-type viewSet struct{ q, k, v, att, cs, swa []float32 }
+type viewSet struct {
+	q, k, v, att, cs, swa []float32
+	// recurrent layers: the projections' outputs a sequence's rows read
+	// and the outputs they write
+	xc, out, z, beta, alpha, mbIn, bcx, cy []float32
+}
 
 // Batchable reports whether the model's sequences run in ForwardBatch
-// passes (no recurrent layers).
-func (s *State) Batchable() bool { return !s.hasRec() && !s.hasConv() }
+// passes: every family does. A recurrent layer's projections run over all
+// rows; its convolution and recurrence run per sequence, from the
+// sequence's own state (its conv rows, its DeltaNet or Mamba-2 state and
+// log, its checkpoints), the same steps as alone.
+func (s *State) Batchable() bool { return true }
 
 // NewSlot allocates another sequence's state for ForwardBatch passes whose
 // workspace is s: its own KV cache (o.Ctx, o.MaxCtx and o.KVType as for
@@ -229,20 +236,41 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 	if c.PerLayerEmbd > 0 {
 		s.perLayerBatch(toks)
 	}
+	if s.hasRec() {
+		for i := range seqs {
+			S := seqs[i].S
+			S.recBegin(len(seqs[i].Tokens), S.n)
+		}
+	}
 	for l := range m.Layers {
 		if s.yield != nil {
 			s.yield()
 		}
-		s.attnIn(l, n)
-		r = 0
-		for i := range seqs {
-			S, k := seqs[i].S, len(seqs[i].Tokens)
-			s.lendRows(S, l, r)
-			S.attnRows(l, k, S.n)
-			s.takeRows(S)
-			r += k
+		switch {
+		case c.IsSSM(l):
+			s.mamba2In(l, n)
+			s.recRows(seqs, l)
+			s.mamba2Out(l, n)
+		case c.IsRec(l):
+			s.deltaNetIn(l, n)
+			s.recRows(seqs, l)
+			s.deltaNetOut(l, n)
+		case c.IsConv(l):
+			s.shortConvIn(l, n)
+			s.recRows(seqs, l)
+			s.shortConvOut(l, n)
+		default:
+			s.attnIn(l, n)
+			r = 0
+			for i := range seqs {
+				S, k := seqs[i].S, len(seqs[i].Tokens)
+				s.lendRows(S, l, r)
+				S.attnRows(l, k, S.n)
+				s.takeRows(S)
+				r += k
+			}
+			s.attnOut(l, n)
 		}
-		s.attnOut(l, n)
 		s.feedForward(l, n)
 		if c.PerLayerEmbd > 0 {
 			s.perLayerBlock(l, n)
@@ -255,12 +283,70 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 	}
 	for i := range seqs {
 		S, k := seqs[i].S, len(seqs[i].Tokens)
+		if S.hasConv() {
+			S.convPassEnd(k, S.n)
+		}
+		if S.hasRec() {
+			S.recPassEnd(k, S.n)
+		}
 		S.ringPassEnd(k, S.n)
 		S.toks = append(S.toks[:S.n], seqs[i].Tokens...) // within the capacity reserve made
 		S.n += k
 		S.rows = 0
 		S.lay.on = false
+		if S.hasRec() && k > 1 && seqs[i].Parents == nil {
+			S.recCheckpoint(0) // the end of a prompt chunk, as Forward keeps it
+		}
 	}
+}
+
+// recRows runs recurrent layer l's per-sequence part (convolution,
+// recurrence, gating) for each sequence of seqs on its rows of the
+// workspace's projections.
+func (s *State) recRows(seqs []Seq, l int) {
+	c := &s.m.Config
+	r := 0
+	for i := range seqs {
+		S, k := seqs[i].S, len(seqs[i].Tokens)
+		s.lendRec(S, r)
+		switch {
+		case c.IsSSM(l):
+			S.mamba2Rows(l, k, S.n)
+		case c.IsRec(l):
+			S.deltaNetRows(l, k, S.n)
+		default:
+			S.shortConvRows(l, k, S.n)
+			S.shortConvKeep(l, k, S.n)
+		}
+		s.takeRec(S)
+		r += k
+	}
+}
+
+// lendRec points S's recurrent-layer inputs and outputs at the
+// workspace's rows from r on; takeRec gives S its own back.
+func (s *State) lendRec(S *State, r int) {
+	c := &s.m.Config
+	at := func(b []float32, w int) []float32 {
+		if b == nil {
+			return nil
+		}
+		return b[r*w:]
+	}
+	v := &s.bt.saved
+	v.xc, v.out, v.z, v.beta, v.alpha = S.rec.xc, S.rec.out, S.dn.z, S.dn.beta, S.dn.alpha
+	v.mbIn, v.bcx, v.cy = S.mb.in, S.conv.bcx, S.conv.y
+	S.rec.xc, S.rec.out = at(s.rec.xc, c.RecConv), at(s.rec.out, c.RecOut)
+	S.dn.z, S.dn.beta, S.dn.alpha = at(s.dn.z, c.DNHeadsV*c.DNHeadV), at(s.dn.beta, c.DNHeadsV), at(s.dn.alpha, c.DNHeadsV)
+	S.mb.in = at(s.mb.in, c.ssmInW())
+	S.conv.bcx, S.conv.y = at(s.conv.bcx, 3*c.NEmbd), at(s.conv.y, c.NEmbd)
+}
+
+func (s *State) takeRec(S *State) {
+	v := &s.bt.saved
+	S.rec.xc, S.rec.out, S.dn.z, S.dn.beta, S.dn.alpha = v.xc, v.out, v.z, v.beta, v.alpha
+	S.mb.in, S.conv.bcx, S.conv.y = v.mbIn, v.bcx, v.cy
+	*v = viewSet{}
 }
 
 // lendRows points S's query, key, value, attention and rope rows at the
@@ -275,7 +361,7 @@ func (s *State) lendRows(S *State, l, r int) {
 	if s.ropeSWA != nil {
 		swa = s.ropeSWA[r*c.RopeDimSWA:]
 	}
-	s.bt.saved = viewSet{S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA}
+	s.bt.saved = viewSet{q: S.q, k: S.k, v: S.v, att: S.att, cs: S.ropeCS, swa: S.ropeSWA}
 	S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA = q, k, v, att, cs, swa
 }
 

@@ -23,10 +23,13 @@ func TestForwardBatchTrees(t *testing.T) {
 	}
 }
 
+// batchTreeFiles: dense families and the recurrent ones (lfm2's short
+// convolutions, qwen35's gated DeltaNet, granitehybrid's Mamba-2).
 func batchTreeFiles(t *testing.T) []string {
-	fs := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf")}
+	fs := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf"),
+		zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), new2Model(t, "tiny-qwen35-Q4_0"), new2Model(t, "tiny-granitehybrid-Q4_0")}
 	if !testing.Short() {
-		fs = append(fs, zoo.Path(t, "models", "tiny-qwen3-Q4_K_M.gguf"))
+		fs = append(fs, zoo.Path(t, "models", "tiny-qwen3-Q4_K_M.gguf"), new2Model(t, "tiny-qwen35-Q4_K_M"), new2Model(t, "tiny-granitehybrid-Q8_0"), zoo.Path(t, "new", "models", "tiny-lfm2-Q8_0.gguf"))
 	}
 	return fs
 }
