@@ -21,8 +21,11 @@ import (
 // all of them. A new request's prompt is prefilled in chunks, one per
 // pass beside the others' decoding rows, so running answers keep
 // streaming. Every kernel is batch-invariant, so each answer is bit for bit
-// the one it would be alone (with speculation off: in batched mode
-// sequences decode one token per pass, without drafts).
+// the one it would be alone. Speculation composes: a sequence's step
+// submits its fed token and drafted tree (its own controller and tree,
+// specWork; lookup, n-gram and grammar drafts, not the model drafters),
+// the pass returns every row's logits into the slot's buffer, and the
+// sequence keeps its accepted path (Compact) before its next step.
 //
 // A sequence that does not submit its next rows in time (a slow client's
 // OnText, a costly grammar mask) does not hold the others: the runner
@@ -32,12 +35,13 @@ import (
 //
 // The prompt cache works as alone: a request's slot restores a longer
 // prefix from it (one restore at a time, the others' passes going on),
-// and stores its prefixes at the end. The skipped-layer search and the
-// drafters learn nothing from batched requests.
+// and stores its prefixes at the end. The n-gram statistics learn from
+// batched answers; the skipped-layer search does not.
 //
-// Models with recurrent layers (lfm2, granitehybrid, qwen35) do not run in
-// batched passes: with Parallel > 1 their requests run one at a time,
-// through the plain path, in the order they take the engine's lock.
+// Models with recurrent layers (lfm2, granitehybrid, qwen35) batch too:
+// each slot holds its own recurrent state, and what a sequence does to it
+// between its passes (rewind, Compact's replay, checkpoints, snapshots)
+// holds the workers from the runner (batcher.hold).
 //
 // Memory: Parallel KV caches, each growing on demand up to MaxCtx (the
 // engine's state is the first; a slot adds its cache and its workers'
@@ -65,6 +69,14 @@ type batcher struct {
 	seqs []model.Seq // the pass being run
 	in   []*slot
 
+	// work is held by the runner over a pass and, for a recurrent model
+	// (rec), by a sequence over what it does to its own state between
+	// its passes (a rewind, Compact, a checkpoint, a snapshot or a
+	// restore): a recurrent rewind replays steps on the workers the
+	// passes use.
+	work sync.Mutex
+	rec  bool
+
 	// The runner's counts (read when it is idle): passes, those with
 	// several sequences, those with a prompt chunk beside decoding rows,
 	// the most rows of one pass.
@@ -91,12 +103,12 @@ type slot struct {
 // newBatcher makes n slots (the engine's state first) and starts the
 // runner; nil when the model cannot batch.
 func (e *Engine) newBatcher(n int) (*batcher, error) {
-	if n <= 1 || !e.state.Batchable() {
+	if n <= 1 {
 		return nil, nil
 	}
 	n = min(n, maxParallel, e.state.MaxLogitRows(), e.state.MaxBatch())
 	b := &batcher{e: e, free: make(chan *slot, n), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		grace: time.Millisecond, timer: time.NewTimer(time.Hour)}
+		grace: time.Millisecond, timer: time.NewTimer(time.Hour), rec: e.model.RecLayers() > 0 || e.model.ConvLayers() > 0}
 	b.timer.Stop()
 	b.chunk = max(1, e.state.MaxBatch()-(n-1))
 	nv := e.model.NVocab
@@ -176,6 +188,20 @@ func (b *batcher) release(sl *slot) {
 	b.mu.Unlock()
 	b.poke() // the others need not wait for it
 	b.free <- sl
+}
+
+// hold takes the workers from the runner for a recurrent sequence's own
+// work on its state (nothing for other models); let gives them back.
+func (b *batcher) hold() {
+	if b.rec {
+		b.work.Lock()
+	}
+}
+
+func (b *batcher) let() {
+	if b.rec {
+		b.work.Unlock()
+	}
 }
 
 func (b *batcher) poke() {
@@ -301,17 +327,22 @@ func (b *batcher) runPass() {
 	}
 	b.most = max(b.most, rows)
 	t0 := time.Now()
+	b.work.Lock()
 	_, err := b.e.state.ForwardBatch(b.seqs)
 	if err != nil && len(b.seqs) > 1 {
 		// One sequence's rows were refused (the pass checks them all
 		// before it changes any state): each runs alone, so that only
 		// it fails.
-		for i, sl := range b.in {
-			_, sl.err = b.e.state.ForwardBatch(b.seqs[i : i+1])
+		for i := range b.in {
+			_, b.in[i].err = b.e.state.ForwardBatch(b.seqs[i : i+1])
+		}
+		b.work.Unlock()
+		for _, sl := range b.in {
 			sl.ready <- struct{}{}
 		}
 		return
 	}
+	b.work.Unlock()
 	b.grace = min(max(time.Since(t0)/4, 500*time.Microsecond), 20*time.Millisecond)
 	for _, sl := range b.in {
 		sl.err = err
@@ -341,6 +372,10 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	if err == nil {
 		sp, err = e.specOptions(&req)
 	}
+	pin := 0
+	if err == nil && e.model.RecLayers() > 0 {
+		pin = e.keepPrefix(&req, msgs, prompt) // a checkpoint there, as Generate pins it
+	}
 	e.setup.Unlock()
 	if err != nil {
 		return st, err
@@ -353,16 +388,20 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	defer b.release(sl)
 	s := sl.s
 	reuse := spec.CommonPrefix(s.Tokens(), prompt[:len(prompt)-1])
+	b.hold()
 	s.Truncate(reuse)
-	reuse = s.Len()
+	b.let()
+	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	if e.opt.Cache != nil {
 		// A longer prefix from the prompt cache (one restore at a time:
 		// the others' passes go on meanwhile).
 		t := time.Now()
 		e.cacheMu.Lock()
+		b.hold()
 		if r := e.restoreInto(s, prompt[:len(prompt)-1], reuse); r != reuse {
 			reuse, st.RestoredTokens = r, r
 		}
+		b.let()
 		e.cacheMu.Unlock()
 		st.RestoreMS = float64(time.Since(t).Microseconds()) / 1000
 	}
@@ -375,10 +414,18 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 			return st, err
 		}
 		end := min(i+b.chunk, len(prompt)-1)
+		if i < pin && pin < end {
+			end = pin
+		}
 		if _, err := b.pass(sl, prompt[i:end], false); err != nil {
 			return st, err
 		}
 		end = i + sl.took // the pass may have taken the chunk's first part
+		if end == pin {
+			b.hold()
+			s.Checkpoint()
+			b.let()
+		}
 		if req.OnPrefill != nil {
 			req.OnPrefill(end)
 		}
@@ -418,6 +465,7 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		k := e.keepPrefix(&req, msgs, prompt)
 		e.setup.Unlock()
 		e.cacheMu.Lock()
+		b.hold()
 		if k > 0 && k < len(prompt) {
 			e.snapshotOf(s, k)
 		}
@@ -426,6 +474,7 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		} else {
 			e.snapshotOf(s, s.Len())
 		}
+		b.let()
 		e.cacheMu.Unlock()
 	}
 	return st, err

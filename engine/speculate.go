@@ -497,7 +497,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 			}
 			t1 := time.Now()
 			if rows, err = s.Logits(lo, hi); err != nil {
-				s.Truncate(base)
+				g.truncate(base)
 				return -1, err
 			}
 			dt := time.Since(t1)
@@ -508,7 +508,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 		}
 		y, err := g.sample(rows[(cur-lo)*nv : (cur-lo+1)*nv])
 		if err != nil {
-			s.Truncate(base)
+			g.truncate(base)
 			return -1, err
 		}
 		child := -1
@@ -555,6 +555,10 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 		g.st.Accepted += accepted
 		g.st.MaxAcceptedDepth = max(g.st.MaxAcceptedDepth, accepted)
 	}
+	if g.sl != nil {
+		g.e.batch.hold()
+		defer g.e.batch.let()
+	}
 	if err := g.state().Compact(base, path); err != nil {
 		return errors.Join(errors.New("engine: keeping the accepted path"), err)
 	}
@@ -564,4 +568,13 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 		}
 	}
 	return nil
+}
+
+// truncate rewinds the sequence's state to n (a failed step's start).
+func (g *generation) truncate(n int) {
+	if g.sl != nil {
+		g.e.batch.hold()
+		defer g.e.batch.let()
+	}
+	g.state().Truncate(n)
 }
