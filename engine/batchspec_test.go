@@ -86,3 +86,85 @@ func batchedSpeculation(t *testing.T, path string) {
 		t.Error("no pass ran several sequences, or no draft was accepted, or no pass held a drafted tree")
 	}
 }
+
+// TestAllocationsBatchedSpeculation: a batched sequence's speculative
+// step (drafting a tree, its rows through the runner's pass, the walk,
+// Compact, for a recurrent family the replay) allocates nothing, while
+// another sequence decodes beside it.
+func TestAllocationsBatchedSpeculation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	for _, path := range []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-qwen35-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-granitehybrid-Q4_0.gguf")} {
+		t.Run(path[strings.LastIndex(path, "/")+1:], func(t *testing.T) {
+			e := loadFile(t, path, Options{Ctx: 2048, Batch: 16, Threads: 2, Parallel: 2})
+			b := e.batch
+			ids, err := e.Tokens(&Request{Prompt: copyHeavy[0]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sl, err := b.acquire(t.Context(), ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.release(sl)
+			other, err := b.acquire(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.release(other)
+			sl.s.Truncate(0)
+			other.s.Truncate(0)
+			for i := 0; i < len(ids)-1; i += sl.took {
+				if _, err := b.pass(sl, ids[i:min(i+b.chunk, len(ids)-1)], false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sp := SpecOptions{Mode: SpecAuto, DraftMax: 8, Fixed: true}
+			g := newTestGeneration(e, &sp, ids)
+			g.s, g.sl, g.w = sl.s, sl, &sl.w
+			sl.logits = make([]float32, 9*e.model.NVocab)
+			// The other sequence decodes a token per pass meanwhile.
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					other.one[0] = 5
+					if _, err := b.pass(other, other.one[:], true); err != nil {
+						panic(err)
+					}
+					if other.s.Len() > 1500 {
+						other.s.Truncate(0)
+					}
+				}
+			}()
+			step := func() {
+				next, err := g.step(g.history[len(g.history)-1], g.draftTree(8))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := g.emit(next); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 20 {
+				step()
+			}
+			a := steadyAllocs(10, step)
+			close(stop)
+			<-done
+			if a != 0 {
+				t.Errorf("%v allocations per batched speculative step", a)
+			}
+			if g.st.Drafted == 0 {
+				t.Error("nothing was drafted")
+			}
+		})
+	}
+}
