@@ -321,8 +321,8 @@ func (b *batcher) runPass() {
 	b.passes++
 	if len(b.seqs) > 1 {
 		b.multi++
-		if rows > len(b.seqs) && !b.in[0].prefill {
-			b.mixed++
+		if !b.in[0].prefill && b.in[len(b.in)-1].prefill {
+			b.mixed++ // a prompt chunk beside decoding rows (those come first)
 		}
 	}
 	b.most = max(b.most, rows)

@@ -53,7 +53,9 @@ func TestBatchedSpeculation(t *testing.T) {
 	}
 }
 
-func batchedSpeculation(t *testing.T, path string) {
+// batchedSpeculation runs TestBatchedSpeculation's check on one file and
+// returns the answers alone.
+func batchedSpeculation(t *testing.T, path string) []*batchReq {
 	want := batchRequests()
 	aloneAnswers(t, path, want)
 	e := loadFile(t, path, Options{Ctx: 1024, Batch: 16, Threads: 2, Parallel: 4})
@@ -85,6 +87,7 @@ func batchedSpeculation(t *testing.T, path string) {
 	if b.multi == 0 || accepted == 0 || b.most <= 4 {
 		t.Error("no pass ran several sequences, or no draft was accepted, or no pass held a drafted tree")
 	}
+	return want
 }
 
 // TestAllocationsBatchedSpeculation: a batched sequence's speculative
