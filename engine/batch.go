@@ -21,8 +21,11 @@ import (
 // all of them. A new request's prompt is prefilled in chunks, one per
 // pass beside the others' decoding rows, so running answers keep
 // streaming. Every kernel is batch-invariant, so each answer is bit for bit
-// the one it would be alone (with speculation off: in batched mode
-// sequences decode one token per pass, without drafts).
+// the one it would be alone. Speculation composes: a sequence's step
+// submits its fed token and drafted tree (its own controller and tree,
+// specWork; lookup, n-gram and grammar drafts, not the model drafters),
+// the pass returns every row's logits into the slot's buffer, and the
+// sequence keeps its accepted path (Compact) before its next step.
 //
 // A sequence that does not submit its next rows in time (a slow client's
 // OnText, a costly grammar mask) does not hold the others: the runner
@@ -32,12 +35,13 @@ import (
 //
 // The prompt cache works as alone: a request's slot restores a longer
 // prefix from it (one restore at a time, the others' passes going on),
-// and stores its prefixes at the end. The skipped-layer search and the
-// drafters learn nothing from batched requests.
+// and stores its prefixes at the end. The n-gram statistics learn from
+// batched answers; the skipped-layer search does not.
 //
-// Models with recurrent layers (lfm2, granitehybrid, qwen35) do not run in
-// batched passes: with Parallel > 1 their requests run one at a time,
-// through the plain path, in the order they take the engine's lock.
+// Models with recurrent layers (lfm2, granitehybrid, qwen35) batch too:
+// each slot holds its own recurrent state, and what a sequence does to it
+// between its passes (rewind, Compact's replay, checkpoints, snapshots)
+// holds the workers from the runner (batcher.hold).
 //
 // Memory: Parallel KV caches, each growing on demand up to MaxCtx (the
 // engine's state is the first; a slot adds its cache and its workers'
@@ -65,6 +69,14 @@ type batcher struct {
 	seqs []model.Seq // the pass being run
 	in   []*slot
 
+	// work is held by the runner over a pass and, for a recurrent model
+	// (rec), by a sequence over what it does to its own state between
+	// its passes (a rewind, Compact, a checkpoint, a snapshot or a
+	// restore): a recurrent rewind replays steps on the workers the
+	// passes use.
+	work sync.Mutex
+	rec  bool
+
 	// The runner's counts (read when it is idle): passes, those with
 	// several sequences, those with a prompt chunk beside decoding rows,
 	// the most rows of one pass.
@@ -73,24 +85,30 @@ type batcher struct {
 
 // slot is one sequence's state and its rendezvous with the runner.
 type slot struct {
-	s      *model.State
-	toks   []int32 // the rows submitted
-	want   bool    // their last row's logits
-	logits []float32
-	err    error
-	ready  chan struct{} // the pass with its rows ran
-	one    [1]int32
+	s       *model.State
+	toks    []int32 // the rows submitted
+	par     []int32 // their tree (nil: a chain)
+	want    bool    // their last row's logits
+	all     bool    // every row's logits
+	prefill bool    // a prompt chunk: the runner may take its first part only (took)
+	took    int     // the rows the pass took
+	waited  bool    // left out of the last pass: first in the next
+	logits  []float32
+	err     error
+	ready   chan struct{} // the pass with its rows ran
+	one     [1]int32
+	w       specWork // the sequence's speculation: its own controller and tree
 }
 
 // newBatcher makes n slots (the engine's state first) and starts the
 // runner; nil when the model cannot batch.
 func (e *Engine) newBatcher(n int) (*batcher, error) {
-	if n <= 1 || !e.state.Batchable() {
+	if n <= 1 {
 		return nil, nil
 	}
 	n = min(n, maxParallel, e.state.MaxLogitRows(), e.state.MaxBatch())
 	b := &batcher{e: e, free: make(chan *slot, n), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		grace: time.Millisecond, timer: time.NewTimer(time.Hour)}
+		grace: time.Millisecond, timer: time.NewTimer(time.Hour), rec: e.model.RecLayers() > 0 || e.model.ConvLayers() > 0}
 	b.timer.Stop()
 	b.chunk = max(1, e.state.MaxBatch()-(n-1))
 	nv := e.model.NVocab
@@ -107,7 +125,7 @@ func (e *Engine) newBatcher(n int) (*batcher, error) {
 				return nil, fmt.Errorf("engine: batch slot %d: %w", i, err)
 			}
 		}
-		sl := &slot{s: s, logits: make([]float32, nv), ready: make(chan struct{}, 1)}
+		sl := &slot{s: s, logits: make([]float32, nv), ready: make(chan struct{}, 1), w: newSpecWork()}
 		b.slots = append(b.slots, sl)
 		b.free <- sl
 	}
@@ -172,6 +190,20 @@ func (b *batcher) release(sl *slot) {
 	b.free <- sl
 }
 
+// hold takes the workers from the runner for a recurrent sequence's own
+// work on its state (nothing for other models); let gives them back.
+func (b *batcher) hold() {
+	if b.rec {
+		b.work.Lock()
+	}
+}
+
+func (b *batcher) let() {
+	if b.rec {
+		b.work.Unlock()
+	}
+}
+
 func (b *batcher) poke() {
 	select {
 	case b.kick <- struct{}{}:
@@ -180,9 +212,26 @@ func (b *batcher) poke() {
 }
 
 // pass runs toks (at most chunk of them) in the next batched pass and
-// returns their last row's logits when want (the slot's buffer).
+// returns their last row's logits when want (the slot's buffer). Without
+// want they are a prompt chunk, of which the pass may take only the first
+// sl.took.
 func (b *batcher) pass(sl *slot, toks []int32, want bool) ([]float32, error) {
-	sl.toks, sl.want, sl.err = toks, want, nil
+	return b.submit(sl, toks, nil, want, false, !want)
+}
+
+// step runs a decoding step's rows in the next batched pass: the fed token
+// and, with all, the drafted tree after it (parents as ForwardTree's),
+// returning every row's logits (the slot's buffer, rows×NVocab).
+func (b *batcher) step(sl *slot, toks, parents []int32, all bool) ([]float32, error) {
+	if !all {
+		parents = nil
+	}
+	return b.submit(sl, toks, parents, true, all, false)
+}
+
+func (b *batcher) submit(sl *slot, toks, parents []int32, want, all, prefill bool) ([]float32, error) {
+	sl.toks, sl.par, sl.want, sl.all, sl.prefill, sl.err = toks, parents, want, all, prefill, nil
+	sl.took = 0
 	b.mu.Lock()
 	b.pending = append(b.pending, sl)
 	b.mu.Unlock()
@@ -228,36 +277,41 @@ func (b *batcher) run() {
 			}
 			continue
 		}
-		b.step()
+		b.runPass()
 		since = time.Time{}
 	}
 }
 
-// step runs one pass over the pending rows: decoding rows first, then
-// prompt chunks while they fit.
-func (b *batcher) step() {
+// runPass runs one pass over the pending rows: those left out of the last
+// pass first, then decoding steps, then prompt chunks (a chunk cut to the
+// room left, a row at least), while they fit.
+func (b *batcher) runPass() {
 	most := b.e.state.MaxBatch()
 	b.mu.Lock()
 	b.seqs, b.in = b.seqs[:0], b.in[:0]
 	rows := 0
-	for _, one := range [2]bool{true, false} {
+	for round := range 4 {
 		for _, sl := range b.pending {
-			if (len(sl.toks) == 1) != one || rows+len(sl.toks) > most {
+			if sl.took > 0 || sl.waited != (round < 2) || sl.prefill != (round%2 == 1) {
 				continue
 			}
-			rows += len(sl.toks)
-			b.seqs = append(b.seqs, model.Seq{S: sl.s, Tokens: sl.toks, Logits: sl.want})
+			k := len(sl.toks)
+			if rows+k > most {
+				if !sl.prefill || rows == most {
+					continue
+				}
+				k = most - rows
+			}
+			sl.took = k
+			rows += k
+			b.seqs = append(b.seqs, model.Seq{S: sl.s, Tokens: sl.toks[:k], Parents: sl.par, Logits: sl.want && k == len(sl.toks), All: sl.all, Out: sl.logits})
 			b.in = append(b.in, sl)
 		}
 	}
-	// The rest wait for the next pass.
+	// The rest wait for the next pass, first in it.
 	kept := b.pending[:0]
 	for _, sl := range b.pending {
-		taken := false
-		for _, t := range b.in {
-			taken = taken || t == sl
-		}
-		if !taken {
+		if sl.waited = sl.took == 0; sl.waited {
 			kept = append(kept, sl)
 		}
 	}
@@ -267,35 +321,31 @@ func (b *batcher) step() {
 	b.passes++
 	if len(b.seqs) > 1 {
 		b.multi++
-		if rows > len(b.seqs) && len(b.seqs[0].Tokens) == 1 {
-			b.mixed++
+		if !b.in[0].prefill && b.in[len(b.in)-1].prefill {
+			b.mixed++ // a prompt chunk beside decoding rows (those come first)
 		}
 	}
 	b.most = max(b.most, rows)
 	t0 := time.Now()
-	lg, err := b.e.state.ForwardBatch(b.seqs)
+	b.work.Lock()
+	_, err := b.e.state.ForwardBatch(b.seqs)
 	if err != nil && len(b.seqs) > 1 {
 		// One sequence's rows were refused (the pass checks them all
 		// before it changes any state): each runs alone, so that only
 		// it fails.
-		for i, sl := range b.in {
-			lg, err := b.e.state.ForwardBatch(b.seqs[i : i+1])
-			sl.err = err
-			if err == nil && b.seqs[i].Logits {
-				copy(sl.logits, lg[:b.e.model.NVocab])
-			}
+		for i := range b.in {
+			_, b.in[i].err = b.e.state.ForwardBatch(b.seqs[i : i+1])
+		}
+		b.work.Unlock()
+		for _, sl := range b.in {
 			sl.ready <- struct{}{}
 		}
 		return
 	}
+	b.work.Unlock()
 	b.grace = min(max(time.Since(t0)/4, 500*time.Microsecond), 20*time.Millisecond)
-	nv, k := b.e.model.NVocab, 0
-	for i, sl := range b.in {
+	for _, sl := range b.in {
 		sl.err = err
-		if err == nil && b.seqs[i].Logits {
-			copy(sl.logits, lg[k*nv:(k+1)*nv])
-			k++
-		}
 		sl.ready <- struct{}{}
 	}
 }
@@ -318,6 +368,14 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	if err == nil {
 		con, err = e.newConstraint(&req, prompt)
 	}
+	var sp SpecOptions
+	if err == nil {
+		sp, err = e.specOptions(&req)
+	}
+	pin := 0
+	if err == nil && e.model.RecLayers() > 0 {
+		pin = e.keepPrefix(&req, msgs, prompt) // a checkpoint there, as Generate pins it
+	}
 	e.setup.Unlock()
 	if err != nil {
 		return st, err
@@ -330,16 +388,20 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	defer b.release(sl)
 	s := sl.s
 	reuse := spec.CommonPrefix(s.Tokens(), prompt[:len(prompt)-1])
+	b.hold()
 	s.Truncate(reuse)
-	reuse = s.Len()
+	b.let()
+	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
 	if e.opt.Cache != nil {
 		// A longer prefix from the prompt cache (one restore at a time:
 		// the others' passes go on meanwhile).
 		t := time.Now()
 		e.cacheMu.Lock()
+		b.hold()
 		if r := e.restoreInto(s, prompt[:len(prompt)-1], reuse); r != reuse {
 			reuse, st.RestoredTokens = r, r
 		}
+		b.let()
 		e.cacheMu.Unlock()
 		st.RestoreMS = float64(time.Since(t).Microseconds()) / 1000
 	}
@@ -352,8 +414,17 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 			return st, err
 		}
 		end := min(i+b.chunk, len(prompt)-1)
+		if i < pin && pin < end {
+			end = pin
+		}
 		if _, err := b.pass(sl, prompt[i:end], false); err != nil {
 			return st, err
+		}
+		end = i + sl.took // the pass may have taken the chunk's first part
+		if end == pin {
+			b.hold()
+			s.Checkpoint()
+			b.let()
 		}
 		if req.OnPrefill != nil {
 			req.OnPrefill(end)
@@ -363,9 +434,12 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	if n := len(prompt) - 1 - reuse; n > 0 {
 		st.PrefillTokS = float64(n) / time.Since(start).Seconds()
 	}
-	sp := SpecOptions{Mode: SpecOff}
-	g := generation{e: e, cx: ctx, req: &req, st: &st, smp: smp, con: con, sp: &sp,
-		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
+	if nv := e.model.NVocab; len(sl.logits) < (1+sp.DraftMax)*nv {
+		sl.logits = make([]float32, (1+sp.DraftMax)*nv) // once per slot and draft size
+	}
+	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
+	g := generation{e: e, cx: ctx, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
+		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop), s: s, sl: sl, w: &sl.w}
 	g.ctx = e.reqCtx(&req)
 	g.history = make([]int32, 0, g.ctx)
 	g.history = append(g.history, prompt...)
@@ -374,7 +448,7 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		g.maxTok = min(g.maxTok, req.MaxTokens)
 	}
 	g.start = start
-	err = g.runBatched(ctx, sl, prompt[len(prompt)-1])
+	err = g.run(ctx, prompt[len(prompt)-1])
 	if err == nil {
 		err = g.flush()
 	}
@@ -382,12 +456,16 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		st.DecodeTokS = float64(st.GeneratedTokens-1) / time.Since(g.decodeStart).Seconds()
 	}
 	st.finish(g.drafters[:], g.dstats[:])
+	if sp.Mode != SpecOff && (err == nil || errors.Is(err, context.Canceled)) {
+		e.spec.ngram.Observe(g.history) // under the cache's lock: the others' drafts read it
+	}
 	if err == nil && e.opt.Cache != nil {
 		// The prefixes worth a restore, as Generate keeps them.
 		e.setup.Lock()
 		k := e.keepPrefix(&req, msgs, prompt)
 		e.setup.Unlock()
 		e.cacheMu.Lock()
+		b.hold()
 		if k > 0 && k < len(prompt) {
 			e.snapshotOf(s, k)
 		}
@@ -396,41 +474,8 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 		} else {
 			e.snapshotOf(s, s.Len())
 		}
+		b.let()
 		e.cacheMu.Unlock()
 	}
 	return st, err
-}
-
-// runBatched decodes until an end condition, one token per batched pass.
-func (g *generation) runBatched(ctx context.Context, sl *slot, t int32) error {
-	st, b := g.st, g.e.batch
-	if g.maxTok <= 0 {
-		st.StopReason = "context"
-		return nil
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sl.one[0] = t
-		t0 := time.Now()
-		logits, err := b.pass(sl, sl.one[:], true)
-		if err != nil {
-			if errors.Is(err, model.ErrContextFull) {
-				st.StopReason = "context"
-				return nil
-			}
-			return err
-		}
-		st.TargetPasses++
-		st.passSec += time.Since(t0).Seconds()
-		y, err := g.sample(logits)
-		if err != nil {
-			return err
-		}
-		if err := g.emit(y); err != nil || g.done {
-			return err
-		}
-		t = y
-	}
 }

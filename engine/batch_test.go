@@ -198,26 +198,34 @@ func TestBatchedLeavers(t *testing.T) {
 	}
 }
 
-// TestBatchedRecurrentOneAtATime: a model with recurrent layers (lfm2's
-// short convolutions) does not batch: Parallel() is 1 and concurrent
-// requests run one at a time, each with its answer alone.
-func TestBatchedRecurrentOneAtATime(t *testing.T) {
-	path := zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf")
-	want := batchRequests()[:3]
-	aloneAnswers(t, path, want)
-	e := loadFile(t, path, Options{Ctx: 1024, Batch: 16, Threads: 2, Parallel: 4})
-	if e.Parallel() != 1 || e.batch != nil {
-		t.Fatalf("Parallel() = %d for a recurrent model", e.Parallel())
+// TestBatchedRecurrent: the recurrent families (lfm2's short
+// convolutions, qwen35's gated DeltaNet, granitehybrid's Mamba-2) decode
+// together, each sequence from its own recurrent state, joining and
+// leaving at different steps, a fifth taking a freed slot (whose state
+// rewinds to a checkpoint or to 0), with the speculation modes of
+// TestBatchedSpeculation (drafted trees rewound per sequence by Compact's
+// replay): each answer is bit for bit the one it is alone, greedy and
+// seeded, in two rounds.
+func TestBatchedRecurrent(t *testing.T) {
+	files := []string{zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-qwen35-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-granitehybrid-Q4_0.gguf")}
+	if !testing.Short() {
+		files = append(files, zoo.Path(t, "new2", "models", "tiny-qwen35-Q4_K_M.gguf"), zoo.Path(t, "new2", "models", "tiny-granitehybrid-Q8_0.gguf"))
 	}
-	got := batchRequests()[:3]
-	for _, r := range got {
-		r.req.Spec = SpecOptions{Mode: SpecOff}
-	}
-	batchedAnswers(t, e, got)
-	for i := range got {
-		if got[i].err != nil || !slices.Equal(got[i].toks, want[i].toks) {
-			t.Errorf("request %d: %v %v, alone %v", i, got[i].err, got[i].toks, want[i].toks)
-		}
+	for _, path := range files {
+		t.Run(path[strings.LastIndex(path, "/")+1:], func(t *testing.T) {
+			want := batchedSpeculation(t, path)
+			e := loadFile(t, path, Options{Ctx: 1024, Batch: 16, Threads: 2, Parallel: 4})
+			got := batchRequests()
+			for _, r := range got {
+				r.req.Spec = SpecOptions{Mode: SpecOff}
+			}
+			batchedAnswers(t, e, got)
+			for i := range got {
+				if got[i].err != nil || !slices.Equal(got[i].toks, want[i].toks) {
+					t.Errorf("request %d without speculation: %v %v, alone %v", i, got[i].err, got[i].toks, want[i].toks)
+				}
+			}
+		})
 	}
 }
 

@@ -454,7 +454,7 @@ func (g *generation) prune() {
 	if k == nil || k.phase != phActive || k.free() {
 		return
 	}
-	tr := g.e.spec.tree
+	tr := g.work().tree
 	tr.Prune(func(tok int32, parent int) bool {
 		p := append(k.pathTo(tr, parent), tok)
 		k.path = p[:0]

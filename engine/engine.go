@@ -308,9 +308,8 @@ func (e *Engine) Model() *model.Model { return e.model }
 // Tokenizer returns the model's tokenizer.
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
 
-// Parallel is the most requests decoded together: Options.Parallel for a
-// model that batches, 1 for one whose recurrent layers do not (its
-// requests run one at a time).
+// Parallel is the most requests decoded together: Options.Parallel
+// (bounded by the pass's rows), 1 without batching.
 func (e *Engine) Parallel() int {
 	if e.batch != nil {
 		return len(e.batch.slots)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/geisten/geist/engine/model"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/tokenizer"
@@ -115,26 +116,10 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 		return st, err
 	}
 	e.takeTuned()
-	sp := req.Spec
-	if sp.Mode == "" {
-		sp.Mode = SpecAuto
+	sp, err := e.specOptions(&req)
+	if err != nil {
+		return st, err
 	}
-	if sp.Mode == SpecDraft && e.spec.draft == nil && sp.Drafter == nil {
-		return st, errors.New("engine: speculation mode draft needs a draft model")
-	}
-	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
-		return st, fmt.Errorf("engine: speculation mode %s needs a draft model of that kind (--draft-model: a gemma4-assistant file for assistant, an eagle3 file for eagle3)", sp.Mode)
-	}
-	if sp.Mode == SpecMTP && e.spec.nativeMode != SpecMTP && sp.Drafter == nil {
-		return st, errors.New("engine: speculation mode mtp needs a model whose file has a next-token prediction block (nextn_predict_layers; Qwen3.5 \"-MTP\" files), without a model-native --draft-model")
-	}
-	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
-		return st, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")
-	}
-	if sp.DraftMax <= 0 {
-		sp.DraftMax = 8
-	}
-	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
 	// The MTP block is fed in every mode: it tolerates no re-run of the
 	// target (Known is unbounded: a position it missed leaves a hole that
 	// changes its drafts), so a plain request before a drafting one would
@@ -173,7 +158,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	}
 
 	g := generation{e: e, cx: ctx, req: &req, st: &st, smp: smp, con: con, sp: &sp, lookup: lookup,
-		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop)}
+		dec: e.tok.NewDecoder(), stop: sample.NewStopMatcher(req.Stop), s: e.state, w: &e.spec.specWork}
 	g.ctx = e.reqCtx(&req)
 	g.history = make([]int32, 0, g.ctx)
 	g.history = append(g.history, prompt...)
@@ -240,6 +225,10 @@ type generation struct {
 	decodeStart time.Time
 	done        bool // an end condition was reached
 	stopped     bool // by a stop string (no flush)
+
+	s  *model.State // the sequence's state: the engine's, or a batch slot's
+	sl *slot        // batched: the slot (nil: alone)
+	w  *specWork    // the speculative steps' controller and buffers
 
 	drafters [nDrafters]spec.Drafter
 	dstats   [nDrafters]DrafterStats
@@ -315,8 +304,8 @@ func (g *generation) flush() error {
 // accepted tokens and the next one; the first step can already verify a
 // draft.
 func (g *generation) run(ctx context.Context, t int32) error {
-	e, st := g.e, g.st
-	ctrl := e.spec.ctrl
+	st := g.st
+	ctrl := g.work().ctrl
 	ctrl.AssumeCost(g.sp.CostSlope)
 	defer ctrl.AssumeCost(0)
 	if g.maxTok <= 0 {
@@ -330,6 +319,10 @@ func (g *generation) run(ctx context.Context, t int32) error {
 		// Room for drafts: the output budget, the context and the pass.
 		room := min(g.sp.DraftMax, g.maxTok-st.GeneratedTokens-1, g.ctx-len(g.history)-1)
 		next, err := g.step(t, g.draftTree(room))
+		if g.sl != nil && errors.Is(err, model.ErrContextFull) {
+			st.StopReason = "context"
+			return nil
+		}
 		if err != nil || g.done {
 			return err
 		}
@@ -338,4 +331,47 @@ func (g *generation) run(ctx context.Context, t int32) error {
 			return err
 		}
 	}
+}
+
+// specOptions checks a request's speculation options against what the
+// engine has and fills in their defaults.
+func (e *Engine) specOptions(req *Request) (SpecOptions, error) {
+	sp := req.Spec
+	if sp.Mode == "" {
+		sp.Mode = SpecAuto
+	}
+	if sp.Mode == SpecDraft && e.spec.draft == nil && sp.Drafter == nil {
+		return sp, errors.New("engine: speculation mode draft needs a draft model")
+	}
+	if (sp.Mode == SpecAssistant || sp.Mode == SpecEagle3) && sp.Mode != e.spec.nativeMode && sp.Drafter == nil {
+		return sp, fmt.Errorf("engine: speculation mode %s needs a draft model of that kind (--draft-model: a gemma4-assistant file for assistant, an eagle3 file for eagle3)", sp.Mode)
+	}
+	if sp.Mode == SpecMTP && e.spec.nativeMode != SpecMTP && sp.Drafter == nil {
+		return sp, errors.New("engine: speculation mode mtp needs a model whose file has a next-token prediction block (nextn_predict_layers; Qwen3.5 \"-MTP\" files), without a model-native --draft-model")
+	}
+	if sp.Mode == SpecSelf && e.spec.self == nil && sp.Drafter == nil {
+		return sp, errors.New("engine: speculation mode self needs a skipped-layer draft (none was chosen for this model yet)")
+	}
+	if sp.DraftMax <= 0 {
+		sp.DraftMax = 8
+	}
+	sp.DraftMax = min(sp.DraftMax, spec.MaxDraft, e.state.MaxLogitRows()-1, e.state.MaxBatch()-1)
+	return sp, nil
+}
+
+// state is the sequence's model state: a batch slot's, or the engine's.
+func (g *generation) state() *model.State {
+	if g.s == nil {
+		return g.e.state
+	}
+	return g.s
+}
+
+// work is the sequence's speculation controller and buffers: its batch
+// slot's, or the engine's.
+func (g *generation) work() *specWork {
+	if g.w == nil {
+		return &g.e.spec.specWork
+	}
+	return g.w
 }

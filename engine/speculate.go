@@ -119,17 +119,11 @@ const (
 // statistics, the controller's measurements, the model drafters and the
 // buffers of a step.
 type specState struct {
-	ngram *spec.NgramCache
-	ctrl  *spec.Controller
-	draft *draftModel
-	self  *spec.SelfDraft // nil until a skipped-layer draft is chosen
-	tune  spec.Tuner      // the skipped-layer search
-	tree  *spec.Tree
-	buf   []int32 // [MaxDraft] a chain drafter's draft
-	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
-	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
-	path  []int32 // [1+MaxDraft] batch indices of the accepted path
-	head  headCost
+	specWork // the solo path's (a batched sequence has its slot's)
+	ngram    *spec.NgramCache
+	draft    *draftModel
+	self     *spec.SelfDraft // nil until a skipped-layer draft is chosen
+	tune     spec.Tuner      // the skipped-layer search
 
 	// native is the model-native drafter given as the draft model (nil:
 	// none), nativeMode the mode that names it.
@@ -144,18 +138,38 @@ type specState struct {
 	feed bool
 }
 
+// specWork is what one sequence's speculative steps work with: the
+// controller (its measurements and acceptance statistics), the drafted
+// tree and a step's buffers. The engine has one for its requests alone;
+// each batch slot has its own.
+type specWork struct {
+	ctrl  *spec.Controller
+	tree  *spec.Tree
+	buf   []int32 // [MaxDraft] a chain drafter's draft
+	batch []int32 // [1+MaxDraft] the fed token, then the kept nodes
+	par   []int32 // [1+MaxDraft] batch index of each one's parent (-1: the cache)
+	path  []int32 // [1+MaxDraft] batch indices of the accepted path
+	head  headCost
+}
+
+func newSpecWork() specWork {
+	return specWork{
+		ctrl:  spec.NewController(spec.MaxDraft),
+		tree:  spec.NewTree(treeWidth),
+		buf:   make([]int32, 0, spec.MaxDraft),
+		batch: make([]int32, 0, spec.MaxDraft+1),
+		par:   make([]int32, 0, spec.MaxDraft+1),
+		path:  make([]int32, 0, spec.MaxDraft+1),
+	}
+}
+
 // treeWidth is the most children a node of a drafted tree gets.
 const treeWidth = 3
 
 func (e *Engine) initSpec() error {
 	sp := &e.spec
 	sp.ngram = spec.NewNgramCache(3, 1<<16)
-	sp.ctrl = spec.NewController(spec.MaxDraft)
-	sp.tree = spec.NewTree(treeWidth)
-	sp.buf = make([]int32, 0, spec.MaxDraft)
-	sp.batch = make([]int32, 0, spec.MaxDraft+1)
-	sp.par = make([]int32, 0, spec.MaxDraft+1)
-	sp.path = make([]int32, 0, spec.MaxDraft+1)
+	sp.specWork = newSpecWork()
 	if e.opt.DraftModel == "" {
 		return e.loadMTP()
 	}
@@ -228,7 +242,7 @@ func (d *draftModel) close() {
 // nodes (0: decode plainly).
 func (g *generation) draftTree(room int) int {
 	sp, sps := g.sp, &g.e.spec
-	tr := sps.tree
+	tr := g.work().tree
 	tr.Reset()
 	tr.Width = treeWidth
 	if sp.Chains {
@@ -264,18 +278,18 @@ func (g *generation) draftTree(room int) int {
 			nd.Class += spec.MaxClasses / 2
 		}
 	}
-	return sps.ctrl.Plan(tr, room, sp.Fixed)
+	return g.work().ctrl.Plan(tr, room, sp.Fixed)
 }
 
 // propose adds drafter d's continuations to the tree as drafter idx.
 func (g *generation) propose(idx int, d spec.Drafter, room int) {
 	g.drafters[idx] = d
-	tr := g.e.spec.tree
+	tr := g.work().tree
 	if td, ok := d.(spec.TreeDrafter); ok {
 		td.DraftTree(g.history, room, tr, idx)
 		return
 	}
-	draft, class := d.Draft(g.history, room, g.e.spec.buf)
+	draft, class := d.Draft(g.history, room, g.work().buf)
 	tr.AddChain(-1, draft, idx, class)
 }
 
@@ -284,6 +298,12 @@ func (g *generation) propose(idx int, d spec.Drafter, room int) {
 // passes it costs.
 func (g *generation) proposeModel(room int) {
 	sp, sps := g.sp, &g.e.spec
+	if g.sl != nil {
+		// A batched sequence drafts without models: the draft model's
+		// state, the skipped-layer draft's passes over the target and
+		// the model-native drafters' features are one sequence's.
+		return
+	}
 	var d spec.ModelDrafter
 	var idx int
 	switch {
@@ -407,10 +427,10 @@ func beyondFirst(tr *spec.Tree, m int) float64 {
 // drafted tree, emits the accepted tokens and returns the next token to
 // feed (already sampled, not yet emitted).
 func (g *generation) step(t int32, m int) (int32, error) {
-	e, st, sps := g.e, g.st, &g.e.spec
-	s, tr, ctrl := e.state, sps.tree, sps.ctrl
-	batch := append(sps.batch[:0], t)
-	par := append(sps.par[:0], -1)
+	e, st, w := g.e, g.st, g.work()
+	s, tr, ctrl := g.state(), w.tree, w.ctrl
+	batch := append(w.batch[:0], t)
+	par := append(w.par[:0], -1)
 	for _, nd := range tr.Nodes[:m] {
 		batch = append(batch, nd.Tok)
 		par = append(par, int32(nd.Parent)+1)
@@ -428,10 +448,17 @@ func (g *generation) step(t int32, m int) (int32, error) {
 	var rows []float32
 	var err error
 	lo, hi := 0, 0
-	if m == 0 {
+	switch {
+	case g.sl != nil:
+		// A batched sequence: its rows go into the runner's next pass,
+		// with every row's logits (the head runs once per pass for all
+		// the sequences' rows).
+		rows, err = e.batch.step(g.sl, batch, par, m > 0)
+		hi = n
+	case m == 0:
 		rows, err = s.Forward(batch, false)
 		hi = 1
-	} else {
+	default:
 		err = s.ForwardTree(batch, par, nil)
 	}
 	pass := time.Since(t0)
@@ -439,7 +466,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 		return -1, err
 	}
 	first := headFirst
-	if m > 0 && sps.head.all(n, beyondFirst(tr, m)) {
+	if m > 0 && w.head.all(n, beyondFirst(tr, m)) {
 		first = n
 	}
 	st.TargetPasses++
@@ -458,7 +485,7 @@ func (g *generation) step(t int32, m int) (int32, error) {
 		}
 	}
 	nv := e.model.NVocab
-	path := append(sps.path[:0], 0)
+	path := append(w.path[:0], 0)
 	cur, accepted := 0, 0
 	next := int32(-1)
 	for {
@@ -470,18 +497,18 @@ func (g *generation) step(t int32, m int) (int32, error) {
 			}
 			t1 := time.Now()
 			if rows, err = s.Logits(lo, hi); err != nil {
-				s.Truncate(base)
+				g.truncate(base)
 				return -1, err
 			}
 			dt := time.Since(t1)
 			pass += dt
 			if m > 0 {
-				sps.head.observe(hi-lo, dt.Seconds())
+				w.head.observe(hi-lo, dt.Seconds())
 			}
 		}
 		y, err := g.sample(rows[(cur-lo)*nv : (cur-lo+1)*nv])
 		if err != nil {
-			s.Truncate(base)
+			g.truncate(base)
 			return -1, err
 		}
 		child := -1
@@ -521,20 +548,33 @@ func (g *generation) step(t int32, m int) (int32, error) {
 func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration) error {
 	sps := &g.e.spec
 	accepted := len(path) - 1
-	sps.ctrl.ObservePass(n, pass.Seconds())
+	g.work().ctrl.ObservePass(n, pass.Seconds())
 	g.st.passSec += pass.Seconds()
 	if m > 0 {
-		sps.ctrl.Settle(accepted)
+		g.work().ctrl.Settle(accepted)
 		g.st.Accepted += accepted
 		g.st.MaxAcceptedDepth = max(g.st.MaxAcceptedDepth, accepted)
 	}
-	if err := g.e.state.Compact(base, path); err != nil {
+	if g.sl != nil {
+		g.e.batch.hold()
+		defer g.e.batch.let()
+	}
+	if err := g.state().Compact(base, path); err != nil {
 		return errors.Join(errors.New("engine: keeping the accepted path"), err)
 	}
-	if d := sps.native; d != nil && sps.feed {
+	if d := sps.native; d != nil && sps.feed && g.sl == nil {
 		for i, j := range path {
 			d.Kept(int(j), base+i)
 		}
 	}
 	return nil
+}
+
+// truncate rewinds the sequence's state to n (a failed step's start).
+func (g *generation) truncate(n int) {
+	if g.sl != nil {
+		g.e.batch.hold()
+		defer g.e.batch.let()
+	}
+	g.state().Truncate(n)
 }

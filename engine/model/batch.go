@@ -24,9 +24,8 @@ import (
 // share its workers and keep only a cache; the workspace may itself be one
 // of the pass's sequences.
 
-// ErrNotBatchable is returned by ForwardBatch for a model whose layers
-// keep a recurrent state (short convolutions, DeltaNet, Mamba-2): their
-// sequences run one at a time.
+// ErrNotBatchable is kept for callers that test for it: every family
+// batches now (Batchable).
 var ErrNotBatchable = errors.New("model: the model's recurrent layers do not run in batched passes")
 
 // Seq is one sequence's tokens in a ForwardBatch pass.
@@ -34,19 +33,42 @@ type Seq struct {
 	S      *State  // the sequence's state: the workspace or a NewSlot state of it
 	Tokens []int32 // its next tokens, at positions S.Len()...
 	Logits bool    // return the logits of its last token
+	// Parents, when not nil, makes the tokens a tree, as ForwardTree's
+	// parents (each token sees the cache and its ancestors, at the
+	// position of its depth; every token takes a slot and Compact keeps
+	// the accepted path): a speculative step's fed token and drafted
+	// tree, its logits bit for bit those of ForwardTree alone. At most
+	// MaxLogitRows tokens.
+	Parents []int32
+	// Out, when not nil, receives the sequence's logits (NVocab per row)
+	// instead of the returned slice: every token's with All, else the
+	// last one's when Logits. A pass whose sequences use Out may return
+	// any number of rows (the head runs over them MaxLogitRows at a
+	// time); then no sequence of it may ask for the returned slice.
+	Out []float32
+	All bool
 }
 
 // batchScratch is a workspace's per-pass bookkeeping, sized once.
 type batchScratch struct {
-	toks  []int32 // [maxBatch] the pass's tokens in row order
-	saved viewSet // a sequence's own row buffers while it works on views of the workspace's
+	toks  []int32     // [maxBatch] the pass's tokens in row order
+	saved viewSet     // a sequence's own row buffers while it works on views of the workspace's
+	dst   [][]float32 // [maxRows] where the rows of a head call go (Out)
 }
 
-type viewSet struct{ q, k, v, att, cs, swa []float32 }
+type viewSet struct {
+	q, k, v, att, cs, swa []float32
+	// recurrent layers: the projections' outputs a sequence's rows read
+	// and the outputs they write
+	xc, out, z, beta, alpha, mbIn, bcx, cy []float32
+}
 
 // Batchable reports whether the model's sequences run in ForwardBatch
-// passes (no recurrent layers).
-func (s *State) Batchable() bool { return !s.hasRec() && !s.hasConv() }
+// passes: every family does. A recurrent layer's projections run over all
+// rows; its convolution and recurrence run per sequence, from the
+// sequence's own state (its conv rows, its DeltaNet or Mamba-2 state and
+// log, its checkpoints), the same steps as alone.
+func (s *State) Batchable() bool { return true }
 
 // NewSlot allocates another sequence's state for ForwardBatch passes whose
 // workspace is s: its own KV cache (o.Ctx, o.MaxCtx and o.KVType as for
@@ -61,7 +83,9 @@ func (s *State) NewSlot(o StateOptions) (*State, error) {
 	if !s.Batchable() {
 		return nil, ErrNotBatchable
 	}
-	o.shared, o.Threads, o.Batch, o.LogitRows, o.FullHistory = s.pool, s.pool.n, s.maxBatch, 1, false
+	// The workspace's logit rows: a slot's tree passes (Parents) are as
+	// deep as the workspace's, and its recurrent log as long.
+	o.shared, o.Threads, o.Batch, o.LogitRows, o.FullHistory = s.pool, s.pool.n, s.maxBatch, s.maxRows, false
 	sl, err := s.m.NewState(o)
 	if err != nil {
 		return nil, err
@@ -92,47 +116,90 @@ func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 	if !s.Batchable() {
 		return nil, ErrNotBatchable
 	}
-	rows, nl := 0, 0
+	rows, nl, outs := 0, 0, 0
+	defer func() { // a refused pass leaves no tree layout on
+		if rows < 0 {
+			for i := range seqs {
+				if S := seqs[i].S; S != nil {
+					S.lay.on = false
+				}
+			}
+		}
+	}()
+	fail := func(err error) ([]float32, error) { rows = -1; return nil, err }
 	for i := range seqs {
 		q := &seqs[i]
 		S := q.S
 		if S == nil || S.m != s.m || (S != s && S.pool != s.pool) {
-			return nil, fmt.Errorf("model: sequence %d of a batched pass is not a slot of its workspace", i)
+			return fail(fmt.Errorf("model: sequence %d of a batched pass is not a slot of its workspace", i))
 		}
 		for j := range i {
 			if seqs[j].S == S {
-				return nil, fmt.Errorf("model: sequences %d and %d of a batched pass share a state", j, i)
+				return fail(fmt.Errorf("model: sequences %d and %d of a batched pass share a state", j, i))
 			}
 		}
 		if len(q.Tokens) == 0 {
-			return nil, fmt.Errorf("model: sequence %d of a batched pass has no tokens", i)
+			return fail(fmt.Errorf("model: sequence %d of a batched pass has no tokens", i))
 		}
 		if S.n+len(q.Tokens) > S.limit {
-			return nil, fmt.Errorf("%w: sequence %d: %d positions + %d tokens > %d", ErrContextFull, i, S.n, len(q.Tokens), S.limit)
+			return fail(fmt.Errorf("%w: sequence %d: %d positions + %d tokens > %d", ErrContextFull, i, S.n, len(q.Tokens), S.limit))
 		}
 		for _, t := range q.Tokens {
 			if t < 0 || int(t) >= s.m.NVocab {
-				return nil, fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab)
+				return fail(fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab))
+			}
+		}
+		if q.Parents != nil {
+			if len(q.Tokens) > S.maxRows {
+				return fail(fmt.Errorf("model: sequence %d of a batched pass is a tree of %d tokens, a state takes %d", i, len(q.Tokens), S.maxRows))
+			}
+			S.lay.on = false
+			if err := S.treeLayout(q.Parents, len(q.Tokens)); err != nil {
+				return fail(fmt.Errorf("sequence %d: %w", i, err))
 			}
 		}
 		rows += len(q.Tokens)
-		if q.Logits {
+		switch {
+		case q.Out != nil:
+			want := 0
+			if q.All {
+				want = len(q.Tokens)
+			} else if q.Logits {
+				want = 1
+			}
+			if len(q.Out) < want*s.m.NVocab {
+				return fail(fmt.Errorf("model: sequence %d of a batched pass: %d logits rows into a buffer of %d values", i, want, len(q.Out)))
+			}
+			outs += want
+		case q.All:
+			return fail(fmt.Errorf("model: sequence %d of a batched pass asks for every row's logits without a buffer (Out)", i))
+		case q.Logits:
 			nl++
 		}
 	}
 	if rows == 0 {
-		return nil, errors.New("model: batched pass over no tokens")
+		return fail(errors.New("model: batched pass over no tokens"))
 	}
 	if rows > s.maxBatch || nl > s.maxRows {
-		return nil, fmt.Errorf("model: a batched pass of %d tokens (%d with logits), the workspace takes %d (%d)", rows, nl, s.maxBatch, s.maxRows)
+		return fail(fmt.Errorf("model: a batched pass of %d tokens (%d with logits), the workspace takes %d (%d)", rows, nl, s.maxBatch, s.maxRows))
+	}
+	if nl > 0 && outs > 0 {
+		return fail(errors.New("model: a batched pass mixes logits into buffers (Out) and into the returned slice"))
 	}
 	for i := range seqs {
 		S := seqs[i].S
 		S.reserve(S.n + len(seqs[i].Tokens))
-		S.lay.on, S.skip, S.probing = false, nil, false
+		if seqs[i].Parents == nil {
+			S.lay.on = false
+		}
+		S.skip, S.probing = nil, false
 	}
 	defer s.profEnd(s.profStart(), rows)
 	s.batchLayers(seqs, rows)
+	if outs > 0 {
+		s.batchOut(seqs)
+		return nil, nil
+	}
 	return s.batchHead(seqs, nl), nil
 }
 
@@ -156,7 +223,7 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 					x[k] *= c.EmbdScale
 				}
 			}
-			p := S.n + j
+			p := S.position(j, S.n)
 			s.ropeTable(s.ropeCS[r*c.RopeDim:(r+1)*c.RopeDim], p, c.RopeBase, c.RopeScale, S.ropeFreq)
 			if s.ropeSWA != nil {
 				s.ropeTable(s.ropeSWA[r*c.RopeDimSWA:(r+1)*c.RopeDimSWA], p, c.RopeBaseSWA, c.RopeScaleSWA, nil)
@@ -169,20 +236,41 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 	if c.PerLayerEmbd > 0 {
 		s.perLayerBatch(toks)
 	}
+	if s.hasRec() {
+		for i := range seqs {
+			S := seqs[i].S
+			S.recBegin(len(seqs[i].Tokens), S.n)
+		}
+	}
 	for l := range m.Layers {
 		if s.yield != nil {
 			s.yield()
 		}
-		s.attnIn(l, n)
-		r = 0
-		for i := range seqs {
-			S, k := seqs[i].S, len(seqs[i].Tokens)
-			s.lendRows(S, l, r)
-			S.attnRows(l, k, S.n)
-			s.takeRows(S)
-			r += k
+		switch {
+		case c.IsSSM(l):
+			s.mamba2In(l, n)
+			s.recRows(seqs, l)
+			s.mamba2Out(l, n)
+		case c.IsRec(l):
+			s.deltaNetIn(l, n)
+			s.recRows(seqs, l)
+			s.deltaNetOut(l, n)
+		case c.IsConv(l):
+			s.shortConvIn(l, n)
+			s.recRows(seqs, l)
+			s.shortConvOut(l, n)
+		default:
+			s.attnIn(l, n)
+			r = 0
+			for i := range seqs {
+				S, k := seqs[i].S, len(seqs[i].Tokens)
+				s.lendRows(S, l, r)
+				S.attnRows(l, k, S.n)
+				s.takeRows(S)
+				r += k
+			}
+			s.attnOut(l, n)
 		}
-		s.attnOut(l, n)
 		s.feedForward(l, n)
 		if c.PerLayerEmbd > 0 {
 			s.perLayerBlock(l, n)
@@ -195,11 +283,70 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 	}
 	for i := range seqs {
 		S, k := seqs[i].S, len(seqs[i].Tokens)
+		if S.hasConv() {
+			S.convPassEnd(k, S.n)
+		}
+		if S.hasRec() {
+			S.recPassEnd(k, S.n)
+		}
 		S.ringPassEnd(k, S.n)
 		S.toks = append(S.toks[:S.n], seqs[i].Tokens...) // within the capacity reserve made
 		S.n += k
 		S.rows = 0
+		S.lay.on = false
+		if S.hasRec() && k > 1 && seqs[i].Parents == nil {
+			S.recCheckpoint(0) // the end of a prompt chunk, as Forward keeps it
+		}
 	}
+}
+
+// recRows runs recurrent layer l's per-sequence part (convolution,
+// recurrence, gating) for each sequence of seqs on its rows of the
+// workspace's projections.
+func (s *State) recRows(seqs []Seq, l int) {
+	c := &s.m.Config
+	r := 0
+	for i := range seqs {
+		S, k := seqs[i].S, len(seqs[i].Tokens)
+		s.lendRec(S, r)
+		switch {
+		case c.IsSSM(l):
+			S.mamba2Rows(l, k, S.n)
+		case c.IsRec(l):
+			S.deltaNetRows(l, k, S.n)
+		default:
+			S.shortConvRows(l, k, S.n)
+			S.shortConvKeep(l, k, S.n)
+		}
+		s.takeRec(S)
+		r += k
+	}
+}
+
+// lendRec points S's recurrent-layer inputs and outputs at the
+// workspace's rows from r on; takeRec gives S its own back.
+func (s *State) lendRec(S *State, r int) {
+	c := &s.m.Config
+	at := func(b []float32, w int) []float32 {
+		if b == nil {
+			return nil
+		}
+		return b[r*w:]
+	}
+	v := &s.bt.saved
+	v.xc, v.out, v.z, v.beta, v.alpha = S.rec.xc, S.rec.out, S.dn.z, S.dn.beta, S.dn.alpha
+	v.mbIn, v.bcx, v.cy = S.mb.in, S.conv.bcx, S.conv.y
+	S.rec.xc, S.rec.out = at(s.rec.xc, c.RecConv), at(s.rec.out, c.RecOut)
+	S.dn.z, S.dn.beta, S.dn.alpha = at(s.dn.z, c.DNHeadsV*c.DNHeadV), at(s.dn.beta, c.DNHeadsV), at(s.dn.alpha, c.DNHeadsV)
+	S.mb.in = at(s.mb.in, c.ssmInW())
+	S.conv.bcx, S.conv.y = at(s.conv.bcx, 3*c.NEmbd), at(s.conv.y, c.NEmbd)
+}
+
+func (s *State) takeRec(S *State) {
+	v := &s.bt.saved
+	S.rec.xc, S.rec.out, S.dn.z, S.dn.beta, S.dn.alpha = v.xc, v.out, v.z, v.beta, v.alpha
+	S.mb.in, S.conv.bcx, S.conv.y = v.mbIn, v.bcx, v.cy
+	*v = viewSet{}
 }
 
 // lendRows points S's query, key, value, attention and rope rows at the
@@ -214,7 +361,7 @@ func (s *State) lendRows(S *State, l, r int) {
 	if s.ropeSWA != nil {
 		swa = s.ropeSWA[r*c.RopeDimSWA:]
 	}
-	s.bt.saved = viewSet{S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA}
+	s.bt.saved = viewSet{q: S.q, k: S.k, v: S.v, att: S.att, cs: S.ropeCS, swa: S.ropeSWA}
 	S.q, S.k, S.v, S.att, S.ropeCS, S.ropeSWA = q, k, v, att, cs, swa
 }
 
@@ -251,4 +398,61 @@ func (s *State) batchHead(seqs []Seq, nl int) []float32 {
 		scale(s.logits[:k*c.NVocab], 1/c.LogitScale)
 	}
 	return s.logits[:k*c.NVocab]
+}
+
+// batchOut computes the logits rows the sequences of seqs ask for into
+// their Out buffers, MaxLogitRows rows per head call (a row's logits are
+// the same bits in any call).
+func (s *State) batchOut(seqs []Seq) {
+	m, c := s.m, &s.m.Config
+	E, nv := c.NEmbd, c.NVocab
+	if cap(s.bt.dst) < s.maxRows {
+		s.bt.dst = make([][]float32, 0, s.maxRows) // once per workspace
+	}
+	dst := s.bt.dst[:0]
+	flush := func() {
+		if len(dst) == 0 {
+			return
+		}
+		if s.yield != nil {
+			s.yield()
+		}
+		k := len(dst)
+		s.mul(s.xb, k, product{w: m.Output, out: s.logits})
+		if c.Softcap > 0 {
+			softcap(s.logits[:k*nv], c.Softcap)
+		}
+		if c.LogitScale != 0 {
+			scale(s.logits[:k*nv], 1/c.LogitScale)
+		}
+		for j, d := range dst {
+			copy(d, s.logits[j*nv:(j+1)*nv])
+			dst[j] = nil
+		}
+		dst = dst[:0]
+	}
+	r := 0
+	for i := range seqs {
+		q := &seqs[i]
+		n := len(q.Tokens)
+		lo := n
+		switch {
+		case q.Out == nil:
+		case q.All:
+			lo = 0
+		case q.Logits:
+			lo = n - 1
+		}
+		for j := lo; j < n; j++ {
+			k := len(dst)
+			RMSNorm(s.xb[k*E:(k+1)*E], s.x[(r+j)*E:(r+j+1)*E], m.OutNorm, c.NormEps)
+			dst = append(dst, q.Out[(j-lo)*nv:(j-lo+1)*nv])
+			if len(dst) == s.maxRows {
+				flush()
+			}
+		}
+		r += n
+	}
+	flush()
+	s.bt.dst = dst
 }

@@ -14,9 +14,12 @@ import (
 
 // batchFiles are the dense families of the zoo: llama, qwen2, qwen3 (QK
 // norms), gemma3 (sliding-window rings), gemma4 (per-layer embeddings,
-// shared KV layers), phi3, smollm3 (NoPE layers), qwen3moe (experts).
+// shared KV layers), phi3, smollm3 (NoPE layers), qwen3moe (experts);
+// and the recurrent ones: lfm2 (short convolutions), qwen35 (gated
+// DeltaNet), granitehybrid (Mamba-2).
 func batchFiles(t *testing.T) []string {
-	fs := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "models", "tiny-qwen3-Q4_K_M.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf")}
+	fs := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "models", "tiny-qwen3-Q4_K_M.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf"),
+		zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), new2Model(t, "tiny-qwen35-Q4_0"), new2Model(t, "tiny-granitehybrid-Q4_0")}
 	if testing.Short() {
 		return fs
 	}
@@ -204,15 +207,21 @@ func TestForwardBatchErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lfm.Close()
-	if _, err := lfm.NewSlot(StateOptions{Ctx: 16}); !errors.Is(err, ErrNotBatchable) {
-		t.Errorf("a recurrent model's slot: %v", err)
+	if _, err := lfm.NewSlot(StateOptions{Ctx: 16}); errors.Is(err, ErrNotBatchable) || err != nil {
+		t.Errorf("a recurrent model's slot: %v", err) // every family batches now
 	}
 }
 
 // TestAllocationsForwardBatch: a batched decoding pass of three sequences
-// allocates nothing.
+// allocates nothing, for a dense family and the recurrent ones.
 func TestAllocationsForwardBatch(t *testing.T) {
-	m := openModel(t, zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf"))
+	for _, path := range []string{zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf"), new2Model(t, "tiny-qwen35-Q4_0"), new2Model(t, "tiny-granitehybrid-Q4_0")} {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) { allocationsForwardBatch(t, path) })
+	}
+}
+
+func allocationsForwardBatch(t *testing.T, path string) {
+	m := openModel(t, path)
 	w, err := m.NewState(StateOptions{Ctx: 512, Batch: 16, Threads: 2, LogitRows: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -177,17 +177,41 @@ func (s *State) newDeltaNet() {
 
 // deltaNet runs layer l's gated DeltaNet block over the batch of n tokens
 // at pos0, adding its output to the residual stream.
+// Its three parts: the input projections (shared weights, every row), the
+// rows' convolution and recurrence against this state's, and the output
+// projection; a ForwardBatch pass runs the middle one per sequence.
 func (s *State) deltaNet(l, n, pos0 int) {
+	s.deltaNetIn(l, n)
+	s.deltaNetRows(l, n, pos0)
+	s.deltaNetOut(l, n)
+}
+
+// deltaNetIn computes the projections of n rows of layer l.
+func (s *State) deltaNetIn(l, n int) {
 	c, L := &s.m.Config, &s.m.Layers[l]
-	d := &c.DeltaNet
-	rs := &s.rec
-	E, C, hv := c.NEmbd, c.RecConv, d.DNHeadsV
-	inner := hv * d.DNHeadV
+	E := c.NEmbd
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 	}
-	s.mul(s.xb, n, product{w: L.RecQKV, out: rs.xc}, product{w: L.RecZ, out: s.dn.z})
+	s.mul(s.xb, n, product{w: L.RecQKV, out: s.rec.xc}, product{w: L.RecZ, out: s.dn.z})
 	s.mul(s.xb, n, product{w: L.RecBeta, out: s.dn.beta}, product{w: L.RecAlpha, out: s.dn.alpha})
+}
+
+// deltaNetOut projects the gated outputs of n rows and adds them to the
+// residual stream.
+func (s *State) deltaNetOut(l, n int) {
+	s.mul(s.dn.z, n, product{w: s.m.Layers[l].RecOut, out: s.proj})
+	s.residual(n)
+}
+
+// deltaNetRows runs the convolution and the recurrence of the rows, from
+// this state's, and gates their outputs (into dn.z).
+func (s *State) deltaNetRows(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	d := &c.DeltaNet
+	rs := &s.rec
+	C, hv := c.RecConv, d.DNHeadsV
+	inner := hv * d.DNHeadV
 	s.recConv(l, n, pos0, L.RecConvW)
 	qk := d.DNHeadsK * d.DNHeadK
 	qs := 1 / float32(math.Sqrt(float64(d.DNHeadK)))
@@ -219,8 +243,6 @@ func (s *State) deltaNet(l, n, pos0 int) {
 		}
 		SiLUMul(s.dn.z[i*inner:(i+1)*inner], o) // z ← SiLU(z)·norm(o)
 	}
-	s.mul(s.dn.z, n, product{w: L.RecOut, out: s.proj})
-	s.residual(n)
 }
 
 // deltaStep advances a DeltaNet layer's state by one token (see

@@ -243,7 +243,9 @@ func (m *Model) NewState(o StateOptions) (*State, error) {
 		s.maxRows = min(B, 33)
 	}
 	s.maxRows = min(s.maxRows, B)
-	s.logits = make([]float32, s.maxRows*c.NVocab)
+	if o.shared == nil { // a slot's logits are its workspace's
+		s.logits = make([]float32, s.maxRows*c.NVocab)
+	}
 	s.lay = newLayout(s.maxRows, B)
 	s.newConvState(o.FullHistory)
 	s.newRecState()

@@ -316,14 +316,37 @@ func (s *State) mamba2ReplayHeads(lo, hi int) {
 
 // mamba2 runs layer l's Mamba-2 block over the batch of n tokens at pos0,
 // adding its output to the residual stream.
+// Its three parts, as deltaNet's: the input projection, the rows' own
+// work against this state's, the output projection.
 func (s *State) mamba2(l, n, pos0 int) {
+	s.mamba2In(l, n)
+	s.mamba2Rows(l, n, pos0)
+	s.mamba2Out(l, n)
+}
+
+// mamba2In computes the input projection of n rows of layer l.
+func (s *State) mamba2In(l, n int) {
 	c, L := &s.m.Config, &s.m.Layers[l]
-	rs := &s.rec
-	E, ch, H, inner, inW, In := c.NEmbd, c.RecConv, c.SSMHeads, c.SSMInner, c.ssmInW(), c.RecIn
+	E := c.NEmbd
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 	}
 	s.mul(s.xb, n, product{w: L.SSMIn, out: s.mb.in})
+}
+
+// mamba2Out projects the outputs of n rows (rec.out) and adds them to the
+// residual stream.
+func (s *State) mamba2Out(l, n int) {
+	s.mul(s.rec.out, n, product{w: s.m.Layers[l].SSMOut, out: s.proj})
+	s.residual(n)
+}
+
+// mamba2Rows runs the convolution, the scan and the gated norm of the
+// rows from this state's, their outputs into rec.out.
+func (s *State) mamba2Rows(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	rs := &s.rec
+	ch, H, inner, inW, In := c.RecConv, c.SSMHeads, c.SSMInner, c.ssmInW(), c.RecIn
 	for i := 0; i < n; i++ {
 		copy(rs.xc[i*ch:(i+1)*ch], s.mb.in[i*inW+inner:i*inW+inner+ch])
 	}
@@ -360,8 +383,6 @@ func (s *State) mamba2(l, n, pos0 int) {
 			RMSNorm(y[g*gs:(g+1)*gs], z[g*gs:(g+1)*gs], L.SSMNorm[g*gs:(g+1)*gs], c.NormEps)
 		}
 	}
-	s.mul(rs.out, n, product{w: L.SSMOut, out: s.proj})
-	s.residual(n)
 }
 
 // mamba2Step advances a Mamba-2 layer's state by one token (a recStep):

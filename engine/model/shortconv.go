@@ -119,14 +119,41 @@ func (s *State) histRow(l, i, back, pos0 int) []float32 {
 // shortConv runs layer l's convolution block over the batch of n tokens
 // at pos0, adding its output to the residual stream, and keeps the rows
 // the next passes read (not for a probe, which changes no state).
+// Its three parts, as attention's: the input projection, the rows' own
+// work against this state's rows, the output projection.
 func (s *State) shortConv(l, n, pos0 int, probe bool) {
+	s.shortConvIn(l, n)
+	s.shortConvRows(l, n, pos0)
+	s.shortConvOut(l, n)
+	if !probe {
+		s.shortConvKeep(l, n, pos0)
+	}
+}
+
+// shortConvIn computes the input projection of n rows of layer l.
+func (s *State) shortConvIn(l, n int) {
 	c, L := &s.m.Config, &s.m.Layers[l]
-	cs := &s.conv
-	E, taps := c.NEmbd, cs.taps
+	E := c.NEmbd
 	for i := 0; i < n; i++ {
 		RMSNorm(s.xb[i*E:(i+1)*E], s.x[i*E:(i+1)*E], L.AttnNorm, c.NormEps)
 	}
-	s.mul(s.xb, n, product{w: L.ConvIn, out: cs.bcx})
+	s.mul(s.xb, n, product{w: L.ConvIn, out: s.conv.bcx})
+}
+
+// shortConvOut projects the convolution outputs of n rows and adds them
+// to the residual stream.
+func (s *State) shortConvOut(l, n int) {
+	E := s.m.NEmbd
+	s.mul(s.conv.y, n, product{w: s.m.Layers[l].ConvOut, out: s.proj})
+	addTo(s.x[:n*E], s.proj[:n*E])
+}
+
+// shortConvRows computes the rows' gated convolution (into conv.y) from
+// their projections and this state's rows.
+func (s *State) shortConvRows(l, n, pos0 int) {
+	c, L := &s.m.Config, &s.m.Layers[l]
+	cs := &s.conv
+	E, taps := c.NEmbd, cs.taps
 	for i := 0; i < n; i++ {
 		bcx := cs.bcx[i*3*E : (i+1)*3*E]
 		b, x := bcx[:E], bcx[2*E:]
@@ -157,11 +184,13 @@ func (s *State) shortConv(l, n, pos0 int, probe bool) {
 			y[j] *= cc[j]
 		}
 	}
-	s.mul(cs.y, n, product{w: L.ConvOut, out: s.proj})
-	addTo(s.x[:n*E], s.proj[:n*E])
-	if probe {
-		return
-	}
+}
+
+// shortConvKeep keeps the rows of a pass (not a probe's) that the next
+// passes read, and the checkpoints it crosses.
+func (s *State) shortConvKeep(l, n, pos0 int) {
+	cs := &s.conv
+	E, taps := s.m.NEmbd, cs.taps
 	// Keep the rows: the last R of a causal pass, every node of a tree
 	// (which is never longer than the ring's verification share).
 	for i := max(0, n-cs.R); i < n; i++ {
