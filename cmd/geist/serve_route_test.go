@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/geisten/geist/cmd/internal/wyoming"
+	"github.com/geisten/geist/engine/zoo"
+	"github.com/geisten/geist/mqtt/mqtttest"
+)
+
+// wyomingAsk sends one transcript with context ctx to the Wyoming
+// service at addr and returns the final event: handled or not-handled,
+// and its text.
+func wyomingAsk(t *testing.T, addr, text string, ctx map[string]any) (string, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	ev, err := wyoming.AppendEvent(nil, "transcript", map[string]any{"text": text, "context": ctx}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(ev); err != nil {
+		t.Fatal(err)
+	}
+	r := wyoming.NewReader(c, wyoming.Limits{})
+	for {
+		e, err := r.Read()
+		if err != nil {
+			t.Fatalf("wyoming: %v", err)
+		}
+		if e.Type == "handled" || e.Type == "not-handled" {
+			var d struct{ Text string }
+			e.Decode(&d)
+			return e.Type, d.Text
+		}
+	}
+}
+
+// TestServeModelByName: the front ends besides HTTP switch models by
+// name too. geist serve started with one model answers an MQTT ask naming
+// another stored model (its model field) and a Wyoming transcript naming
+// one (context.model) with that model, exactly as geist run --chat
+// answers with it, and the asks naming none with the first; a model not
+// stored is a bad request on both. The first model unloads by keep_alive
+// 0 (Ollama's unload request over HTTP); while it is unloaded, a request
+// for the other model is answered without loading it (a request never
+// waits on a load it does not need); the next request for it loads it
+// again and gets the same answer; a keep_alive duration unloads it once
+// it ran out after the last request.
+func TestServeModelByName(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const prompt, n = "Once upon a time", "12"
+	want := map[string]string{}
+	for _, name := range []string{"stories", "tiny-llama"} {
+		code, out, errs := geist(t, "", "run", "-m", filepath.Join(store, name+".gguf"), "--chat", "--temp", "0", "-n", n, "--ctx", "256", prompt)
+		if code != 0 {
+			t.Fatalf("geist run %s: %d %s", name, code, errs)
+		}
+		want[name] = strings.TrimSpace(out)
+	}
+	if want["stories"] == want["tiny-llama"] {
+		t.Fatalf("the two models answer alike (%q): the test could not tell them apart", want["stories"])
+	}
+	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	stop, logs := runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", n,
+		"--device", "route", "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--wyoming", "127.0.0.1:0", "--wyoming-mdns=false",
+		"--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
+	httpURL := "http://" + httpAddr(t, logs)
+	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	m := regexp.MustCompile(`Wyoming conversation service listening.*addr=(\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no Wyoming listener:\n%s", logs.String())
+	}
+	wyAddr := m[1]
+	c := mqtttest.NewClient(t, "tcp://"+broker)
+	c.Subscribe(t, "geist/route/#")
+	seq := 0
+	ask := func(model string) reply {
+		t.Helper()
+		seq++
+		id := fmt.Sprintf("r%d", seq)
+		p := map[string]any{"id": id, "text": prompt}
+		if model != "" {
+			p["model"] = model
+		}
+		b, _ := json.Marshal(p)
+		c.Publish(t, "geist/route/ask", b)
+		return waitReply(t, c, "geist/route/answer/"+id, 60*time.Second)
+	}
+	check := func(what, got, model string) {
+		t.Helper()
+		if strings.TrimSpace(got) != want[model] {
+			t.Errorf("%s answered %q; geist run --chat with %s: %q", what, got, model, want[model])
+		}
+	}
+	a := ask("tiny-llama")
+	check("MQTT naming tiny-llama", a.Text, "tiny-llama")
+	check("MQTT naming none", ask("").Text, "stories")
+	check("MQTT naming stories:latest", ask("stories:latest").Text, "stories")
+	if r := ask("not-stored"); r.code() != "bad_request" || !strings.Contains(r.Error.Message, "not stored") {
+		t.Errorf("MQTT naming a model not stored: %+v", r)
+	}
+	typ, text := wyomingAsk(t, wyAddr, prompt, map[string]any{"model": "tiny-llama"})
+	if typ != "handled" {
+		t.Errorf("Wyoming naming tiny-llama: %s %q", typ, text)
+	}
+	check("Wyoming naming tiny-llama", text, "tiny-llama")
+	typ, text = wyomingAsk(t, wyAddr, prompt, nil)
+	check("Wyoming naming none ("+typ+")", text, "stories")
+	if typ, text = wyomingAsk(t, wyAddr, prompt, map[string]any{"model": "not-stored"}); typ != "not-handled" || !strings.Contains(text, "not stored") {
+		t.Errorf("Wyoming naming a model not stored: %s %q", typ, text)
+	}
+
+	// The first model unloaded: the other answers without loading it.
+	post := func(body string) map[string]any {
+		t.Helper()
+		resp, err := http.Post(httpURL+"/api/generate", "application/json", bytes.NewReader([]byte(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %v", body, resp.StatusCode, out)
+		}
+		return out
+	}
+	if out := post(`{"model":"stories","prompt":"","keep_alive":0}`); out["done_reason"] != "unload" {
+		t.Errorf("unload request answered %v", out)
+	}
+	waitFor(t, 10*time.Second, "the first model's unload", func() bool {
+		return strings.Contains(logs.String(), `msg="model unloaded" model=stories`)
+	})
+	check("MQTT naming tiny-llama, stories unloaded", ask("tiny-llama").Text, "tiny-llama")
+	if strings.Contains(logs.String(), "model loaded again") {
+		t.Errorf("a request for tiny-llama loaded stories again:\n%s", logs.String())
+	}
+	check("MQTT naming none, stories unloaded", ask("").Text, "stories")
+	if !strings.Contains(logs.String(), "model loaded again") {
+		t.Errorf("no reload in the log:\n%s", logs.String())
+	}
+	// keep_alive "1s": unloaded about a second after the answer.
+	if out := post(`{"model":"stories","prompt":"` + prompt + `","stream":false,"keep_alive":"1s","options":{"num_predict":2}}`); out["done"] != true {
+		t.Errorf("keep_alive 1s: %v", out)
+	}
+	waitFor(t, 10*time.Second, "the unload after keep_alive 1s", func() bool {
+		return strings.Contains(logs.String(), `msg="model unloaded" model=stories why="keep_alive ended"`)
+	})
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d; log:\n%s", code, logs.String())
+	}
+}
