@@ -66,10 +66,10 @@ func (h *httpSection) validate() error {
 // httpFront is the HTTP API: Ollama, OpenAI, the status page, metrics and
 // health checks.
 type httpFront struct {
-	srv  *httpapi.Server
-	ln   net.Listener
-	log  *slog.Logger
-	emb  *embedService // the embedding endpoints' models
+	srv *httpapi.Server
+	ln  net.Listener
+	log *slog.Logger
+	emb *embedService // the embedding endpoints' models
 }
 
 // startHTTP listens on [http] addr; nil when it is empty. mount, when
