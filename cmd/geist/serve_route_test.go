@@ -170,3 +170,54 @@ func TestServeModelByName(t *testing.T) {
 		t.Errorf("exit %d; log:\n%s", code, logs.String())
 	}
 }
+
+// TestServePooledPromptCache: a model loaded on demand keeps its prompts
+// in the prompt cache as the first model does: asked again after it was
+// unloaded (keep_alive 0) and loaded again, it restores the prompt's KV
+// state from cache.db instead of evaluating it, and answers the same.
+func TestServePooledPromptCache(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	stop, logs := runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", "8",
+		"--device", "pcache", "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
+	httpURL := "http://" + httpAddr(t, logs)
+	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	c := mqtttest.NewClient(t, "tcp://"+broker)
+	c.Subscribe(t, "geist/pcache/#")
+	const text = "Once upon a time there was a little girl named Lily who loved to play in the park with her dog and her friends every day after school"
+	ask := func(id string) reply {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"id": id, "text": text, "model": "tiny-llama", "system": "You are a storyteller who tells short stories for children."})
+		c.Publish(t, "geist/pcache/ask", b)
+		return waitReply(t, c, "geist/pcache/answer/"+id, 60*time.Second)
+	}
+	cold := ask("p1")
+	if cold.code() != "answer" || cold.Usage.RestoredTokens != 0 {
+		t.Fatalf("first ask: %+v", cold)
+	}
+	resp, err := http.Post(httpURL+"/api/generate", "application/json", strings.NewReader(`{"model":"tiny-llama","prompt":"","keep_alive":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, 10*time.Second, "tiny-llama's unload", func() bool { return regexp.MustCompile(`model unloaded".* model=tiny-llama`).MatchString(logs.String()) })
+	warm := ask("p2")
+	t.Logf("cold: %d prompt tokens, %d cached; after the reload: %d cached, %d of them restored during the request", cold.Usage.PromptTokens, cold.Usage.CachedTokens, warm.Usage.CachedTokens, warm.Usage.RestoredTokens)
+	// The reload warms the state from the cache (the prefix served
+	// last) or the request restores it: either way a fresh engine holds
+	// the prompt only through cache.db.
+	if warm.code() != "answer" || warm.Text != cold.Text || warm.Usage.CachedTokens < 16 {
+		t.Errorf("after the reload: %+v; want %q with the prompt restored from the cache", warm, cold.Text)
+	}
+	if warm.Usage.RestoredTokens == 0 && !regexp.MustCompile(`prompt cache warmed.* model=tiny-llama`).MatchString(logs.String()) {
+		t.Errorf("tiny-llama's prompt neither warmed at the reload nor restored:\n%s", logs.String())
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d; log:\n%s", code, logs.String())
+	}
+}
