@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/wyoming"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -219,5 +221,65 @@ func TestServePooledPromptCache(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Errorf("exit %d; log:\n%s", code, logs.String())
+	}
+}
+
+// TestServePriorityBySource: priorities per source, end to end in geist
+// serve (one sequence at a time, the engine slowed to 30 ms a piece): while
+// an HTTP answer streams, an Open WebUI-style title request arrives over
+// HTTP and then a Wyoming question (a voice pipeline's); when the stream
+// ends, the Wyoming question goes first and is answered before the title.
+func TestServePriorityBySource(t *testing.T) {
+	testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, 30 * time.Millisecond} }
+	t.Cleanup(func() { testServeEngine = nil })
+	model := zoo.Path(t, "models", serveModel)
+	_, logs := runServe(t, "-m", model, "--ctx", "512", "--temp", "0", "--parallel", "1", "--max-tokens", "24", "--wyoming", "127.0.0.1:0", "--wyoming-mdns=false",
+		"--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
+	base := "http://" + httpAddr(t, logs)
+	m := regexp.MustCompile(`Wyoming conversation service listening.*addr=(\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no Wyoming listener:\n%s", logs.String())
+	}
+	start := time.Now()
+	type done struct {
+		what string
+		at   time.Duration
+	}
+	ends := make(chan done, 3)
+	stream, err := http.Post(base+"/api/generate", "application/json", strings.NewReader(`{"model":"stories260K-Q4_0","prompt":"Once upon a time","options":{"num_predict":40}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer stream.Body.Close()
+		io.Copy(io.Discard, stream.Body)
+		ends <- done{"stream", time.Since(start)}
+	}()
+	time.Sleep(150 * time.Millisecond) // the stream runs (24 pieces, 30 ms each)
+	go func() {
+		resp, err := http.Post(base+"/api/chat", "application/json", strings.NewReader(`{"model":"stories260K-Q4_0","stream":false,"messages":[{"role":"user","content":"Generate a concise title for this chat"}],"options":{"num_predict":8}}`))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		ends <- done{"title", time.Since(start)}
+	}()
+	time.Sleep(100 * time.Millisecond) // the title queued first
+	go func() {
+		typ, _ := wyomingAsk(t, m[1], "turn on the light", nil)
+		ends <- done{"wyoming " + typ, time.Since(start)}
+	}()
+	var order []string
+	for range 3 {
+		select {
+		case d := <-ends:
+			order = append(order, fmt.Sprintf("%s@%dms", d.what, d.at.Milliseconds()))
+		case <-time.After(60 * time.Second):
+			t.Fatalf("answers so far %v", order)
+		}
+	}
+	t.Logf("ended: %v", order)
+	if len(order) != 3 || !strings.HasPrefix(order[0], "stream@") || !strings.HasPrefix(order[1], "wyoming handled@") || !strings.HasPrefix(order[2], "title@") {
+		t.Errorf("order %v: want the stream, then the Wyoming question, then the title queued before it", order)
 	}
 }
