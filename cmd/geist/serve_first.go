@@ -83,8 +83,10 @@ func (f *firstModel) unloadLocked(why string) {
 }
 
 // acquire returns the loaded engine, loading it when it is not, and
-// counts a call using it (release ends it).
-func (f *firstModel) acquire(ctx context.Context) (*engine.Engine, error) {
+// counts a call using it (release ends it). beat, if set, hears the
+// progress of a load it runs (the core's stall watchdog sees the request
+// alive while a big file's weights are repacked).
+func (f *firstModel) acquire(ctx context.Context, beat func()) (*engine.Engine, error) {
 	f.mu.Lock()
 	for f.eng == nil {
 		if f.closed {
@@ -105,7 +107,17 @@ func (f *firstModel) acquire(ctx context.Context) (*engine.Engine, error) {
 		f.loading = ch
 		f.mu.Unlock()
 		start := time.Now()
-		eng, err := engine.Load(f.path, f.opt)
+		opt := f.opt
+		if beat != nil {
+			logged := opt.OnLoadProgress
+			opt.OnLoadProgress = func(done, total int64) {
+				if logged != nil {
+					logged(done, total)
+				}
+				beat()
+			}
+		}
+		eng, err := engine.Load(f.path, opt)
 		f.mu.Lock()
 		f.loading = nil
 		close(ch)
@@ -135,7 +147,11 @@ func (f *firstModel) release() {
 
 // Generate implements appliance.Engine.
 func (f *firstModel) Generate(ctx context.Context, req engine.Request) (engine.Stats, error) {
-	eng, err := f.acquire(ctx)
+	var beat func()
+	if req.OnPromptProgress != nil {
+		beat = func() { req.OnPromptProgress(0, 0) }
+	}
+	eng, err := f.acquire(ctx, beat)
 	if err != nil {
 		return engine.Stats{}, err
 	}
@@ -162,7 +178,7 @@ func (f *firstModel) Parallel() int { return f.parallel }
 // Warm implements appliance.Warmer: Ollama's "load the model" request
 // loads it again when it was unloaded.
 func (f *firstModel) Warm() (int, time.Duration) {
-	eng, err := f.acquire(context.Background())
+	eng, err := f.acquire(context.Background(), nil)
 	if err != nil {
 		return 0, 0
 	}
