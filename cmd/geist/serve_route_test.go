@@ -207,7 +207,9 @@ func TestServePooledPromptCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitFor(t, 10*time.Second, "tiny-llama's unload", func() bool { return regexp.MustCompile(`model unloaded".* model=tiny-llama`).MatchString(logs.String()) })
+	waitFor(t, 10*time.Second, "tiny-llama's unload", func() bool {
+		return regexp.MustCompile(`model unloaded".* model=tiny-llama`).MatchString(logs.String())
+	})
 	warm := ask("p2")
 	t.Logf("cold: %d prompt tokens, %d cached; after the reload: %d cached, %d of them restored during the request", cold.Usage.PromptTokens, cold.Usage.CachedTokens, warm.Usage.CachedTokens, warm.Usage.RestoredTokens)
 	// The reload warms the state from the cache (the prefix served
