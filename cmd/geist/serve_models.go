@@ -27,7 +27,9 @@ import (
 // unloaded keepAlive after its last request (Ollama's keep_alive: 5
 // minutes unless the request says otherwise, -1 never, 0 at once) or when
 // the memory budget needs its room. The model serve started with is not
-// in the pool: it stays loaded for the life of the process.
+// in the pool: its core is serve's, and its engine (firstModel) unloads
+// only by keep_alive. MQTT and Wyoming reach the pool through that core
+// (poolRouter: appliance.Models).
 //
 // The embedding models the embedding endpoints load on demand live here
 // too (pooled.emb), with a count bound of their own (maxEmbed) and the
