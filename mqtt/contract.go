@@ -115,6 +115,7 @@ type Request struct {
 	// Tools are the tools the model may call (JSON objects, as Ollama's
 	// tools); the answer carries its calls in tool_calls.
 	Tools    []json.RawMessage
+	Model    string    // the stored model to answer ("": the one serve started with)
 	Received time.Time // when the request arrived
 }
 
@@ -213,6 +214,9 @@ type wireRequest struct {
 	// Format is Ollama's: "json" or a JSON schema the answer must keep to.
 	Format json.RawMessage   `json:"format"`
 	Tools  []json.RawMessage `json:"tools"`
+	// Model names the stored model to answer (absent: the one geist
+	// serve started with).
+	Model *string `json:"model"`
 }
 
 // Parse validates payload as a request. On failure it returns an *Error
@@ -304,6 +308,12 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 		req.System = *w.System
 	}
 	req.Think = w.Think
+	if w.Model != nil {
+		if err := appliance.CheckModelName("model", *w.Model); err != nil {
+			return req, contractError(err)
+		}
+		req.Model = *w.Model
+	}
 	if w.Stream != nil {
 		req.Stream = *w.Stream
 	}

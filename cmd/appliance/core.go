@@ -111,6 +111,11 @@ type Config struct {
 	// RecentText keeps each finished request's question and answer (a
 	// few KiB each) in Recent, for a status page allowed to show them.
 	RecentText bool
+
+	// Models, if set, answers the requests naming another model
+	// (Request.Model) with that model's core; nil: a request naming a
+	// model other than Model is refused.
+	Models Models
 }
 
 // NoTools returns why a model with template t cannot call tools (for
@@ -191,6 +196,9 @@ type Core struct {
 	degraded  map[Part]string // SetDegraded's
 	saveErr   string          // why the last session save failed ("" once one works)
 	links     map[string]Link
+	// forwarded are the requests handed to another model's core
+	// (Request.Model), by id: their cancels.
+	forwarded map[string]context.CancelCauseFunc
 	// recent holds the last finished requests.
 	recent recentRing
 
@@ -421,6 +429,16 @@ func (c *Core) watch(stall time.Duration, now time.Time) {
 func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error) {
 	now := time.Now()
 	e := r.check(&c.cfg.Limits)
+	if e == nil {
+		// Another model's request is checked by its core.
+		if t, e, ok := c.routed(ctx, &r, sink); ok {
+			if e != nil {
+				c.count(r.Source, string(e.Code))
+				return nil, e
+			}
+			return t, nil
+		}
+	}
 	if e == nil && len(r.Tools) > 0 && c.cfg.NoTools != "" {
 		e = errorf(CodeBadRequest, "%s does not support tools: %s; use a model whose template renders tools (qwen2.5, qwen3 or llama3.2 from geist models catalog), or send no tools", cmp.Or(c.cfg.Model, "the model"), c.cfg.NoTools)
 	}
@@ -537,6 +555,9 @@ func (c *Core) Cancel(id string) bool {
 	case running != nil:
 		c.log.Info("running request cancelled", "id", id)
 		running.cancel(errCancelled)
+		return true
+	}
+	if c.cancelForwarded(id) {
 		return true
 	}
 	c.log.Debug("cancel for an unknown or finished request", "id", id)

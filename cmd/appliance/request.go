@@ -127,6 +127,9 @@ type Request struct {
 	Think *bool
 	// System replaces Config.System for this request ("" keeps it).
 	System string
+	// Model names the stored model to answer (a client's name, tag or
+	// not); "" or the core's own model: the core's (Config.Models).
+	Model string
 	// Grammar constrains the answer (GBNF, see engine/grammar; front ends
 	// turn a format or schema into one and check it); GrammarTrigger
 	// makes it lazy: it applies after that text (engine.Request).

@@ -128,6 +128,9 @@ type wyomingSection struct {
 	Addr      string   `toml:"addr"`      // host:port to listen on; "": off
 	MDNS      bool     `toml:"mdns"`      // announce it over mDNS as _wyoming._tcp
 	Languages []string `toml:"languages"` // languages advertised; empty: any
+	// Model is the stored model that answers transcripts whose context
+	// names none (context.model); "": the one serve started with.
+	Model string `toml:"model"`
 }
 
 type limitsSection struct {
@@ -288,6 +291,7 @@ func (c *serveConfig) bind(fs *pflag.FlagSet) {
 	w := &c.Wyoming
 	fs.StringVar(&w.Addr, "wyoming", w.Addr, "serve Wyoming (Home Assistant's conversation agents) on this host:port, e.g. 0.0.0.0:10500 (empty: off)")
 	fs.BoolVar(&w.MDNS, "wyoming-mdns", w.MDNS, "announce the Wyoming service over mDNS (_wyoming._tcp) so Home Assistant discovers it")
+	fs.StringVar(&w.Model, "wyoming-model", w.Model, "the stored model that answers Wyoming's transcripts (default: the one serve started with; a transcript's context.model names another)")
 	fs.StringSliceVar(&w.Languages, "wyoming-lang", w.Languages, "languages the Wyoming service offers answers in (repeat or comma-separate; default: any)")
 
 	ss := &c.Sessions
@@ -463,6 +467,11 @@ func (c *serveConfig) validate() error {
 	if w := c.Wyoming; w.Addr != "" {
 		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {
 			errs = append(errs, fmt.Errorf("wyoming: addr %q: want host:port, e.g. 0.0.0.0:10500", w.Addr))
+		}
+	}
+	if w := c.Wyoming; w.Model != "" {
+		if err := appliance.CheckModelName("wyoming: model", w.Model); err != nil {
+			errs = append(errs, errors.New(err.(*appliance.Error).Message))
 		}
 	}
 	m := &c.MQTT

@@ -16,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/httpapi"
+	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/mqtt"
@@ -245,16 +246,19 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	c.early = early
 	defer early.close() // what no front end took
 	draft := c.draftModel()
-	eng, err := engine.Load(c.Model, engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), Parallel: c.Parallel.engine(), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, c.Model)})
+	opt := engine.Options{Threads: c.Threads, Ctx: int(c.Ctx), Parallel: c.Parallel.engine(), MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, RepackBudget: c.Repack, DraftModel: draft, Cache: store.Cache, StablePrefix: c.Prompt.StablePrefix, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, c.Model)}
+	eng, err := engine.Load(c.Model, opt)
 	if err != nil {
 		return err
 	}
+	// The first model unloads by keep_alive and loads again on demand.
+	first := newFirstModel(eng, c.Model, opt, log)
 	stuck := false
 	defer func() {
 		// A worker stuck in the engine (appliance.ErrStuck) may still
 		// read the weights: the process ends without unmapping them.
 		if !stuck {
-			eng.Close()
+			first.Close()
 		}
 	}()
 	loadTime := time.Since(start)
@@ -265,12 +269,18 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	if n, took := eng.Warm(); n > 0 {
 		log.Info("prompt cache warmed", "tokens", n, "ms", took.Milliseconds())
 	}
-	var ae appliance.Engine = eng
+	var ae appliance.Engine = first
 	if hooks.wrapEngine != nil {
 		ae = hooks.wrapEngine(ae)
 	}
+	// The other stored models, loaded on demand by name for every front
+	// end (HTTP, MQTT, Wyoming), with the prompt cache of the first.
+	pool := newModelPool(c, models.New(c.modelsDir()), log)
+	pool.cache, pool.storage = store.Cache, store
+	defer pool.Close() // after the front ends and the core
 	cc := c.coreConfig(ae, store.Sessions, log)
 	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
+	cc.Models = pool.router(c.Model)
 	core, err := appliance.New(cc)
 	if err != nil {
 		return err
@@ -286,10 +296,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 		}
 		ctl.setStatus(st)
 		if store.Cache != nil {
-			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize, eng.CheckSnapshot) // run and chat beside the daemon
+			ctl.shareCache(store.Cache, eng.ModelID(), c.Model, c.CacheSize, first.CheckSnapshot) // run and chat beside the daemon
 		}
 	}
-	fronts, err := startFronts(c, core, eng, loadTime, hooks, log)
+	fronts, err := startFronts(c, core, serveModels{first: eng, unload: first, pool: pool}, loadTime, hooks, log)
 	defer fronts.close()
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func (fs frontEnds) close() {
 // HTTP API, the device (buttons, LEDs, speech, push-to-talk), MQTT and
 // the Hermes bridge. On an error it returns those started so far, to be
 // closed.
-func startFronts(c *serveConfig, core *appliance.Core, eng *engine.Engine, load time.Duration, hooks serveHooks, log *slog.Logger) (frontEnds, error) {
+func startFronts(c *serveConfig, core *appliance.Core, ms serveModels, load time.Duration, hooks serveHooks, log *slog.Logger) (frontEnds, error) {
 	var fronts frontEnds
 	wy, err := startWyoming(c, core, log)
 	if err != nil {
@@ -62,7 +62,7 @@ func startFronts(c *serveConfig, core *appliance.Core, eng *engine.Engine, load 
 	if wy != nil {
 		fronts = append(fronts, wy)
 	}
-	web, err := startHTTP(c, core, eng, load, hooks.mountHTTP, log)
+	web, err := startHTTP(c, core, ms, load, hooks.mountHTTP, log)
 	if err != nil {
 		return fronts, err
 	}
@@ -88,6 +88,15 @@ func startFronts(c *serveConfig, core *appliance.Core, eng *engine.Engine, load 
 	}
 	dev.warn(c, log)
 	return fronts, nil
+}
+
+// serveModels are the models serve answers with: the first (its engine as
+// loaded at the start, which describes it, and its keep_alive) and the
+// pool of the other stored ones.
+type serveModels struct {
+	first  *engine.Engine
+	unload *firstModel
+	pool   *modelPool
 }
 
 // earlyListeners are what serve binds before it loads the model (the

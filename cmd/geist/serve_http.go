@@ -66,23 +66,26 @@ func (h *httpSection) validate() error {
 // httpFront is the HTTP API: Ollama, OpenAI, the status page, metrics and
 // health checks.
 type httpFront struct {
-	srv  *httpapi.Server
-	ln   net.Listener
-	log  *slog.Logger
-	pool *modelPool    // the other stored models
-	emb  *embedService // the embedding endpoints' models
+	srv *httpapi.Server
+	ln  net.Listener
+	log *slog.Logger
+	emb *embedService // the embedding endpoints' models
 }
 
 // startHTTP listens on [http] addr; nil when it is empty. mount, when
 // set, sees the server before it serves.
-func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load time.Duration, mount func(*httpapi.Server), log *slog.Logger) (*httpFront, error) {
+func startHTTP(c *serveConfig, core *appliance.Core, ms serveModels, load time.Duration, mount func(*httpapi.Server), log *slog.Logger) (*httpFront, error) {
 	if c.HTTP.Addr == "" {
 		return nil, nil
 	}
-	store := models.New(c.modelsDir())
-	hc, err := c.httpConfig(core, eng, store, load, log)
+	pool := ms.pool
+	store := pool.store
+	hc, err := c.httpConfig(core, ms.first, store, load, log)
 	if err != nil {
 		return nil, err
+	}
+	if ms.unload != nil {
+		hc.First = ms.unload
 	}
 	emb, err := newEmbedService(c.EmbedModel, embedModelName(c.EmbedModel, store), store, c.Threads, log.With("component", "embed"))
 	if err != nil {
@@ -91,7 +94,6 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	emb.textModel = hc.Model.Name
 	hc.Embedder = emb
 	// The other stored models, loaded on demand by name.
-	pool := newModelPool(c, store, log)
 	hc.Models = pool
 	// One pool, one memory budget: the embedding models loaded on demand
 	// are pooled beside the text models; --embed-model stays loaded.
@@ -106,7 +108,6 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	}
 	web, err := httpapi.New(hc)
 	if err != nil {
-		pool.Close()
 		emb.Close()
 		return nil, err
 	}
@@ -121,11 +122,11 @@ func startHTTP(c *serveConfig, core *appliance.Core, eng *engine.Engine, load ti
 	}
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.HTTP.Addr); err != nil {
-			pool.Close()
+			emb.Close()
 			return nil, fmt.Errorf("http: %w (--http ADDR, or --http \"\" to turn the HTTP API off)", listenErr(err))
 		}
 	}
-	return &httpFront{srv: web, ln: ln, log: log, pool: pool, emb: emb}, nil
+	return &httpFront{srv: web, ln: ln, log: log, emb: emb}, nil
 }
 
 // run serves until stop ends.
@@ -137,7 +138,7 @@ func (f *httpFront) run(stop, _ context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-func (f *httpFront) wait() { f.pool.Close() }
+func (f *httpFront) wait() {}
 func (f *httpFront) close() {
 	f.ln.Close()
 	f.emb.Close()

@@ -27,7 +27,9 @@ import (
 // unloaded keepAlive after its last request (Ollama's keep_alive: 5
 // minutes unless the request says otherwise, -1 never, 0 at once) or when
 // the memory budget needs its room. The model serve started with is not
-// in the pool: it stays loaded for the life of the process.
+// in the pool: its core is serve's, and its engine (firstModel) unloads
+// only by keep_alive. MQTT and Wyoming reach the pool through that core
+// (poolRouter: appliance.Models).
 //
 // The embedding models the embedding endpoints load on demand live here
 // too (pooled.emb), with a count bound of their own (maxEmbed) and the
@@ -48,6 +50,11 @@ type modelPool struct {
 	// memAvailable reads the memory available for a load (tests replace
 	// it); a model is loaded only when its file and a margin fit.
 	memAvailable func() int64
+	// cache is the prompt cache the text models loaded keep their
+	// prompts' KV states in, beside the first model's (its keys name the
+	// model); storage reports it in their cores' State. Nil: none.
+	cache   engine.PromptCache
+	storage *appliance.Storage
 
 	mu     sync.Mutex
 	loaded map[string]*pooled // by stored name
@@ -405,15 +412,28 @@ func (p *modelPool) load(m *pooled, path string) {
 	c.Model, c.DraftModel = path, "" // the first model's drafter is not this one's
 	draft := c.draftModel()
 	log := p.log.With("model", m.name)
-	eng, err := engine.Load(path, engine.Options{Threads: c.Threads, MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, DraftModel: draft,
-		RepackBudget: c.Repack, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, path)})
+	opt := engine.Options{Threads: c.Threads, MemInfo: os.Getenv("GEIST_MEMINFO"), KVType: c.KVType, DraftModel: draft,
+		RepackBudget: c.Repack, Logger: log.With("component", "engine"), OnLoadProgress: loadLog(log, path)}
+	if p.cache != nil {
+		// Its prompts' KV states in the prompt cache, as the first
+		// model's: a request that repeats a prefix (Home Assistant's
+		// instructions and tools) restores it, also after an unload.
+		opt.Cache, opt.StablePrefix = p.cache, c.Prompt.StablePrefix
+	}
+	eng, err := engine.Load(path, opt)
 	if err != nil {
 		m.err = err
 		return
 	}
+	if n, took := eng.Warm(); n > 0 {
+		log.Info("prompt cache warmed", "tokens", n, "ms", took.Milliseconds())
+	}
 	load := time.Since(start)
 	cc := c.coreConfig(eng, nil, log)
 	cc.ModelLoad, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = load, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
+	if p.cache != nil {
+		cc.Storage = p.storage
+	}
 	core, err := appliance.New(cc)
 	if err != nil {
 		eng.Close()
@@ -512,4 +532,51 @@ func (p *modelPool) Running() []httpapi.RunningModel {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model.Name < out[j].Model.Name })
 	return out
+}
+
+// poolRouter is the cores' appliance.Models: the stored models other
+// than the first, named by the requests of every front end (an MQTT
+// ask's model, a Wyoming transcript's context.model), answered by their
+// pooled cores.
+type poolRouter struct {
+	pool  *modelPool
+	first []string // the first model's names (its stored name, its file's), canonical
+}
+
+// router returns the Models of the first model's core; path is its file.
+func (p *modelPool) router(path string) appliance.Models {
+	r := poolRouter{pool: p, first: []string{appliance.CanonicalModel(modelName(path))}}
+	if n, ok := p.store.NameOf(path); ok {
+		r.first = append(r.first, appliance.CanonicalModel(n))
+	}
+	return r
+}
+
+// Other implements appliance.Models.
+func (r poolRouter) Other(name string) (bool, error) {
+	if slices.Contains(r.first, appliance.CanonicalModel(name)) {
+		return false, nil
+	}
+	n, _, err := r.pool.resolve(name)
+	if err != nil {
+		if errors.Is(err, httpapi.ErrNotStored) {
+			return false, &appliance.Error{Code: appliance.CodeBadRequest, Message: fmt.Sprintf("model %q is not stored: geist list names the stored models, geist pull NAME stores one", name)}
+		}
+		return false, err
+	}
+	return !slices.Contains(r.first, appliance.CanonicalModel(n)), nil
+}
+
+// Acquire implements appliance.Models.
+func (r poolRouter) Acquire(ctx context.Context, name string) (*appliance.Core, func(), error) {
+	m, release, err := r.pool.acquire(ctx, name, httpapi.KeepAliveDefault, false)
+	switch {
+	case errors.Is(err, httpapi.ErrNotGenerative), errors.Is(err, httpapi.ErrNotStored):
+		return nil, nil, &appliance.Error{Code: appliance.CodeBadRequest, Message: err.Error()}
+	case errors.Is(err, httpapi.ErrModelBudget):
+		return nil, nil, &appliance.Error{Code: appliance.CodeBusy, Message: err.Error()}
+	case err != nil:
+		return nil, nil, &appliance.Error{Code: appliance.CodeInternal, Message: fmt.Sprintf("loading model %q failed: %v", name, err)}
+	}
+	return m.core, release, nil
 }

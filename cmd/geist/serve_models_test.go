@@ -55,6 +55,8 @@ func TestServeModelSwitch(t *testing.T) {
 		PsBefore, PsLoaded, PsBoth, PsAfter [][2]string
 		Other, OtherStreamed, First, Third  string
 		Unload, Missing                     string
+		UnloadFirst, FirstAgain             string
+		PsFirstGone, PsFirstBack            [][2]string
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("models.mjs printed %s: %v", out, err)
@@ -94,6 +96,17 @@ func TestServeModelSwitch(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "model unloaded") {
 		t.Errorf("no unload in the log:\n%s", logs.String())
+	}
+	// The first model unloads with keep_alive 0 and the next request
+	// naming it loads it again, with the same answer.
+	if r.UnloadFirst != "unload" || slices.Contains(names(r.PsFirstGone), "stories:latest") || !slices.Contains(names(r.PsFirstBack), "stories:latest") {
+		t.Errorf("the first model's keep_alive 0: done_reason %q, /api/ps after %v, after the next request %v", r.UnloadFirst, r.PsFirstGone, r.PsFirstBack)
+	}
+	if strings.TrimSpace(r.FirstAgain) != want["stories"] {
+		t.Errorf("stories loaded again answered %q; geist run --chat: %q", r.FirstAgain, want["stories"])
+	}
+	if !strings.Contains(logs.String(), "model loaded again") {
+		t.Errorf("no reload in the log:\n%s", logs.String())
 	}
 }
 

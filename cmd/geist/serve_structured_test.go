@@ -421,11 +421,11 @@ func TestServeZodClients(t *testing.T) {
 // integration's request sequence (testdata/http/ha_llama_cpp.mjs: the
 // config flow's checks, a conversation of tool rounds streamed as HA reads
 // them, up to its 10, a round not streamed, an AI Task with a strict
-// json_schema plain and streamed, an image attachment) through the npm
+// json_schema plain and streamed, an image and a PDF attachment) through the npm
 // openai client, on a model with Qwen 2.5's template: every call names an
 // offered tool with arguments valid under its OpenAPI 3.1 schema, every
-// AI Task answer validates against its structure, the image is a 400
-// naming the model.
+// AI Task answer validates against its structure, the image and the PDF
+// are a 400 naming the model.
 func TestServeHALlamaCpp(t *testing.T) {
 	if testing.Short() || emulated() {
 		t.Skip("runs node and the npm clients: native only")
@@ -451,8 +451,8 @@ func TestServeHALlamaCpp(t *testing.T) {
 			Finish, Then string
 			ThenRole     string
 		}
-		Tasks []json.RawMessage
-		Image string
+		Tasks      []json.RawMessage
+		Image, PDF string
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("ha_llama_cpp.mjs printed %s: %v", out, err)
@@ -521,5 +521,8 @@ func TestServeHALlamaCpp(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Image, "400 ") || !strings.Contains(r.Image, "geist runs "+name+", a text-only model") {
 		t.Errorf("an image attachment: %s", r.Image)
+	}
+	if !strings.HasPrefix(r.PDF, "400 ") || !strings.Contains(r.PDF, "geist runs "+name+", a text-only model") {
+		t.Errorf("a PDF attachment: %s", r.PDF)
 	}
 }

@@ -28,9 +28,13 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 		return nil, nil
 	}
 	lim := c.Limits.MaxPayload
+	model := modelName(c.Model)
+	if w.Model != "" {
+		model = w.Model
+	}
 	srv, err := wyoming.New(wyoming.Config{
-		Model: modelName(c.Model), Version: versionString(), Languages: w.Languages,
-		Description: "geist on " + c.Device + ": " + modelName(c.Model) + ", offline",
+		Model: model, AnswerModel: w.Model, Version: versionString(), Languages: w.Languages,
+		Description: "geist on " + c.Device + ": " + model + ", offline",
 		Limits:      wyoming.Limits{MaxLine: lim, MaxData: lim, MaxPayload: lim},
 		Logger:      log.With("component", "wyoming"),
 	}, core)
@@ -66,7 +70,7 @@ func startWyoming(c *serveConfig, core *appliance.Core, log *slog.Logger) (*wyom
 	}
 	f.adv, err = wyoming.NewAdvertiser(wyoming.AdvertiseConfig{
 		Instance: "geist-" + c.Device, Port: addr.Port, IPs: ips,
-		TXT:    []string{"version=" + versionString(), "model=" + sentence.Cut(modelName(c.Model), 200)},
+		TXT:    []string{"version=" + versionString(), "model=" + sentence.Cut(model, 200)},
 		Logger: log.With("component", "mdns"),
 	})
 	if err != nil {

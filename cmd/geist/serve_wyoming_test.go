@@ -127,6 +127,12 @@ func TestServeWyomingConfig(t *testing.T) {
 	if c, _ := parseServe(e, []string{"-m", "a.gguf"}); c.Wyoming.Addr != "" || !c.Wyoming.MDNS {
 		t.Errorf("defaults: %+v (want off, mDNS on once enabled)", c.Wyoming)
 	}
+	if c, err := parseServe(e, []string{"-m", "a.gguf", "--wyoming-model", "tiny-llama:latest"}); err != nil || c.Wyoming.Model != "tiny-llama:latest" {
+		t.Errorf("--wyoming-model: %q, %v", c.Wyoming.Model, err)
+	}
+	if code, _, errs := geist(t, "", "serve", "-m", "a.gguf", "--wyoming-model", "two words"); code != 2 || !strings.Contains(errs, "wyoming: model") {
+		t.Errorf("a bad --wyoming-model: status %d, %q", code, errs)
+	}
 	code, _, errs := geist(t, "", "serve", "-m", "a.gguf", "--wyoming", "10500")
 	if code != 2 || !strings.Contains(errs, `wyoming: addr "10500": want host:port`) {
 		t.Errorf("bad addr: status %d, %q", code, errs)

@@ -569,6 +569,13 @@ func (fakeStore) Pull(ctx context.Context, src string, progress func(PullProgres
 		return fmt.Errorf("%w: %q", ErrBadSource, src)
 	}
 	progress(PullProgress{Status: "pulling manifest"})
+	if strings.Contains(src, "norange") {
+		// The store's second report: the server ignores range requests,
+		// as its answer to the header probe tells, past the 100 ms that
+		// hold back a repeated status.
+		time.Sleep(120 * time.Millisecond)
+		progress(PullProgress{Status: "pulling manifest"})
+	}
 	progress(PullProgress{Status: "pulling 0123456789ab", Digest: "sha256:0123", Total: 10, Completed: 10})
 	progress(PullProgress{Status: "verifying sha256 digest"})
 	return nil
@@ -584,6 +591,12 @@ func TestPullAndShowStored(t *testing.T) {
 	lines := ndjsonLines(t, body)
 	if resp.StatusCode != 200 || len(lines) != 4 || lines[1]["total"] != float64(10) || lines[3]["status"] != "success" {
 		t.Errorf("pull: %d %s", resp.StatusCode, body)
+	}
+	// "pulling manifest" once a pull (issue 37: it came twice), also
+	// when the store reports it again.
+	resp, body = ts.do(t, "POST", "/api/pull", `{"model":"hf:o/r/norange.gguf"}`)
+	if n := strings.Count(body, `"pulling manifest"`); resp.StatusCode != 200 || n != 1 {
+		t.Errorf("pull from a server ignoring ranges: %d manifests: %d %s", n, resp.StatusCode, body)
 	}
 	resp, body = ts.do(t, "POST", "/api/pull", `{"model":"hf:o/r/f.gguf","stream":false}`)
 	if resp.StatusCode != 200 || strings.TrimSpace(body) != `{"status":"success"}` {

@@ -140,9 +140,19 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 	var last time.Time
 	var lastStatus string
 	var werr error
+	manifested := false
 	progress := func(p PullProgress) {
 		if !stream || werr != nil {
 			return
+		}
+		if p.Status == "pulling manifest" {
+			// Once a pull, as Ollama's (the store reports it again to
+			// say a server ignores range requests: its Detail is for
+			// the log and geist pull, not for these clients).
+			if manifested {
+				return
+			}
+			manifested = true
 		}
 		if nd == nil {
 			nd = newNDJSON(w)

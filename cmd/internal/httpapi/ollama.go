@@ -263,6 +263,17 @@ func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Req
 	if err := ollamaFormat(ctx, req, c.Format); err != nil {
 		return false, o, err
 	}
+	if s.cfg.First != nil {
+		// The keep_alive of the model serve started with: it holds until
+		// the model is unloaded (0: after this answer).
+		ka, err := parseKeepAlive(c.KeepAlive)
+		if err != nil {
+			return false, o, err
+		}
+		if ka != KeepAliveDefault {
+			s.cfg.First.KeepAlive(ka)
+		}
+	}
 	return c.Stream == nil || *c.Stream, o, nil
 }
 
@@ -388,11 +399,27 @@ func ollamaCalls(calls []appliance.ToolCall) []ollamaToolCall {
 }
 
 // loadOnly answers Ollama's "load the model" request (no messages, or no
-// prompt): the model is loaded already. Unloading is refused: geist keeps
-// its one model loaded.
+// prompt): the model is loaded (again, when it was unloaded) and its
+// prompt cache warmed; with keep_alive 0 it is unloaded instead (Config.First;
+// without it, geist keeps its one model loaded and refuses).
 func (s *Server) loadOnly(w http.ResponseWriter, c *ollamaCommon, chatForm bool) {
-	if ka := strings.TrimSpace(string(c.KeepAlive)); ka == "0" || ka == `"0"` || ka == `"0s"` || ka == `"0m"` {
-		writeError(w, http.StatusBadRequest, "geist keeps the model it started with ("+s.cfg.Model.tagged()+") loaded for as long as it runs; it cannot unload it (the other stored models unload with keep_alive 0)")
+	ka, err := parseKeepAlive(c.KeepAlive)
+	if err != nil {
+		s.refuse(w, err)
+		return
+	}
+	if ka == 0 {
+		if s.cfg.First == nil {
+			writeError(w, http.StatusBadRequest, "geist keeps the model it started with ("+s.cfg.Model.tagged()+") loaded for as long as it runs; it cannot unload it (the other stored models unload with keep_alive 0)")
+			return
+		}
+		s.cfg.First.Unload()
+		now := time.Now().UTC()
+		if chatForm {
+			writeJSON(w, http.StatusOK, chatResponse{Model: s.cfg.Model.tagged(), CreatedAt: now, Message: ollamaMessage{Role: "assistant"}, Done: true, DoneReason: "unload"})
+			return
+		}
+		writeJSON(w, http.StatusOK, generateResponse{Model: s.cfg.Model.tagged(), CreatedAt: now, Done: true, DoneReason: "unload"})
 		return
 	}
 	s.cfg.Core.Warm()

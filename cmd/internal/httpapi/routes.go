@@ -131,15 +131,22 @@ type runningModel struct {
 // life of the process (Ollama's keep_alive -1).
 var neverExpires = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
-// ps lists the loaded models: the one serve started with (kept for the
-// life of the process) and those loaded on demand, with when each will be
-// unloaded.
+// ps lists the loaded models: the one serve started with (while it is
+// loaded: Config.First) and those loaded on demand, with when each will
+// be unloaded.
 func (s *Server) ps(w http.ResponseWriter, r *http.Request) {
 	m := &s.cfg.Model
-	list := []runningModel{{
-		Name: m.tagged(), Model: m.tagged(), Size: m.Size, Digest: m.Digest, Details: details(m),
-		ExpiresAt: neverExpires, ContextLength: m.ContextLength,
-	}}
+	exp, loaded := neverExpires, true
+	if s.cfg.First != nil {
+		exp, loaded = s.cfg.First.Expires()
+	}
+	list := []runningModel{}
+	if loaded {
+		list = append(list, runningModel{
+			Name: m.tagged(), Model: m.tagged(), Size: m.Size, Digest: m.Digest, Details: details(m),
+			ExpiresAt: exp.UTC(), ContextLength: m.ContextLength,
+		})
+	}
 	if s.cfg.Models != nil {
 		for _, rm := range s.cfg.Models.Running() {
 			m := rm.Model

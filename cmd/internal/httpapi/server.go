@@ -64,6 +64,9 @@ type Config struct {
 	// demand by name, unloaded after their keep_alive (switch.go). Nil:
 	// the one model.
 	Models ModelSwitch
+	// First, if set, unloads and reloads the model serve started with
+	// (keep_alive, /api/ps); nil: it stays loaded.
+	First FirstModel
 	// Allow lists the networks besides loopback whose clients may connect;
 	// others get 403.
 	Allow []netip.Prefix

@@ -44,6 +44,22 @@ type ModelSwitch interface {
 	Running() []RunningModel
 }
 
+// FirstModel is what Config.First gives the HTTP API: the keep_alive of
+// the model serve started with (Config.Model), which a request that needs
+// it loads again once it was unloaded.
+type FirstModel interface {
+	// KeepAlive sets how long it stays loaded after its last request
+	// (KeepAliveForever: for ever; 0: unloaded when the requests using
+	// it are answered).
+	KeepAlive(d time.Duration)
+	// Unload unloads it now, or when the requests using it are
+	// answered; false when it is not loaded.
+	Unload() bool
+	// Expires is when it will be unloaded (NeverExpires: kept); false
+	// when it is not loaded.
+	Expires() (time.Time, bool)
+}
+
 // RunningModel is a model loaded on demand and when it will be unloaded
 // (NeverExpires: kept; while a request uses it, the keep_alive after now).
 type RunningModel struct {

@@ -152,3 +152,65 @@ func TestParseKeepAlive(t *testing.T) {
 		}
 	}
 }
+
+// fakeFirst is a FirstModel recording what the API asks of it.
+type fakeFirst struct {
+	mu     sync.Mutex
+	loaded bool
+	keeps  []time.Duration
+}
+
+func (f *fakeFirst) KeepAlive(d time.Duration) {
+	f.mu.Lock()
+	f.keeps = append(f.keeps, d)
+	f.mu.Unlock()
+}
+
+func (f *fakeFirst) Unload() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := f.loaded
+	f.loaded = false
+	return was
+}
+
+func (f *fakeFirst) Expires() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), f.loaded
+}
+
+// TestFirstModelKeepAlive: with Config.First, the model serve started
+// with takes keep_alive as the others do: a request's duration reaches
+// it (none leaves it), Ollama's unload request (keep_alive 0, nothing to
+// answer) unloads it instead of the 400 of a model kept for ever, /api/ps
+// shows its expiry and leaves it out while it is unloaded, and a bad
+// keep_alive is a 400.
+func TestFirstModelKeepAlive(t *testing.T) {
+	ff := &fakeFirst{loaded: true}
+	ts := newTestServer(t, nil, func(c *Config, _ *appliance.Config) { c.First = ff })
+	if resp, out := ts.do(t, "POST", "/api/generate", `{"model":"tiny","prompt":"hi","stream":false,"keep_alive":"10m"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	if resp, out := ts.do(t, "POST", "/api/chat", `{"model":"tiny","stream":false,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	if _, out := ts.do(t, "GET", "/api/ps", ""); !strings.Contains(out, `"name":"tiny:latest"`) || !strings.Contains(out, `"expires_at":"2030-01-02T03:04:05Z"`) {
+		t.Errorf("/api/ps while loaded: %s", out)
+	}
+	resp, out := ts.do(t, "POST", "/api/chat", `{"model":"tiny","messages":[],"keep_alive":0}`)
+	if resp.StatusCode != 200 || !strings.Contains(out, `"done_reason":"unload"`) || ff.loaded {
+		t.Errorf("unload request: %d %s, loaded %v", resp.StatusCode, out, ff.loaded)
+	}
+	if _, out := ts.do(t, "GET", "/api/ps", ""); strings.Contains(out, "tiny") {
+		t.Errorf("/api/ps lists the unloaded model: %s", out)
+	}
+	if resp, out := ts.do(t, "POST", "/api/generate", `{"model":"tiny","prompt":"hi","keep_alive":"soon"}`); resp.StatusCode != 400 || !strings.Contains(out, "keep_alive") {
+		t.Errorf("a bad keep_alive: %d %s", resp.StatusCode, out)
+	}
+	ff.mu.Lock()
+	defer ff.mu.Unlock()
+	if len(ff.keeps) != 2 || ff.keeps[0] != 10*time.Minute || ff.keeps[1] != 0 {
+		t.Errorf("keep_alive heard: %v; want 10m (the request without one sets nothing), then 0", ff.keeps)
+	}
+}

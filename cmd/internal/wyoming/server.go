@@ -45,6 +45,9 @@ type Config struct {
 	Name        string // the handle program's name ("geist")
 	Description string // the program's description
 	Model       string // the model's name
+	// AnswerModel is the stored model that answers a transcript whose
+	// context names none (context.model); "": the core's own.
+	AnswerModel string
 	Version     string // geist's version
 	// Languages the model answers in; empty: any language.
 	Languages []string
@@ -482,6 +485,15 @@ func (c *conn) transcript(ev Event) bool {
 		c.s.core.Reject(appliance.SourceWyoming, appliance.CodeBadRequest)
 		return c.write("not-handled", handled{Text: "transcript has no text", Context: reply})
 	}
+	model := c.s.cfg.AnswerModel
+	if m, ok := t.Context["model"]; ok {
+		name, _ := m.(string)
+		if err := appliance.CheckModelName("context.model", name); err != nil {
+			c.s.core.Reject(appliance.SourceWyoming, appliance.CodeBadRequest)
+			return c.write("not-handled", handled{Text: err.(*appliance.Error).Message, Context: reply})
+		}
+		model = name
+	}
 	c.nc.SetReadDeadline(time.Time{}) // no idle timeout while answering
 	// The question's context ends when the client goes away or cannot
 	// be written to, never with the server's shutdown: the core ends
@@ -489,7 +501,7 @@ func (c *conn) transcript(ev Event) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := &stream{more: make(chan struct{}, 1)}
-	ticket, err := c.s.core.Submit(ctx, appliance.Request{Source: appliance.SourceWyoming, Text: *t.Text, Session: session}, st.sink)
+	ticket, err := c.s.core.Submit(ctx, appliance.Request{Source: appliance.SourceWyoming, Text: *t.Text, Session: session, Model: model}, st.sink)
 	if err != nil {
 		msg := err.Error()
 		if e, ok := errors.AsType[*appliance.Error](err); ok {

@@ -13,7 +13,8 @@
 //     default when the server's streaming is not detected);
 //   - an AI Task: response_format json_schema with strict true, plain and
 //     streamed;
-//   - an AI Task with an image attachment: a 400 naming what geist runs.
+//   - an AI Task with an image attachment, and one with a PDF: a 400 naming
+//     what geist runs.
 // The arrays and strings are bounded (as probatio renders vol.Length) so
 // that the random test model ends its calls. The tiny test model never chooses a call on its own, so the rounds but
 // the last ask with tool_choice "required" (the one field HA does not send);
@@ -166,5 +167,15 @@ try {
   out.image = "accepted";
 } catch (e) {
   out.image = `${e.status} ${e.error?.message ?? e.message}`;
+}
+// An AI Task with a PDF attachment, as HA's integration sends one: a text
+// part "[File: NAME]\nContent: BASE64".
+try {
+  await client.chat.completions.create({ model, max_tokens: 3000, user: "01JXYZTASK", messages: [{ role: "user", content: [
+    { type: "text", text: "Summarize the bill" },
+    { type: "text", text: "[File: bill.pdf]\nContent: JVBERi0xLjcKJcfsj6IKNSAwIG9iago=" }] }] });
+  out.pdf = "accepted";
+} catch (e) {
+  out.pdf = `${e.status} ${e.error?.message ?? e.message}`;
 }
 console.log(JSON.stringify(out));

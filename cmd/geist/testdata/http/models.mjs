@@ -1,7 +1,8 @@
 // Several models in one geist serve, through the official npm "ollama"
 // client: /api/tags lists every stored model, a chat names another stored
 // model and is answered by it (loaded on demand), /api/ps shows it with
-// its expiry, keep_alive 0 unloads it, a model not stored is a 404.
+// its expiry, keep_alive 0 unloads it, a model not stored is a 404; the
+// first model unloads with keep_alive 0 too and loads again on demand.
 // Prints one JSON object for serve_models_test.go's TestServeModelSwitch.
 //
 //   NODE_PATH=DIR/node_modules node models.mjs http://127.0.0.1:PORT FIRST OTHER THIRD PROMPT N
@@ -35,4 +36,8 @@ try {
 } catch (e) {
   out.missing = `${e.status_code ?? e.status} ${e.message}`;
 }
+out.unloadFirst = (await ollama.generate({ model: first, prompt: "", keep_alive: 0 })).done_reason;
+out.psFirstGone = await ps();
+out.firstAgain = (await ollama.chat({ model: first, messages, options, stream: false })).message.content;
+out.psFirstBack = await ps();
 console.log(JSON.stringify(out));
