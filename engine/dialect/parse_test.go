@@ -1,4 +1,4 @@
-package chat
+package dialect
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func parseAll(format ToolFormat, tools []string, pieces []string) (string, []ToolCall) {
+func parseAll(format Dialect, tools []string, pieces []string) (string, []ToolCall) {
 	p := NewToolParser(format, tools)
 	var content strings.Builder
 	var calls []ToolCall
@@ -40,40 +40,40 @@ func TestToolParser(t *testing.T) {
 	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
 	for _, c := range []struct {
 		name    string
-		format  ToolFormat
+		format  Dialect
 		text    string
 		content string
 		calls   []ToolCall
 	}{
-		{"plain", ToolsTagged, "The light is on.", "The light is on.", nil},
-		{"one tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>", "",
+		{"plain", Hermes, "The light is on.", "The light is on.", nil},
+		{"one tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>", "",
 			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`)}},
-		{"two tagged after text", ToolsTagged, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\", \"days\": 2}}\n</tool_call>", "Sure.",
+		{"two tagged after text", Hermes, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\", \"days\": 2}}\n</tool_call>", "Sure.",
 			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln", "days": 2}`)}},
-		{"malformed tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", nil},
-		{"unclosed tagged", ToolsTagged, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {}}", "", []ToolCall{call("HassTurnOn", `{}`)}},
-		{"unclosed broken", ToolsTagged, "<tool_call>\n{\"name\": \"Has", "<tool_call>\n{\"name\": \"Has", nil},
-		{"a lone <", ToolsTagged, "x < y and <tool", "x < y and <tool", nil},
-		{"string arguments", ToolsTagged, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}</tool_call>", "",
+		{"malformed tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", nil},
+		{"unclosed tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {}}", "", []ToolCall{call("HassTurnOn", `{}`)}},
+		{"unclosed broken", Hermes, "<tool_call>\n{\"name\": \"Has", "<tool_call>\n{\"name\": \"Has", nil},
+		{"a lone <", Hermes, "x < y and <tool", "x < y and <tool", nil},
+		{"string arguments", Hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}</tool_call>", "",
 			[]ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"llama json", ToolsJSON, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"llama python tag, two", ToolsJSON, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"HassTurnOn\", \"parameters\": {}}", "",
+		{"llama json", Llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"llama python tag, two", Llama, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"HassTurnOn\", \"parameters\": {}}", "",
 			[]ToolCall{call("get_weather", `{"city": "Paris"}`), call("HassTurnOn", `{}`)}},
-		{"llama unknown tool is content", ToolsJSON, "{\"name\": \"launch\", \"parameters\": {}}", "{\"name\": \"launch\", \"parameters\": {}}", nil},
-		{"llama malformed is content", ToolsJSON, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", nil},
-		{"llama text", ToolsJSON, "It is sunny in Paris.", "It is sunny in Paris.", nil},
-		{"json answer, not a call", ToolsAny, "{\"age\": 22}", "{\"age\": 22}", nil},
-		{"any: tagged", ToolsAny, "ok <tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>", "ok", []ToolCall{call("x", `{}`)}},
-		{"trailing space kept without calls", ToolsTagged, "Hello \n", "Hello \n", nil},
-		{"phi4 list", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}]<|/tool_call|>", "",
+		{"llama unknown tool is content", Llama, "{\"name\": \"launch\", \"parameters\": {}}", "{\"name\": \"launch\", \"parameters\": {}}", nil},
+		{"llama malformed is content", Llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", nil},
+		{"llama text", Llama, "It is sunny in Paris.", "It is sunny in Paris.", nil},
+		{"json answer, not a call", Any, "{\"age\": 22}", "{\"age\": 22}", nil},
+		{"any: tagged", Any, "ok <tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>", "ok", []ToolCall{call("x", `{}`)}},
+		{"trailing space kept without calls", Hermes, "Hello \n", "Hello \n", nil},
+		{"phi4 list", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}]<|/tool_call|>", "",
 			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln"}`)}},
-		{"phi4 one object after text", ToolsPhi4, "Sure. <|tool_call|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|/tool_call|>", "Sure.", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"phi4 unclosed at the end", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}]", "", []ToolCall{call("HassTurnOn", `{}`)}},
-		{"phi4 malformed list is content", ToolsPhi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", nil},
-		{"phi4 empty list is content", ToolsPhi4, "<|tool_call|>[]<|/tool_call|>", "<|tool_call|>[]<|/tool_call|>", nil},
-		{"phi4 text stays", ToolsPhi4, "It is <|sunny|> today.", "It is <|sunny|> today.", nil},
-		{"granite list to the end", ToolsGranite, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"granite text", ToolsGranite, "No call here.", "No call here.", nil},
+		{"phi4 one object after text", Phi4, "Sure. <|tool_call|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|/tool_call|>", "Sure.", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"phi4 unclosed at the end", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}]", "", []ToolCall{call("HassTurnOn", `{}`)}},
+		{"phi4 malformed list is content", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", nil},
+		{"phi4 empty list is content", Phi4, "<|tool_call|>[]<|/tool_call|>", "<|tool_call|>[]<|/tool_call|>", nil},
+		{"phi4 text stays", Phi4, "It is <|sunny|> today.", "It is <|sunny|> today.", nil},
+		{"granite list to the end", Granite, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"granite text", Granite, "No call here.", "No call here.", nil},
 	} {
 		for _, ps := range splits(c.text) {
 			content, calls := parseAll(c.format, tools, ps)
@@ -96,7 +96,7 @@ func fmtCalls(cs []ToolCall) string {
 // complete; a call is returned as soon as its closing tag arrives.
 func TestToolParserStreams(t *testing.T) {
 	t.Parallel()
-	p := NewToolParser(ToolsTagged, nil)
+	p := NewToolParser(Hermes, nil)
 	if c, _ := p.Add("The kitchen"); c != "The kitchen" {
 		t.Errorf("plain text held back: %q", c)
 	}
@@ -122,7 +122,7 @@ func FuzzToolParser(f *testing.F) {
 	f.Add("<|tool_call>call:a{s:<|\"|>open <tool_call|> <|tool_call>call:a{b:}", 2)
 	f.Fuzz(func(t *testing.T, text string, n int) {
 		n = max(1, n%17)
-		for _, format := range []ToolFormat{ToolsAny, ToolsTagged, ToolsJSON, ToolsPhi4, ToolsGranite, ToolsLFM2, ToolsGemma4} {
+		for _, format := range []Dialect{Any, Hermes, Llama, Phi4, Granite, LFM2, Gemma4} {
 			var ps []string
 			for i := 0; i < len(text); i += n {
 				ps = append(ps, text[i:min(i+n, len(text))])
@@ -152,24 +152,24 @@ func TestToolParserFirstOnly(t *testing.T) {
 	const a, b = `{"name": "HassTurnOn", "arguments": {"name": "Kitchen"}}`, `{"name": "get_weather", "arguments": {"city": "Köln"}}`
 	for _, c := range []struct {
 		name    string
-		format  ToolFormat
+		format  Dialect
 		text    string
 		content string
 		calls   []ToolCall
 	}{
-		{"tagged two, text after", ToolsTagged, "Sure.\n<tool_call>\n" + a + "\n</tool_call>\n<tool_call>\n" + b + "\n</tool_call>\nDone.", "Sure.", on},
-		{"tagged one, text after", ToolsTagged, "<tool_call>" + a + "</tool_call> The light is on.", "", on},
-		{"tagged malformed first", ToolsTagged, "<tool_call>{\"name\": </tool_call><tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "<tool_call>{\"name\": </tool_call>", on},
-		{"tagged unclosed", ToolsTagged, "<tool_call>" + a, "", on},
-		{"plain text", ToolsTagged, "No call.", "No call.", nil},
-		{"any: two", ToolsAny, "<tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "", on},
-		{"llama two", ToolsJSON, `{"name": "HassTurnOn", "parameters": {"name": "Kitchen"}}; {"name": "get_weather", "parameters": {}}`, "", on},
-		{"phi4 list of two", ToolsPhi4, "<|tool_call|>[" + a + ", " + b + "]<|/tool_call|>", "", on},
-		{"phi4 two lists", ToolsPhi4, "Ok <|tool_call|>[" + a + "]<|/tool_call|><|tool_call|>[" + b + "]<|/tool_call|>", "Ok", on},
-		{"granite list of two", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", on},
-		{"lfm2 list of two, text after", ToolsLFM2, "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\")]<|tool_call_end|>Checking.", "Sure.",
+		{"tagged two, text after", Hermes, "Sure.\n<tool_call>\n" + a + "\n</tool_call>\n<tool_call>\n" + b + "\n</tool_call>\nDone.", "Sure.", on},
+		{"tagged one, text after", Hermes, "<tool_call>" + a + "</tool_call> The light is on.", "", on},
+		{"tagged malformed first", Hermes, "<tool_call>{\"name\": </tool_call><tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "<tool_call>{\"name\": </tool_call>", on},
+		{"tagged unclosed", Hermes, "<tool_call>" + a, "", on},
+		{"plain text", Hermes, "No call.", "No call.", nil},
+		{"any: two", Any, "<tool_call>" + a + "</tool_call><tool_call>" + b + "</tool_call>", "", on},
+		{"llama two", Llama, `{"name": "HassTurnOn", "parameters": {"name": "Kitchen"}}; {"name": "get_weather", "parameters": {}}`, "", on},
+		{"phi4 list of two", Phi4, "<|tool_call|>[" + a + ", " + b + "]<|/tool_call|>", "", on},
+		{"phi4 two lists", Phi4, "Ok <|tool_call|>[" + a + "]<|/tool_call|><|tool_call|>[" + b + "]<|/tool_call|>", "Ok", on},
+		{"granite list of two", Granite, "<|tool_call|>[" + a + ", " + b + "]", "", on},
+		{"lfm2 list of two, text after", LFM2, "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\")]<|tool_call_end|>Checking.", "Sure.",
 			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
-		{"gemma4 two, text after", ToolsGemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kitchen<|"|>}<tool_call|><|tool_call>call:get_weather{city:<|"|>Köln<|"|>}<tool_call|> Done.`, "Sure.",
+		{"gemma4 two, text after", Gemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kitchen<|"|>}<tool_call|><|tool_call>call:get_weather{city:<|"|>Köln<|"|>}<tool_call|> Done.`, "Sure.",
 			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
 	} {
 		for _, ps := range splits(c.text) {
@@ -194,7 +194,7 @@ func TestToolParserFirstOnly(t *testing.T) {
 		}
 	}
 	// Done comes with the call's closing tag: generation may end there.
-	p := NewToolParser(ToolsTagged, tools)
+	p := NewToolParser(Hermes, tools)
 	p.FirstOnly()
 	if _, cs := p.Add("<tool_call>" + a); cs != nil || p.Done() {
 		t.Errorf("an open call: %v, done %v", cs, p.Done())
@@ -220,21 +220,21 @@ func TestToolParserCut(t *testing.T) {
 	const a, b = `{"name": "HassTurnOn", "arguments": {"name": "Kitchen"}}`, `{"name": "get_weather", "arguments": {"city": "Köln"}}`
 	for _, c := range []struct {
 		name    string
-		format  ToolFormat
+		format  Dialect
 		text    string
 		content string
 		calls   []ToolCall
 	}{
-		{"tagged unfinished", ToolsTagged, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"argu", "Sure.", nil},
-		{"tagged one done, one unfinished", ToolsTagged, "<tool_call>" + a + "</tool_call>\n<tool_call>{\"name\": \"get_w", "", []ToolCall{on}},
-		{"tagged opening tag cut", ToolsTagged, "Sure. <tool_ca", "Sure. ", nil},
-		{"granite list cut in the second", ToolsGranite, "<|tool_call|>[" + a + ", {\"name\": \"get_weather\", \"arguments\": {\"ci", "", []ToolCall{on}},
-		{"granite list cut after the first", ToolsGranite, "<|tool_call|>[" + a + ",", "", []ToolCall{on}},
-		{"granite list cut in the first", ToolsGranite, "<|tool_call|>[{\"name\": \"HassT", "", nil},
-		{"granite whole list", ToolsGranite, "<|tool_call|>[" + a + ", " + b + "]", "", []ToolCall{on, call("get_weather", `{"city": "Köln"}`)}},
-		{"phi4 list cut", ToolsPhi4, "<|tool_call|>[" + a + ", " + b[:20], "", []ToolCall{on}},
-		{"gemma4 cut", ToolsGemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kit`, "Sure.", nil},
-		{"plain text", ToolsTagged, "The light is", "The light is", nil},
+		{"tagged unfinished", Hermes, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"argu", "Sure.", nil},
+		{"tagged one done, one unfinished", Hermes, "<tool_call>" + a + "</tool_call>\n<tool_call>{\"name\": \"get_w", "", []ToolCall{on}},
+		{"tagged opening tag cut", Hermes, "Sure. <tool_ca", "Sure. ", nil},
+		{"granite list cut in the second", Granite, "<|tool_call|>[" + a + ", {\"name\": \"get_weather\", \"arguments\": {\"ci", "", []ToolCall{on}},
+		{"granite list cut after the first", Granite, "<|tool_call|>[" + a + ",", "", []ToolCall{on}},
+		{"granite list cut in the first", Granite, "<|tool_call|>[{\"name\": \"HassT", "", nil},
+		{"granite whole list", Granite, "<|tool_call|>[" + a + ", " + b + "]", "", []ToolCall{on, call("get_weather", `{"city": "Köln"}`)}},
+		{"phi4 list cut", Phi4, "<|tool_call|>[" + a + ", " + b[:20], "", []ToolCall{on}},
+		{"gemma4 cut", Gemma4, `Sure. <|tool_call>call:HassTurnOn{name:<|"|>Kit`, "Sure.", nil},
+		{"plain text", Hermes, "The light is", "The light is", nil},
 	} {
 		for _, ps := range splits(c.text) {
 			p := NewToolParser(c.format, tools)
