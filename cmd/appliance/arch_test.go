@@ -33,8 +33,7 @@ var architecture = map[string]struct {
 	"engine/gguf": {[]string{"quant"}, []string{"golang.org/x/sys/unix"}},
 	// The engine: what runs at inference time.
 	"engine/tokenizer": {nil, nil},
-	"engine/chat":      {[]string{"engine/dialect"}, []string{"github.com/ardanlabs/jinja"}},
-	"engine/dialect":   {[]string{"engine/grammar"}, nil}, // one file per model family: thinking marks, tool-call parser and grammar
+	"engine/chat":      {[]string{"engine/chat/sandbox", "engine/dialect"}, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
 	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
@@ -42,6 +41,9 @@ var architecture = map[string]struct {
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
 	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil}, // embedding models: tokenize, bound, run, pool
 	"engine/zoo":       {nil, nil},                                                         // test helper: finds the conformance zoo
+	// Chat templates (rendered in a sandbox) and the model families' dialects.
+	"engine/chat/sandbox": {nil, []string{"github.com/ardanlabs/jinja"}}, // bounds what a template may cost
+	"engine/dialect":      {[]string{"engine/grammar"}, nil},             // one file per model family: thinking marks, tool-call parser and grammar
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
 	// The appliance core and what front ends share beside it.
