@@ -13,34 +13,27 @@ import (
 // The grammars of every dialect's calls; the helpers of the families'
 // grammar tests.
 
-func TestToolCalls(t *testing.T) {
-	t.Parallel()
-	tools := []json.RawMessage{
-		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
-		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
-	}
+// grammarTools are the tools of the families' grammar tests.
+var grammarTools = []json.RawMessage{
+	json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
+	json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
+}
+
+// grammarCase is a grammar of calls to grammarTools (only the one named,
+// lazy) and texts it must match whole (good) and must not (bad).
+type grammarCase struct {
+	only string
+	lazy bool
+	good []string
+	bad  []string
+}
+
+// checkGrammar holds d's grammars to the cases.
+func checkGrammar(t *testing.T, d Dialect, cases []grammarCase) {
+	t.Helper()
 	v := testVocab()
-	for _, c := range []struct {
-		syntax Dialect
-		only   string
-		lazy   bool
-		good   []string
-		bad    []string
-	}{
-		{Hermes, "", false, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {"area": "kitchen"}}</tool_call>`, "<tool_call>\n{\"name\": \"HassLightSet\", \"arguments\": {\"brightness\": 40}}</tool_call>\n<tool_call>{\"name\": \"HassTurnOn\", \"arguments\": {}}</tool_call>"},
-			[]string{`{"name": "HassTurnOn", "arguments": {}}`, `<tool_call>{"name": "Nope", "arguments": {}}</tool_call>`, `<tool_call>{"name": "HassLightSet", "arguments": {"brightness": 101}}</tool_call>`}},
-		{Hermes, "", true, []string{`{"name": "HassTurnOn", "arguments": {}}</tool_call>`}, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {}}</tool_call>`}},
-		{Llama, "", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
-		{Llama, "HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
-		{Any, "", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
-		{Phi4, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}, {"name": "HassLightSet", "arguments": {"brightness": 7}}]<|/tool_call|>`},
-			[]string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`, `[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[]<|/tool_call|>`, `<|tool_call|>[{"name": "HassLightSet", "arguments": {}}]<|/tool_call|>`}},
-		{Phi4, "HassLightSet", false, []string{`<|tool_call|>[{"name": "HassLightSet", "arguments": {"brightness": 0}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
-		{Phi4, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `[{"name": "HassTurnOn", "arguments": {}}]`}},
-		{Granite, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {"area": "hall"}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
-		{Granite, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`}},
-	} {
-		src, _, err := c.syntax.Grammar(tools, c.only, c.lazy, false)
+	for _, c := range cases {
+		src, _, err := d.Grammar(grammarTools, c.only, c.lazy, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,18 +45,15 @@ func TestToolCalls(t *testing.T) {
 		for _, s := range c.good {
 			m := comp.NewMatcher()
 			if !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
-				t.Errorf("%v %q: %q refused", c.syntax, c.only, s)
+				t.Errorf("%v %q: %q refused", d, c.only, s)
 			}
 		}
 		for _, s := range c.bad {
 			m := comp.NewMatcher()
 			if m.AcceptBytes([]byte(s)) && m.CanEnd() {
-				t.Errorf("%v %q: %q accepted", c.syntax, c.only, s)
+				t.Errorf("%v %q: %q accepted", d, c.only, s)
 			}
 		}
-	}
-	if _, _, err := Hermes.Grammar(tools, "Missing", false, false); err == nil {
-		t.Error("a named tool that is not offered: no error")
 	}
 }
 

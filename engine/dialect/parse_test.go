@@ -34,49 +34,27 @@ func splits(text string) [][]string {
 	return out
 }
 
-func TestToolParser(t *testing.T) {
-	t.Parallel()
-	tools := []string{"HassTurnOn", "get_weather"}
-	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
-	for _, c := range []struct {
-		name    string
-		format  Dialect
-		text    string
-		content string
-		calls   []ToolCall
-	}{
-		{"plain", Hermes, "The light is on.", "The light is on.", nil},
-		{"one tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>", "",
-			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`)}},
-		{"two tagged after text", Hermes, "Sure.\n<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\", \"days\": 2}}\n</tool_call>", "Sure.",
-			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln", "days": 2}`)}},
-		{"malformed tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \n</tool_call>", nil},
-		{"unclosed tagged", Hermes, "<tool_call>\n{\"name\": \"HassTurnOn\", \"arguments\": {}}", "", []ToolCall{call("HassTurnOn", `{}`)}},
-		{"unclosed broken", Hermes, "<tool_call>\n{\"name\": \"Has", "<tool_call>\n{\"name\": \"Has", nil},
-		{"a lone <", Hermes, "x < y and <tool", "x < y and <tool", nil},
-		{"string arguments", Hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}</tool_call>", "",
-			[]ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"llama json", Llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"llama python tag, two", Llama, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"HassTurnOn\", \"parameters\": {}}", "",
-			[]ToolCall{call("get_weather", `{"city": "Paris"}`), call("HassTurnOn", `{}`)}},
-		{"llama unknown tool is content", Llama, "{\"name\": \"launch\", \"parameters\": {}}", "{\"name\": \"launch\", \"parameters\": {}}", nil},
-		{"llama malformed is content", Llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", nil},
-		{"llama text", Llama, "It is sunny in Paris.", "It is sunny in Paris.", nil},
-		{"json answer, not a call", Any, "{\"age\": 22}", "{\"age\": 22}", nil},
-		{"any: tagged", Any, "ok <tool_call>{\"name\": \"x\", \"arguments\": {}}</tool_call>", "ok", []ToolCall{call("x", `{}`)}},
-		{"trailing space kept without calls", Hermes, "Hello \n", "Hello \n", nil},
-		{"phi4 list", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {\"name\": \"Kitchen\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}]<|/tool_call|>", "",
-			[]ToolCall{call("HassTurnOn", `{"name": "Kitchen"}`), call("get_weather", `{"city": "Köln"}`)}},
-		{"phi4 one object after text", Phi4, "Sure. <|tool_call|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|/tool_call|>", "Sure.", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"phi4 unclosed at the end", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}]", "", []ToolCall{call("HassTurnOn", `{}`)}},
-		{"phi4 malformed list is content", Phi4, "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", "<|tool_call|>[{\"name\": \"HassTurnOn\", \"arguments\": {}}, 3]<|/tool_call|>", nil},
-		{"phi4 empty list is content", Phi4, "<|tool_call|>[]<|/tool_call|>", "<|tool_call|>[]<|/tool_call|>", nil},
-		{"phi4 text stays", Phi4, "It is <|sunny|> today.", "It is <|sunny|> today.", nil},
-		{"granite list to the end", Granite, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
-		{"granite text", Granite, "No call here.", "No call here.", nil},
-	} {
+// parserTools are the tools offered in the families' parser tests.
+var parserTools = []string{"HassTurnOn", "get_weather"}
+
+// call is a parsed call of name with the JSON arguments args.
+func call(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
+
+// parserCase is an answer and what a parser makes of it, whole and in
+// pieces.
+type parserCase struct {
+	name    string
+	text    string
+	content string
+	calls   []ToolCall
+}
+
+// checkParser holds d's parser to the cases, offered parserTools.
+func checkParser(t *testing.T, d Dialect, cases []parserCase) {
+	t.Helper()
+	for _, c := range cases {
 		for _, ps := range splits(c.text) {
-			content, calls := parseAll(c.format, tools, ps)
+			content, calls := parseAll(d, parserTools, ps)
 			if content != c.content || !reflect.DeepEqual(calls, c.calls) {
 				t.Errorf("%s (pieces of %d): got %q %s, want %q %s", c.name, len(ps[0]), content, fmtCalls(calls), c.content, fmtCalls(c.calls))
 			}

@@ -103,20 +103,7 @@ func TestGemma4ThinkingRender(t *testing.T) {
 // back to the arguments the message had.
 func TestGemma4CallsRoundTrip(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		Templates map[string]string `json:"templates"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := chat.Compile(g.Templates["google-gemma-4-31B-it"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := compileGolden(t, "google-gemma-4-31B-it")
 	if tmpl.ToolFormat() != chat.ToolsGemma4 {
 		t.Fatalf("ToolFormat %v", tmpl.ToolFormat())
 	}
@@ -187,18 +174,7 @@ func TestTemplateLFM2(t *testing.T) {
 // history parses back to the same call.
 func TestXMLToolCallsRoundTrip(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(zoo.Path(t, "golden", "chat-templates.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct{ Templates map[string]string }
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := chat.Compile(g.Templates["Qwen3.5-4B"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := compileGolden(t, "Qwen3.5-4B")
 	if tmpl.ToolFormat() != chat.ToolsTagged || !tmpl.SupportsTools() || !tmpl.SupportsThinking() {
 		t.Fatalf("format %v, tools %v, thinking %v", tmpl.ToolFormat(), tmpl.SupportsTools(), tmpl.SupportsThinking())
 	}

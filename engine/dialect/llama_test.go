@@ -1,0 +1,47 @@
+package dialect
+
+import "testing"
+
+// Llama 3's bare JSON calls.
+
+// TestLlamaDialect: its name, what the registry finds it by, the tokens
+// that must render and its thinking marks.
+func TestLlamaDialect(t *testing.T) {
+	t.Parallel()
+	if got, ok := ByName("json"); !ok || got != Llama || Llama.String() != "json" {
+		t.Errorf("ByName(json): %v %v", got, ok)
+	}
+	for _, src := range []string{"{%- if message.role == 'ipython' %}", "<|python_tag|>"} {
+		if got := Detect(src); got != Llama {
+			t.Errorf("Detect(%q): %v, want json", src, got)
+		}
+	}
+	if got, want := Llama.ToolTokens(), []string(nil); !equalStrings(got, want) {
+		t.Errorf("ToolTokens %q, want %q", got, want)
+	}
+	if Llama.ThinkMarks() != ThinkTags || Llama.ThinkTokens() != nil {
+		t.Errorf("thinking %q %q", Llama.ThinkMarks(), Llama.ThinkTokens())
+	}
+}
+
+// TestLlamaToolParser: answers in Llama's form, whole and in pieces.
+func TestLlamaToolParser(t *testing.T) {
+	t.Parallel()
+	checkParser(t, Llama, []parserCase{
+		{"llama json", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"llama python tag, two", "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"HassTurnOn\", \"parameters\": {}}", "",
+			[]ToolCall{call("get_weather", `{"city": "Paris"}`), call("HassTurnOn", `{}`)}},
+		{"llama unknown tool is content", "{\"name\": \"launch\", \"parameters\": {}}", "{\"name\": \"launch\", \"parameters\": {}}", nil},
+		{"llama malformed is content", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", nil},
+		{"llama text", "It is sunny in Paris.", "It is sunny in Paris.", nil},
+	})
+}
+
+// TestLlamaGrammar: what the grammar of calls in Llama's form matches.
+func TestLlamaGrammar(t *testing.T) {
+	t.Parallel()
+	checkGrammar(t, Llama, []grammarCase{
+		{"", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
+		{"HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
+	})
+}
