@@ -8,20 +8,7 @@ import "testing"
 // that must render and its thinking marks.
 func TestAnyDialect(t *testing.T) {
 	t.Parallel()
-	if got, ok := ByName("any"); !ok || got != Any || Any.String() != "any" {
-		t.Errorf("ByName(any): %v %v", got, ok)
-	}
-	for _, src := range []string{"{{ messages }}", ""} {
-		if got := Detect(src); got != Any {
-			t.Errorf("Detect(%q): %v, want any", src, got)
-		}
-	}
-	if got, want := Any.ToolTokens(), []string{"<tool_call>", "</tool_call>"}; !equalStrings(got, want) {
-		t.Errorf("ToolTokens %q, want %q", got, want)
-	}
-	if Any.ThinkMarks() != ThinkTags || Any.ThinkTokens() != nil {
-		t.Errorf("thinking %q %q", Any.ThinkMarks(), Any.ThinkTokens())
-	}
+	checkDialect(t, Any, "any", []string{"{{ messages }}", ""}, []string{"<tool_call>", "</tool_call>"}, ThinkTags)
 }
 
 // TestAnyToolParser: answers in Any's form, whole and in pieces.

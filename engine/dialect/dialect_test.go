@@ -49,4 +49,22 @@ func TestRegistry(t *testing.T) {
 	Register(&hermes{family{"tagged", Tags{}}}, 99)
 }
 
-func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+// checkDialect holds d to its registry name, to being what Detect finds
+// in the template texts given, to its tool tokens and its thinking marks.
+func checkDialect(t *testing.T, d Dialect, name string, templates, tokens []string, marks ThinkMarks) {
+	t.Helper()
+	if got, ok := ByName(name); !ok || got != d || d.String() != name {
+		t.Errorf("ByName(%s): %v %v", name, got, ok)
+	}
+	for _, src := range templates {
+		if got := Detect(src); got != d {
+			t.Errorf("Detect(%q): %v, want %s", src, got, name)
+		}
+	}
+	if got := d.ToolTokens(); !slices.Equal(got, tokens) {
+		t.Errorf("%s: ToolTokens %q, want %q", name, got, tokens)
+	}
+	if d.ThinkMarks() != marks || (marks == ThinkTags) != (d.ThinkTokens() == nil) {
+		t.Errorf("%s: thinking %q %q", name, d.ThinkMarks(), d.ThinkTokens())
+	}
+}

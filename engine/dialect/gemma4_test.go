@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -455,5 +456,15 @@ func TestGemma4GrammarParses(t *testing.T) {
 		if done < 100 {
 			t.Errorf("%s: %d of 300 walks finished", c.name, done)
 		}
+	}
+}
+
+// TestGemma4Dialect: its name, what the registry finds it by, the tokens
+// that must render (the call tags and the quote) and its thought channel.
+func TestGemma4Dialect(t *testing.T) {
+	t.Parallel()
+	checkDialect(t, Gemma4, "gemma4", []string{"<|tool_call>call:{{ name }}", "<|channel>thought\n"}, []string{"<|tool_call>", "<tool_call|>", `<|"|>`}, GemmaThought)
+	if got := Gemma4.ThinkTokens(); !slices.Equal(got, []string{"<|channel>", "<channel|>"}) {
+		t.Errorf("ThinkTokens %q", got)
 	}
 }

@@ -9,20 +9,7 @@ import "testing"
 // that must render and its thinking marks.
 func TestGraniteDialect(t *testing.T) {
 	t.Parallel()
-	if got, ok := ByName("granite"); !ok || got != Granite || Granite.String() != "granite" {
-		t.Errorf("ByName(granite): %v %v", got, ok)
-	}
-	for _, src := range []string{"<|start_of_role|>assistant<|end_of_role|><|tool_call|>"} {
-		if got := Detect(src); got != Granite {
-			t.Errorf("Detect(%q): %v, want granite", src, got)
-		}
-	}
-	if got, want := Granite.ToolTokens(), []string{"<|tool_call|>"}; !equalStrings(got, want) {
-		t.Errorf("ToolTokens %q, want %q", got, want)
-	}
-	if Granite.ThinkMarks() != ThinkTags || Granite.ThinkTokens() != nil {
-		t.Errorf("thinking %q %q", Granite.ThinkMarks(), Granite.ThinkTokens())
-	}
+	checkDialect(t, Granite, "granite", []string{"<|start_of_role|>assistant<|end_of_role|><|tool_call|>"}, []string{"<|tool_call|>"}, ThinkTags)
 }
 
 // TestGraniteToolParser: answers in Granite's form, whole and in pieces.

@@ -9,20 +9,7 @@ import "testing"
 // that must render and its thinking marks.
 func TestHermesDialect(t *testing.T) {
 	t.Parallel()
-	if got, ok := ByName("tagged"); !ok || got != Hermes || Hermes.String() != "tagged" {
-		t.Errorf("ByName(tagged): %v %v", got, ok)
-	}
-	for _, src := range []string{"{%- if tools %}<tool_call>\n{\"name\": <function-name>}\n</tool_call>{%- endif %}", "<tool_call>\n<function=" + "{{ name }}>"} {
-		if got := Detect(src); got != Hermes {
-			t.Errorf("Detect(%q): %v, want tagged", src, got)
-		}
-	}
-	if got, want := Hermes.ToolTokens(), []string{"<tool_call>", "</tool_call>"}; !equalStrings(got, want) {
-		t.Errorf("ToolTokens %q, want %q", got, want)
-	}
-	if Hermes.ThinkMarks() != ThinkTags || Hermes.ThinkTokens() != nil {
-		t.Errorf("thinking %q %q", Hermes.ThinkMarks(), Hermes.ThinkTokens())
-	}
+	checkDialect(t, Hermes, "tagged", []string{"{%- if tools %}<tool_call>\n{\"name\": <function-name>}\n</tool_call>{%- endif %}", "<tool_call>\n<function=" + "{{ name }}>"}, []string{"<tool_call>", "</tool_call>"}, ThinkTags)
 }
 
 // TestHermesToolParser: answers in Hermes's form, whole and in pieces.

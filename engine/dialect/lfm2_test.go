@@ -348,3 +348,10 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 		t.Errorf("only %d of %d tool sets compiled", compiled, len(sets))
 	}
 }
+
+// TestLFM2Dialect: its name, what the registry finds it by (LFM2's
+// tokens, LFM2.5's "List of tools: [") and the tokens that must render.
+func TestLFM2Dialect(t *testing.T) {
+	t.Parallel()
+	checkDialect(t, LFM2, "lfm2", []string{"<|tool_call_start|>", "<|tool_list_start|>", "List of tools: ["}, []string{"<|tool_call_start|>", "<|tool_call_end|>"}, ThinkTags)
+}

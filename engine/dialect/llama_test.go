@@ -8,20 +8,7 @@ import "testing"
 // that must render and its thinking marks.
 func TestLlamaDialect(t *testing.T) {
 	t.Parallel()
-	if got, ok := ByName("json"); !ok || got != Llama || Llama.String() != "json" {
-		t.Errorf("ByName(json): %v %v", got, ok)
-	}
-	for _, src := range []string{"{%- if message.role == 'ipython' %}", "<|python_tag|>"} {
-		if got := Detect(src); got != Llama {
-			t.Errorf("Detect(%q): %v, want json", src, got)
-		}
-	}
-	if got, want := Llama.ToolTokens(), []string(nil); !equalStrings(got, want) {
-		t.Errorf("ToolTokens %q, want %q", got, want)
-	}
-	if Llama.ThinkMarks() != ThinkTags || Llama.ThinkTokens() != nil {
-		t.Errorf("thinking %q %q", Llama.ThinkMarks(), Llama.ThinkTokens())
-	}
+	checkDialect(t, Llama, "json", []string{"{%- if message.role == 'ipython' %}", "<|python_tag|>"}, []string(nil), ThinkTags)
 }
 
 // TestLlamaToolParser: answers in Llama's form, whole and in pieces.

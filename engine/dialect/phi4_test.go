@@ -8,20 +8,7 @@ import "testing"
 // that must render and its thinking marks.
 func TestPhi4Dialect(t *testing.T) {
 	t.Parallel()
-	if got, ok := ByName("phi4"); !ok || got != Phi4 || Phi4.String() != "phi4" {
-		t.Errorf("ByName(phi4): %v %v", got, ok)
-	}
-	for _, src := range []string{"<|tool|>{{ message.tools }}<|/tool|>", "<|tool_call|>[...]<|/tool_call|>"} {
-		if got := Detect(src); got != Phi4 {
-			t.Errorf("Detect(%q): %v, want phi4", src, got)
-		}
-	}
-	if got, want := Phi4.ToolTokens(), []string{"<|tool_call|>", "<|/tool_call|>"}; !equalStrings(got, want) {
-		t.Errorf("ToolTokens %q, want %q", got, want)
-	}
-	if Phi4.ThinkMarks() != ThinkTags || Phi4.ThinkTokens() != nil {
-		t.Errorf("thinking %q %q", Phi4.ThinkMarks(), Phi4.ThinkTokens())
-	}
+	checkDialect(t, Phi4, "phi4", []string{"<|tool|>{{ message.tools }}<|/tool|>", "<|tool_call|>[...]<|/tool_call|>"}, []string{"<|tool_call|>", "<|/tool_call|>"}, ThinkTags)
 }
 
 // TestPhi4ToolParser: answers in Phi4's form, whole and in pieces.
