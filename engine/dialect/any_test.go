@@ -23,7 +23,7 @@ func TestAnyToolParser(t *testing.T) {
 // TestAnyGrammar: what the grammar of calls in Any's form matches.
 func TestAnyGrammar(t *testing.T) {
 	t.Parallel()
-	checkGrammar(t, Any, []grammarCase{
+	checkGrammar(t, Any, grammarTools, []grammarCase{
 		{"", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
 	})
 }

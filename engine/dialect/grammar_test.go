@@ -28,14 +28,19 @@ type grammarCase struct {
 	bad  []string
 }
 
-// checkGrammar holds d's grammars to the cases.
-func checkGrammar(t *testing.T, d Dialect, cases []grammarCase) {
+// checkGrammar holds d's grammars of calls to tools to the cases, and
+// their triggers: a lazy grammar's is the opening of d's calls (Llama's,
+// which has none, {"name"), a whole one has none.
+func checkGrammar(t *testing.T, d Dialect, tools []json.RawMessage, cases []grammarCase) {
 	t.Helper()
 	v := testVocab()
 	for _, c := range cases {
-		src, _, err := d.Grammar(grammarTools, c.only, c.lazy, false)
+		src, trigger, err := d.Grammar(tools, c.only, c.lazy, false)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.lazy != (trigger != "") || trigger != "" && d.Tags().Open != "" && trigger != d.Tags().Open {
+			t.Errorf("%v %q lazy %v: trigger %q", d, c.only, c.lazy, trigger)
 		}
 		g, err := grammar.Parse(src)
 		if err != nil {

@@ -24,7 +24,7 @@ func TestGraniteToolParser(t *testing.T) {
 // TestGraniteGrammar: what the grammar of calls in Granite's form matches.
 func TestGraniteGrammar(t *testing.T) {
 	t.Parallel()
-	checkGrammar(t, Granite, []grammarCase{
+	checkGrammar(t, Granite, grammarTools, []grammarCase{
 		{"", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {"area": "hall"}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
 		{"", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`}},
 	})

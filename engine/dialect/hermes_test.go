@@ -34,7 +34,7 @@ func TestHermesToolParser(t *testing.T) {
 // TestHermesGrammar: what the grammar of calls in Hermes's form matches.
 func TestHermesGrammar(t *testing.T) {
 	t.Parallel()
-	checkGrammar(t, Hermes, []grammarCase{
+	checkGrammar(t, Hermes, grammarTools, []grammarCase{
 		{"", false, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {"area": "kitchen"}}</tool_call>`, "<tool_call>\n{\"name\": \"HassLightSet\", \"arguments\": {\"brightness\": 40}}</tool_call>\n<tool_call>{\"name\": \"HassTurnOn\", \"arguments\": {}}</tool_call>"},
 			[]string{`{"name": "HassTurnOn", "arguments": {}}`, `<tool_call>{"name": "Nope", "arguments": {}}</tool_call>`, `<tool_call>{"name": "HassLightSet", "arguments": {"brightness": 101}}</tool_call>`}},
 		{"", true, []string{`{"name": "HassTurnOn", "arguments": {}}</tool_call>`}, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {}}</tool_call>`}},

@@ -91,14 +91,7 @@ func TestParsePyCalls(t *testing.T) {
 // lists (as llama.cpp's LFM2 JSON mode writes) are read too.
 func TestToolParserLFM2(t *testing.T) {
 	t.Parallel()
-	tools := []string{"HassTurnOn", "get_weather"}
-	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
-	for _, c := range []struct {
-		name    string
-		text    string
-		content string
-		calls   []ToolCall
-	}{
+	checkParser(t, LFM2, []parserCase{
 		{"one", `<|tool_call_start|>[HassTurnOn(name="Kitchen")]<|tool_call_end|>`, "", []ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
 		{"two after text, text after", "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\", days=2)]<|tool_call_end|>Checking the weather.", "Sure.Checking the weather.",
 			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`), call("get_weather", `{"city":"Köln","days":2}`)}},
@@ -107,14 +100,7 @@ func TestToolParserLFM2(t *testing.T) {
 		{"malformed is content", `<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>`, `<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>`, nil},
 		{"plain text", "It is sunny in [Paris](x).", "It is sunny in [Paris](x).", nil},
 		{"a tag's start in the text", "a <|tool_call", "a <|tool_call", nil},
-	} {
-		for _, ps := range splits(c.text) {
-			content, calls := parseAll(LFM2, tools, ps)
-			if content != c.content || !reflect.DeepEqual(calls, c.calls) {
-				t.Errorf("%s (pieces of %d): got %q %s, want %q %s", c.name, len(ps[0]), content, fmtCalls(calls), c.content, fmtCalls(c.calls))
-			}
-		}
-	}
+	})
 }
 
 func FuzzPyCalls(f *testing.F) {
@@ -149,12 +135,7 @@ func TestToolCallsLFM2(t *testing.T) {
 		json.RawMessage(`{"type": "function", "function": {"name": "get-time"}}`),
 	}
 	v := testVocab()
-	for _, c := range []struct {
-		only string
-		lazy bool
-		good []string
-		bad  []string
-	}{
+	checkGrammar(t, LFM2, tools, []grammarCase{
 		{"", false, []string{
 			`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`,
 			`<|tool_call_start|>[HassTurnOn(name="Kitchen", area="it\'s \"down\" \\ \x41\u00e9")]<|tool_call_end|>`,
@@ -180,32 +161,7 @@ func TestToolCallsLFM2(t *testing.T) {
 		}},
 		{"HassLightSet", false, []string{`<|tool_call_start|>[HassLightSet(brightness=7)]<|tool_call_end|>`}, []string{`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`}},
 		{"", true, []string{`[HassTurnOn(name="lamp")]<|tool_call_end|>`}, []string{`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`, `[HassTurnOn()]`}},
-	} {
-		src, trigger, err := LFM2.Grammar(tools, c.only, c.lazy, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.lazy != (trigger == "<|tool_call_start|>") {
-			t.Errorf("lazy %v: trigger %q", c.lazy, trigger)
-		}
-		g, err := grammar.Parse(src)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, src)
-		}
-		comp := grammar.Bind(g, v)
-		for _, s := range c.good {
-			m := comp.NewMatcher()
-			if !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
-				t.Errorf("%q lazy %v: %q refused\n%s", c.only, c.lazy, s, src)
-			}
-		}
-		for _, s := range c.bad {
-			m := comp.NewMatcher()
-			if m.AcceptBytes([]byte(s)) && m.CanEnd() {
-				t.Errorf("%q lazy %v: %q accepted", c.only, c.lazy, s)
-			}
-		}
-	}
+	})
 	for _, bad := range []struct{ tools, want string }{
 		{`{"type": "function", "function": {"name": "a b"}}`, "letters, digits"},
 		{`{"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"user id": {"type": "string"}}}}}`, "keyword argument"},

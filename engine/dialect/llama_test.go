@@ -27,7 +27,7 @@ func TestLlamaToolParser(t *testing.T) {
 // TestLlamaGrammar: what the grammar of calls in Llama's form matches.
 func TestLlamaGrammar(t *testing.T) {
 	t.Parallel()
-	checkGrammar(t, Llama, []grammarCase{
+	checkGrammar(t, Llama, grammarTools, []grammarCase{
 		{"", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
 		{"HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
 	})

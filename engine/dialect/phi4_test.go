@@ -28,7 +28,7 @@ func TestPhi4ToolParser(t *testing.T) {
 // TestPhi4Grammar: what the grammar of calls in Phi4's form matches.
 func TestPhi4Grammar(t *testing.T) {
 	t.Parallel()
-	checkGrammar(t, Phi4, []grammarCase{
+	checkGrammar(t, Phi4, grammarTools, []grammarCase{
 		{"", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}, {"name": "HassLightSet", "arguments": {"brightness": 7}}]<|/tool_call|>`},
 			[]string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`, `[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[]<|/tool_call|>`, `<|tool_call|>[{"name": "HassLightSet", "arguments": {}}]<|/tool_call|>`}},
 		{"HassLightSet", false, []string{`<|tool_call|>[{"name": "HassLightSet", "arguments": {"brightness": 0}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
