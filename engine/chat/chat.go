@@ -73,6 +73,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 	"github.com/geisten/geist/engine/chat/sandbox"
+	"github.com/geisten/geist/engine/dialect"
 )
 
 // ChatML is the template llama.cpp uses when a model file carries no
@@ -168,6 +169,9 @@ type Template struct {
 	typedContent bool // the template needs content as [{type: text, text: ...}]
 	tools        bool // the template prints the tools it is given
 	place        int  // how it takes them (placeVar, ...; tools.go)
+	// dialect is its model family's (dialect.go), found after the trial
+	// renders.
+	dialect dialect.Dialect
 }
 
 // Compile parses a chat template once so that it can be rendered many
@@ -204,6 +208,7 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 	if err != nil {
 		return nil, err
 	}
+	t.dialect = t.detect()
 	return t, nil
 }
 

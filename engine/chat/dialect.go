@@ -75,16 +75,25 @@ func NewThinkSplitter(marks ThinkMarks) ThinkSplitter { return dialect.NewThinkS
 // Dialect returns the dialect the template teaches its model, from the
 // template's own text (dialect.Detect); a SmolLM3 template that takes no
 // tools (its block goes into the system message) teaches the tagged one.
+// It is found once, at Compile.
 func (t *Template) Dialect() dialect.Dialect {
 	switch {
 	case t == nil:
 		return dialect.Any
-	case t.place == placeSystemText:
-		if d := dialect.Detect(t.src); d != dialect.Gemma4 {
-			return dialect.Hermes
-		}
+	case t.dialect != nil:
+		return t.dialect
 	}
-	return dialect.Detect(t.src)
+	return t.detect()
+}
+
+// detect finds the template's dialect (while Compile probes how it takes
+// tools, from where it has got).
+func (t *Template) detect() dialect.Dialect {
+	d := dialect.Detect(t.src)
+	if t.place == placeSystemText && d != dialect.Gemma4 {
+		return dialect.Hermes
+	}
+	return d
 }
 
 // ToolFormat returns the form of tool calls the template teaches its
