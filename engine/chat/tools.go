@@ -106,8 +106,7 @@ const (
 	// the system message, a string: the JSON list of the functions (the
 	// "function" objects of the definitions), as its model card writes
 	// it. Without a system message one is added saying what the model
-	// card and Ollama's template say: "You are a helpful assistant with
-	// some tools."
+	// card and Ollama's template say (dialect.Phi4System).
 	placeSystemField
 	// placeXMLTools: SmolLM3's template prints xml_tools, each tool with
 	// jinja's string filter (Python's str of the definition's dict).
@@ -118,10 +117,6 @@ const (
 	// instructions), where that template writes it.
 	placeSystemText
 )
-
-// phi4System is the system message added for Phi-4-mini's tools when the
-// conversation has none.
-const phi4System = "You are a helpful assistant with some tools."
 
 // mayPlace reports whether the template's text shows it may take tools
 // the way place puts them.
@@ -184,21 +179,18 @@ func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
 		}
-		msgs = systemFirst(msgs, phi4System)
+		msgs = systemFirst(msgs, dialect.Phi4System)
 		msgs[0].systemTools = fl
 	case placeXMLTools, placeSystemText:
 		reprs := make([]jinja.Value, len(list.AsList().Items))
-		var block strings.Builder
-		block.WriteString(smolToolsHead)
+		texts := make([]string, len(reprs))
 		for i, tool := range list.AsList().Items {
 			r, err := pyRepr(tool)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
 			}
-			reprs[i] = jinja.NewString(r)
-			block.WriteString(r + "\n")
+			reprs[i], texts[i] = jinja.NewString(r), r
 		}
-		block.WriteString(smolToolsTail)
 		if t.place == placeXMLTools {
 			extra["xml_tools"] = jinja.NewList(reprs)
 			break
@@ -208,16 +200,10 @@ func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[
 		if sys != "" {
 			sys += "\n\n"
 		}
-		msgs[0].Content = sys + "### Tools\n\n" + block.String()
+		msgs[0].Content = sys + "### Tools\n\n" + dialect.SmolLM3ToolBlock(texts)
 	}
 	return msgs, extra, nil
 }
-
-// SmolLM3's tool block (its template's xml_tools text), around the tools.
-const (
-	smolToolsHead = "You may call one or more functions to assist with the user query.\nYou are provided with function signatures within <tools></tools> XML tags:\n\n<tools>\n"
-	smolToolsTail = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
-)
 
 // systemFirst returns msgs with a system message first: the given one, or
 // a new one with content.

@@ -28,3 +28,24 @@ func (*hermes) Detect(src string) bool { return strings.Contains(src, callOpen) 
 func (h *hermes) Grammar(tools []json.RawMessage, only string, lazy, one bool) (string, string, error) {
 	return jsonGrammar(h.tags, tools, only, lazy, one)
 }
+
+// SmolLM3's own template writes the tools it is given (xml_tools, each as
+// Python's str of the definition) in this block of its system message;
+// engine/chat writes the same block into the system message of a SmolLM3
+// template that takes no tools (Unsloth's, llama.cpp's copy), where the
+// model learned to read them.
+const (
+	smolToolsHead = "You may call one or more functions to assist with the user query.\nYou are provided with function signatures within <tools></tools> XML tags:\n\n<tools>\n"
+	smolToolsTail = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+)
+
+// SmolLM3ToolBlock is SmolLM3's tool block around the tools' texts.
+func SmolLM3ToolBlock(tools []string) string {
+	var b strings.Builder
+	b.WriteString(smolToolsHead)
+	for _, t := range tools {
+		b.WriteString(t + "\n")
+	}
+	b.WriteString(smolToolsTail)
+	return b.String()
+}

@@ -1,6 +1,9 @@
 package dialect
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Hermes' tagged calls (Qwen 2.5 and 3, SmolLM3, Granite 4 write them;
 // Qwen3.5 its XML-like ones between the same tags, qwen35_test.go).
@@ -41,5 +44,16 @@ func TestHermesGrammar(t *testing.T) {
 	})
 	if _, _, err := Hermes.Grammar(grammarTools, "Missing", false, false); err == nil {
 		t.Error("a named tool that is not offered: no error")
+	}
+}
+
+// TestSmolLM3ToolBlock: the tools stand one a line between <tools> and
+// </tools>, as SmolLM3's template writes them (engine/chat's Jinja2
+// goldens check the whole prompt).
+func TestSmolLM3ToolBlock(t *testing.T) {
+	t.Parallel()
+	got := SmolLM3ToolBlock([]string{"{'a': 1}", "{'b': 2}"})
+	if !strings.Contains(got, "<tools>\n{'a': 1}\n{'b': 2}\n</tools>\n\n") || !strings.HasSuffix(got, "</tool_call>") {
+		t.Errorf("got %q", got)
 	}
 }

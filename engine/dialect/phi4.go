@@ -11,6 +11,11 @@ import (
 // tools.go).
 var Phi4 Dialect = &phi4{family{"phi4", Tags{"<|tool_call|>", "<|/tool_call|>", true}}}
 
+// Phi4System is the system message engine/chat adds for Phi-4-mini's
+// tools when the conversation has none: what the model card and Ollama's
+// template say.
+const Phi4System = "You are a helpful assistant with some tools."
+
 type phi4 struct{ family }
 
 func init() { Register(Phi4, 30) }
