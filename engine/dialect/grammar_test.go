@@ -205,17 +205,17 @@ func testVocab() *grammar.Vocab {
 	return grammar.NewVocab(pieces, []int32{0})
 }
 
-// readTools reads Home Assistant's tools of engine/grammar's tests.
-func readTools(tb testing.TB) []json.RawMessage {
-	raw, err := os.ReadFile("../grammar/testdata/ha-tools.json")
+// grammarTestdata decodes the JSON file name of engine/grammar's
+// testdata into v: Home Assistant's tools (ha-tools.json), the AI Task
+// schemas (schemas.json).
+func grammarTestdata(tb testing.TB, name string, v any) {
+	raw, err := os.ReadFile("../grammar/testdata/" + name)
+	if err == nil {
+		err = json.Unmarshal(raw, v)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		tb.Fatal(err)
-	}
-	return tools
 }
 
 // accepts reports whether g matches s whole.

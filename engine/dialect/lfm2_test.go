@@ -3,7 +3,6 @@ package dialect
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -209,14 +208,10 @@ func TestToolCallsLFM2(t *testing.T) {
 // Assistant's tools.
 func TestToolCallsLFM2Parse(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../grammar/testdata/schemas.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schemas map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &schemas); err != nil {
-		t.Fatal(err)
-	}
+	grammarTestdata(t, "schemas.json", &schemas)
+	var assist []json.RawMessage
+	grammarTestdata(t, "ha-tools.json", &assist)
 	type tool struct {
 		Type     string `json:"type"`
 		Function struct {
@@ -224,7 +219,7 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	}
-	sets := map[string][]json.RawMessage{"home-assistant": readTools(t)}
+	sets := map[string][]json.RawMessage{"home-assistant": assist}
 	for name, s := range schemas {
 		if bytes.Contains(s, []byte(`"$ref"`)) {
 			// The references point into the schema: it is the tool's
