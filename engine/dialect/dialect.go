@@ -23,7 +23,7 @@ package dialect
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -292,4 +292,4 @@ const maxJSONDepth = 64
 
 // errNoOpening is Grammar's error for a lazy grammar of calls that have
 // no opening to trigger it.
-var errNoOpening = fmt.Errorf("calls in plain JSON have no opening to start a lazy grammar at")
+var errNoOpening = errors.New("calls in plain JSON have no opening to start a lazy grammar at")
