@@ -121,8 +121,8 @@ FUZZ_TARGETS = ./engine/gguf:FuzzParse ./engine/tokenizer:FuzzEncode ./engine/ch
 	./neon:FuzzDotExact ./neon:FuzzDotAVX2 ./neon:FuzzPackings ./cmd/appliance/sentence:FuzzSplitter \
 	./storage:FuzzSalvage ./storage:FuzzDecodeTurn ./cmd/internal/wyoming:FuzzReadEvent \
 	./mqtt/guard:FuzzWrap ./mqtt:FuzzParse ./mqtt:FuzzCancel ./mqtt/hermes:FuzzHandle \
-	./engine/chat:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests \
-	./neon:FuzzRowsExact ./neon:FuzzKQuants ./engine/chat:FuzzPyCalls ./engine/chat:FuzzGemma4Arguments \
+	./engine/dialect:FuzzToolParser ./cmd/internal/httpapi:FuzzRequests \
+	./neon:FuzzRowsExact ./neon:FuzzKQuants ./engine/dialect:FuzzPyCalls ./engine/dialect:FuzzGemma4Arguments \
 	./engine/chat:FuzzTemplateCost \
 	./engine/grammar:FuzzCompile ./engine/grammar:FuzzMatcher ./engine/tokenizer:FuzzWordPiece
 fuzz:

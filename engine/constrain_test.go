@@ -371,11 +371,7 @@ func TestGrammarOpeningBlank(t *testing.T) {
 	prompt := v.Longest(nil, []byte("hi"))
 	const maxTokens = 400
 	for _, one := range []bool{false, true} {
-		build := grammar.ToolCalls
-		if one {
-			build = grammar.OneToolCall
-		}
-		gbnf, _, err := build(tools, "", grammar.ToolsGranite, false)
+		gbnf, _, err := chat.ToolsGranite.Grammar(tools, "", false, one)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ var architecture = map[string]struct {
 	"engine/gguf": {[]string{"quant"}, []string{"golang.org/x/sys/unix"}},
 	// The engine: what runs at inference time.
 	"engine/tokenizer": {nil, nil},
-	"engine/chat":      {nil, []string{"github.com/ardanlabs/jinja"}},
+	"engine/chat":      {[]string{"engine/chat/sandbox", "engine/dialect"}, []string{"github.com/ardanlabs/jinja"}},
 	"engine/sample":    {nil, nil},
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
 	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
@@ -41,6 +41,9 @@ var architecture = map[string]struct {
 	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
 	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil}, // embedding models: tokenize, bound, run, pool
 	"engine/zoo":       {nil, nil},                                                         // test helper: finds the conformance zoo
+	// Chat templates (rendered in a sandbox) and the model families' dialects.
+	"engine/chat/sandbox": {nil, []string{"github.com/ardanlabs/jinja"}}, // bounds what a template may cost
+	"engine/dialect":      {[]string{"engine/grammar"}, nil},             // one file per model family: thinking marks, tool-call parser and grammar
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
 	// The appliance core and what front ends share beside it.
@@ -54,7 +57,7 @@ var architecture = map[string]struct {
 	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
-	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/grammar"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls
+	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/dialect", "engine/grammar"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls, engine/dialect writes their grammar
 	// issue 13: the Wyoming server and its mDNS responder.
 	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
@@ -74,7 +77,7 @@ var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/applian
 var testExtra = map[string][]string{
 	"quant":                {"engine/gguf"}, // reads the zoo's models
 	"engine/chat":          {"engine/gguf"}, // reads the zoo's templates
-	"engine/grammar":       {"engine/chat"}, // LFM2's and Gemma 4's call grammars are read by engine/chat's parser
+	"engine/dialect":       {"engine/chat"}, // each family's template writes what its dialect reads
 	"engine/model":         {"engine/sample"},
 	"engine/tokenizer":     {"engine/gguf"},             // reads vocabularies from GGUF files
 	"cmd/internal/convert": {"engine", "engine/sample"}, // converted files load and generate (greedily)

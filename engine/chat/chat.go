@@ -58,7 +58,7 @@
 // The engine itself has no limits on recursion, work or size: this package
 // instruments every compiled template so that a hostile one (a model file
 // is untrusted input) fails with an error wrapping ErrLimit instead of
-// killing the process, within the Limits (see instrument.go). Compile's
+// killing the process, within the Limits (engine/chat/sandbox). Compile's
 // trial renders run under the same limits, so a template that recurses or
 // loops without end is refused when the model loads.
 package chat
@@ -72,6 +72,8 @@ import (
 	"time"
 
 	"github.com/ardanlabs/jinja"
+	"github.com/geisten/geist/engine/chat/sandbox"
+	"github.com/geisten/geist/engine/dialect"
 )
 
 // ChatML is the template llama.cpp uses when a model file carries no
@@ -130,6 +132,18 @@ type Options struct {
 	Context context.Context
 }
 
+// Limits bound what compiling and rendering one template may cost
+// (engine/chat/sandbox, which every render runs under).
+type Limits = sandbox.Limits
+
+// DefaultLimits are far above what real chat templates need and far below
+// what would strain a 4 GB board (sandbox.DefaultLimits).
+var DefaultLimits = sandbox.DefaultLimits
+
+// ErrLimit is wrapped by the error Compile or Render returns when a
+// template exceeds one of its Limits.
+var ErrLimit = sandbox.ErrLimit
+
 // ErrRaised is wrapped by the error Render returns when the template calls
 // raise_exception; the error text carries the template's message.
 var ErrRaised = errors.New("chat: template raised an exception")
@@ -147,7 +161,7 @@ type Template struct {
 	lim  Limits
 	// probing is the budget the trial renders at Compile share (one
 	// budget for all of them, not one each).
-	probing *budget
+	probing *sandbox.Budget
 
 	// Capabilities found by trial renders at compile time, as llama.cpp's
 	// jinja::caps_get does.
@@ -155,6 +169,9 @@ type Template struct {
 	typedContent bool // the template needs content as [{type: text, text: ...}]
 	tools        bool // the template prints the tools it is given
 	place        int  // how it takes them (placeVar, ...; tools.go)
+	// dialect is its model family's (dialect.go), found after the trial
+	// renders.
+	dialect dialect.Dialect
 }
 
 // Compile parses a chat template once so that it can be rendered many
@@ -169,7 +186,7 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 	if src == "" {
 		src = ChatML
 	}
-	if err := precheck(src, lim); err != nil {
+	if err := sandbox.Precheck(src, lim); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -181,16 +198,17 @@ func CompileLimits(src string, lim Limits) (t *Template, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", oneLine(err))
 	}
-	if err := instrument(prog); err != nil {
+	if err := sandbox.Instrument(prog); err != nil {
 		return nil, err
 	}
 	t = &Template{src: src, prog: prog, lim: lim, systemRole: true}
-	t.probing = newBudget(lim, nil)
+	t.probing = sandbox.NewBudget(lim, nil)
 	err = t.probe()
 	t.probing = nil
 	if err != nil {
 		return nil, err
 	}
+	t.dialect = t.detect()
 	return t, nil
 }
 
@@ -233,7 +251,7 @@ func (t *Template) Render(msgs []Message, opt Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := t.exec(newBudget(t.lim, opt.Context), list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
+	out, err := t.exec(sandbox.NewBudget(t.lim, opt.Context), list, opt.BOS, opt.EOS, opt.AddGenerationPrompt, now, extra)
 	if err != nil {
 		return "", err
 	}
@@ -297,13 +315,13 @@ func (t *Template) message(m Message) (jinja.Value, error) {
 }
 
 // exec runs the template with llama.cpp's variables.
-func (t *Template) exec(b *budget, msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
+func (t *Template) exec(b *sandbox.Budget, msgs []jinja.Value, bos, eos string, addGen bool, now time.Time, extra map[string]any) (out string, err error) {
 	if b == nil {
-		b = newBudget(t.lim, nil)
+		b = sandbox.NewBudget(t.lim, nil)
 	}
 	// A budget shared by several renders starts each one with a clean
 	// slate of errors but keeps what was spent.
-	b.err = nil
+	b.Reset()
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("chat: template engine failed while rendering: %v", r)
@@ -316,7 +334,7 @@ func (t *Template) exec(b *budget, msgs []jinja.Value, bos, eos string, addGen b
 		"strftime_now":    strftimeNow(now),
 		"raise_exception": jinja.NewCallable("raise_exception", raiseException),
 		"range": jinja.NewCallable("range", func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
-			return boundedRange(b, args)
+			return b.Range(args)
 		}),
 	}
 	for k, v := range extra {
@@ -334,16 +352,16 @@ func (t *Template) exec(b *budget, msgs []jinja.Value, bos, eos string, addGen b
 	} else {
 		delete(data, "add_generation_prompt")
 	}
-	for k, v := range b.guards() {
+	for k, v := range b.Guards(pyToJSON) {
 		data[k] = v
 	}
 	out, err = t.prog.RenderValues(data)
-	if b.err != nil {
+	if err := b.Err(); err != nil {
 		// A limit, even where the engine discarded the error.
-		return "", b.err
+		return "", err
 	}
 	if err == nil && len(out) > t.lim.Output {
-		return "", limitf("a prompt of %d bytes (limit %d)", len(out), t.lim.Output)
+		return "", sandbox.Limitf("a prompt of %d bytes (limit %d)", len(out), t.lim.Output)
 	}
 	if err != nil {
 		var re *raisedError
@@ -365,56 +383,6 @@ func raiseException(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, 
 		}
 	}
 	return jinja.Undefined(), &raisedError{msg: msg}
-}
-
-// maxRange bounds the list range() builds: the engine materializes it, so
-// range(10**12) in a hostile template would exhaust memory (and each
-// element takes 24 bytes: 2^16 of them take 1.5 MiB).
-const maxRange = 1 << 16
-
-// boundedRange is Python's range(stop) / range(start, stop[, step]) over
-// integers, refusing lists longer than maxRange and charging b a step per
-// element.
-func boundedRange(b *budget, args []jinja.Value) (jinja.Value, error) {
-	var n [3]int64
-	for i, a := range args {
-		if i >= len(n) || !a.IsInt() {
-			return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
-		}
-		n[i] = a.AsInt()
-	}
-	start, stop, step := int64(0), int64(0), int64(1)
-	switch len(args) {
-	case 1:
-		stop = n[0]
-	case 2:
-		start, stop = n[0], n[1]
-	case 3:
-		start, stop, step = n[0], n[1], n[2]
-	default:
-		return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
-	}
-	if step == 0 {
-		return jinja.Undefined(), errors.New("range: step must not be zero")
-	}
-	var count uint64
-	switch {
-	case step > 0 && stop > start:
-		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
-	case step < 0 && start > stop:
-		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
-	}
-	if count > maxRange {
-		return jinja.Undefined(), b.fail(limitf("range() of %d elements (limit %d)", count, maxRange))
-	}
-	if err := b.step(int64(count)); err != nil {
-		return jinja.Undefined(), err
-	}
-	items := make([]jinja.Value, count)
-	for i := range items {
-		items[i] = jinja.NewInt(start + int64(i)*step)
-	}
-	return jinja.NewList(items), nil
 }
 
 func strftimeNow(now time.Time) jinja.Value {

@@ -11,18 +11,8 @@ import (
 	"unicode"
 
 	"github.com/ardanlabs/jinja"
+	"github.com/geisten/geist/engine/dialect"
 )
-
-// ToolCall is one call of a tool: by an assistant message of the
-// conversation (rendered through the template) or parsed from the
-// model's output (ToolParser).
-type ToolCall struct {
-	ID   string // the client's id of the call (OpenAI's tool_call id); "" when none
-	Name string
-	// Arguments are the call's arguments, a JSON object. A JSON string
-	// holding an object (OpenAI's form) is read as that object.
-	Arguments json.RawMessage
-}
 
 // toolFields adds m's tool fields to the message dict d, in the shape
 // Hugging Face transformers documents for chat templates:
@@ -116,8 +106,7 @@ const (
 	// the system message, a string: the JSON list of the functions (the
 	// "function" objects of the definitions), as its model card writes
 	// it. Without a system message one is added saying what the model
-	// card and Ollama's template say: "You are a helpful assistant with
-	// some tools."
+	// card and Ollama's template say (dialect.Phi4System).
 	placeSystemField
 	// placeXMLTools: SmolLM3's template prints xml_tools, each tool with
 	// jinja's string filter (Python's str of the definition's dict).
@@ -128,10 +117,6 @@ const (
 	// instructions), where that template writes it.
 	placeSystemText
 )
-
-// phi4System is the system message added for Phi-4-mini's tools when the
-// conversation has none.
-const phi4System = "You are a helpful assistant with some tools."
 
 // mayPlace reports whether the template's text shows it may take tools
 // the way place puts them.
@@ -154,7 +139,7 @@ func (t *Template) mayPlace(place int) bool {
 // Assistant messages' calls are written into their content in the
 // model's own syntax where the template would drop them (the places
 // other than the tools variable: those templates read no tool_calls; and
-// LFM2's templates, tools_lfm2.go).
+// LFM2's templates, pyCallsInContent below).
 func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[string]any) ([]Message, map[string]any, error) {
 	if t.callsInContent() {
 		var err error
@@ -194,21 +179,18 @@ func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
 		}
-		msgs = systemFirst(msgs, phi4System)
+		msgs = systemFirst(msgs, dialect.Phi4System)
 		msgs[0].systemTools = fl
 	case placeXMLTools, placeSystemText:
 		reprs := make([]jinja.Value, len(list.AsList().Items))
-		var block strings.Builder
-		block.WriteString(smolToolsHead)
+		texts := make([]string, len(reprs))
 		for i, tool := range list.AsList().Items {
 			r, err := pyRepr(tool)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: %w", ErrBadTool, err)
 			}
-			reprs[i] = jinja.NewString(r)
-			block.WriteString(r + "\n")
+			reprs[i], texts[i] = jinja.NewString(r), r
 		}
-		block.WriteString(smolToolsTail)
 		if t.place == placeXMLTools {
 			extra["xml_tools"] = jinja.NewList(reprs)
 			break
@@ -218,16 +200,10 @@ func (t *Template) withTools(msgs []Message, tools []json.RawMessage, extra map[
 		if sys != "" {
 			sys += "\n\n"
 		}
-		msgs[0].Content = sys + "### Tools\n\n" + block.String()
+		msgs[0].Content = sys + "### Tools\n\n" + dialect.SmolLM3ToolBlock(texts)
 	}
 	return msgs, extra, nil
 }
-
-// SmolLM3's tool block (its template's xml_tools text), around the tools.
-const (
-	smolToolsHead = "You may call one or more functions to assist with the user query.\nYou are provided with function signatures within <tools></tools> XML tags:\n\n<tools>\n"
-	smolToolsTail = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
-)
 
 // systemFirst returns msgs with a system message first: the given one, or
 // a new one with content.
@@ -243,7 +219,7 @@ func systemFirst(msgs []Message, content string) []Message {
 // ...}\n</tool_call> per call, or Phi-4-mini's one list between its tags,
 // the objects as Python's json.dumps writes them.
 func (t *Template) callsAsText(msgs []Message) error {
-	tags := t.ToolFormat().tags()
+	tags := t.ToolFormat().Tags()
 	for i, m := range msgs {
 		if len(m.ToolCalls) == 0 {
 			continue
@@ -262,17 +238,17 @@ func (t *Template) callsAsText(msgs []Message) error {
 			}
 		}
 		var text string
-		if tags.list {
-			text = tags.open + "[" + strings.Join(objs, ", ") + "]" + tags.close
+		if tags.List {
+			text = tags.Open + "[" + strings.Join(objs, ", ") + "]" + tags.Close
 		} else {
 			for j, o := range objs {
 				if j > 0 {
 					text += "\n"
 				}
-				text += tags.open + "\n" + o + "\n" + tags.close
+				text += tags.Open + "\n" + o + "\n" + tags.Close
 			}
 		}
-		if m.Content != "" && !tags.list {
+		if m.Content != "" && !tags.List {
 			text = "\n" + text
 		}
 		msgs[i].Content = m.Content + text
@@ -327,129 +303,44 @@ func (t *Template) SupportsThinking() bool {
 // Source returns the template's source (ChatML's for a file without one).
 func (t *Template) Source() string { return t.src }
 
-// ToolFormat is how a model writes tool calls.
-type ToolFormat int
+// LFM2's templates print a message's content and nothing of its
+// tool_calls (engine/dialect's lfm2.go): a client sends the calls back as
+// tool_calls (OpenAI, Ollama, Home Assistant); geist writes them into the
+// content in the model's syntax, so that the model sees the calls its
+// tool results answer.
 
-// Tool call formats.
-const (
-	// ToolsAny: the tagged and the JSON forms below are both recognized.
-	ToolsAny ToolFormat = iota
-	// ToolsTagged: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
-	// (Hermes, Qwen 2.5 and 3, SmolLM3 and others).
-	ToolsTagged
-	// ToolsJSON: the answer is a JSON object {"name": ..., "parameters":
-	// {...}} (or "arguments"), optionally after <|python_tag|>, several
-	// separated by ';' or newlines (Llama 3.1, 3.2).
-	ToolsJSON
-	// ToolsPhi4: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|>,
-	// a JSON list (or one object) between Phi-4-mini's control tokens.
-	ToolsPhi4
-	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
-	// to the end of the answer (Granite 3).
-	ToolsGranite
-	// ToolsLFM2: <|tool_call_start|>[name(key="value", n=3), ...]<|tool_call_end|>,
-	// a Python list of calls with keyword arguments (LFM2, LFM2.5;
-	// toolparse_py.go).
-	ToolsLFM2
-	// ToolsGemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
-	// per call, the arguments in Gemma 4's own syntax (toolparse_gemma4.go).
-	ToolsGemma4
-)
-
-// toolTags are the texts around a format's calls: open starts a call (or,
-// with list, a JSON list of calls), close ends it ("": the answer's end).
-type toolTags struct {
-	open, close string
-	list        bool
+// callsInContent reports whether the template's model writes Python call
+// lists (ToolsLFM2) and the template prints no tool_calls of its own.
+func (t *Template) callsInContent() bool {
+	return t.ToolFormat() == ToolsLFM2 && !strings.Contains(t.src, "tool_calls")
 }
 
-var formatTags = [...]toolTags{
-	ToolsAny:     {callOpen, callClose, false},
-	ToolsTagged:  {callOpen, callClose, false},
-	ToolsPhi4:    {"<|tool_call|>", "<|/tool_call|>", true},
-	ToolsGranite: {"<|tool_call|>", "", true},
-	ToolsLFM2:    {"<|tool_call_start|>", "<|tool_call_end|>", true},
-	ToolsGemma4:  {gemmaCallOpen, gemmaCallClose, false},
-}
-
-func (f ToolFormat) tags() toolTags {
-	if int(f) < len(formatTags) {
-		return formatTags[f]
-	}
-	return toolTags{}
-}
-
-// Tags returns the texts that open and close a call in this format ("":
-// none; ToolsJSON has no opening, ToolsGranite's calls run to the end of
-// the answer), and whether the calls between them are a list (JSON, or
-// Python's for ToolsLFM2).
-func (f ToolFormat) Tags() (open, close string, list bool) {
-	t := f.tags()
-	return t.open, t.close, t.list
-}
-
-func (f ToolFormat) String() string {
-	switch f {
-	case ToolsTagged:
-		return "tagged"
-	case ToolsJSON:
-		return "json"
-	case ToolsPhi4:
-		return "phi4"
-	case ToolsGranite:
-		return "granite"
-	case ToolsLFM2:
-		return "lfm2"
-	case ToolsGemma4:
-		return "gemma4"
-	}
-	return "any"
-}
-
-// ToolFormat returns the form of tool calls the template teaches its
-// model, from the template's own text: <tool_call> tags (and SmolLM3's
-// templates, whose model writes them), Phi-4-mini's tool tokens, Granite's
-// <|tool_call|>, LFM2's (its <|tool_call_start|> or tool list tokens, or
-// LFM2.5's "List of tools: [" written without them, as llama.cpp tells
-// them), Gemma 4's <|tool_call>call: (llama.cpp tells it by that text too),
-// or Llama 3's JSON (its ipython role); ToolsAny when none shows.
-func (t *Template) ToolFormat() ToolFormat {
-	switch {
-	case t == nil:
-		return ToolsAny
-	case strings.Contains(t.src, gemmaCallOpen+gemmaCallPrefix):
-		return ToolsGemma4
-	case strings.Contains(t.src, "<tool_call>") || t.place == placeSystemText:
-		return ToolsTagged
-	case strings.Contains(t.src, "<|tool|>") || strings.Contains(t.src, "<|/tool_call|>"):
-		return ToolsPhi4
-	case strings.Contains(t.src, "<|tool_call|>"):
-		return ToolsGranite
-	case strings.Contains(t.src, "<|tool_call_start|>") || strings.Contains(t.src, "<|tool_list_start|>") || strings.Contains(t.src, "List of tools: ["):
-		return ToolsLFM2
-	case strings.Contains(t.src, "<|python_tag|>") || strings.Contains(t.src, "ipython"):
-		return ToolsJSON
-	}
-	return ToolsAny
-}
-
-// ToolTokens returns the texts of the tokens that open and close the
-// model's calls: a vocabulary that has them as control tokens (Phi-4-mini's
-// <|tool_call|>) must render them in the generated text, as llama.cpp's
-// preserved tokens are, or the calls could neither be parsed nor forced
-// by a grammar. Gemma 4's strings are quoted by a token of their own,
-// <|"|>, which must show as well.
-func (t *Template) ToolTokens() []string {
-	var out []string
-	f := t.ToolFormat()
-	tg := f.tags()
-	for _, s := range []string{tg.open, tg.close} {
-		if s != "" {
-			out = append(out, s)
+// pyCallsInContent returns msgs (a copy when changed) with each assistant
+// message's calls written before its content as LFM2 writes them.
+func pyCallsInContent(msgs []Message) ([]Message, error) {
+	copied := false
+	for i, m := range msgs {
+		if len(m.ToolCalls) == 0 {
+			continue
 		}
+		text, err := dialect.CallList(m.ToolCalls, dumpArguments)
+		if err != nil {
+			return nil, fmt.Errorf("chat: message %d: %w", i, err)
+		}
+		if !copied {
+			msgs, copied = slices.Clone(msgs), true
+		}
+		msgs[i].Content = text + m.Content
+		msgs[i].ToolCalls = nil
 	}
-	if f == ToolsGemma4 {
-		out = append(out, gemmaQuote)
+	return msgs, nil
+}
+
+// dumpArguments writes a call's arguments as Python's json.dumps does.
+func dumpArguments(raw json.RawMessage) (string, error) {
+	args, err := argumentsValue(raw)
+	if err != nil {
+		return "", err
 	}
-	return out
+	return pyDumps(args)
 }

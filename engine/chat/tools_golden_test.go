@@ -100,7 +100,7 @@ func TestToolTemplatesMatchJinja2(t *testing.T) {
 		t.Fatal(err)
 	}
 	// LFM2's templates print no tool_calls: geist writes the calls into
-	// the content (tools_lfm2.go; TestPyCallsInContent checks the text),
+	// the content (tools.go's pyCallsInContent; TestPyCallsInContent checks the text),
 	// and jinja2 is given the same content.
 	var forJinja []json.RawMessage // the cases, the others' text unchanged (tools keep their key order)
 	if err := json.Unmarshal(file.Cases, &forJinja); err != nil {

@@ -74,7 +74,7 @@ func TestCompileBudget(t *testing.T) {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
-	tools, _, err := ToolCalls(readTools(t), "", ToolsTags, false)
+	tools, _, err := taggedCalls(readTools(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,16 @@ func readTools(tb testing.TB) []json.RawMessage {
 	return tools
 }
 
+// taggedCalls is the grammar of Hermes' tagged calls of the tools
+// (engine/dialect's; its Grammar is the frame, CallRules the calls).
+func taggedCalls(tools []json.RawMessage) (string, string, error) {
+	c, err := CallRules(tools, "", JSONCall)
+	if err != nil {
+		return "", "", err
+	}
+	return c.Grammar(`"<tool_call>" "\n"? call "</tool_call>" ( "\n"* "<tool_call>" "\n"? call "</tool_call>" )*`), "", nil
+}
+
 func readAITask(tb testing.TB) []json.RawMessage {
 	raw, err := os.ReadFile("testdata/schemas.json")
 	if err != nil {
@@ -70,7 +80,7 @@ func TestColdCompileChild(t *testing.T) {
 		tools := readTools(t)
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 		start = time.Now()
-		src, _, err := ToolCalls(tools, "", ToolsTags, false)
+		src, _, err := taggedCalls(tools)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +157,7 @@ func BenchmarkCompileCold(b *testing.B) {
 // tool calls that write whitespace often.
 func TestShallowMasksMatchInlined(t *testing.T) {
 	t.Parallel()
-	src, _, err := ToolCalls(readTools(t), "", ToolsTags, false)
+	src, _, err := taggedCalls(readTools(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // Gemma 4 writes a call's arguments in a syntax of its own, not JSON
-// (engine/chat's toolparse_gemma4.go reads it):
+// (engine/dialect's gemma4.go reads it):
 //
 //	{key:<|"|>text<|"|>,n:3,flag:true,list:[1,2],obj:{inner:null}}
 //

@@ -160,130 +160,6 @@ func TestSchemaRefusals(t *testing.T) {
 	}
 }
 
-func TestToolCalls(t *testing.T) {
-	t.Parallel()
-	tools := []json.RawMessage{
-		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "area": {"type": "string"}}}}}`),
-		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["brightness"]}}}`),
-	}
-	v := testVocab()
-	for _, c := range []struct {
-		syntax ToolSyntax
-		only   string
-		lazy   bool
-		good   []string
-		bad    []string
-	}{
-		{ToolsTags, "", false, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {"area": "kitchen"}}</tool_call>`, "<tool_call>\n{\"name\": \"HassLightSet\", \"arguments\": {\"brightness\": 40}}</tool_call>\n<tool_call>{\"name\": \"HassTurnOn\", \"arguments\": {}}</tool_call>"},
-			[]string{`{"name": "HassTurnOn", "arguments": {}}`, `<tool_call>{"name": "Nope", "arguments": {}}</tool_call>`, `<tool_call>{"name": "HassLightSet", "arguments": {"brightness": 101}}</tool_call>`}},
-		{ToolsTags, "", true, []string{`{"name": "HassTurnOn", "arguments": {}}</tool_call>`}, []string{`<tool_call>{"name": "HassTurnOn", "arguments": {}}</tool_call>`}},
-		{ToolsLlama, "", true, []string{`: "HassLightSet", "parameters": {"brightness": 5}}`, ` : "HassTurnOn" , "parameters": {}}`}, []string{`: "HassTurnOn"}`, `{"name": "HassTurnOn", "parameters": {}}`}},
-		{ToolsLlama, "HassLightSet", false, []string{`{"name": "HassLightSet", "parameters": {"brightness": 5}}`}, []string{`{"name": "HassTurnOn", "parameters": {}}`}},
-		{ToolsPlainJSON, "", false, []string{`{"name": "HassTurnOn", "arguments": {"name": "lamp"}}`}, []string{`{"name": "HassTurnOn"}`}},
-		{ToolsPhi4, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}, {"name": "HassLightSet", "arguments": {"brightness": 7}}]<|/tool_call|>`},
-			[]string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`, `[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `<|tool_call|>[]<|/tool_call|>`, `<|tool_call|>[{"name": "HassLightSet", "arguments": {}}]<|/tool_call|>`}},
-		{ToolsPhi4, "HassLightSet", false, []string{`<|tool_call|>[{"name": "HassLightSet", "arguments": {"brightness": 0}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
-		{ToolsPhi4, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`, `[{"name": "HassTurnOn", "arguments": {}}]`}},
-		{ToolsGranite, "", false, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {"area": "hall"}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]<|/tool_call|>`}},
-		{ToolsGranite, "", true, []string{`[{"name": "HassTurnOn", "arguments": {}}]`}, []string{`<|tool_call|>[{"name": "HassTurnOn", "arguments": {}}]`}},
-	} {
-		src, _, err := ToolCalls(tools, c.only, c.syntax, c.lazy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := Parse(src)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, src)
-		}
-		comp := Bind(g, v)
-		for _, s := range c.good {
-			m := comp.NewMatcher()
-			if !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
-				t.Errorf("%d %q: %q refused", c.syntax, c.only, s)
-			}
-		}
-		for _, s := range c.bad {
-			m := comp.NewMatcher()
-			if m.AcceptBytes([]byte(s)) && m.CanEnd() {
-				t.Errorf("%d %q: %q accepted", c.syntax, c.only, s)
-			}
-		}
-	}
-	if _, _, err := ToolCalls(tools, "Missing", ToolsTags, false); err == nil {
-		t.Error("a named tool that is not offered: no error")
-	}
-}
-
-// TestOneToolCall: the one-call grammar of every syntax (OpenAI's
-// parallel_tool_calls false) accepts one call and refuses two, which the
-// grammar of several calls accepts; a list syntax's list has exactly one
-// element. Lazy grammars are what follows the trigger.
-func TestOneToolCall(t *testing.T) {
-	t.Parallel()
-	tools := []json.RawMessage{
-		json.RawMessage(`{"type": "function", "function": {"name": "HassTurnOn", "parameters": {"type": "object", "properties": {"area": {"type": "string"}}}}}`),
-		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer"}}, "required": ["brightness"]}}}`),
-	}
-	const a, b = `{"name": "HassTurnOn", "arguments": {"area": "hall"}}`, `{"name": "HassLightSet", "arguments": {"brightness": 40}}`
-	const la, lb = `{"name": "HassTurnOn", "parameters": {"area": "hall"}}`, `{"name": "HassLightSet", "parameters": {"brightness": 40}}`
-	v := testVocab()
-	for _, c := range []struct {
-		syntax   ToolSyntax
-		lazy     bool
-		one, two string
-	}{
-		{ToolsTags, false, "<tool_call>\n" + a + "</tool_call>", "<tool_call>\n" + a + "</tool_call>\n<tool_call>\n" + b + "</tool_call>"},
-		{ToolsTags, true, "\n" + a + "</tool_call>", "\n" + a + "</tool_call>\n<tool_call>\n" + b + "</tool_call>"},
-		{ToolsLlama, false, la, la + "; " + lb},
-		{ToolsPlainJSON, false, a, a + "\n" + b},
-		{ToolsPhi4, false, "<|tool_call|>[" + a + "]<|/tool_call|>", "<|tool_call|>[" + a + ", " + b + "]<|/tool_call|>"},
-		{ToolsPhi4, true, "[" + a + "]<|/tool_call|>", "[" + a + ", " + b + "]<|/tool_call|>"},
-		{ToolsGranite, false, "<|tool_call|>[" + a + "]", "<|tool_call|>[" + a + ", " + b + "]"},
-		{ToolsGranite, true, "[" + a + "]", "[" + a + ", " + b + "]"},
-	} {
-		accepts := func(src, s string) bool {
-			g, err := Parse(src)
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			m := Bind(g, v).NewMatcher()
-			return m.AcceptBytes([]byte(s)) && m.CanEnd()
-		}
-		one, _, err := OneToolCall(tools, "", c.syntax, c.lazy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		many, _, err := ToolCalls(tools, "", c.syntax, c.lazy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !accepts(one, c.one) {
-			t.Errorf("syntax %d lazy %v: one call %q refused", c.syntax, c.lazy, c.one)
-		}
-		if accepts(one, c.two) {
-			t.Errorf("syntax %d lazy %v: two calls %q accepted", c.syntax, c.lazy, c.two)
-		}
-		if !accepts(many, c.two) {
-			t.Errorf("syntax %d lazy %v: the grammar of several calls refuses %q", c.syntax, c.lazy, c.two)
-		}
-	}
-	// Llama's lazy grammar is one call after {"name" in both.
-	one, _, err := OneToolCall(tools, "HassLightSet", ToolsLlama, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Parse(one)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := Bind(g, v).NewMatcher(); !m.AcceptBytes([]byte(`: "HassLightSet", "parameters": {"brightness": 5}}`)) || !m.CanEnd() {
-		t.Errorf("lazy Llama: one call refused")
-	}
-	if _, _, err := OneToolCall(tools, "", ToolsPlainJSON, true); err == nil {
-		t.Error("lazy plain JSON: no error")
-	}
-}
-
 // BenchmarkCompileHATools compiles the grammar of calls to Home
 // Assistant's intent tools (17 tools, as its Assist API offers them) from
 // their parameter schemas: the compile budget is 50 ms.
@@ -291,7 +167,7 @@ func BenchmarkCompileHATools(b *testing.B) {
 	tools := readTools(b)
 	var states int
 	for b.Loop() {
-		src, _, err := ToolCalls(tools, "", ToolsTags, false)
+		src, _, err := taggedCalls(tools)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,51 +6,86 @@ import (
 	"strings"
 )
 
-// ToolSyntax is how a model writes its tool calls.
-type ToolSyntax int
+// CallStyle is how a model writes one call of a tool, whatever stands
+// around its calls (tags, lists, separators: engine/dialect's files build
+// those around the rule call).
+type CallStyle int
 
-// Tool call syntaxes (engine/chat's ToolFormat).
+// Call styles.
 const (
-	// ToolsPlainJSON: {"name": ..., "arguments": {...}} objects.
-	ToolsPlainJSON ToolSyntax = iota
-	// ToolsTags: <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
-	ToolsTags
-	// ToolsLlama: {"name": ..., "parameters": {...}}, several separated
-	// by ';' (Llama 3.1, 3.2).
-	ToolsLlama
-	// ToolsPhi4: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|>
-	// (Phi-4-mini).
-	ToolsPhi4
-	// ToolsGranite: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
-	// (Granite 3: the list ends the answer).
-	ToolsGranite
-	// ToolsLFM2: <|tool_call_start|>[name(key=value, ...), ...]<|tool_call_end|>,
-	// the values Python literals (LFM2; tools_py.go).
-	ToolsLFM2
-	// ToolsGemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
-	// per call (Gemma 4: its own syntax of values, schema_gemma4.go).
-	ToolsGemma4
+	// JSONCall: {"name": NAME, "arguments": {...}}.
+	JSONCall CallStyle = iota
+	// JSONParametersCall: {"name": NAME, "parameters": {...}} (Llama 3.1, 3.2).
+	JSONParametersCall
+	// PythonCall: NAME(key=value, ...), the values Python literals (LFM2;
+	// tools_py.go).
+	PythonCall
+	// GemmaCall: call:NAME{key:<|"|>text<|"|>,n:3} (Gemma 4: its own
+	// syntax of values, schema_gemma4.go).
+	GemmaCall
 )
 
-// ToolCalls is the grammar of tool calls to the tools offered (each
-// {"type": "function", "function": {"name", "parameters"}}, or only the
-// one named): the name one of theirs, the arguments valid under that
-// tool's parameter schema. With lazy, it is the grammar of what follows
-// the trigger it returns (the model writes freely until its call
-// opening: <tool_call>, <|tool_call|>, <|tool_call_start|>, Gemma 4's
-// <|tool_call>, or Llama's {"name"); otherwise of a whole answer of calls.
-func ToolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
-	return toolCalls(tools, only, syntax, lazy, false)
+// Calls is the grammar of one call of an offered tool in a CallStyle:
+// the rule call and the rules it uses, without a root. The name is one
+// of the tools', the arguments valid under that tool's parameter schema.
+type Calls struct {
+	rules string // call ::= ... and what it uses, one rule a line
+	n     int    // the alternatives of call (JSON: the schema's root-i)
 }
 
-// OneToolCall is ToolCalls for exactly one call (OpenAI's
-// parallel_tool_calls false): one tagged call, one Llama object, a Phi-4,
-// Granite or LFM2 list of one element. A lazy grammar ends with its call;
-// what the model writes after it is free text again (the trigger may
-// start another call), so the caller keeps only the first call.
-func OneToolCall(tools []json.RawMessage, only string, syntax ToolSyntax, lazy bool) (gbnf, trigger string, err error) {
-	return toolCalls(tools, only, syntax, lazy, true)
+// CallRules compiles the calls of the tools offered (each {"type":
+// "function", "function": {"name", "parameters"}}, or only the one named)
+// written in style.
+func CallRules(tools []json.RawMessage, only string, style CallStyle) (*Calls, error) {
+	switch style {
+	case PythonCall:
+		return pyCallRules(tools, only)
+	case GemmaCall:
+		return gemmaCallRules(tools, only)
+	}
+	argsKey := "arguments"
+	if style == JSONParametersCall {
+		argsKey = "parameters"
+	}
+	offered, err := offeredTools(tools, only)
+	if err != nil {
+		return nil, err
+	}
+	var alts []string
+	for _, f := range offered {
+		params := f.Parameters
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type": "object", "properties": {}}`)
+		}
+		name, _ := json.Marshal(f.Name)
+		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q]}`, name, argsKey, params, argsKey))
+	}
+	schema := `{"anyOf": [` + strings.Join(alts, ", ") + `]}`
+	src, err := FromSchema([]byte(schema))
+	if err != nil {
+		return nil, fmt.Errorf("tool parameters: %w", err)
+	}
+	// src defines root as one call; rename it.
+	return &Calls{rules: strings.Replace(src, "root ::= ", "call ::= ", 1), n: len(alts)}, nil
 }
+
+// Grammar returns the GBNF whose root rule has the body root, written
+// with the rule call (one call) and literals (Literal).
+func (c *Calls) Grammar(root string) string { return "root ::= " + root + "\n" + c.rules }
+
+// NameTail is, for the JSON styles, the rest of one call after its
+// opening {"name": the separator ':', one tool's name and its arguments
+// member, and the closing brace (a lazy grammar triggered by {"name").
+func (c *Calls) NameTail(argsKey string) string {
+	tails := make([]string, c.n)
+	for i := range tails {
+		tails[i] = fmt.Sprintf(`root-%d-name "," space root-%d-%s-kv "}" space`, i, i, argsKey)
+	}
+	return `space ":" space ( ` + strings.Join(tails, " | ") + ` )`
+}
+
+// Literal returns s as a GBNF string literal.
+func Literal(s string) string { return literal(s) }
 
 // toolFunc is an offered tool's function: its place in the request's
 // list, its name and its parameter schema (as sent; may be empty).
@@ -88,76 +123,4 @@ func offeredTools(tools []json.RawMessage, only string) ([]toolFunc, error) {
 		return nil, fmt.Errorf("no tools with a function name")
 	}
 	return out, nil
-}
-
-func toolCalls(tools []json.RawMessage, only string, syntax ToolSyntax, lazy, one bool) (gbnf, trigger string, err error) {
-	if syntax == ToolsLFM2 {
-		return lfm2Calls(tools, only, lazy, one)
-	}
-	if syntax == ToolsGemma4 {
-		return gemma4Calls(tools, only, lazy, one)
-	}
-	argsKey := "arguments"
-	if syntax == ToolsLlama {
-		argsKey = "parameters"
-	}
-	offered, err := offeredTools(tools, only)
-	if err != nil {
-		return "", "", err
-	}
-	var alts []string
-	for _, f := range offered {
-		params := f.Parameters
-		if len(params) == 0 || string(params) == "null" {
-			params = json.RawMessage(`{"type": "object", "properties": {}}`)
-		}
-		name, _ := json.Marshal(f.Name)
-		alts = append(alts, fmt.Sprintf(`{"type": "object", "properties": {"name": {"const": %s}, %q: %s}, "required": ["name", %q]}`, name, argsKey, params, argsKey))
-	}
-	schema := `{"anyOf": [` + strings.Join(alts, ", ") + `]}`
-	src, err := FromSchema([]byte(schema))
-	if err != nil {
-		return "", "", fmt.Errorf("tool parameters: %w", err)
-	}
-	// src defines root as one call; rename it and wrap it.
-	src = strings.Replace(src, "root ::= ", "call ::= ", 1)
-	// more repeats the calls after the first (each as next), none with one.
-	more := func(next string) string {
-		if one {
-			return ""
-		}
-		return " ( " + next + " )*"
-	}
-	var root string
-	switch {
-	case syntax == ToolsTags && lazy:
-		root, trigger = `root ::= "\n"? call "</tool_call>"`+more(`"\n"* "<tool_call>" "\n"? call "</tool_call>"`), "<tool_call>"
-	case syntax == ToolsTags:
-		root = `root ::= "<tool_call>" "\n"? call "</tool_call>"` + more(`"\n"* "<tool_call>" "\n"? call "</tool_call>"`)
-	case (syntax == ToolsPhi4 || syntax == ToolsGranite) && lazy:
-		root, trigger = `root ::= "[" call`+more(`"," " "? call`)+` "]"`, "<|tool_call|>"
-		if syntax == ToolsPhi4 {
-			root += ` "<|/tool_call|>"`
-		}
-	case syntax == ToolsPhi4:
-		root = `root ::= "<|tool_call|>" "[" call` + more(`"," " "? call`) + ` "]" "<|/tool_call|>"`
-	case syntax == ToolsGranite:
-		root = `root ::= "<|tool_call|>" "[" call` + more(`"," " "? call`) + ` "]"`
-	case syntax == ToolsLlama && lazy:
-		// After the opening {"name": the rest of one call: each tool's
-		// name, then its parameters (the rules the schema made for
-		// alternative i are root-i-...).
-		tails := make([]string, len(alts))
-		for i := range alts {
-			tails[i] = fmt.Sprintf(`root-%d-name "," space root-%d-parameters-kv "}" space`, i, i)
-		}
-		root, trigger = `root ::= space ":" space ( `+strings.Join(tails, " | ")+` )`, `{"name"`
-	case lazy:
-		return "", "", fmt.Errorf("calls in plain JSON have no opening to start a lazy grammar at")
-	case syntax == ToolsLlama:
-		root = `root ::= call` + more(`";" " "? call`)
-	default:
-		root = `root ::= call` + more(`"\n" call`)
-	}
-	return root + "\n" + src, trigger, nil
 }

@@ -6,68 +6,46 @@ import (
 	"strings"
 )
 
-// Gemma 4's calls: <|tool_call>call:NAME{...}<tool_call|>, one after the
-// other (llama.cpp's Gemma 4 grammar has the same frame; its arguments
-// are any Gemma value, here they follow each tool's parameter schema).
-const (
-	gemmaCallOpen  = "<|tool_call>"
-	gemmaCallClose = "<tool_call|>"
-)
-
-// gemma4Calls is toolCalls for ToolsGemma4: each tool's parameters are
+// gemmaCallRules is CallRules for GemmaCall: each tool's parameters are
 // converted in Gemma 4's syntax (schema_gemma4.go) into the rule tool-i,
-// and a call is "call:" NAME tool-i between the tags.
-func gemma4Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trigger string, err error) {
+// and a call is "call:" NAME tool-i (llama.cpp's Gemma 4 grammar has the
+// same frame; its arguments are any Gemma value, here they follow each
+// tool's parameter schema).
+func gemmaCallRules(tools []json.RawMessage, only string) (*Calls, error) {
 	c := &converter{rules: map[string]string{}, gemma: true}
 	var alts []string
 	offered, err := offeredTools(tools, only)
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	for _, f := range offered {
 		i := f.index
 		if strings.ContainsFunc(f.Name, func(r rune) bool { return r <= ' ' || strings.ContainsRune("<>{}[],:", r) }) {
-			return "", "", fmt.Errorf("tool %q: a name with white space or one of <>{}[],: cannot be written in Gemma 4's call syntax", f.Name)
+			return nil, fmt.Errorf("tool %q: a name with white space or one of <>{}[],: cannot be written in Gemma 4's call syntax", f.Name)
 		}
 		params := f.Parameters
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{"type": "object", "properties": {}}`)
 		}
 		if len(params) > MaxSchemaBytes {
-			return "", "", fmt.Errorf("tool %q: parameters of %d bytes: at most %d", f.Name, len(params), MaxSchemaBytes)
+			return nil, fmt.Errorf("tool %q: parameters of %d bytes: at most %d", f.Name, len(params), MaxSchemaBytes)
 		}
 		root, err := decodeOrdered(params)
 		if err != nil {
-			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
+			return nil, fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		if root, err = objectSchema(root); err != nil {
-			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
+			return nil, fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		name := fmt.Sprintf("tool-%d", i)
 		c.root, c.refs = root, map[string]string{}
 		body, err := c.visit(root, name, "")
 		if err != nil {
-			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
+			return nil, fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		alts = append(alts, literal("call:"+f.Name)+" "+c.add(name, body))
 	}
-	open, close := literal(gemmaCallOpen), literal(gemmaCallClose)
-	more := " ( " + open + " call " + close + " )*"
-	if one {
-		more = ""
-	}
-	var sb strings.Builder
-	if lazy {
-		trigger = gemmaCallOpen
-		sb.WriteString("root ::= call " + close + more + "\n")
-	} else {
-		sb.WriteString("root ::= " + open + " call " + close + more + "\n")
-	}
-	sb.WriteString("call ::= " + strings.Join(alts, " | ") + "\n")
-	for _, n := range c.order {
-		fmt.Fprintf(&sb, "%s ::= %s\n", n, c.rules[n])
-	}
-	return sb.String(), trigger, nil
+	return c.calls(alts), nil
 }
 
 // objectSchema checks that a tool's parameter schema is one of objects

@@ -19,11 +19,6 @@ import (
 // quotes with Python's escapes (JSON's escapes are Python's too), dicts
 // and lists as JSON writes objects and arrays.
 
-const (
-	lfm2Open  = "<|tool_call_start|>"
-	lfm2Close = "<|tool_call_end|>"
-)
-
 // pyPrimitives replace primitives for Python literals; the others (numbers,
 // the structure of dicts and lists, formats, patterns' characters) are
 // Python as they stand.
@@ -72,7 +67,7 @@ func pyLiteral(v any) string {
 }
 
 // pyName reports whether s can stand as a function or keyword name in a
-// call list as engine/chat reads it: letters, digits, '_', '-' and '.',
+// call list as engine/dialect's lfm2.go reads it: letters, digits, '_', '-' and '.',
 // not starting with a digit.
 func pyName(s string) bool {
 	for i, r := range s {
@@ -83,17 +78,17 @@ func pyName(s string) bool {
 	return s != ""
 }
 
-// lfm2Calls is toolCalls for ToolsLFM2 (with one, a list of one call).
-func lfm2Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trigger string, err error) {
+// pyCallRules is CallRules for PythonCall.
+func pyCallRules(tools []json.RawMessage, only string) (*Calls, error) {
 	c := &converter{rules: map[string]string{}, refs: map[string]string{}, py: true}
 	var alts []string
 	offered, err := offeredTools(tools, only)
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	for _, f := range offered {
 		if !pyName(f.Name) {
-			return "", "", fmt.Errorf("tool %q: a name of letters, digits, '_', '-' and '.' (not first a digit) is needed to call it in Python's syntax", f.Name)
+			return nil, fmt.Errorf("tool %q: a name of letters, digits, '_', '-' and '.' (not first a digit) is needed to call it in Python's syntax", f.Name)
 		}
 		// Each tool's schema is its own root for $ref (ref takes a fresh
 		// rule name for another tool's reference of the same text); its
@@ -102,26 +97,21 @@ func lfm2Calls(tools []json.RawMessage, only string, lazy, one bool) (gbnf, trig
 		name := fmt.Sprintf("call-%d", len(alts))
 		args, err := c.kwargs(f.Parameters, name)
 		if err != nil {
-			return "", "", fmt.Errorf("tool %q: parameters: %w", f.Name, err)
+			return nil, fmt.Errorf("tool %q: parameters: %w", f.Name, err)
 		}
 		alts = append(alts, c.add(name, literal(f.Name+"(")+" "+args+` ")"`))
 	}
-	list := `"[" call ( "," " "? call )* "]" ` + literal(lfm2Close)
-	if one {
-		list = `"[" call "]" ` + literal(lfm2Close)
-	}
+	return c.calls(alts), nil
+}
+
+// calls is the rule call of the alternatives alts and the rules c made.
+func (c *converter) calls(alts []string) *Calls {
 	var sb strings.Builder
-	if lazy {
-		sb.WriteString("root ::= " + list + "\n")
-		trigger = lfm2Open
-	} else {
-		sb.WriteString("root ::= " + literal(lfm2Open) + " " + list + "\n")
-	}
 	sb.WriteString("call ::= " + strings.Join(alts, " | ") + "\n")
 	for _, n := range c.order {
 		fmt.Fprintf(&sb, "%s ::= %s\n", n, c.rules[n])
 	}
-	return sb.String(), trigger, nil
+	return &Calls{rules: sb.String(), n: len(alts)}
 }
 
 // kwargs is the grammar of the keyword arguments of a call whose

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/dialect"
 	"github.com/geisten/geist/engine/grammar"
 )
 
@@ -91,24 +91,6 @@ func openaiResponseFormat(ctx context.Context, req *appliance.Request, raw json.
 	return badf("response_format type %q: want text, json_object or json_schema", rf.Type)
 }
 
-func toolSyntax(f chat.ToolFormat) grammar.ToolSyntax {
-	switch f {
-	case chat.ToolsTagged:
-		return grammar.ToolsTags
-	case chat.ToolsJSON:
-		return grammar.ToolsLlama
-	case chat.ToolsPhi4:
-		return grammar.ToolsPhi4
-	case chat.ToolsGranite:
-		return grammar.ToolsGranite
-	case chat.ToolsLFM2:
-		return grammar.ToolsLFM2
-	case chat.ToolsGemma4:
-		return grammar.ToolsGemma4
-	}
-	return grammar.ToolsPlainJSON
-}
-
 // toolGrammar constrains tool calls: with tool_choice "required" or a
 // named function the whole answer is calls in the model's own syntax;
 // with "auto" (or none given) and a model whose calls have an opening
@@ -146,18 +128,16 @@ func (s *Server) toolGrammar(ctx context.Context, req *appliance.Request, tools 
 		}
 		return nil
 	}
-	syntax := toolSyntax(s.cfg.Model.ToolFormat)
-	calls := grammar.ToolCalls
-	if req.OneToolCall {
-		calls = grammar.OneToolCall
-	}
+	d := dialect.Or(s.cfg.Model.ToolFormat)
 	if mode == "auto" {
-		if req.Grammar != "" || syntax == grammar.ToolsPlainJSON {
+		if req.Grammar != "" {
 			return nil // free text with calls the model may write: nothing to enforce
 		}
 		// Offered, not demanded: tools whose parameters cannot be
-		// enforced leave the calls unconstrained rather than refusing.
-		src, trigger, err := calls(tools, "", syntax, true)
+		// enforced (or a dialect whose calls have no opening to start a
+		// lazy grammar at) leave the calls unconstrained rather than
+		// refusing.
+		src, trigger, err := d.Grammar(tools, "", true, req.OneToolCall)
 		if err != nil {
 			return nil
 		}
@@ -170,7 +150,7 @@ func (s *Server) toolGrammar(ctx context.Context, req *appliance.Request, tools 
 	if req.Grammar != "" {
 		return badf("tool_choice %s and a response format cannot both be enforced", c)
 	}
-	src, _, err := calls(tools, only, syntax, false)
+	src, _, err := d.Grammar(tools, only, false, req.OneToolCall)
 	if err != nil {
 		return badf("tools: %v", err)
 	}

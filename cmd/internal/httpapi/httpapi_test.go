@@ -20,7 +20,6 @@ import (
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
-	"github.com/geisten/geist/engine/grammar"
 )
 
 // testServer runs a core over eng and the HTTP front end on a loopback
@@ -317,15 +316,15 @@ func TestParallelToolCallsFalse(t *testing.T) {
 	for _, c := range []struct {
 		extra string
 		calls int
-		gram  func([]json.RawMessage, string, grammar.ToolSyntax, bool) (string, string, error)
+		one   bool
 		lazy  bool
 	}{
-		{`,"tool_choice":"required","parallel_tool_calls":false`, 1, grammar.OneToolCall, false},
-		{`,"parallel_tool_calls":false`, 1, grammar.OneToolCall, true},
-		{`,"tool_choice":"required","parallel_tool_calls":true`, 2, grammar.ToolCalls, false},
-		{`,"tool_choice":"required"`, 2, grammar.ToolCalls, false},
+		{`,"tool_choice":"required","parallel_tool_calls":false`, 1, true, false},
+		{`,"parallel_tool_calls":false`, 1, true, true},
+		{`,"tool_choice":"required","parallel_tool_calls":true`, 2, false, false},
+		{`,"tool_choice":"required"`, 2, false, false},
 	} {
-		want, trigger, err := c.gram(tools, "", grammar.ToolsTags, c.lazy)
+		want, trigger, err := chat.ToolsTagged.Grammar(tools, "", c.lazy, c.one)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,67 @@
-package chat
+package dialect
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/geisten/geist/engine/grammar"
 )
+
+// Gemma 4 thinks in its thought channel, <|channel>thought\n...<channel|>
+// (llama.cpp's Gemma 4 parser reads the same texts: the channel's name
+// and its newline open it), and calls tools in a syntax of its own.
+var Gemma4 Dialect = &gemma4{family{"gemma4", Tags{gemmaCallOpen, gemmaCallClose, false}}}
+
+// GemmaThought are Gemma 4's thinking marks.
+var GemmaThought = ThinkMarks{gemmaChannelOpen + "thought\n", gemmaChannelClose}
+
+// Gemma 4's channel tokens.
+const (
+	gemmaChannelOpen  = "<|channel>"
+	gemmaChannelClose = "<channel|>"
+)
+
+type gemma4 struct{ family }
+
+func init() { Register(Gemma4, 10) }
+
+// Detect: the template writes Gemma 4's calls (llama.cpp tells it by
+// <|tool_call>call: too) or names its thought channel.
+func (*gemma4) Detect(src string) bool {
+	return strings.Contains(src, gemmaCallOpen+gemmaCallPrefix) || strings.Contains(src, gemmaChannelOpen+"thought")
+}
+
+func (*gemma4) ThinkMarks() ThinkMarks { return GemmaThought }
+
+// ThinkTokens: <|channel> and <channel|> are control tokens.
+func (*gemma4) ThinkTokens() []string { return []string{gemmaChannelOpen, gemmaChannelClose} }
+
+// ToolTokens: the call tags and the quote token <|"|>, which must show
+// for strings to be read.
+func (g *gemma4) ToolTokens() []string { return append(g.family.ToolTokens(), gemmaQuote) }
+
+// ParseCalls reads one call, call:NAME{...}.
+func (*gemma4) ParseCalls(body string) ([]ToolCall, bool) {
+	c, err := parseGemma4Call(body)
+	return []ToolCall{c}, err == nil
+}
+
+// Grammar: each call between the tags, one after the other; the
+// arguments in Gemma 4's syntax (engine/grammar's schema_gemma4.go).
+func (g *gemma4) Grammar(tools []json.RawMessage, only string, lazy, one bool) (string, string, error) {
+	c, err := grammar.CallRules(tools, only, grammar.GemmaCall)
+	if err != nil {
+		return "", "", err
+	}
+	open, close := grammar.Literal(gemmaCallOpen), grammar.Literal(gemmaCallClose)
+	again := more(one, open+" call "+close)
+	if lazy {
+		return c.Grammar("call " + close + again), gemmaCallOpen, nil
+	}
+	return c.Grammar(open + " call " + close + again), "", nil
+}
 
 // Gemma 4's tool calls, as its template teaches them (the calls of
 // earlier assistant messages, format_argument):
@@ -33,23 +89,23 @@ const (
 // The arguments come back as a JSON object.
 func parseGemma4Call(body string) (ToolCall, error) {
 	if len(body) > maxGemmaCall {
-		return ToolCall{}, fmt.Errorf("chat: gemma 4 call of %d bytes: at most %d", len(body), maxGemmaCall)
+		return ToolCall{}, fmt.Errorf("dialect: gemma 4 call of %d bytes: at most %d", len(body), maxGemmaCall)
 	}
 	rest, ok := strings.CutPrefix(strings.TrimLeftFunc(body, unicode.IsSpace), gemmaCallPrefix)
 	if !ok {
-		return ToolCall{}, fmt.Errorf("chat: gemma 4 call does not start with %q", gemmaCallPrefix)
+		return ToolCall{}, fmt.Errorf("dialect: gemma 4 call does not start with %q", gemmaCallPrefix)
 	}
 	i := strings.IndexByte(rest, '{')
 	if i < 0 {
-		return ToolCall{}, fmt.Errorf("chat: gemma 4 call has no arguments {...}")
+		return ToolCall{}, fmt.Errorf("dialect: gemma 4 call has no arguments {...}")
 	}
 	name := strings.TrimSpace(rest[:i])
 	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune("<>{}[],:", r) }) {
-		return ToolCall{}, fmt.Errorf("chat: gemma 4 call: bad function name %q", name)
+		return ToolCall{}, fmt.Errorf("dialect: gemma 4 call: bad function name %q", name)
 	}
 	args, err := gemma4JSON(rest[i:])
 	if err != nil {
-		return ToolCall{}, fmt.Errorf("chat: gemma 4 call %s: %w", name, err)
+		return ToolCall{}, fmt.Errorf("dialect: gemma 4 call %s: %w", name, err)
 	}
 	return ToolCall{Name: name, Arguments: args}, nil
 }
@@ -110,7 +166,7 @@ func (r *gemmaReader) value(depth int) error {
 		if err != nil {
 			return err
 		}
-		writeJSONString(&r.out, s) // toolparse_py.go
+		writeJSONString(&r.out, s) // lfm2.go
 		return nil
 	case c == '-' || c >= '0' && c <= '9':
 		return r.number()
@@ -249,29 +305,29 @@ func (r *gemmaReader) number() error {
 	return nil
 }
 
-// gemmaCloseIndex finds the end of the open call in p.pending (its body):
-// the first <tool_call|> outside a quoted string, or -1. It reads on from
-// where the last look stopped (p.scan, p.quoted), and stops before a tail
-// that may be the start of a quote or the closing tag.
-func (p *ToolParser) gemmaCloseIndex() int {
-	s, i := p.pending, p.scan
+// closeIndex finds the end of the open call in s (its body): the first
+// <tool_call|> outside a quoted string, or -1. It reads on from where the
+// last look stopped (*scan, *quoted), and stops before a tail that may be
+// the start of a quote or the closing tag.
+func (*gemma4) closeIndex(s string, scan *int, quoted *bool) int {
+	i := *scan
 	for {
 		j := strings.IndexByte(s[i:], '<')
 		if j < 0 {
-			p.scan = len(s)
+			*scan = len(s)
 			return -1
 		}
 		i += j
 		rest := s[i:]
 		switch {
 		case strings.HasPrefix(rest, gemmaQuote):
-			p.quoted = !p.quoted
+			*quoted = !*quoted
 			i += len(gemmaQuote)
-		case !p.quoted && strings.HasPrefix(rest, gemmaCallClose):
-			p.scan = i
+		case !*quoted && strings.HasPrefix(rest, gemmaCallClose):
+			*scan = i
 			return i
 		case strings.HasPrefix(gemmaQuote, rest) || strings.HasPrefix(gemmaCallClose, rest):
-			p.scan = i // maybe a tag: wait for more
+			*scan = i // maybe a tag: wait for more
 			return -1
 		default:
 			i++

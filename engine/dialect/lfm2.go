@@ -1,15 +1,103 @@
-package chat
+package dialect
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/geisten/geist/engine/grammar"
 )
+
+// LFM2's and LFM2.5's calls: <|tool_call_start|>[name(key="value", n=3), ...]<|tool_call_end|>,
+// a Python list of calls with keyword arguments (below). Its templates
+// print a message's content and nothing of its tool_calls: the model
+// writes its calls into its answer, and its model card shows the
+// conversation with them there, before the answer's text; engine/chat
+// writes a client's calls back there (CallList).
+var LFM2 Dialect = &lfm2{family{"lfm2", Tags{"<|tool_call_start|>", "<|tool_call_end|>", true}}}
+
+type lfm2 struct{ family }
+
+func init() { Register(LFM2, 50) }
+
+// Detect: the template has LFM2's <|tool_call_start|> or tool list
+// tokens, or LFM2.5's "List of tools: [" written without them (as
+// llama.cpp tells them).
+func (*lfm2) Detect(src string) bool {
+	return strings.Contains(src, "<|tool_call_start|>") || strings.Contains(src, "<|tool_list_start|>") || strings.Contains(src, "List of tools: [")
+}
+
+// ParseCalls reads a Python list of calls (parsePyCalls), or what every
+// dialect reads (JSON objects and lists, Qwen3.5's XML-like call).
+func (l *lfm2) ParseCalls(body string) ([]ToolCall, bool) {
+	if b := strings.TrimSpace(body); !isXMLCall(b) {
+		if calls, err := parsePyCalls(b); err == nil {
+			return calls, true
+		}
+	}
+	return l.family.ParseCalls(body)
+}
+
+// Grammar: one Python list of calls between the tags, each tool's
+// parameters as keyword arguments (engine/grammar's tools_py.go).
+func (l *lfm2) Grammar(tools []json.RawMessage, only string, lazy, one bool) (string, string, error) {
+	c, err := grammar.CallRules(tools, only, grammar.PythonCall)
+	if err != nil {
+		return "", "", err
+	}
+	list := `"[" call` + more(one, `"," " "? call`) + ` "]" ` + grammar.Literal(l.tags.Close)
+	if lazy {
+		return c.Grammar(list), l.tags.Open, nil
+	}
+	return c.Grammar(grammar.Literal(l.tags.Open) + " " + list), "", nil
+}
+
+// CallList writes calls as LFM2 writes them, between its tags: a Python
+// list of calls with keyword arguments, the values as Python literals,
+// [name(key="value", n=3), ...]. Calls whose name or argument names
+// cannot be written so (or whose arguments are not an object) make the
+// list a JSON list of {"name": ..., "arguments": ...} objects, which
+// LFM2's parser reads too, each call's arguments written by dumps (as
+// Python's json.dumps writes them: engine/chat's template values).
+func CallList(calls []ToolCall, dumps func(json.RawMessage) (string, error)) (string, error) {
+	tags := LFM2.Tags()
+	parts := make([]string, len(calls))
+	for i, c := range calls {
+		s, ok, err := pyCall(c)
+		if err != nil {
+			return "", fmt.Errorf("tool call %d (%s): %w", i, c.Name, err)
+		}
+		if !ok {
+			return jsonCallList(calls, dumps)
+		}
+		parts[i] = s
+	}
+	return tags.Open + "[" + strings.Join(parts, ", ") + "]" + tags.Close, nil
+}
+
+func jsonCallList(calls []ToolCall, dumps func(json.RawMessage) (string, error)) (string, error) {
+	tags := LFM2.Tags()
+	parts := make([]string, len(calls))
+	for i, c := range calls {
+		var sb strings.Builder
+		sb.WriteString(`{"name": `)
+		writeJSONString(&sb, c.Name)
+		a, err := dumps(c.Arguments)
+		if err != nil {
+			return "", fmt.Errorf("tool call %d (%s): %w", i, c.Name, err)
+		}
+		sb.WriteString(`, "arguments": ` + a + "}")
+		parts[i] = sb.String()
+	}
+	return tags.Open + "[" + strings.Join(parts, ", ") + "]" + tags.Close, nil
+}
 
 // LFM2 writes its calls as a Python list of calls between its tokens:
 //
@@ -39,7 +127,7 @@ type pyError struct {
 }
 
 func (e *pyError) Error() string {
-	return fmt.Sprintf("chat: Python call list, byte %d: %s", e.pos, e.msg)
+	return fmt.Sprintf("dialect: Python call list, byte %d: %s", e.pos, e.msg)
 }
 
 func (r *pyReader) fail(format string, a ...any) error {
@@ -51,7 +139,7 @@ func (r *pyReader) fail(format string, a ...any) error {
 // keyword once.
 func parsePyCalls(body string) ([]ToolCall, error) {
 	if len(body) > maxPyCallBytes {
-		return nil, fmt.Errorf("chat: Python call list of %d bytes: at most %d", len(body), maxPyCallBytes)
+		return nil, fmt.Errorf("dialect: Python call list of %d bytes: at most %d", len(body), maxPyCallBytes)
 	}
 	r := &pyReader{s: body}
 	r.space()
@@ -621,4 +709,122 @@ func writeJSONString(sb *strings.Builder, s string) {
 		}
 	}
 	sb.WriteByte('"')
+}
+
+// pyCall writes one call, name(key=value, ...); ok is false when it cannot
+// be written so.
+func pyCall(c ToolCall) (string, bool, error) {
+	if !pyIdent(c.Name) {
+		return "", false, nil
+	}
+	raw := strings.TrimSpace(string(c.Arguments))
+	if strings.HasPrefix(raw, `"`) {
+		// OpenAI's form: the object as a JSON string.
+		var s string
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			return "", false, fmt.Errorf("arguments: %w", err)
+		}
+		raw = strings.TrimSpace(s)
+	}
+	var sb strings.Builder
+	sb.WriteString(c.Name + "(")
+	if raw == "" || raw == "null" {
+		return sb.String() + ")", true, nil
+	}
+	if !strings.HasPrefix(raw, "{") {
+		return "", false, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	dec.Token() // '{'
+	for n := 0; dec.More(); n++ {
+		k, err := dec.Token()
+		if err != nil {
+			return "", false, fmt.Errorf("arguments: %w", err)
+		}
+		key, _ := k.(string)
+		if !pyIdent(key) {
+			return "", false, nil
+		}
+		if n > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(key + "=")
+		if err := pyLiteral(dec, &sb, 1); err != nil {
+			return "", false, fmt.Errorf("arguments: %w", err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return "", false, fmt.Errorf("arguments: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false, errors.New("arguments: data after the object")
+	}
+	return sb.String() + ")", true, nil
+}
+
+// pyIdent reports whether s reads back as a name of a call list
+// (pyReader.name).
+func pyIdent(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c == '-' || c == '.' || unicode.IsLetter(c) || unicode.IsDigit(c) && i > 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// pyLiteral writes the next JSON value of dec as a Python literal:
+// True, False, None, strings in double quotes (JSON's escapes are
+// Python's), dicts and lists as Python's repr spaces them.
+func pyLiteral(dec *json.Decoder, sb *strings.Builder, depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("chat: JSON nested deeper than %d", maxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		end := byte(']')
+		if v == '{' {
+			end = '}'
+		}
+		sb.WriteByte(byte(v))
+		for n := 0; dec.More(); n++ {
+			if n > 0 {
+				sb.WriteString(", ")
+			}
+			if v == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				writeJSONString(sb, key)
+				sb.WriteString(": ")
+			}
+			if err := pyLiteral(dec, sb, depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return err
+		}
+		sb.WriteByte(end)
+	case string:
+		writeJSONString(sb, v)
+	case json.Number:
+		sb.WriteString(v.String())
+	case bool:
+		if v {
+			sb.WriteString("True")
+		} else {
+			sb.WriteString("False")
+		}
+	case nil:
+		sb.WriteString("None")
+	}
+	return nil
 }

@@ -1,48 +1,13 @@
-package chat
+package dialect
 
 import "strings"
 
 // ThinkMarks are the texts that open and close a model's thinking block.
 type ThinkMarks struct{ Open, Close string }
 
-var (
-	// ThinkTags: <think>...</think> (Qwen 3, DeepSeek-R1, SmolLM3,
-	// Granite 3.3).
-	ThinkTags = ThinkMarks{"<think>", "</think>"}
-	// GemmaThought: Gemma 4's thought channel, <|channel>thought\n...<channel|>
-	// (llama.cpp's Gemma 4 parser reads the same texts: the channel's
-	// name and its newline open it).
-	GemmaThought = ThinkMarks{gemmaChannelOpen + "thought\n", gemmaChannelClose}
-)
-
-// Gemma 4's channel tokens.
-const (
-	gemmaChannelOpen  = "<|channel>"
-	gemmaChannelClose = "<channel|>"
-)
-
-// ThinkMarks returns the texts around the thinking block the template's
-// model writes, from the template's own text: Gemma 4's thought channel
-// (its template names <|channel>thought), else <think> and </think>.
-func (t *Template) ThinkMarks() ThinkMarks {
-	if t != nil && strings.Contains(t.src, gemmaChannelOpen+"thought") {
-		return GemmaThought
-	}
-	return ThinkTags
-}
-
-// ThinkTokens returns the texts of the control tokens of the model's
-// thinking marks: generated text must render them (as llama.cpp's
-// preserved tokens are) for the thinking block to be split from the
-// content and for a grammar to let the model think first. Gemma 4's
-// <|channel> and <channel|> are control tokens; <think> is text in the
-// vocabularies that have it.
-func (t *Template) ThinkTokens() []string {
-	if t.ThinkMarks() == GemmaThought {
-		return []string{gemmaChannelOpen, gemmaChannelClose}
-	}
-	return nil
-}
+// ThinkTags: <think>...</think> (Qwen 3, DeepSeek-R1, SmolLM3, Granite
+// 3.3), the marks of every dialect but Gemma 4's.
+var ThinkTags = ThinkMarks{"<think>", "</think>"}
 
 // ThinkSplitter moves a thinking block at the start of an answer out of
 // its content, as the answer streams in pieces: <think>...</think> (Qwen
@@ -57,7 +22,7 @@ type ThinkSplitter struct {
 }
 
 // NewThinkSplitter returns a splitter for the thinking blocks between
-// marks (a Template's ThinkMarks).
+// marks (a Dialect's ThinkMarks).
 func NewThinkSplitter(marks ThinkMarks) ThinkSplitter {
 	return ThinkSplitter{marks: marks}
 }

@@ -1,4 +1,4 @@
-package chat
+package dialect
 
 import (
 	"bytes"
@@ -12,23 +12,16 @@ import (
 // returns the text that is plain content, holding back what may still
 // turn out to be a tool call, and the calls as soon as they are complete.
 //
-// It reads the calls of the ToolFormat given (ToolsAny: both the tagged
-// and the JSON form): calls tagged <tool_call>{"name": ..., "arguments":
-// {...}}</tool_call> anywhere in the answer (or between the format's own
-// tags, such as Phi-4-mini's <|tool_call|>[...]<|/tool_call|>, the body
-// one call or a JSON list of them, or LFM2's Python list of calls; Gemma 4's
-// <|tool_call>call:NAME{...}<tool_call|>, its arguments in its own syntax,
-// toolparse_gemma4.go; Qwen3.5's <function=NAME> blocks between the
-// <tool_call> tags, toolparse_xml.go), and an answer that is a JSON object {"name": ..., "parameters"
-// (or "arguments"): {...}}, optionally after <|python_tag|>, several
-// separated by ';' or newlines. A JSON answer counts as calls only when
-// every object names one of the tools offered (a model asked for JSON may
-// well answer with a JSON object). Whatever does not parse as a call
-// comes back as content, unchanged: a malformed call is never lost and
-// never an error. White space around calls is dropped.
+// It reads the calls of the Dialect given: calls between its tags
+// anywhere in the answer (ParseCalls reads what stands between them),
+// and, for a dialect that has them (BareJSON: Llama's, Any), an answer
+// that is JSON call objects. Whatever does not parse as a call comes
+// back as content, unchanged: a malformed call is never lost and never
+// an error. White space around calls is dropped.
 type ToolParser struct {
-	format  ToolFormat
-	tags    toolTags
+	d       Dialect
+	closer  closer // finds the end of a call (nil: its closing tag)
+	tags    Tags
 	tools   map[string]bool
 	pending string // text not yet returned
 	inCall  bool   // inside <tool_call>, pending holds its body
@@ -38,10 +31,17 @@ type ToolParser struct {
 	calls   int    // calls returned so far
 	first   bool   // only the first call (FirstOnly)
 	cut     bool   // the answer was cut off (Cut): an unfinished call is dropped
-	// Gemma 4: how far the open call's body has been searched for its
-	// end, and whether that point is inside a quoted string.
+	// How far the open call's body has been searched for its end, and
+	// whether that point is inside a quoted string (a closer's state).
 	scan   int
 	quoted bool
+}
+
+// closer is a dialect whose calls end at the first closing tag outside a
+// quoted string (Gemma 4's): closeIndex finds it in s, reading on from
+// *scan with the quoting state *quoted, or returns -1.
+type closer interface {
+	closeIndex(s string, scan *int, quoted *bool) int
 }
 
 const (
@@ -50,45 +50,19 @@ const (
 	startText
 )
 
-const (
-	callOpen  = "<tool_call>"
-	callClose = "</tool_call>"
-	pythonTag = "<|python_tag|>"
-)
-
-// NewToolParser returns a parser for a model writing calls in format,
-// offered the tools named.
-func NewToolParser(format ToolFormat, tools []string) *ToolParser {
-	p := &ToolParser{format: format, tags: format.tags(), tools: map[string]bool{}}
+// NewToolParser returns a parser for a model writing calls in dialect d
+// (nil: Any), offered the tools named.
+func NewToolParser(d Dialect, tools []string) *ToolParser {
+	d = Or(d)
+	p := &ToolParser{d: d, tags: d.Tags(), tools: map[string]bool{}}
+	p.closer, _ = d.(closer)
 	for _, t := range tools {
 		p.tools[t] = true
 	}
-	if format != ToolsAny && format != ToolsJSON {
+	if !d.BareJSON() {
 		p.mode = startText
 	}
 	return p
-}
-
-// ToolNames returns the function names of tool definitions
-// ({"type": "function", "function": {"name": ...}}), skipping what has none.
-func ToolNames(tools []json.RawMessage) []string {
-	var names []string
-	for _, t := range tools {
-		var d struct {
-			Name     string `json:"name"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(t, &d) == nil {
-			if d.Function.Name != "" {
-				names = append(names, d.Function.Name)
-			} else if d.Name != "" {
-				names = append(names, d.Name)
-			}
-		}
-	}
-	return names
 }
 
 // FirstOnly limits p to the answer's first call (OpenAI's
@@ -146,7 +120,7 @@ func (p *ToolParser) completeItems(body string) []ToolCall {
 		if dec.Decode(&raw) != nil {
 			break
 		}
-		c, ok := p.parseCall(string(raw), false)
+		c, ok := parseCall(string(raw), nil)
 		if !ok {
 			break
 		}
@@ -193,7 +167,7 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				return out.String(), append(calls, p.took(cs)...)
 			}
 			p.mode = startText
-			if p.format == ToolsJSON {
+			if p.tags.Open == "" {
 				emit(p.pending)
 				p.pending = ""
 				return out.String(), calls
@@ -202,19 +176,19 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 		if p.inCall {
 			end := -1
 			switch {
-			case p.format == ToolsGemma4:
-				end = p.gemmaCloseIndex()
-			case p.tags.close != "":
-				end = strings.Index(p.pending, p.tags.close)
+			case p.closer != nil:
+				end = p.closer.closeIndex(p.pending, &p.scan, &p.quoted)
+			case p.tags.Close != "":
+				end = strings.Index(p.pending, p.tags.Close)
 			}
 			if end < 0 && !final {
 				return out.String(), calls
 			}
 			body, rest := p.pending, ""
 			if end >= 0 {
-				body, rest = p.pending[:end], p.pending[end+len(p.tags.close):]
+				body, rest = p.pending[:end], p.pending[end+len(p.tags.Close):]
 			}
-			cs, ok := p.parseBody(body)
+			cs, ok := p.d.ParseCalls(body)
 			if !ok && p.cut && end < 0 {
 				// Cut off inside the call: keep what was complete of
 				// a list, drop the unfinished rest (never raw markup).
@@ -223,9 +197,9 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			} else if !ok {
 				closing := ""
 				if end >= 0 {
-					closing = p.tags.close
+					closing = p.tags.Close
 				}
-				emit(p.space + p.tags.open + body + closing)
+				emit(p.space + p.tags.Open + body + closing)
 			}
 			p.pending, p.inCall, p.space = rest, false, ""
 			if ok {
@@ -245,19 +219,19 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 			p.after = p.pending == ""
 		}
 		// Plain text, watching for the call opening.
-		if p.tags.open != "" {
-			if i := strings.Index(p.pending, p.tags.open); i >= 0 {
+		if p.tags.Open != "" {
+			if i := strings.Index(p.pending, p.tags.Open); i >= 0 {
 				text := strings.TrimRightFunc(p.pending[:i], unicode.IsSpace)
 				emit(text)
 				p.space = p.pending[len(text):i]
-				p.pending, p.inCall = p.pending[i+len(p.tags.open):], true
+				p.pending, p.inCall = p.pending[i+len(p.tags.Open):], true
 				p.scan, p.quoted = 0, false
 				continue
 			}
 		}
 		if final {
-			if p.cut && p.tags.open != "" {
-				p.pending = p.pending[:len(p.pending)-partialSuffix(p.pending, p.tags.open)]
+			if p.cut && p.tags.Open != "" {
+				p.pending = p.pending[:len(p.pending)-partialSuffix(p.pending, p.tags.Open)]
 			}
 			if p.calls > 0 {
 				emit(strings.TrimRightFunc(p.pending, unicode.IsSpace))
@@ -270,8 +244,8 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 		// Hold back trailing white space (it may precede a call) and a
 		// tail that may be the start of <tool_call>.
 		cut := len(p.pending)
-		if p.tags.open != "" {
-			cut -= partialSuffix(p.pending, p.tags.open)
+		if p.tags.Open != "" {
+			cut -= partialSuffix(p.pending, p.tags.Open)
 		}
 		cut = len(strings.TrimRightFunc(p.pending[:cut], unicode.IsSpace))
 		emit(p.pending[:cut])
@@ -304,7 +278,7 @@ func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, false
 		}
-		c, ok := p.parseCall(string(raw), true)
+		c, ok := parseCall(string(raw), p.tools)
 		if !ok {
 			return nil, false
 		}
@@ -318,54 +292,10 @@ func (p *ToolParser) parseJSONAnswer(s string) ([]ToolCall, bool) {
 	}
 }
 
-// parseBody reads what stands between a call's tags: one call object, or
-// (any format: Phi-4-mini and Granite write them so) a JSON list of them;
-// for ToolsLFM2 first a Python list of calls (parsePyCalls).
-func (p *ToolParser) parseBody(body string) ([]ToolCall, bool) {
-	if p.format == ToolsGemma4 {
-		c, err := parseGemma4Call(body)
-		return []ToolCall{c}, err == nil
-	}
-	body = strings.TrimSpace(body)
-	if isXMLCall(body) { // Qwen3.5's <function=NAME><parameter=KEY>... (toolparse_xml.go)
-		c, ok := parseXMLCall(body)
-		return []ToolCall{c}, ok
-	}
-	if p.format == ToolsLFM2 {
-		if calls, err := parsePyCalls(body); err == nil {
-			return calls, true
-		}
-	}
-	if !strings.HasPrefix(body, "[") {
-		c, ok := p.parseCall(body, false)
-		if !ok {
-			return nil, false
-		}
-		return []ToolCall{c}, true
-	}
-	var items []json.RawMessage
-	dec := json.NewDecoder(strings.NewReader(body))
-	if err := dec.Decode(&items); err != nil || len(items) == 0 {
-		return nil, false
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, false // trailing data
-	}
-	calls := make([]ToolCall, 0, len(items))
-	for _, it := range items {
-		c, ok := p.parseCall(string(it), false)
-		if !ok {
-			return nil, false
-		}
-		calls = append(calls, c)
-	}
-	return calls, true
-}
-
 // parseCall reads one call object: {"name": NAME, "arguments" or
-// "parameters": OBJECT (or a JSON string holding one)}. With offered, the
-// name must be one of the tools offered.
-func (p *ToolParser) parseCall(body string, offered bool) (ToolCall, bool) {
+// "parameters": OBJECT (or a JSON string holding one)}. With offered
+// (not nil), the name must be one of the tools offered.
+func parseCall(body string, offered map[string]bool) (ToolCall, bool) {
 	var c struct {
 		Name       string          `json:"name"`
 		Arguments  json.RawMessage `json:"arguments"`
@@ -378,7 +308,7 @@ func (p *ToolParser) parseCall(body string, offered bool) (ToolCall, bool) {
 	if _, err := dec.Token(); err == nil {
 		return ToolCall{}, false // trailing data
 	}
-	if offered && !p.tools[c.Name] {
+	if offered != nil && !offered[c.Name] {
 		return ToolCall{}, false
 	}
 	args := c.Arguments

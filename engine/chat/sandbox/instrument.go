@@ -1,4 +1,12 @@
-package chat
+// Package sandbox bounds what a chat template may cost: the template
+// engine (github.com/ardanlabs/jinja) has no limits and no hooks, and a
+// template is model-file data. Precheck bounds the parser's recursion
+// before it runs, Instrument rewrites a parsed template so that its
+// loops, macros, operators and printing draw on a Budget, and the Budget
+// (one a render, its Guards passed as template variables) fails a render
+// that exceeds its Limits with an error wrapping ErrLimit. engine/chat
+// renders every template under it.
+package sandbox
 
 import (
 	"errors"
@@ -96,16 +104,17 @@ var DefaultLimits = Limits{
 	Time:    2 * time.Second,
 }
 
-func limitf(format string, args ...any) error {
+// Limitf is an error wrapping ErrLimit, its text formatted.
+func Limitf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrLimit}, args...)...)
 }
 
-// precheck bounds the recursion jinja.Compile will do on src, scanning tags
+// Precheck bounds the recursion jinja.Compile will do on src, scanning tags
 // exactly as the engine's scanner does (opener, optional '-', quoted strings
 // with backslash escapes in expressions and statements, closer).
-func precheck(src string, lim Limits) error {
+func Precheck(src string, lim Limits) error {
 	if len(src) > lim.Source {
-		return limitf("template source of %d bytes (limit %d)", len(src), lim.Source)
+		return Limitf("template source of %d bytes (limit %d)", len(src), lim.Source)
 	}
 	if strings.Contains(src, guardPrefix) {
 		return fmt.Errorf("chat: template uses the reserved name prefix %q", guardPrefix)
@@ -162,7 +171,7 @@ func precheck(src string, lim Limits) error {
 				case c == '(' || c == '[' || c == '{':
 					depth++
 					if depth > lim.Nesting {
-						return limitf("brackets nested deeper than %d at byte %d", lim.Nesting, j)
+						return Limitf("brackets nested deeper than %d at byte %d", lim.Nesting, j)
 					}
 				case c == ')' || c == ']' || c == '}':
 					depth--
@@ -180,7 +189,7 @@ func precheck(src string, lim Limits) error {
 					run = 0
 				}
 				if run > lim.Nesting || elses > lim.Nesting {
-					return limitf("a chain of more than %d prefix operators or else branches in the tag at byte %d", lim.Nesting, i)
+					return Limitf("a chain of more than %d prefix operators or else branches in the tag at byte %d", lim.Nesting, i)
 				}
 			}
 			j++
@@ -199,7 +208,7 @@ func precheck(src string, lim Limits) error {
 				}
 			}
 			if blocks > lim.Nesting {
-				return limitf("block tags nested deeper than %d at byte %d", lim.Nesting, i)
+				return Limitf("block tags nested deeper than %d at byte %d", lim.Nesting, i)
 			}
 		}
 		i = j + 1
@@ -317,8 +326,8 @@ type instrumenter struct {
 	err   error
 }
 
-// instrument rewrites the tree of t in place (see the top of this file).
-func instrument(t *jinja.Template) (err error) {
+// Instrument rewrites the tree of t in place (see the top of this file).
+func Instrument(t *jinja.Template) (err error) {
 	if err := loadNodeTypes(); err != nil {
 		return err
 	}
@@ -411,7 +420,7 @@ func (in *instrumenter) rewrite(v, s reflect.Value) {
 		case guardedFilters[name] != "":
 			input.Set(in.filterArgs(input, guardedFilters[name], field(s, "args"), field(s, "kwargs")))
 			if name == "tojson" {
-				// Hugging Face's tojson (pyToJSON), not the engine's.
+				// Hugging Face's tojson (Guards' tojson), not the engine's.
 				field(s, "name").SetString(guardPrefix + "pytojson")
 			}
 		case stringFilters[name]:

@@ -1,4 +1,4 @@
-package chat
+package sandbox
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// budget is what one render may still spend, shared by the guard
+// Budget is what one render may still spend, shared by the guard
 // functions instrument puts into the template. The first limit hit is kept:
 // the engine discards some errors (those of slice bounds), and Render
 // reports it all the same.
-type budget struct {
+type Budget struct {
 	lim      Limits
 	steps    int64
 	bytes    int64
@@ -26,9 +26,9 @@ type budget struct {
 	checked  int64           // steps at the last look at the clock
 }
 
-// newBudget starts a render's budget under lim, ending with ctx.
-func newBudget(lim Limits, ctx context.Context) *budget {
-	b := &budget{lim: lim, ctx: ctx}
+// NewBudget starts a render's budget under lim, ending with ctx.
+func NewBudget(lim Limits, ctx context.Context) *Budget {
+	b := &Budget{lim: lim, ctx: ctx}
 	if lim.Time > 0 {
 		b.deadline = time.Now().Add(lim.Time)
 	}
@@ -45,11 +45,20 @@ const stringCost = 8
 const valueBytes = 64
 
 // chargeString charges the work of an operation over a string of n bytes.
-func (b *budget) chargeString(n int64) error {
+func (b *Budget) chargeString(n int64) error {
 	return b.step(n/stringCost + 1)
 }
 
-func (b *budget) fail(err error) error {
+// Err returns the first limit the render hit, or nil: the engine
+// discards some errors (those of slice bounds), and a render reports it
+// all the same.
+func (b *Budget) Err() error { return b.err }
+
+// Reset starts a further render on b with a clean slate of errors; what
+// was spent stays spent (Compile's trial renders share one budget).
+func (b *Budget) Reset() { b.err = nil }
+
+func (b *Budget) fail(err error) error {
 	if b.err == nil {
 		b.err = err
 	}
@@ -57,13 +66,13 @@ func (b *budget) fail(err error) error {
 }
 
 // step charges n units of work.
-func (b *budget) step(n int64) error {
+func (b *Budget) step(n int64) error {
 	if b.err != nil {
 		return b.err
 	}
 	b.steps += n
 	if b.steps > b.lim.Steps {
-		return b.fail(limitf("more than %d steps (a loop or recursion without end?)", b.lim.Steps))
+		return b.fail(Limitf("more than %d steps (a loop or recursion without end?)", b.lim.Steps))
 	}
 	// The clock and the request, every 1024 steps (and at every large
 	// charge): the steps bound the work, these the time.
@@ -73,28 +82,28 @@ func (b *budget) step(n int64) error {
 			return b.fail(fmt.Errorf("chat: render cancelled: %w", context.Cause(b.ctx)))
 		}
 		if !b.deadline.IsZero() && time.Now().After(b.deadline) {
-			return b.fail(limitf("a render longer than %v", b.lim.Time))
+			return b.fail(Limitf("a render longer than %v", b.lim.Time))
 		}
 	}
 	return nil
 }
 
 // produce charges n bytes built.
-func (b *budget) produce(n int64) error {
+func (b *Budget) produce(n int64) error {
 	if b.err != nil {
 		return b.err
 	}
 	b.bytes += n
 	if b.bytes > b.lim.Bytes {
-		return b.fail(limitf("builds more than %d bytes", b.lim.Bytes))
+		return b.fail(Limitf("builds more than %d bytes", b.lim.Bytes))
 	}
 	return nil
 }
 
 // sized checks that a string of n bytes may be built and charges it.
-func (b *budget) sized(n int64) error {
+func (b *Budget) sized(n int64) error {
 	if n > int64(b.lim.Output) {
-		return b.fail(limitf("a string of %d bytes (limit %d)", n, b.lim.Output))
+		return b.fail(Limitf("a string of %d bytes (limit %d)", n, b.lim.Output))
 	}
 	return b.produce(n)
 }
@@ -102,12 +111,12 @@ func (b *budget) sized(n int64) error {
 // depth fails when the Go stack under the caller is deeper than the
 // limit: it runs at each macro call, so recursion stops long before the
 // stack grows large (an overflow would kill the process).
-func (b *budget) depth() error {
+func (b *Budget) depth() error {
 	if b.pcs == nil {
 		b.pcs = make([]uintptr, b.lim.Frames)
 	}
 	if runtime.Callers(1, b.pcs) == len(b.pcs) {
-		return b.fail(limitf("macro calls nested deeper than %d stack frames (recursion without end?)", b.lim.Frames))
+		return b.fail(Limitf("macro calls nested deeper than %d stack frames (recursion without end?)", b.lim.Frames))
 	}
 	return nil
 }
@@ -117,13 +126,13 @@ func (b *budget) depth() error {
 // deeper than the nesting limit, or when it contains a cycle. Shared lists
 // and dicts are measured once each (a memo), but count as often as they
 // appear, as printing repeats them.
-func (b *budget) measure(v jinja.Value) (int64, error) {
+func (b *Budget) measure(v jinja.Value) (int64, error) {
 	n, _, err := b.measureHeight(v)
 	return n, err
 }
 
 // measureHeight is measure that also returns how deep v nests.
-func (b *budget) measureHeight(v jinja.Value) (size, height int64, err error) {
+func (b *Budget) measureHeight(v jinja.Value) (size, height int64, err error) {
 	if !v.IsList() && !v.IsDict() {
 		return int64(len(printed(v))), 0, nil
 	}
@@ -138,7 +147,7 @@ func (b *budget) measureHeight(v jinja.Value) (size, height int64, err error) {
 type measured struct{ size, height int64 }
 
 type measurer struct {
-	b    *budget
+	b    *Budget
 	memo map[any]measured
 	open map[any]bool
 }
@@ -159,10 +168,10 @@ func (m *measurer) value(v jinja.Value, depth int) (measured, error) {
 		return r, nil
 	}
 	if m.open[key] {
-		return measured{}, limitf("a list or dict that contains itself")
+		return measured{}, Limitf("a list or dict that contains itself")
 	}
 	if depth >= m.b.lim.Nesting {
-		return measured{}, limitf("lists or dicts nested deeper than %d", m.b.lim.Nesting)
+		return measured{}, Limitf("lists or dicts nested deeper than %d", m.b.lim.Nesting)
 	}
 	m.open[key] = true
 	r := measured{size: 2, height: 1}
@@ -170,7 +179,7 @@ func (m *measurer) value(v jinja.Value, depth int) (measured, error) {
 		r.size += c.size + extra
 		r.height = max(r.height, c.height+1)
 		if r.size > int64(m.b.lim.Output) {
-			return limitf("a value that prints to more than %d bytes", m.b.lim.Output)
+			return Limitf("a value that prints to more than %d bytes", m.b.lim.Output)
 		}
 		return nil
 	}
@@ -296,8 +305,11 @@ func numbers(v jinja.Value) (int64, float64) {
 	return 0, 0
 }
 
-// guards returns the functions instrument refers to, bound to b.
-func (b *budget) guards() map[string]jinja.Value {
+// Guards returns the functions Instrument refers to, bound to b: the
+// render passes them as template variables. tojson is the template's
+// tojson filter (Hugging Face's, which Instrument puts in the engine's
+// place), which the guards call once its output is bounded.
+func (b *Budget) Guards(tojson func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error)) map[string]jinja.Value {
 	g := map[string]jinja.Value{}
 	fn := func(name string, f func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error)) {
 		g[guardPrefix+name] = jinja.NewCallable(name, f)
@@ -407,7 +419,7 @@ func (b *budget) guards() map[string]jinja.Value {
 	fn("keep", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
 		if len(args) > 1 && reaches(v, args[1], map[any]bool{}) {
-			return jinja.Undefined(), b.fail(limitf("a list or dict stored into itself"))
+			return jinja.Undefined(), b.fail(Limitf("a list or dict stored into itself"))
 		}
 		if !v.IsList() && !v.IsDict() {
 			return v, nil
@@ -462,7 +474,7 @@ func (b *budget) guards() map[string]jinja.Value {
 				return jinja.Undefined(), errors.New("chat: negative repeat count")
 			}
 			if len(s) > 0 && n > int64(b.lim.Output)/int64(len(s)) {
-				return jinja.Undefined(), b.fail(limitf("a string of %d times %d bytes (limit %d)", n, len(s), b.lim.Output))
+				return jinja.Undefined(), b.fail(Limitf("a string of %d times %d bytes (limit %d)", n, len(s), b.lim.Output))
 			}
 			if err := b.sized(int64(len(s)) * n); err != nil {
 				return jinja.Undefined(), err
@@ -478,7 +490,7 @@ func (b *budget) guards() map[string]jinja.Value {
 	fn("index", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
 		if n := toInt(v); n > int64(b.lim.Output) || n < -int64(b.lim.Output) {
-			return jinja.Undefined(), b.fail(limitf("a slice bound of %d", n))
+			return jinja.Undefined(), b.fail(Limitf("a slice bound of %d", n))
 		}
 		return v, nil
 	})
@@ -532,7 +544,7 @@ func (b *budget) guards() map[string]jinja.Value {
 		str := printed(s)
 		lines := int64(strings.Count(str, "\n") + 1)
 		if width > int64(b.lim.Output) || lines*width > int64(b.lim.Output) {
-			return jinja.Undefined(), b.fail(limitf("indent(%d) of %d lines", width, lines))
+			return jinja.Undefined(), b.fail(Limitf("indent(%d) of %d lines", width, lines))
 		}
 		return pass(s, int64(len(str))+lines*width)
 	})
@@ -551,7 +563,7 @@ func (b *budget) guards() map[string]jinja.Value {
 		}
 		return pass(v, n)
 	})
-	g[guardPrefix+"pytojson"] = jinja.NewCallable("tojson", pyToJSON)
+	g[guardPrefix+"pytojson"] = jinja.NewCallable("tojson", tojson)
 	fn("tojson", func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
 		v := arg(args, 0)
 		n, height, err := b.measureHeight(v)
@@ -567,7 +579,7 @@ func (b *budget) guards() map[string]jinja.Value {
 		if in, ok := kw["indent"]; ok && !in.IsNone() && !in.IsUndefined() {
 			w := toInt(in)
 			if w < 0 || w > 64 {
-				return jinja.Undefined(), b.fail(limitf("tojson(indent=%d) (limit 64)", w))
+				return jinja.Undefined(), b.fail(Limitf("tojson(indent=%d) (limit 64)", w))
 			}
 			extra += w*height + 1
 		}
@@ -581,4 +593,54 @@ func (b *budget) guards() map[string]jinja.Value {
 		return pass(v, n+n/2*extra)
 	})
 	return g
+}
+
+// maxRange bounds the list range() builds: the engine materializes it, so
+// range(10**12) in a hostile template would exhaust memory (and each
+// element takes 24 bytes: 2^16 of them take 1.5 MiB).
+const maxRange = 1 << 16
+
+// Range is Python's range(stop) / range(start, stop[, step]) over
+// integers, refusing lists longer than maxRange and charging b a step per
+// element: the template's range.
+func (b *Budget) Range(args []jinja.Value) (jinja.Value, error) {
+	var n [3]int64
+	for i, a := range args {
+		if i >= len(n) || !a.IsInt() {
+			return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
+		}
+		n[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), int64(0), int64(1)
+	switch len(args) {
+	case 1:
+		stop = n[0]
+	case 2:
+		start, stop = n[0], n[1]
+	case 3:
+		start, stop, step = n[0], n[1], n[2]
+	default:
+		return jinja.Undefined(), errors.New("range: expected 1 to 3 integer arguments")
+	}
+	if step == 0 {
+		return jinja.Undefined(), errors.New("range: step must not be zero")
+	}
+	var count uint64
+	switch {
+	case step > 0 && stop > start:
+		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
+	case step < 0 && start > stop:
+		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
+	}
+	if count > maxRange {
+		return jinja.Undefined(), b.fail(Limitf("range() of %d elements (limit %d)", count, maxRange))
+	}
+	if err := b.step(int64(count)); err != nil {
+		return jinja.Undefined(), err
+	}
+	items := make([]jinja.Value, count)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
+	}
+	return jinja.NewList(items), nil
 }

@@ -1,16 +1,130 @@
-package grammar
+package dialect
 
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
-	"os"
+	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/grammar"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
+
+func TestParsePyCalls(t *testing.T) {
+	t.Parallel()
+	call := func(name, args string) ToolCall { return ToolCall{Name: name, Arguments: json.RawMessage(args)} }
+	for _, c := range []struct {
+		body  string
+		calls []ToolCall
+	}{
+		{`[get_weather(city="Köln", days=2)]`, []ToolCall{call("get_weather", `{"city":"Köln","days":2}`)}},
+		{`[HassTurnOn()]`, []ToolCall{call("HassTurnOn", `{}`)}},
+		{` [ a ( x = 'it\'s' ) , b(y=True, z=False, w=None) ] `, []ToolCall{call("a", `{"x":"it's"}`), call("b", `{"y":true,"z":false,"w":null}`)}},
+		{`[a(t=true, f=false, n=null)]`, []ToolCall{call("a", `{"t":true,"f":false,"n":null}`)}},
+		{`[a(x=[1, 2.5, -3, +4, 1e3, 1.E-2, .5, 5., 1_000, 0x1F, 0o17, 0b101, 007.5, 00])]`, []ToolCall{call("a", `{"x":[1,2.5,-3,4,1e3,1.0e-2,0.5,5.0,1000,31,15,5,7.5,0]}`)}},
+		{`[a(d={"k": [1, (2, 3)], 'j': {}, u"u": (4,), r"r": ()}, p=(5))]`, []ToolCall{call("a", `{"d":{"k":[1,[2,3]],"j":{},"u":[4],"r":[]},"p":5}`)}},
+		{`[a(s="tab\there \"q\" \\ \x41\u00e9\U0001F600\101\d", r=r"\d+\"")]`, []ToolCall{call("a", `{"s":"tab\there \"q\" \\ Aé😀A\\d","r":"\\d+\\\""}`)}},
+		{`[a(s="\ud83d\ude00 \ud800 <b>&", c="` + "\x01" + `")]`, []ToolCall{call("a", `{"s":"😀 � <b>&","c":"\u0001"}`)}},
+		{"[a(x=1,\n  y=2,),\n]", []ToolCall{call("a", `{"x":1,"y":2}`)}},
+		{`get-weather.v2(city="Paris")`, []ToolCall{call("get-weather.v2", `{"city":"Paris"}`)}},
+		{`[a(n=123456789012345678901234567890)]`, []ToolCall{call("a", `{"n":123456789012345678901234567890}`)}},
+		{`[a(r=r"\é\"", s="x" 'y'  r"\z" u"w")]`, []ToolCall{call("a", `{"r":"\\é\\\"","s":"xy\\zw"}`)}},
+	} {
+		calls, err := parsePyCalls(c.body)
+		if err != nil {
+			t.Errorf("%s: %v", c.body, err)
+			continue
+		}
+		if !reflect.DeepEqual(calls, c.calls) {
+			t.Errorf("%s: got %s, want %s", c.body, fmtCalls(calls), fmtCalls(c.calls))
+		}
+		for _, cl := range calls {
+			if !json.Valid(cl.Arguments) {
+				t.Errorf("%s: arguments %s are not JSON", c.body, cl.Arguments)
+			}
+		}
+	}
+	for body, want := range map[string]string{
+		``:                                "want a function name",
+		`[]`:                              "want a function name",
+		`[a(1)]`:                          "positional arguments",
+		`[a(x)]`:                          "positional arguments",
+		`[a(x=1, x=2)]`:                   `"x" repeated`,
+		`[a(x=1`:                          "want ',' or ')'",
+		`[a(x=1)`:                         "want ',' or ']'",
+		`[a(x=1)] more`:                   "text after the list",
+		`[a(x="abc)]`:                     "unterminated string",
+		`[a(x='''doc''')]`:                "triple-quoted",
+		`[a(x=b"x")]`:                     `string prefix "b"`,
+		`[a(x=foo)]`:                      `"foo" is not a literal`,
+		`[a(x=inf)]`:                      `"inf" is not a literal`,
+		`[a(x=-inf)]`:                     `"-inf" is not a number`,
+		`[a(x=012)]`:                      `"012" is not a number`,
+		`[a(0x=1)]`:                       "want a keyword argument",
+		`[a(x=1e400)]`:                    "is not a number",
+		`[a(x="a" b"b")]`:                 "want ',' or ')'",
+		`[a(x=1__0)]`:                     `is not a number`,
+		`[a(x=1j)]`:                       `is not a number`,
+		`[a(x=0x)]`:                       `is not a number`,
+		`[a(x={1, 2})]`:                   "want a string key",
+		`[a(x={"k" 1})]`:                  "want ':'",
+		`[a(x=[1 2])]`:                    "want ',' or ']'",
+		`[a(x="\xZZ")]`:                   `\x wants 2 hex digits`,
+		`[a(x="\U00110000")]`:             "beyond Unicode",
+		`[a(x="\N{BULLET}")]`:             `\N{...}`,
+		`[a(x=` + strings.Repeat("[", 70): "nested deeper than 64",
+	} {
+		calls, err := parsePyCalls(body)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %s, %v; want an error saying %q", body, fmtCalls(calls), err, want)
+		}
+	}
+	if _, err := parsePyCalls("[a(x=\"" + strings.Repeat("x", maxPyCallBytes) + "\")]"); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("an oversized list: %v", err)
+	}
+}
+
+// TestToolParserLFM2: LFM2's calls between its tokens, whole and split at
+// every byte, text before and after, malformed lists as content; JSON
+// lists (as llama.cpp's LFM2 JSON mode writes) are read too.
+func TestToolParserLFM2(t *testing.T) {
+	t.Parallel()
+	checkParser(t, LFM2, []parserCase{
+		{"one", `<|tool_call_start|>[HassTurnOn(name="Kitchen")]<|tool_call_end|>`, "", []ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`)}},
+		{"two after text, text after", "Sure.\n<|tool_call_start|>[HassTurnOn(name='Kitchen'), get_weather(city=\"Köln\", days=2)]<|tool_call_end|>Checking the weather.", "Sure.Checking the weather.",
+			[]ToolCall{call("HassTurnOn", `{"name":"Kitchen"}`), call("get_weather", `{"city":"Köln","days":2}`)}},
+		{"unclosed at the end", `<|tool_call_start|>[get_weather(city="Paris")]`, "", []ToolCall{call("get_weather", `{"city":"Paris"}`)}},
+		{"json list", `<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|tool_call_end|>`, "", []ToolCall{call("get_weather", `{"city": "Paris"}`)}},
+		{"malformed is content", `<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>`, `<|tool_call_start|>[get_weather(city=Paris)]<|tool_call_end|>`, nil},
+		{"plain text", "It is sunny in [Paris](x).", "It is sunny in [Paris](x).", nil},
+		{"a tag's start in the text", "a <|tool_call", "a <|tool_call", nil},
+	})
+}
+
+func FuzzPyCalls(f *testing.F) {
+	for _, s := range []string{`[a(x="y", n=3)]`, `[a(d={'k': [1, (2,)], "j": None}), b()]`, `a(s="\u00e9\x41\101\U0001F600", r=r"\d")`, `[a(x=0x1F_FF, y=1_0.5e-3, z=.5)]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		calls, err := parsePyCalls(body)
+		if err != nil {
+			if len(calls) > 0 {
+				t.Fatalf("calls with an error")
+			}
+			return
+		}
+		if len(calls) == 0 {
+			t.Fatalf("%q: no calls and no error", body)
+		}
+		for _, c := range calls {
+			var args map[string]any
+			if c.Name == "" || json.Unmarshal(c.Arguments, &args) != nil {
+				t.Fatalf("%q: call %q with arguments %s", body, c.Name, c.Arguments)
+			}
+		}
+	})
+}
 
 func TestToolCallsLFM2(t *testing.T) {
 	t.Parallel()
@@ -20,12 +134,7 @@ func TestToolCallsLFM2(t *testing.T) {
 		json.RawMessage(`{"type": "function", "function": {"name": "get-time"}}`),
 	}
 	v := testVocab()
-	for _, c := range []struct {
-		only string
-		lazy bool
-		good []string
-		bad  []string
-	}{
+	checkGrammar(t, LFM2, tools, []grammarCase{
 		{"", false, []string{
 			`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`,
 			`<|tool_call_start|>[HassTurnOn(name="Kitchen", area="it\'s \"down\" \\ \x41\u00e9")]<|tool_call_end|>`,
@@ -51,32 +160,7 @@ func TestToolCallsLFM2(t *testing.T) {
 		}},
 		{"HassLightSet", false, []string{`<|tool_call_start|>[HassLightSet(brightness=7)]<|tool_call_end|>`}, []string{`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`}},
 		{"", true, []string{`[HassTurnOn(name="lamp")]<|tool_call_end|>`}, []string{`<|tool_call_start|>[HassTurnOn()]<|tool_call_end|>`, `[HassTurnOn()]`}},
-	} {
-		src, trigger, err := ToolCalls(tools, c.only, ToolsLFM2, c.lazy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.lazy != (trigger == "<|tool_call_start|>") {
-			t.Errorf("lazy %v: trigger %q", c.lazy, trigger)
-		}
-		g, err := Parse(src)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, src)
-		}
-		comp := Bind(g, v)
-		for _, s := range c.good {
-			m := comp.NewMatcher()
-			if !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
-				t.Errorf("%q lazy %v: %q refused\n%s", c.only, c.lazy, s, src)
-			}
-		}
-		for _, s := range c.bad {
-			m := comp.NewMatcher()
-			if m.AcceptBytes([]byte(s)) && m.CanEnd() {
-				t.Errorf("%q lazy %v: %q accepted", c.only, c.lazy, s)
-			}
-		}
-	}
+	})
 	for _, bad := range []struct{ tools, want string }{
 		{`{"type": "function", "function": {"name": "a b"}}`, "letters, digits"},
 		{`{"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"user id": {"type": "string"}}}}}`, "keyword argument"},
@@ -84,22 +168,22 @@ func TestToolCallsLFM2(t *testing.T) {
 		{`{"type": "function", "function": {"name": "a", "parameters": {"type": "array"}}}`, `"type"`},
 		{`{"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "hostname"}}}}}`, `"format"`},
 	} {
-		_, _, err := ToolCalls([]json.RawMessage{json.RawMessage(bad.tools)}, "", ToolsLFM2, false)
+		_, _, err := LFM2.Grammar([]json.RawMessage{json.RawMessage(bad.tools)}, "", false, false)
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: error %v, want one saying %s", bad.tools, err, bad.want)
 		}
 	}
 	// parallel_tool_calls false: a list of one call.
 	for _, lazy := range []bool{false, true} {
-		src, _, err := OneToolCall(tools, "", ToolsLFM2, lazy)
+		src, _, err := LFM2.Grammar(tools, "", lazy, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := Parse(src)
+		g, err := grammar.Parse(src)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, src)
 		}
-		comp := Bind(g, v)
+		comp := grammar.Bind(g, v)
 		open := ""
 		if !lazy {
 			open = "<|tool_call_start|>"
@@ -111,87 +195,23 @@ func TestToolCallsLFM2(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := ToolCalls(tools, "Missing", ToolsLFM2, false); err == nil {
+	if _, _, err := LFM2.Grammar(tools, "Missing", false, false); err == nil {
 		t.Error("a named tool that is not offered: no error")
 	}
 }
 
-// generateCalls walks a call grammar with random tokens, steered to
-// close what is open as the text grows (generate's way, with the
-// parentheses of calls).
-func generateCalls(t *testing.T, c *Compiled, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 11))
-	m := c.NewMatcher()
-	mask := make([]uint64, (c.v.n+63)/64)
-	var out []byte
-	for step := 0; step < 3000; step++ {
-		m.Mask(mask)
-		var allowed []int32
-		for id := int32(0); id < int32(c.v.n); id++ {
-			if mask[id>>6]&(1<<(id&63)) != 0 {
-				allowed = append(allowed, id)
-			}
-		}
-		if len(allowed) == 0 {
-			t.Fatalf("seed %d: nothing allowed after %q", seed, out)
-		}
-		if allowed[0] == 0 && r.IntN(200) < step+20 {
-			m.AcceptToken(0)
-			return out
-		}
-		id := allowed[r.IntN(len(allowed))]
-		if step > 40 && r.IntN(4) > 0 {
-			id = -1
-			var small []int32
-			for _, a := range allowed {
-				p := c.v.piece(a)
-				if len(p) != 1 {
-					continue
-				}
-				if p[0] == '"' || strings.IndexByte("}])<", p[0]) >= 0 && r.IntN(2) == 0 {
-					id = a
-					break
-				}
-				if strings.IndexByte("abcxyz0123.-@:T", p[0]) >= 0 {
-					small = append(small, a)
-				}
-			}
-			if id < 0 && len(small) > 0 {
-				id = small[r.IntN(len(small))]
-			}
-			if id < 0 {
-				id = allowed[r.IntN(len(allowed))]
-			}
-		}
-		if id == 0 {
-			m.AcceptToken(0)
-			return out
-		}
-		if !m.AcceptToken(id) {
-			t.Fatalf("seed %d: allowed token %q refused", seed, c.v.piece(id))
-		}
-		out = append(out, c.v.piece(id)...)
-	}
-	t.Fatalf("seed %d: no end after 3000 tokens: %q", seed, out)
-	return nil
-}
-
 // TestToolCallsLFM2Parse: what the LFM2 grammar lets a model write is what
-// engine/chat reads as LFM2's calls, with arguments valid under each
+// its parser reads as LFM2's calls, with arguments valid under each
 // tool's parameters: random walks through the grammar of one tool per
 // schema of testdata/schemas.json (the schema as its one required
 // argument, and as an optional one beside a string), and of Home
 // Assistant's tools.
 func TestToolCallsLFM2Parse(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("testdata/schemas.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var schemas map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &schemas); err != nil {
-		t.Fatal(err)
-	}
+	grammarTestdata(t, "schemas.json", &schemas)
+	var assist []json.RawMessage
+	grammarTestdata(t, "ha-tools.json", &assist)
 	type tool struct {
 		Type     string `json:"type"`
 		Function struct {
@@ -199,7 +219,7 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	}
-	sets := map[string][]json.RawMessage{"home-assistant": readTools(t)}
+	sets := map[string][]json.RawMessage{"home-assistant": assist}
 	for name, s := range schemas {
 		if bytes.Contains(s, []byte(`"$ref"`)) {
 			// The references point into the schema: it is the tool's
@@ -217,12 +237,12 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 	v := testVocab()
 	calls, compiled := 0, 0
 	for name, tools := range sets {
-		src, _, err := ToolCalls(tools, "", ToolsLFM2, false)
+		src, _, err := LFM2.Grammar(tools, "", false, false)
 		if err != nil {
 			t.Logf("%s: %v", name, err) // parameters the keyword form cannot take
 			continue
 		}
-		g, err := Parse(src)
+		g, err := grammar.Parse(src)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, src)
 		}
@@ -248,10 +268,10 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c := Bind(g, v)
+		c := grammar.Bind(g, v)
 		for seed := range 10 {
 			out := generateCalls(t, c, uint64(seed))
-			p := chat.NewToolParser(chat.ToolsLFM2, nil)
+			p := NewToolParser(LFM2, nil)
 			content, cs := p.Add(string(out))
 			rest, more := p.Flush()
 			cs = append(cs, more...)
@@ -278,4 +298,11 @@ func TestToolCallsLFM2Parse(t *testing.T) {
 	if compiled < len(sets)*3/4 {
 		t.Errorf("only %d of %d tool sets compiled", compiled, len(sets))
 	}
+}
+
+// TestLFM2Dialect: its name, what the registry finds it by (LFM2's
+// tokens, LFM2.5's "List of tools: [") and the tokens that must render.
+func TestLFM2Dialect(t *testing.T) {
+	t.Parallel()
+	checkDialect(t, LFM2, "lfm2", []string{"<|tool_call_start|>", "<|tool_list_start|>", "List of tools: ["}, []string{"<|tool_call_start|>", "<|tool_call_end|>"}, ThinkTags)
 }
