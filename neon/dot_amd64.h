@@ -1,5 +1,5 @@
-// Shared by dot_amd64.s (AVX2), kquant_vnni_amd64.s (AVX-512 VNNI) and
-// float_amd64.s: the argument loading of the one-row dots
+// Used by float_amd64.s (dot_amd64.s and kquant_vnni_amd64.s are generated
+// by _asm, whose x86dot.go holds the same pieces): the argument loading of the one-row dots
 // (out, w, a, aStride, nb, n), the eight column accumulators Y8..Y15, the
 // walk over the n (1..8) columns and the horizontal sums in ggml's
 // hsum_float_8 order.

@@ -26,6 +26,8 @@ var x86Files = []x86File{
 	{"tile_vnni_amd64.s", genTile},
 	{"pack_vnni_amd64.s", genPack},
 	{"packk_vnni_amd64.s", genPackK},
+	{"kquant_vnni_amd64.s", genKQuant},
+	{"dot_amd64.s", genDot},
 }
 
 // generateX86 returns the text of the amd64 file f.
