@@ -28,6 +28,7 @@ var x86Files = []x86File{
 	{"packk_vnni_amd64.s", genPackK},
 	{"kquant_vnni_amd64.s", genKQuant},
 	{"dot_amd64.s", genDot},
+	{"float_amd64.s", genFloat},
 }
 
 // generateX86 returns the text of the amd64 file f.
