@@ -29,6 +29,7 @@ var x86Files = []x86File{
 	{"kquant_vnni_amd64.s", genKQuant},
 	{"dot_amd64.s", genDot},
 	{"float_amd64.s", genFloat},
+	{"pack_avx2_amd64.s", genPackAVX2},
 }
 
 // generateX86 returns the text of the amd64 file f.
