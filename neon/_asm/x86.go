@@ -30,6 +30,7 @@ var x86Files = []x86File{
 	{"dot_amd64.s", genDot},
 	{"float_amd64.s", genFloat},
 	{"pack_avx2_amd64.s", genPackAVX2},
+	{"quantize_amd64.s", genQuantize},
 }
 
 // generateX86 returns the text of the amd64 file f.
