@@ -31,6 +31,8 @@ var x86Files = []x86File{
 	{"float_amd64.s", genFloat},
 	{"pack_avx2_amd64.s", genPackAVX2},
 	{"quantize_amd64.s", genQuantize},
+	{"ssm_amd64.s", genSSM},
+	{"delta_amd64.s", genDelta},
 }
 
 // generateX86 returns the text of the amd64 file f.
