@@ -33,6 +33,8 @@ var x86Files = []x86File{
 	{"quantize_amd64.s", genQuantize},
 	{"ssm_amd64.s", genSSM},
 	{"delta_amd64.s", genDelta},
+	{"attn_amd64.s", genAttn},
+	{"attnq8_amd64.s", genAttnQ8},
 }
 
 // generateX86 returns the text of the amd64 file f.
