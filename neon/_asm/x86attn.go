@@ -52,15 +52,7 @@ func (a *asm) attnKTX86() {
 	for r, m := range rows {
 		a.l("VCVTPH2PS %s, %s", m, y(r))
 	}
-	for i := 0; i < 4; i++ {
-		a.l("VUNPCKLPS %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i))
-		a.l("VUNPCKHPS %s, %s, %s", y(2*i+1), y(2*i), y(9+2*i))
-	}
-	for i := 0; i < 4; i++ {
-		lo, hi := 8+(i/2)*4+i%2, 10+(i/2)*4+i%2
-		a.l("VSHUFPS $0x44, %s, %s, %s", y(hi), y(lo), y(2*i))
-		a.l("VSHUFPS $0xEE, %s, %s, %s", y(hi), y(lo), y(2*i+1))
-	}
+	a.transpose8([4]string{"VUNPCKLPS", "VUNPCKHPS", "VSHUFPS $0x44,", "VSHUFPS $0xEE,"}, 0, 8)
 	for i := 0; i < 8; i++ {
 		imm := "0x20"
 		if i >= 4 {
@@ -86,6 +78,22 @@ func (a *asm) attnKTX86() {
 	a.l("JLT ktkeys")
 	a.l("VZEROUPPER")
 	a.l("RET")
+}
+
+// transpose8 runs the first two steps of an 8x8 dword transposition
+// within 128-bit lanes on Y(r)..Y(r+7), in place, through Y(t)..Y(t+7):
+// ops are the dword interleaves (low, high) and the qword ones (or the
+// shuffles that act as them), each with its immediate and comma if any.
+func (a *asm) transpose8(ops [4]string, r, t int) {
+	for i := 0; i < 4; i++ {
+		a.l("%s %s, %s, %s", ops[0], y(r+2*i+1), y(r+2*i), y(t+2*i))
+		a.l("%s %s, %s, %s", ops[1], y(r+2*i+1), y(r+2*i), y(t+2*i+1))
+	}
+	for i := 0; i < 4; i++ {
+		lo, hi := t+(i/2)*4+i%2, t+2+(i/2)*4+i%2
+		a.l("%s %s, %s, %s", ops[2], y(hi), y(lo), y(r+2*i))
+		a.l("%s %s, %s, %s", ops[3], y(hi), y(lo), y(r+2*i+1))
+	}
 }
 
 // memOff returns off(base)idx, or (base)idx for off 0.
@@ -583,15 +591,7 @@ func (a *asm) scoresQ8VNNI() {
 	for i := 0; i < 8; i++ {
 		a.l("VPXOR 2(AX)%s, Y15, %s", keyIdx[i], y(i))
 	}
-	for i := 0; i < 4; i++ {
-		a.l("VPUNPCKLDQ %s, %s, %s", y(2*i+1), y(2*i), y(24+2*i))
-		a.l("VPUNPCKHDQ %s, %s, %s", y(2*i+1), y(2*i), y(25+2*i))
-	}
-	for i := 0; i < 4; i++ {
-		lo, hi := 24+(i/2)*4+i%2, 26+(i/2)*4+i%2
-		a.l("VPUNPCKLQDQ %s, %s, %s", y(hi), y(lo), y(2*i))
-		a.l("VPUNPCKHQDQ %s, %s, %s", y(hi), y(lo), y(2*i+1))
-	}
+	a.transpose8([4]string{"VPUNPCKLDQ", "VPUNPCKHDQ", "VPUNPCKLQDQ", "VPUNPCKHQDQ"}, 0, 24)
 	for i := 0; i < 4; i++ {
 		a.l("VSHUFI64X2 $0, %s, %s, %s", y(4+i), y(i), y(16+i))
 		a.l("VSHUFI64X2 $3, %s, %s, %s", y(4+i), y(i), y(20+i))

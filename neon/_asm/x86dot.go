@@ -28,13 +28,19 @@ func (a *asm) zero8() {
 // hsum stores the sum of the 8 lanes of Y(acc) to off(DI), in ggml's
 // hsum_float_8 order.
 func (a *asm) hsum(acc, off int) {
+	a.hsum0(acc)
+	a.l("VMOVSS X0, %d(DI)", off)
+}
+
+// hsum0 leaves in X0 lane 0 the sum of the 8 lanes of Y(acc), in ggml's
+// hsum_float_8 order (X1 clobbered).
+func (a *asm) hsum0(acc int) {
 	a.l("VEXTRACTF128 $1, Y%d, X0", acc)
 	a.l("VADDPS X%d, X0, X0", acc)
 	a.l("VMOVHLPS X0, X0, X1")
 	a.l("VADDPS X1, X0, X0")
 	a.l("VMOVSHDUP X0, X1")
 	a.l("VADDSS X1, X0, X0")
-	a.l("VMOVSS X0, %d(DI)", off)
 }
 
 // eachCol runs col(acc) for acc = 8.. (register Y8.. or X8..) while

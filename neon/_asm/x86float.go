@@ -120,12 +120,7 @@ func (a *asm) f16Dot(p string, stepTail bool) {
 	a.b.WriteString("\n")
 	a.label(p+"sum", false)
 	a.l("VADDPS Y9, Y8, Y8")
-	a.l("VEXTRACTF128 $1, Y8, X0")
-	a.l("VADDPS X8, X0, X0")
-	a.l("VMOVHLPS X0, X0, X1")
-	a.l("VADDPS X1, X0, X0")
-	a.l("VMOVSHDUP X0, X1")
-	a.l("VADDSS X1, X0, X0")
+	a.hsum0(8)
 }
 
 func (a *asm) dotF32F16X86() {

@@ -100,31 +100,32 @@ func (a *asm) vsumk(w int) {
 // vq4tail (after vsumk or sumk): acc += (d*yd) * sum - (dmin*yd) *
 // (mins · bsums) (bs the mins vector), the float steps of every set; then
 // the next column.
-func (a *asm) vq4tail(acc int, bs string) {
-	a.l("VMOVDQU 260(R9), Y2")
-	a.l("VPMADDWD %s, Y2, Y2", bs)
-	a.l("VCVTDQ2PS Y0, Y0")
-	a.l("VCVTDQ2PS Y2, Y2")
-	a.l("VBROADCASTSS (R9), Y3")
-	a.l("VMULPS Y6, Y3, Y4")
-	a.l("VMULPS Y7, Y3, Y3")
-	a.l("VFMADD231PS Y4, Y0, Y%d", acc)
-	a.l("VFNMADD231PS Y3, Y2, Y%d", acc)
-	a.l("ADDQ R8, R9")
-}
+func (a *asm) vq4tail(acc int, bs string) { a.kqTail(acc, bs, false) }
 
 // vq6tail (after vsumk or sumk): acc += (d*yd) * (sum scale*q*q8 - 32 *
 // scales · bsums) (bs the scales vector), the float steps of every set;
 // then the next column.
-func (a *asm) vq6tail(acc int, bs string) {
+func (a *asm) vq6tail(acc int, bs string) { a.kqTail(acc, bs, true) }
+
+func (a *asm) kqTail(acc int, bs string, q6 bool) {
 	a.l("VMOVDQU 260(R9), Y2")
 	a.l("VPMADDWD %s, Y2, Y2", bs)
-	a.l("VPSLLD $5, Y2, Y2")
-	a.l("VPSUBD Y2, Y0, Y0")
-	a.l("VCVTDQ2PS Y0, Y0")
-	a.l("VBROADCASTSS (R9), Y3")
-	a.l("VMULPS Y6, Y3, Y3")
-	a.l("VFMADD231PS Y3, Y0, Y%d", acc)
+	if q6 {
+		a.l("VPSLLD $5, Y2, Y2")
+		a.l("VPSUBD Y2, Y0, Y0")
+		a.l("VCVTDQ2PS Y0, Y0")
+		a.l("VBROADCASTSS (R9), Y3")
+		a.l("VMULPS Y6, Y3, Y3")
+		a.l("VFMADD231PS Y3, Y0, Y%d", acc)
+	} else {
+		a.l("VCVTDQ2PS Y0, Y0")
+		a.l("VCVTDQ2PS Y2, Y2")
+		a.l("VBROADCASTSS (R9), Y3")
+		a.l("VMULPS Y6, Y3, Y4")
+		a.l("VMULPS Y7, Y3, Y3")
+		a.l("VFMADD231PS Y4, Y0, Y%d", acc)
+		a.l("VFNMADD231PS Y3, Y2, Y%d", acc)
+	}
 	a.l("ADDQ R8, R9")
 }
 

@@ -331,25 +331,25 @@ func (a *asm) corr8() {
 	a.l("VPADDW Y2, Y3, Y3")
 }
 
+// mquad leaves in d the int16 word sums of chunks c..c+3 (mchunk) as
+// (c + c+1) + (c+2 + c+3) (temporaries t1, t2).
+func (a *asm) mquad(c int, d, t1, t2 string) {
+	a.mchunk(c, d)
+	a.mchunk(c+1, t1)
+	a.l("VPADDW %s, %s, %s", t1, d, d)
+	a.mchunk(c+2, t1)
+	a.mchunk(c+3, t2)
+	a.l("VPADDW %s, %s, %s", t2, t1, t1)
+	a.l("VPADDW %s, %s, %s", t1, d, d)
+}
+
 // sumsAVX2 leaves in Y1 the 8 rows' exact int32 sums (q-o)*a with the
 // column block at R9 (Q4_0, Q5_0; Y5 ones16).
 func (a *asm) sumsAVX2(q rowsQuant) {
 	if q.q4 {
 		// All 8 chunks in one int16 sum (16 values per word).
-		a.mchunk(0, "Y0")
-		a.mchunk(1, "Y1")
-		a.l("VPADDW Y1, Y0, Y0")
-		a.mchunk(2, "Y1")
-		a.mchunk(3, "Y2")
-		a.l("VPADDW Y2, Y1, Y1")
-		a.l("VPADDW Y1, Y0, Y0")
-		a.mchunk(4, "Y1")
-		a.mchunk(5, "Y2")
-		a.l("VPADDW Y2, Y1, Y1")
-		a.mchunk(6, "Y2")
-		a.mchunk(7, "Y3")
-		a.l("VPADDW Y3, Y2, Y2")
-		a.l("VPADDW Y2, Y1, Y1")
+		a.mquad(0, "Y0", "Y1", "Y2")
+		a.mquad(4, "Y1", "Y2", "Y3")
 		a.l("VPADDW Y1, Y0, Y0")
 		a.corr8()
 		a.l("VPERM2I128 $0x01, Y3, Y3, Y2")
@@ -359,20 +359,8 @@ func (a *asm) sumsAVX2(q rowsQuant) {
 		return
 	}
 	// Two halves of 4 chunks (8 values per word each).
-	a.mchunk(0, "Y0")
-	a.mchunk(1, "Y2")
-	a.l("VPADDW Y2, Y0, Y0")
-	a.mchunk(2, "Y2")
-	a.mchunk(3, "Y3")
-	a.l("VPADDW Y3, Y2, Y2")
-	a.l("VPADDW Y2, Y0, Y0")
-	a.mchunk(4, "Y1")
-	a.mchunk(5, "Y2")
-	a.l("VPADDW Y2, Y1, Y1")
-	a.mchunk(6, "Y2")
-	a.mchunk(7, "Y3")
-	a.l("VPADDW Y3, Y2, Y2")
-	a.l("VPADDW Y2, Y1, Y1")
+	a.mquad(0, "Y0", "Y2", "Y3")
+	a.mquad(4, "Y1", "Y2", "Y3")
 	a.corr8()
 	a.l("VPERM2I128 $0x00, Y3, Y3, Y2")
 	a.l("VPSUBW Y2, Y0, Y0")
