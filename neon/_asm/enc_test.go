@@ -51,7 +51,8 @@ func TestEncodings(t *testing.T) {
 	t.Logf("%d distinct instructions checked", len(want))
 }
 
-// TestUpToDate checks that ../dot_arm64.s is what the generator writes.
+// TestUpToDate checks that ../dot_arm64.s, ../attntile_arm64.s and the
+// generated amd64 files are what the generator writes.
 func TestUpToDate(t *testing.T) {
 	have, err := os.ReadFile("../dot_arm64.s")
 	if err != nil {
@@ -66,5 +67,14 @@ func TestUpToDate(t *testing.T) {
 	}
 	if string(have) != generateAttn() {
 		t.Error("../attntile_arm64.s is stale: run go generate")
+	}
+	for _, f := range x86Files {
+		have, err := os.ReadFile("../" + f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(have) != generateX86(f) {
+			t.Errorf("../%s is stale: run go generate", f.name)
+		}
 	}
 }

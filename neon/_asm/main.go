@@ -6,17 +6,21 @@
 // (see enc.go); the test checks every one of them against llvm-mc when it
 // is installed.
 //
+// With -amd64 DIR it also writes the generated amd64 files (x86.go lists
+// them) into DIR.
+//
 // Run: cd neon/_asm && go generate (or go run . -out ../dot_arm64.s -attn
-// ../attntile_arm64.s; without -out it writes dot_arm64.s to stdout).
-// go generate ./neon runs it too.
+// ../attntile_arm64.s -amd64 ..; without -out it writes dot_arm64.s to
+// stdout). go generate ./neon runs it too.
 package main
 
-//go:generate go run . -out ../dot_arm64.s -attn ../attntile_arm64.s
+//go:generate go run . -out ../dot_arm64.s -attn ../attntile_arm64.s -amd64 ..
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -754,6 +758,7 @@ func (a *asm) dotQ6_K(t tier) {
 func main() {
 	out := flag.String("out", "", "file to write dot_arm64.s to (default: stdout)")
 	attn := flag.String("attn", "", "file to write attntile_arm64.s to (default: not written)")
+	amd64 := flag.String("amd64", "", "directory to write the generated amd64 files to (default: not written)")
 	flag.Parse()
 	if *out == "" {
 		os.Stdout.WriteString(generate())
@@ -762,6 +767,11 @@ func main() {
 	}
 	if *attn != "" {
 		write(*attn, generateAttn())
+	}
+	if *amd64 != "" {
+		for _, f := range x86Files {
+			write(filepath.Join(*amd64, f.name), generateX86(f))
+		}
 	}
 }
 
