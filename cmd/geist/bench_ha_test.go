@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/bench"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -27,10 +28,10 @@ func TestBenchHA(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s\n%s", api, code, errs, logs.String())
 		}
-		var calls []haCall
+		var calls []bench.HACall
 		sc := bufio.NewScanner(strings.NewReader(out))
 		for sc.Scan() {
-			var c haCall
+			var c bench.HACall
 			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 				t.Fatalf("%s: %q: %v", api, sc.Text(), err)
 			}

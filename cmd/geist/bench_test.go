@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/bench"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -21,7 +22,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Fatalf("%d lines, want 2:\n%s", len(lines), out)
 	}
 	for i, l := range lines {
-		var r benchResult
+		var r bench.Result
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func TestBenchLengths(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestBenchSpecRounds(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
-		var r benchResult
+		var r bench.Result
 		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
 			t.Fatalf("%v: %v in %q", args, err, out)
 		}
@@ -98,11 +99,11 @@ func TestBenchStepProfile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
 		t.Fatal(err)
 	}
-	for what, p := range map[string]*stepProfile{"prefill": r.PrefillProfile, "decode": r.StepProfile} {
+	for what, p := range map[string]*bench.StepProfile{"prefill": r.PrefillProfile, "decode": r.StepProfile} {
 		if p == nil || p.TotalUs <= 0 || p.ProductsUs <= 0 || p.ProductsUs+p.AttnUs+p.QuantUs > p.TotalUs*1.01 {
 			t.Errorf("%s profile: %+v", what, p)
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/zoo"
@@ -52,7 +53,7 @@ func rawShare(t *testing.T, sock, path string, head map[string]string, length in
 
 func putHead(model []byte, toks int, blob []byte) map[string]string {
 	return map[string]string{"Geist-Model": hex.EncodeToString(model), "Geist-Tokens": fmt.Sprint(toks),
-		"Geist-Crc32c": fmt.Sprintf("%08x", crc32.Checksum(blob, castagnoli))}
+		"Geist-Crc32c": fmt.Sprintf("%08x", crc32.Checksum(blob, crc32.MakeTable(crc32.Castagnoli)))}
 }
 
 // runText runs geist run greedily with --stats and returns its text and
@@ -84,7 +85,7 @@ func TestCacheShareGuards(t *testing.T) {
 	dir := t.TempDir()
 	stop, logs := runServe(t, "-m", model, "--data-dir", dir)
 	httpAddr(t, logs) // serving: the cache is shared
-	sock := filepath.Join(dir, socketName)
+	sock := filepath.Join(dir, daemon.SocketName)
 	sys := strings.TrimSpace(strings.Repeat("Once upon a time there was a little girl named Lily who loved to play in the park with her dog. ", 6))
 	args := []string{"-m", model, "--chat", "--system", sys, "hi"}
 	cold, _ := runText(t, append([]string{"--data-dir", t.TempDir(), "--cache-size", "0"}, args...)...)
@@ -108,7 +109,7 @@ func TestCacheShareGuards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(blob []byte) []byte { return append(putTokens(nil, toks), blob...) }
+	body := func(blob []byte) []byte { return append(daemon.PutTokens(nil, toks), blob...) }
 
 	// A put that sends nothing, and one beside it.
 	stalled := make(chan string, 1)

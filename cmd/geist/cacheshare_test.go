@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -44,7 +45,7 @@ func TestRunBesideServeSharesCache(t *testing.T) {
 	sys = strings.TrimSpace(sys)
 	chat := func(system string) int {
 		t.Helper()
-		b, _ := json.Marshal(map[string]any{"model": modelName(model), "stream": false, "options": map[string]any{"num_predict": 2, "temperature": 0},
+		b, _ := json.Marshal(map[string]any{"model": daemon.ModelName(model), "stream": false, "options": map[string]any{"num_predict": 2, "temperature": 0},
 			"messages": []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": "hi"}}})
 		resp, err := http.Post("http://"+addr+"/api/chat", "application/json", bytes.NewReader(b))
 		if err != nil {
@@ -102,7 +103,7 @@ func TestRunBesideServeSharesCache(t *testing.T) {
 	// A serve whose socket does not share its cache (an older version),
 	// and one with no socket at all: no cache, no wait.
 	old := t.TempDir()
-	release, err := lockDataDir(old)
+	release, err := daemon.LockDataDir(old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestRunBesideServeSharesCache(t *testing.T) {
 	ref := time.Since(t0) // the same run without a cache
 	for _, withSocket := range []bool{true, false} {
 		if withSocket {
-			ln, err := net.Listen("unix", filepath.Join(old, socketName))
+			ln, err := net.Listen("unix", filepath.Join(old, daemon.SocketName))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -71,21 +73,21 @@ func TestOllamaHost(t *testing.T) {
 		"[::1]:9":                "[::1]:9",
 		"localhost":              "localhost:11434",
 	} {
-		if got, err := ollamaHost(in); err != nil || got != want {
-			t.Errorf("ollamaHost(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := daemon.OllamaHost(in); err != nil || got != want {
+			t.Errorf("daemon.OllamaHost(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"host:port", "a b:1", "x:70000"} {
-		if got, err := ollamaHost(bad); err == nil {
-			t.Errorf("ollamaHost(%q) = %q, want an error", bad, got)
+		if got, err := daemon.OllamaHost(bad); err == nil {
+			t.Errorf("daemon.OllamaHost(%q) = %q, want an error", bad, got)
 		}
 	}
 	t.Setenv("OLLAMA_HOST", "0.0.0.0:11500")
-	c, err := parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", "x.gguf"})
+	c, err := daemon.ParseConfig(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}, []string{"-m", "x.gguf"})
 	if err != nil || c.HTTP.Addr != "0.0.0.0:11500" {
 		t.Errorf("OLLAMA_HOST: addr %q, %v", c.HTTP.Addr, err)
 	}
-	c, err = parseServe(&env{stdout: os.Stdout, stderr: os.Stderr}, []string{"-m", "x.gguf", "--http", "127.0.0.1:1"})
+	c, err = daemon.ParseConfig(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}, []string{"-m", "x.gguf", "--http", "127.0.0.1:1"})
 	if err != nil || c.HTTP.Addr != "127.0.0.1:1" {
 		t.Errorf("--http over OLLAMA_HOST: addr %q, %v", c.HTTP.Addr, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/sample"
 )
@@ -36,14 +38,14 @@ type chatOptions struct {
 // runs, to slow it down.
 var testChatEngine func(appliance.Engine) appliance.Engine
 
-func cmdChat(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "chat", chatUsage)
+func cmdChat(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "chat", chatUsage)
 	var o chatOptions
 	o.mf.register(fs)
 	o.df.sessionHelp = "continue the conversation NAME, kept in DATA-DIR/sessions.db (default: a new one, not kept)"
 	o.df.register(fs)
 	def := sample.DefaultParams()
-	temp := fs.Float64("temp", widen(def.Temperature), "temperature (0: greedy)")
+	temp := fs.Float64("temp", cli.Widen(def.Temperature), "temperature (0: greedy)")
 	topK := fs.Int("top-k", def.TopK, "top-k sampling (0: off)")
 	topP := fs.Float64("top-p", float64(def.TopP), "top-p (nucleus) sampling (1: off)")
 	minP := fs.Float64("min-p", float64(def.MinP), "min-p sampling (0: off)")
@@ -52,11 +54,11 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 	fs.IntVarP(&o.n, "n-predict", "n", -1, "most tokens per answer (-1: until the end of the answer or the context)")
 	fs.StringVar(&o.system, "system", "", "system message (/system changes it)")
 	fs.BoolVar(&o.verbose, "verbose", false, "print each answer's statistics (tokens, speed) on stderr")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("chat takes no PROMPT: it reads questions from the terminal or stdin (geist run -m MODEL PROMPT answers one)")
+		return cli.Usagef("chat takes no PROMPT: it reads questions from the terminal or stdin (geist run -m MODEL PROMPT answers one)")
 	}
 	o.opts = appliance.Options{Temperature: temp, TopK: topK, TopP: topP, MinP: minP, RepeatPenalty: rep}
 	if *seed >= 0 {
@@ -68,7 +70,7 @@ func cmdChat(ctx context.Context, e *env, args []string) error {
 
 // chatFromRun is geist run --chat without a PROMPT: the chat, with run's
 // settings.
-func chatFromRun(ctx context.Context, e *env, mf modelFlags, df dataFlags, p sample.Params, seeded bool, system string, n int) error {
+func chatFromRun(ctx context.Context, e *cli.Env, mf modelFlags, df dataFlags, p sample.Params, seeded bool, system string, n int) error {
 	temp, topK, topP, minP, rep := float64(p.Temperature), p.TopK, float64(p.TopP), float64(p.MinP), float64(p.RepeatPenalty)
 	o := chatOptions{mf: mf, df: df, system: system, n: n,
 		opts: appliance.Options{Temperature: &temp, TopK: &topK, TopP: &topP, MinP: &minP, RepeatPenalty: &rep}}
@@ -83,7 +85,7 @@ func chatFromRun(ctx context.Context, e *env, mf modelFlags, df dataFlags, p sam
 // the prompt cache), questions from the terminal or stdin, answers
 // streamed to stdout.
 type chatLoop struct {
-	e        *env
+	e        *cli.Env
 	core     *appliance.Core
 	sessions *chatSessions
 	session  string
@@ -93,30 +95,30 @@ type chatLoop struct {
 	out      *bufio.Writer
 }
 
-func runChat(ctx context.Context, e *env, o *chatOptions) error {
+func runChat(ctx context.Context, e *cli.Env, o *chatOptions) error {
 	if o.n < -1 || o.n == 0 {
-		return usagef("-n %d must be -1 or positive", o.n)
+		return cli.Usagef("-n %d must be -1 or positive", o.n)
 	}
 	if o.df.session != "" {
 		if err := appliance.CheckID("session", o.df.session); err != nil {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 		if err := o.df.serveHolds(); err != nil {
 			return err // it holds sessions.db: this chat would store nothing
 		}
 	}
 	if o.df.cacheSize < 0 {
-		return usagef("--cache-size %d must not be negative", o.df.cacheSize)
+		return cli.Usagef("--cache-size %d must not be negative", o.df.cacheSize)
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if o.mf.path == "" {
-		return usagef("no model given (-m MODEL)")
+		return cli.Usagef("no model given (-m MODEL)")
 	}
 	if err := engine.CheckModelFile(o.mf.path); err != nil {
 		return err
 	}
 	dir := o.df.dir
-	pid, beside := serveRunning(dir)
+	pid, beside := daemon.Running(dir)
 	storeLog := log
 	if beside {
 		dir = ""       // the daemon holds sessions.db and cache.db: the chat keeps its turns in memory, without waiting for their locks
@@ -129,11 +131,11 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	o.mf.cache, o.mf.log = store.Cache, log
 	if beside && o.df.cacheSize > 0 {
 		// The daemon's prompt cache, through its control socket.
-		if dc := dialCache(o.df.dir, pid, o.df.cacheSize, log); dc != nil {
+		if dc := daemon.DialCache(o.df.dir, pid, o.df.cacheSize, log); dc != nil {
 			o.mf.cache = dc
 		}
 	}
-	ll := newPromptLine(e.stderr)
+	ll := newPromptLine(e.Stderr)
 	o.mf.onLoad = ll.loading
 	eng, err := o.mf.load()
 	ll.clear()
@@ -153,15 +155,15 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 	core, err := appliance.New(appliance.Config{Engine: ae, Sessions: cs, Logger: log,
 		Limits:   appliance.Limits{Queue: 1, MaxTokens: maxTokens, DefaultTTL: -1},
 		System:   o.system,
-		Defaults: o.opts, Model: modelName(o.mf.path), Version: versionString(), ToolFormat: eng.Template().ToolFormat(), ThinkMarks: eng.Template().ThinkMarks(), NoTools: appliance.NoTools(eng.Template())})
+		Defaults: o.opts, Model: daemon.ModelName(o.mf.path), Version: cli.VersionString(), ToolFormat: eng.Template().ToolFormat(), ThinkMarks: eng.Template().ThinkMarks(), NoTools: appliance.NoTools(eng.Template())})
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	cctx, stop := context.WithCancel(context.Background())
 	go core.Run(cctx)
 	defer func() { stop(); <-core.Done() }()
 
-	c := &chatLoop{e: e, core: core, sessions: cs, session: cs.anon, system: o.system, verbose: o.verbose, out: bufio.NewWriter(e.stdout)}
+	c := &chatLoop{e: e, core: core, sessions: cs, session: cs.anon, system: o.system, verbose: o.verbose, out: bufio.NewWriter(e.Stdout)}
 	if o.df.session != "" {
 		c.session = o.df.session
 	}
@@ -175,19 +177,19 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 		if c.session != cs.anon {
 			where = "session " + c.session
 		}
-		fmt.Fprintf(e.stderr, "geist chat with %s (%s). /help for commands; Ctrl-C stops an answer, Ctrl-D or /bye leaves.\n", modelName(o.mf.path), where)
+		fmt.Fprintf(e.Stderr, "geist chat with %s (%s). /help for commands; Ctrl-C stops an answer, Ctrl-D or /bye leaves.\n", daemon.ModelName(o.mf.path), where)
 	}
 	for {
 		text, err := in.read()
 		switch {
 		case errors.Is(err, io.EOF):
 			if c.terminal {
-				fmt.Fprintln(e.stdout)
+				fmt.Fprintln(e.Stdout)
 			}
 			return nil
 		case errors.Is(err, liner.ErrPromptAborted):
 			if text == "" {
-				fmt.Fprintln(e.stderr, "Use Ctrl-D or /bye to leave.")
+				fmt.Fprintln(e.Stderr, "Use Ctrl-D or /bye to leave.")
 			}
 			continue
 		case err != nil:
@@ -214,11 +216,11 @@ func runChat(ctx context.Context, e *env, o *chatOptions) error {
 func (c *chatLoop) ask(ctx context.Context, text string) error {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if c.e.interrupts != nil {
-		defer c.e.interrupts(cancel)()
+	if c.e.Interrupts != nil {
+		defer c.e.Interrupts(cancel)()
 	}
 	last := byte('\n')
-	pl := newPromptLine(c.e.stderr)
+	pl := newPromptLine(c.e.Stderr)
 	defer pl.clear()
 	sink := func(p appliance.Piece) {
 		d := p.Content // the thinking is not printed
@@ -232,7 +234,7 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 	}
 	tk, err := c.core.Submit(actx, appliance.Request{Source: appliance.SourceCLI, Text: text, Session: c.session, System: c.system, OnPromptProgress: pl.update}, sink)
 	if err != nil {
-		fmt.Fprintf(c.e.stderr, "error: %s\n", refusal(err))
+		fmt.Fprintf(c.e.Stderr, "error: %s\n", refusal(err))
 		return nil
 	}
 	o := tk.Outcome()
@@ -248,17 +250,17 @@ func (c *chatLoop) ask(ctx context.Context, text string) error {
 		return ctx.Err()
 	case o.Err != nil && o.Err.Code == appliance.CodeCancelled:
 		if c.terminal {
-			fmt.Fprintln(c.e.stderr, "(stopped; this answer is not kept in the conversation)")
+			fmt.Fprintln(c.e.Stderr, "(stopped; this answer is not kept in the conversation)")
 		}
 	case o.Err != nil:
-		fmt.Fprintf(c.e.stderr, "error: %s: %s\n", o.Err.Code, o.Err.Message)
+		fmt.Fprintf(c.e.Stderr, "error: %s: %s\n", o.Err.Code, o.Err.Message)
 	}
 	if c.verbose {
 		u := o.Usage
 		if u.StopReason == "" && o.Err != nil {
 			u.StopReason = string(o.Err.Code)
 		}
-		fmt.Fprintf(c.e.stderr, "prompt %d tokens (%d cached, %d of them restored from the prompt cache, %d evaluated; %d history messages left out), answer %d tokens, %.1f tok/s, first token after %d ms, stop: %s\n",
+		fmt.Fprintf(c.e.Stderr, "prompt %d tokens (%d cached, %d of them restored from the prompt cache, %d evaluated; %d history messages left out), answer %d tokens, %.1f tok/s, first token after %d ms, stop: %s\n",
 			u.PromptTokens, u.CachedTokens, u.RestoredTokens, u.EvaluatedTokens(), u.DroppedTurns, u.GeneratedTokens, u.TokS, u.TTFT.Milliseconds(), u.StopReason)
 	}
 	return nil
@@ -279,12 +281,12 @@ Ctrl-C stops an answer being written; the chat goes on.
 func (c *chatLoop) command(line string) bool {
 	name, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 	arg = strings.TrimSpace(arg)
-	say := func(format string, a ...any) { fmt.Fprintf(c.e.stderr, format+"\n", a...) }
+	say := func(format string, a ...any) { fmt.Fprintf(c.e.Stderr, format+"\n", a...) }
 	switch name {
 	case "/bye", "/exit", "/quit":
 		return true
 	case "/help", "/?":
-		fmt.Fprint(c.e.stderr, chatHelp)
+		fmt.Fprint(c.e.Stderr, chatHelp)
 	case "/clear":
 		c.core.NewConversation(c.session)
 		if c.session == c.sessions.anon {
@@ -391,8 +393,8 @@ type chatInput struct {
 // input returns the chat's reader: a line editor when stdin and stdout
 // are the terminal.
 func (c *chatLoop) input(dataDir string) (*chatInput, error) {
-	f, ok := c.e.stdin.(*os.File)
-	o, ok2 := c.e.stdout.(*os.File)
+	f, ok := c.e.Stdin.(*os.File)
+	o, ok2 := c.e.Stdout.(*os.File)
 	if ok && ok2 && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(o.Fd())) && f == os.Stdin && o == os.Stdout {
 		c.terminal = true
 		in := &chatInput{line: liner.NewLiner()}
@@ -406,7 +408,7 @@ func (c *chatLoop) input(dataDir string) (*chatInput, error) {
 		}
 		return in, nil
 	}
-	return &chatInput{r: bufio.NewReaderSize(c.e.stdin, 64<<10)}, nil
+	return &chatInput{r: bufio.NewReaderSize(c.e.Stdin, 64<<10)}, nil
 }
 
 // Close restores the terminal and saves the history.

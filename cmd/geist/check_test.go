@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
@@ -75,12 +77,12 @@ func TestServeBrokerURL(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "needs a username and a password") {
 		t.Errorf("open embedded broker: exit %d, %q", code, errs)
 	}
-	e := &env{stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &strings.Builder{}}
-	c, err := parseServe(e, []string{"-m", "x.gguf", "--broker", "mqtt://ha.local"})
+	e := &cli.Env{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}
+	c, err := daemon.ParseConfig(e, []string{"-m", "x.gguf", "--broker", "mqtt://ha.local"})
 	if err != nil || c.MQTT.Broker != "mqtt://ha.local:1883" {
 		t.Errorf("mqtt://ha.local: %v, %q", err, c.MQTT.Broker)
 	}
-	c, err = parseServe(e, []string{"-m", "x.gguf", "--broker", "mqtts://ha.local"})
+	c, err = daemon.ParseConfig(e, []string{"-m", "x.gguf", "--broker", "mqtts://ha.local"})
 	if err != nil || c.MQTT.Broker != "mqtts://ha.local:8883" {
 		t.Errorf("mqtts://ha.local: %v, %q", err, c.MQTT.Broker)
 	}
@@ -91,14 +93,14 @@ func TestDefaultDataDir(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", "/xdg")
 	t.Setenv("STATE_DIRECTORY", "")
 	os.Unsetenv("STATE_DIRECTORY")
-	if d := defaultDataDir(); d != "/xdg/geist" {
+	if d := cli.DefaultDataDir(); d != "/xdg/geist" {
 		t.Errorf("with XDG_DATA_HOME: %s", d)
 	}
 	t.Setenv("STATE_DIRECTORY", "/var/lib/geist:/var/lib/other")
-	if d := defaultDataDir(); d != "/var/lib/geist" {
+	if d := cli.DefaultDataDir(); d != "/var/lib/geist" {
 		t.Errorf("under systemd: %s", d)
 	}
-	c, err := parseServe(&env{stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &strings.Builder{}}, []string{"-m", "x.gguf"})
+	c, err := daemon.ParseConfig(&cli.Env{Stdin: strings.NewReader(""), Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}, []string{"-m", "x.gguf"})
 	if err != nil || c.DataDir != "/var/lib/geist" {
 		t.Errorf("serve's data dir: %q %v", c.DataDir, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -47,7 +48,7 @@ func TestServeLockRefusesASecond(t *testing.T) {
 	}
 	// geist ps asks the daemon what it has loaded.
 	code, out, errs = geist(t, "", "ps", "--data-dir", dir)
-	if code != 0 || !strings.Contains(out, modelName(model)) || !strings.Contains(out, "CONTEXT") {
+	if code != 0 || !strings.Contains(out, daemon.ModelName(model)) || !strings.Contains(out, "CONTEXT") {
 		t.Errorf("geist ps: exit %d, %q %q", code, out, errs)
 	}
 	if code := stop(); code != 0 {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/embed"
 )
@@ -22,26 +24,26 @@ type embedOutput struct {
 	Tokens     int         `json:"prompt_eval_count"`
 }
 
-func cmdEmbed(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "embed", embedUsage)
+func cmdEmbed(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "embed", embedUsage)
 	path := fs.StringP("model", "m", "", "embedding model (name or GGUF): all-minilm, nomic-embed-text, bge-small, qwen3-embedding:0.6b, embeddinggemma")
 	dims := fs.Int("dimensions", 0, "shorten each vector to its first N values, normalized again (0: all)")
 	noTrunc := fs.Bool("no-truncate", false, "refuse a text longer than the context instead of cutting it")
 	ctxLen := fs.Int("ctx", 0, "most tokens of one text (0: the model's context, at most 4096)")
 	threads := fs.IntP("threads", "t", 0, "threads for matrix products (0: all)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
-		return usagef("no model given (-m MODEL)")
+		return cli.Usagef("no model given (-m MODEL)")
 	}
 	if fs.NArg() == 0 {
-		return usagef("want at least one TEXT (- reads stdin)")
+		return cli.Usagef("want at least one TEXT (- reads stdin)")
 	}
 	texts := fs.Args()
 	for i, t := range texts {
 		if t == "-" {
-			b, err := io.ReadAll(io.LimitReader(e.stdin, 16<<20))
+			b, err := io.ReadAll(io.LimitReader(e.Stdin, 16<<20))
 			if err != nil {
 				return err
 			}
@@ -59,15 +61,15 @@ func cmdEmbed(ctx context.Context, e *env, args []string) error {
 	res, err := m.Embed(ctx, embed.Request{Inputs: embed.Texts(texts, !*noTrunc).Inputs, Truncate: !*noTrunc, Dimensions: *dims})
 	if err != nil {
 		if errors.Is(err, embed.ErrInput) {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 		return err
 	}
-	b, err := json.Marshal(embedOutput{Model: modelName(*path), Dim: len(res.Embeddings[0]), Embeddings: res.Embeddings, Tokens: res.Tokens})
+	b, err := json.Marshal(embedOutput{Model: daemon.ModelName(*path), Dim: len(res.Embeddings[0]), Embeddings: res.Embeddings, Tokens: res.Tokens})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s\n", b)
+	fmt.Fprintf(e.Stdout, "%s\n", b)
 	return nil
 }
 
@@ -79,5 +81,5 @@ func isTextModel(path string) bool {
 		return false
 	}
 	f.Close()
-	return !isEmbeddingFile(path)
+	return !daemon.IsEmbeddingFile(path)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -68,7 +69,7 @@ func TestFirstHourErrors(t *testing.T) {
 		{"serve", "-m", model, "--ctx", "many"},
 	}
 	var got strings.Builder
-	norm := strings.NewReplacer(taken, "$PORT", dir, "$DIR", filepath.Dir(model), "$ZOO", defaultDataDir(), "$DATA")
+	norm := strings.NewReplacer(taken, "$PORT", dir, "$DIR", filepath.Dir(model), "$ZOO", cli.DefaultDataDir(), "$DATA")
 	for _, args := range cases {
 		code, _, errs := geist(t, "", args...)
 		if code == 0 {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/hermes"
@@ -295,7 +296,7 @@ func TestFaultSessionsBounded(t *testing.T) {
 	}
 	const budget = 1 << 20
 	store := appliance.OpenStorage(dir, appliance.StorageOptions{MaxHistory: 20, Logger: testLog(),
-		SessionLimits: sessionsSection{MaxBytes: budget}.limits()})
+		SessionLimits: daemon.SessionsSection{MaxBytes: budget}.Limits()})
 	defer store.Close()
 	temp := 0.0
 	core, err := appliance.New(appliance.Config{Engine: loadStories(t, 256), Sessions: store.Sessions, Logger: testLog(),
@@ -361,7 +362,7 @@ func TestFaultCorruptSessions(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("sessions list: %d %s", code, errs)
 	}
-	var rows []sessionRow
+	var rows []daemon.SessionRow
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatal(err)
 	}

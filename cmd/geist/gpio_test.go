@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/firmware"
 )
 
@@ -16,7 +17,7 @@ import (
 func gpioCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := cmdGPIO(context.Background(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
+	err := cmdGPIO(context.Background(), &cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}, args)
 	return out.String(), errb.String(), err
 }
 
@@ -46,7 +47,7 @@ func TestGPIOList(t *testing.T) {
 func TestGPIOUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"watch"}, {"list", "extra"}, {"watch", "--pull", "sideways", "GPIO17"}} {
 		_, _, err := gpioCmd(t, args...)
-		var ue usageError
+		var ue cli.UsageError
 		if err == nil || !errors.As(err, &ue) {
 			t.Errorf("gpio %q: err = %v, want a usage error", args, err)
 		}

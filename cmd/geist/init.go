@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/scripts"
 )
@@ -17,21 +19,21 @@ const initUsage = "init [--dir DIR] [--force]"
 
 // cmdInit writes the sample configuration and the systemd unit the binary
 // carries, and says what to do next.
-func cmdInit(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "init", initUsage)
+func cmdInit(_ context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "init", initUsage)
 	dir := fs.String("dir", ".", "directory to write geist.toml and geist.service into")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	files := []struct {
 		name, text string
 		mode       os.FileMode
 	}{
-		{"geist.toml", sampleConfig(hasGPIOChip()), 0o640}, // may come to hold a broker password
+		{"geist.toml", sampleConfig(daemon.HasGPIOChip()), 0o640}, // may come to hold a broker password
 		{"geist.service", scripts.Unit, 0o644},
 	}
 	if !*force {
@@ -56,7 +58,7 @@ func cmdInit(_ context.Context, e *env, args []string) error {
 	if abs, err := filepath.Abs(conf); err == nil {
 		conf, unit = abs, filepath.Join(filepath.Dir(abs), "geist.service")
 	}
-	fmt.Fprintf(e.stdout, `wrote %s and %s
+	fmt.Fprintf(e.Stdout, `wrote %s and %s
 
 Next steps (scripts/INSTALL.md in the source tree explains each):
   1. A user for the service and its state directory:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/scripts"
 )
 
@@ -17,7 +18,7 @@ func TestInit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	sample := sampleConfig(hasGPIOChip())
+	sample := sampleConfig(daemon.HasGPIOChip())
 	for _, f := range []struct{ name, want string }{{"geist.toml", sample}, {"geist.service", scripts.Unit}} {
 		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil || string(b) != f.want || len(b) < 100 {
@@ -51,15 +52,15 @@ func TestInit(t *testing.T) {
 	}
 	// Without a GPIO chip the [gpio] sections are comments; the rest is
 	// the same configuration.
-	var with, without serveConfig
-	with, without = defaultServeConfig(), defaultServeConfig()
+	var with, without daemon.Config
+	with, without = daemon.DefaultConfig(), daemon.DefaultConfig()
 	if _, err := toml.Decode(sampleConfig(true), &with); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := toml.Decode(sampleConfig(false), &without); err != nil {
 		t.Fatal(err)
 	}
-	if !gpioConfigured(with.GPIO) || gpioConfigured(without.GPIO) || with.Model != without.Model || without.Voice.Speech != nil && with.Voice.Speech == nil {
+	if !daemon.GPIOConfigured(with.GPIO) || daemon.GPIOConfigured(without.GPIO) || with.Model != without.Model || without.Voice.Speech != nil && with.Voice.Speech == nil {
 		t.Errorf("sample without GPIO: gpio %+v, model %q/%q", without.GPIO, with.Model, without.Model)
 	}
 	if !strings.Contains(sampleConfig(false), "no GPIO chip") {

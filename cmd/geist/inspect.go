@@ -9,6 +9,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/gguf"
@@ -64,35 +65,35 @@ type inspectInfo struct {
 	EmbeddingDim int    `json:"embedding_dim,omitempty"`
 }
 
-func cmdInspect(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "inspect", "inspect MODEL|-m MODEL [--json]")
+func cmdInspect(_ context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "inspect", "inspect MODEL|-m MODEL [--json]")
 	path := fs.StringP("model", "m", "", "GGUF model file or stored model name (or the argument)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	repack := fs.String("repack-budget", engine.RepackAuto, "the budget to say what a load would repack under (as run's --repack-budget)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() == 1 && *path == "":
-		p, err := modelStore(fs).Resolve(fs.Arg(0))
+		p, err := cli.ModelStore(fs).Resolve(fs.Arg(0))
 		if err != nil {
 			return err
 		}
 		*path = p
 	case fs.NArg() != 0 || *path == "":
-		return usagef("want one MODEL, as the argument or -m, got %d arguments", fs.NArg())
+		return cli.Usagef("want one MODEL, as the argument or -m, got %d arguments", fs.NArg())
 	}
 	avail, _ := engine.ReadMemAvailable(cmp.Or(os.Getenv("GEIST_MEMINFO"), engine.MemInfo))
 	budget, err := engine.RepackBudget(*repack, avail)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	return inspect(e, *path, *asJSON, budget)
 }
 
 // inspect describes the file at path and what a load with the repack
 // budget would repack (without repacking).
-func inspect(e *env, path string, asJSON bool, budget int64) error {
+func inspect(e *cli.Env, path string, asJSON bool, budget int64) error {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return err
@@ -148,10 +149,10 @@ func inspect(e *env, path string, asJSON bool, budget int64) error {
 	}
 	if asJSON {
 		b, _ := json.MarshalIndent(info, "", "  ")
-		fmt.Fprintf(e.stdout, "%s\n", b)
+		fmt.Fprintf(e.Stdout, "%s\n", b)
 		return nil
 	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
 	row("file", fmt.Sprintf("%s (%s, GGUF v%d)", path, humanBytes(info.FileBytes), info.GGUFVersion))
 	if info.Name != "" {

@@ -16,30 +16,24 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/geisten/geist/cmd/internal/bench"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/models"
 )
 
-// version is set with -ldflags "-X main.version=..."; see versionString.
+// version is set with -ldflags "-X main.version=..."; see cli.VersionString.
 var version = ""
-
-type env struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	// interrupts, when set, lets an interactive command take Ctrl-C
-	// (SIGINT) over until release is called: fn runs for each one instead
-	// of ending the command's context (the chat stops the answer being
-	// generated and keeps the conversation). Nil in tests run in-process.
-	interrupts func(fn func()) (release func())
-}
 
 type command struct {
 	name, usage, summary string
-	run                  func(ctx context.Context, e *env, args []string) error
+	run                  func(ctx context.Context, e *cli.Env, args []string) error
 }
 
 var commands []command
 
 func init() {
+	cli.Version = version
 	commands = []command{
 		{"run", "run -m MODEL [flags] PROMPT", "generate text from a prompt (PROMPT - reads stdin)", cmdRun},
 		{"chat", chatUsage, "chat with a model interactively (or answer stdin's lines)", cmdChat},
@@ -47,10 +41,10 @@ func init() {
 		{"embed", embedUsage, "print the embeddings of texts as JSON (an embedding model: all-minilm, nomic-embed-text, ...)", cmdEmbed},
 		{"score", "score -m MODEL --tokens '[1,2,3]' [--top N]", "teacher-forced top log-probabilities per position", cmdScore},
 		{"inspect", "inspect MODEL|-m MODEL [--json]", "describe a GGUF model file", cmdInspect},
-		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", cmdBench},
+		{"bench", "bench -m MODEL [-p 128] [-n 64] [-t 1,2] [--batch 1,2,4,8] [--json]", "measure prefill, decode and verification cost; speculation speed-ups", bench.Command},
 		{"synth", synthUsage, "write a GGUF with random weights in the shape of a real model", cmdSynth},
 		{"quantize", quantizeUsage, "convert an F32/F16/BF16 GGUF to Q4_0, Q8_0 or Q4_K_M", cmdQuantize},
-		{"serve", serveUsage, "run the appliance: answer over HTTP (Ollama and OpenAI APIs), MQTT, Wyoming and the device's buttons", cmdServe},
+		{"serve", daemon.Usage, "run the appliance: answer over HTTP (Ollama and OpenAI APIs), MQTT, Wyoming and the device's buttons", daemon.Command},
 		{"gpio", gpioUsage, "list the board's GPIO lines, watch buttons", cmdGPIO},
 		{"sessions", "sessions list|show|delete|export [NAME]", "manage stored conversations", cmdSessions},
 		{"pull", pullUsage, "download a model into the model store (Hugging Face or a URL)", cmdPull},
@@ -63,18 +57,10 @@ func init() {
 	}
 }
 
-// usageError marks errors that are the caller's (exit status 2).
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-func (u usageError) Unwrap() error { return u.err }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
 func main() { os.Exit(mainProcess(os.Args[1:])) }
 
 // mainProcess runs geist as a process: SIGTERM, and SIGINT unless a
-// command took it over (env.interrupts), end the command's context, so
+// command took it over (env.Interrupts), end the command's context, so
 // that it finishes or cancels its work within its grace (geist serve:
 // shutdown_grace_s). A second one while it does exits at once, with
 // 128 + the signal's number and a line on stderr: an operator who
@@ -112,7 +98,7 @@ func mainProcess(args []string) int {
 			mu.Unlock()
 		}
 	}
-	return Main(ctx, args, &env{os.Stdin, os.Stdout, os.Stderr, interrupts})
+	return Main(ctx, args, &cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Interrupts: interrupts})
 }
 
 // exitAtOnce says that a second signal ends geist without finishing and
@@ -130,13 +116,13 @@ func exitAtOnce(w io.Writer, sig os.Signal) int {
 // Main dispatches a command line and returns the exit status: 0 on success
 // (and for --help, printed on stdout), 1 on failure, 2 on a usage error
 // (one line on stderr). Every error is one line on stderr.
-func Main(ctx context.Context, args []string, e *env) int {
+func Main(ctx context.Context, args []string, e *cli.Env) int {
 	switch {
 	case len(args) == 0:
-		printUsage(e.stderr)
+		printUsage(e.Stderr)
 		return 2
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1:
-		printUsage(e.stdout)
+		printUsage(e.Stdout)
 		return 0
 	case args[0] == "help":
 		return Main(ctx, []string{args[1], "--help"}, e)
@@ -152,8 +138,8 @@ func Main(ctx context.Context, args []string, e *env) int {
 			if errors.Is(err, pflag.ErrHelp) {
 				return 0
 			}
-			fmt.Fprintf(e.stderr, "geist %s: %s\n", c.name, oneLine(err.Error()))
-			var ue usageError
+			fmt.Fprintf(e.Stderr, "geist %s: %s\n", c.name, cli.OneLine(err.Error()))
+			var ue cli.UsageError
 			if errors.As(err, &ue) {
 				return 2
 			}
@@ -161,14 +147,14 @@ func Main(ctx context.Context, args []string, e *env) int {
 		}
 	}
 	if strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(e.stderr, "geist: unknown flag %q before the command (run 'geist help')\n", args[0])
+		fmt.Fprintf(e.Stderr, "geist: unknown flag %q before the command (run 'geist help')\n", args[0])
 		return 2
 	}
 	hint := ""
 	if sim := models.Similar(args[0], commandNames(), 2); len(sim) > 0 {
 		hint = fmt.Sprintf("; did you mean %s?", strings.Join(quoteAll(sim), " or "))
 	}
-	fmt.Fprintf(e.stderr, "geist: unknown command %q%s (run 'geist help')\n", args[0], hint)
+	fmt.Fprintf(e.Stderr, "geist: unknown command %q%s (run 'geist help')\n", args[0], hint)
 	return 2
 }
 
@@ -194,8 +180,6 @@ func quoteAll(s []string) []string {
 	return q
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: geist COMMAND [flags]")
 	fmt.Fprintln(w)
@@ -204,34 +188,4 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "geist COMMAND --help describes a command; geist --version prints the version.")
-}
-
-// newFlags returns a flag set that reports errors instead of exiting. Its
-// usage (-h, --help) goes to stdout: asked for, it is the output.
-func newFlags(e *env, name, usage string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(e.stdout)
-	fs.SortFlags = false
-	fs.Usage = func() {
-		fmt.Fprintf(e.stdout, "usage: geist %s\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args, turning flag errors into usage errors. -h and --help
-// print the command's usage and flags. A stored model's name given to -m
-// becomes its file, for every command (models.go).
-func parse(fs *pflag.FlagSet, args []string) error {
-	usage := fs.Usage
-	fs.Usage = func() {}
-	addModelsDir(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			usage()
-			return err
-		}
-		return usageError{err}
-	}
-	return resolveModelFlags(fs)
 }

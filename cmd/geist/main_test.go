@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/tokenizer"
 	"github.com/geisten/geist/engine/zoo"
@@ -19,7 +20,7 @@ import (
 func geist(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(context.Background(), args, &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb})
+	code := Main(context.Background(), args, &cli.Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb})
 	return code, out.String(), errb.String()
 }
 

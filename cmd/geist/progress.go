@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -73,22 +72,6 @@ func (p *promptLine) draw(done, total int64, text func() string) {
 	}
 	fmt.Fprint(p.w, "\r\033[K"+text())
 	p.shown, p.last = true, now
-}
-
-// loadLog is serve's engine.Options.OnLoadProgress: for a big file (256
-// MiB of weights to repack or more) a log line at each quarter, so that
-// a load of minutes on a board says how far it is.
-func loadLog(log *slog.Logger, model string) func(done, total int64) {
-	next := int64(1)
-	return func(done, total int64) {
-		if total < 256<<20 || next > 3 || 4*done < next*total {
-			return
-		}
-		for next <= 3 && 4*done >= next*total {
-			next++
-		}
-		log.Info("loading the model", "model", model, "repacked_mib", done>>20, "of_mib", total>>20, "percent", 100*done/total)
-	}
 }
 
 // clear erases the line (before the answer's text, or at its end).

@@ -12,35 +12,36 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/models"
 )
 
 const pullUsage = "pull [--name NAME] [--sha256 HEX] [--models-dir DIR] NAME|hf:OWNER/REPO[@REVISION]/FILE.gguf|URL (NAME from geist models catalog: qwen2.5:0.5b, qwen3:1.7b-q8_0)"
 
 // cmdPull downloads a model into the store.
-func cmdPull(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "pull", pullUsage)
+func cmdPull(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "pull", pullUsage)
 	name := fs.String("name", "", "store the model under this name (default: the catalog name, or the file name without .gguf)")
 	sum := fs.String("sha256", "", "expected SHA-256 of the file (default: the digest Hugging Face gives)")
 	retries := fs.Int("retries", 5, "network failures retried, resuming where the download stopped")
 	maxSize := fs.Int64("max-model-size", 0, "largest file in bytes a pull may write (0: the free space less 64 MiB; a download past it stops and is removed)")
 	noWait := fs.Bool("no-wait", false, "fail instead of waiting while another pull of the same model runs")
-	fs.String("models-dir", "", modelsDirHelp())
-	fs.String("data-dir", defaultDataDir(), "data directory (models are in its models/)")
-	if err := parse(fs, args); err != nil {
+	fs.String("models-dir", "", cli.ModelsDirHelp())
+	fs.String("data-dir", cli.DefaultDataDir(), "data directory (models are in its models/)")
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("want one model: a catalog name (geist models catalog lists them), hf:OWNER/REPO/FILE.gguf or a URL; got %d arguments", fs.NArg())
+		return cli.Usagef("want one model: a catalog name (geist models catalog lists them), hf:OWNER/REPO/FILE.gguf or a URL; got %d arguments", fs.NArg())
 	}
 	if *retries < 0 {
-		return usagef("--retries %d must not be negative", *retries)
+		return cli.Usagef("--retries %d must not be negative", *retries)
 	}
-	store := modelStore(fs)
-	pr := newPullReporter(e.stderr)
+	store := cli.ModelStore(fs)
+	pr := newPullReporter(e.Stderr)
 	res, err := store.Pull(ctx, fs.Arg(0), models.PullOptions{
 		Name: *name, SHA256: *sum, HF: models.HFFromEnv(), Retries: *retries, Wait: !*noWait,
-		Progress: pr.report, UserAgent: "geist/" + versionString(), MaxSize: *maxSize,
+		Progress: pr.report, UserAgent: "geist/" + cli.VersionString(), MaxSize: *maxSize,
 	})
 	pr.close()
 	if err != nil {
@@ -51,24 +52,24 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 	}
 	m := res.Model
 	if res.UpToDate {
-		fmt.Fprintf(e.stdout, "%s is up to date (%s)\n", m.Name, m.Path)
+		fmt.Fprintf(e.Stdout, "%s is up to date (%s)\n", m.Name, m.Path)
 		return pullDraft(ctx, e, store, fs.Arg(0), m.Name, models.PullOptions{Retries: *retries, Wait: !*noWait, MaxSize: *maxSize})
 	}
 	desc := fmt.Sprintf("%s, %s %s %s model", humanBytes(m.Size), dash(m.Quantization), dash(m.Architecture), m.Type)
-	fmt.Fprintf(e.stdout, "pulled %s (%s) to %s\n", m.Name, desc, m.Path)
+	fmt.Fprintf(e.Stdout, "pulled %s (%s) to %s\n", m.Name, desc, m.Path)
 	if res.Verified != "" {
-		fmt.Fprintf(e.stdout, "sha256 %s, verified against %s\n", m.Digest, res.Verified)
+		fmt.Fprintf(e.Stdout, "sha256 %s, verified against %s\n", m.Digest, res.Verified)
 	} else {
-		fmt.Fprintf(e.stdout, "sha256 %s (not verified: the server vouched for no digest; --sha256 checks one)\n", m.Digest)
+		fmt.Fprintf(e.Stdout, "sha256 %s (not verified: the server vouched for no digest; --sha256 checks one)\n", m.Digest)
 	}
 	if m.Problem != "" {
-		fmt.Fprintf(e.stderr, "warning: geist cannot run %s: %s\n", m.Name, oneLine(m.Problem))
+		fmt.Fprintf(e.Stderr, "warning: geist cannot run %s: %s\n", m.Name, cli.OneLine(m.Problem))
 	} else {
 		chat := ""
 		if m.Type == "chat" {
 			chat = " --chat"
 		}
-		fmt.Fprintf(e.stdout, "run it: geist run -m %s%s \"Hello\"\n", m.Name, chat)
+		fmt.Fprintf(e.Stdout, "run it: geist run -m %s%s \"Hello\"\n", m.Name, chat)
 	}
 	return pullDraft(ctx, e, store, fs.Arg(0), m.Name, models.PullOptions{Retries: *retries, Wait: !*noWait, MaxSize: *maxSize})
 }
@@ -77,23 +78,23 @@ func cmdPull(ctx context.Context, e *env, args []string) error {
 // (stored as name), beside it as the sidecar NAME.draft.gguf that serve
 // drafts with. A drafter that cannot be pulled is a warning: the model
 // runs without it.
-func pullDraft(ctx context.Context, e *env, store *models.Store, ref, name string, o models.PullOptions) error {
+func pullDraft(ctx context.Context, e *cli.Env, store *models.Store, ref, name string, o models.PullOptions) error {
 	c, ok := models.LookupCatalog(ref)
 	if !ok || c.Draft == "" {
 		return nil
 	}
-	pr := newPullReporter(e.stderr)
-	o.Name, o.HF, o.Progress, o.UserAgent = name+".draft", models.HFFromEnv(), pr.report, "geist/"+versionString()
+	pr := newPullReporter(e.Stderr)
+	o.Name, o.HF, o.Progress, o.UserAgent = name+".draft", models.HFFromEnv(), pr.report, "geist/"+cli.VersionString()
 	dr, err := store.Pull(ctx, c.Draft, o)
 	pr.close()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return errors.New("interrupted")
 		}
-		fmt.Fprintf(e.stderr, "warning: the drafter of %s (%s) was not pulled: %s; %s runs without it\n", name, c.Draft, oneLine(err.Error()), name)
+		fmt.Fprintf(e.Stderr, "warning: the drafter of %s (%s) was not pulled: %s; %s runs without it\n", name, c.Draft, cli.OneLine(err.Error()), name)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "drafter %s at %s (serve drafts with it; geist run takes it as --draft-model)\n", dr.Model.Name, dr.Model.Path)
+	fmt.Fprintf(e.Stdout, "drafter %s at %s (serve drafts with it; geist run takes it as --draft-model)\n", dr.Model.Name, dr.Model.Path)
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/cmd/internal/models/hftest"
 	"github.com/geisten/geist/engine/zoo"
@@ -153,7 +155,7 @@ func TestPullFromHuggingFace(t *testing.T) {
 		pull := func(i int) {
 			defer wg.Done()
 			codes[i] = Main(context.Background(), []string{"pull", "--models-dir", dir, "hf:geist/stories-GGUF/twice.gguf"},
-				&env{stdin: strings.NewReader(""), stdout: &outs[i], stderr: &errss[i]})
+				&cli.Env{Stdin: strings.NewReader(""), Stdout: &outs[i], Stderr: &errss[i]})
 		}
 		wg.Add(1)
 		go pull(0)
@@ -299,8 +301,8 @@ func TestPullCatalogDrafter(t *testing.T) {
 		t.Fatalf("pull: exit %d: %s%s", code, out, errs)
 	}
 	checkFile(t, filepath.Join(dir, "gemma4:e2b.draft.gguf"), data)
-	sc := serveConfig{Model: filepath.Join(dir, "gemma4:e2b.gguf")}
-	if d := sc.draftModel(); d != filepath.Join(dir, "gemma4:e2b.draft.gguf") {
+	sc := daemon.Config{Model: filepath.Join(dir, "gemma4:e2b.gguf")}
+	if d := sc.DraftFile(); d != filepath.Join(dir, "gemma4:e2b.draft.gguf") {
 		t.Errorf("serve's draft model %q", d)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/sample"
 )
@@ -43,28 +45,25 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVarP(&m.threads, "threads", "t", 0, "threads for matrix products (0: all performance cores)")
 	fs.IntVar(&m.ctx, "ctx", 0, "context size in tokens (0: the model's, at most 4096)")
 	fs.StringVar(&m.kvType, "kv-type", "f16", "KV cache type: f16 or q8_0 (half the memory, slightly less exact)")
-	fs.StringVar(&m.repack, "repack-budget", engine.RepackAuto, repackHelp)
+	fs.StringVar(&m.repack, "repack-budget", engine.RepackAuto, cli.RepackHelp)
 }
-
-// repackHelp is --repack-budget's help, the same for every command.
-const repackHelp = "memory the weights repacked for the kernels may take: auto (what is available less two reserves), all, none or a size (6GiB); the rest is read from the mapped file"
 
 func (m *modelFlags) load() (*engine.Engine, error) {
 	if m.path == "" {
-		return nil, usagef("no model given (-m MODEL)")
+		return nil, cli.Usagef("no model given (-m MODEL)")
 	}
 	if m.threads < 0 {
-		return nil, usagef("--threads %d must not be negative", m.threads)
+		return nil, cli.Usagef("--threads %d must not be negative", m.threads)
 	}
 	if m.ctx < 0 {
-		return nil, usagef("--ctx %d must not be negative", m.ctx)
+		return nil, cli.Usagef("--ctx %d must not be negative", m.ctx)
 	}
 	return engine.Load(m.path, engine.Options{Threads: m.threads, Ctx: m.ctx, DraftModel: m.draftModel, DenseHead: m.denseHead, DraftVocab: m.draftVocab, SelfSpec: m.selfSpec,
 		Cache: m.cache, Logger: m.log, KVType: m.kvType, RepackBudget: m.repack, OnLoadProgress: m.onLoad})
 }
 
-func cmdRun(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "run", "run -m MODEL [flags] PROMPT")
+func cmdRun(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "run", "run -m MODEL [flags] PROMPT")
 	var mf modelFlags
 	mf.register(fs)
 	def := sample.DefaultParams()
@@ -85,16 +84,16 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	sf.register(fs)
 	df := dataFlags{sessionHelp: "continue the conversation NAME (implies --chat)"}
 	df.register(fs)
-	var gf grammarFlags
-	gf.register(fs)
-	if err := parse(fs, args); err != nil {
+	var gf cli.GrammarFlags
+	gf.Register(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	so, err := sf.options()
 	if err != nil {
 		return err
 	}
-	gbnf, err := gf.load()
+	gbnf, err := gf.Load()
 	if err != nil {
 		return err
 	}
@@ -103,32 +102,32 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		mf.draftModel = sf.draftModel
 		p := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP, RepeatPenalty: *rep, Seed: uint64(max(*seed, 0))}
 		if err := p.Validate(); err != nil {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 		return chatFromRun(ctx, e, mf, df, p, *seed >= 0, *system, *n)
 	}
 	if fs.NArg() != 1 {
-		return usagef("want exactly one PROMPT argument (- reads stdin; geist chat, or run --chat without one, chats), got %d", fs.NArg())
+		return cli.Usagef("want exactly one PROMPT argument (- reads stdin; geist chat, or run --chat without one, chats), got %d", fs.NArg())
 	}
 	prompt := fs.Arg(0)
 	if prompt == "-" {
-		b, err := io.ReadAll(e.stdin)
+		b, err := io.ReadAll(e.Stdin)
 		if err != nil {
 			return fmt.Errorf("reading the prompt from stdin: %w", err)
 		}
 		prompt = string(b)
 	}
 	if *n < -1 {
-		return usagef("-n %d must be -1 or more", *n)
+		return cli.Usagef("-n %d must be -1 or more", *n)
 	}
 	if df.session != "" {
 		*chatMode = true
 	}
 	if *system != "" && !*chatMode {
-		return usagef("--system needs --chat")
+		return cli.Usagef("--system needs --chat")
 	}
 	if df.cacheSize < 0 {
-		return usagef("--cache-size %d must not be negative", df.cacheSize)
+		return cli.Usagef("--cache-size %d must not be negative", df.cacheSize)
 	}
 	p := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, MinP: *minP,
 		RepeatPenalty: *rep, RepeatLastN: *repN, PresencePenalty: *pres}
@@ -138,16 +137,16 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		p.Seed = uint64(*seed)
 	}
 	if err := p.Validate(); err != nil {
-		return usageError{errors.New(strings.TrimPrefix(err.Error(), "sample: invalid parameters: "))}
+		return cli.UsageError{Err: errors.New(strings.TrimPrefix(err.Error(), "sample: invalid parameters: "))}
 	}
 	if math.IsNaN(float64(*temp)) {
-		return usagef("--temp must be a number")
+		return cli.Usagef("--temp must be a number")
 	}
 	mf.draftModel, mf.selfSpec, mf.denseHead, mf.draftVocab = sf.draftModel, sf.selfSpec, sf.denseHead, sf.draftVocab
 	if so.Mode == engine.SpecSelf && sf.selfSpec == engine.SelfSpecAuto {
 		mf.selfSpec = engine.SelfSpecLoad // unless a choice was persisted: the request needs one now
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if mf.path != "" {
 		// A wrong path is reported before anything else is opened.
 		if err := engine.CheckModelFile(mf.path); err != nil {
@@ -161,7 +160,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	defer closeData()
 	mf.log = log
-	ll := newPromptLine(e.stderr)
+	ll := newPromptLine(e.Stderr)
 	mf.onLoad = ll.loading
 	eng, err := mf.load()
 	ll.clear()
@@ -172,9 +171,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if *n == 0 {
 		return nil
 	}
-	out := bufio.NewWriter(e.stdout)
+	out := bufio.NewWriter(e.Stdout)
 	var last byte = '\n' // the last byte written: the output ends with a newline
-	pl := newPromptLine(e.stderr)
+	pl := newPromptLine(e.Stderr)
 	defer pl.clear()
 	req := engine.Request{
 		OnPromptProgress: pl.update,
@@ -243,7 +242,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	if *stats {
 		b, _ := json.Marshal(st)
-		fmt.Fprintf(e.stderr, "%s\n", b)
+		fmt.Fprintf(e.Stderr, "%s\n", b)
 	}
 	return nil
 }
@@ -254,9 +253,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 // prompt cache (into mf). close closes them.
 func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (conv *appliance.Conversation, close func(), err error) {
 	if df.session == "" {
-		if pid, ok := serveRunning(df.dir); ok && df.cacheSize > 0 {
+		if pid, ok := daemon.Running(df.dir); ok && df.cacheSize > 0 {
 			// The daemon holds cache.db: ask it (cacheshare.go).
-			if dc := dialCache(df.dir, pid, df.cacheSize, log); dc != nil {
+			if dc := daemon.DialCache(df.dir, pid, df.cacheSize, log); dc != nil {
 				mf.cache = dc
 			}
 			return nil, func() {}, nil
@@ -269,7 +268,7 @@ func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (c
 		return nil, func() { cache.Close() }, nil
 	}
 	if err := appliance.CheckID("session", df.session); err != nil {
-		return nil, nil, usageError{err}
+		return nil, nil, cli.UsageError{Err: err}
 	}
 	store, err := df.openStore(mf.path, log)
 	if err != nil {
@@ -319,26 +318,26 @@ func (f *specFlags) register(fs interface {
 func (f *specFlags) options() (engine.SpecOptions, error) {
 	mode, err := engine.ParseSpecMode(f.mode)
 	if err != nil {
-		return engine.SpecOptions{}, usageError{err}
+		return engine.SpecOptions{}, cli.UsageError{Err: err}
 	}
 	switch {
 	case f.costSlope < 0 || f.costSlope > 1:
-		return engine.SpecOptions{}, usagef("--spec-cost %g must be in [0, 1]", f.costSlope)
+		return engine.SpecOptions{}, cli.Usagef("--spec-cost %g must be in [0, 1]", f.costSlope)
 	case f.draftVocab < 0:
-		return engine.SpecOptions{}, usagef("--draft-vocab %d must not be negative", f.draftVocab)
+		return engine.SpecOptions{}, cli.Usagef("--draft-vocab %d must not be negative", f.draftVocab)
 	case f.draftMax < 1 || f.draftMax > 32:
-		return engine.SpecOptions{}, usagef("--draft-max %d must be in [1, 32]", f.draftMax)
+		return engine.SpecOptions{}, cli.Usagef("--draft-max %d must be in [1, 32]", f.draftMax)
 	case f.ngramMin < 1 || f.ngramMax < f.ngramMin || f.ngramMax > 16:
-		return engine.SpecOptions{}, usagef("--ngram-min %d and --ngram-max %d must satisfy 1 <= min <= max <= 16", f.ngramMin, f.ngramMax)
+		return engine.SpecOptions{}, cli.Usagef("--ngram-min %d and --ngram-max %d must satisfy 1 <= min <= max <= 16", f.ngramMin, f.ngramMax)
 	case (mode == engine.SpecDraft || mode == engine.SpecAssistant || mode == engine.SpecEagle3) && f.draftModel == "":
-		return engine.SpecOptions{}, usagef("--spec %s needs --draft-model FILE", mode)
+		return engine.SpecOptions{}, cli.Usagef("--spec %s needs --draft-model FILE", mode)
 	case mode == engine.SpecSelf && f.selfSpec == engine.SelfSpecOff:
-		return engine.SpecOptions{}, usagef("--spec self needs the skipped-layer draft (--self-spec auto or load)")
+		return engine.SpecOptions{}, cli.Usagef("--spec self needs the skipped-layer draft (--self-spec auto or load)")
 	}
 	switch f.selfSpec {
 	case engine.SelfSpecAuto, engine.SelfSpecLoad, engine.SelfSpecOff:
 	default:
-		return engine.SpecOptions{}, usagef("--self-spec %q: want auto, load or off", f.selfSpec)
+		return engine.SpecOptions{}, cli.Usagef("--self-spec %q: want auto, load or off", f.selfSpec)
 	}
 	return engine.SpecOptions{Mode: mode, DraftMax: f.draftMax, NgramMin: f.ngramMin, NgramMax: f.ngramMax, Fixed: f.fixed,
 		Chains: f.chains, CostSlope: f.costSlope}, nil

@@ -20,6 +20,8 @@ import (
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/firmware"
@@ -173,7 +175,7 @@ session = "voice"
 [voice.speech]
 command = ["sh", "-c", "cat >> %s"]
 `, model, b.URL, spoken)), 0o600)
-	cfg, err := parseServe(&env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--config", conf, "--http", "127.0.0.1:0"})
+	cfg, err := daemon.ParseConfig(&cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}, []string{"--config", conf, "--http", "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,15 +185,15 @@ command = ["sh", "-c", "cat >> %s"]
 	ready, busy, fail := newRecPin("GPIO5"), newRecPin("GPIO6"), newRecPin("GPIO13")
 	pins := []gpio.PinIO{btn, talk, ready, busy, fail}
 	var slow atomic.Bool
-	hooks := serveHooks{
-		openGPIO:   fakeGPIO(pins...),
-		wrapEngine: func(e appliance.Engine) appliance.Engine { return slowEngine{e, &slow} },
+	hooks := daemon.Hooks{
+		OpenGPIO:   fakeGPIO(pins...),
+		WrapEngine: func(e appliance.Engine) appliance.Engine { return slowEngine{e, &slow} },
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, &cfg, log, hooks) }()
+	go func() { served <- daemon.Run(ctx, &cfg, log, hooks) }()
 	var once sync.Once
 	var serveErr error
 	stop := func() error {
@@ -340,7 +342,7 @@ command = ["sh", "-c", "cat >> %s"]
 // buttons and LEDs configured, says clearly that the pins are unavailable,
 // and keeps answering over MQTT.
 func TestServeButtonsWithoutGPIO(t *testing.T) {
-	if hasGPIOChip() {
+	if daemon.HasGPIOChip() {
 		t.Skip("this machine has a GPIO chip; the test is for machines without GPIO")
 	}
 	model := zoo.Path(t, "models", serveModel)
@@ -385,7 +387,7 @@ long_press = { do = "cancel" }
 
 func TestServeDeviceConfig(t *testing.T) {
 	dir := t.TempDir()
-	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	e := &cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte("model = \"m.gguf\"\n"+body), 0o600)
@@ -410,7 +412,7 @@ sites = ["kitchen"]
 client_id = "geist-hermes"
 username = "u"
 `)
-	c, err := parseServe(e, []string{"--config", good})
+	c, err := daemon.ParseConfig(e, []string{"--config", good})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,25 +422,25 @@ username = "u"
 		t.Errorf("decoded %+v %+v %+v", c.GPIO, c.Voice, c.Hermes)
 	}
 	// Flags win.
-	c, err = parseServe(e, []string{"--config", good, "--gpio=false", "--hermes-site", "a,b", "--hermes-mode", "asr", "--speech", "piper -m x.onnx --output-raw", "--speech-play", "aplay -q"})
+	c, err = daemon.ParseConfig(e, []string{"--config", good, "--gpio=false", "--hermes-site", "a,b", "--hermes-mode", "asr", "--speech", "piper -m x.onnx --output-raw", "--speech-play", "aplay -q"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gpioConfigured(c.GPIO) || !slices.Equal(c.Hermes.Sites, []string{"a", "b"}) || c.Hermes.Mode != "asr" || c.Hermes.Broker != "tcp://rhasspy:12183" ||
+	if daemon.GPIOConfigured(c.GPIO) || !slices.Equal(c.Hermes.Sites, []string{"a", "b"}) || c.Hermes.Mode != "asr" || c.Hermes.Broker != "tcp://rhasspy:12183" ||
 		!slices.Equal(c.Voice.Speech.Command, []string{"piper", "-m", "x.onnx", "--output-raw"}) || c.Voice.Speech.Play[0] != "aplay" {
 		t.Errorf("flags over the file: %+v %+v %+v", c.GPIO, c.Voice.Speech, c.Hermes)
 	}
-	c, err = parseServe(e, []string{"--config", good, "--hermes=false", "--speech", ""})
+	c, err = daemon.ParseConfig(e, []string{"--config", good, "--hermes=false", "--speech", ""})
 	if err != nil || c.Hermes != nil || c.Voice.Speech != nil {
 		t.Errorf("--hermes=false --speech '': %v %+v %+v", err, c.Hermes, c.Voice.Speech)
 	}
-	c, err = parseServe(e, []string{"-m", "m.gguf", "--hermes-broker", "tcp://h:1", "--talk-capture", "arecord {file}", "--talk-stt", "whisper-cli -f {file}"})
+	c, err = daemon.ParseConfig(e, []string{"-m", "m.gguf", "--hermes-broker", "tcp://h:1", "--talk-capture", "arecord {file}", "--talk-stt", "whisper-cli -f {file}"})
 	if err != nil || c.Hermes == nil || c.Hermes.Broker != "tcp://h:1" || c.Voice.Talk == nil || c.Voice.Talk.STT[2] != "{file}" {
 		t.Errorf("flags alone: %v %+v %+v", err, c.Hermes, c.Voice.Talk)
 	}
 	// Command flags are split as a shell would: a quoted path with a
 	// space stays one word; {text} stays a word of its own.
-	c, err = parseServe(e, []string{"-m", "m.gguf", "--speech", `piper -m '/opt/my voices/en.onnx' --text "{text}"`, "--speech-play", `aplay\ x -q`})
+	c, err = daemon.ParseConfig(e, []string{"-m", "m.gguf", "--speech", `piper -m '/opt/my voices/en.onnx' --text "{text}"`, "--speech-play", `aplay\ x -q`})
 	if err != nil || !slices.Equal(c.Voice.Speech.Command, []string{"piper", "-m", "/opt/my voices/en.onnx", "--text", "{text}"}) ||
 		!slices.Equal(c.Voice.Speech.Play, []string{"aplay x", "-q"}) {
 		t.Errorf("quoted command words: %v %q %q", err, c.Voice.Speech.Command, c.Voice.Speech.Play)
@@ -547,7 +549,7 @@ func TestServeHermes(t *testing.T) {
 // speech command) and logged, and the LEDs follow.
 func TestServeButtonsWithoutBroker(t *testing.T) {
 	model := zoo.Path(t, "models", serveModel)
-	cfg := defaultServeConfig()
+	cfg := daemon.DefaultConfig()
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Model, cfg.Device, cfg.Ctx, cfg.Threads = model, "solo", 256, 1
 	cfg.Limits.MaxTokens = 16
@@ -563,11 +565,11 @@ func TestServeButtonsWithoutBroker(t *testing.T) {
 	pins := []gpio.PinIO{btn, ready, busy}
 	// 5 ms a piece: the tiny model would be done before the LED loop
 	// looked.
-	hooks := serveHooks{openGPIO: fakeGPIO(pins...), wrapEngine: func(e appliance.Engine) appliance.Engine { return throttled{e, 5 * time.Millisecond} }}
+	hooks := daemon.Hooks{OpenGPIO: fakeGPIO(pins...), WrapEngine: func(e appliance.Engine) appliance.Engine { return throttled{e, 5 * time.Millisecond} }}
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, &cfg, slog.New(slog.NewTextHandler(logs, nil)), hooks) }()
+	go func() { served <- daemon.Run(ctx, &cfg, slog.New(slog.NewTextHandler(logs, nil)), hooks) }()
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {

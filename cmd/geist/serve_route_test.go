@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/wyoming"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -232,8 +233,8 @@ func TestServePooledPromptCache(t *testing.T) {
 // HTTP and then a Wyoming question (a voice pipeline's); when the stream
 // ends, the Wyoming question goes first and is answered before the title.
 func TestServePriorityBySource(t *testing.T) {
-	testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, 30 * time.Millisecond} }
-	t.Cleanup(func() { testServeEngine = nil })
+	daemon.TestEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, 30 * time.Millisecond} }
+	t.Cleanup(func() { daemon.TestEngine = nil })
 	model := zoo.Path(t, "models", serveModel)
 	_, logs := runServe(t, "-m", model, "--ctx", "512", "--temp", "0", "--parallel", "1", "--max-tokens", "24", "--wyoming", "127.0.0.1:0", "--wyoming-mdns=false",
 		"--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))

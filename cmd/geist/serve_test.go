@@ -18,6 +18,8 @@ import (
 
 	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
@@ -80,7 +82,7 @@ func runServe(t *testing.T, args ...string) (stop func() int, logs *syncBuffer) 
 		args = append([]string{"--http", "127.0.0.1:0"}, args...)
 	}
 	go func() {
-		code <- Main(ctx, append([]string{"serve"}, args...), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs})
+		code <- Main(ctx, append([]string{"serve"}, args...), &cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: logs})
 	}()
 	var once sync.Once
 	var rc int
@@ -299,8 +301,8 @@ func TestServeConfig(t *testing.T) {
 	}
 	good := filepath.Join(dir, "good.toml")
 	os.WriteFile(good, []byte("model = \"a.gguf\"\ndevice = \"filedev\"\n[limits]\nqueue = 3\nmax_tokens = 99\n"), 0o600)
-	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
-	c, err := parseServe(e, []string{"--config", good, "--queue", "5"})
+	e := &cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
+	c, err := daemon.ParseConfig(e, []string{"--config", good, "--queue", "5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,15 +312,15 @@ func TestServeConfig(t *testing.T) {
 	// The example configuration in scripts/ parses, and neither it nor
 	// the defaults cap answers (issue 37: a silent 512 ended long answers
 	// with "length"); a negative cap is an error.
-	if c, err := parseServe(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""}); err != nil {
+	if c, err := daemon.ParseConfig(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""}); err != nil {
 		t.Errorf("scripts/geist.toml: %v", err)
 	} else if c.Limits.MaxTokens != 0 {
 		t.Errorf("scripts/geist.toml caps answers at %d tokens", c.Limits.MaxTokens)
 	}
-	if c, err := parseServe(e, []string{"-m", "a.gguf"}); err != nil || c.Limits.MaxTokens != 0 {
+	if c, err := daemon.ParseConfig(e, []string{"-m", "a.gguf"}); err != nil || c.Limits.MaxTokens != 0 {
 		t.Errorf("default max_tokens: %v, %+v (want 0: no cap)", err, c)
 	}
-	if _, err := parseServe(e, []string{"-m", "a.gguf", "--max-tokens", "-1"}); err == nil || !strings.Contains(err.Error(), "max_tokens") {
+	if _, err := daemon.ParseConfig(e, []string{"-m", "a.gguf", "--max-tokens", "-1"}); err == nil || !strings.Contains(err.Error(), "max_tokens") {
 		t.Errorf("negative max_tokens: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/mdns"
 
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/wyoming/wyomingtest"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -116,18 +118,18 @@ func TestServeWyomingConfig(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "geist.toml")
 	os.WriteFile(conf, []byte("model = \"a.gguf\"\n[wyoming]\naddr = \"0.0.0.0:10500\"\nlanguages = [\"en\", \"de\"]\n"), 0o600)
-	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
-	c, err := parseServe(e, []string{"--config", conf, "--wyoming-mdns=false"})
+	e := &cli.Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
+	c, err := daemon.ParseConfig(e, []string{"--config", conf, "--wyoming-mdns=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Wyoming.Addr != "0.0.0.0:10500" || c.Wyoming.MDNS || strings.Join(c.Wyoming.Languages, ",") != "en,de" {
 		t.Errorf("[wyoming] and flags merged into %+v", c.Wyoming)
 	}
-	if c, _ := parseServe(e, []string{"-m", "a.gguf"}); c.Wyoming.Addr != "" || !c.Wyoming.MDNS {
+	if c, _ := daemon.ParseConfig(e, []string{"-m", "a.gguf"}); c.Wyoming.Addr != "" || !c.Wyoming.MDNS {
 		t.Errorf("defaults: %+v (want off, mDNS on once enabled)", c.Wyoming)
 	}
-	if c, err := parseServe(e, []string{"-m", "a.gguf", "--wyoming-model", "tiny-llama:latest"}); err != nil || c.Wyoming.Model != "tiny-llama:latest" {
+	if c, err := daemon.ParseConfig(e, []string{"-m", "a.gguf", "--wyoming-model", "tiny-llama:latest"}); err != nil || c.Wyoming.Model != "tiny-llama:latest" {
 		t.Errorf("--wyoming-model: %q, %v", c.Wyoming.Model, err)
 	}
 	if code, _, errs := geist(t, "", "serve", "-m", "a.gguf", "--wyoming-model", "two words"); code != 2 || !strings.Contains(errs, "wyoming: model") {
@@ -137,7 +139,7 @@ func TestServeWyomingConfig(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, `wyoming: addr "10500": want host:port`) {
 		t.Errorf("bad addr: status %d, %q", code, errs)
 	}
-	sample, err := parseServe(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""})
+	sample, err := daemon.ParseConfig(e, []string{"--config", filepath.Join("..", "..", "scripts", "geist.toml"), "--mqtt-password-file", ""})
 	// The sample keeps Wyoming (no authentication) on loopback, unannounced,
 	// and sizes the context itself.
 	if err != nil || sample.Wyoming.Addr != "127.0.0.1:10500" || sample.Wyoming.MDNS || sample.Ctx != 0 {

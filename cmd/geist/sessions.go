@@ -8,44 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/storage"
 )
-
-// serviceDir is the service's data directory: systemd's
-// StateDirectory=geist, and the home of the geist system user that
-// scripts/INSTALL.md creates.
-const serviceDir = "/var/lib/geist"
-
-// defaultDataDir is the one data directory of every command (sessions.db,
-// cache.db, models/, geist.sock): $STATE_DIRECTORY (set by systemd for the
-// service), else $XDG_DATA_HOME/geist, else /var/lib/geist for the
-// service's user (whose home it is, so that `sudo -u geist geist ...`
-// finds what the service keeps), else ~/.local/share/geist, else
-// /var/lib/geist.
-func defaultDataDir() string {
-	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
-		// systemd may pass several, separated by colons: the first is ours.
-		d, _, _ = strings.Cut(d, ":")
-		return d
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "geist")
-	}
-	// The account database rather than $HOME, which sudo may keep.
-	if u, err := user.Current(); err == nil && filepath.Clean(u.HomeDir) == serviceDir {
-		return serviceDir
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "" && h != "/" {
-		return filepath.Join(h, ".local", "share", "geist")
-	}
-	return serviceDir
-}
 
 // dataFlags are the storage flags of run.
 type dataFlags struct {
@@ -60,7 +31,7 @@ func (d *dataFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	Int64Var(*int64, string, int64, string)
 }) {
-	fs.StringVar(&d.dir, "data-dir", defaultDataDir(), "directory of sessions.db and cache.db")
+	fs.StringVar(&d.dir, "data-dir", cli.DefaultDataDir(), "directory of sessions.db and cache.db")
 	fs.Int64Var(&d.cacheSize, "cache-size", 1<<30, "prompt cache budget in bytes (0: no prompt cache)")
 	fs.StringVar(&d.session, "session", "", d.sessionHelp)
 }
@@ -71,7 +42,7 @@ func (d *dataFlags) openCache(log *slog.Logger) *storage.Cache {
 	if d.cacheSize <= 0 {
 		return nil
 	}
-	if pid, ok := serveRunning(d.dir); ok {
+	if pid, ok := daemon.Running(d.dir); ok {
 		// The daemon holds cache.db: go without it rather than wait for
 		// a lock it never gives up.
 		log.Debug("prompt cache skipped: geist serve holds it", "data_dir", d.dir, "pid", pid)
@@ -114,35 +85,35 @@ func (d *dataFlags) openStore(model string, log *slog.Logger) (*appliance.Storag
 // serveHolds refuses a --session while geist serve holds the data
 // directory: the session would not be saved.
 func (d *dataFlags) serveHolds() error {
-	if pid, ok := serveRunning(d.dir); d.dir != "" && ok {
-		return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", errServeRunning, d.dir, pid, d.session)
+	if pid, ok := daemon.Running(d.dir); d.dir != "" && ok {
+		return fmt.Errorf("%w on %s%s and holds its sessions: --session %s would not be saved; ask the running geist (HTTP or MQTT) or stop it first", daemon.ErrRunning, d.dir, pid, d.session)
 	}
 	return nil
 }
 
-func cmdSessions(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "sessions", "sessions list|show|delete|export|check|salvage [NAME] [--data-dir DIR] [--json]")
-	dir := fs.String("data-dir", defaultDataDir(), "directory of sessions.db")
+func cmdSessions(_ context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "sessions", "sessions list|show|delete|export|check|salvage [NAME] [--data-dir DIR] [--json]")
+	dir := fs.String("data-dir", cli.DefaultDataDir(), "directory of sessions.db")
 	asJSON := fs.Bool("json", false, "list and show as JSON (show --json prints what export does)")
 	force := fs.Bool("force", false, "salvage even a file that checks sound")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usagef("want a subcommand: list, show NAME, delete NAME, export NAME, check or salvage")
+		return cli.Usagef("want a subcommand: list, show NAME, delete NAME, export NAME, check or salvage")
 	}
 	sub, rest := fs.Arg(0), fs.Args()[1:]
 	switch sub {
 	case "show", "delete", "export":
 		if len(rest) != 1 {
-			return usagef("sessions %s needs exactly one NAME", sub)
+			return cli.Usagef("sessions %s needs exactly one NAME", sub)
 		}
 	case "list", "check", "salvage":
 		if len(rest) != 0 {
-			return usagef("sessions %s takes no NAME", sub)
+			return cli.Usagef("sessions %s takes no NAME", sub)
 		}
 	default:
-		return usagef("unknown subcommand %q (want list, show, delete, export, check or salvage)", sub)
+		return cli.Usagef("unknown subcommand %q (want list, show, delete, export, check or salvage)", sub)
 	}
 	path := filepath.Join(*dir, "sessions.db")
 	switch sub {
@@ -154,8 +125,8 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 	// A running geist serve holds sessions.db: ask it through its
 	// control socket. Otherwise read the file (only delete writes; no
 	// subcommand creates a database).
-	var src sessionSource
-	if d := dialDaemon(*dir); d != nil {
+	var src daemon.SessionSource
+	if d := daemon.Dial(*dir); d != nil {
 		src = d
 	} else {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -166,12 +137,12 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 		case errors.Is(err, storage.ErrNoDatabase):
 			return fmt.Errorf("no sessions database at %s (geist chat --session, run --session or serve creates one)", path)
 		case errors.Is(err, storage.ErrLocked):
-			return fmt.Errorf("%w; a geist chat or run --session is using it (a running geist serve would answer on %s)", err, filepath.Join(*dir, socketName))
+			return fmt.Errorf("%w; a geist chat or run --session is using it (a running geist serve would answer on %s)", err, filepath.Join(*dir, daemon.SocketName))
 		case err != nil:
 			return err
 		}
 		defer db.Close()
-		src = fileSessions{db}
+		src = daemon.FileSessions{DB: db}
 	}
 	switch sub {
 	case "list":
@@ -181,13 +152,13 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 		}
 		if *asJSON {
 			if rows == nil {
-				rows = []sessionRow{}
+				rows = []daemon.SessionRow{}
 			}
 			b, _ := json.Marshal(rows)
-			fmt.Fprintf(e.stdout, "%s\n", b)
+			fmt.Fprintf(e.Stdout, "%s\n", b)
 			return nil
 		}
-		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		w := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tTURNS\tUPDATED\tMODEL")
 		for _, c := range rows {
 			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", c.ID, c.Turns, c.Updated.Local().Format("2006-01-02 15:04"), filepath.Base(c.Model))
@@ -199,31 +170,31 @@ func cmdSessions(_ context.Context, e *env, args []string) error {
 			return err
 		}
 		if *asJSON {
-			_, err := e.stdout.Write(b.Bytes())
+			_, err := e.Stdout.Write(b.Bytes())
 			return err
 		}
-		var doc sessionDoc
+		var doc daemon.SessionDoc
 		if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 			return fmt.Errorf("reading conversation %s: %w", rest[0], err)
 		}
-		fmt.Fprintf(e.stdout, "session %s (%d turns, model %s)\n", doc.ID, len(doc.Turns), filepath.Base(doc.Model))
+		fmt.Fprintf(e.Stdout, "session %s (%d turns, model %s)\n", doc.ID, len(doc.Turns), filepath.Base(doc.Model))
 		if doc.System != "" {
-			fmt.Fprintf(e.stdout, "\n[system]\n%s\n", doc.System)
+			fmt.Fprintf(e.Stdout, "\n[system]\n%s\n", doc.System)
 		}
 		for _, t := range doc.Turns {
-			fmt.Fprintf(e.stdout, "\n[%s]\n%s\n", t.Role, t.Text)
+			fmt.Fprintf(e.Stdout, "\n[%s]\n%s\n", t.Role, t.Text)
 		}
 		return nil
 	case "delete":
 		return src.Delete(rest[0])
 	default:
-		return src.Export(e.stdout, rest[0])
+		return src.Export(e.Stdout, rest[0])
 	}
 }
 
 // checkSessions reports whether sessions.db is sound (exit status 0) or
 // damaged, missing or held by a running geist (1), changing nothing.
-func checkSessions(e *env, path string) error {
+func checkSessions(e *cli.Env, path string) error {
 	err := storage.CheckSessions(path)
 	switch {
 	case err == nil:
@@ -233,12 +204,12 @@ func checkSessions(e *env, path string) error {
 		}
 		n, bytes := db.Usage()
 		db.Close()
-		fmt.Fprintf(e.stdout, "%s: sound (%d conversations, %d bytes stored)\n", path, n, bytes)
+		fmt.Fprintf(e.Stdout, "%s: sound (%d conversations, %d bytes stored)\n", path, n, bytes)
 		return nil
 	case errors.Is(err, storage.ErrNoDatabase):
 		return fmt.Errorf("no sessions database at %s", path)
 	case errors.Is(err, storage.ErrCorrupt):
-		fmt.Fprintf(e.stdout, "%s: DAMAGED\n", path)
+		fmt.Fprintf(e.Stdout, "%s: DAMAGED\n", path)
 		return fmt.Errorf("%w; 'geist sessions salvage --data-dir %s' copies it aside and keeps every readable conversation", err, filepath.Dir(path))
 	}
 	return err
@@ -246,7 +217,7 @@ func checkSessions(e *env, path string) error {
 
 // salvageSessions rebuilds a damaged sessions.db from what is readable,
 // after copying it aside.
-func salvageSessions(e *env, path string, force bool) error {
+func salvageSessions(e *cli.Env, path string, force bool) error {
 	err := storage.CheckSessions(path)
 	switch {
 	case errors.Is(err, storage.ErrNoDatabase):
@@ -254,7 +225,7 @@ func salvageSessions(e *env, path string, force bool) error {
 	case errors.Is(err, storage.ErrLocked):
 		return fmt.Errorf("%w: stop geist serve before salvaging", err)
 	case err == nil && !force:
-		fmt.Fprintf(e.stdout, "%s: sound; nothing to salvage (--force salvages anyway)\n", path)
+		fmt.Fprintf(e.Stdout, "%s: sound; nothing to salvage (--force salvages anyway)\n", path)
 		return nil
 	case err != nil && !errors.Is(err, storage.ErrCorrupt) && !force:
 		return err
@@ -266,12 +237,12 @@ func salvageSessions(e *env, path string, force bool) error {
 		}
 		return err
 	}
-	fmt.Fprintf(e.stdout, "copied the damaged file to %s\n", rep.Aside)
-	fmt.Fprintf(e.stdout, "kept %d conversations, %d turns, %d settings in %s\n", rep.Conversations, rep.Turns, rep.Settings, path)
+	fmt.Fprintf(e.Stdout, "copied the damaged file to %s\n", rep.Aside)
+	fmt.Fprintf(e.Stdout, "kept %d conversations, %d turns, %d settings in %s\n", rep.Conversations, rep.Turns, rep.Settings, path)
 	if len(rep.Problems) > 0 {
-		fmt.Fprintf(e.stdout, "could not read (%d shown):\n", len(rep.Problems))
+		fmt.Fprintf(e.Stdout, "could not read (%d shown):\n", len(rep.Problems))
 		for _, p := range rep.Problems {
-			fmt.Fprintf(e.stdout, "  %s\n", p)
+			fmt.Fprintf(e.Stdout, "  %s\n", p)
 		}
 	}
 	return nil

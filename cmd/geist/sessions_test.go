@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -157,7 +158,7 @@ func TestSessionsWhileServing(t *testing.T) {
 	}
 	code, js, _ := geist(t, "", "sessions", "--data-dir", dir, "show", "--json", "kitchen")
 	_, exp, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "kitchen")
-	var doc sessionDoc
+	var doc daemon.SessionDoc
 	if code != 0 || js != exp || json.Unmarshal([]byte(js), &doc) != nil || doc.ID != "kitchen" || len(doc.Turns) != 4 {
 		t.Errorf("show --json %q, export %q", js, exp)
 	}
@@ -241,7 +242,7 @@ func TestOneConversationPath(t *testing.T) {
 		t.Errorf("prompt tokens %d (run), %d (chat), %d (run), %d (serve), %d (run): each turn should render the history before it", p1, p2, p3, p4, p5)
 	}
 	_, out, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "alt")
-	var doc sessionDoc
+	var doc daemon.SessionDoc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.System != "Tell stories." || len(doc.Turns) != 10 {
 		t.Fatalf("export: %v %s", err, out)
 	}
@@ -287,7 +288,7 @@ func TestRunSessionThinking(t *testing.T) {
 		t.Fatalf("the grammar did not make the model think first: %q", out)
 	}
 	_, exported, _ := geist(t, "", "sessions", "--data-dir", dir, "export", "th")
-	var doc sessionDoc
+	var doc daemon.SessionDoc
 	if err := json.Unmarshal([]byte(exported), &doc); err != nil || doc.System != "Be brief." || len(doc.Turns) != 2 {
 		t.Fatalf("export: %v %s", err, exported)
 	}

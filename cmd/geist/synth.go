@@ -8,20 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/convert"
 	"github.com/geisten/geist/engine/chat"
 )
 
 const synthUsage = "synth --shape NAME --type TYPE -o FILE [--vocab GGUF] [--template FILE] [--seed N] [--exact] [-t N]"
 
-func cmdSynth(ctx context.Context, e *env, args []string) error {
+func cmdSynth(ctx context.Context, e *cli.Env, args []string) error {
 	return runSynth(ctx, e, args, convert.LookupShape)
 }
 
 // runSynth is cmdSynth with the shape table as a parameter (tests add
 // small shapes).
-func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (convert.Shape, error)) error {
-	fs := newFlags(e, "synth", synthUsage)
+func runSynth(ctx context.Context, e *cli.Env, args []string, lookup func(string) (convert.Shape, error)) error {
+	fs := cli.NewFlags(e, "synth", synthUsage)
 	var names []string
 	for _, s := range convert.Shapes() {
 		names = append(names, s.Name)
@@ -34,26 +35,26 @@ func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (c
 	threads := fs.IntP("threads", "t", 0, "threads (0: all CPUs)")
 	vocab := fs.String("vocab", "", "GGUF file whose tokenizer (vocabulary, merges, token types, pre-tokenizer, special tokens, chat template) the file gets, with the embedding and head sized to it")
 	tmplFile := fs.String("template", "", "file holding the chat template to write (replaces the vocabulary's)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() != 0:
-		return usagef("unexpected arguments %q (usage: geist %s)", fs.Args(), synthUsage)
+		return cli.Usagef("unexpected arguments %q (usage: geist %s)", fs.Args(), synthUsage)
 	case *shapeName == "":
-		return usagef("no shape given (--shape %s)", strings.Join(names, "|"))
+		return cli.Usagef("no shape given (--shape %s)", strings.Join(names, "|"))
 	case *typeName == "":
-		return usagef("no type given (--type Q4_0|Q4_K_M|Q8_0)")
+		return cli.Usagef("no type given (--type Q4_0|Q4_K_M|Q8_0)")
 	case *out == "":
-		return usagef("no output file given (-o FILE)")
+		return cli.Usagef("no output file given (-o FILE)")
 	}
 	shape, err := lookup(*shapeName)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	ft, err := convert.ParseFileType(*typeName)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	o := convert.SynthOptions{Seed: *seed, Threads: *threads, Exact: *exact}
 	if *tmplFile != "" {
@@ -79,7 +80,7 @@ func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (c
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "wrote %s: %s %s, %d weights, %d tensors (%s), %.1f MiB in %.1fs\n",
+	fmt.Fprintf(e.Stdout, "wrote %s: %s %s, %d weights, %d tensors (%s), %.1f MiB in %.1fs\n",
 		*out, shape.Name, ft, shape.Params(), res.Tensors, res.TypeSummary(),
 		float64(res.Bytes)/(1<<20), time.Since(start).Seconds())
 	if *vocab != "" || *tmplFile != "" {
@@ -87,7 +88,7 @@ func runSynth(ctx context.Context, e *env, args []string, lookup func(string) (c
 		if *vocab != "" {
 			from = *vocab + "'s"
 		}
-		fmt.Fprintf(e.stdout, "tokenizer: %s (%d tokens), chat template: %s\n", from, shape.Vocab, tmplFrom)
+		fmt.Fprintf(e.Stdout, "tokenizer: %s (%d tokens), chat template: %s\n", from, shape.Vocab, tmplFrom)
 	}
 	return nil
 }

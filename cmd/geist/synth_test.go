@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/convert"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/zoo"
@@ -39,12 +40,12 @@ func testShapes(name string) (convert.Shape, error) {
 func synthCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
+	e := &cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
 	code := 0
 	if err := runSynth(context.Background(), e, args, testShapes); err != nil {
 		code = 1
 		errb.WriteString(err.Error())
-		if _, ok := err.(usageError); ok {
+		if _, ok := err.(cli.UsageError); ok {
 			code = 2
 		}
 	}

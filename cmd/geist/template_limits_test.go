@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -28,10 +29,10 @@ func TestHelperGeist(t *testing.T) {
 		promptLineAfter, promptLineEvery = 0, 0
 	}
 	if d, err := time.ParseDuration(os.Getenv("GEIST_HELPER_SERVE_DELAY")); err == nil {
-		testServeEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, d} }
+		daemon.TestEngine = func(e appliance.Engine) appliance.Engine { return throttled{e, d} }
 	}
 	if os.Getenv("GEIST_HELPER_SERVE_HANG") != "" {
-		testServeEngine = func(e appliance.Engine) appliance.Engine { return hung{e} }
+		daemon.TestEngine = func(e appliance.Engine) appliance.Engine { return hung{e} }
 	}
 	code := mainProcess(strings.Split(args, "\n"))
 	// The peak of this process's own memory (its mm is new since exec;

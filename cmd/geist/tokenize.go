@@ -6,26 +6,27 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/engine"
 )
 
-func cmdTokenize(_ context.Context, e *env, args []string) error {
-	fs := newFlags(e, "tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT")
+func cmdTokenize(_ context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlags(e, "tokenize", "tokenize -m MODEL [--no-special] [--no-parse-special] TEXT")
 	path := fs.StringP("model", "m", "", "GGUF model or vocab file")
 	noSpecial := fs.Bool("no-special", false, "add no BOS/EOS")
 	noParse := fs.Bool("no-parse-special", false, "treat special-token text as plain text")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
-		return usagef("no model given (-m MODEL)")
+		return cli.Usagef("no model given (-m MODEL)")
 	}
 	if fs.NArg() != 1 {
-		return usagef("want exactly one TEXT argument (- reads stdin), got %d", fs.NArg())
+		return cli.Usagef("want exactly one TEXT argument (- reads stdin), got %d", fs.NArg())
 	}
 	text := fs.Arg(0)
 	if text == "-" {
-		b, err := io.ReadAll(e.stdin)
+		b, err := io.ReadAll(e.Stdin)
 		if err != nil {
 			return err
 		}
@@ -41,6 +42,6 @@ func cmdTokenize(_ context.Context, e *env, args []string) error {
 		ids = []int32{}
 	}
 	b, _ := json.Marshal(ids)
-	fmt.Fprintf(e.stdout, "%s\n", b)
+	fmt.Fprintf(e.Stdout, "%s\n", b)
 	return nil
 }
