@@ -278,7 +278,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger, hooks serveHoo
 	pool := newModelPool(c, models.New(c.modelsDir()), log)
 	pool.cache, pool.storage = store.Cache, store
 	first.room = pool.roomForFirst // a reload unloads idle pooled models it needs the memory of
-	defer pool.Close() // after the front ends and the core
+	defer pool.Close()             // after the front ends and the core
 	cc := c.coreConfig(ae, store.Sessions, log)
 	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
 	cc.Models = pool.router(c.Model)
