@@ -23,6 +23,9 @@ func TestParseValid(t *testing.T) {
 		r.ReplyTo != "geist/d/reply/my" || r.TTL != 2500*time.Millisecond || r.Plain || !r.Received.Equal(now) {
 		t.Errorf("parsed %+v", r)
 	}
+	if r, e = Parse([]byte(`{"text":"hi","model":"tiny-llama:latest"}`), testLimits, now); e != nil || r.Model != "tiny-llama:latest" || r.core().Model != r.Model {
+		t.Errorf("model: %+v %v", r, e)
+	}
 	r, e = Parse([]byte("  Tell me a story.\n"), testLimits, now)
 	if e != nil || !r.Plain || r.Text != "Tell me a story." || !r.Generated || r.ID == "" || r.MaxTokens != 100 || r.TTL != time.Minute {
 		t.Errorf("plain: %+v %v", r, e)
@@ -71,6 +74,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown field", `{"id":"x","text":"a","prompt":"b"}`, CodeBadRequest, `unknown field "prompt"`, "x"},
 		{"unknown nested field", `{"id":"x","messages":[{"role":"user","content":"a","name":"b"}]}`, CodeBadRequest, `unknown field "name"`, "x"},
 		{"empty text", `{"id":"x","text":"  "}`, CodeBadRequest, "empty text", "x"},
+		{"empty model", `{"id":"x","text":"a","model":""}`, CodeBadRequest, "model is empty", "x"},
+		{"model with spaces", `{"id":"x","text":"a","model":"tiny llama"}`, CodeBadRequest, "spaces or control characters", "x"},
+		{"model too long", `{"id":"x","text":"a","model":"` + strings.Repeat("m", 300) + `"}`, CodeBadRequest, "longer than 256 bytes", "x"},
 		{"no text", `{"id":"x"}`, CodeBadRequest, "empty text", "x"},
 		{"empty plain text", " \n\t", CodeBadRequest, "empty text", ""},
 		{"empty payload", "", CodeBadRequest, "empty text", ""},

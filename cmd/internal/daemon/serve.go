@@ -278,7 +278,8 @@ func Run(ctx context.Context, c *Config, log *slog.Logger, hooks Hooks) error {
 	// end (HTTP, MQTT, Wyoming), with the prompt cache of the first.
 	pool := newModelPool(c, models.New(c.modelsDir()), log)
 	pool.cache, pool.storage = store.Cache, store
-	defer pool.Close() // after the front ends and the core
+	first.room = pool.roomForFirst // a reload unloads idle pooled models it needs the memory of
+	defer pool.Close()             // after the front ends and the core
 	cc := c.coreConfig(ae, store.Sessions, log)
 	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
 	cc.Models = pool.router(c.Model)

@@ -31,6 +31,9 @@ type firstModel struct {
 	log      *slog.Logger
 	id       []byte
 	parallel int
+	// room, if set, makes room in memory before a reload (the model
+	// pool's idle models go) and says whether the model fits.
+	room func(path string) bool
 
 	mu      sync.Mutex
 	eng     *engine.Engine // nil: unloaded
@@ -106,6 +109,9 @@ func (f *firstModel) acquire(ctx context.Context, beat func()) (*engine.Engine, 
 		ch := make(chan struct{})
 		f.loading = ch
 		f.mu.Unlock()
+		if f.room != nil && !f.room(f.path) {
+			f.log.Warn("loading the model again with less memory available than it needs: the other models loaded are in use", "model", f.path)
+		}
 		start := time.Now()
 		opt := f.opt
 		if beat != nil {

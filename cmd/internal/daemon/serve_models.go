@@ -358,6 +358,47 @@ func (p *modelPool) roomLocked(path string, embedding bool) ([]*pooled, error) {
 	return evict, nil
 }
 
+// roomForFirst makes room in memory for the first model's reload (its
+// file at path, with its drafter): the idle pooled models of either kind
+// are unloaded, least recently used first, until it fits or none is left
+// idle. The first model is loaded all the same (it is the appliance's
+// own); it reports whether it fits.
+func (p *modelPool) roomForFirst(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return true // the load reports it
+	}
+	size := fi.Size() + draftSize(path)
+	need := size + size/4 + 64<<20
+	p.mu.Lock()
+	var idle []*pooled
+	for _, m := range p.loaded {
+		select {
+		case <-m.ready:
+			if m.refs == 0 {
+				idle = append(idle, m)
+			}
+		default:
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].last.Before(idle[j].last) })
+	avail := p.memAvailable()
+	var evict []*pooled
+	for _, e := range idle {
+		if avail >= need {
+			break
+		}
+		evict = append(evict, e)
+		delete(p.loaded, e.name)
+		avail += e.size
+	}
+	p.mu.Unlock()
+	for _, e := range evict {
+		p.close(e, "room for "+ModelName(path))
+	}
+	return avail >= need
+}
+
 // draftSize is the size of the drafter a text model at path loads with
 // (its sidecar MODEL.draft.gguf), 0 for none.
 func draftSize(path string) int64 {

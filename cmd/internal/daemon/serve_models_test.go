@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -258,4 +259,51 @@ func TestModelPoolDrafterBudget(t *testing.T) {
 	if _, _, err := p.Route(t.Context(), "b", httpapi.KeepAliveDefault); !errors.Is(err, httpapi.ErrModelBudget) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("b with its drafter: %v, want %q", err, want)
 	}
+}
+
+// TestModelPoolRoomForFirst: the first model's reload takes the memory of
+// the idle pooled models it needs (least recently used first), never of
+// one in use, and none while the memory suffices.
+func TestModelPoolRoomForFirst(t *testing.T) {
+	store := t.TempDir()
+	for name, file := range map[string]string{"a": serveModel, "b": "tiny-llama-Q4_0.gguf", "c": "tiny-qwen2-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ParseConfig(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}, []string{"-m", filepath.Join(store, "a.gguf"), "--models-dir", store, "--ctx", "256", "--data-dir", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer p.Close()
+	ctx := t.Context()
+	for _, n := range []string{"b", "c"} {
+		_, release, err := p.Route(ctx, n, httpapi.KeepAliveDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	names := func() []string {
+		var out []string
+		for _, r := range p.Running() {
+			out = append(out, r.Model.Name)
+		}
+		return out
+	}
+	first := filepath.Join(store, "a.gguf")
+	if !p.roomForFirst(first) || !slices.Equal(names(), []string{"b", "c"}) {
+		t.Errorf("with room: loaded %v", names())
+	}
+	// c in use, b idle: b goes, c stays; still too little memory.
+	_, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.memAvailable = func() int64 { return 1 << 20 }
+	if p.roomForFirst(first) || !slices.Equal(names(), []string{"c"}) {
+		t.Errorf("without room: loaded %v, want c (in use) only", names())
+	}
+	releaseC()
 }

@@ -157,15 +157,16 @@ func (c *Config) defaults() {
 // Server is the HTTP front end. Create it with New, mount further
 // handlers with Handle, then run it with Serve or ListenAndServe.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	core    Core
-	mux     *http.ServeMux
-	reg     *prometheus.Registry
-	metrics *metrics
-	slots   map[budget]chan struct{} // requests in flight, per budget
-	hosts   []string                 // names the Host may carry besides IPs and localhost
-	started time.Time
+	cfg       Config
+	log       *slog.Logger
+	core      Core
+	mux       *http.ServeMux
+	reg       *prometheus.Registry
+	metrics   *metrics
+	slots     map[budget]chan struct{} // requests in flight, per budget
+	hosts     []string                 // names the Host may carry besides IPs and localhost
+	allowDesc string                   // Config.Allow in words, for Serve's log line
+	started   time.Time
 
 	mu     sync.Mutex
 	checks []check
@@ -192,6 +193,7 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newMetrics(s); err != nil {
 		return nil, err
 	}
+	s.allowDesc = s.allowString() // here: Serve runs beside whoever holds the Server
 	s.routes()
 	return s, nil
 }
@@ -235,7 +237,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	s.log.Info("HTTP API listening", "addr", ln.Addr().String(), "allow", s.allowString(), "token", s.cfg.Token != "")
+	s.log.Info("HTTP API listening", "addr", ln.Addr().String(), "allow", s.allowDesc, "token", s.cfg.Token != "")
 	select {
 	case err := <-done:
 		return err

@@ -636,3 +636,40 @@ func TestStreamedWithReferenceClient(t *testing.T) {
 	}
 	t.Logf("events %v; first chunk %.3f s, handled %.3f s", types, firstChunk, handledAt)
 }
+
+// TestTranscriptNamesAModel: a transcript's context.model (or, without
+// one, Config.AnswerModel) names the model the core answers with
+// (appliance.Request.Model); a core that serves only its own refuses
+// another, and a malformed name is not-handled before the core.
+func TestTranscriptNamesAModel(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 2}
+	ts := start(t, eng, func(cc *appliance.Config, wc *Config) { cc.Model = "first"; wc.AnswerModel = "first" })
+	ask := func(ctx map[string]any) gotEvent {
+		c := dial(t, ts.addr)
+		c.send("transcript", map[string]any{"text": "hello", "context": ctx})
+		evs := c.until("handled-stop")
+		for _, e := range evs {
+			if e.Type == "handled" || e.Type == "not-handled" {
+				return e
+			}
+		}
+		return evs[len(evs)-1]
+	}
+	if e := ask(nil); e.Type != "handled" {
+		t.Errorf("AnswerModel first: %+v", e)
+	}
+	if e := ask(map[string]any{"model": "First:latest"}); e.Type != "handled" {
+		t.Errorf("context.model First:latest: %+v", e)
+	}
+	if e := ask(map[string]any{"model": "other"}); e.Type != "not-handled" || !strings.Contains(fmt.Sprint(e.Data["text"]), `model "other"`) {
+		t.Errorf("context.model other: %+v", e)
+	}
+	for _, bad := range []any{"", "two words", 7} {
+		if e := ask(map[string]any{"model": bad}); e.Type != "not-handled" || !strings.Contains(fmt.Sprint(e.Data["text"]), "context.model") {
+			t.Errorf("context.model %v: %+v", bad, e)
+		}
+	}
+	if n := len(eng.Requests()); n != 2 {
+		t.Errorf("%d requests reached the engine, want the 2 for the core's own model", n)
+	}
+}
