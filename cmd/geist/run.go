@@ -254,7 +254,7 @@ func cmdRun(ctx context.Context, e *cli.Env, args []string) error {
 func (df *dataFlags) openRun(mf *modelFlags, system string, log *slog.Logger) (conv *appliance.Conversation, close func(), err error) {
 	if df.session == "" {
 		if pid, ok := daemon.Running(df.dir); ok && df.cacheSize > 0 {
-			// The daemon holds cache.db: ask it (cacheshare.go).
+			// The daemon holds cache.db: ask it (cmd/internal/daemon/cacheshare.go).
 			if dc := daemon.DialCache(df.dir, pid, df.cacheSize, log); dc != nil {
 				mf.cache = dc
 			}

@@ -68,7 +68,14 @@ var architecture = map[string]struct {
 	"cmd/internal/models/hftest": {nil, nil}, // test helper: a Hugging Face stand-in
 	"scripts":                    {nil, nil},
 	"cmd/internal/arch":          {nil, nil}, // this table and its test
-	"cmd/geist":                  {[]string{"*"}, []string{"*"}},
+	// The command: what its subcommands share, the daemon, the bench
+	// harness, and the dispatcher.
+	"cmd/internal/cli": {[]string{"cmd/internal/models", "engine/grammar"}, []string{"github.com/spf13/pflag"}}, // Env, flags, usage errors, data directory, version
+	"cmd/internal/daemon": {[]string{"cmd/appliance", "cmd/internal/cli", "cmd/internal/httpapi", "cmd/internal/models", "cmd/internal/wyoming",
+		"engine", "engine/chat", "engine/embed", "engine/gguf", "engine/model", "engine/sample", "firmware", "mqtt", "quant", "storage"},
+		[]string{"github.com/BurntSushi/toml", "github.com/eclipse/paho.mqtt.golang", "github.com/mattn/go-shellwords", "github.com/spf13/pflag", "golang.org/x/sys/unix"}}, // geist serve: wires the core and the front ends
+	"cmd/internal/bench": {[]string{"cmd/internal/cli", "cmd/internal/models", "engine", "engine/model", "engine/sample", "engine/spec"}, []string{"github.com/spf13/pflag"}}, // geist bench
+	"cmd/geist":          {[]string{"*"}, []string{"*"}},
 }
 
 // testHelpers may be imported by any package's tests.
@@ -104,6 +111,8 @@ var forbidden = []struct {
 	{[]string{"firmware"}, []string{"mqtt", "cmd/internal", "cmd/geist", "github.com/eclipse/paho.mqtt.golang"}, "front ends import none of each other"},
 	{[]string{"cmd/internal/httpapi"}, []string{"mqtt", "firmware", "cmd/internal/wyoming", "cmd/geist"}, "front ends import none of each other"},
 	{[]string{"cmd/internal/wyoming"}, []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/geist"}, "front ends import none of each other"},
+	{[]string{"cmd/internal/bench"}, []string{"cmd/internal/daemon", "cmd/appliance", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming", "storage"}, "the bench harness measures the engine, and a server only as its clients reach it"},
+	{[]string{"cmd/internal/cli"}, []string{"engine/model", "cmd/appliance", "cmd/internal/daemon", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}, "what the commands share loads no model and serves nothing"},
 }
 
 // frontEnds import the core, not storage.
