@@ -974,6 +974,9 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte, pause func(
 		return errors.New("storage: cache put: empty model identity")
 	}
 	mk := modelKey(model)
+	// The checksum is a pass over the whole blob (190 MB for the
+	// conversation of a Home Assistant turn): not beside a request either.
+	pause()
 	e := entry{model: mk, length: int64(len(blob)), crc: crc32.Checksum(blob, castagnoli), tokens: tokens}
 	e.chunks = uint32((len(blob) + c.chunk - 1) / c.chunk)
 	record := encodeEntry(e)
