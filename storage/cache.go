@@ -975,9 +975,16 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte, pause func(
 	}
 	mk := modelKey(model)
 	// The checksum is a pass over the whole blob (190 MB for the
-	// conversation of a Home Assistant turn): not beside a request either.
-	pause()
-	e := entry{model: mk, length: int64(len(blob)), crc: crc32.Checksum(blob, castagnoli), tokens: tokens}
+	// conversation of a Home Assistant turn): it waits for the requests
+	// too, in parts of a transaction's size.
+	crc := uint32(0)
+	for b := blob; len(b) > 0; {
+		pause()
+		k := min(len(b), c.txMax)
+		crc = crc32.Update(crc, castagnoli, b[:k])
+		b = b[k:]
+	}
+	e := entry{model: mk, length: int64(len(blob)), crc: crc, tokens: tokens}
 	e.chunks = uint32((len(blob) + c.chunk - 1) / c.chunk)
 	record := encodeEntry(e)
 	cost := c.cost(len(record), len(blob))
