@@ -260,9 +260,7 @@ func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Req
 	}
 	req.Think = think // nil: the core's policy for HTTP (think)
 	o.thinking = (think == nil || *think) && canThink
-	if err := ollamaFormat(ctx, req, c.Format); err != nil {
-		return false, o, err
-	}
+	ollamaFormat(req, c.Format)
 	if s.cfg.First != nil {
 		// The keep_alive of the model serve started with: it holds until
 		// the model is unloaded (0: after this answer).
@@ -318,10 +316,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
-	if err := s.toolGrammar(r.Context(), &req, c.Tools, nil); err != nil {
-		s.refuse(w, err)
-		return
-	}
+	toolConstraint(&req, c.Tools, nil)
 	g, err := s.submit(r, req, o)
 	if err != nil {
 		s.refuse(w, err)

@@ -143,9 +143,10 @@ func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon
 		if len(c.ResponseFormat) > 0 && string(c.ResponseFormat) != "null" {
 			return badf("grammar and response_format cannot both be enforced")
 		}
-		return setGrammar(ctx, req, c.Grammar)
+		constraintOf(req).GBNF = c.Grammar
+		return nil
 	}
-	return openaiResponseFormat(ctx, req, c.ResponseFormat)
+	return openaiResponseFormat(req, c.ResponseFormat)
 }
 
 // content reads a message's content: a string, null, or a list of text
@@ -338,10 +339,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
 		req.OneToolCall = c.ParallelToolCalls != nil && !*c.ParallelToolCalls
 	}
-	if err := s.toolGrammar(r.Context(), &req, c.Tools, c.ToolChoice); err != nil {
-		s.openaiRefuse(w, err)
-		return
-	}
+	toolConstraint(&req, c.Tools, c.ToolChoice)
 	g, err := s.submit(r, req, o)
 	if err != nil {
 		s.openaiRefuse(w, err)
