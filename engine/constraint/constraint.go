@@ -27,6 +27,12 @@ import (
 	"github.com/geisten/geist/engine/grammar"
 )
 
+// Bounds of what a constraint is read from (the grammar package's).
+const (
+	MaxSchemaBytes  = grammar.MaxSchemaBytes  // a JSON schema before it is read
+	MaxGrammarBytes = grammar.MaxGrammarBytes // GBNF source
+)
+
 // Constraint is what an answer must keep to. Of Format, Schema, JSON and
 // GBNF at most one is set (front ends refuse two, in their protocol's
 // words); Tools with ToolChoice constrain tool calls besides.
