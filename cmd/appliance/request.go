@@ -111,7 +111,7 @@ type Request struct {
 	// list and Llama's JSON, ends as usual), and nothing the model writes
 	// after it reaches the answer: no further calls, no text
 	// (chat.ToolParser's FirstOnly). The front end asks the grammar for
-	// one call too (engine/dialect's Dialect.Grammar with one).
+	// one call too (Constraint's OneCall).
 	OneToolCall bool
 	// OnPromptProgress, if set, is told while the prompt is read that done
 	// of its total tokens are (the first call's done came from the prompt

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,7 +236,7 @@ func stopList(raw json.RawMessage) ([]string, error) {
 
 // common checks what chat and generate share and applies it to req; it
 // returns whether to stream and how to read the answer.
-func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
+func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
 	if err := s.checkModel(c.Model); err != nil {
 		return false, o, err
 	}
@@ -303,7 +302,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
+	stream, o, err := s.common(&c.ollamaCommon, &req)
 	if err == nil {
 		err = chatMessages(c.Messages, &req)
 	}
@@ -492,7 +491,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	req := appliance.Request{}
 	var seen string
-	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
+	stream, o, err := s.common(&c.ollamaCommon, &req)
 	if err == nil {
 		seen, err = s.generatePrompt(&c, &req)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -110,7 +109,7 @@ type openaiChatRequest struct {
 }
 
 // openaiSampling applies OpenAI's common settings to req.
-func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon, logprobs bool) error {
+func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) error {
 	maxTokens, temperature, topP, n, stop, seed := c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed
 	if n != nil && *n != 1 {
 		return badf("n=%d: geist answers with one choice (n=1)", *n)
@@ -294,7 +293,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if c.MaxTokens == nil {
 			c.MaxTokens = c.MaxCompletionTokens
 		}
-		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs)
 	}
 	if err == nil && len(c.Messages) == 0 {
 		err = badf("messages is required")
@@ -504,7 +503,7 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	req.MaxTokens = 16
 	err := s.checkModel(c.Model)
 	if err == nil {
-		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
 	}
 	if err == nil {
 		switch {
