@@ -271,7 +271,7 @@ func cmdBench(ctx context.Context, e *env, args []string) error {
 			if sp.Mode == "" {
 				sp.Mode = engine.SpecAuto
 			}
-			gb, err := benchGrammar(ctx, eng, gf.load, prompt, max(*tg, 16), *reps, sp)
+			gb, err := benchGrammar(ctx, eng, func() (string, error) { c, err := gf.load(); return source(c), err }, prompt, max(*tg, 16), *reps, sp)
 			eng.Close()
 			if err != nil {
 				return err

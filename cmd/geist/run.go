@@ -94,7 +94,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	gbnf, err := gf.load()
+	con, err := gf.load()
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		Sampling:         p,
 		Stop:             *stops,
 		Spec:             so,
-		Grammar:          gbnf,
+		Grammar:          source(con), // with Parsed: the engine does not parse it again
 		OnText: func(b []byte) error {
 			if len(b) == 0 {
 				return nil
@@ -197,6 +197,9 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			}
 			return out.Flush()
 		},
+	}
+	if con != nil {
+		req.Parsed = con.Grammar
 	}
 	ans := appliance.NewAnswerSplit(eng.Template().ThinkMarks())
 	var content strings.Builder
