@@ -38,9 +38,9 @@ var architecture = map[string]struct {
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
 	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
-	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
-	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil}, // embedding models: tokenize, bound, run, pool
-	"engine/zoo":       {nil, nil},                                                         // test helper: finds the conformance zoo
+	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, []string{"golang.org/x/sys/unix"}}, // unix: the snapshot writer's thread at nice 19
+	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil},                                                                                                         // embedding models: tokenize, bound, run, pool
+	"engine/zoo":       {nil, nil},                                                                                                                                                                 // test helper: finds the conformance zoo
 	// Chat templates (rendered in a sandbox) and the model families' dialects.
 	"engine/chat/sandbox": {nil, []string{"github.com/ardanlabs/jinja"}}, // bounds what a template may cost
 	"engine/dialect":      {[]string{"engine/grammar"}, nil},             // one file per model family: thinking marks, tool-call parser and grammar
