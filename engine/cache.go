@@ -362,9 +362,14 @@ func (e *Engine) snapshotOf(st *model.State, n int) {
 }
 
 // writeSnapshots writes job, then the pending jobs, until none is left.
+//
+// It runs at the lowest CPU priority: a request that arrives while a
+// transaction is being written (the pause waits only between them) gets
+// the processors first.
 func (e *Engine) writeSnapshots(job *snapJob) {
 	sn := &e.snap
 	defer sn.wg.Done()
+	lowerPriority()
 	for {
 		var err error
 		if c, ok := e.opt.Cache.(PromptCachePaused); ok {

@@ -116,19 +116,25 @@ type constraint struct {
 }
 
 func (e *Engine) newConstraint(req *Request, prompt []int32) (*constraint, error) {
-	if req.Grammar == "" {
+	var c *grammar.Compiled
+	switch {
+	case req.Parsed != nil:
+		// Compiled before the request was queued (engine/constraint, on
+		// the request's goroutine): bound to the vocabulary, not parsed
+		// again.
+		c = e.grammarVocab().BindCached(req.Parsed)
+	case req.Grammar != "":
+		// Text: the compile is bounded and the request's context ends it.
+		ctx := req.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		var err error
+		if c, err = e.grammarVocab().CompileContext(ctx, req.Grammar); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, nil
-	}
-	// Front ends compile a request's grammar before it is queued (on
-	// their own goroutines); here it is mostly in the cache, and where
-	// not, the compile is bounded and the request's context ends it.
-	ctx := req.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	c, err := e.grammarVocab().CompileContext(ctx, req.Grammar)
-	if err != nil {
-		return nil, err
 	}
 	nv := e.model.NVocab
 	k := &constraint{m: c.NewMatcher(), v: c.Vocab(), lazy: req.GrammarTrigger != "", trigger: []byte(req.GrammarTrigger),

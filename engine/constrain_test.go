@@ -685,3 +685,30 @@ func TestGrammarDepthError(t *testing.T) {
 		t.Fatal("the closed array cannot end")
 	}
 }
+
+// TestParsedGrammar: a grammar handed over parsed (Request.Parsed, as the
+// core does with engine/constraint's compile) generates exactly what its
+// text does, and its Grammar text is not parsed again (a text that would
+// not parse beside it is ignored).
+func TestParsedGrammar(t *testing.T) {
+	e := load(t, "tiny-qwen2-Q4_0", Options{Ctx: 256, Batch: 16, SelfSpec: SelfSpecOff})
+	src := `root ::= "{\"a\": " [0-9]+ ", \"b\": \"" [a-z]+ "\"}"`
+	run := func(req Request) string {
+		var text []byte
+		req.Prompt, req.MaxTokens, req.Sampling = "Once upon a time", 24, greedy()
+		req.OnText = func(b []byte) error { text = append(text, b...); return nil }
+		if _, err := e.Generate(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		return string(text)
+	}
+	want := run(Request{Grammar: src})
+	got := run(Request{Grammar: "root ::= (", Parsed: mustParse(t, src)})
+	if got != want || !strings.HasPrefix(got, `{"a": `) {
+		t.Errorf("parsed: %q, text: %q", got, want)
+	}
+	v := e.grammarVocab()
+	if v.BindCached(mustParse(t, src)) != v.BindCached(mustParse(t, src)) {
+		t.Error("the same grammar bound twice")
+	}
+}

@@ -407,6 +407,11 @@ type Request struct {
 	// trigger starts it again (text after a tool call, then another).
 	Grammar        string
 	GrammarTrigger string
+	// Parsed, if set, is the grammar already parsed (engine/constraint's
+	// Compiled.Grammar, made on the request's goroutine before it was
+	// queued): it is bound to the vocabulary as it is, and Grammar is
+	// only its text (for logs and tests), not parsed again.
+	Parsed *grammar.Grammar
 	// GrammarAfterThink lets a thinking model think first: on a model
 	// with a <think> token, the answer may open with a thinking block
 	// (or the prompt opened one), and the grammar applies after its

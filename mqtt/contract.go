@@ -45,7 +45,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/geisten/geist/engine/grammar"
+	"github.com/geisten/geist/engine/constraint"
 
 	"github.com/geisten/geist/cmd/appliance"
 )
@@ -107,11 +107,11 @@ type Request struct {
 	Stream      bool      // stream chunks on <answer topic>/stream
 	ReplyTo     string    // answer topic
 	TTL         time.Duration
-	Plain       bool   // the payload was plain text
-	Grammar     string // the format as a grammar (GBNF), "" for free text
-	// Check checks the answer for what Grammar cannot enforce (overlapping
-	// oneOf alternatives), nil: nothing to check.
-	Check func([]byte) error
+	Plain       bool // the payload was plain text
+	// Constraint is the ask's format ("json" or a JSON schema; nil for
+	// free text), compiled once by Parse to refuse what cannot be
+	// enforced; the core finds it compiled.
+	Constraint *constraint.Constraint
 	// Tools are the tools the model may call (JSON objects, as Ollama's
 	// tools); the answer carries its calls in tool_calls.
 	Tools    []json.RawMessage
@@ -326,20 +326,20 @@ func Parse(payload []byte, lim Limits, now time.Time) (Request, *Error) {
 	req.Tools = w.Tools
 	if len(w.Format) > 0 {
 		// The compile is bounded (grammar's budgets) and ends with the
-		// ask's ttl_s.
+		// ask's ttl_s; the contract refuses a format that cannot be
+		// enforced, and the core finds it compiled.
 		ctx := context.Background()
 		if req.TTL > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, req.TTL)
 			defer cancel()
 		}
-		src, err := grammar.FromFormatContext(ctx, w.Format)
-		if err != nil {
+		c := &constraint.Constraint{Format: w.Format}
+		if _, err := c.Compile(ctx, nil); err != nil {
 			return req, errorf(CodeBadRequest, "%v", err)
 		}
-		req.Grammar = src
-		if req.Check, err = grammar.FormatCheck(w.Format); err != nil {
-			return req, errorf(CodeBadRequest, "%v", err)
+		if !c.Empty() {
+			req.Constraint = c
 		}
 	}
 	return req, nil

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,10 @@ func TestParseValid(t *testing.T) {
 		t.Errorf("plain: %+v %v", r, e)
 	}
 	r, e = Parse([]byte(`{"text":"weather?","format":{"type":"object","properties":{"rain":{"type":"boolean"}},"required":["rain"]}}`), testLimits, now)
-	if e != nil || !strings.Contains(r.Grammar, `"\"rain\""`) || r.core().Grammar != r.Grammar {
+	if e != nil || !strings.Contains(source(t, r), `"\"rain\""`) || r.core().Constraint != r.Constraint {
 		t.Errorf("format: %+v %v", r, e)
 	}
-	if r, e = Parse([]byte(`{"text":"x","format":"json"}`), testLimits, now); e != nil || !strings.HasPrefix(r.Grammar, "root ::= object | array") {
+	if r, e = Parse([]byte(`{"text":"x","format":"json"}`), testLimits, now); e != nil || !strings.HasPrefix(source(t, r), "root ::= object | array") {
 		t.Errorf("format json: %+v %v", r, e)
 	}
 	r, e = Parse([]byte(`{"messages":[{"role":"system","content":"x"},{"role":"user","content":"y"}],"max_tokens":7}`), testLimits, now)
@@ -153,4 +154,15 @@ func TestChunker(t *testing.T) {
 	if !bytes.Equal([]byte(sentence.Cut("aé", 2)), []byte("a")) {
 		t.Error("truncate split a rune")
 	}
+}
+
+// source is the grammar an ask's format compiled to ("" for none).
+func source(t *testing.T, r Request) string {
+	t.Helper()
+	c, err := r.Constraint.Compile(context.Background(), nil)
+	if err != nil || c == nil {
+		t.Errorf("compile: %v", err)
+		return ""
+	}
+	return c.Source
 }

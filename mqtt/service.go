@@ -761,7 +761,7 @@ func (s *Service) allowRefusal(topic string, req Request) bool {
 // core is req as a request of the appliance core.
 func (r *Request) core() appliance.Request {
 	a := appliance.Request{ID: r.ID, Generated: r.Generated, Source: appliance.SourceMQTT, Text: r.Text,
-		System: r.System, Session: r.Session, TTL: r.TTL, Grammar: r.Grammar, Check: r.Check, Tools: r.Tools, Model: r.Model}
+		System: r.System, Session: r.Session, TTL: r.TTL, Constraint: r.Constraint, Tools: r.Tools, Model: r.Model}
 	a.MaxTokens = r.MaxTokens
 	a.Temperature, a.Think = r.Temperature, r.Think
 	for _, m := range r.Messages {

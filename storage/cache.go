@@ -126,6 +126,14 @@ type Cache struct {
 	closed   bool
 	pageSize int
 
+	// writes counts write transactions: a compaction that copied the
+	// file while one ran outside putMu (a hit's record, a dropped entry)
+	// throws its copy away.
+	writes atomic.Int64
+	// copied, when set (tests), runs when a compaction has copied the
+	// file, before it swaps it in.
+	copied func()
+
 	live, entries                                           atomic.Int64
 	hits, misses, evictions, compactions, resets, corrupted atomic.Int64
 }
@@ -355,6 +363,9 @@ func (c *Cache) run(gen uint64, write bool, fn func(tx *bolt.Tx) error) error {
 		return errReset
 	}
 	db := c.db
+	if write {
+		c.writes.Add(1)
+	}
 	err := guarded(func() error {
 		if write {
 			return db.Update(fn)
@@ -710,13 +721,22 @@ const maxQueuedTouches = 256
 // the next write transaction (a Put's eviction step, Close, or when many
 // hits have accumulated), so a hit costs no fsync; a crash forgets recent
 // hits, which only makes the eviction order slightly less exact.
+//
+// A hit is a request's lookup: it never waits for a write to write its
+// record. When a writer (a background snapshot's Put) holds the file,
+// the records wait for it, the oldest forgotten beyond
+// 4·maxQueuedTouches.
 func (c *Cache) touch(mk [32]byte, slot []byte, id uint64) {
 	c.touchMu.Lock()
 	c.touches = append(c.touches, access{mk, slot, id})
+	if len(c.touches) > 4*maxQueuedTouches {
+		c.touches = append(c.touches[:0], c.touches[len(c.touches)-2*maxQueuedTouches:]...)
+	}
 	n := len(c.touches)
 	c.touchMu.Unlock()
-	if n >= maxQueuedTouches {
+	if n >= maxQueuedTouches && c.putMu.TryLock() {
 		c.flushTouches()
+		c.putMu.Unlock()
 	}
 }
 
@@ -954,7 +974,17 @@ func (c *Cache) put(model, slot []byte, tokens []int32, blob []byte, pause func(
 		return errors.New("storage: cache put: empty model identity")
 	}
 	mk := modelKey(model)
-	e := entry{model: mk, length: int64(len(blob)), crc: crc32.Checksum(blob, castagnoli), tokens: tokens}
+	// The checksum is a pass over the whole blob (190 MB for the
+	// conversation of a Home Assistant turn): it waits for the requests
+	// too, in parts of a transaction's size.
+	crc := uint32(0)
+	for b := blob; len(b) > 0; {
+		pause()
+		k := min(len(b), c.txMax)
+		crc = crc32.Update(crc, castagnoli, b[:k])
+		b = b[k:]
+	}
+	e := entry{model: mk, length: int64(len(blob)), crc: crc, tokens: tokens}
 	e.chunks = uint32((len(blob) + c.chunk - 1) / c.chunk)
 	record := encodeEntry(e)
 	cost := c.cost(len(record), len(blob))
@@ -1245,16 +1275,22 @@ func (c *Cache) Compact() error {
 	return c.compactLocked()
 }
 
-// compactLocked compacts; the caller holds putMu.
+// compactLocked compacts; the caller holds putMu. The copy runs beside
+// lookups (it reads the file in read transactions, as they do); only the
+// swap of the files holds the cache exclusively. A write outside putMu
+// during the copy (a hit's record, a dropped entry) would be missing from
+// the copy: it is thrown away then, and the next put compacts again.
 func (c *Cache) compactLocked() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
 	if c.closed {
+		c.mu.RUnlock()
 		return ErrClosed
 	}
 	if c.db == nil {
+		c.mu.RUnlock()
 		return errors.New("storage: cache unavailable")
 	}
+	src, writes := c.db, c.writes.Load()
 	before := int64(0)
 	if st, err := os.Stat(c.path); err == nil {
 		before = st.Size()
@@ -1263,22 +1299,39 @@ func (c *Cache) compactLocked() error {
 	_ = os.Remove(tmp)
 	dst, err := openBolt(tmp, c.timeout, bolt.FreelistMapType, false)
 	if err != nil {
+		c.mu.RUnlock()
 		return fmt.Errorf("storage: compact cache: %w", err)
 	}
 	dst.AllocSize = c.allocSize
-	if err := guarded(func() error { return bolt.Compact(dst, c.db, txBytes) }); err != nil {
+	err = guarded(func() error { return bolt.Compact(dst, src, txBytes) })
+	if c.copied != nil {
+		c.copied()
+	}
+	c.mu.RUnlock()
+	discard := func() {
 		_ = guarded(dst.Close)
 		_ = os.Remove(tmp)
-		if errors.Is(err, errDamaged) {
-			c.resetLocked(err)
-			return err
-		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil && errors.Is(err, errDamaged) && c.db == src:
+		discard()
+		c.resetLocked(err)
+		return err
+	case err != nil:
+		discard()
 		return fmt.Errorf("storage: compact cache: %w", err)
+	case c.closed:
+		discard()
+		return ErrClosed
+	case c.db != src || c.writes.Load() != writes:
+		discard() // replaced, or written beside the copy
+		return nil
 	}
 	// dst holds the lock on the new file; after the rename it is cache.db.
 	if err := os.Rename(tmp, c.path); err != nil {
-		_ = guarded(dst.Close)
-		_ = os.Remove(tmp)
+		discard()
 		return fmt.Errorf("storage: compact cache: %w", err)
 	}
 	_ = syncDir(filepath.Dir(c.path))

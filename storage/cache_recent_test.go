@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"bytes"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestCacheRecent: Recent names the prefix stored or used last, also after a
@@ -95,5 +97,73 @@ func TestCachePutPaused(t *testing.T) {
 	}
 	if n, got, ok := c.Lookup(model, toks); !ok || n != 30 || string(got) != string(blob) {
 		t.Errorf("after PutPaused: %d tokens %v, blob equal %v", n, ok, string(got) == string(blob))
+	}
+}
+
+// TestCacheLookupAboveUnread: an entry not longer than above is not even
+// read: a damaged one stays unnoticed (no corruption counted, no drop)
+// until a lookup with a lower above reads it.
+func TestCacheLookupAboveUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.db")
+	c, err := OpenCache(path, &CacheOptions{MaxBytes: 16 << 20, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, long := []byte("model-a"), seq(0, 40)
+	if err := c.Put(model, long[:30], bytes.Repeat([]byte("<blob 30>"), 2000)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	findAndFlip(t, path, []byte("<blob 30>"), 3)
+	if c, err = OpenCache(path, &CacheOptions{MaxBytes: 16 << 20, ChunkSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, ok := c.LookupFunc(model, long, 30, func(int, [][]byte) bool { return true }); ok || c.Stats().Corrupt != 0 {
+		t.Fatalf("above 30: %d tokens %v, %d corrupt entries: the entry of 30 was read", n, ok, c.Stats().Corrupt)
+	}
+	if n, ok := c.LookupFunc(model, long, 29, func(int, [][]byte) bool { return true }); ok || c.Stats().Corrupt != 1 {
+		t.Fatalf("above 29: %d tokens %v, %d corrupt entries, want the damaged entry read and dropped", n, ok, c.Stats().Corrupt)
+	}
+}
+
+// TestCacheCompactBesideLookup: a compaction (a background snapshot's
+// put makes room) copies the file beside lookups: a lookup made while
+// the copy is under way answers at once rather than after the copy, and
+// the compacted file holds what the old one did.
+func TestCacheCompactBesideLookup(t *testing.T) {
+	c, err := OpenCache(filepath.Join(t.TempDir(), "cache.db"), &CacheOptions{MaxBytes: 16 << 20, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	model, long := []byte("model-a"), seq(0, 40)
+	blob := bytes.Repeat([]byte("<blob 20>"), 3000)
+	if err := c.Put(model, long[:20], blob); err != nil {
+		t.Fatal(err)
+	}
+	looked := make(chan time.Duration, 1)
+	c.copied = func() { // inside the compaction, between its copy and the swap
+		go func() {
+			t0 := time.Now()
+			c.LookupFunc(model, long, 0, func(int, [][]byte) bool { return true })
+			looked <- time.Since(t0)
+		}()
+		select {
+		case d := <-looked:
+			t.Logf("a lookup during the compaction's copy took %v", d)
+		case <-time.After(10 * time.Second):
+			t.Error("a lookup waited for the compaction's copy (10 s)")
+		}
+	}
+	if err := c.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	c.copied = nil
+	if n, got, ok := c.Lookup(model, long); !ok || n != 20 || !bytes.Equal(got, blob) {
+		t.Errorf("after the compaction: %d tokens %v", n, ok)
+	}
+	if c.Stats().Compactions != 1 {
+		t.Errorf("%d compactions, want 1", c.Stats().Compactions)
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/constraint"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -160,7 +161,8 @@ type job struct {
 	unwatch  func() bool // stops watching the submitter's context
 	queued   time.Time
 	params   sample.Params
-	do       func() // control work run on the worker, in queue order
+	con      *constraint.Compiled // the request's Constraint, compiled (nil: free)
+	do       func()               // control work run on the worker, in queue order
 	finished bool
 	// announced is closed once EventQueued is out: the job's later events
 	// wait for it, so that watchers see queued, started, finished in order.
@@ -451,11 +453,16 @@ func (c *Core) Submit(ctx context.Context, r Request, sink Sink) (*Ticket, error
 		c.count(r.Source, string(e.Code))
 		return nil, e
 	}
+	con, e := c.compile(ctx, &r)
+	if e != nil {
+		c.count(r.Source, string(e.Code))
+		return nil, e
+	}
 	client := r.ID != "" && !r.Generated
 	if r.ID == "" {
 		r.ID, r.Generated = NewID(), true
 	}
-	j := &job{req: r, sink: sink, ticket: newTicket(&r), queued: now, params: p, announced: make(chan struct{})}
+	j := &job{req: r, sink: sink, ticket: newTicket(&r), queued: now, params: p, con: con, announced: make(chan struct{})}
 	j.ctx, j.cancel = c.jobContext(r.TTL, now)
 
 	c.mu.Lock()

@@ -20,6 +20,7 @@ import (
 	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
 	"github.com/geisten/geist/engine/chat"
+	"github.com/geisten/geist/engine/constraint"
 	"github.com/geisten/geist/storage"
 )
 
@@ -707,6 +708,35 @@ func TestAnswerCheck(t *testing.T) {
 	o = outcome(t, submit(t, c, appliance.Request{Text: "x", Check: func([]byte) error { return errors.New("two alternatives") }}))
 	if code(o) != "internal" || !strings.Contains(o.Err.Message, "two alternatives") {
 		t.Fatalf("a refused answer: %+v", o)
+	}
+}
+
+// TestConstraintCompiledOnce: the core compiles a request's Constraint
+// in Submit (the front end's goroutine): what cannot be enforced is
+// refused there with bad_request naming it, before any work; the engine
+// gets the grammar parsed, with its text, and the constraint's check
+// sees the answer.
+func TestConstraintCompiledOnce(t *testing.T) {
+	eng := &appliancetest.Engine{Words: 2}
+	c := start(t, eng, nil)
+	_, err := c.Submit(context.Background(), appliance.Request{Text: "x", Constraint: &constraint.Constraint{Format: json.RawMessage(`"yaml"`)}}, nil)
+	var ae *appliance.Error
+	if !errors.As(err, &ae) || ae.Code != appliance.CodeBadRequest || !strings.Contains(ae.Message, `format "yaml"`) {
+		t.Fatalf("a format that cannot be enforced: %v", err)
+	}
+	if n := len(eng.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the engine", n)
+	}
+	o := outcome(t, submit(t, c, appliance.Request{Text: "x", Constraint: &constraint.Constraint{Format: json.RawMessage(`"json"`)}}))
+	r := eng.Requests()[0]
+	if r.Parsed == nil || !strings.HasPrefix(r.Grammar, "root ::= object | array") || r.GrammarTrigger != "" {
+		t.Fatalf("%+v: the engine got grammar %.40q parsed %v", o, r.Grammar, r.Parsed != nil)
+	}
+	// 3 is both an integer and a number: the oneOf's check refuses it.
+	c = start(t, &appliancetest.Engine{Script: func(engine.Request) []string { return []string{"3"} }}, nil)
+	o = outcome(t, submit(t, c, appliance.Request{Text: "x", Constraint: &constraint.Constraint{Format: json.RawMessage(`{"oneOf": [{"type": "integer"}, {"type": "number"}]}`)}}))
+	if code(o) != "internal" || !strings.Contains(o.Err.Message, "the answer does not satisfy the schema") {
+		t.Fatalf("an answer the check refuses: %+v", o)
 	}
 }
 

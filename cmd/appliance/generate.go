@@ -1,6 +1,10 @@
 package appliance
 
 import (
+	"cmp"
+	"context"
+
+	"github.com/geisten/geist/engine/constraint"
 	"maps"
 	"strings"
 	"time"
@@ -22,8 +26,9 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 		MaxPromptTokens: c.cfg.Limits.MaxPromptTokens,
 		Sampling:        j.params,
 		Stop:            r.Stop,
-		Grammar:         r.Grammar,
-		GrammarTrigger:  r.GrammarTrigger,
+	}
+	if j.con != nil {
+		ereq.Grammar, ereq.GrammarTrigger, ereq.Parsed = j.con.Source, j.con.Trigger, j.con.Grammar
 	}
 	var turn []Message
 	var conv *Conversation
@@ -121,8 +126,15 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	if err != nil {
 		return o, err
 	}
-	if r.Check != nil {
-		if err := r.Check([]byte(o.Text)); err != nil {
+	var check func([]byte) error
+	if j.con != nil {
+		check = j.con.Check
+	}
+	for _, check := range []func([]byte) error{check, r.Check} {
+		if check == nil {
+			continue
+		}
+		if err := check([]byte(o.Text)); err != nil {
 			c.log.Warn("the answer fails its schema's check", "err", err)
 			return o, errorf(CodeInternal, "the answer does not satisfy the schema: %v", err)
 		}
@@ -194,4 +206,27 @@ func usage(st engine.Stats, queued, took time.Duration) Usage {
 		}
 	}
 	return u
+}
+
+// compile compiles r's Constraint for the model's dialect, on the
+// caller's goroutine (never the worker's), bounded by the grammar
+// package's budgets and ended by ctx or the request's TTL: what cannot
+// be enforced is refused before the request is queued.
+func (c *Core) compile(ctx context.Context, r *Request) (*constraint.Compiled, *Error) {
+	if r.Constraint.Empty() {
+		return nil, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ttl := cmp.Or(r.TTL, c.cfg.Limits.DefaultTTL); ttl > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ttl)
+		defer cancel()
+	}
+	con, err := r.Constraint.Compile(ctx, c.cfg.ToolFormat)
+	if err != nil {
+		return nil, errorf(CodeBadRequest, "%v", err)
+	}
+	return con, nil
 }

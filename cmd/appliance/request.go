@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/geisten/geist/engine/constraint"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -110,7 +111,7 @@ type Request struct {
 	// list and Llama's JSON, ends as usual), and nothing the model writes
 	// after it reaches the answer: no further calls, no text
 	// (chat.ToolParser's FirstOnly). The front end asks the grammar for
-	// one call too (engine/dialect's Dialect.Grammar with one).
+	// one call too (Constraint's OneCall).
 	OneToolCall bool
 	// OnPromptProgress, if set, is told while the prompt is read that done
 	// of its total tokens are (the first call's done came from the prompt
@@ -130,13 +131,15 @@ type Request struct {
 	// Model names the stored model to answer (a client's name, tag or
 	// not); "" or the core's own model: the core's (Config.Models).
 	Model string
-	// Grammar constrains the answer (GBNF, see engine/grammar; front ends
-	// turn a format or schema into one and check it); GrammarTrigger
-	// makes it lazy: it applies after that text (engine.Request).
-	Grammar, GrammarTrigger string
-	// Check, if set, checks the finished answer's content for what the
-	// grammar could not enforce (a oneOf whose alternatives overlap:
-	// engine/grammar's SchemaCheck); an answer it refuses ends the
+	// Constraint is what the answer must keep to (a format, a schema, a
+	// grammar, the calls of Tools; nil: free), as the front end decoded
+	// it: the core compiles it in Submit, on the caller's goroutine and
+	// with the model's dialect, and refuses what cannot be enforced with
+	// CodeBadRequest naming it. The engine gets the compiled grammar.
+	Constraint *constraint.Constraint
+	// Check, if set, checks the finished answer's content further, after
+	// the Constraint's own check (a oneOf whose alternatives overlap:
+	// what its grammar could not enforce); an answer it refuses ends the
 	// request with its error.
 	Check func(content []byte) error
 	// Session names the conversation whose history is rendered before the

@@ -93,7 +93,7 @@ func cmdRun(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	gbnf, err := gf.Load()
+	con, err := gf.Load()
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func cmdRun(ctx context.Context, e *cli.Env, args []string) error {
 		Sampling:         p,
 		Stop:             *stops,
 		Spec:             so,
-		Grammar:          gbnf,
+		Grammar:          cli.Source(con), // with Parsed: the engine does not parse it again
 		OnText: func(b []byte) error {
 			if len(b) == 0 {
 				return nil
@@ -196,6 +196,9 @@ func cmdRun(ctx context.Context, e *cli.Env, args []string) error {
 			}
 			return out.Flush()
 		},
+	}
+	if con != nil {
+		req.Parsed = con.Grammar
 	}
 	ans := appliance.NewAnswerSplit(eng.Template().ThinkMarks())
 	var content strings.Builder

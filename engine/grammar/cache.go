@@ -62,6 +62,17 @@ func (v *Vocab) CompileContext(ctx context.Context, src string) (*Compiled, erro
 	})
 }
 
+// BindCached binds an already parsed grammar to v, or returns the bound
+// grammar of the same hash from v's cache: a request's grammar is parsed
+// once, where it was compiled (engine/constraint), and not again here.
+func (v *Vocab) BindCached(g *Grammar) *Compiled {
+	h := g.Hash()
+	c, _ := v.cached(sha256.Sum256(append([]byte("parsed\x00"), h[:]...)), func() (*Compiled, error) {
+		return Bind(g, v), nil
+	})
+	return c
+}
+
 // CompileSchema converts a JSON schema and binds it to v, cached by the
 // schema's hash.
 func (v *Vocab) CompileSchema(schema []byte) (*Compiled, error) {

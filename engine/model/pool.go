@@ -22,13 +22,21 @@ import (
 // engines, a parallel test run, qemu), a long spin takes the processor from
 // the goroutine that has the work.
 type pool struct {
-	n       int           // workers, counting the calling goroutine
-	gen     atomic.Uint64 // job number: a new job increments it
-	left    atomic.Int32  // workers (besides the caller) still on the job
+	n int // workers, counting the calling goroutine
+	// job is the current job's number (high 32 bits), how many chunks it
+	// has (next 16) and how many of them have been taken (low 16). A
+	// worker takes a chunk by a compare-and-swap that finds the job's
+	// number unchanged, so a worker that comes late to a job takes nothing
+	// from the next one, and the job's parameters it reads after a
+	// successful take stay put until it has finished that chunk.
+	job     atomic.Uint64
+	_       [56]byte     // job, which every take writes, on its own cache line
+	left    atomic.Int32 // chunks of the current job not yet finished
+	_       [60]byte
 	sleep   []atomic.Bool // worker i is parked (or about to park) on wake[i]
 	wake    []chan struct{}
 	waiting atomic.Bool   // the caller is parked (or about to park) on done
-	done    chan struct{} // the last worker to finish wakes the caller
+	done    chan struct{} // the worker that finishes the last chunk wakes the caller
 	fn      func(lo, hi int)
 	fnw     func(w, lo, hi int) // instead of fn: told which worker runs the span
 	total   int
@@ -56,6 +64,17 @@ const (
 	yieldEvery = 1 << 12
 )
 
+// chunksPerWorker is how many chunks a job is cut into per worker. The
+// workers take chunks as they come free rather than one fixed span each,
+// so a worker that starts late (a wake-up, another process on its core)
+// or runs slower (rows of a wider type) leaves its share to the others
+// instead of making them wait; more chunks balance better and cost one
+// compare-and-swap each.
+const chunksPerWorker = 4
+
+// maxChunks bounds a job's chunks (16 bits of pool.job).
+const maxChunks = 1<<16 - 1
+
 func newPool(threads int) *pool { return newPollingPool(threads, workerPolls, callerPolls) }
 
 // newPollingPool is newPool with the poll counts given.
@@ -75,22 +94,34 @@ func newPollingPool(threads, workerPolls, callerPolls int) *pool {
 }
 
 func (p *pool) worker(i int) {
-	var seen uint64
+	var seen uint32
 	for {
 		g, ok := p.await(i, seen)
 		if !ok {
 			return
 		}
 		seen = g
-		lo, hi := p.span(i)
+		p.chunks(i, g)
+	}
+}
+
+// chunks runs chunks of job g on worker w until none is left, and wakes
+// the caller when it finishes the job's last one.
+func (p *pool) chunks(w int, g uint32) {
+	for {
+		c, nc, ok := p.take(g)
+		if !ok {
+			return
+		}
+		lo, hi := p.span(c, nc)
 		if lo < hi {
 			if p.fnw != nil {
-				p.fnw(i, lo, hi)
+				p.fnw(w, lo, hi)
 			} else {
 				p.fn(lo, hi)
 			}
 		}
-		if p.left.Add(-1) == 0 && p.waiting.Load() {
+		if p.left.Add(-1) == 0 && w != 0 && p.waiting.Load() {
 			select {
 			case p.done <- struct{}{}:
 			default:
@@ -99,12 +130,31 @@ func (p *pool) worker(i int) {
 	}
 }
 
+// take claims the next chunk of job g: its index and the job's chunk
+// count, false when the job has none left (or is no longer the current
+// one).
+func (p *pool) take(g uint32) (c, nc int, ok bool) {
+	for {
+		j := p.job.Load()
+		if uint32(j>>32) != g {
+			return 0, 0, false
+		}
+		c, nc = int(j&0xffff), int(j>>16&0xffff)
+		if c >= nc {
+			return 0, 0, false
+		}
+		if p.job.CompareAndSwap(j, j+1) {
+			return c, nc, true
+		}
+	}
+}
+
 // await returns the next job number after seen, polling first and then
 // parking; false when the pool is closed.
-func (p *pool) await(i int, seen uint64) (uint64, bool) {
+func (p *pool) await(i int, seen uint32) (uint32, bool) {
 	for {
 		for s := 1; s <= p.workerPolls; s++ {
-			if g := p.gen.Load(); g != seen {
+			if g := uint32(p.job.Load() >> 32); g != seen {
 				return g, true
 			}
 			if s%yieldEvery == 0 {
@@ -125,7 +175,7 @@ func (p *pool) await(i int, seen uint64) (uint64, bool) {
 		// as it did once in CI). A swap is a locked instruction there and
 		// costs the same as a store natively.
 		p.sleep[i].Swap(true)
-		if g := p.gen.Load(); g != seen {
+		if g := uint32(p.job.Load() >> 32); g != seen {
 			p.sleep[i].Store(false)
 			return g, true
 		}
@@ -138,17 +188,19 @@ func (p *pool) await(i int, seen uint64) (uint64, bool) {
 	}
 }
 
-// span is worker i's share of [0, total), in multiples of grain.
-func (p *pool) span(i int) (int, int) {
+// span is chunk c of nc of [0, total), in multiples of grain.
+func (p *pool) span(c, nc int) (int, int) {
 	units := (p.total + p.grain - 1) / p.grain
-	lo := units * i / p.n * p.grain
-	hi := units * (i + 1) / p.n * p.grain
+	lo := units * c / nc * p.grain
+	hi := units * (c + 1) / nc * p.grain
 	return min(lo, p.total), min(hi, p.total)
 }
 
-// run calls fn over [0, total) split into contiguous spans, one per
-// worker, and returns when all are done. Spans are multiples of grain.
-// Small ranges run on the calling goroutine alone.
+// run calls fn over [0, total) split into contiguous chunks, multiples of
+// grain, which the workers take as they come free, and returns when all
+// are done. Small ranges run on the calling goroutine alone. Which worker
+// runs which rows changes from job to job: the work of one index must not
+// depend on the split.
 func (p *pool) run(fn func(lo, hi int), total, grain int) { p.runAny(fn, nil, total, grain) }
 
 // runWorker is run for work that keeps scratch per worker: fn is told the
@@ -176,9 +228,12 @@ func (p *pool) runAny(fn func(lo, hi int), fnw func(w, lo, hi int), total, grain
 		}
 		return
 	}
+	units := (total + grain - 1) / grain
+	nc := min(units, p.n*chunksPerWorker, maxChunks)
 	p.fn, p.fnw, p.total, p.grain = fn, fnw, total, grain
-	p.left.Store(int32(p.n - 1))
-	p.gen.Add(1)
+	p.left.Store(int32(nc))
+	g := uint32(p.job.Load()>>32) + 1
+	p.job.Store(uint64(g)<<32 | uint64(nc)<<16)
 	for i := 1; i < p.n; i++ {
 		if p.sleep[i].Load() {
 			select {
@@ -187,13 +242,7 @@ func (p *pool) runAny(fn func(lo, hi int), fnw func(w, lo, hi int), total, grain
 			}
 		}
 	}
-	if lo, hi := p.span(0); lo < hi {
-		if fnw != nil {
-			fnw(0, lo, hi)
-		} else {
-			fn(lo, hi)
-		}
-	}
+	p.chunks(0, g)
 	if p.prof != nil {
 		t1 := time.Now()
 		p.wait()
@@ -208,7 +257,7 @@ func (p *pool) runAny(fn func(lo, hi int), fnw func(w, lo, hi int), total, grain
 	p.fn, p.fnw = nil, nil
 }
 
-// wait returns when every worker has finished the current job: polling,
+// wait returns when every chunk of the current job is finished: polling,
 // then parked on done (same protocol as the workers' parking; a stale
 // wake-up just loops).
 func (p *pool) wait() {

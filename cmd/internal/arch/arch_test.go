@@ -38,26 +38,29 @@ var architecture = map[string]struct {
 	"engine/spec":      {[]string{"engine/model"}, nil}, // the drafters: a draft model, the target with blocks skipped
 	"engine/grammar":   {nil, nil},                      // constrained decoding: GBNF, schemas, tool-call grammars
 	"engine/model":     {[]string{"engine/gguf", "quant", "neon"}, []string{"golang.org/x/sys/unix"}},
-	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, nil},
-	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil}, // embedding models: tokenize, bound, run, pool
-	"engine/zoo":       {nil, nil},                                                         // test helper: finds the conformance zoo
+	"engine":           {[]string{"engine/chat", "engine/gguf", "engine/model", "engine/sample", "engine/spec", "engine/tokenizer", "engine/grammar", "quant"}, []string{"golang.org/x/sys/unix"}}, // unix: the snapshot writer's thread at nice 19
+	"engine/embed":     {[]string{"engine/gguf", "engine/model", "engine/tokenizer"}, nil},                                                                                                         // embedding models: tokenize, bound, run, pool
+	"engine/zoo":       {nil, nil},                                                                                                                                                                 // test helper: finds the conformance zoo
 	// Chat templates (rendered in a sandbox) and the model families' dialects.
 	"engine/chat/sandbox": {nil, []string{"github.com/ardanlabs/jinja"}}, // bounds what a template may cost
 	"engine/dialect":      {[]string{"engine/grammar"}, nil},             // one file per model family: thinking marks, tool-call parser and grammar
+	// What an answer must keep to, as front ends decode it, and its compile
+	// (grammar, lazy trigger, check) once, for the core.
+	"engine/constraint": {[]string{"engine/dialect", "engine/grammar"}, nil},
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
 	// The appliance core and what front ends share beside it.
-	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/sample", "storage"}, nil},
+	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/constraint", "engine/sample", "storage"}, nil},
 	"cmd/appliance/sentence":      {nil, nil},
 	"cmd/appliance/appliancetest": {[]string{"engine", "cmd/appliance"}, nil}, // test helper: a scripted engine, a running core
 	// Front ends: one protocol or device each, through the core.
-	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard", "engine/grammar"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
+	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard", "engine/constraint"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
 	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
 	"mqtt/guard":           {nil, []string{"github.com/eclipse/paho.mqtt.golang", "golang.org/x/time/rate"}}, // bounds what MQTT clients read
 	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
 	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
 	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
-	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/dialect", "engine/grammar"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls, engine/dialect writes their grammar
+	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/constraint"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls, engine/constraint carries formats and tool_choice to the core
 	// issue 13: the Wyoming server and its mDNS responder.
 	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
@@ -218,8 +221,15 @@ func archViolations(module string, pkgs map[string]*listedPackage) []string {
 		check(append(p.TestImports, p.XTestImports...), append(slices.Clone(testHelpers), testExtra[name]...), "tests import")
 		if hasPrefix(name, frontEnds) {
 			for _, imp := range p.Imports {
-				if r, _ := rel(imp); hasPrefix(r, []string{"storage"}) {
+				r, _ := rel(imp)
+				if hasPrefix(r, []string{"storage"}) {
 					bad = append(bad, name+": imports storage; front ends reach storage only through the core")
+				}
+				// Issue 34: a front end decodes its protocol's fields
+				// into an engine/constraint.Constraint; the core
+				// compiles it once. None builds grammars itself.
+				if hasPrefix(r, []string{"engine/grammar", "engine/dialect"}) {
+					bad = append(bad, name+": imports "+r+"; front ends fill an engine/constraint.Constraint and the core compiles it")
 				}
 			}
 		}

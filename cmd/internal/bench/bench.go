@@ -110,6 +110,10 @@ type StepProfile struct {
 	QuantUs        float64 `json:"quantize_us"`
 	SerialUs       float64 `json:"serial_us"`
 	HandOffs       float64 `json:"hand_offs"`
+	// RunQueueUs is how long the process's threads were ready but
+	// waiting for a processor (Linux; 0 elsewhere): another process's
+	// share of the wall time, not the threads waiting for each other.
+	RunQueueUs float64 `json:"run_queue_us,omitempty"`
 }
 
 func newStepProfile(p model.StepProfile) *StepProfile {
@@ -269,7 +273,7 @@ func Command(ctx context.Context, e *cli.Env, args []string) error {
 			if sp.Mode == "" {
 				sp.Mode = engine.SpecAuto
 			}
-			gb, err := benchGrammar(ctx, eng, gf.Load, prompt, max(*tg, 16), *reps, sp)
+			gb, err := benchGrammar(ctx, eng, func() (string, error) { c, err := gf.Load(); return cli.Source(c), err }, prompt, max(*tg, 16), *reps, sp)
 			eng.Close()
 			if err != nil {
 				return err
@@ -444,10 +448,12 @@ func benchPlain(ctx context.Context, eng *engine.Engine, r *Result, pps, depths 
 		}
 		if stepProf {
 			s.EnableProfile(true)
+			rq := runQueueWait()
 			if err := decode(); err != nil {
 				return err
 			}
 			r.StepProfile = newStepProfile(s.StepProfile())
+			r.StepProfile.RunQueueUs = float64((runQueueWait() - rq).Microseconds()) / float64(tg)
 			s.EnableProfile(false)
 		}
 	}
@@ -654,6 +660,9 @@ func printBench(e *cli.Env, r *Result, asJSON bool, ks []int) {
 		if p := x.p; p != nil {
 			fmt.Fprintf(e.Stdout, "\n  %s %.0f us: products %.0f + waiting %.0f, attention %.0f + waiting %.0f, quantize %.0f, serial %.0f, %.1f hand-offs",
 				x.what, p.TotalUs, p.ProductsUs, p.ProductsWaitUs, p.AttnUs, p.AttnWaitUs, p.QuantUs, p.SerialUs, p.HandOffs)
+			if p.RunQueueUs > 0 {
+				fmt.Fprintf(e.Stdout, ", threads kept from a processor %.0f", p.RunQueueUs)
+			}
 		}
 	}
 	if r.MemReadBps > 0 {

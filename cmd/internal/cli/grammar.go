@@ -1,11 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 
-	"github.com/geisten/geist/engine/grammar"
+	"github.com/geisten/geist/engine/constraint"
 )
 
 // GrammarFlags are run's and bench's constrained-decoding flags.
@@ -37,34 +38,46 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// Load returns the grammar the flags ask for ("" for none), checked.
-func (f *GrammarFlags) Load() (string, error) {
+// Load returns the constraint the flags ask for, compiled (nil for none).
+func (f *GrammarFlags) Load() (*constraint.Compiled, error) {
+	var c constraint.Constraint
 	switch {
 	case f.schema != "" && f.gbnf != "":
-		return "", Usagef("--json-schema and --grammar cannot both be enforced: give one")
+		return nil, Usagef("--json-schema and --grammar cannot both be enforced: give one")
 	case f.schema == "json":
-		return grammar.AnyJSON(), nil
+		c.JSON = true
 	case f.schema != "":
-		b, err := readBounded(f.schema, grammar.MaxSchemaBytes)
+		b, err := readBounded(f.schema, constraint.MaxSchemaBytes)
 		if err != nil {
-			return "", fmt.Errorf("--json-schema: %w", err)
+			return nil, fmt.Errorf("--json-schema: %w", err)
 		}
-		src, err := grammar.FromFormat(b)
+		c.Format = b
+		con, err := c.Compile(context.Background(), nil)
 		if err != nil {
-			return "", fmt.Errorf("--json-schema %s: %w", f.schema, err)
+			return nil, fmt.Errorf("--json-schema %s: %w", f.schema, err)
 		}
-		return src, nil
+		return con, nil
 	case f.gbnf != "":
-		b, err := readBounded(f.gbnf, grammar.MaxGrammarBytes)
+		b, err := readBounded(f.gbnf, constraint.MaxGrammarBytes)
 		if err != nil {
-			return "", fmt.Errorf("--grammar: %w", err)
+			return nil, fmt.Errorf("--grammar: %w", err)
 		}
-		if _, err := grammar.Parse(string(b)); err != nil {
-			return "", fmt.Errorf("--grammar %s: %w", f.gbnf, err)
+		c.GBNF = string(b)
+		con, err := c.Compile(context.Background(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("--grammar %s: %w", f.gbnf, err)
 		}
-		return string(b), nil
+		return con, nil
 	}
-	return "", nil
+	return c.Compile(context.Background(), nil)
+}
+
+// Source is c's grammar text ("" for none).
+func Source(c *constraint.Compiled) string {
+	if c == nil {
+		return ""
+	}
+	return c.Source
 }
 
 // Set reports whether the flags ask for a grammar.

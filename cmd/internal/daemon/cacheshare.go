@@ -30,7 +30,10 @@ import (
 //	POST /v1/cache/lookup  body: the prompt's tokens (int32, little
 //	                       endian); Geist-Model: the model's identity
 //	                       (hex), Geist-Max-Bytes: the largest blob the
-//	                       caller takes. 200: the longest stored prefix,
+//	                       caller takes; Geist-Above (optional): the
+//	                       tokens the caller holds already, whose
+//	                       entries are neither read nor verified (nor
+//	                       sent). 200: the longest stored prefix,
 //	                       Geist-Tokens: its length, Geist-Crc32c: the
 //	                       blob's CRC-32C (the store's checksum), the
 //	                       blob streamed from the file's pages; 204: none.
@@ -174,6 +177,13 @@ func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
 		shareError(w, http.StatusBadRequest, "the body must be 1 to %d tokens of 4 bytes (Content-Length %d)", maxShareTokens, n)
 		return
 	}
+	above := 0
+	if h := r.Header.Get("Geist-Above"); h != "" {
+		if above, err = strconv.Atoi(h); err != nil || above < 0 || int64(above) >= r.ContentLength/4 {
+			shareError(w, http.StatusBadRequest, "Geist-Above is not a token count below the %d tokens sent", r.ContentLength/4)
+			return
+		}
+	}
 	toks, err := readTokens(newBodyReader(w, r, r.ContentLength, shareLookup), int(r.ContentLength/4))
 	if err != nil {
 		bodyError(w, "tokens", err)
@@ -207,8 +217,8 @@ func (s *controlServer) cacheLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	var hit bool
 	if ip, ok := sh.cache.(engine.PromptCacheInPlace); ok {
-		_, hit = ip.LookupFunc(model, toks, 0, send)
-	} else if n, blob, ok := sh.cache.Lookup(model, toks); ok {
+		_, hit = ip.LookupFunc(model, toks, above, send)
+	} else if n, blob, ok := sh.cache.Lookup(model, toks); ok && n > above {
 		hit = send(n, [][]byte{blob})
 	}
 	if !hit {
@@ -381,13 +391,35 @@ func PutTokens(b []byte, toks []int32) []byte {
 
 // Lookup asks the daemon for the longest stored prefix of tokens.
 func (d *daemonCache) Lookup(model []byte, tokens []int32) (int, []byte, bool) {
+	return d.lookup(model, tokens, 0)
+}
+
+// LookupFunc is Lookup of a prefix longer than above tokens (what the
+// caller's state holds already: the daemon neither reads, verifies nor
+// sends the entries not longer), handed to use in one piece
+// (engine.PromptCacheInPlace).
+func (d *daemonCache) LookupFunc(model []byte, tokens []int32, above int, use func(n int, blob [][]byte) bool) (int, bool) {
+	if above >= len(tokens) {
+		return 0, false
+	}
+	n, blob, ok := d.lookup(model, tokens, max(above, 0))
+	if !ok || !use(n, [][]byte{blob}) {
+		return 0, false
+	}
+	return n, true
+}
+
+func (d *daemonCache) lookup(model []byte, tokens []int32, above int) (int, []byte, bool) {
 	if d.disabled() || len(tokens) == 0 || len(tokens) > maxShareTokens {
 		return 0, nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shareLookup)
 	defer cancel()
-	resp, err := d.post(ctx, "/v1/cache/lookup", map[string]string{"Geist-Model": hex.EncodeToString(model), "Geist-Max-Bytes": strconv.FormatInt(d.max, 10)},
-		PutTokens(make([]byte, 0, 4*len(tokens)), tokens))
+	head := map[string]string{"Geist-Model": hex.EncodeToString(model), "Geist-Max-Bytes": strconv.FormatInt(d.max, 10)}
+	if above > 0 {
+		head["Geist-Above"] = strconv.Itoa(above)
+	}
+	resp, err := d.post(ctx, "/v1/cache/lookup", head, PutTokens(make([]byte, 0, 4*len(tokens)), tokens))
 	if err != nil {
 		return 0, nil, false
 	}
@@ -405,6 +437,9 @@ func (d *daemonCache) Lookup(model []byte, tokens []int32) (int, []byte, bool) {
 	}
 	n, err := strconv.Atoi(resp.Header.Get("Geist-Tokens"))
 	want, err2 := strconv.ParseUint(resp.Header.Get("Geist-Crc32c"), 16, 32)
+	if err == nil && n > 0 && n <= above {
+		return 0, nil, false // an older daemon, which does not read Geist-Above
+	}
 	if err != nil || err2 != nil || n <= 0 || n > len(tokens) || resp.ContentLength <= 0 || resp.ContentLength > d.max {
 		d.log.Warn("prompt cache: geist serve's answer is malformed", "tokens", resp.Header.Get("Geist-Tokens"), "bytes", resp.ContentLength)
 		return 0, nil, false

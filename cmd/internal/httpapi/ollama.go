@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,7 +236,7 @@ func stopList(raw json.RawMessage) ([]string, error) {
 
 // common checks what chat and generate share and applies it to req; it
 // returns whether to stream and how to read the answer.
-func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
+func (s *Server) common(c *ollamaCommon, req *appliance.Request) (stream bool, o genOptions, err error) {
 	if err := s.checkModel(c.Model); err != nil {
 		return false, o, err
 	}
@@ -260,9 +259,7 @@ func (s *Server) common(ctx context.Context, c *ollamaCommon, req *appliance.Req
 	}
 	req.Think = think // nil: the core's policy for HTTP (think)
 	o.thinking = (think == nil || *think) && canThink
-	if err := ollamaFormat(ctx, req, c.Format); err != nil {
-		return false, o, err
-	}
+	ollamaFormat(req, c.Format)
 	if s.cfg.First != nil {
 		// The keep_alive of the model serve started with: it holds until
 		// the model is unloaded (0: after this answer).
@@ -305,7 +302,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := appliance.Request{}
-	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
+	stream, o, err := s.common(&c.ollamaCommon, &req)
 	if err == nil {
 		err = chatMessages(c.Messages, &req)
 	}
@@ -318,10 +315,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
-	if err := s.toolGrammar(r.Context(), &req, c.Tools, nil); err != nil {
-		s.refuse(w, err)
-		return
-	}
+	toolConstraint(&req, c.Tools, nil)
 	g, err := s.submit(r, req, o)
 	if err != nil {
 		s.refuse(w, err)
@@ -497,7 +491,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	req := appliance.Request{}
 	var seen string
-	stream, o, err := s.common(r.Context(), &c.ollamaCommon, &req)
+	stream, o, err := s.common(&c.ollamaCommon, &req)
 	if err == nil {
 		seen, err = s.generatePrompt(&c, &req)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -110,7 +109,7 @@ type openaiChatRequest struct {
 }
 
 // openaiSampling applies OpenAI's common settings to req.
-func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon, logprobs bool) error {
+func openaiSampling(req *appliance.Request, c *openaiCommon, logprobs bool) error {
 	maxTokens, temperature, topP, n, stop, seed := c.MaxTokens, c.Temperature, c.TopP, c.N, c.Stop, c.Seed
 	if n != nil && *n != 1 {
 		return badf("n=%d: geist answers with one choice (n=1)", *n)
@@ -143,9 +142,10 @@ func openaiSampling(ctx context.Context, req *appliance.Request, c *openaiCommon
 		if len(c.ResponseFormat) > 0 && string(c.ResponseFormat) != "null" {
 			return badf("grammar and response_format cannot both be enforced")
 		}
-		return setGrammar(ctx, req, c.Grammar)
+		constraintOf(req).GBNF = c.Grammar
+		return nil
 	}
-	return openaiResponseFormat(ctx, req, c.ResponseFormat)
+	return openaiResponseFormat(req, c.ResponseFormat)
 }
 
 // content reads a message's content: a string, null, or a list of text
@@ -293,7 +293,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if c.MaxTokens == nil {
 			c.MaxTokens = c.MaxCompletionTokens
 		}
-		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs)
 	}
 	if err == nil && len(c.Messages) == 0 {
 		err = badf("messages is required")
@@ -338,10 +338,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		req.Tools = c.Tools // the core parses the calls out of the answer (or refuses them: appliance.Config.NoTools)
 		req.OneToolCall = c.ParallelToolCalls != nil && !*c.ParallelToolCalls
 	}
-	if err := s.toolGrammar(r.Context(), &req, c.Tools, c.ToolChoice); err != nil {
-		s.openaiRefuse(w, err)
-		return
-	}
+	toolConstraint(&req, c.Tools, c.ToolChoice)
 	g, err := s.submit(r, req, o)
 	if err != nil {
 		s.openaiRefuse(w, err)
@@ -506,7 +503,7 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	req.MaxTokens = 16
 	err := s.checkModel(c.Model)
 	if err == nil {
-		err = openaiSampling(r.Context(), &req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
+		err = openaiSampling(&req, &c.openaiCommon, c.Logprobs != nil && *c.Logprobs > 0)
 	}
 	if err == nil {
 		switch {
