@@ -73,7 +73,7 @@ var architecture = map[string]struct {
 	"cmd/internal/arch":          {nil, nil}, // this table and its test
 	// The command: what its subcommands share, the daemon, the bench
 	// harness, and the dispatcher.
-	"cmd/internal/cli": {[]string{"cmd/internal/models", "engine/grammar"}, []string{"github.com/spf13/pflag"}}, // Env, flags, usage errors, data directory, version
+	"cmd/internal/cli": {[]string{"cmd/internal/models", "engine/constraint"}, []string{"github.com/spf13/pflag"}}, // Env, flags, usage errors, data directory, version
 	"cmd/internal/daemon": {[]string{"cmd/appliance", "cmd/internal/cli", "cmd/internal/httpapi", "cmd/internal/models", "cmd/internal/wyoming",
 		"engine", "engine/chat", "engine/embed", "engine/gguf", "engine/model", "engine/sample", "firmware", "mqtt", "quant", "storage"},
 		[]string{"github.com/BurntSushi/toml", "github.com/eclipse/paho.mqtt.golang", "github.com/mattn/go-shellwords", "github.com/spf13/pflag", "golang.org/x/sys/unix"}}, // geist serve: wires the core and the front ends
