@@ -170,12 +170,13 @@ func TestTemplateLFM2(t *testing.T) {
 	}
 }
 
-// TestXMLToolCallsRoundTrip: a call Qwen3.5's template writes into the
-// history parses back to the same call.
+// TestXMLToolCallsRoundTrip: Qwen3.5's template has the qwen35 dialect
+// (its XML-like calls, no longer the tagged JSON one), and a call it
+// writes into the history parses back to the same call.
 func TestXMLToolCallsRoundTrip(t *testing.T) {
 	t.Parallel()
 	tmpl := compileGolden(t, "Qwen3.5-4B")
-	if tmpl.ToolFormat() != chat.ToolsTagged || !tmpl.SupportsTools() || !tmpl.SupportsThinking() {
+	if tmpl.ToolFormat() != chat.ToolsXML || !tmpl.SupportsTools() || !tmpl.SupportsThinking() {
 		t.Fatalf("format %v, tools %v, thinking %v", tmpl.ToolFormat(), tmpl.SupportsTools(), tmpl.SupportsThinking())
 	}
 	args := `{"name":"kitchen light","brightness":50,"colors":["red","blue"]}`
