@@ -2,7 +2,9 @@ package dialect
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -242,4 +244,64 @@ func xmlSteer(out []byte) string {
 		}
 	}
 	return "\n"
+}
+
+// TestQwen35GrammarBounds: the grammar of a big tool set (128 tools,
+// the requests' limit, each Home Assistant's intents renamed) keeps
+// within the compiler's budgets (no ErrTooLarge), its text grows with
+// the tools linearly (one shared rule for raw text, not one per
+// parameter), and a matcher masks and walks it.
+func TestQwen35GrammarBounds(t *testing.T) {
+	t.Parallel()
+	var assist []json.RawMessage
+	grammarTestdata(t, "ha-tools.json", &assist)
+	many := func(n int) []json.RawMessage {
+		var out []json.RawMessage
+		for i := 0; len(out) < n; i++ {
+			var tl map[string]any
+			if err := json.Unmarshal(assist[i%len(assist)], &tl); err != nil {
+				t.Fatal(err)
+			}
+			f := tl["function"].(map[string]any)
+			f["name"] = f["name"].(string) + "_" + strconv.Itoa(i)
+			b, _ := json.Marshal(tl)
+			out = append(out, b)
+		}
+		return out
+	}
+	size := map[int]int{}
+	for _, n := range []int{16, 128} {
+		tools := many(n)
+		src, _, err := Qwen35.Grammar(tools, "", false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size[n] = len(src)
+		if c := strings.Count(src, "\nxml-text ::="); c != 1 {
+			t.Errorf("%d tools: %d raw text rules", n, c)
+		}
+		g, err := grammar.ParseContext(context.Background(), src)
+		if err != nil {
+			t.Fatalf("%d tools: %v", n, err)
+		}
+		tagged, _, err := Hermes.Grammar(tools, "", false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d tools: grammar of %d bytes (the tagged JSON one: %d)", n, len(src), len(tagged))
+		if len(src) > 2*len(tagged) {
+			t.Errorf("%d tools: %d bytes, more than twice the JSON grammar's %d", n, len(src), len(tagged))
+		}
+		out := generateSteered(t, grammar.Bind(g, testVocab()), 1, xmlSteer)
+		p := NewToolParser(Qwen35, ToolNames(tools))
+		p.Schemas(tools)
+		_, k1 := p.Add(string(out))
+		_, k2 := p.Flush()
+		if len(k1)+len(k2) == 0 {
+			t.Errorf("%d tools: no call in %q", n, out)
+		}
+	}
+	if size[128] > 9*size[16] {
+		t.Errorf("grammar of 16 tools %d bytes, of 128 %d: more than linear", size[16], size[128])
+	}
 }
