@@ -49,14 +49,16 @@ func (*qwen35) Detect(src string) bool {
 }
 
 // Grammar: each call "<tool_call>\n" <function=...>...</function> "\n</tool_call>"
-// as the template writes it, further calls each on a line of its own.
+// as the template writes it, further calls each on a line of its own
+// (a blank line allowed between, no more: the grammar's white space is
+// bounded).
 func (q *qwen35) Grammar(tools []json.RawMessage, only string, lazy, one bool) (string, string, error) {
 	c, err := grammar.CallRules(tools, only, grammar.XMLCall)
 	if err != nil {
 		return "", "", err
 	}
 	open, close := grammar.Literal(callOpen), grammar.Literal(callClose)
-	again := more(one, `"\n"+ `+open+` "\n" call "\n" `+close)
+	again := more(one, `"\n"{1,2} `+open+` "\n" call "\n" `+close)
 	if lazy {
 		return c.Grammar(`"\n" call "\n" ` + close + again), callOpen, nil
 	}
@@ -253,11 +255,12 @@ func schemaKinds(s any, depth int) kinds {
 // allows: None or null as null, True or False (either case) as a
 // boolean, a JSON number as a number, a JSON object or list as that, else
 // the text as a string; a value no type allowed reads as xmlValue reads
-// it.
+// it. (engine/chat's Jinja writes None as "", where Python's writes
+// "None": empty text is null too where no string is allowed.)
 func xmlTyped(v string, ks kinds) []byte {
 	t := strings.TrimSpace(v)
 	switch {
-	case ks&kNull != 0 && (t == "None" || t == "null"):
+	case ks&kNull != 0 && (t == "None" || t == "null" || t == "" && ks&kString == 0):
 		return []byte("null")
 	case ks&kBool != 0 && (t == "True" || t == "true"):
 		return []byte("true")

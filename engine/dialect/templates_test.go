@@ -227,7 +227,7 @@ func TestQwen35TemplateCallsGrammar(t *testing.T) {
 		json.RawMessage(`{"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}`),
 	}
 	argsList := []string{
-		`{"name": "kitchen light", "brightness": 50, "ratio": 0.25, "on": true, "area": null, "mode": "eco", "colors": ["red", "blue"], "at": {"floor": 1}}`,
+		`{"name": "kitchen light", "brightness": 50, "ratio": 0.25, "on": true, "area": "hall", "mode": "eco", "colors": ["red", "blue"], "at": {"floor": 1}}`,
 		`{"name": "50", "brightness": 0, "on": false, "area": "two\nlines <b>", "colors": []}`,
 		`{"name": "True", "brightness": 100}`,
 	}
@@ -242,9 +242,11 @@ func TestQwen35TemplateCallsGrammar(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := strings.Index(out, "<tool_call>\n<function=")
+		// The assistant's turn (the system message shows an example).
+		a := strings.Index(out, "<|im_start|>assistant\n")
+		i := strings.Index(out[max(a, 0):], "<tool_call>\n<function=") + max(a, 0)
 		j := strings.LastIndex(out, "</tool_call>")
-		if i < 0 || j < i {
+		if a < 0 || i < a || j < i {
 			t.Fatalf("no call rendered:\n%s", out)
 		}
 		text := out[i : j+len("</tool_call>")]

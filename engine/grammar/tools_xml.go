@@ -278,9 +278,18 @@ func (c *converter) xmlValue(s any, name, path string, depth int) (string, error
 	case "null":
 		return `"None" | "null"`, nil
 	case "object", "array", "integer", "number":
-		// JSON (the parser drops the white space the compiler lets
-		// follow it).
-		return c.visitObject(x, name, path)
+		// JSON, without the white space the compiler lets follow a
+		// value (the line break before </parameter> ends it).
+		body, err := c.visitObject(x, name, path)
+		switch {
+		case err != nil:
+			return "", err
+		case body == "integer":
+			return `"-"? integral-part`, nil
+		case body == "number":
+			return `("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)?`, nil
+		}
+		return strings.TrimSuffix(body, " space"), nil
 	}
 	return "", fmt.Errorf("schema at %s: unknown type %q", path, t)
 }
