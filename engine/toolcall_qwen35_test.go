@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine/chat"
-	"github.com/geisten/geist/engine/dialect"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -98,7 +97,7 @@ func TestQwen35ForcedToolCall(t *testing.T) {
 }
 
 // dialectCalls writes calls for a log.
-func dialectCalls(calls []dialect.ToolCall) string {
+func dialectCalls(calls []chat.ToolCall) string {
 	var b bytes.Buffer
 	for _, c := range calls {
 		b.WriteString(c.Name)
