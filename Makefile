@@ -29,7 +29,8 @@ build-arm64:
 #                invariance, speculation's exactness, conversion
 #   e2e          the daemon and the front ends with real clients and brokers
 UNIT_PKGS ?= ./engine/gguf/... ./engine/tokenizer/... ./engine/chat/... ./engine/dialect/... ./engine/sample/... \
-	./engine/grammar/... ./engine/zoo/... ./storage/... ./cmd/appliance/... ./cmd/internal/models/... ./scripts/...
+	./engine/grammar/... ./engine/constraint/... ./engine/zoo/... ./storage/... ./cmd/appliance/... ./cmd/internal/models/... \
+	./cmd/internal/arch/... ./scripts/...
 CONF_PKGS ?= ./neon/... ./quant/... ./engine ./engine/model/... ./engine/spec/... ./engine/embed/... ./cmd/internal/convert/...
 E2E_PKGS  ?= ./cmd/geist/... ./cmd/internal/httpapi/... ./cmd/internal/wyoming/... ./mqtt/... ./firmware/...
 
@@ -90,7 +91,7 @@ test-a72: $(TESTTIMES)
 test-a76: $(TESTTIMES)
 	GOARCH=arm64 $(GOTEST) -short -exec '$(QEMU) -cpu cortex-a76' $(PKGS_A76) | $(TESTTIMES) $(if $(PHASEPREFIX),-prefix a76) -save $(TIMES)/a76.json
 
-# The arm64 generator is a module of its own (neon/_asm): its tests check
+# The kernels' generator (arm64 and amd64) is a module of its own (neon/_asm): its tests check
 # that the committed assembly is what it writes and (with llvm-mc) that
 # every emitted word encodes the instruction its comment names.
 test-asm:
