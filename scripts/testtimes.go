@@ -27,10 +27,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // event is one line of go test -json (cmd/test2json).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -161,8 +163,10 @@ type row struct {
 // tests.
 func summarise(w io.Writer, paths []string, top int, note string) error {
 	var rows []*row
+	wall := map[string]float64{} // phase: its first event to its last
 	for _, p := range paths {
 		phase := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
+		var first, last time.Time
 		f, err := os.Open(p)
 		if err != nil {
 			return err
@@ -174,6 +178,12 @@ func summarise(w io.Writer, paths []string, top int, note string) error {
 			var e event
 			if json.Unmarshal(sc.Bytes(), &e) != nil || e.Package == "" {
 				continue
+			}
+			if first.IsZero() || e.Time.Before(first) {
+				first = e.Time
+			}
+			if e.Time.After(last) {
+				last = e.Time
 			}
 			r := byPkg[e.Package]
 			if r == nil {
@@ -194,6 +204,7 @@ func summarise(w io.Writer, paths []string, top int, note string) error {
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("%s: %v", p, err)
 		}
+		wall[phase] = last.Sub(first).Seconds()
 	}
 	slices.SortStableFunc(rows, func(a, b *row) int {
 		return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.phase, b.phase))
@@ -223,7 +234,8 @@ func summarise(w io.Writer, paths []string, top int, note string) error {
 		fmt.Fprintf(w, "%s\t%s\t%.1f\t%s\t%s\n", strings.TrimPrefix(r.pkg, "github.com/geisten/geist/"), r.phase, r.seconds, r.result, strings.Join(slow, ", "))
 	}
 	for _, ph := range slices.Sorted(maps.Keys(total)) {
-		fmt.Fprintf(w, "(sum)\t%s\t%.1f\t\t\n", ph, total[ph])
+		fmt.Fprintf(w, "(packages' sum)\t%s\t%.1f\t\t\n", ph, total[ph])
+		fmt.Fprintf(w, "(phase's wall)\t%s\t%.1f\t\tfrom its first test's start to its last package's end\n", ph, wall[ph])
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ func (c *Core) generate(eng Engine, j *job) (Outcome, error) {
 	var tools *chat.ToolParser
 	if len(r.Tools) > 0 && !r.Raw {
 		tools = chat.NewToolParser(c.cfg.ToolFormat, chat.ToolNames(r.Tools))
+		tools.Schemas(r.Tools)
 		if r.OneToolCall {
 			tools.FirstOnly()
 		}

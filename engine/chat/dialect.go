@@ -24,8 +24,11 @@ var (
 	// ToolsAny: the tagged and the JSON forms below are both recognized.
 	ToolsAny = dialect.Any
 	// ToolsTagged: <tool_call>{"name": ..., "arguments": {...}}</tool_call>
-	// (Hermes, Qwen 2.5, 3 and 3.5, SmolLM3 and others).
+	// (Hermes, Qwen 2.5 and 3, SmolLM3 and others).
 	ToolsTagged = dialect.Hermes
+	// ToolsXML: <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...
+	// (Qwen3.5, Qwen3-Coder).
+	ToolsXML = dialect.Qwen35
 	// ToolsJSON: the answer is a JSON object {"name": ..., "parameters":
 	// {...}} (Llama 3.1, 3.2).
 	ToolsJSON = dialect.Llama

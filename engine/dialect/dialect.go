@@ -9,8 +9,8 @@
 // with it.
 //
 // The families, by file: hermes.go (<tool_call> JSON: Hermes, Qwen 2.5
-// and 3, SmolLM3, Granite 4), qwen35.go (Qwen3.5's XML-like calls between
-// the same tags), llama.go (Llama 3's bare JSON), phi4.go (Phi-4-mini's
+// and 3, SmolLM3, Granite 4), qwen35.go (Qwen3.5's and Qwen3-Coder's
+// XML-like calls between the same tags), llama.go (Llama 3's bare JSON), phi4.go (Phi-4-mini's
 // list between its tool tokens), granite.go (Granite 3's list to the
 // end), lfm2.go (LFM2's Python call lists), gemma4.go (Gemma 4's own
 // syntax and thought channel), any.go (none shows: the tagged and the
@@ -105,7 +105,7 @@ type entry struct {
 
 // Register adds d to the dialects Detect tries; order places it among
 // them (lower first), for a template that shows more than one family's
-// texts: Gemma 4 10, tagged 20, Phi-4 30, Granite 40, LFM2 50, Llama 60.
+// texts: Gemma 4 10, Qwen3.5 15, tagged 20, Phi-4 30, Granite 40, LFM2 50, Llama 60.
 // A name registered twice panics.
 func Register(d Dialect, order int) {
 	mu.Lock()
@@ -196,7 +196,7 @@ func (f *family) ToolTokens() []string {
 func (f *family) ParseCalls(body string) ([]ToolCall, bool) {
 	body = strings.TrimSpace(body)
 	if isXMLCall(body) {
-		c, ok := parseXMLCall(body)
+		c, ok := parseXMLCall(body, nil)
 		return []ToolCall{c}, ok
 	}
 	return jsonCalls(body)

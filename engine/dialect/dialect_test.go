@@ -10,7 +10,7 @@ import (
 // nil to Any, and a name registered twice panics.
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	if got, want := Names(), []string{"gemma4", "tagged", "phi4", "granite", "lfm2", "json", "any"}; !slices.Equal(got, want) {
+	if got, want := Names(), []string{"gemma4", "qwen35", "tagged", "phi4", "granite", "lfm2", "json", "any"}; !slices.Equal(got, want) {
 		t.Errorf("Names %q, want %q", got, want)
 	}
 	for _, c := range []struct {
@@ -20,6 +20,7 @@ func TestRegistry(t *testing.T) {
 		{"<|tool_call>call:{{ name }}<tool_call|> <tool_call>", Gemma4},
 		{"<|channel>thought\n", Gemma4},
 		{"<tool_call> <|tool_call|> ipython", Hermes},
+		{"<tool_call>\n<function={{ name }}> <|tool_call|> ipython", Qwen35},
 		{"<|tool_call|>[...]<|/tool_call|>", Phi4},
 		{"<|tool_call|> <|tool_call_start|>", Granite},
 		{"<|tool_call_start|> ipython", LFM2},

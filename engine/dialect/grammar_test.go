@@ -73,6 +73,7 @@ func TestOneToolCall(t *testing.T) {
 		json.RawMessage(`{"type": "function", "function": {"name": "HassLightSet", "parameters": {"type": "object", "properties": {"brightness": {"type": "integer"}}, "required": ["brightness"]}}}`),
 	}
 	const a, b = `{"name": "HassTurnOn", "arguments": {"area": "hall"}}`, `{"name": "HassLightSet", "arguments": {"brightness": 40}}`
+	const xa, xb = "<function=HassTurnOn>\n<parameter=area>\nhall\n</parameter>\n</function>", "<function=HassLightSet>\n<parameter=brightness>\n40\n</parameter>\n</function>"
 	const la, lb = `{"name": "HassTurnOn", "parameters": {"area": "hall"}}`, `{"name": "HassLightSet", "parameters": {"brightness": 40}}`
 	v := testVocab()
 	for _, c := range []struct {
@@ -88,6 +89,8 @@ func TestOneToolCall(t *testing.T) {
 		{Phi4, true, "[" + a + "]<|/tool_call|>", "[" + a + ", " + b + "]<|/tool_call|>"},
 		{Granite, false, "<|tool_call|>[" + a + "]", "<|tool_call|>[" + a + ", " + b + "]"},
 		{Granite, true, "[" + a + "]", "[" + a + ", " + b + "]"},
+		{Qwen35, false, "<tool_call>\n" + xa + "\n</tool_call>", "<tool_call>\n" + xa + "\n</tool_call>\n<tool_call>\n" + xb + "\n</tool_call>"},
+		{Qwen35, true, "\n" + xa + "\n</tool_call>", "\n" + xa + "\n</tool_call>\n<tool_call>\n" + xb + "\n</tool_call>"},
 	} {
 		accepts := func(src, s string) bool {
 			g, err := grammar.Parse(src)
@@ -136,6 +139,14 @@ func TestOneToolCall(t *testing.T) {
 // close what is open as the text grows (generate's way, with the
 // parentheses of calls).
 func generateCalls(t *testing.T, c *grammar.Compiled, seed uint64) []byte {
+	return generateSteered(t, c, seed, func([]byte) string { return `"` })
+}
+
+// generateSteered is generateCalls steered by the bytes that end what is
+// open: always one of first(text so far) when allowed (a string's quote;
+// the line break before an XML block's closing, then its '<'), else one
+// of "}])<" half the time.
+func generateSteered(t *testing.T, c *grammar.Compiled, seed uint64, first func([]byte) string) []byte {
 	r := rand.New(rand.NewPCG(seed, 11))
 	m := c.NewMatcher()
 	mask := make([]uint64, (c.Vocab().Size()+63)/64)
@@ -160,11 +171,17 @@ func generateCalls(t *testing.T, c *grammar.Compiled, seed uint64) []byte {
 			id = -1
 			var small []int32
 			for _, a := range allowed {
+				if p := c.Vocab().Piece(a); len(p) == 1 && strings.IndexByte(first(out), p[0]) >= 0 {
+					id = a
+					break
+				}
+			}
+			for _, a := range allowed {
 				p := c.Vocab().Piece(a)
-				if len(p) != 1 {
+				if len(p) != 1 || id >= 0 {
 					continue
 				}
-				if p[0] == '"' || strings.IndexByte("}])<", p[0]) >= 0 && r.IntN(2) == 0 {
+				if strings.IndexByte("}])<", p[0]) >= 0 && r.IntN(2) == 0 {
 					id = a
 					break
 				}

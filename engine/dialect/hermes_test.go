@@ -6,13 +6,14 @@ import (
 )
 
 // Hermes' tagged calls (Qwen 2.5 and 3, SmolLM3, Granite 4 write them;
-// Qwen3.5 its XML-like ones between the same tags, qwen35_test.go).
+// Qwen3.5 its XML-like ones between the same tags, qwen35_test.go, which
+// this dialect reads too).
 
 // TestHermesDialect: its name, what the registry finds it by, the tokens
 // that must render and its thinking marks.
 func TestHermesDialect(t *testing.T) {
 	t.Parallel()
-	checkDialect(t, Hermes, "tagged", []string{"{%- if tools %}<tool_call>\n{\"name\": <function-name>}\n</tool_call>{%- endif %}", "<tool_call>\n<function=" + "{{ name }}>"}, []string{"<tool_call>", "</tool_call>"}, ThinkTags)
+	checkDialect(t, Hermes, "tagged", []string{"{%- if tools %}<tool_call>\n{\"name\": <function-name>}\n</tool_call>{%- endif %}"}, []string{"<tool_call>", "</tool_call>"}, ThinkTags)
 }
 
 // TestHermesToolParser: answers in Hermes's form, whole and in pieces.

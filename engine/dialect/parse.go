@@ -23,14 +23,15 @@ type ToolParser struct {
 	closer  closer // finds the end of a call (nil: its closing tag)
 	tags    Tags
 	tools   map[string]bool
-	pending string // text not yet returned
-	inCall  bool   // inside <tool_call>, pending holds its body
-	mode    int    // answer start: undecided, json, text
-	space   string // white space cut before the open call
-	after   bool   // a call just ended: white space after it is dropped
-	calls   int    // calls returned so far
-	first   bool   // only the first call (FirstOnly)
-	cut     bool   // the answer was cut off (Cut): an unfinished call is dropped
+	types   map[string]map[string]kinds // parameters' types (Schemas); nil: none
+	pending string                      // text not yet returned
+	inCall  bool                        // inside <tool_call>, pending holds its body
+	mode    int                         // answer start: undecided, json, text
+	space   string                      // white space cut before the open call
+	after   bool                        // a call just ended: white space after it is dropped
+	calls   int                         // calls returned so far
+	first   bool                        // only the first call (FirstOnly)
+	cut     bool                        // the answer was cut off (Cut): an unfinished call is dropped
 	// How far the open call's body has been searched for its end, and
 	// whether that point is inside a quoted string (a closer's state).
 	scan   int
@@ -64,6 +65,13 @@ func NewToolParser(d Dialect, tools []string) *ToolParser {
 	}
 	return p
 }
+
+// Schemas gives p the tools' definitions ({"type": "function",
+// "function": {"name", "parameters"}}): a call in the XML-like form
+// (qwen35.go), whose values are text, has each value read as the type its
+// parameter's schema allows (a string parameter's "50" stays a string,
+// a boolean's True is true), not guessed from the text.
+func (p *ToolParser) Schemas(tools []json.RawMessage) { p.types = xmlTypes(tools) }
 
 // FirstOnly limits p to the answer's first call (OpenAI's
 // parallel_tool_calls false). The content before that call is returned
@@ -189,6 +197,11 @@ func (p *ToolParser) step(final bool) (string, []ToolCall) {
 				body, rest = p.pending[:end], p.pending[end+len(p.tags.Close):]
 			}
 			cs, ok := p.d.ParseCalls(body)
+			if ok && p.types != nil && isXMLCall(body) {
+				if c, typed := parseXMLCall(body, p.types); typed {
+					cs = []ToolCall{c}
+				}
+			}
 			if !ok && p.cut && end < 0 {
 				// Cut off inside the call: keep what was complete of
 				// a list, drop the unfinished rest (never raw markup).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/dialect"
+	"github.com/geisten/geist/engine/grammar"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -170,12 +171,13 @@ func TestTemplateLFM2(t *testing.T) {
 	}
 }
 
-// TestXMLToolCallsRoundTrip: a call Qwen3.5's template writes into the
-// history parses back to the same call.
+// TestXMLToolCallsRoundTrip: Qwen3.5's template has the qwen35 dialect
+// (its XML-like calls, no longer the tagged JSON one), and a call it
+// writes into the history parses back to the same call.
 func TestXMLToolCallsRoundTrip(t *testing.T) {
 	t.Parallel()
 	tmpl := compileGolden(t, "Qwen3.5-4B")
-	if tmpl.ToolFormat() != chat.ToolsTagged || !tmpl.SupportsTools() || !tmpl.SupportsThinking() {
+	if tmpl.ToolFormat() != chat.ToolsXML || !tmpl.SupportsTools() || !tmpl.SupportsThinking() {
 		t.Fatalf("format %v, tools %v, thinking %v", tmpl.ToolFormat(), tmpl.SupportsTools(), tmpl.SupportsThinking())
 	}
 	args := `{"name":"kitchen light","brightness":50,"colors":["red","blue"]}`
@@ -205,5 +207,73 @@ func TestXMLToolCallsRoundTrip(t *testing.T) {
 	json.Unmarshal([]byte(args), &want)
 	if g, w := dialect.MustJSON(got), dialect.MustJSON(want); g != w {
 		t.Errorf("arguments %s, want %s", g, w)
+	}
+}
+
+// TestQwen35TemplateCallsGrammar: the calls Qwen3.5's template writes
+// for an assistant message's tool_calls (strings raw, True/False, None,
+// numbers, tojson's lists and objects) are what the qwen35 grammar of
+// the tools accepts, forced and lazy, and they parse back (with the
+// tools' schemas) to the arguments the message had.
+func TestQwen35TemplateCallsGrammar(t *testing.T) {
+	t.Parallel()
+	tmpl := compileGolden(t, "Qwen3.5-4B")
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type": "function", "function": {"name": "set", "parameters": {"type": "object", "properties": {
+			"name": {"type": "string"}, "brightness": {"type": "integer", "minimum": 0, "maximum": 100}, "ratio": {"type": "number"},
+			"on": {"type": "boolean"}, "area": {"type": ["string", "null"]}, "mode": {"enum": ["eco", "max"]},
+			"colors": {"type": "array", "items": {"type": "string"}}, "at": {"type": "object", "properties": {"floor": {"type": "integer"}}}},
+			"required": ["name", "brightness"]}}}`),
+		json.RawMessage(`{"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}`),
+	}
+	argsList := []string{
+		`{"name": "kitchen light", "brightness": 50, "ratio": 0.25, "on": true, "area": "hall", "mode": "eco", "colors": ["red", "blue"], "at": {"floor": 1}}`,
+		`{"name": "50", "brightness": 0, "on": false, "area": "two\nlines <b>", "colors": []}`,
+		`{"name": "True", "brightness": 100}`,
+	}
+	v := grammar.NewVocab([][]byte{[]byte("x")}, nil)
+	for _, args := range argsList {
+		msgs := []chat.Message{
+			{Role: "user", Content: "Do it."},
+			{Role: "assistant", ToolCalls: []chat.ToolCall{{Name: "set", Arguments: json.RawMessage(args)}, {Name: "ping", Arguments: json.RawMessage(`{}`)}}},
+			{Role: "tool", Content: "done", ToolName: "set"},
+		}
+		out, err := tmpl.Render(msgs, chat.Options{Tools: tools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The assistant's turn (the system message shows an example).
+		a := strings.Index(out, "<|im_start|>assistant\n")
+		i := strings.Index(out[max(a, 0):], "<tool_call>\n<function=") + max(a, 0)
+		j := strings.LastIndex(out, "</tool_call>")
+		if a < 0 || i < a || j < i {
+			t.Fatalf("no call rendered:\n%s", out)
+		}
+		text := out[i : j+len("</tool_call>")]
+		for _, lazy := range []bool{false, true} {
+			src, trigger, err := dialect.Qwen35.Grammar(tools, "", lazy, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := grammar.Parse(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := grammar.Bind(g, v).NewMatcher()
+			if s := strings.TrimPrefix(text, trigger); !m.AcceptBytes([]byte(s)) || !m.CanEnd() {
+				t.Errorf("lazy %v: the grammar refuses the template's %q", lazy, s)
+			}
+		}
+		p := dialect.NewToolParser(dialect.Qwen35, []string{"set", "ping"})
+		p.Schemas(tools)
+		content, k1 := p.Add(text)
+		rest, k2 := p.Flush()
+		calls := append(k1, k2...)
+		if content+rest != "" || len(calls) != 2 || calls[0].Name != "set" || calls[1].Name != "ping" {
+			t.Fatalf("%q parsed to %q %s", text, content+rest, dialect.FmtCalls(calls))
+		}
+		if !dialect.JSONEqual(t, calls[0].Arguments, []byte(args)) {
+			t.Errorf("the template's %q parsed to %s, want %s", text, calls[0].Arguments, args)
+		}
 	}
 }

@@ -23,6 +23,10 @@ const (
 	// GemmaCall: call:NAME{key:<|"|>text<|"|>,n:3} (Gemma 4: its own
 	// syntax of values, schema_gemma4.go).
 	GemmaCall
+	// XMLCall: <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...</function>
+	// (Qwen3.5, Qwen3-Coder: string values raw, the others as the
+	// template writes them; tools_xml.go).
+	XMLCall
 )
 
 // Calls is the grammar of one call of an offered tool in a CallStyle:
@@ -42,6 +46,8 @@ func CallRules(tools []json.RawMessage, only string, style CallStyle) (*Calls, e
 		return pyCallRules(tools, only)
 	case GemmaCall:
 		return gemmaCallRules(tools, only)
+	case XMLCall:
+		return xmlCallRules(tools, only)
 	}
 	argsKey := "arguments"
 	if style == JSONParametersCall {
