@@ -101,7 +101,7 @@ type slot struct {
 }
 
 // newBatcher makes n slots (the engine's state first) and starts the
-// runner; nil when the model cannot batch.
+// runner; nil for one sequence (every family batches).
 func (e *Engine) newBatcher(n int) (*batcher, error) {
 	if n <= 1 {
 		return nil, nil

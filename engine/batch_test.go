@@ -295,9 +295,15 @@ func TestAllocationsBatched(t *testing.T) {
 // TestBatchedPromptCache: in batched mode the prompt cache works as alone:
 // a first engine's batched request stores its prefixes, and a second
 // engine's requests, run together, restore them into their slots and
-// answer as cold runs do.
+// answer as cold runs do; also for the recurrent families (their
+// checkpoints and states in the snapshots).
 func TestBatchedPromptCache(t *testing.T) {
-	path := zoo.Path(t, "models", "tiny-llama-Q4_0.gguf")
+	for _, path := range []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-qwen35-Q4_0.gguf"), zoo.Path(t, "new2", "models", "tiny-granitehybrid-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-lfm2-Q4_0.gguf")} {
+		t.Run(path[strings.LastIndex(path, "/")+1:], func(t *testing.T) { batchedPromptCache(t, path) })
+	}
+}
+
+func batchedPromptCache(t *testing.T, path string) {
 	system := "You are the house assistant. You answer briefly. The kitchen lights are on, the garden lights are off, the front door is locked and the heating is set to twenty degrees. Never invent devices."
 	questions := []string{"Are the garden lights on?", "Is the front door locked?"}
 	req := func(q string) Request {

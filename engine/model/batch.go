@@ -100,9 +100,13 @@ func (s *State) NewSlot(o StateOptions) (*State, error) {
 // (distinct states: s itself or NewSlot states of s), appending each one's
 // keys and values to its own cache. It returns the logits of the last
 // token of each sequence that asks for them, in the order of seqs
-// (k×NVocab; the slice is reused by the next pass). At most MaxBatch
-// tokens in all and MaxLogitRows sequences with logits. Each sequence's
-// logits are bit for bit those Forward gives it alone.
+// (k×NVocab; the slice is reused by the next pass), or writes each
+// sequence's rows into its Out. At most MaxBatch tokens in all and
+// MaxLogitRows sequences with logits in the returned slice. A sequence
+// with Parents is a tree, as ForwardTree's (its kept path then Compact,
+// between passes). Each sequence's logits are bit for bit those Forward
+// (or ForwardTree and Logits) give it alone, for every family: a
+// recurrent layer's state is the sequence's own and steps as alone.
 //
 // The workspace's own fields a pass writes are its row buffers only (and
 // its cache when it is one of seqs): another goroutine may hold the
