@@ -54,6 +54,7 @@ var generic = &Kernels{
 	ScoresQ8_0:   scoresQ8_0,
 	SiLUMul:      siluMul,
 	DeltaRow:     deltaRow,
+	DeltaRows:    deltaRows,
 	SSMStep:      ssmStep,
 	Softmax:      softmaxGeneric,
 	ExpSub:       expSub,
