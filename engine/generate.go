@@ -123,9 +123,13 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	// The MTP block is fed in every mode: it tolerates no re-run of the
 	// target (Known is unbounded: a position it missed leaves a hole that
 	// changes its drafts), so a plain request before a drafting one would
-	// leave the prompt a hole. That costs plain decoding on an MTP file
-	// one block per kept token.
+	// leave the prompt a hole. A request that cannot draft with it only
+	// records the pairs (the target's rows), which the block runs when a
+	// later request drafts: plain decoding does not pay for it.
 	e.spec.feed = e.spec.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode || e.spec.nativeMode == SpecMTP)
+	if d, ok := e.spec.native.(*spec.MTPDraft); ok {
+		d.State().SetLazy(sp.Mode != SpecAuto && sp.Mode != SpecMTP)
+	}
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 
 	start := time.Now()

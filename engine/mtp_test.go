@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,6 +144,69 @@ func TestMTPDraftVocabExact(t *testing.T) {
 			}
 			if drafted == 0 {
 				t.Errorf("case %d: nothing drafted", ci)
+			}
+		}
+	}
+}
+
+// TestMTPLazyFeed: a request that cannot draft with the MTP block
+// (--spec off) only records the pairs of the positions it keeps; the next
+// request that drafts runs them first, so its drafts are those of an
+// engine whose block ran every pair at once: the same output, the same
+// drafted and accepted counts.
+func TestMTPLazyFeed(t *testing.T) {
+	path := zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf")
+	opt := Options{Ctx: 512, Batch: 64, SelfSpec: SelfSpecOff}
+	lazy, eager := loadFile(t, path, opt), loadFile(t, path, opt)
+	prompt := "Once upon a time, in a small house at the edge of the forest"
+	a, _ := generateIDs(t, lazy, prompt, 24, SpecOptions{Mode: SpecOff}, greedy())
+	b, _ := generateIDs(t, eager, prompt, 24, SpecOptions{Mode: SpecMTP}, greedy())
+	if !equal(a, b) {
+		t.Fatalf("plain %v, with the MTP drafter %v", a, b)
+	}
+	dl, de := lazy.spec.native.(*spec.MTPDraft), eager.spec.native.(*spec.MTPDraft)
+	if st := dl.State(); st.Len() >= st.Fed() {
+		t.Fatalf("plain decoding ran the MTP block: %d pairs run of %d fed", st.Len(), st.Fed())
+	}
+	// The drafts after the same history: the block's cache, run late or
+	// at once, gives the same logits.
+	hl, he := lazy.state.Tokens(), eager.state.Tokens()
+	if !equal(hl, he) || len(hl) == 0 {
+		t.Fatalf("the caches hold %v and %v", hl, he)
+	}
+	hist := append(append([]int32{}, hl...), a[len(a)-1])
+	dl.SetGate(nil, 0)
+	de.SetGate(nil, 0)
+	x, _ := dl.Draft(hist, 4, make([]int32, 0, 4))
+	y, _ := de.Draft(hist, 4, make([]int32, 0, 4))
+	if len(x) == 0 || !equal(x, y) {
+		t.Fatalf("drafts after a plain request %v, with the block fed all along %v", x, y)
+	}
+	N := len(hist) - 1
+	sl, se := dl.State(), de.State()
+	ll, err := sl.Step(hist[N], sl.H(N-1), N)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll = append([]float32{}, ll...)
+	le, err := se.Step(hist[N], se.H(N-1), N)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ll {
+		if math.Float32bits(ll[i]) != math.Float32bits(le[i]) {
+			t.Fatalf("the first draft step's logit %d: %v after a plain request, %v with the block fed all along", i, ll[i], le[i])
+		}
+	}
+	sl.Rewind(N)
+	se.Rewind(N)
+	for _, sp := range []SpecOptions{{Mode: SpecMTP, Fixed: true, Chains: true, DraftMax: 3}, {Mode: SpecMTP, Fixed: true, DraftMax: 4}} {
+		for _, p := range []string{prompt, prompt + " there lived"} {
+			x, sx := generateIDs(t, lazy, p, 24, sp, greedy())
+			y, sy := generateIDs(t, eager, p, 24, sp, greedy())
+			dx, dy := sx.Drafters[string(SpecMTP)], sy.Drafters[string(SpecMTP)]
+			if !equal(x, y) || dx.Drafted != dy.Drafted || dx.Accepted != dy.Accepted || dx.Drafted == 0 {
+				t.Fatalf("%+v %q: after a plain request %v (drafted %d, accepted %d); fed all along %v (%d, %d)", sp, p, x, dx.Drafted, dx.Accepted, y, dy.Drafted, dy.Accepted)
 			}
 		}
 	}

@@ -211,6 +211,12 @@ type Kernels struct {
 	// order (its bits depend on its inputs only, whatever row or call);
 	// sets may differ from each other in rounding.
 	DeltaRow func(S, R, q, k []float32, v, beta, decay float32) float32
+	// DeltaRows is DeltaRow over len(v) consecutive rows of len(q) values
+	// that share q, k, beta and decay (the rows of one head): row r of S
+	// and R at r·len(q), its value v[r], its output o[r]. Every row gets
+	// exactly the set's DeltaRow bits; a set may interleave rows to hide
+	// the latency of one row's sums.
+	DeltaRows func(S, R, q, k, v, o []float32, beta, decay float32)
 	// SSMStep is one Mamba-2 head's selective-scan step: for each of the
 	// len(x) rows p of N = len(B) values (N a multiple of 8), dst[p][k] =
 	// src[p][k]·dA + B[k]·(x[p]·dt) (dst may be src), and, unless y is

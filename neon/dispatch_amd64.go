@@ -37,6 +37,7 @@ func init() {
 		AttnSum:      attnSumavx2,
 		SiLUMul:      siluMulavx2,
 		DeltaRow:     deltaRowavx2,
+		DeltaRows:    deltaRowsavx2,
 		SSMStep:      ssmStepavx2,
 		Softmax:      softmaxavx2,
 		ExpSub:       expSubavx2,

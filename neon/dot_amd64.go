@@ -330,6 +330,27 @@ func deltaRowavx2(S, R, q, k []float32, v, beta, decay float32) float32 {
 }
 
 //go:noescape
+func deltaRow4AVX2(S, R, q, k *float32, n int, v *float32, beta, decay float32, o *float32)
+
+// deltaRowsavx2 is DeltaRows with AVX2 and FMA: four rows at a time by
+// deltaRow4AVX2 (each row deltaRowAVX2's bits), the rest one by one.
+func deltaRowsavx2(S, R, q, k, v, o []float32, beta, decay float32) {
+	n, rows := len(q), len(v)
+	if n == 0 || n%16 != 0 {
+		rowsOf(deltaRow, S, R, q, k, v, o, beta, decay)
+		return
+	}
+	S, R, k, o = S[:rows*n], R[:rows*n], k[:n], o[:rows]
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		deltaRow4AVX2(&S[r*n], &R[r*n], &q[0], &k[0], n, &v[r], beta, decay, &o[r])
+	}
+	for ; r < rows; r++ {
+		o[r] = deltaRowAVX2(&S[r*n], &R[r*n], &q[0], &k[0], n, v[r], beta, decay)
+	}
+}
+
+//go:noescape
 func ssmStepAVX2(dst, src, x, B, C, y *float32, rows, n int, dt, dA float32)
 
 //go:noescape

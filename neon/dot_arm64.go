@@ -99,6 +99,12 @@ func dotF16NEON(w, a *uint16, n int) float32
 //go:noescape
 func deltaRowNEON(S, R, q, k *float32, n int, v, beta, decay float32) float32
 
+// deltaRowsVec is DeltaRows with NEON: deltaRowVec row after row (its
+// four accumulators already keep both FMLA pipes busy on a row).
+func deltaRowsVec(S, R, q, k, v, o []float32, beta, decay float32) {
+	rowsOf(deltaRowVec, S, R, q, k, v, o, beta, decay)
+}
+
 // deltaRowVec is DeltaRow with NEON for rows of a multiple of 16 values
 // (the generic order otherwise).
 func deltaRowVec(S, R, q, k []float32, v, beta, decay float32) float32 {
@@ -295,6 +301,7 @@ func arm64Set(dotprod bool) *Kernels {
 		DotF32F16:    dotF32F16Vec,
 		AxpyF16:      axpyF16Vec,
 		DeltaRow:     deltaRowVec,
+		DeltaRows:    deltaRowsVec,
 		SSMStep:      ssmStepVec,
 		RowsQ4_0Q8_0: blockRows(rowsQ4_0Q8_0NE, sizeQ4_0),
 		RowsQ5_0Q8_0: blockRows(rowsQ5_0Q8_0NE, sizeQ5_0),

@@ -30,6 +30,20 @@ func toF16(dst []uint16, src []float32) {
 	}
 }
 
+// deltaRows is the generic DeltaRows: deltaRow row after row.
+func deltaRows(S, R, q, k, v, o []float32, beta, decay float32) {
+	rowsOf(deltaRow, S, R, q, k, v, o, beta, decay)
+}
+
+// rowsOf runs a set's DeltaRow over the rows of a DeltaRows call.
+func rowsOf(row func(S, R, q, k []float32, v, beta, decay float32) float32, S, R, q, k, v, o []float32, beta, decay float32) {
+	n := len(q)
+	o = o[:len(v)]
+	for r := range v {
+		o[r] = row(S[r*n:(r+1)*n], R[r*n:(r+1)*n], q, k[:n], v[r], beta, decay)
+	}
+}
+
 // deltaRow is the generic DeltaRow: the decayed row's dot with k and the
 // updated row's dot with q each sum four interleaved partial sums,
 // combined (0+1)+(2+3); every product is rounded before its addition.

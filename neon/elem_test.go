@@ -85,6 +85,49 @@ func TestDeltaRow(t *testing.T) {
 	}
 }
 
+// TestDeltaRows: every set's DeltaRows gives, row by row, the bits of
+// the same set's DeltaRow (the rows and the outputs), in place and out of
+// place, for row counts around its interleaving and for widths the SIMD
+// loops take and leave to the generic code.
+func TestDeltaRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(85, 86))
+	for _, k := range Available() {
+		for _, n := range []int{16, 128, 20} {
+			for _, rows := range []int{1, 3, 4, 5, 8, 9, 128} {
+				R, q, kk, v := make([]float32, rows*n), make([]float32, n), make([]float32, n), make([]float32, rows)
+				for i := range R {
+					R[i] = float32(r.NormFloat64() * 0.3)
+				}
+				for i := range q {
+					q[i], kk[i] = float32(r.NormFloat64()*0.1), float32(r.NormFloat64()*0.1)
+				}
+				for i := range v {
+					v[i] = float32(r.NormFloat64())
+				}
+				beta, decay := float32(0.6), float32(0.93)
+				want, wo := make([]float32, rows*n), make([]float32, rows)
+				for e := 0; e < rows; e++ {
+					wo[e] = k.DeltaRow(want[e*n:(e+1)*n], R[e*n:(e+1)*n], q, kk, v[e], beta, decay)
+				}
+				got, o := make([]float32, rows*n), make([]float32, rows)
+				k.DeltaRows(got, R, q, kk, v, o, beta, decay)
+				in, o2 := append([]float32(nil), R...), make([]float32, rows)
+				k.DeltaRows(in, in, q, kk, v, o2, beta, decay)
+				for e := range wo {
+					if !sameBits(o[e], wo[e]) || !sameBits(o2[e], wo[e]) {
+						t.Fatalf("%s n=%d rows=%d: o[%d] %v, in place %v, DeltaRow %v", k.Name, n, rows, e, o[e], o2[e], wo[e])
+					}
+				}
+				for i := range want {
+					if !sameBits(got[i], want[i]) || !sameBits(in[i], want[i]) {
+						t.Fatalf("%s n=%d rows=%d: S[%d] %v, in place %v, DeltaRow %v", k.Name, n, rows, i, got[i], in[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSSMStep: every set's SSMStep (a Mamba-2 head's scan step) gives the
 // generic bits, the state and the outputs, in place and out of place,
 // with and without outputs, for odd and even row counts.

@@ -57,6 +57,7 @@ var generic = &Kernels{
 	PreferV8:     true, // 3-4x the float sums' speed (BenchmarkAttnValuesQ8)
 	SiLUMul:      siluMul,
 	DeltaRow:     deltaRow,
+	DeltaRows:    deltaRows,
 	SSMStep:      ssmStep,
 	Softmax:      softmaxGeneric,
 	ExpSub:       expSub,

@@ -118,14 +118,15 @@ for r in $(seq 1 "$ROUNDS"); do
 			fi
 			line=$(printf '%-22s t=%s round %s' "$(basename "$m")" "$t" "$r")
 			for p in ${P//,/ }; do
-				gpp=$(jq -r --argjson p "$p" '[.prefill[]? | select(.tokens == $p) | .tok_s] | first // 0' "$f.geist")
+				# geist bench lists .prefill only for several sizes; one is .pp_tok_s
+				gpp=$(jq -r --argjson p "$p" --argjson p0 "${P%%,*}" '. as $o | [$o.prefill[]? | select(.tokens == $p) | .tok_s] | first // (if $p == $p0 then $o.pp_tok_s else 0 end) // 0' "$f.geist")
 				lpp=$(jq -r --argjson p "$p" '[.[] | select(.n_prompt == $p and .n_gen == 0 and .n_depth == 0) | .avg_ts] | first // 0' "$f.llama")
 				name=pp; [ "$P" = "$p" ] || name=pp$p
 				line+=$(printf '  %s %7.1f / %7.1f = %5.2fx' "$name" "$gpp" "$lpp" "$(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print b ? a/b : 0}')")
 				echo "$(basename "$m") $t $name $(awk -v a="$gpp" -v b="$lpp" 'BEGIN{print b ? a/b : 0}')" >>"$OUT/ratios"
 			done
 			for d in ${DEPTH//,/ }; do
-				gtg=$(jq -r --argjson d "$d" '[.decode[]? | select(.tokens == $d) | .tok_s] | first // 0' "$f.geist")
+				gtg=$(jq -r --argjson d "$d" --argjson d0 "${DEPTH%%,*}" '. as $o | [$o.decode[]? | select(.tokens == $d) | .tok_s] | first // (if $d == $d0 then $o.tg_tok_s else 0 end) // 0' "$f.geist")
 				ltg=$(jq -r --argjson n "$N" --argjson d "$d" '[.[] | select(.n_gen == $n and .n_prompt == 0 and .n_depth == $d) | .avg_ts] | first // 0' "$f.llama")
 				name=tg; [ "$d" = 0 ] || name=tg@$d
 				line+=$(printf '  %s %6.2f / %6.2f = %5.2fx' "$name" "$gtg" "$ltg" "$(awk -v a="$gtg" -v b="$ltg" 'BEGIN{print b ? a/b : 0}')")

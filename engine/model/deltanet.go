@@ -157,11 +157,23 @@ func (l loader) deltaNet(L *Layer, p string, c *Config) (err error) {
 	return nil
 }
 
-// dnBufs are the DeltaNet block's batch buffers.
+// dnBufs are the DeltaNet block's batch buffers and the job of a pass,
+// replay or tree pass of its recurrence (run on the pool by value heads).
 type dnBufs struct {
 	z     []float32 // [maxBatch][inner] the output gate
 	beta  []float32 // [maxBatch][DNHeadsV]
 	alpha []float32 // [maxBatch][DNHeadsV]
+	job   struct {
+		n, longAt      int
+		src, dst, base []float32 // the layer's state: start, working, base
+		in             []float32 // the inputs, RecIn per token (the batch's or the log's)
+		out            []float32 // the outputs, RecOut per token (nil: a replay)
+	}
+	par    []int32     // [maxBatch] a tree pass's parents (-1: the pass's start)
+	nodes  [][]float32 // per worker: [maxRows][dnBlock·DNHeadK] a block of rows' state after each tree node
+	o      [][]float32 // per worker: [dnBlock] a replay's outputs (not kept)
+	runFn  func(w, lo, hi int)
+	treeFn func(w, lo, hi int)
 }
 
 func (s *State) newDeltaNet() {
@@ -172,7 +184,16 @@ func (s *State) newDeltaNet() {
 		z:     make([]float32, B*d.DNHeadsV*d.DNHeadV),
 		beta:  make([]float32, B*d.DNHeadsV),
 		alpha: make([]float32, B*d.DNHeadsV),
+		par:   make([]int32, B),
+		nodes: make([][]float32, s.pool.n),
+		o:     make([][]float32, s.pool.n),
 	}
+	for w := range s.dn.nodes {
+		s.dn.nodes[w] = make([]float32, min(s.maxRows, B)*dnBlock*d.DNHeadK)
+		s.dn.o[w] = make([]float32, dnBlock)
+	}
+	s.dn.runFn = s.deltaRunHeads
+	s.dn.treeFn = s.deltaTreeHeads
 }
 
 // deltaNet runs layer l's gated DeltaNet block over the batch of n tokens
@@ -250,22 +271,128 @@ func (s *State) deltaNetRows(l, n, pos0 int) {
 // dimension j, the row S[h][j] of d_k values is decayed while its dot with
 // k is summed, then updated by k·β(v_j − that dot) while its dot with q is
 // summed: o[h][j] (q carries the 1/sqrt(d_k)). The active kernel set's
-// DeltaRow does a row in one fixed order (SIMD on amd64 and arm64), so a
-// token's step is the same bits in every pass, batch, tree and replay.
+// DeltaRow does a row in one fixed order (SIMD on amd64 and arm64), and
+// its DeltaRows the rows of a head with exactly those bits, so a token's
+// step is the same bits in every pass, batch, tree and replay. The heads
+// are split between the pool's workers (deltaRunHeads over one token).
 func deltaStep(s *State, l int, dst, src, in, out []float32) {
-	d := &s.m.DeltaNet
+	j := &s.dn.job
+	j.n, j.longAt, j.src, j.dst, j.base, j.in, j.out = 1, -1, src, dst, nil, in, out
+	s.pool.runWorker(s.dn.runFn, s.m.DNHeadsV, 1)
+}
+
+// dnBlock is how many rows of a head (value dimensions, d_k values each)
+// deltaRun, deltaReplay and deltaTree take through the tokens together:
+// 8 rows of 128 values are 4 KiB, kept in the first-level cache over the
+// tokens, and one DeltaRows call per token and block.
+const dnBlock = 8
+
+// deltaRun runs a causal pass's recurrence of DeltaNet layer l (index r)
+// block of rows by block (recState.run): the rows of the state (a value
+// dimension of a head, d_k values) are independent, so a block of rows
+// takes the pass's tokens one after the other while it stays in the
+// first-level cache, instead of the layer's whole state (1 MiB on
+// Qwen3.5-0.8B) streaming through memory once per token. Every row's
+// steps are deltaStep's, in the same order and from the same values: the
+// same bits.
+func deltaRun(s *State, l, r, n int, src []float32) {
+	rs := &s.rec
+	j := &s.dn.job
+	j.n, j.longAt, j.src, j.dst, j.base = n, rs.longAt, src, rs.work[r], rs.base[r]
+	j.in, j.out = rs.in, rs.out
+	s.pool.runWorker(s.dn.runFn, s.m.DNHeadsV, 1)
+}
+
+// deltaReplay steps layer l's base through its first n logged inputs into
+// work (recState.replay), block by block as deltaRun.
+func deltaReplay(s *State, l, r, n int) {
+	rs := &s.rec
+	j := &s.dn.job
+	j.n, j.longAt, j.src, j.dst, j.base = n, -1, rs.base[r], rs.work[r], nil
+	j.in, j.out = rs.log[r], nil
+	s.pool.runWorker(s.dn.runFn, s.m.DNHeadsV, 1)
+}
+
+// deltaRunHeads runs value heads [lo, hi) of the current pass or replay
+// on worker w.
+func (s *State) deltaRunHeads(w, lo, hi int) {
+	c := &s.m.Config
+	d := &c.DeltaNet
+	j := &s.dn.job
 	dk, dv, hk, hv := d.DNHeadK, d.DNHeadV, d.DNHeadsK, d.DNHeadsV
 	qk := hk * dk
-	q, k, v := in[:qk], in[qk:2*qk], in[2*qk:2*qk+hv*dv]
-	beta, decay := in[2*qk+hv*dv:2*qk+hv*dv+hv], in[2*qk+hv*dv+hv:2*qk+hv*dv+2*hv]
-	row := neon.Active().DeltaRow
-	for h := 0; h < hv; h++ {
+	In, Out := c.RecIn, c.RecOut
+	vAt, bAt, gAt := 2*qk, 2*qk+hv*dv, 2*qk+hv*dv+hv
+	rows := neon.Active().DeltaRows
+	tmp := s.dn.o[w]
+	for h := lo; h < hi; h++ {
 		kh := h % hk
-		qh, kk := q[kh*dk:(kh+1)*dk], k[kh*dk:(kh+1)*dk]
-		vh, oh := v[h*dv:(h+1)*dv], out[h*dv:(h+1)*dv]
-		base := h * dv * dk
-		for j := 0; j < dv; j++ {
-			oh[j] = row(dst[base+j*dk:base+(j+1)*dk], src[base+j*dk:base+(j+1)*dk], qh, kk, vh[j], beta[h], decay[h])
+		for e := 0; e < dv; e += dnBlock {
+			b := min(dnBlock, dv-e)
+			at := (h*dv + e) * dk
+			src, dst := j.src[at:at+b*dk], j.dst[at:at+b*dk]
+			for i := 0; i < j.n; i++ {
+				if i == j.longAt {
+					copy(j.base[at:at+b*dk], src)
+				}
+				in := j.in[i*In : (i+1)*In]
+				o := tmp[:b]
+				if j.out != nil {
+					o = j.out[i*Out+h*dv+e : i*Out+h*dv+e+b]
+				}
+				rows(dst, src, in[kh*dk:(kh+1)*dk], in[qk+kh*dk:qk+(kh+1)*dk], in[vAt+h*dv+e:vAt+h*dv+e+b], o, in[bAt+h], in[gAt+h])
+				src = dst
+			}
+		}
+	}
+}
+
+// deltaTree runs a tree pass's recurrence of DeltaNet layer l from start
+// (recState.runTree) block of rows by block: a block's state after each
+// node is kept in the worker's node blocks, a node steps from its
+// parent's (or from start's block), so any tree order is one step per
+// node, each deltaStep's step from the same values: the same bits.
+func deltaTree(s *State, l, r, n int, start []float32) {
+	rs := &s.rec
+	dn := &s.dn
+	for i := 0; i < n; i++ {
+		_, anc := s.span(i, 0)
+		dn.par[i] = -1
+		if len(anc) > 1 {
+			dn.par[i] = anc[len(anc)-2]
+		}
+	}
+	j := &dn.job
+	j.n, j.src, j.in, j.out = n, start, rs.in, rs.out
+	s.pool.runWorker(dn.treeFn, s.m.DNHeadsV, 1)
+}
+
+// deltaTreeHeads runs value heads [lo, hi) of the current tree pass on
+// worker w's node blocks.
+func (s *State) deltaTreeHeads(w, lo, hi int) {
+	c := &s.m.Config
+	d := &c.DeltaNet
+	j := &s.dn.job
+	dk, dv, hk, hv := d.DNHeadK, d.DNHeadV, d.DNHeadsK, d.DNHeadsV
+	qk := hk * dk
+	In, Out := c.RecIn, c.RecOut
+	vAt, bAt, gAt := 2*qk, 2*qk+hv*dv, 2*qk+hv*dv+hv
+	nodes, par := s.dn.nodes[w], s.dn.par
+	rows := neon.Active().DeltaRows
+	for h := lo; h < hi; h++ {
+		kh := h % hk
+		for e := 0; e < dv; e += dnBlock {
+			b := min(dnBlock, dv-e)
+			at, bk := (h*dv+e)*dk, b*dk
+			for i := 0; i < j.n; i++ {
+				src := j.src[at : at+bk]
+				if p := int(par[i]); p >= 0 {
+					src = nodes[p*bk : (p+1)*bk]
+				}
+				in := j.in[i*In : (i+1)*In]
+				rows(nodes[i*bk:(i+1)*bk], src, in[kh*dk:(kh+1)*dk], in[qk+kh*dk:qk+(kh+1)*dk], in[vAt+h*dv+e:vAt+h*dv+e+b],
+					j.out[i*Out+h*dv+e:i*Out+h*dv+e+b], in[bAt+h], in[gAt+h])
+			}
 		}
 	}
 }

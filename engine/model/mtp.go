@@ -133,7 +133,8 @@ func (t *MTP) Bytes(vocab int) int64 {
 // MTPState is an MTP block's KV cache (F16, like llama.cpp's), the
 // target's hidden states it pairs with the next tokens, and the step
 // buffers. Cache positions [lo, n) hold valid pairs; the target's rows of
-// positions [lo, m) were fed. Feed runs the pair of every position the
+// positions [lo, m) were fed (n < m: the pairs of [n, m) are recorded,
+// not yet run: lazy feeding). Feed runs the pair of every position the
 // target keeps; Step runs draft steps past it, which Rewind drops. A
 // position the target got without passing its rows here (restored from a
 // snapshot) leaves a hole: the cache restarts after it as at position 0
@@ -159,6 +160,7 @@ type MTPState struct {
 	row        []byte
 	head       func(out, x []float32, rows int) // the output head's product (the target's pool), nil: single-threaded
 	vocab      int                              // the head rows scored (the draft vocabulary: ids below it)
+	lazy       bool                             // Feed records pairs for CatchUp
 }
 
 // NewState sizes a cache of ctx positions that may grow to limit. head,
@@ -237,7 +239,8 @@ func (st *MTPState) h(p int) []float32 {
 // Feed takes the target's normed hidden state h of position pos, whose
 // token is tok, and runs the pair of pos (tok with the hidden state of
 // pos-1). A position before the last fed one truncates the cache there;
-// one past it leaves a hole.
+// one past it leaves a hole. When lazy (SetLazy), the pair is only
+// recorded and runs when a draft next needs the cache (CatchUp).
 func (st *MTPState) Feed(h []float32, tok int32, pos int) error {
 	if pos < 0 {
 		return fmt.Errorf("model: MTP: position %d", pos)
@@ -254,12 +257,33 @@ func (st *MTPState) Feed(h []float32, tok int32, pos int) error {
 		st.n = pos + 1 // the pair was run by a draft's first step
 	} else {
 		st.n = min(st.n, pos)
-		if _, err := st.decode(tok, st.h(pos-1), pos, false); err != nil {
-			return err
-		}
+		st.toks[pos] = tok // the pair of pos, run by CatchUp
 	}
 	copy(st.hs[pos*E:(pos+1)*E], h)
 	st.m = pos + 1
+	if st.lazy {
+		return nil
+	}
+	return st.CatchUp()
+}
+
+// SetLazy makes Feed only record the pairs (a request that does not draft
+// with the block: plain decoding does not pay for it) or, off, run them
+// as they come; either way the cache a draft sees is the same.
+func (st *MTPState) SetLazy(on bool) { st.lazy = on }
+
+// CatchUp runs the recorded pairs not yet run, in position order: each
+// is what Feed would have run at once (the same token, the same hidden
+// state of the position before, the same cache), so the cache's bits do
+// not depend on when.
+func (st *MTPState) CatchUp() error {
+	for st.n < st.m {
+		p := st.n
+		if _, err := st.decode(st.toks[p], st.h(p-1), p, false); err != nil {
+			st.m = p // the pairs from p on are dropped (the next Feed restarts there)
+			return err
+		}
+	}
 	return nil
 }
 
@@ -268,6 +292,9 @@ func (st *MTPState) Feed(h []float32, tok int32, pos int) error {
 func (st *MTPState) Synced(history []int32, n int) bool {
 	if st.m > n { // the target went back (a prefix reused): keep the pairs before
 		st.m, st.n = n, min(st.n, n)
+	}
+	if st.m == n && st.n < n && st.CatchUp() != nil {
+		return false
 	}
 	if st.m != n || st.n < n {
 		return false

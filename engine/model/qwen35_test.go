@@ -189,7 +189,7 @@ func BenchmarkRecurrentState(b *testing.B) {
 	for l := range c.Rec {
 		c.Rec[l] = (l+1)%4 != 0
 	}
-	s := &State{m: &Model{Config: c}, ctx: 4096, maxRows: 33, maxBatch: 33, toks: make([]int32, 4096)}
+	s := &State{m: &Model{Config: c}, ctx: 4096, maxRows: 33, maxBatch: 33, pool: newPool(1), toks: make([]int32, 4096)}
 	s.newRecState()
 	rs := &s.rec
 	for r := range rs.lay { // unit q and k, as the layer feeds them

@@ -110,6 +110,7 @@ func (s *State) newRecState() {
 		rs.step, rs.run, rs.replay, rs.runTree = mamba2Step, mamba2Run, mamba2Replay, mamba2Tree
 	}
 	if c.DNHeadsV > 0 {
+		rs.run, rs.replay, rs.runTree = deltaRun, deltaReplay, deltaTree
 		s.newDeltaNet()
 	}
 	if c.SSMInner > 0 {

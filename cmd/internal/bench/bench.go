@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -90,6 +91,13 @@ type Result struct {
 	// Rounds holds the speed-up of every interleaved round (speculative
 	// over plain decoding in the same round).
 	Rounds []float64 `json:"rounds,omitempty"`
+	// The same in the decoding thread's CPU time (one thread: every
+	// product runs on it), what an idle machine gives on a loaded one.
+	PlainCPUTokS float64   `json:"plain_cpu_tok_s,omitempty"`
+	SpecCPUTokS  float64   `json:"spec_cpu_tok_s,omitempty"`
+	SpeedupCPU   float64   `json:"speedup_cpu,omitempty"`
+	RoundsCPU    []float64 `json:"rounds_cpu,omitempty"`
+	PassCPUMs    float64   `json:"cpu_ms_per_pass,omitempty"`
 }
 
 // lengthRate is a speed at a prompt length or a cache depth.
@@ -520,12 +528,34 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *Result, prompt string
 	greedy := sample.Params{Temperature: 0, TopP: 1, RepeatPenalty: 1}
 	var ref []int32
 	var read int64 // the last run's expert bytes
+	// With one thread every product runs on this goroutine: locked to its
+	// thread, the thread's CPU time from the first token on is the
+	// decoding's work, whatever else the machine runs.
+	var clock func() time.Duration
+	if r.Threads == 1 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if threadCPU() > 0 {
+			clock = threadCPU
+		}
+	}
+	var cpuDecode time.Duration // the last run's decode CPU time (after its first token)
 	runN := func(so engine.SpecOptions, n int) (engine.Stats, error) {
 		eng.Reset()
 		var ids []int32
 		r0 := eng.State().ExpertBytesRead()
+		var c0 time.Duration
 		st, err := eng.Generate(ctx, engine.Request{Prompt: prompt, MaxTokens: n, Sampling: greedy, Spec: so,
-			OnToken: func(id int32) { ids = append(ids, id) }})
+			OnToken: func(id int32) {
+				if len(ids) == 0 && clock != nil {
+					c0 = clock()
+				}
+				ids = append(ids, id)
+			}})
+		cpuDecode = 0
+		if clock != nil && len(ids) > 1 {
+			cpuDecode = clock() - c0
+		}
 		read = eng.State().ExpertBytesRead() - r0
 		if err == nil && ref == nil {
 			ref = ids
@@ -579,8 +609,9 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *Result, prompt string
 	// load that rises or falls steadily through the round weighs on both
 	// alike.
 	var best engine.Stats
+	var bestCPU time.Duration // the fastest speculative run's decode CPU time
 	for i := 0; i < rounds; i++ {
-		var t [2]float64 // seconds per decoded token, summed: plain, speculative
+		var t, tc [2]float64 // seconds per decoded token, summed: plain, speculative (wall, CPU)
 		for _, arm := range [4]int{0, 1, 1, 0} {
 			o := plain()
 			if arm == 1 {
@@ -591,6 +622,18 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *Result, prompt string
 				return err
 			}
 			t[arm] += 1 / st.DecodeTokS
+			if cpuDecode > 0 && st.GeneratedTokens > 1 {
+				per := cpuDecode.Seconds() / float64(st.GeneratedTokens-1)
+				tc[arm] += per
+				if arm == 0 {
+					r.PlainCPUTokS = max(r.PlainCPUTokS, 1/per)
+				} else if 1/per > r.SpecCPUTokS {
+					r.SpecCPUTokS, bestCPU = 1/per, cpuDecode
+					if st.TargetPasses > 1 {
+						r.PassCPUMs = 1000 * bestCPU.Seconds() / float64(st.TargetPasses-1)
+					}
+				}
+			}
 			if arm == 0 {
 				r.PlainTokS = max(r.PlainTokS, st.DecodeTokS)
 				r.PlainReadPerToken = perToken(st)
@@ -600,6 +643,12 @@ func benchSpec(ctx context.Context, eng *engine.Engine, r *Result, prompt string
 			}
 		}
 		r.Rounds = append(r.Rounds, t[0]/t[1])
+		if tc[0] > 0 && tc[1] > 0 {
+			r.RoundsCPU = append(r.RoundsCPU, tc[0]/tc[1])
+		}
+	}
+	if r.PlainCPUTokS > 0 && r.SpecCPUTokS > 0 {
+		r.SpeedupCPU = r.SpecCPUTokS / r.PlainCPUTokS
 	}
 	r.SpecTokS = best.DecodeTokS
 	r.Speedup = r.SpecTokS / r.PlainTokS
@@ -634,6 +683,12 @@ func printBench(e *cli.Env, r *Result, asJSON bool, ks []int) {
 		}
 		if len(r.Rounds) > 0 {
 			fmt.Fprintf(e.Stdout, " (%.3f..%.3f)", slices.Min(r.Rounds), slices.Max(r.Rounds))
+		}
+		if r.SpeedupCPU > 0 {
+			fmt.Fprintf(e.Stdout, "; CPU time: plain %.2f tok/s, speculative %.2f tok/s, speedup %.3f×, %.3f ms/pass, rounds", r.PlainCPUTokS, r.SpecCPUTokS, r.SpeedupCPU, r.PassCPUMs)
+			for _, x := range r.RoundsCPU {
+				fmt.Fprintf(e.Stdout, " %.3f×", x)
+			}
 		}
 		if r.SpecReadPerToken > 0 {
 			fmt.Fprintf(e.Stdout, "; reads %.1f MB/token plain, %.1f speculative", float64(r.PlainReadPerToken)/1e6, float64(r.SpecReadPerToken)/1e6)

@@ -65,6 +65,7 @@ type haFlags struct {
 	entities *int
 	predict  *int
 	followUp *bool
+	pid      *int
 }
 
 func (f *haFlags) register(fs *pflag.FlagSet) {
@@ -76,6 +77,7 @@ func (f *haFlags) register(fs *pflag.FlagSet) {
 	f.entities = fs.Int("entities", 50, "with --ha: exposed entities in the system prompt (8 areas and a shopping list)")
 	f.predict = fs.Int("ha-predict", 16, "with --ha: most tokens generated per call")
 	f.followUp = fs.Bool("follow-up", true, "with --ha: a second call per turn with a GetLiveContext result")
+	f.pid = fs.Int("server-pid", 0, "with --ha: also report the CPU time the server process (this PID, on this machine) spent on each call, which the load of a shared machine moves far less than the clock")
 }
 
 var haAreas = []string{"Kitchen", "Living Room", "Bedroom", "Bathroom", "Office", "Hallway", "Garage", "Garden"}
@@ -192,6 +194,9 @@ type HACall struct {
 	Cached    int     `json:"cached_tokens"` // -1: the API does not say
 	Prefilled int     `json:"prefilled_tokens"`
 	Generated int     `json:"generated_tokens"`
+	// CPUms is the CPU time the server process spent during the call
+	// (--server-pid; 0: not measured).
+	CPUms float64 `json:"server_cpu_ms,omitempty"`
 	// Error: the server's error in the stream, after the prompt was
 	// evaluated (llama-server's tool-call parser refuses what a model with
 	// random weights writes): the call counts, its TTFT is the error's
@@ -229,7 +234,11 @@ func benchHA(ctx context.Context, e *cli.Env, f *haFlags, asJSON bool) error {
 	}{true, "Live Context: An overview of the areas and the devices in this smart home:\n" + haEntities(*f.entities, true)})
 	if !asJSON {
 		fmt.Fprintf(e.Stdout, "# %s API at %s, %d entities, %d tools, %d turns\n", *f.api, url, *f.entities, len(tools), *f.turns)
-		fmt.Fprintf(e.Stdout, "%4s %-5s %9s %9s %7s %7s %9s %5s\n", "turn", "call", "ttft_ms", "total_ms", "prompt", "cached", "prefilled", "gen")
+		fmt.Fprintf(e.Stdout, "%4s %-5s %9s %9s %7s %7s %9s %5s", "turn", "call", "ttft_ms", "total_ms", "prompt", "cached", "prefilled", "gen")
+		if *f.pid > 0 {
+			fmt.Fprintf(e.Stdout, " %9s", "server_cpu_ms")
+		}
+		fmt.Fprintln(e.Stdout)
 	}
 	var calls []HACall
 	report := func(c HACall) {
@@ -246,6 +255,9 @@ func benchHA(ctx context.Context, e *cli.Env, f *haFlags, asJSON bool) error {
 			return fmt.Sprint(n)
 		}
 		fmt.Fprintf(e.Stdout, "%4d %-5s %9.0f %9.0f %7s %7s %9d %5d", c.Turn, c.Call, c.TTFTms, c.TotalMs, num(c.Prompt), num(c.Cached), c.Prefilled, c.Generated)
+		if *f.pid > 0 {
+			fmt.Fprintf(e.Stdout, " %9.0f", c.CPUms)
+		}
 		if c.Error != "" {
 			fmt.Fprintf(e.Stdout, " (server error: %.80s)", c.Error)
 		}
@@ -257,10 +269,12 @@ func benchHA(ctx context.Context, e *cli.Env, f *haFlags, asJSON bool) error {
 			words += fmt.Sprintf(" (%d)", turn/len(haCommands)+1)
 		}
 		msgs := []map[string]any{{"role": "system", "content": system}, {"role": "user", "content": words}}
+		cpu0 := procCPU(*f.pid)
 		c, err := haRequest(ctx, url, *f.api, *f.model, msgs, tools, *f.predict)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", turn+1, err)
 		}
+		c.CPUms = cpuSince(*f.pid, cpu0)
 		c.Turn, c.Call = turn+1, "first"
 		report(c)
 		if !*f.followUp {
@@ -273,9 +287,11 @@ func benchHA(ctx context.Context, e *cli.Env, f *haFlags, asJSON bool) error {
 			result["tool_call_id"] = "call_1"
 		}
 		msgs = append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{call}}, result)
+		cpu0 = procCPU(*f.pid)
 		if c, err = haRequest(ctx, url, *f.api, *f.model, msgs, tools, *f.predict); err != nil {
 			return fmt.Errorf("turn %d, GetLiveContext call: %w", turn+1, err)
 		}
+		c.CPUms = cpuSince(*f.pid, cpu0)
 		c.Turn, c.Call = turn+1, "live"
 		report(c)
 	}
@@ -283,19 +299,71 @@ func benchHA(ctx context.Context, e *cli.Env, f *haFlags, asJSON bool) error {
 		// The first call of turn 1 is the cold one; the others find the
 		// system prompt and the tools in the cache.
 		for _, kind := range []string{"first", "live"} {
-			var ttft []float64
+			var ttft, cpu []float64
 			for _, c := range calls {
 				if c.Call == kind && !(kind == "first" && c.Turn == 1) {
-					ttft = append(ttft, c.TTFTms)
+					ttft, cpu = append(ttft, c.TTFTms), append(cpu, c.CPUms)
 				}
 			}
 			if len(ttft) > 0 {
-				fmt.Fprintf(e.Stdout, "# median ttft %s (warm): %.0f ms over %d calls\n", kind, median(ttft), len(ttft))
+				fmt.Fprintf(e.Stdout, "# median ttft %s (warm): %.0f ms over %d calls", kind, median(ttft), len(ttft))
+				if *f.pid > 0 {
+					fmt.Fprintf(e.Stdout, ", server CPU %.0f ms", median(cpu))
+				}
+				fmt.Fprintln(e.Stdout)
 			}
 		}
-		fmt.Fprintf(e.Stdout, "# cold first turn ttft: %.0f ms\n", calls[0].TTFTms)
+		fmt.Fprintf(e.Stdout, "# cold first turn ttft: %.0f ms", calls[0].TTFTms)
+		if *f.pid > 0 {
+			fmt.Fprintf(e.Stdout, ", server CPU %.0f ms", calls[0].CPUms)
+		}
+		fmt.Fprintln(e.Stdout)
 	}
 	return nil
+}
+
+// procCPU is the CPU time process pid has used, in milliseconds, from
+// /proc/PID/stat (0: pid 0 or unreadable).
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return parseProcCPU(string(b))
+}
+
+// parseProcCPU reads utime and stime (fields 14 and 15, clock ticks of
+// 1/100 s on Linux) from a /proc/PID/stat line; the command name (field
+// 2) may hold spaces and parentheses, so the fields count from its last
+// ')'.
+func parseProcCPU(stat string) float64 {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st float64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0
+	}
+	return (ut + st) * 10
+}
+
+// cpuSince is the server's CPU time since c0 (0 without --server-pid).
+func cpuSince(pid int, c0 float64) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	return procCPU(pid) - c0
 }
 
 func median(v []float64) float64 {
