@@ -74,7 +74,13 @@ func TestEncoderBatchInvariant(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, threads := range []int{1, 3} {
+			threads := []int{1, 3}
+			if testing.Short() {
+				// The emulated runs: batches over three workers only,
+				// which shows batching and the split together.
+				threads = threads[1:]
+			}
+			for _, threads := range threads {
 				e.Threads = threads
 				// All together, reversed, and in pairs.
 				orders := [][]int{}
