@@ -33,6 +33,7 @@ var x86Files = []x86File{
 	{"quantize_amd64.s", genQuantize},
 	{"ssm_amd64.s", genSSM},
 	{"delta_amd64.s", genDelta},
+	{"deltarows_amd64.s", genDeltaRows},
 	{"attn_amd64.s", genAttn},
 	{"attnq8_amd64.s", genAttnQ8},
 }
