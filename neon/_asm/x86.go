@@ -36,6 +36,7 @@ var x86Files = []x86File{
 	{"deltarows_amd64.s", genDeltaRows},
 	{"attn_amd64.s", genAttn},
 	{"attnq8_amd64.s", genAttnQ8},
+	{"attnv8_amd64.s", genAttnV8},
 }
 
 // generateX86 returns the text of the amd64 file f.
