@@ -33,8 +33,10 @@ var x86Files = []x86File{
 	{"quantize_amd64.s", genQuantize},
 	{"ssm_amd64.s", genSSM},
 	{"delta_amd64.s", genDelta},
+	{"deltarows_amd64.s", genDeltaRows},
 	{"attn_amd64.s", genAttn},
 	{"attnq8_amd64.s", genAttnQ8},
+	{"attnv8_amd64.s", genAttnV8},
 }
 
 // generateX86 returns the text of the amd64 file f.

@@ -166,3 +166,86 @@ func genDelta(a *asm) {
 	a.l("VZEROUPPER")
 	a.l("RET")
 }
+
+// deltaRow4Pass emits one pass of deltaRow4AVX2 over four rows (row r at
+// offset r·n bytes: none, AX, AX*2, R12 from the row pointers), 16 values
+// per step (labels l): body(r, m0, m1, t) per row, with m0, m1 the row's
+// two memory operands' indexing suffix, t its pair of temporaries (Y8,
+// Y9 for even rows, Y10, Y11 for odd ones) and Y(2r), Y(2r+1) its two
+// accumulators; ptrs are advanced by 64 bytes per step.
+func (a *asm) deltaRow4Pass(l string, ptrs []string, body func(r int, idx string, t int)) {
+	for i := 0; i < 8; i++ {
+		a.l("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	a.l("MOVQ CX, R8")
+	a.label(l, true)
+	for r, idx := range []string{"", "(AX*1)", "(AX*2)", "(R12*1)"} {
+		body(r, idx, 8+2*(r%2))
+	}
+	for _, p := range ptrs {
+		a.l("ADDQ $64, %s", p)
+	}
+	a.l("SUBQ $16, R8")
+	a.l("JNZ %s", l)
+}
+
+// genDeltaRows writes deltarows_amd64.s.
+func genDeltaRows(a *asm) {
+	a.textX86("deltaRow4AVX2", "(S, R, q, k *float32, n int, v *float32, beta, decay float32, o *float32)", "NOSPLIT", "$0-64",
+		"Four consecutive rows (row r at S+r·n, R+r·n) of the gated delta rule,\nn a multiple of 16, each row by exactly deltaRowAVX2's operations in its\norder (the same two 8-lane FMA accumulators per row, the same lane\ncombination): o[r] and the rows are deltaRowAVX2's bits. The rows only\nshare the loads of k and q and overlap their dependency chains (one row\nalone waits on its accumulators' FMA latency).")
+	for _, s := range []string{"MOVQ S+0(FP), DI", "MOVQ R+8(FP), SI", "MOVQ k+24(FP), BX", "MOVQ n+32(FP), CX",
+		"MOVQ CX, AX", "SHLQ $2, AX", "LEAQ (AX)(AX*2), R12", "VBROADCASTSS decay+52(FP), Y15"} {
+		a.l("%s", s)
+	}
+	// S = decay·R, kv_r = S·k.
+	a.deltaRow4Pass("d4a", []string{"SI", "DI", "BX"}, func(r int, idx string, t int) {
+		a.l("VMULPS (SI)%s, Y15, Y%d", idx, t)
+		a.l("VMULPS 32(SI)%s, Y15, Y%d", idx, t+1)
+		a.l("VMOVUPS Y%d, (DI)%s", t, idx)
+		a.l("VMOVUPS Y%d, 32(DI)%s", t+1, idx)
+		a.l("VFMADD231PS (BX), Y%d, Y%d", t, 2*r)
+		a.l("VFMADD231PS 32(BX), Y%d, Y%d", t+1, 2*r+1)
+	})
+	a.comment("delta_r = (v[r] - kv_r)·beta, as deltaRowAVX2 combines its lanes.")
+	a.l("MOVQ v+40(FP), R9")
+	for r := 0; r < 4; r++ {
+		a.l("VADDPS Y%d, Y%d, Y%d", 2*r+1, 2*r, 2*r)
+		a.hadd8(2*r, 2*r+1)
+		if r == 0 {
+			a.l("VMOVSS (R9), X%d", 8+r)
+		} else {
+			a.l("VMOVSS %d(R9), X%d", 4*r, 8+r)
+		}
+		a.l("VSUBSS X%d, X%d, X%d", 2*r, 8+r, 8+r)
+		a.l("VMULSS beta+48(FP), X%d, X%d", 8+r, 8+r)
+		a.l("VBROADCASTSS X%d, Y%d", 8+r, 12+r)
+	}
+	a.b.WriteString("\n")
+	a.l("MOVQ S+0(FP), DI")
+	a.l("MOVQ q+16(FP), DX")
+	a.l("MOVQ k+24(FP), BX")
+	// S += delta_r·k, o_r = S·q.
+	a.deltaRow4Pass("d4b", []string{"DI", "DX", "BX"}, func(r int, idx string, t int) {
+		a.l("VMOVUPS (DI)%s, Y%d", idx, t)
+		a.l("VMOVUPS 32(DI)%s, Y%d", idx, t+1)
+		a.l("VFMADD231PS (BX), Y%d, Y%d", 12+r, t)
+		a.l("VFMADD231PS 32(BX), Y%d, Y%d", 12+r, t+1)
+		a.l("VMOVUPS Y%d, (DI)%s", t, idx)
+		a.l("VMOVUPS Y%d, 32(DI)%s", t+1, idx)
+		a.l("VFMADD231PS (DX), Y%d, Y%d", t, 2*r)
+		a.l("VFMADD231PS 32(DX), Y%d, Y%d", t+1, 2*r+1)
+	})
+	a.b.WriteString("\n")
+	a.l("MOVQ o+56(FP), R9")
+	for r := 0; r < 4; r++ {
+		a.l("VADDPS Y%d, Y%d, Y%d", 2*r+1, 2*r, 2*r)
+		a.hadd8(2*r, 2*r+1)
+		if r == 0 {
+			a.l("VMOVSS X0, (R9)")
+		} else {
+			a.l("VMOVSS X%d, %d(R9)", 2*r, 4*r)
+		}
+	}
+	a.l("VZEROUPPER")
+	a.l("RET")
+}
