@@ -53,6 +53,21 @@ type AttnTileKernels struct {
 	// dequantized as DequantQ8_0 does it: the bits of DequantQ8_0 then
 	// SumRows, without the float32 copy (hd a multiple of 64).
 	SumRowsQ8_0 func(out []float32, hd int, w []float32, n int, v []byte, vStride int)
+
+	// KTH, ScoresRowsH and SumRowsH, when the set has them, are attention
+	// over an F16 cache in half-precision arithmetic (attnf16.go):
+	// KTH sets kt[d*AttnBlock+t] = k[t*hd+d] (the halves as they are,
+	// hd a multiple of 8); ScoresRowsH scores the len(q)/hd query rows of
+	// q (halves, QH's: scaled) against kt into sc[r*AttnBlock:], no
+	// scale; SumRowsH adds the weights w[r*AttnBlock:r*AttnBlock+n] times
+	// the n value rows of v (halves, hd each) to out[r*hd:(r+1)*hd] (hd a
+	// multiple of 64). Each row's bits are those of the row alone.
+	KTH         func(kt, k []uint16, hd int)
+	ScoresRowsH func(sc []float32, q []uint16, hd int, kt []uint16)
+	SumRowsH    func(out []float32, hd int, w []float32, n int, v []uint16)
+	// PreferH is whether attention over an F16 cache uses KTH,
+	// ScoresRowsH and SumRowsH unless AttnF16Env says otherwise.
+	PreferH bool
 }
 
 // GenericAttnTile returns the reference implementations of the tiled
@@ -61,7 +76,7 @@ func GenericAttnTile() *AttnTileKernels { return &genericAttnTile }
 
 var genericAttnTile = AttnTileKernels{KT: attnKT, Scores: attnScoresT, Sum: attnSumFMA, ToF32: f16ToF32, Max: maxF32,
 	ScoresRows: scoresRows(attnScoresT), SumRows: sumRows(attnSumFMA), ExpSum: expSum, SumRowsF16: sumRowsF16,
-	SumRowsQ8_0: sumRowsQ8_0}
+	SumRowsQ8_0: sumRowsQ8_0, KTH: attnKTH, ScoresRowsH: scoresRowsH, SumRowsH: sumRowsH}
 
 // sumRowsQ8_0 is the reference SumRowsQ8_0: each value row dequantized,
 // then each row's fused multiply-adds in Sum's order.

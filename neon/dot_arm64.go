@@ -314,6 +314,9 @@ func arm64Set(dotprod bool) *Kernels {
 	// The integer value sums, projected faster than the float ones on both
 	// tiers (scripts/armproj.sh, the attention table).
 	k.PreferV8 = true
+	if hasFP16 {
+		k.AttnTile = &arm64AttnTileH
+	}
 	if dotprod {
 		k.Name = "neon-dotprod"
 		k.DotQ4_0Q8_0 = blockDot(dotQ4_0Q8_0DP, sizeQ4_0, sizeQ8_0)

@@ -42,6 +42,10 @@ type attnScratch struct {
 	// F16 cache with the set's tile kernels: a block converted once.
 	kt, vf32 []float32 // [HeadDim][attnBlock] keys transposed, [attnBlock][HeadDimV] values
 	kt2, vf2 []float32 // the same for a row's gathered block
+	// F16 cache in half-precision arithmetic (neon.AttnF16): a block of
+	// keys transposed, the same for a row's gathered block, and the
+	// tile's queries scaled and rounded to half precision.
+	kth, kth2, qh []uint16
 	// Q8_0 cache:
 	qq   []byte    // [attnRows][kRow] the rows' queries quantized
 	vf   []float32 // [attnBlock][HeadDimV] a block of values dequantized
@@ -83,6 +87,10 @@ func (s *State) newAttnScratch(threads int) {
 		w.kt2 = make([]float32, attnBlock*hd)
 		w.vf32 = make([]float32, attnBlock*hdv)
 		w.vf2 = make([]float32, attnBlock*hdv)
+		if tk := neon.Active().AttnTile; tk != nil && tk.KTH != nil {
+			w.kth, w.kth2 = make([]uint16, attnBlock*hd), make([]uint16, attnBlock*hd)
+			w.qh = make([]uint16, R*hd)
+		}
 	}
 }
 
@@ -188,7 +196,11 @@ func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
 	} else if s.kvType == quant.Q8_0 {
 		s.attnTileQ8(w, rows[:nr], kvh, first, most, scale)
 	} else if tk := neon.Active().AttnTile; tk != nil && hd%8 == 0 && hdv%64 == 0 {
-		s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
+		if w.kth != nil && neon.AttnF16() {
+			s.attnTileH(tk, w, rows[:nr], kvh, first, most, scale)
+		} else {
+			s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
+		}
 	} else {
 		src := c.kvSrc(l)
 		cp := s.kvCap[src]
@@ -297,6 +309,68 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 				continue
 			}
 			tk.SumRows(s.att[o0:o0+n*hdv], hdv, w.sc[r*attnBlock+rb-b:], re-rb, vf[(rb-b)*hdv:(re-b)*hdv])
+		}
+	}
+}
+
+// attnTileH is attnTileF16 in half-precision arithmetic (neon.AttnF16):
+// the tile's queries are scaled and rounded to half precision once, each
+// block of keys is transposed as it is (halves) for the rows that see it
+// whole from the cache, and the values are summed straight from the cache
+// (or a token's gathered block), in runs that start at the row's first
+// key of the block: each row's bits are those of the row alone.
+func (s *State) attnTileH(tk *neon.AttnTileKernels, w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
+	c, l := &s.m.Config, s.job.l
+	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
+	qDim := c.NHead * hd
+	pos0, src := s.job.pos0, c.kvSrc(l)
+	cp := s.kvCap[src]
+	kc := s.kc[src][kvh*cp*hd : (kvh+1)*cp*hd]
+	vc := s.vc[src][kvh*cp*hdv : (kvh+1)*cp*hdv]
+	for r, row := range rows {
+		q0 := row.tok*qDim + row.head*hd
+		neon.QH(w.qh[r*hd:(r+1)*hd], s.q[q0:q0+hd], scale)
+	}
+	for b := first; b < most; b += attnBlock {
+		converted := false
+		sb := b % cp // the block's first slot (a ring's size is a multiple of attnBlock)
+		for r, n := 0, 0; r < len(rows); r += n {
+			row := &rows[r]
+			n = 1 // the token's heads: consecutive rows
+			for r+n < len(rows) && rows[r+n].tok == row.tok {
+				n++
+			}
+			rb, re := max(b, row.lo), min(b+attnBlock, row.keys())
+			if re <= rb {
+				continue // the causal mask (or the window): the whole block is hidden
+			}
+			kt, v := w.kth, vc[(sb+rb-b)*hdv:(sb+re-b)*hdv]
+			if re > row.vis { // the block reaches into the token's ancestors
+				clear(w.kg)
+				for j := b; j < re; j++ {
+					t := row.slot(j, pos0, cp)
+					copy(w.kg[(j-b)*hd:(j-b+1)*hd], kc[t*hd:(t+1)*hd])
+					copy(w.vg[(j-b)*hdv:(j-b+1)*hdv], vc[t*hdv:(t+1)*hdv])
+				}
+				kt, v = w.kth2, w.vg[(rb-b)*hdv:(re-b)*hdv]
+				tk.KTH(kt, w.kg, hd)
+			} else if !converted {
+				if sb+attnBlock <= cp {
+					tk.KTH(kt, kc[sb*hd:(sb+attnBlock)*hd], hd)
+				} else { // the cache ends inside the block
+					clear(w.kg)
+					copy(w.kg, kc[sb*hd:])
+					tk.KTH(kt, w.kg, hd)
+				}
+				converted = true
+			}
+			tk.ScoresRowsH(w.sc[r*attnBlock:(r+n)*attnBlock], w.qh[r*hd:(r+n)*hd], hd, kt)
+			for i := r; i < r+n; i++ {
+				sc := w.sc[i*attnBlock+rb-b : i*attnBlock+re-b]
+				s.softmaxBlock(w, i, sc, s.attOut(rows[i], hdv), tk.Max(sc))
+			}
+			o0 := (row.tok*s.m.NHead + row.head) * hdv
+			tk.SumRowsH(s.att[o0:o0+n*hdv], hdv, w.sc[r*attnBlock+rb-b:], re-rb, v)
 		}
 	}
 }

@@ -196,3 +196,26 @@ func TestAttnV8OtherPath(t *testing.T) {
 		treeInvariance(t, files[:1], quant.Q8_0, 9)
 	})
 }
+
+// TestAttnF16OtherPath: attention over the F16 cache in the arithmetic the
+// kernel set does not use by default (neon.AttnF16: half or float32
+// precision) is batch and tree invariant too, on a plain and a
+// sliding-window model, and the half-precision path stays within
+// llama.cpp's tolerance on them (the default path is swept by
+// TestBatchInvariance, TestTreeInvariance and TestConformance*). Only
+// sets with half-precision kernels (a CPU with FEAT_FP16 arithmetic) have
+// another path.
+func TestAttnF16OtherPath(t *testing.T) {
+	files := []string{zoo.Path(t, "models", "tiny-llama-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf")}
+	goldens := []string{zoo.Path(t, "golden", "gen-tiny-llama-Q4_0.json"), zoo.Path(t, "new", "golden", "gen-tiny-gemma3-Q4_0.json")}
+	forEachKernels(t, func(t *testing.T) {
+		if tk := neon.Active().AttnTile; tk == nil || tk.KTH == nil {
+			t.Skipf("%s has no half-precision attention on this CPU", neon.Active().Name)
+		}
+		defer neon.SetAttnF16(!neon.AttnF16())()
+		t.Logf("half-precision attention: %v", neon.AttnF16())
+		batchInvarianceKV(t, files, quant.F16)
+		treeInvariance(t, files[:1], quant.F16, 9)
+		conformance(t, goldens, quant.F16)
+	})
+}

@@ -26,6 +26,9 @@ func generateAttn() string {
 	a.attnSumF16x4()
 	a.sumQ8()
 	a.sumQ8x4()
+	a.attnKTH()
+	a.attnScoresH()
+	a.attnSumH()
 	for _, t := range tiers {
 		a.scoresQ8_0(t)
 	}
