@@ -355,6 +355,7 @@ mkdir -p "$A"
 G=github.com/geisten/geist/neon
 "$LLVM/llvm-objdump" -d --no-show-raw-insn --triple=aarch64 --mattr=+dotprod,+fullfp16 \
   --disassemble-symbols=$G.attnKTNEON.abi0,$G.attnScoresTNEON.abi0,$G.attnSumFMANEON.abi0,$G.f16ToF32NEON.abi0,$(
+  )$G.attnKTHNEON.abi0,$G.attnScoresHNEON.abi0,$G.attnSumHNEON.abi0,$(
   )$G.scoresQ8_0DP.abi0,$G.scoresQ8_0NE.abi0,$G.dequantQ8_0NEON.abi0,$G.transposeV8NEON.abi0,$G.sumV8DP.abi0,$G.sumV8NE.abi0 \
   "$WORK/geist-arm64" > "$A/geist.dis"
 # llama.cpp's steps as callable functions: the inline vector calls of
@@ -392,6 +393,38 @@ loop "$A/geist.dis" $G.attnKTNEON.abi0 first g_kt ld1=4 fcvtl=4 fcvtl2=4      # 
 loop "$A/geist.dis" $G.attnScoresTNEON.abi0 first g_sc fmla=64                # 4 d x 64 keys
 loop "$A/geist.dis" $G.attnSumFMANEON.abi0 first g_sum fmla=16 ldr=1          # 1 key x 64 outputs
 loop "$A/geist.dis" $G.f16ToF32NEON.abi0 first g_cvt fcvtl=1 fcvtl2=1         # 8 values
+# the F16 cache in half-precision arithmetic (neon/attnf16.go, A76 only:
+# the A72 has no FP16 arithmetic): keys transposed as halves (shared by
+# the tile), scores in runs of 32 d (the run loop: its half sums widened
+# into float32 included), values summed from the cache one key per
+# iteration, and once per run of 32 keys the half sums of 64 outputs
+# widened into float32 (the run's other steps: zeroing, its length)
+loop "$A/geist.dis" $G.attnKTHNEON.abi0 first g_kth ld1=8 trn1=8 trn2=8 zip1=4 zip2=4 # 8 keys x 8 d
+loop "$A/geist.dis" $G.attnScoresHNEON.abi0 first g_sch fmla=256 fcvtl=8 fcvtl2=8 # 32 d x 64 keys
+loop "$A/geist.dis" $G.attnSumHNEON.abi0 first g_sumh fmla=8 fcvt=1 ld1=2     # 1 key x 64 outputs
+python3 - "$A/geist.dis" "$A/g_sumhw.s" <<'PY'
+# attnSumHNEON's run steps outside its key loop: from the key loop's
+# branch to the run loop's (the widening), and the run's head (zeroing, its
+# length) up to the key loop's start
+import re, sys
+body, sym = [], None
+for line in open(sys.argv[1]):
+    m = re.match(r'^[0-9a-f]+ <(.*)>:', line)
+    if m:
+        sym = m.group(1)
+        continue
+    m = re.match(r'^\s*[0-9a-f]+:\s+(\S+)\s*(.*)$', line)
+    if m and sym and sym.endswith('attnSumHNEON.abi0'):
+        body.append((m.group(1), m.group(2).split('//')[0].strip()))
+br = [i for i, (op, _) in enumerate(body) if op in ('b.ne', 'cbnz')]
+kloop, rloop = br[0], br[1]
+head = [i for i, (op, a) in enumerate(body) if op == 'movi' and i < kloop]
+run = body[kloop + 1:rloop] + body[head[-8]:kloop - 16]  # widening, then zeroing/length (up to the key loop's 16 steps)
+ops = [op for op, _ in run]
+if ops.count('fcvtl') != 8 or ops.count('fcvtl2') != 8 or ops.count('fadd') != 16 or ops.count('movi') != 8 or ops.count('csel') != 1:
+    sys.exit('armproj: attnSumHNEON run steps changed: %s' % ' '.join(ops))
+open(sys.argv[2], 'w').write(''.join('\t%s\t%s\n' % (op, a) for op, a in run))
+PY
 # the Q8_0 cache: integer scores (4 keys x 32 d per block loop), and the
 # values either dequantized (shared by the tile) and summed in float, or
 # transposed (shared) and summed in int8 (neon/attnv8.go: one loop
@@ -456,6 +489,13 @@ for cpu in CPUS:
         ('geist_q8i', 'transposeV8NEON (4 positions x 32 channels), shared by %d rows' % R, 'g_tv8', HD / 32 / 4 / R),
         ('geist_q8i', 'sumV8 (32 positions x 32 channels, int8)', 'g_%s_sv8' % lc, HD / 32 / 32),
     ]
+    if cpu == 'A76':  # FEAT_FP16 arithmetic
+        c[cpu] += [
+            ('geist_h', 'attnKTHNEON (8 keys x 8 d, halves), shared by %d rows' % R, 'g_kth', HD / 8 / 8 / R),
+            ('geist_h', 'attnScoresHNEON (32 d x 64 keys, half runs widened)', 'g_sch', HD / 32 / 64),
+            ('geist_h', 'attnSumHNEON (1 key x 64 outputs, half)', 'g_sumh', HD / 64),
+            ('geist_h', 'attnSumHNEON run steps (64 outputs per 32 keys)', 'g_sumhw', HD / 64 / 32),
+        ]
 
 print('## Attention: head size 64, per (query row, key), QK plus PV\n')
 print('geist at %s; llama.cpp from %s.\n' % (os.environ['GEIST_AT'], os.environ['LLAMA_AT']))
@@ -474,15 +514,18 @@ for cpu, rows in c.items():
     for eng, name, f, n in rows:
         cy = mca(f, cpu)
         per[(cpu, eng)] = per.get((cpu, eng), 0) + cy * n
-        label = {'geist': 'geist', 'geist_q8f': 'geist Q8_0 cache, float values', 'geist_q8i': 'geist Q8_0 cache, int8 values'}.get(eng, 'llama.cpp ' + eng)
+        label = {'geist': 'geist', 'geist_q8f': 'geist Q8_0 cache, float values', 'geist_q8i': 'geist Q8_0 cache, int8 values',
+                 'geist_h': 'geist F16 cache, half arithmetic'}.get(eng, 'llama.cpp ' + eng)
         print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, label, name, cy, n, cy * n))
-json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk')} for cpu in CPUS},
+json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'geist_h', 'tiled', 'one_chunk') if (cpu, e) in per} for cpu in CPUS},
           open(os.path.join(A, 'perpair.json'), 'w'))
-print('\n| CPU | geist F16 cache | geist Q8_0 cache, float values | geist Q8_0 cache, int8 values | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist F16 / tiled | geist int8 / tiled |')
-print('|---|---|---|---|---|---|---|---|')
+print('\n| CPU | geist F16 cache | geist F16 cache, half arithmetic | geist Q8_0 cache, float values | geist Q8_0 cache, int8 values | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist F16 / tiled | geist half / tiled | geist int8 / tiled |')
+print('|---|---|---|---|---|---|---|---|---|---|')
 for cpu in CPUS:
     g, qf, qi, t, o = (per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk'))
-    print('| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |' % (cpu, g, qf, qi, t, o, g / t, qi / t))
+    h = per.get((cpu, 'geist_h'))
+    print('| %s | %.2f | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f |' % (cpu, g, '%.2f' % h if h else 'n/a (no FP16 arithmetic)', qf, qi, t, o, g / t,
+                                                                     '%.2f' % (h / t) if h else 'n/a', qi / t))
 
 # the weights, from the full run's per-kernel table (decode loops: an upper
 # bound for prompts, whose tiles share weight loads between tokens)

@@ -223,7 +223,7 @@ def weights_s(core, eng, mix, n, ghz):
 
 def attn_s(core, eng, p0, n, ghz):
     pairs = n * p0 + n * (n + 1) // 2
-    key = {'geist': 'geist', 'geist-q8': 'geist_q8i', 'llama': 'tiled'}[eng]
+    key = {'geist': 'geist', 'geist-h': 'geist_h', 'geist-q8': 'geist_q8i', 'llama': 'tiled'}[eng]
     return pairs * 32 * 16 * attn.get(core, {}).get(key, 0) / (ghz * 1e9)
 
 
@@ -244,12 +244,14 @@ print('Weights: 0.973 G multiply-adds a token (16 layers), %s; the Q6_K head (0.
 print('| board | file | engine | cycles/32 (weights, blended) | of SDOT bound | 512-token prompt tok/s | cold turn 4,900 tok s | GetLiveContext call 2,000 at 4,900 s | call: weights / attention s |')
 print('|---|---|---|---|---|---|---|---|---|')
 summ = {}
+LABEL = {'geist': 'geist, F16 cache', 'geist-h': 'geist, F16 cache, half arithmetic (default on FP16 cores)',
+         'geist-q8': 'geist, Q8_0 cache (int8 attention)'}
 for board, core, ghz, cores in BOARDS:
     for mix in ('Q4_K_M', 'Q4_0'):
-        for eng in ('geist', 'geist-q8', 'llama'):
-            if eng == 'geist-q8' and 'geist_q8i' not in attn.get(core, {}):
+        for eng in ('geist', 'geist-h', 'geist-q8', 'llama'):
+            if eng == 'geist-q8' and 'geist_q8i' not in attn.get(core, {}) or eng == 'geist-h' and 'geist_h' not in attn.get(core, {}):
                 continue
-            we = 'geist' if eng == 'geist-q8' else eng  # the same weights
+            we = 'geist' if eng in ('geist-q8', 'geist-h') else eng  # the same weights
             b = blend(core, we, mix)
             tot = lambda p0, n: (weights_s(core, we, mix, n, ghz) + attn_s(core, eng, p0, n, ghz)) / cores
             pp = 512 / tot(0, 512)
@@ -257,18 +259,19 @@ for board, core, ghz, cores in BOARDS:
             cw, ca = weights_s(core, we, mix, 2000, ghz) / cores, attn_s(core, eng, 4900, 2000, ghz) / cores
             frac = 1.0 / b if core != 'A72' else float('nan')
             print('| %s | %s | %s | %.2f | %s | %.0f | %.1f | %.1f | %.1f / %.1f |' % (
-                board, mix, {'geist': 'geist, F16 cache', 'geist-q8': 'geist, Q8_0 cache (int8 attention)'}.get(eng, 'llama.cpp, F16 cache'), b, '%.0f%%' % (100 * frac) if core != 'A72' else 'n/a',
+                board, mix, LABEL.get(eng, 'llama.cpp, F16 cache'), b, '%.0f%%' % (100 * frac) if core != 'A72' else 'n/a',
                 pp, cold, call, cw, ca))
             if board == 'Pi 5' and mix == 'Q4_K_M':
                 summ[eng] = (pp, frac, call, cold)
 print('\nllama.cpp measured on a Pi 5 (its README\'s pp512 on Llama-3.2-1B Q4_K_M, as the issue quotes): 72.9 tok/s; '
       'its projection above is the same bound as geist\'s, not a measurement.')
-# geist's figures: its fastest cache for the turn, the Q8_0 cache with
-# integer attention when the attention table has it (the F16 cache's are
-# in the table above)
-gk = 'geist-q8' if 'geist-q8' in summ else 'geist'
-print('\narmproj summary figures for geist: %s (F16 cache: prompt %.1f tok/s, call %.2f s, cold %.2f s)'
-      % ({'geist-q8': 'Q8_0 cache, int8 attention', 'geist': 'F16 cache'}[gk], summ['geist'][0], summ['geist'][2], summ['geist'][3]))
+# geist's figures: its fastest attention for the call (the F16 cache in
+# half arithmetic, the default on a Pi 5's cores, or the Q8_0 cache with
+# integer attention, whichever the attention table makes faster; the F16
+# cache in float32, the A72's path, is in the table above)
+gk = min((e for e in ('geist-h', 'geist-q8', 'geist') if e in summ), key=lambda e: summ[e][2])
+print('\narmproj summary figures for geist: %s (F16 cache in float32: prompt %.1f tok/s, call %.2f s, cold %.2f s)'
+      % (LABEL[gk], summ['geist'][0], summ['geist'][2], summ['geist'][3]))
 g, l = summ[gk], summ['llama']
 print('\narmproj summary: pi5_prompt_tok_s=%.1f pi5_sdot_bound_fraction=%.3f pi5_ha_call_s=%.2f pi5_ha_cold_s=%.2f llamacpp_pi5_prompt_tok_s=%.1f'
       % (g[0], g[1], g[2], g[3], l[0]))

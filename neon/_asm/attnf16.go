@@ -12,7 +12,7 @@ package main
 // bits whatever the tile.
 
 // attnRunH is neon.AttnRunH: terms per half-precision run.
-const attnRunH = 16
+const attnRunH = 32
 
 // fmlaH: FMLA Vd.8H, Vn.8H, Vm.H[i] (FEAT_FP16; m < 16).
 func fmlaH(d, n, m, i int) string {
@@ -93,13 +93,13 @@ func (a *asm) attnKTH() {
 	a.l("RET")
 }
 
-// attnScoresH: sc[t] = the float32 sum over runs of 16 query dimensions of
+// attnScoresH: sc[t] = the float32 sum over runs of 32 query dimensions of
 // the run's half-precision fused multiply-adds q[d]*kt[d*64+t] from 0, t <
-// 64, hd a positive multiple of 8 (a last run of 8 when hd is an odd
-// multiple of 8). The 64 float32 sums are V16..V31, the run's half sums
+// 64, hd a positive multiple of 8 (a last run shorter when hd is not a
+// multiple of 32). The 64 float32 sums are V16..V31, the run's half sums
 // V6..V13, eight q halves in V0 taken by element, kt rows in V2..V5.
 func (a *asm) attnScoresH() {
-	a.comment("attnScoresHNEON: sc[t] = sum over runs of 16 d of float32(the run's half\nfused multiply-adds q[d]*kt[d*64+t] from 0), t < 64, hd a positive multiple of 8.")
+	a.comment("attnScoresHNEON: sc[t] = sum over runs of 32 d of float32(the run's half\nfused multiply-adds q[d]*kt[d*64+t] from 0), t < 64, hd a positive multiple of 8.")
 	a.text("attnScoresHNEON", "func attnScoresHNEON(sc *float32, q, kt *uint16, hd int)", "$0-32")
 	a.l("MOVD sc+0(FP), R0")
 	a.l("MOVD q+8(FP), R1")
@@ -127,9 +127,12 @@ func (a *asm) attnScoresH() {
 	for k := 6; k < 14; k++ {
 		a.zero(k)
 	}
-	group()
-	a.l("BEQ last")
-	group()
+	for g := 0; g < attnRunH/8; g++ {
+		group()
+		if g < attnRunH/8-1 {
+			a.l("BEQ last")
+		}
+	}
 	a.l("last:")
 	a.widenAddH(6)
 	a.l("CBNZ R3, run")
@@ -139,13 +142,13 @@ func (a *asm) attnScoresH() {
 	a.l("RET")
 }
 
-// attnSumH: out[i] += the float32 sums over runs of 16 rows of the run's
+// attnSumH: out[i] += the float32 sums over runs of 32 rows of the run's
 // half-precision fused multiply-adds h(w[t])*v[t*hd+i] from 0, t < rows in
 // order, h rounding to half precision (FCVT), hd = 64*hd64: 64 outputs in
 // V16..V31 through all rows, the run's half sums in V6..V13, then the next
 // 64.
 func (a *asm) attnSumH() {
-	a.comment("attnSumHNEON: out[i] += sum over runs of 16 rows t of float32(the run's half\nfused multiply-adds half(w[t])*v[t*hd+i] from 0), t < rows in order (hd = 64*hd64,\nrows > 0).")
+	a.comment("attnSumHNEON: out[i] += sum over runs of 32 rows t of float32(the run's half\nfused multiply-adds half(w[t])*v[t*hd+i] from 0), t < rows in order (hd = 64*hd64,\nrows > 0).")
 	a.text("attnSumHNEON", "func attnSumHNEON(out, w *float32, v *uint16, hd64, rows int)", "$0-40")
 	a.l("MOVD out+0(FP), R0")
 	a.l("MOVD v+16(FP), R2")
