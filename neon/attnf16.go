@@ -13,8 +13,9 @@ import (
 // FEAT_FP16 arithmetic (Cortex-A76, A78: FMLA on eight half lanes, twice
 // the float32 lanes per instruction).
 //
-// A tile transposes each block of keys once as they are (KTH: halves,
-// no conversion); each query row is rounded to half precision once per
+// The value sums are the default where the kernels exist; the scores
+// are selectable (AttnF16Env "all"). A tile transposes each block of keys
+// once as they are (KTH: halves, no conversion); each query row is rounded to half precision once per
 // tile, times the attention scale (QH), so a score needs no multiply and
 // the half sums stay small. A score is the float32 sum of runs of
 // AttnRunH query dimensions, each run the half-precision fused
@@ -32,8 +33,7 @@ import (
 // at head size 64), a value sum's lane AttnRunH keys (far fewer than
 // llama.cpp's whole sequence); the output, maximum and softmax sums stay
 // float32. Runs of 32 rather than 16 halve the widening (projected 11.1
-// against 13.1 cycles per row and key on an A76) and stayed within
-// llama.cpp's tolerance on every zoo file, as 16 did.
+// against 13.1 cycles per row and key on an A76, scores and values).
 //
 // GenericAttnTile's KTH, ScoresRowsH and SumRowsH are the reference every
 // set's kernels reproduce bit for bit: each half operation is one
@@ -43,14 +43,23 @@ import (
 const AttnRunH = 32
 
 // AttnF16Env names the environment variable that selects half-precision
-// attention arithmetic over the F16 cache: "on"/"1" or "off"/"0"; unset
-// (or "auto"), each kernel set's preference (AttnTileKernels.PreferH: the
-// arm64 sets prefer them where the CPU has the arithmetic). Only a set
-// whose CPU has the arithmetic has the kernels: elsewhere (the A72, amd64,
+// attention arithmetic over the F16 cache: "on"/"1" the value sums in
+// half precision (SumRowsH; the scores stay float32), "all" the scores
+// too (KTH, ScoresRowsH), "off"/"0" neither; unset (or "auto"), each
+// kernel set's preference (AttnTileKernels.PreferH: the arm64 sets prefer
+// the half value sums where the CPU has the arithmetic). Only a set whose
+// CPU has the arithmetic has the kernels: elsewhere (the A72, amd64,
 // generic) the choice changes nothing.
+//
+// The half scores are not the default anywhere: their runs of 32 terms
+// took tiny-qwen3moe-Q4_0 past llama.cpp's tolerance (worst 3.77 against
+// 2.85 over all its cases, an expert choice turned by a score; float32
+// scores with half value sums: 1.77), where every other zoo file stayed
+// within it.
 const AttnF16Env = "GEIST_ATTN_F16"
 
-// attnF16 is the choice: 0 each set's preference, 1 on, 2 off.
+// attnF16 is the choice: 0 each set's preference, 1 half value sums, 2
+// off, 3 half scores and value sums.
 var attnF16 atomic.Int32
 
 func init() {
@@ -59,19 +68,22 @@ func init() {
 		attnF16.Store(1)
 	case "off", "0":
 		attnF16.Store(2)
+	case "all":
+		attnF16.Store(3)
 	}
 }
 
-// AttnF16 reports whether attention over an F16 cache uses the active
-// set's half-precision kernels: the set has them (AttnTileKernels.KTH),
-// and AttnF16Env or SetAttnF16 chose them, or the set prefers them.
+// AttnF16 reports whether attention over an F16 cache sums the values in
+// half precision with the active set's kernels: the set has them
+// (AttnTileKernels.SumRowsH), and AttnF16Env or SetAttnF16 chose them, or
+// the set prefers them.
 func AttnF16() bool {
 	t := Active().AttnTile
-	if t == nil || t.KTH == nil {
+	if t == nil || t.SumRowsH == nil {
 		return false
 	}
 	switch attnF16.Load() {
-	case 1:
+	case 1, 3:
 		return true
 	case 2:
 		return false
@@ -79,15 +91,28 @@ func AttnF16() bool {
 	return t.PreferH
 }
 
-// SetAttnF16 selects half-precision attention arithmetic (true) or
-// float32 and returns a function restoring the previous choice (for
-// tests and benchmarks; not while a forward pass runs).
+// AttnF16Scores reports whether the scores are in half precision too
+// (AttnF16Env "all", or SetAttnF16All): only with AttnF16.
+func AttnF16Scores() bool {
+	return attnF16.Load() == 3 && AttnF16()
+}
+
+// SetAttnF16 selects the half-precision value sums (true) or float32
+// and returns a function restoring the previous choice (for tests and
+// benchmarks; not while a forward pass runs).
 func SetAttnF16(on bool) (restore func()) {
 	v := int32(2)
 	if on {
 		v = 1
 	}
 	old := attnF16.Swap(v)
+	return func() { attnF16.Store(old) }
+}
+
+// SetAttnF16All selects half-precision scores and value sums, as
+// SetAttnF16.
+func SetAttnF16All() (restore func()) {
+	old := attnF16.Swap(3)
 	return func() { attnF16.Store(old) }
 }
 

@@ -21,12 +21,13 @@ func attnSumHNEON(out, w *float32, v *uint16, hd64, rows int)
 var hasFP16 = cpu.ARM64.HasFPHP && cpu.ARM64.HasASIMDHP
 
 // arm64AttnTileH is arm64AttnTile with the half-precision kernels, for a
-// CPU that has the arithmetic, and preferring them: projected 11.1 cycles
-// per (query row, key) at head size 64 on a Cortex-A76 against 19.6 in
-// float32 (scripts/armproj.sh, the attention table), and within llama.cpp's
-// tolerance on every zoo file (TestConformance* under qemu as an A76,
-// where they are the default; TestAttnF16OtherPath tests the float32 path
-// there).
+// CPU that has the arithmetic, preferring the half value sums (the
+// scores stay float32 unless GEIST_ATTN_F16=all): projected at head size
+// 64 on a Cortex-A76 15.7 cycles per (query row, key) against 19.6 in
+// float32 (11.1 with half scores too; scripts/armproj.sh, the attention
+// table), and within llama.cpp's tolerance on every zoo file
+// (TestConformance* under qemu as an A76, where they are the default;
+// TestAttnF16OtherPath tests the other paths there).
 var arm64AttnTileH = withH(arm64AttnTile)
 
 func withH(t AttnTileKernels) AttnTileKernels {

@@ -489,8 +489,12 @@ for cpu in CPUS:
         ('geist_q8i', 'transposeV8NEON (4 positions x 32 channels), shared by %d rows' % R, 'g_tv8', HD / 32 / 4 / R),
         ('geist_q8i', 'sumV8 (32 positions x 32 channels, int8)', 'g_%s_sv8' % lc, HD / 32 / 32),
     ]
-    if cpu == 'A76':  # FEAT_FP16 arithmetic
+    if cpu == 'A76':  # FEAT_FP16 arithmetic: half value sums (the default), and half scores too (GEIST_ATTN_F16=all)
         c[cpu] += [
+            ('geist_hv', 'attnKTNEON (4 keys x 8 d), shared by %d rows' % R, 'g_kt', HD / 8 / 4 / R),
+            ('geist_hv', 'attnScoresTNEON (4 d x 64 keys)', 'g_sc', HD / 4 / 64),
+            ('geist_hv', 'attnSumHNEON (1 key x 64 outputs, half)', 'g_sumh', HD / 64),
+            ('geist_hv', 'attnSumHNEON run steps (64 outputs per 32 keys)', 'g_sumhw', HD / 64 / 32),
             ('geist_h', 'attnKTHNEON (8 keys x 8 d, halves), shared by %d rows' % R, 'g_kth', HD / 8 / 8 / R),
             ('geist_h', 'attnScoresHNEON (32 d x 64 keys, half runs widened)', 'g_sch', HD / 32 / 64),
             ('geist_h', 'attnSumHNEON (1 key x 64 outputs, half)', 'g_sumh', HD / 64),
@@ -515,17 +519,19 @@ for cpu, rows in c.items():
         cy = mca(f, cpu)
         per[(cpu, eng)] = per.get((cpu, eng), 0) + cy * n
         label = {'geist': 'geist', 'geist_q8f': 'geist Q8_0 cache, float values', 'geist_q8i': 'geist Q8_0 cache, int8 values',
-                 'geist_h': 'geist F16 cache, half arithmetic'}.get(eng, 'llama.cpp ' + eng)
+                 'geist_hv': 'geist F16 cache, half value sums (default on FP16 cores)',
+                 'geist_h': 'geist F16 cache, half scores and value sums (GEIST_ATTN_F16=all)'}.get(eng, 'llama.cpp ' + eng)
         print('| %s | %s | %s | %.1f | %.4g | %.2f |' % (cpu, label, name, cy, n, cy * n))
-json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'geist_h', 'tiled', 'one_chunk') if (cpu, e) in per} for cpu in CPUS},
+json.dump({cpu: {e: per[(cpu, e)] for e in ('geist', 'geist_hv', 'geist_h', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk') if (cpu, e) in per} for cpu in CPUS},
           open(os.path.join(A, 'perpair.json'), 'w'))
-print('\n| CPU | geist F16 cache | geist F16 cache, half arithmetic | geist Q8_0 cache, float values | geist Q8_0 cache, int8 values | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist F16 / tiled | geist half / tiled | geist int8 / tiled |')
-print('|---|---|---|---|---|---|---|---|---|---|')
+print('\n| CPU | geist F16 cache | geist F16 cache, half value sums (default on FP16 cores) | geist F16 cache, half scores and values (GEIST_ATTN_F16=all) | geist Q8_0 cache, float values | geist Q8_0 cache, int8 values | llama.cpp tiled (prompts) | llama.cpp one_chunk (decode) | geist F16 / tiled | geist half values / tiled | geist int8 / tiled |')
+print('|---|---|---|---|---|---|---|---|---|---|---|')
 for cpu in CPUS:
     g, qf, qi, t, o = (per[(cpu, e)] for e in ('geist', 'geist_q8f', 'geist_q8i', 'tiled', 'one_chunk'))
-    h = per.get((cpu, 'geist_h'))
-    print('| %s | %.2f | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f |' % (cpu, g, '%.2f' % h if h else 'n/a (no FP16 arithmetic)', qf, qi, t, o, g / t,
-                                                                     '%.2f' % (h / t) if h else 'n/a', qi / t))
+    hv, h = per.get((cpu, 'geist_hv')), per.get((cpu, 'geist_h'))
+    na = 'n/a (no FP16 arithmetic)'
+    print('| %s | %.2f | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f |' % (cpu, g, '%.2f' % hv if hv else na, '%.2f' % h if h else na, qf, qi, t, o, g / t,
+                                                                          '%.2f' % (hv / t) if hv else 'n/a', qi / t))
 
 # the weights, from the full run's per-kernel table (decode loops: an upper
 # bound for prompts, whose tiles share weight loads between tokens)

@@ -42,8 +42,8 @@ type attnScratch struct {
 	// F16 cache with the set's tile kernels: a block converted once.
 	kt, vf32 []float32 // [HeadDim][attnBlock] keys transposed, [attnBlock][HeadDimV] values
 	kt2, vf2 []float32 // the same for a row's gathered block
-	// F16 cache in half-precision arithmetic (neon.AttnF16): a block of
-	// keys transposed, the same for a row's gathered block, and the
+	// F16 cache with half-precision scores (neon.AttnF16Scores): a block
+	// of keys transposed, the same for a row's gathered block, and the
 	// tile's queries scaled and rounded to half precision.
 	kth, kth2, qh []uint16
 	// Q8_0 cache:
@@ -87,7 +87,7 @@ func (s *State) newAttnScratch(threads int) {
 		w.kt2 = make([]float32, attnBlock*hd)
 		w.vf32 = make([]float32, attnBlock*hdv)
 		w.vf2 = make([]float32, attnBlock*hdv)
-		if tk := neon.Active().AttnTile; tk != nil && tk.KTH != nil {
+		if tk := neon.Active().AttnTile; tk != nil && tk.SumRowsH != nil {
 			w.kth, w.kth2 = make([]uint16, attnBlock*hd), make([]uint16, attnBlock*hd)
 			w.qh = make([]uint16, R*hd)
 		}
@@ -196,7 +196,7 @@ func (s *State) attnTile(w *attnScratch, kvh, i0, i1, g0, g1 int) {
 	} else if s.kvType == quant.Q8_0 {
 		s.attnTileQ8(w, rows[:nr], kvh, first, most, scale)
 	} else if tk := neon.Active().AttnTile; tk != nil && hd%8 == 0 && hdv%64 == 0 {
-		if w.kth != nil && neon.AttnF16() {
+		if w.kth != nil && neon.AttnF16() && tk.SumRowsH != nil {
 			s.attnTileH(tk, w, rows[:nr], kvh, first, most, scale)
 		} else {
 			s.attnTileF16(tk, w, rows[:nr], kvh, first, most, scale)
@@ -313,12 +313,13 @@ func (s *State) attnTileF16(tk *neon.AttnTileKernels, w *attnScratch, rows []key
 	}
 }
 
-// attnTileH is attnTileF16 in half-precision arithmetic (neon.AttnF16):
-// the tile's queries are scaled and rounded to half precision once, each
-// block of keys is transposed as it is (halves) for the rows that see it
-// whole from the cache, and the values are summed straight from the cache
-// (or a token's gathered block), in runs that start at the row's first
-// key of the block: each row's bits are those of the row alone.
+// attnTileH is attnTileF16 with the values summed in half-precision
+// arithmetic (neon.AttnF16) straight from the cache (or a token's
+// gathered block), in runs that start at the row's first key of the
+// block: each row's bits are those of the row alone. The scores are
+// attnTileF16's (float32, the keys converted once per block), or with
+// neon.AttnF16Scores in half precision too: the tile's queries scaled and
+// rounded to half precision once, each block of keys transposed as it is.
 func (s *State) attnTileH(tk *neon.AttnTileKernels, w *attnScratch, rows []keySpan, kvh, first, most int, scale float32) {
 	c, l := &s.m.Config, s.job.l
 	hd, hdv := c.HeadDimOf(l), c.HeadDimVOf(l)
@@ -327,9 +328,20 @@ func (s *State) attnTileH(tk *neon.AttnTileKernels, w *attnScratch, rows []keySp
 	cp := s.kvCap[src]
 	kc := s.kc[src][kvh*cp*hd : (kvh+1)*cp*hd]
 	vc := s.vc[src][kvh*cp*hdv : (kvh+1)*cp*hdv]
-	for r, row := range rows {
-		q0 := row.tok*qDim + row.head*hd
-		neon.QH(w.qh[r*hd:(r+1)*hd], s.q[q0:q0+hd], scale)
+	hs := neon.AttnF16Scores()
+	if hs {
+		for r, row := range rows {
+			q0 := row.tok*qDim + row.head*hd
+			neon.QH(w.qh[r*hd:(r+1)*hd], s.q[q0:q0+hd], scale)
+		}
+	}
+	// the keys of a block transposed (halves or float32)
+	kt := func(dst []uint16, dstF []float32, k []uint16) {
+		if hs {
+			tk.KTH(dst, k, hd)
+		} else {
+			tk.KT(dstF, k, hd)
+		}
 	}
 	for b := first; b < most; b += attnBlock {
 		converted := false
@@ -344,7 +356,7 @@ func (s *State) attnTileH(tk *neon.AttnTileKernels, w *attnScratch, rows []keySp
 			if re <= rb {
 				continue // the causal mask (or the window): the whole block is hidden
 			}
-			kt, v := w.kth, vc[(sb+rb-b)*hdv:(sb+re-b)*hdv]
+			kh, kf, v := w.kth, w.kt, vc[(sb+rb-b)*hdv:(sb+re-b)*hdv]
 			if re > row.vis { // the block reaches into the token's ancestors
 				clear(w.kg)
 				for j := b; j < re; j++ {
@@ -352,19 +364,24 @@ func (s *State) attnTileH(tk *neon.AttnTileKernels, w *attnScratch, rows []keySp
 					copy(w.kg[(j-b)*hd:(j-b+1)*hd], kc[t*hd:(t+1)*hd])
 					copy(w.vg[(j-b)*hdv:(j-b+1)*hdv], vc[t*hdv:(t+1)*hdv])
 				}
-				kt, v = w.kth2, w.vg[(rb-b)*hdv:(re-b)*hdv]
-				tk.KTH(kt, w.kg, hd)
+				kh, kf, v = w.kth2, w.kt2, w.vg[(rb-b)*hdv:(re-b)*hdv]
+				kt(kh, kf, w.kg)
 			} else if !converted {
 				if sb+attnBlock <= cp {
-					tk.KTH(kt, kc[sb*hd:(sb+attnBlock)*hd], hd)
+					kt(kh, kf, kc[sb*hd:(sb+attnBlock)*hd])
 				} else { // the cache ends inside the block
 					clear(w.kg)
 					copy(w.kg, kc[sb*hd:])
-					tk.KTH(kt, w.kg, hd)
+					kt(kh, kf, w.kg)
 				}
 				converted = true
 			}
-			tk.ScoresRowsH(w.sc[r*attnBlock:(r+n)*attnBlock], w.qh[r*hd:(r+n)*hd], hd, kt)
+			if hs {
+				tk.ScoresRowsH(w.sc[r*attnBlock:(r+n)*attnBlock], w.qh[r*hd:(r+n)*hd], hd, kh)
+			} else {
+				q0 := row.tok*qDim + row.head*hd
+				tk.ScoresRows(w.sc[r*attnBlock:(r+n)*attnBlock], s.q[q0:q0+n*hd], hd, kf, scale)
+			}
 			for i := r; i < r+n; i++ {
 				sc := w.sc[i*attnBlock+rb-b : i*attnBlock+re-b]
 				s.softmaxBlock(w, i, sc, s.attOut(rows[i], hdv), tk.Max(sc))

@@ -198,25 +198,33 @@ func TestAttnV8OtherPath(t *testing.T) {
 }
 
 // TestAttnF16OtherPath: attention over the F16 cache in the arithmetic the
-// kernel set does not use by default (neon.AttnF16: half or float32
-// precision) is batch and tree invariant too, on a plain and a
-// sliding-window model, and the half-precision path stays within
-// llama.cpp's tolerance on them (the default path is swept by
-// TestBatchInvariance, TestTreeInvariance and TestConformance*). Only
-// sets with half-precision kernels (a CPU with FEAT_FP16 arithmetic) have
-// another path, and only head sizes that are multiples of 64 take the
-// tiled kernels (tiny-llama's 32 does not: tiny-qwen3's 128).
+// kernel set does not use by default (neon.AttnF16: half-precision value
+// sums or float32), and with half-precision scores too
+// (neon.AttnF16Scores, selectable only), is batch and tree invariant, on a
+// plain and a sliding-window model, and stays within llama.cpp's tolerance
+// on them (the default path is swept by TestBatchInvariance,
+// TestTreeInvariance and TestConformance*). Only sets with half-precision
+// kernels (a CPU with FEAT_FP16 arithmetic) have other paths, and only
+// head sizes that are multiples of 64 take the tiled kernels (tiny-llama's
+// 32 does not: tiny-qwen3's 128).
 func TestAttnF16OtherPath(t *testing.T) {
 	files := []string{zoo.Path(t, "models", "tiny-qwen3-Q4_0.gguf"), zoo.Path(t, "new", "models", "tiny-gemma3-Q4_0.gguf")}
 	goldens := []string{zoo.Path(t, "golden", "gen-tiny-qwen3-Q4_0.json"), zoo.Path(t, "new", "golden", "gen-tiny-gemma3-Q4_0.json")}
 	forEachKernels(t, func(t *testing.T) {
-		if tk := neon.Active().AttnTile; tk == nil || tk.KTH == nil {
+		if tk := neon.Active().AttnTile; tk == nil || tk.SumRowsH == nil {
 			t.Skipf("%s has no half-precision attention on this CPU", neon.Active().Name)
 		}
-		defer neon.SetAttnF16(!neon.AttnF16())()
-		t.Logf("half-precision attention: %v", neon.AttnF16())
-		batchInvarianceKV(t, files, quant.F16)
-		treeInvariance(t, files[:1], quant.F16, 9)
-		conformance(t, goldens, quant.F16)
+		for _, all := range []bool{false, true} {
+			restore := neon.SetAttnF16(!neon.AttnF16())
+			if all {
+				restore()
+				restore = neon.SetAttnF16All()
+			}
+			t.Logf("half-precision value sums: %v, scores: %v", neon.AttnF16(), neon.AttnF16Scores())
+			batchInvarianceKV(t, files, quant.F16)
+			treeInvariance(t, files[:1], quant.F16, 9)
+			conformance(t, goldens, quant.F16)
+			restore()
+		}
 	})
 }
