@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/hermes"
@@ -295,7 +295,7 @@ func TestFaultSessionsBounded(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 	}
 	const budget = 1 << 20
-	store := appliance.OpenStorage(dir, appliance.StorageOptions{MaxHistory: 20, Logger: testLog(),
+	store := daemon.OpenStorage(dir, daemon.StorageOptions{MaxHistory: 20, Logger: testLog(),
 		SessionLimits: daemon.SessionsSection{MaxBytes: budget}.Limits()})
 	defer store.Close()
 	temp := 0.0
@@ -470,7 +470,7 @@ func TestFaultDeleteDropsCache(t *testing.T) {
 func TestFaultDiskFull(t *testing.T) {
 	skipFaults(t)
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root; cmd/appliance TestSaveFails and storage TestDiskFull cover the paths without it")
+		t.Skip("mounting a small tmpfs needs root; engine/appliance TestSaveFails and storage TestDiskFull cover the paths without it")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	os.MkdirAll(dataDir, 0o700)

@@ -19,10 +19,10 @@ import (
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"

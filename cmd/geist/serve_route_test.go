@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/cmd/internal/wyoming"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/mqtttest"

@@ -12,9 +12,9 @@ import (
 	"github.com/mattn/go-shellwords"
 	"github.com/spf13/pflag"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"

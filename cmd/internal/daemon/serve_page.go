@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/httpapi"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // mountPage puts the status and chat page at / of the HTTP listener (for

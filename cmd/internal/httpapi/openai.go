@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // openaiError is OpenAI's error body.

@@ -3,18 +3,21 @@
 // through it. It owns the bounded request queue and the worker that runs
 // the engine, admission (bad request, too long, busy, time to live),
 // cancellation, request ids and deduplication, sessions (loaded, fitted
-// into the context by the engine, saved), the prompt cache wiring
-// (OpenStorage) and the counters the state and metrics report. Its API is
-// plain Go: it speaks no protocol and touches no network or GPIO.
+// into the context by the engine, saved), the prompt cache wiring and
+// the counters the state and metrics report. Its API is plain Go: it
+// speaks no protocol and touches no network or GPIO.
 //
 // A front end translates its protocol into a Request, calls Submit with
 // a Sink for the streamed text, and delivers the Ticket's Outcome. Watch
 // reports what happens (for state publishers, LEDs, metrics); Snapshot
 // returns the State.
 //
-// The package lives in cmd/appliance rather than cmd/internal: the front
-// ends mqtt and firmware sit outside cmd, and Go's internal rule would
-// keep them from importing it.
+// The package lives below engine, beside what it drives, so that every
+// front end (mqtt, firmware, cmd/internal/httpapi, cmd/internal/wyoming)
+// imports it downward, none reaching up into cmd. Like the rest of the
+// engine it imports no storage: the session store and the prompt cache
+// come in as interfaces (SessionStore, PromptCache, Storage), which the
+// daemon fills with sessions.db and cache.db.
 package appliance
 
 import (
