@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
@@ -31,7 +32,7 @@ import (
 
 func skipFaults(t *testing.T) {
 	t.Helper()
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("fault suite: starts geist processes and measures them; natively only")
 	}
 }
@@ -40,14 +41,14 @@ func skipFaults(t *testing.T) {
 // binary as TestHelperGeist).
 type geistProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *daemontest.SyncBuffer
 	done chan struct{}
 	code int
 }
 
 func startGeist(t *testing.T, env []string, args ...string) *geistProc {
 	t.Helper()
-	p := &geistProc{logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &geistProc{logs: &daemontest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperGeist$")
 	p.cmd.Env = append(os.Environ(), "GEIST_HELPER_ARGS="+strings.Join(args, "\n"), "GEIST_HELPER_RSS="+filepath.Join(t.TempDir(), "rss"))
 	p.cmd.Env = append(p.cmd.Env, env...)

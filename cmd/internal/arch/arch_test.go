@@ -82,12 +82,13 @@ var architecture = map[string]struct {
 	"cmd/internal/daemon": {[]string{"engine/appliance", "cmd/internal/cli", "cmd/internal/httpapi", "cmd/internal/models", "cmd/internal/wyoming",
 		"engine", "engine/chat", "engine/embed", "engine/gguf", "engine/model", "engine/sample", "firmware", "mqtt", "quant", "storage"},
 		[]string{"github.com/BurntSushi/toml", "github.com/eclipse/paho.mqtt.golang", "github.com/mattn/go-shellwords", "github.com/spf13/pflag", "golang.org/x/sys/unix"}}, // geist serve: wires the core and the front ends
-	"cmd/internal/bench": {[]string{"cmd/internal/cli", "cmd/internal/models", "engine", "engine/model", "engine/sample", "engine/spec"}, []string{"github.com/spf13/pflag"}}, // geist bench
-	"cmd/geist":          {[]string{"*"}, []string{"*"}},
+	"cmd/internal/daemon/daemontest": {nil, nil},                                                                                                                                          // test helper: the daemon's and the command's tests' TestMain (a private data directory), log buffer, emulation check
+	"cmd/internal/bench":             {[]string{"cmd/internal/cli", "cmd/internal/models", "engine", "engine/model", "engine/sample", "engine/spec"}, []string{"github.com/spf13/pflag"}}, // geist bench
+	"cmd/geist":                      {[]string{"*"}, []string{"*"}},
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "engine/appliance/appliancetest", "cmd/internal/models/hftest", "cmd/internal/wyoming/wyomingtest"}
+var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "engine/appliance/appliancetest", "cmd/internal/models/hftest", "cmd/internal/wyoming/wyomingtest", "cmd/internal/daemon/daemontest"}
 
 // testExtra are further module packages a package's tests may import.
 var testExtra = map[string][]string{
