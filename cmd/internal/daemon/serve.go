@@ -290,6 +290,7 @@ func Run(ctx context.Context, c *Config, log *slog.Logger, hooks Hooks) error {
 	if store.Problem != "" {
 		core.SetDegraded(appliance.PartStorage, store.Problem)
 	}
+	pool.group = appliance.NewGroup(core) // MQTT's state and the status page count every model's requests
 	if ctl != nil {
 		ctl.core.Store(core)
 		st := Status{Model: ModelName(c.Model), Path: c.Model, Ctx: eng.Ctx(), MaxCtx: eng.MaxCtx(), Since: time.Now()}

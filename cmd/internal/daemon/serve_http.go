@@ -113,7 +113,7 @@ func startHTTP(c *Config, core *appliance.Core, ms serveModels, load time.Durati
 		return nil, err
 	}
 	web.Check("storage", true, storageCheck(c.DataDir))
-	mountPage(web, c, core, log)
+	mountPage(web, c, ms.reporting(core), log)
 	if mount != nil {
 		mount(web)
 	}
