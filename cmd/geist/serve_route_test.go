@@ -55,6 +55,34 @@ func wyomingAsk(t *testing.T, addr, text string, ctx map[string]any) (string, st
 	}
 }
 
+// twoModels is a model store of the zoo's stories (the model serve starts
+// with) and tiny-llama.
+func twoModels(t *testing.T) string {
+	t.Helper()
+	store := t.TempDir()
+	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
+// serveTwoModels runs geist serve with store's stories first, the HTTP
+// API and an embedded broker as device, and returns a client subscribed
+// to the device's topics.
+func serveTwoModels(t *testing.T, store, device, maxTokens string) (stop func() int, logs *daemontest.SyncBuffer, httpURL string, c *mqtttest.Client) {
+	t.Helper()
+	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	stop, logs = runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", maxTokens,
+		"--device", device, "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
+	httpURL = "http://" + httpAddr(t, logs)
+	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	c = mqtttest.NewClient(t, "tcp://"+broker)
+	c.Subscribe(t, "geist/"+device+"/#")
+	return stop, logs, httpURL, c
+}
+
 // TestServeModelByName: the front ends besides HTTP switch models by
 // name too. geist serve started with one model answers an MQTT ask naming
 // another stored model (its model field) and a Wyoming transcript naming
@@ -67,12 +95,7 @@ func wyomingAsk(t *testing.T, addr, text string, ctx map[string]any) (string, st
 // again and gets the same answer; a keep_alive duration unloads it once
 // it ran out after the last request.
 func TestServeModelByName(t *testing.T) {
-	store := t.TempDir()
-	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
-		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	store := twoModels(t)
 	const prompt, n = "Once upon a time", "12"
 	want := map[string]string{}
 	for _, name := range []string{"stories", "tiny-llama"} {
@@ -181,19 +204,8 @@ func TestServeModelByName(t *testing.T) {
 // unloaded (keep_alive 0) and loaded again, it restores the prompt's KV
 // state from cache.db instead of evaluating it, and answers the same.
 func TestServePooledPromptCache(t *testing.T) {
-	store := t.TempDir()
-	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
-		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	stop, logs := runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", "8",
-		"--device", "pcache", "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
-	httpURL := "http://" + httpAddr(t, logs)
-	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
-	c := mqtttest.NewClient(t, "tcp://"+broker)
-	c.Subscribe(t, "geist/pcache/#")
+	store := twoModels(t)
+	stop, logs, httpURL, c := serveTwoModels(t, store, "pcache", "8")
 	const text = "Once upon a time there was a little girl named Lily who loved to play in the park with her dog and her friends every day after school"
 	ask := func(id string) reply {
 		t.Helper()
@@ -299,19 +311,7 @@ func TestServeCountsEveryModel(t *testing.T) {
 	if daemontest.Emulated() {
 		t.Skip("two serve loads under qemu: the counting is plain Go, tested in engine/appliance (TestGroupCountsEveryModel) on every platform")
 	}
-	store := t.TempDir()
-	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
-		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	stop, logs := runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", "2",
-		"--device", "count", "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
-	httpURL := "http://" + httpAddr(t, logs)
-	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
-	c := mqtttest.NewClient(t, "tcp://"+broker)
-	c.Subscribe(t, "geist/count/#")
+	stop, logs, httpURL, c := serveTwoModels(t, twoModels(t), "count", "2")
 	seq := 0
 	ask := func(model string) {
 		t.Helper()
