@@ -710,7 +710,7 @@ func TestParsedGrammar(t *testing.T) {
 		t.Errorf("parsed: %q, text: %q", got, want)
 	}
 	v := e.grammarVocab()
-	if v.BindCached(mustParse(t, src)) != v.BindCached(mustParse(t, src)) {
+	if a, b := v.BindCached(mustParse(t, src)), v.BindCached(mustParse(t, src)); a != b {
 		t.Error("the same grammar bound twice")
 	}
 }

@@ -64,7 +64,7 @@ func TestModelPool(t *testing.T) {
 	}
 	releaseB()
 	// b idle: unloaded for c (the count bound, least recently used).
-	hc, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	_, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
 	if err != nil {
 		t.Fatalf("c with b idle: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestModelPool(t *testing.T) {
 		}
 	}
 	begin := time.Now()
-	hc, releaseC, err = p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	hc, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -622,7 +622,3 @@ func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, s.modelEntry())
 }
-
-func (s *Server) unsupportedOpenAI(w http.ResponseWriter, r *http.Request) {
-	writeOpenAIError(w, http.StatusNotImplemented, r.URL.Path+" is not supported by geist")
-}
