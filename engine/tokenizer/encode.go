@@ -41,6 +41,43 @@ func (bpeOrder) less(a, b *bigram) bool {
 	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
 }
 
+// mergeBigrams is the merge loop SPM and BPE share (llama.cpp's
+// llm_tokenizer_spm_session and llm_tokenizer_bpe_session): every adjacent
+// pair of syms that pair accepts goes on the heap q in O's order; the best is
+// merged into its left symbol, entries made stale by an earlier merge are
+// skipped, and the merged symbol's two new neighbour pairs are offered. It
+// returns q (empty) for reuse.
+func mergeBigrams[O bigramOrder](syms []symbol, q []bigram, pair func(left, right int) (bigram, bool)) []bigram {
+	offer := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
+		}
+		if b, ok := pair(left, right); ok {
+			q = heapPush[O](q, b)
+		}
+	}
+	for i := 1; i < len(syms); i++ {
+		offer(i-1, i)
+	}
+	for len(q) > 0 {
+		var b bigram
+		b, q = heapPop[O](q)
+		l, r := &syms[b.left], &syms[b.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		offer(l.prev, b.left)
+		offer(b.left, l.next)
+	}
+	return q
+}
+
 // heapPush adds x to the binary heap q.
 func heapPush[O bigramOrder](q []bigram, x bigram) []bigram {
 	var o O
@@ -274,38 +311,14 @@ func (t *Tokenizer) spmTokenize(s *session, dst []int32) []int32 {
 		off += n
 	}
 	s.syms = syms
-	q := s.queue[:0]
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
+	s.queue = mergeBigrams[spmOrder](syms, s.queue[:0], func(left, right int) (bigram, bool) {
 		l := syms[left]
 		id := t.lookupBytes(text[l.start : l.start+l.n+syms[right].n])
 		if id < 0 {
-			return
+			return bigram{}, false
 		}
-		q = heapPush[spmOrder](q, bigram{left: left, right: right, score: t.score[id], size: l.n + syms[right].n})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		var b bigram
-		b, q = heapPop[spmOrder](q)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
-	}
-	s.queue = q
+		return bigram{left: left, right: right, score: t.score[id], size: l.n + syms[right].n}, true
+	})
 	if len(syms) == 0 {
 		return dst
 	}
@@ -382,11 +395,7 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 		off += n
 	}
 	s.syms = syms
-	q := s.queue[:0]
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
+	s.queue = mergeBigrams[bpeOrder](syms, s.queue[:0], func(left, right int) (bigram, bool) {
 		l, r := &syms[left], &syms[right]
 		key := append(s.key[:0], w[l.start:l.start+l.n]...)
 		key = append(key, ' ')
@@ -394,30 +403,10 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 		s.key = key
 		rank, ok := t.ranks[string(key)]
 		if !ok {
-			return
+			return bigram{}, false
 		}
-		q = heapPush[bpeOrder](q, bigram{left: left, right: right, rank: rank, size: l.n + r.n})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		var b bigram
-		b, q = heapPop[bpeOrder](q)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
-	}
-	s.queue = q
+		return bigram{left: left, right: right, rank: rank, size: l.n + r.n}, true
+	})
 	for i := 0; i != -1 && i < len(syms); i = syms[i].next {
 		sym := syms[i]
 		if sym.n == 0 {
