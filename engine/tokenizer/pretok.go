@@ -306,6 +306,12 @@ func contraction(p *pretokState, pos, end int, fold bool) int {
 	if pos+1 >= end || p.cps[pos] != '\'' {
 		return 0
 	}
+	return contractionAfterQuote(p, pos, end, fold)
+}
+
+// contractionAfterQuote is contraction past its cheap test (the quote and
+// one more code point), kept apart so that test inlines.
+func contractionAfterQuote(p *pretokState, pos, end int, fold bool) int {
 	c1 := p.cps[pos+1]
 	if fold {
 		c1 = asciiLower(c1)
