@@ -191,6 +191,12 @@ func (t *MTP) NewState(ctx, limit int, head func(out, x []float32, rows int)) *M
 		logits: make([]float32, t.NVocab), acts: make([]byte, widest), row: make([]byte, t.TokEmbd.RowBytes()), head: head, vocab: t.NVocab}
 }
 
+// BytesPerPosition is what a position of the cache takes (keys and
+// values, the hidden state, the token, the score).
+func (st *MTPState) BytesPerPosition() int64 {
+	return int64(4*st.t.NHeadKV*st.t.HeadDim + 4*st.t.NEmbd + 8)
+}
+
 // SetDraftVocab makes drafts score only the token ids below n (0: every
 // token): the output head, most of a draft step's cost on a small model
 // with a large vocabulary, reads only its first n rows, and the other ids

@@ -176,6 +176,12 @@ func NewEagle3Draft(e *model.Eagle3, target *model.State) (*Eagle3Draft, error) 
 // Name implements Drafter.
 func (d *Eagle3Draft) Name() string { return "eagle3" }
 
+// BytesPerPosition is what a position of the head's cache takes.
+func (d *Eagle3Draft) BytesPerPosition() int64 { return d.st.BytesPerPosition() }
+
+// BytesPerPosition is what a position of the block's cache takes.
+func (d *MTPDraft) BytesPerPosition() int64 { return d.st.BytesPerPosition() }
+
 // Passes implements ModelDrafter.
 func (d *Eagle3Draft) Passes() int { return d.steps }
 
@@ -336,6 +342,13 @@ func NewMTPDraft(t *model.MTP, target *model.State, m *model.Model) *MTPDraft {
 	if t.Output == m.Output {
 		head = target.HeadProduct
 	}
+	return NewMTPDraftHead(t, target, head)
+}
+
+// NewMTPDraftHead drafts with t for the target state target (a batch
+// slot), computing the output head with head (nil: on one thread; the
+// bits are the same).
+func NewMTPDraftHead(t *model.MTP, target *model.State, head func(out, x []float32, rows int)) *MTPDraft {
 	return &MTPDraft{st: t.NewState(target.Allocated(), target.Ctx(), head), target: target}
 }
 
