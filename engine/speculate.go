@@ -367,6 +367,9 @@ func (g *generation) proposeModel(room int) {
 	}
 	t0 := time.Now()
 	if workers {
+		if p, ok := d.(interface{ Prepare([]int32) }); ok {
+			p.Prepare(g.history) // the MTP block's catch-up: not on the workers
+		}
 		g.e.batch.work.Lock()
 	}
 	d.DraftTree(g.history, k, w.tree, idx)

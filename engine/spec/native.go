@@ -405,6 +405,16 @@ func (d *MTPDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
 	d.st.Rewind(N + 1)
 }
 
+// Prepare brings the block's cache up to history (the recorded pairs
+// CatchUp runs, which do not use the output head) ahead of DraftTree: a
+// batched sequence runs it without holding the target's workers, which
+// DraftTree's head steps use.
+func (d *MTPDraft) Prepare(history []int32) {
+	if N := len(history) - 1; N >= 1 && d.target.Len() == N {
+		d.st.Synced(history, N)
+	}
+}
+
 // Draft implements Drafter: the first-choice chain of DraftTree.
 func (d *MTPDraft) Draft(history []int32, max int, dst []int32) ([]int32, int) {
 	return firstChoices(d, history, max, dst)
