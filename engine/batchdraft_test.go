@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/geisten/geist/engine/spec"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -42,7 +41,9 @@ func loadPair(t *testing.T, p drafterPair, parallel int) *Engine {
 // its own mode every step, under adaptive control, in auto mode, and one
 // request plain), give bit for bit the tokens and text they give alone
 // without speculation, greedy and with seeded sampling, in two rounds
-// (the second reusing the slots' prefixes and drafter states); a request
+// (the second reusing the slots' prefixes and drafter states); the first
+// request, drafting every step in a fresh slot, drafts and has accepted
+// what it drafts alone (its slot's drafter state is its own); a request
 // cancelled while it drafts returns at once and the slots serve the next
 // round as before.
 func TestBatchedModelDrafters(t *testing.T) {
@@ -50,6 +51,15 @@ func TestBatchedModelDrafters(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			want := batchRequests()
 			aloneAnswers(t, p.target, want)
+			// The first request drafting every step alone, with a fresh
+			// controller as its fresh slot has.
+			fixed := SpecOptions{Mode: p.mode, Fixed: true, DraftMax: 4}
+			solo := want[0].req
+			solo.Spec = fixed
+			ref, err := loadPair(t, p, 1).Generate(t.Context(), solo)
+			if err != nil {
+				t.Fatal(err)
+			}
 			e := loadPair(t, p, 4)
 			drafted, accepted := 0, 0
 			for round := range 2 {
@@ -57,7 +67,7 @@ func TestBatchedModelDrafters(t *testing.T) {
 				for i, r := range got {
 					switch i % 4 {
 					case 0:
-						r.req.Spec = SpecOptions{Mode: p.mode, Fixed: true, DraftMax: 4}
+						r.req.Spec = fixed
 					case 1:
 						r.req.Spec = SpecOptions{Mode: p.mode}
 					case 2:
@@ -84,6 +94,11 @@ func TestBatchedModelDrafters(t *testing.T) {
 						}
 					}
 				}
+				if a, b := ref.Drafters[string(p.mode)], got[0].st.Drafters[string(p.mode)]; round == 0 && (a.Drafted != b.Drafted || a.Accepted != b.Accepted) {
+					// Its slot's drafter state and controller are fresh:
+					// it drafts what it drafts alone.
+					t.Errorf("request 0 drafting every step: batched %d drafted, %d accepted; alone %d, %d", b.Drafted, b.Accepted, a.Drafted, a.Accepted)
+				}
 				if round == 0 {
 					// A drafting request cancelled after 3 tokens, beside
 					// another: it returns the cancellation, the other its
@@ -91,7 +106,7 @@ func TestBatchedModelDrafters(t *testing.T) {
 					ctx, cancel := context.WithCancel(t.Context())
 					n := 0
 					req := want[0].req
-					req.Spec = SpecOptions{Mode: p.mode, Fixed: true, DraftMax: 4}
+					req.Spec = fixed
 					req.OnToken = func(int32) {
 						if n++; n == 3 {
 							cancel()
@@ -222,5 +237,3 @@ func modelIdx(m SpecMode) int {
 	}
 	return idxNative
 }
-
-var _ = spec.MaxDraft
