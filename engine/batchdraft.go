@@ -26,7 +26,7 @@ import (
 //   - The skipped-layer draft over the slot's state, its steps
 //     ForwardBatch passes of the sequence alone with the blocks skipped
 //     (model.Seq.Skip), on the target's workers held from the passes
-//     (slotSkip); not for models with recurrent layers.
+//     (slotSkip).
 //
 // Their drafts only decide which rows a verification pass computes: the
 // output is the sequence's alone whatever they draft.
@@ -75,9 +75,7 @@ func (b *batcher) initDrafters(sl *slot, i int) error {
 		sl.draft = spec.NewModelDraft(&sl.dec)
 		sl.w.ctrl.AssumeDraftCost(idxDraft, sps.draftCost)
 	}
-	if !b.rec {
-		sl.skip = slotSkip{ws: e.state, s: sl.s, out: make([]float32, e.model.NVocab)}
-	}
+	sl.skip = slotSkip{ws: e.state, s: sl.s, out: make([]float32, e.model.NVocab)}
 	return nil
 }
 
@@ -89,7 +87,7 @@ func (sl *slot) closeDrafters() {
 }
 
 // selfDraft is the slot's skipped-layer draft of the engine's set (nil:
-// none, or a model with recurrent layers), made again when the set
+// none), made again when the set
 // changes (its controller seeded as the engine's is).
 func (sl *slot) selfDraft(set *spec.SelfDraft) *spec.SelfDraft {
 	if set == nil || sl.skip.ws == nil {

@@ -23,13 +23,19 @@ func drafterPairs(t *testing.T) []drafterPair {
 		{"assistant", zoo.Path(t, "drafters", "models", "tiny-gemma4e-Q4_0.gguf"), zoo.Path(t, "drafters", "models", "tiny-gemma4e-assistant-Q4_0.gguf"), SpecAssistant},
 		{"eagle3", zoo.Path(t, "drafters", "models", "tiny-eagle3-target-Q4_0.gguf"), zoo.Path(t, "drafters", "models", "tiny-eagle3-Q4_0.gguf"), SpecEagle3},
 		{"mtp", zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"), "", SpecMTP},
+		// The skipped-layer draft of a recurrent model: its steps skip a
+		// DeltaNet layer and are dropped as a whole.
+		{"self-qwen35", zoo.Path(t, "new2", "models", "tiny-qwen35-Q4_0.gguf"), "", SpecSelf},
 	}
 }
 
 // loadPair loads p's target with its drafter for parallel sequences.
 func loadPair(t *testing.T, p drafterPair, parallel int) *Engine {
 	e := loadFile(t, p.target, Options{Ctx: 1024, Batch: 16, Threads: 2, Parallel: parallel, DraftModel: p.drafter, SelfSpec: SelfSpecOff})
-	if p.mode == SpecSelf {
+	switch {
+	case p.mode == SpecSelf && e.model.RecLayers() > 0:
+		installRecSkip(e)
+	case p.mode == SpecSelf:
 		installLastMLPSkip(e)
 	}
 	return e

@@ -48,8 +48,9 @@ type Seq struct {
 	Out []float32
 	All bool
 	// Skip, when not nil, leaves the blocks it names out, as
-	// ForwardTree's skip (a skipped-layer draft's steps): only in a pass
-	// of this sequence alone, on a model without recurrent layers.
+	// ForwardTree's skip (a skipped-layer draft's steps, whose recurrent
+	// steps are dropped as a whole): only in a pass of this sequence
+	// alone.
 	Skip *Skip
 }
 
@@ -158,8 +159,8 @@ func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 			}
 		}
 		if q.Skip != nil {
-			if len(seqs) > 1 || s.hasRec() || s.hasConv() {
-				return fail(fmt.Errorf("model: sequence %d of a batched pass skips blocks: only a sequence alone in its pass, on a model without recurrent layers, may", i))
+			if len(seqs) > 1 {
+				return fail(fmt.Errorf("model: sequence %d of a batched pass skips blocks: only a sequence alone in its pass may", i))
 			}
 			if err := s.checkSkip(q.Skip); err != nil {
 				return fail(err)
@@ -208,7 +209,7 @@ func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 		if seqs[i].Parents == nil {
 			S.lay.on = false
 		}
-		S.skip, S.probing = nil, false
+		S.skip, S.probing = seqs[i].Skip, false // a skipping draft's pass: its recurrent steps are dropped as a whole
 	}
 	defer s.profEnd(s.profStart(), rows)
 	s.batchLayers(seqs, rows)
@@ -273,6 +274,9 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 		}
 		switch {
 		case skip.attn(l):
+			if c.IsRec(l) {
+				seqs[0].S.recSkip(l, n, seqs[0].S.n) // the state passes through unchanged, as alone
+			}
 		case c.IsSSM(l):
 			s.mamba2In(l, n)
 			s.recRows(seqs, l)
@@ -326,9 +330,10 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 		S.n += k
 		S.rows = 0
 		S.lay.on = false
-		if S.hasRec() && k > 1 && seqs[i].Parents == nil {
+		if S.hasRec() && k > 1 && seqs[i].Parents == nil && S.skip == nil {
 			S.recCheckpoint(0) // the end of a prompt chunk, as Forward keeps it
 		}
+		S.skip = nil
 	}
 }
 
