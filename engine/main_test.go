@@ -23,11 +23,9 @@ import (
 // the native phase): their counting is Go, their forward passes are
 // engine/model's and the drafters' own blocks run in the speculation tests
 // that stay. The speculation, generation, progress and allocation tests
-// still run. The model drafters' allocation counts in batched mode
-// (TestAllocationsBatchedModelDrafters, 29 s emulated): Go's, over the
-// passes and drafter steps the tests that stay run.
+// still run.
 // GEIST_TEST_EMULATED=full runs them all.
-const emulatedSkip = `^(TestBatched|TestPromptCacheRestore|TestPromptCacheEvictsUnusable|TestSelfSpecPersist|TestDraftStatsPersist|TestConstrained|TestLazyGrammar|TestGrammarOpening|TestNativeDraftersMatchLlamaCpp|TestMTPMatchesLlamaCpp|TestAllocationsBatchedModelDrafters)`
+const emulatedSkip = `^(TestBatched|TestPromptCacheRestore|TestPromptCacheEvictsUnusable|TestSelfSpecPersist|TestDraftStatsPersist|TestConstrained|TestLazyGrammar|TestGrammarOpening|TestNativeDraftersMatchLlamaCpp|TestMTPMatchesLlamaCpp)`
 
 func TestMain(m *testing.M) {
 	flag.Parse()
