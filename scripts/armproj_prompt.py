@@ -57,10 +57,11 @@ def macs(seq, kmins=False):
         n += MACS.get(mn, 0)
         if WIDEN.match(mn + ' ' + ops):
             n += 8
-    # geist's Q4_K mins: per column and half one UZP1 (the sub-block sums
-    # split into two int8 digits) and four SDOTs of mins, not weights
+    # geist's Q4_K mins: per column and half four SDOTs of mins (by the
+    # activations' sub-block sums split into two int8 digits), not of
+    # weights, all into v13
     if kmins:
-        n -= 4 * MACS['sdot'] * sum(1 for _, mn, _ in seq if mn == 'uzp1')
+        n -= MACS['sdot'] * sum(1 for _, mn, ops in seq if mn == 'sdot' and ops.startswith('v13.4s'))
     return n
 
 

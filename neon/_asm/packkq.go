@@ -185,13 +185,10 @@ func (a *asm) kqTile(k int) {
 			// summins = Σj min_j·bsum_j with the sub-blocks' sums
 			// bsum = 64·hi + lo (lo = bsum & 63, hi = bsum >> 6, both
 			// int8 for |bsum| <= 4096, the range of 32 int8 quants):
-			// 64·SDOT(mins, hi) + SDOT(mins, lo), exact
-			a.l("ADD $260, %s, R15", col)
-			a.l("VLD1 (R15), [V12.H8, V13.H8]")
-			a.i(addp8h(12, 12, 13))
-			a.i(sshr8h(13, 12, 6))
-			a.l("VAND V3.B16, V12.B16, V12.B16")
-			a.i(uzp1b(8, 12, 13))
+			// 64·SDOT(mins, hi) + SDOT(mins, lo), exact; the digits
+			// lo_0..7, hi_0..7 are at 272 of the prepared activations
+			// (neon.prepQ8_KDigits, once per column and product)
+			a.l("FMOVQ 272(%s), F8", col)
 			a.l("VLD1 (R22), [V13.B16]")
 			a.i(sdotElem(13, 6, 8, 2))
 			a.i(sdotElem(13, 7, 8, 3))
