@@ -142,7 +142,7 @@ func q6kAt(r, i int) (int, byte) {
 		return step(i/64, m%32/16, m/32, m%16), 0
 	case i < 192: // qh
 		q := i - 128
-		return step(q/32, q%32/16, 2, q%16), 0
+		return step(q/32, q%32/16, 2, q%16), 0xaa
 	case i < 208: // scales: sub-block j = 8hh + c + 2k
 		j := i - 192
 		return 16 + 64*h + 16*(2*(j/8)+j%2) + 4*(j%8/2) + rr, 0

@@ -11,8 +11,9 @@ package main
 //	      (byte 16(2hh+c) + 4i + r)
 //	144   the quants of rows 0-3, then 912 those of rows 4-7: per (hh, c)
 //	      192 bytes, the three 16-byte sources of one unpack step (ql
-//	      bytes 64hh+16c.., 64hh+32+16c.., qh bytes 32hh+16c..), each as
-//	      four 4-byte groups interleaved by row (16 bytes per group g)
+//	      bytes 64hh+16c.., 64hh+32+16c.., qh bytes 32hh+16c.. XORed
+//	      with 0xAA), each as four 4-byte groups interleaved by row (16
+//	      bytes per group g)
 //
 // The values are built as in the one-row kernel (4·(v-32) by shifts and
 // inserts, see q6Unpack), now for four rows at once, and SDOT by element
@@ -28,9 +29,10 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
 	a.l("MOVD $zero32<>(SB), R22")
-	a.l("VMOVI $0xaa, V30.B16")
 	a.l("VMOVI $0xf0, V31.B16")
 	a.packedGroupBegin()
+	a.l("CMP $9, R8")
+	a.l("BGE tile9")
 	a.l("CMP $8, R8")
 	a.l("BGE tile8")
 	a.l("CMP $6, R8")
@@ -40,6 +42,7 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.l("CMP $2, R8")
 	a.l("BLT tile1")
 	a.q6Tile(2)
+	a.q6Tile(9)
 	a.q6Tile(8)
 	a.q6Tile(6)
 	a.q6Tile(4)
@@ -47,26 +50,27 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.packedGroupEnd(1680)
 }
 
-// q6Tile emits the super-block loop of a tile of k (1, 2, 4, 6 or 8)
+// q6Tile emits the super-block loop of a tile of k (1, 2, 4, 6, 8 or 9)
 // columns. Registers: V0-V15 the values of one (half, hh, c) step
 // (vector 4g+i: sub-block 8hh+c+2i, values 4g..4g+3 of four rows);
 // V16-V19 the step's four scale vectors (int32 lanes = rows); V20 a
 // sub-block's activations; V22 its integer sums, cleared by a load of
-// zeros (R22: no vector-pipe instruction); V24-V29, V21, V23 the columns'
-// integer sums of the half (up to eight); V30, V31 the unpack constants
-// 0xAA, 0xF0 (set once). The float sums: one column in V28 (rows 0-3)
-// and V29 (4-7); several in the outputs themselves (zeroed first; loaded,
-// added to and stored per super-block and half). General: R11 the
-// super-block, R12 super-blocks left, R13, R14, R16, R19, R21, R23, R20,
-// R24 the columns' activation blocks, R15/R17 addresses. Eight columns
-// share each unpacked step among the most tokens the registers allow
-// (llvm-mca, neoverse-n1: see scripts/armproj.sh).
+// zeros (R22: no vector-pipe instruction); V24-V29, V21, V23, V30 the
+// columns' integer sums of the half (up to nine); V31 the unpack
+// constant 0xF0 (set once; qh is stored XORed with 0xAA, so the unpack
+// needs no EOR and no second constant). The float sums: one column in
+// V28 (rows 0-3) and V29 (4-7); several in the outputs themselves
+// (zeroed first; loaded, added to and stored per super-block and half).
+// General: R11 the super-block, R12 super-blocks left, R13, R14, R16,
+// R19, R21, R23, R20, R24, R25 the columns' activation blocks, R15/R17
+// addresses. Nine columns share each unpacked step among the most tokens
+// the registers allow (llvm-mca, neoverse-n1: see scripts/armproj.sh).
 func (a *asm) q6Tile(k int) {
 	mem := k > 1
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
-	cols := []string{"R13", "R14", "R16", "R19", "R21", "R23", "R20", "R24"}
+	cols := []string{"R13", "R14", "R16", "R19", "R21", "R23", "R20", "R24", "R25"}
 	a.l("MOVD R9, R13")
 	for c := 1; c < k; c++ {
 		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
@@ -82,7 +86,7 @@ func (a *asm) q6Tile(k int) {
 			}
 		}
 	}
-	isum := []int{24, 25, 26, 27, 28, 29, 21, 23}
+	isum := []int{24, 25, 26, 27, 28, 29, 21, 23, 30}
 	a.l("PCALIGN $16")
 	a.l("q6sb%d:", k)
 	for h := 0; h < 2; h++ {
@@ -93,7 +97,7 @@ func (a *asm) q6Tile(k int) {
 				a.l("FMOVQ %d(R15), F16", 16*g)
 				a.l("FMOVQ %d(R15), F17", 64+16*g)
 				a.l("FMOVQ %d(R15), F%d", 128+16*g, 4*g+3)
-				a.q6Unpack(16, 17, 4*g+3, 4*g, 4*g+1, 4*g+2, 4*g+3, 18)
+				a.q6UnpackX(16, 17, 4*g+3, 4*g, 4*g+1, 4*g+2, 4*g+3, 18)
 			}
 			// the four sub-blocks' scales, int32 lanes = rows
 			a.l("FMOVQ %d(R11), F20", 16+64*h+16*s)
