@@ -23,9 +23,10 @@ import (
 // streaming. Every kernel is batch-invariant, so each answer is bit for bit
 // the one it would be alone. Speculation composes: a sequence's step
 // submits its fed token and drafted tree (its own controller and tree,
-// specWork; lookup, n-gram and grammar drafts, not the model drafters),
-// the pass returns every row's logits into the slot's buffer, and the
-// sequence keeps its accepted path (Compact) before its next step.
+// specWork; every drafter, the model drafters each with a state of the
+// slot's own: batchdraft.go), the pass returns every row's logits into
+// the slot's buffer, and the sequence keeps its accepted path (Compact)
+// before its next step.
 //
 // A sequence that does not submit its next rows in time (a slow client's
 // OnText, a costly grammar mask) does not hold the others: the runner
@@ -45,7 +46,10 @@ import (
 //
 // Memory: Parallel KV caches, each growing on demand up to MaxCtx (the
 // engine's state is the first; a slot adds its cache and its workers'
-// attention scratch, no row buffers).
+// attention scratch, no row buffers), and with a model drafter each slot's
+// own drafter state: a draft-model KV cache, an MTP or EAGLE-3 cache, an
+// assistant's step buffers, and MaxBatch rows of hidden states (and
+// EAGLE-3 features) it reads between passes.
 
 // maxParallel is the most sequences decoded together.
 const maxParallel = 16
@@ -77,6 +81,8 @@ type batcher struct {
 	work sync.Mutex
 	rec  bool
 
+	draftMu sync.Mutex // the draft model's workspace: one slot's draft pass at a time
+
 	// The runner's counts (read when it is idle): passes, those with
 	// several sequences, those with a prompt chunk beside decoding rows,
 	// the most rows of one pass.
@@ -98,6 +104,7 @@ type slot struct {
 	ready   chan struct{} // the pass with its rows ran
 	one     [1]int32
 	w       specWork // the sequence's speculation: its own controller and tree
+	slotDrafters
 }
 
 // newBatcher makes n slots (the engine's state first) and starts the
@@ -117,16 +124,16 @@ func (e *Engine) newBatcher(n int) (*batcher, error) {
 		if i > 0 {
 			var err error
 			if s, err = e.state.NewSlot(model.StateOptions{Ctx: e.state.Allocated(), MaxCtx: e.maxCtx, KVType: e.state.KVType()}); err != nil {
-				for _, sl := range b.slots {
-					if sl.s != e.state {
-						sl.s.Close()
-					}
-				}
+				b.closeSlots()
 				return nil, fmt.Errorf("engine: batch slot %d: %w", i, err)
 			}
 		}
 		sl := &slot{s: s, logits: make([]float32, nv), ready: make(chan struct{}, 1), w: newSpecWork()}
 		b.slots = append(b.slots, sl)
+		if err := b.initDrafters(sl, i); err != nil {
+			b.closeSlots()
+			return nil, fmt.Errorf("engine: batch slot %d: %w", i, err)
+		}
 		b.free <- sl
 	}
 	b.pending = make([]*slot, 0, n)
@@ -140,7 +147,13 @@ func (e *Engine) newBatcher(n int) (*batcher, error) {
 func (b *batcher) close() {
 	close(b.stop)
 	<-b.done
+	b.closeSlots()
+}
+
+// closeSlots frees the slots' states and drafters (not the engine's).
+func (b *batcher) closeSlots() {
 	for _, sl := range b.slots {
+		sl.closeDrafters()
 		if sl.s != b.e.state {
 			sl.s.Close()
 		}
@@ -387,12 +400,35 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 	}
 	defer b.release(sl)
 	s := sl.s
+	// The slot's native drafter is fed as the engine's is alone (see
+	// Generate): the MTP block in every mode (lazily when the request
+	// does not draft with it), the others when the request may draft
+	// with them.
+	sl.feed = sl.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode || e.spec.nativeMode == SpecMTP)
+	if d, ok := sl.native.(*spec.MTPDraft); ok {
+		d.State().SetLazy(sp.Mode != SpecAuto && sp.Mode != SpecMTP)
+		d.State().SetCancel(ctx.Err)
+		defer d.State().SetCancel(nil)
+	}
 	reuse := spec.CommonPrefix(s.Tokens(), prompt[:len(prompt)-1])
 	b.hold()
 	s.Truncate(reuse)
 	b.let()
 	reuse = s.Len() // a recurrent state may rewind to an earlier checkpoint
-	if e.opt.Cache != nil {
+	rows := false   // the drafter needs every position's rows: nothing is restored
+	if d := sl.native; d != nil && sl.feed && d.Known() < s.Ctx() {
+		// An EAGLE-3 head has the features of the positions it was fed
+		// only: those it lacks run again, as in prefillWatched.
+		rows = true
+		d.Truncate(reuse)
+		if k := d.Known(); k < reuse {
+			b.hold()
+			s.Truncate(k)
+			b.let()
+			reuse = s.Len()
+		}
+	}
+	if e.opt.Cache != nil && !rows {
 		// A longer prefix from the prompt cache (one restore at a time:
 		// the others' passes go on meanwhile).
 		t := time.Now()
@@ -421,6 +457,11 @@ func (e *Engine) generateBatched(ctx context.Context, req Request) (Stats, error
 			return st, err
 		}
 		end = i + sl.took // the pass may have taken the chunk's first part
+		if d := sl.native; d != nil && sl.feed {
+			for j := i; j < end; j++ {
+				d.Kept(j-i, j)
+			}
+		}
 		if end == pin {
 			b.hold()
 			s.Checkpoint()

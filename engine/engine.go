@@ -234,7 +234,12 @@ func Load(path string, opt Options) (*Engine, error) {
 		return nil, err
 	}
 	if e.opt.Parallel < 0 {
-		e.opt.Parallel = AutoParallel(e.choice, e.opt.Ctx)
+		// Each slot has its own drafter state beside its KV cache.
+		ctx := e.opt.Ctx
+		if per := e.drafterBytesPerPosition(); per > 0 && e.choice.KVPerTok > 0 {
+			ctx += int(int64(ctx) * per / e.choice.KVPerTok)
+		}
+		e.opt.Parallel = AutoParallel(e.choice, ctx)
 	}
 	if e.batch, err = e.newBatcher(e.opt.Parallel); err != nil {
 		e.Close()
@@ -315,6 +320,20 @@ func (e *Engine) Parallel() int {
 		return len(e.batch.slots)
 	}
 	return 1
+}
+
+// drafterBytesPerPosition is what a position of a batch slot's model
+// drafter state takes: the draft model's KV cache, an MTP block's or an
+// EAGLE-3 head's cache.
+func (e *Engine) drafterBytesPerPosition() int64 {
+	var n int64
+	if d := e.spec.draft; d != nil {
+		n += KVBytesPerToken(d.m.Config, d.s.KVType())
+	}
+	if d, ok := e.spec.native.(interface{ BytesPerPosition() int64 }); ok {
+		n += d.BytesPerPosition()
+	}
+	return n
 }
 
 // AutoParallel is the automatic number of requests decoded together: up

@@ -129,6 +129,10 @@ func (e *Engine) Generate(ctx context.Context, req Request) (Stats, error) {
 	e.spec.feed = e.spec.native != nil && (sp.Mode == SpecAuto || sp.Mode == e.spec.nativeMode || e.spec.nativeMode == SpecMTP)
 	if d, ok := e.spec.native.(*spec.MTPDraft); ok {
 		d.State().SetLazy(sp.Mode != SpecAuto && sp.Mode != SpecMTP)
+		// The block's catch-up after a plain stretch stops when the
+		// request is cancelled (model.MTPCatchUpMax bounds it).
+		d.State().SetCancel(ctx.Err)
+		defer d.State().SetCancel(nil)
 	}
 	lookup := spec.NewLookup(max(sp.NgramMin, 1), max(sp.NgramMax, sp.NgramMin, 4))
 

@@ -42,6 +42,12 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 		}
 		sp.native, sp.nativeMode = d, SpecAssistant
 		cost = float64(a.Bytes(d.State().Sparse)) / float64(e.model.DecodeBytes())
+		sparse := d.State().Sparse
+		sp.nativeFor = func(s *model.State) (spec.NativeDrafter, bool, error) {
+			d := spec.NewAssistDraft(a, s)
+			d.State().Sparse = sparse
+			return d, false, nil
+		}
 	default:
 		h, err := model.LoadEagle3(f, e.model)
 		if err != nil {
@@ -55,7 +61,12 @@ func (e *Engine) loadNative(path string) (ok bool, err error) {
 		}
 		sp.native, sp.nativeMode = d, SpecEagle3
 		cost = float64(h.Bytes()) / float64(e.model.DecodeBytes())
+		sp.nativeFor = func(s *model.State) (spec.NativeDrafter, bool, error) {
+			d, err := spec.NewEagle3Draft(h, s)
+			return d, false, err
+		}
 	}
+	sp.nativeCost = cost
 	sp.nativeFile = f
 	sp.feed = true // until a request that does not draft with it
 	sp.ctrl.AssumeDraftCost(idxNative, cost)
@@ -78,7 +89,19 @@ func (e *Engine) loadMTP() error {
 	d.State().SetDraftVocab(e.opt.DraftVocab)
 	sp.native, sp.nativeMode = d, SpecMTP
 	sp.feed = true
-	sp.ctrl.AssumeDraftCost(idxNative, float64(t.Bytes(d.State().DraftVocab()))/float64(e.model.DecodeBytes()))
+	sp.nativeCost = float64(t.Bytes(d.State().DraftVocab())) / float64(e.model.DecodeBytes())
+	sp.ctrl.AssumeDraftCost(idxNative, sp.nativeCost)
+	sp.nativeFor = func(s *model.State) (spec.NativeDrafter, bool, error) {
+		// The head on the engine's workers (the pass's workspace: a
+		// slot has no row buffers), which the draft holds meanwhile.
+		var head func(out, x []float32, rows int)
+		if t.Output == e.model.Output {
+			head = e.state.HeadProduct
+		}
+		d := spec.NewMTPDraftHead(t, s, head)
+		d.State().SetDraftVocab(e.opt.DraftVocab)
+		return d, head != nil, nil
+	}
 	return nil
 }
 

@@ -51,6 +51,13 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 		if testing.Short() && !strings.HasSuffix(name, "Q4_0") && name != "stories260K-F32" {
 			continue
 		}
+		if testing.Short() && (name == "tiny-llama-Q4_0" || name == "tiny-qwen2-Q4_0" || name == "stories260K-Q4_0") {
+			// Under emulation the models/ files are llama-like with the
+			// same kernels: stories260K-F32 (with its draft model) and
+			// tiny-qwen3-Q4_0 stand for them (the three others took 81 s
+			// of 132 under A72); the families run below their own tests.
+			continue
+		}
 		n := 256
 		if testing.Short() {
 			n = 48
@@ -60,8 +67,10 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 		// the controller's exactness does not depend on the weight type
 		// (engine/model's invariance tests cover those kernels at every
 		// batch size), so they run 64 tokens of two prompts.
-		portable := hasAnySuffix(name, "-BF16", "-Q4_1", "-Q5_1")
-		if portable && !testing.Short() {
+		// So do the float files but stories260K-F32 (the float kernels
+		// took 66 of the 181 s left in make test; the same reasoning).
+		light := hasAnySuffix(name, "-BF16", "-Q4_1", "-Q5_1") || (hasAnySuffix(name, "-F16", "-F32") && name != "stories260K-F32")
+		if light && !testing.Short() {
 			n = 64
 		}
 		t.Run(name, func(t *testing.T) {
@@ -82,7 +91,7 @@ func speculativeGreedyExact(t *testing.T, files []string) {
 			for _, c := range g.Cases {
 				prompts = append(prompts, c.Prompt)
 			}
-			if testing.Short() || portable {
+			if testing.Short() || light {
 				prompts = prompts[:2]
 				if _, family := familyDraft[strings.TrimSuffix(name, "-Q4_0")]; family || new2Draft[strings.TrimSuffix(name, "-Q4_0")] != "" {
 					prompts = prompts[:1] // the families: one copy-heavy prompt under emulation
@@ -202,7 +211,7 @@ func TestSpeculativeSamplingExact(t *testing.T) {
 	e := load(t, "stories260K-F32", Options{Ctx: 64, Batch: 8})
 	prompt := "Once upon a time, there was a little"
 	chain, tree := samplingDrafts(t, e, prompt)
-	run := func(sp SpecOptions, seed uint64) map[[2]int32]int {
+	run := func(sp SpecOptions, seed uint64, samples int) map[[2]int32]int {
 		counts := map[[2]int32]int{}
 		for i := 0; i < samples; i++ {
 			p := samplingParams
@@ -217,7 +226,7 @@ func TestSpeculativeSamplingExact(t *testing.T) {
 		}
 		return counts
 	}
-	plain := run(SpecOptions{Mode: SpecOff}, 1)
+	plain := run(SpecOptions{Mode: SpecOff}, 1, samples)
 	for i, c := range []struct {
 		name   string
 		sp     SpecOptions
@@ -228,7 +237,15 @@ func TestSpeculativeSamplingExact(t *testing.T) {
 		{"broken rule, chain", SpecOptions{Drafter: chain, Fixed: true, BreakAcceptance: true}, true},
 		{"broken rule, tree", SpecOptions{Drafter: tree, Fixed: true, BreakAcceptance: true}, true},
 	} {
-		got := run(c.sp, uint64(i+1)*1_000_000)
+		// A broken rule moves the distribution far (chi² 24,332 at
+		// 20,000 samples, p = 0): a tenth of the samples still gives
+		// chi² in the thousands against 13.3 for p = 0.01, at a tenth of
+		// the time.
+		n := samples
+		if c.broken {
+			n = samples / 10
+		}
+		got := run(c.sp, uint64(i+1)*1_000_000, n)
 		chi, df, p := chiSquare(plain, got)
 		t.Logf("%s vs plain: chi² = %.1f, df = %d, p = %.4g", c.name, chi, df, p)
 		if !c.broken && p <= 0.01 {
@@ -282,6 +299,20 @@ func chiSquare(a, b map[[2]int32]int) (chi float64, df int, p float64) {
 	for k := range b {
 		keys[k] = true
 	}
+	// The two-sample statistic for sizes na and nb (with na = nb it is
+	// the sum of (x-y)²/(x+y)).
+	var na, nb int
+	for _, x := range a {
+		na += x
+	}
+	for _, y := range b {
+		nb += y
+	}
+	ra, rb := math.Sqrt(float64(nb)/float64(na)), math.Sqrt(float64(na)/float64(nb))
+	term := func(x, y int) float64 {
+		d := float64(x)*ra - float64(y)*rb
+		return d * d / float64(x+y)
+	}
 	var restA, restB int
 	cats := 0
 	for k := range keys {
@@ -291,11 +322,11 @@ func chiSquare(a, b map[[2]int32]int) (chi float64, df int, p float64) {
 			restB += y
 			continue
 		}
-		chi += float64((x-y)*(x-y)) / float64(x+y)
+		chi += term(x, y)
 		cats++
 	}
 	if restA+restB > 0 {
-		chi += float64((restA-restB)*(restA-restB)) / float64(restA+restB)
+		chi += term(restA, restB)
 		cats++
 	}
 	df = cats - 1

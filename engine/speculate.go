@@ -130,6 +130,12 @@ type specState struct {
 	native     spec.NativeDrafter
 	nativeMode SpecMode
 	nativeFile *gguf.File
+	// nativeFor makes another native drafter like native over a batch
+	// slot's state s; workers reports that its drafting runs on the
+	// engine's workers (held from the batch's passes meanwhile).
+	nativeFor  func(s *model.State) (d spec.NativeDrafter, workers bool, err error)
+	nativeCost float64 // its assumed cost per drafted token, a share of the target's
+	draftCost  float64 // the draft model's
 	// feed is whether the running request may draft with native (auto,
 	// its mode): only then do the passes hand it their rows. An EAGLE-3
 	// head runs its encoder and decoder layer on every kept position, a
@@ -184,7 +190,8 @@ func (e *Engine) initSpec() error {
 		return err
 	}
 	sp.draft = d
-	sp.ctrl.AssumeDraftCost(idxDraft, float64(d.m.DecodeBytes())/float64(e.model.DecodeBytes()))
+	sp.draftCost = float64(d.m.DecodeBytes()) / float64(e.model.DecodeBytes())
+	sp.ctrl.AssumeDraftCost(idxDraft, sp.draftCost)
 	return nil
 }
 
@@ -297,47 +304,80 @@ func (g *generation) propose(idx int, d spec.Drafter, room int) {
 // skipped-layer draft, when the controller expects it to pay for the
 // passes it costs.
 func (g *generation) proposeModel(room int) {
-	sp, sps := g.sp, &g.e.spec
-	if g.sl != nil {
-		// A batched sequence drafts without models: the draft model's
-		// state, the skipped-layer draft's passes over the target and
-		// the model-native drafters' features are one sequence's.
-		return
+	sp, sps, w := g.sp, &g.e.spec, g.work()
+	// The drafters: the engine's, or a batched sequence's slot's own
+	// (its state's native drafter, a slot of the draft model's state, a
+	// skipped-layer draft over its state).
+	var native spec.NativeDrafter
+	var draft, self spec.ModelDrafter
+	workers := false // drafting runs on the target's workers (batched: held from the passes)
+	switch sl := g.sl; {
+	case sl != nil:
+		if sl.native != nil {
+			native = sl.native
+		}
+		if sl.draft != nil {
+			draft = sl.draft
+		}
+		if s := sl.selfDraft(sps.self); s != nil {
+			self = s
+		}
+	default:
+		if sps.native != nil {
+			native = sps.native
+		}
+		if sps.draft != nil {
+			draft = sps.draft
+		}
+		if sps.self != nil {
+			self = sps.self
+		}
 	}
 	var d spec.ModelDrafter
 	var idx int
 	switch {
-	case (sp.Mode == SpecAuto || sp.Mode == sps.nativeMode) && sps.native != nil:
+	case (sp.Mode == SpecAuto || sp.Mode == sps.nativeMode) && native != nil:
 		if sp.Fixed && g.st.GeneratedTokens == 0 {
 			// Fixed drafting follows llama.cpp's schedule, which drafts
 			// from the first generated token on (its prompt pass
 			// verifies nothing), so that the counts compare.
 			return
 		}
-		d, idx = sps.native, idxNative
-		sps.native.SetGate(nil, idxNative)
+		d, idx = native, idxNative
+		native.SetGate(nil, idxNative)
 		if !sp.Fixed {
-			sps.native.SetGate(sps.ctrl, idxNative)
+			native.SetGate(w.ctrl, idxNative)
 		}
-	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && sps.draft != nil:
-		d, idx = sps.draft, idxDraft
-	case (sp.Mode == SpecAuto || sp.Mode == SpecSelf) && sps.self != nil:
-		d, idx = sps.self, idxSelf
+		workers = g.sl != nil && g.sl.nativeWorkers
+	case (sp.Mode == SpecAuto || sp.Mode == SpecDraft) && draft != nil:
+		d, idx = draft, idxDraft
+	case (sp.Mode == SpecAuto || sp.Mode == SpecSelf) && self != nil:
+		d, idx = self, idxSelf
+		workers = g.sl != nil
 	default:
 		return
 	}
 	g.drafters[idx] = d
 	k := room
 	if !sp.Fixed {
-		k = sps.ctrl.Decide(idx, -1, room)
+		k = w.ctrl.Decide(idx, -1, room)
 	}
 	if k == 0 {
 		return
 	}
 	t0 := time.Now()
-	d.DraftTree(g.history, k, sps.tree, idx)
+	if workers {
+		if p, ok := d.(interface{ Prepare([]int32) }); ok {
+			p.Prepare(g.history) // the MTP block's catch-up: not on the workers
+		}
+		g.e.batch.work.Lock()
+	}
+	d.DraftTree(g.history, k, w.tree, idx)
+	if workers {
+		g.e.batch.work.Unlock()
+	}
 	dt := time.Since(t0).Seconds()
-	sps.ctrl.ObserveDraftTime(idx, d.Passes(), dt)
+	w.ctrl.ObserveDraftTime(idx, d.Passes(), dt)
 	g.dstats[idx].draftSec += dt
 	g.dstats[idx].draftRuns += d.Passes()
 }
@@ -562,9 +602,16 @@ func (g *generation) settle(base int, path []int32, m, n int, pass time.Duration
 	if err := g.state().Compact(base, path); err != nil {
 		return errors.Join(errors.New("engine: keeping the accepted path"), err)
 	}
-	if d := sps.native; d != nil && sps.feed && g.sl == nil {
+	switch {
+	case g.sl != nil:
+		if d := g.sl.native; d != nil && g.sl.feed {
+			for i, j := range path {
+				d.Kept(int(j), base+i) // the rows the slot's state kept of the pass (KeepRows)
+			}
+		}
+	case sps.native != nil && sps.feed:
 		for i, j := range path {
-			d.Kept(int(j), base+i)
+			sps.native.Kept(int(j), base+i)
 		}
 	}
 	return nil

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 	"github.com/geisten/geist/firmware"
 )
 

@@ -47,7 +47,7 @@ import (
 
 	"github.com/geisten/geist/engine/constraint"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // Error codes carried in error payloads: the appliance core's.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/sentence"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/sentence"
 )
 
 var testLimits = Limits{MaxPayload: 64 << 10, MaxTokens: 100, DefaultTTL: time.Minute, MaxTTL: time.Hour, ReplyPrefixes: []string{"geist/d/reply/"}}

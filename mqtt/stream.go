@@ -4,8 +4,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/sentence"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/sentence"
 )
 
 // chunker batches streamed text into chunks: it emits what it holds at the

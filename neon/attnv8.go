@@ -95,16 +95,6 @@ func SetAttnV8(on bool) (restore func()) {
 	return func() { attnV8.Store(old) }
 }
 
-// TransposeV8 calls Active().TransposeV8.
-func TransposeV8(vt []byte, dv []float32, v []byte, vStride, n, hd int) {
-	Active().TransposeV8(vt, dv, v, vStride, n, hd)
-}
-
-// SumV8 calls Active().SumV8.
-func SumV8(out, w []float32, lo, hi int, vt []byte, dv []float32) {
-	Active().SumV8(out, w, lo, hi, vt, dv)
-}
-
 // transposeV8 is the reference TransposeV8: n <= AttnBlock rows of hd/32
 // Q8_0 blocks (v[t*vStride:]) into vt and dv, zero past n up to the
 // group's end.

@@ -332,8 +332,8 @@ func arm64Set(dotprod bool) *Kernels {
 		k.RowsQ8_0Q8_0 = blockRows(rowsQ8_0Q8_0DP, sizeQ8_0)
 		k.PackQ4_0 = newPacking("q4_0x8dp", sizeQ4_0, legacyAt(16, 0x88), mulQ4_0x8DP, sizeQ8_0, 0)
 		k.PackQ8_0 = newPacking("q8_0x8dp", sizeQ8_0, legacyAt(32, 0), mulQ8_0x8DP, sizeQ8_0, 0)
-		k.PackQ4_K = newPacking("q4_Kx8dp", sizeQ4_K, q4kAt, mulQ4_Kx8DP, sizeQ8_K, kquantPackTol)
-		k.PackQ6_K = newPacking("q6_Kx8dp", sizeQ6_K, q6kAt, mulQ6_Kx8DP, sizeQ8_K, kquantPackTol)
+		k.PackQ4_K = withQ8_KDigits(newPacking("q4_Kx8dp", sizeQ4_K, q4kAt, mulQ4_Kx8DP, sizeQ8_K, kquantPackTol))
+		k.PackQ6_K = withQ8_KDigits(newPacking("q6_Kx8dp", sizeQ6_K, q6kAt, mulQ6_Kx8DP, sizeQ8_K, kquantPackTol))
 	}
 	return k
 }

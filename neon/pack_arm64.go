@@ -88,6 +88,36 @@ func q4kAt(r, i int) (int, byte) {
 	return 128 + 256*(q/32) + 128*h + 16*(l/4) + 4*rr + l%4, 0
 }
 
+// prepQ8_KDigits prepares Q8_K activation blocks for the packed K-quant
+// kernels (ActKey "q8_K-digits"): each block keeps its size, d and quants
+// (bytes 0-259); its sixteen 16-value sums make way for what the Q4_K
+// kernel's mins take, the eight 32-value sums s_j split into two int8
+// digits, lo_j = s_j & 63 at 272+j and hi_j = s_j >> 6 at 280+j (s_j =
+// 64·hi_j + lo_j, |s_j| <= 32·128; the rest zero). Done once per column
+// and product, it saves the kernel four instructions per column, half and
+// super-block; the Q6_K kernel reads only d and the quants.
+func prepQ8_KDigits(dst, a []byte, nb int) {
+	_, _ = a[nb*sizeQ8_K-1], dst[nb*sizeQ8_K-1]
+	for b := 0; b < nb; b++ {
+		e, y := dst[b*sizeQ8_K:(b+1)*sizeQ8_K], a[b*sizeQ8_K:(b+1)*sizeQ8_K]
+		copy(e[:260], y[:260])
+		clear(e[260:])
+		for j := 0; j < 8; j++ {
+			s := int16(uint16(y[260+4*j])|uint16(y[261+4*j])<<8) + int16(uint16(y[262+4*j])|uint16(y[263+4*j])<<8)
+			e[272+j] = byte(s & 63)
+			e[280+j] = byte(s >> 6)
+		}
+	}
+}
+
+// withQ8_KDigits gives p the activations of prepQ8_KDigits.
+func withQ8_KDigits(p *Packing) *Packing {
+	p.ActRowSize = func(nb int) int { return nb * sizeQ8_K }
+	p.PrepActs = prepQ8_KDigits
+	p.ActKey = "q8_K-digits"
+	return p
+}
+
 // kquantPackTol is the tolerance of the packed k-quant kernels against the
 // generic dots (as the arm64 one-row k-quant dots: exact integer sums per
 // super-block, float steps in another order and fused).
@@ -112,7 +142,7 @@ func q6kAt(r, i int) (int, byte) {
 		return step(i/64, m%32/16, m/32, m%16), 0
 	case i < 192: // qh
 		q := i - 128
-		return step(q/32, q%32/16, 2, q%16), 0
+		return step(q/32, q%32/16, 2, q%16), 0xaa
 	case i < 208: // scales: sub-block j = 8hh + c + 2k
 		j := i - 192
 		return 16 + 64*h + 16*(2*(j/8)+j%2) + 4*(j%8/2) + rr, 0

@@ -81,11 +81,13 @@ subs = [
      "rowsQ8_0Q8_0DP:first:sdot=32 rowsQ8_0Q8_0NE:first:smull=32"),
     # neon-dotprod decodes from its packed layouts (neon.Packing): the
     # one-column loop of each packed kernel (the tile of one column: the
-    # last loop of each, loop 3; mulQ4_Kx8DP's has 8 SDOTs of mins beside
-    # its 128 of weights), compared with llama.cpp's repacked gemv kernels
+    # last loop of each, loop 3, or loop 5 of mulQ6_Kx8DP and of
+    # mulQ4_Kx8DP, which have wider tiles (up to 9 and 10 columns);
+    # mulQ4_Kx8DP's has 8 SDOTs of mins beside its 128 of weights),
+    # compared with llama.cpp's repacked gemv kernels
     ('GK="dotQ4_0Q8_0DP ', 'GK="mulQ4_0x8DP mulQ8_0x8DP mulQ4_Kx8DP mulQ6_Kx8DP dotQ4_0Q8_0DP '),
     ("for spec in dotQ4_0Q8_0DP:first:sdot=16 ",
-     "for spec in mulQ4_0x8DP:3:sdot=16 mulQ8_0x8DP:3:sdot=16 mulQ4_Kx8DP:3:sdot=136 mulQ6_Kx8DP:3:sdot=128 \\\n"
+     "for spec in mulQ4_0x8DP:3:sdot=16 mulQ8_0x8DP:3:sdot=16 mulQ4_Kx8DP:5:sdot=136 mulQ6_Kx8DP:5:sdot=128 \\\n"
      "            dotQ4_0Q8_0DP:first:sdot=16 "),
     ("K = [\n",
      "K = [\n"

@@ -57,10 +57,11 @@ def macs(seq, kmins=False):
         n += MACS.get(mn, 0)
         if WIDEN.match(mn + ' ' + ops):
             n += 8
-    # geist's Q4_K mins: per column and half one UZP1 (the sub-block sums
-    # split into two int8 digits) and four SDOTs of mins, not weights
+    # geist's Q4_K mins: per column and half four SDOTs of mins (by the
+    # activations' sub-block sums split into two int8 digits), not of
+    # weights, all into v13
     if kmins:
-        n -= 4 * MACS['sdot'] * sum(1 for _, mn, _ in seq if mn == 'uzp1')
+        n -= MACS['sdot'] * sum(1 for _, mn, ops in seq if mn == 'sdot' and ops.startswith('v13.4s'))
     return n
 
 
@@ -68,12 +69,16 @@ def write(seq, path):
     open(path, 'w').write('.Lloop:\n' + '\n'.join(mcatool.fmt(mn, ops, 0) for _, mn, ops in seq) + '\n')
 
 
-def tile_loop(dis, sym, out, nth=0, kmins=False):
+def tile_loop(dis, sym, out, nth=0, kmins=False, last=False):
     """The innermost loop of sym with the most weight products (the widest
-    tile; nth > 0: the nth widest), written to out; returns its MACs."""
+    tile; nth > 0: the nth widest), written to out; returns its MACs. On a
+    tie the first one, or with last the last one (mulQ4_0x8DP's tile of
+    eight columns by four rows, which it runs from eight columns on, comes
+    after its tile of four columns by eight rows and has as many products
+    per iteration)."""
     ins, ls = loops(dis, sym)
     inner = [(j, i) for (j, i) in ls if not any((j2, i2) != (j, i) and j <= j2 and i2 <= i for (j2, i2) in ls)]
-    inner.sort(key=lambda l: (-macs(ins[l[0]:l[1] + 1], kmins), l[0]))
+    inner.sort(key=lambda l: (-macs(ins[l[0]:l[1] + 1], kmins), -l[0] if last else l[0]))
     j, i = inner[nth]
     seq = ins[j:i + 1]
     write(seq, out)
@@ -125,7 +130,7 @@ def add(core, eng, fmt, name, files, m):
 NCOL = 64
 for fmt, sym in (('Q4_0', 'mulQ4_0x8DP'), ('Q8_0', 'mulQ8_0x8DP'), ('Q4_K', 'mulQ4_Kx8DP'), ('Q6_K', 'mulQ6_Kx8DP')):
     f = os.path.join(K, 'g_tile_' + sym + '.s')
-    m, n = tile_loop(os.path.join(D, 'geist.dis'), G + sym + '.abi0', f, kmins=sym == 'mulQ4_Kx8DP')
+    m, n = tile_loop(os.path.join(D, 'geist.dis'), G + sym + '.abi0', f, kmins=sym == 'mulQ4_Kx8DP', last=True)
     add('A76', 'geist', fmt, '%s widest tile (%d x 32 weight-tokens)' % (sym, m // 32), [(f, 1)], m)
 for fmt, sym in (('Q4_0', 'rowsQ4_0Q8_0NE'), ('Q8_0', 'rowsQ8_0Q8_0NE')):
     fi, fr = os.path.join(K, 'g_tile_' + sym + '.s'), os.path.join(K, 'g_tile_' + sym + '_rest.s')

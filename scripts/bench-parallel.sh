@@ -21,10 +21,11 @@
 # Each server is started once per round, file and thread count with 4
 # slots of --ctx positions each (llama-server -c 4·ctx), warmed by one
 # request, then given the stream counts in turn. geist runs with its
-# defaults (speculation auto: lookup and n-gram drafts in batched mode; no
-# prompt cache, --cache-size 0); llama-server with -lm none (loaded into
-# memory, as bench-peer.sh runs llama-bench) and ignore_eos off: both
-# count the tokens they generated (usage.completion_tokens).
+# defaults (speculation auto: lookup and n-gram drafts, and a model
+# drafter when one is given; no prompt cache, --cache-size 0);
+# llama-server with -lm none (loaded into memory, as bench-peer.sh runs
+# llama-bench) and ignore_eos off: both count the tokens they generated
+# (usage.completion_tokens).
 #
 # llama.cpp comes from ../shared/peer/setup.sh (Debian's build in a chroot,
 # PEER_ROOT, default /opt/llamacpp-root). Needs root (chroot, bind mounts),

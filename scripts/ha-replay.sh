@@ -12,7 +12,7 @@
 #
 # MODEL must carry the real tokenizer and chat template of its family:
 # a synthetic file's byte-level vocabulary tokenizes HA's prompt into about
-# twice the tokens. Make one with geist synth --vocab (README, "Benchmarks
+# twice the tokens. Make one with geist synth --vocab (scripts/BENCHMARKS.md, "Benchmarks
 # without downloading a model"): llama.cpp's real vocabularies in the zoo
 # and the real templates of golden/chat-templates.json,
 #   Qwen2.5-0.5B shape: --shape qwen25-05b --vocab ZOO/vocab/ggml-vocab-qwen2.gguf

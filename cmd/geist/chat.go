@@ -14,10 +14,10 @@ import (
 	"github.com/peterh/liner"
 	"golang.org/x/term"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/sample"
 )
 
@@ -125,7 +125,7 @@ func runChat(ctx context.Context, e *cli.Env, o *chatOptions) error {
 		storeLog = nil // not "no data directory": there is one, the daemon's
 		log.Info("geist serve runs on the data directory: this chat's turns stay in memory, its prompt cache is the daemon's", "data_dir", o.df.dir, "pid", pid)
 	}
-	store := appliance.OpenStorage(dir, appliance.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
+	store := daemon.OpenStorage(dir, daemon.StorageOptions{CacheSize: o.df.cacheSize, MaxSessions: 16,
 		MaxHistory: 1000, Model: o.mf.path, Logger: storeLog})
 	defer store.Close()
 	o.mf.cache, o.mf.log = store.Cache, log

@@ -20,8 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/hermes"
@@ -31,7 +32,7 @@ import (
 
 func skipFaults(t *testing.T) {
 	t.Helper()
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("fault suite: starts geist processes and measures them; natively only")
 	}
 }
@@ -40,14 +41,14 @@ func skipFaults(t *testing.T) {
 // binary as TestHelperGeist).
 type geistProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *daemontest.SyncBuffer
 	done chan struct{}
 	code int
 }
 
 func startGeist(t *testing.T, env []string, args ...string) *geistProc {
 	t.Helper()
-	p := &geistProc{logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &geistProc{logs: &daemontest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperGeist$")
 	p.cmd.Env = append(os.Environ(), "GEIST_HELPER_ARGS="+strings.Join(args, "\n"), "GEIST_HELPER_RSS="+filepath.Join(t.TempDir(), "rss"))
 	p.cmd.Env = append(p.cmd.Env, env...)
@@ -295,7 +296,7 @@ func TestFaultSessionsBounded(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 	}
 	const budget = 1 << 20
-	store := appliance.OpenStorage(dir, appliance.StorageOptions{MaxHistory: 20, Logger: testLog(),
+	store := daemon.OpenStorage(dir, daemon.StorageOptions{MaxHistory: 20, Logger: testLog(),
 		SessionLimits: daemon.SessionsSection{MaxBytes: budget}.Limits()})
 	defer store.Close()
 	temp := 0.0
@@ -470,7 +471,7 @@ func TestFaultDeleteDropsCache(t *testing.T) {
 func TestFaultDiskFull(t *testing.T) {
 	skipFaults(t)
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root; cmd/appliance TestSaveFails and storage TestDiskFull cover the paths without it")
+		t.Skip("mounting a small tmpfs needs root; engine/appliance TestSaveFails and storage TestDiskFull cover the paths without it")
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
 	os.MkdirAll(dataDir, 0o700)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/cmd/internal/models/hftest"
 	"github.com/geisten/geist/engine/zoo"
@@ -149,7 +150,7 @@ func TestPullFromHuggingFace(t *testing.T) {
 		srv.Put("geist/stories-GGUF/main/twice.gguf", hftest.File{Data: data})
 		held, release := srv.HoldNext(int64(len(data) / 2))
 		defer release()
-		var outs, errss [2]syncBuffer
+		var outs, errss [2]daemontest.SyncBuffer
 		var codes [2]int
 		var wg sync.WaitGroup
 		pull := func(i int) {

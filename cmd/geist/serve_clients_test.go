@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -64,7 +65,7 @@ func npmDir(t *testing.T, extra ...string) string {
 
 // serveHTTP starts geist serve with args on a free loopback port and
 // returns its address and log.
-func serveHTTP(t *testing.T, args ...string) (string, *syncBuffer) {
+func serveHTTP(t *testing.T, args ...string) (string, *daemontest.SyncBuffer) {
 	t.Helper()
 	_, logs := runServe(t, append(args, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))...)
 	return httpAddr(t, logs), logs
@@ -72,7 +73,7 @@ func serveHTTP(t *testing.T, args ...string) (string, *syncBuffer) {
 
 // httpAddr waits for serve's "HTTP API listening" line in logs and
 // returns its address.
-func httpAddr(t *testing.T, logs *syncBuffer) string {
+func httpAddr(t *testing.T, logs *daemontest.SyncBuffer) string {
 	t.Helper()
 	re := regexp.MustCompile(`HTTP API listening.*? addr=(\S+)`)
 	var addr string
@@ -87,7 +88,7 @@ func httpAddr(t *testing.T, logs *syncBuffer) string {
 
 // runNode runs a node script with the npm clients of dir and returns what
 // it printed, failing the test (with the serve log) if it fails.
-func runNode(t *testing.T, dir string, timeout time.Duration, logs *syncBuffer, args ...string) []byte {
+func runNode(t *testing.T, dir string, timeout time.Duration, logs *daemontest.SyncBuffer, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -111,7 +112,7 @@ func runNode(t *testing.T, dir string, timeout time.Duration, logs *syncBuffer, 
 // 0 every chat answer is the text geist run --chat prints for the prompt,
 // and every completion the text geist run prints.
 func TestServeHTTPClients(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)

@@ -19,10 +19,11 @@ import (
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
@@ -189,7 +190,7 @@ command = ["sh", "-c", "cat >> %s"]
 		OpenGPIO:   fakeGPIO(pins...),
 		WrapEngine: func(e appliance.Engine) appliance.Engine { return slowEngine{e, &slow} },
 	}
-	logs := &syncBuffer{}
+	logs := &daemontest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -468,7 +469,7 @@ username = "u"
 	}
 }
 
-func waitForLog(t *testing.T, logs *syncBuffer, d time.Duration, what string, cond func() bool) {
+func waitForLog(t *testing.T, logs *daemontest.SyncBuffer, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -566,7 +567,7 @@ func TestServeButtonsWithoutBroker(t *testing.T) {
 	// 5 ms a piece: the tiny model would be done before the LED loop
 	// looked.
 	hooks := daemon.Hooks{OpenGPIO: fakeGPIO(pins...), WrapEngine: func(e appliance.Engine) appliance.Engine { return throttled{e, 5 * time.Millisecond} }}
-	logs := &syncBuffer{}
+	logs := &daemontest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- daemon.Run(ctx, &cfg, slog.New(slog.NewTextHandler(logs, nil)), hooks) }()

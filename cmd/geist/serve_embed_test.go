@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -55,7 +56,7 @@ func postJSON(t *testing.T, url string, body any) (int, []byte) {
 // llama.cpp's vectors; /api/embeddings, /v1/embeddings (float and base64,
 // token arrays), truncate, dimensions, keep_alive and the refusals.
 func TestServeHTTPEmbed(t *testing.T) {
-	if emulated() {
+	if daemontest.Emulated() {
 		t.Skip("serve over HTTP: native only")
 	}
 	store := embedStore(t)
@@ -230,7 +231,7 @@ func slicesEqualBits(a, b []float32) bool {
 // (ollama.embed, ollama.embeddings, openai.embeddings.create in base64 and
 // float) against geist serve, within tolerance of llama.cpp's vectors.
 func TestServeHTTPEmbedClients(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)

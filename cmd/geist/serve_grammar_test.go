@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -25,7 +26,7 @@ import (
 // {"type":"array"} and zod's integer bounds are answered within their
 // token limit at the usual speed.
 func TestServeGrammarBounds(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("timing-bound: native only")
 	}
 	addr, logs := serveHTTP(t, "-m", zoo.Path(t, "new", "models", "tiny-qwen3moe-Q4_0.gguf"), "--ctx", "1024")

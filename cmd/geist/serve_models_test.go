@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -20,7 +21,7 @@ import (
 // without one), keep_alive 0 unloads it, the first model still answers,
 // and a model not stored is a 404.
 func TestServeModelSwitch(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)
@@ -110,7 +111,7 @@ func TestServeModelSwitch(t *testing.T) {
 // expiry (10m), keep_alive 0 unloads it, keep_alive -1 keeps another for
 // ever.
 func TestServeEmbedPool(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 )
 
@@ -15,7 +16,7 @@ import (
 // get exactly the text they got alone, and a title request sent during
 // the stream is answered before the stream ends.
 func TestServeParallelClients(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -14,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/cmd/internal/wyoming"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
@@ -53,6 +55,34 @@ func wyomingAsk(t *testing.T, addr, text string, ctx map[string]any) (string, st
 	}
 }
 
+// twoModels is a model store of the zoo's stories (the model serve starts
+// with) and tiny-llama.
+func twoModels(t *testing.T) string {
+	t.Helper()
+	store := t.TempDir()
+	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
+		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
+// serveTwoModels runs geist serve with store's stories first, the HTTP
+// API and an embedded broker as device, and returns a client subscribed
+// to the device's topics.
+func serveTwoModels(t *testing.T, store, device, maxTokens string) (stop func() int, logs *daemontest.SyncBuffer, httpURL string, c *mqtttest.Client) {
+	t.Helper()
+	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	stop, logs = runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", maxTokens,
+		"--device", device, "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
+	httpURL = "http://" + httpAddr(t, logs)
+	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
+	c = mqtttest.NewClient(t, "tcp://"+broker)
+	c.Subscribe(t, "geist/"+device+"/#")
+	return stop, logs, httpURL, c
+}
+
 // TestServeModelByName: the front ends besides HTTP switch models by
 // name too. geist serve started with one model answers an MQTT ask naming
 // another stored model (its model field) and a Wyoming transcript naming
@@ -65,12 +95,7 @@ func wyomingAsk(t *testing.T, addr, text string, ctx map[string]any) (string, st
 // again and gets the same answer; a keep_alive duration unloads it once
 // it ran out after the last request.
 func TestServeModelByName(t *testing.T) {
-	store := t.TempDir()
-	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
-		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	store := twoModels(t)
 	const prompt, n = "Once upon a time", "12"
 	want := map[string]string{}
 	for _, name := range []string{"stories", "tiny-llama"} {
@@ -179,19 +204,8 @@ func TestServeModelByName(t *testing.T) {
 // unloaded (keep_alive 0) and loaded again, it restores the prompt's KV
 // state from cache.db instead of evaluating it, and answers the same.
 func TestServePooledPromptCache(t *testing.T) {
-	store := t.TempDir()
-	for name, file := range map[string]string{"stories": serveModel, "tiny-llama": "tiny-llama-Q4_0.gguf"} {
-		if err := os.Symlink(zoo.Path(t, "models", file), filepath.Join(store, name+".gguf")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	broker := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	stop, logs := runServe(t, "-m", filepath.Join(store, "stories.gguf"), "--models-dir", store, "--ctx", "256", "--temp", "0", "--max-tokens", "8",
-		"--device", "pcache", "--mqtt-embedded", "--mqtt-embedded-addr", broker, "--http", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"))
-	httpURL := "http://" + httpAddr(t, logs)
-	waitFor(t, 30*time.Second, "the broker link", func() bool { return strings.Contains(logs.String(), "mqtt connected") })
-	c := mqtttest.NewClient(t, "tcp://"+broker)
-	c.Subscribe(t, "geist/pcache/#")
+	store := twoModels(t)
+	stop, logs, httpURL, c := serveTwoModels(t, store, "pcache", "8")
 	const text = "Once upon a time there was a little girl named Lily who loved to play in the park with her dog and her friends every day after school"
 	ask := func(id string) reply {
 		t.Helper()
@@ -284,5 +298,102 @@ func TestServePriorityBySource(t *testing.T) {
 	t.Logf("ended: %v", order)
 	if len(order) != 3 || !strings.HasPrefix(order[0], "stream@") || !strings.HasPrefix(order[1], "wyoming handled@") || !strings.HasPrefix(order[2], "title@") {
 		t.Errorf("order %v: want the stream, then the Wyoming question, then the title queued before it", order)
+	}
+}
+
+// TestServeCountsEveryModel (issue 37): in a serve with several models,
+// MQTT's state and the status page count the requests of every loaded
+// model, not only the first's: an MQTT ask naming the other model (handed
+// to its core), one naming none, and an HTTP request for the other model
+// (answered by its core directly) make three served on both; once the
+// other model is unloaded (keep_alive 0) its requests stay counted.
+func TestServeCountsEveryModel(t *testing.T) {
+	if daemontest.Emulated() {
+		t.Skip("two serve loads under qemu: the counting is plain Go, tested in engine/appliance (TestGroupCountsEveryModel) on every platform")
+	}
+	stop, logs, httpURL, c := serveTwoModels(t, twoModels(t), "count", "2")
+	seq := 0
+	ask := func(model string) {
+		t.Helper()
+		seq++
+		id := fmt.Sprintf("r%d", seq)
+		p := map[string]any{"id": id, "text": "Once upon a time"}
+		if model != "" {
+			p["model"] = model
+		}
+		b, _ := json.Marshal(p)
+		c.Publish(t, "geist/count/ask", b)
+		if r := waitReply(t, c, "geist/count/answer/"+id, 60*time.Second); r.Error != nil {
+			t.Fatalf("ask naming %q: %+v", model, r.Error)
+		}
+	}
+	post := func(body string) {
+		t.Helper()
+		resp, err := http.Post(httpURL+"/api/generate", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	// mqttServed waits for a published state with want served.
+	mqttServed := func(want int64) {
+		t.Helper()
+		var last int64 = -1
+		_, ok := c.Wait(30*time.Second, func(msgs []mqtttest.Msg) bool {
+			states := mqtttest.On(msgs, "geist/count/state")
+			if len(states) == 0 {
+				return false
+			}
+			var st struct{ Served int64 }
+			json.Unmarshal(states[len(states)-1].Payload, &st)
+			last = st.Served
+			return last == want
+		})
+		if !ok {
+			t.Errorf("MQTT state: served %d, want %d", last, want)
+		}
+	}
+	// pageServed is what a new status feed's first state says.
+	pageServed := func() int64 {
+		t.Helper()
+		resp, err := http.Get(httpURL + "/api/geist/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var st struct{ Served int64 }
+				json.Unmarshal([]byte(d), &st)
+				return st.Served
+			}
+		}
+		t.Fatal("the status feed sent no state")
+		return 0
+	}
+	ask("tiny-llama")
+	ask("")
+	post(`{"model":"tiny-llama","prompt":"Once upon a time","stream":false,"options":{"num_predict":2}}`)
+	mqttServed(3)
+	if n := pageServed(); n != 3 {
+		t.Errorf("status page: served %d, want 3 (two models' requests)", n)
+	}
+	post(`{"model":"tiny-llama","prompt":"","keep_alive":0}`)
+	waitFor(t, 10*time.Second, "tiny-llama's unload", func() bool {
+		return regexp.MustCompile(`model unloaded".* model=tiny-llama`).MatchString(logs.String())
+	})
+	ask("")
+	mqttServed(4)
+	if n := pageServed(); n != 4 {
+		t.Errorf("status page after the unload: served %d, want 4 (the unloaded model's kept)", n)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d; log:\n%s", code, logs.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -21,7 +22,7 @@ import (
 // a schema keyword geist cannot enforce is a 400 naming it. The model is
 // stories260K (it knows nothing of JSON) with Qwen 2.5's chat template.
 func TestServeStructuredClients(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
@@ -134,7 +135,7 @@ func TestServeStructuredClients(t *testing.T) {
 // official Ollama client's chat offering the tools (auto: the random
 // weights rarely call) is served, not refused as before.
 func TestServeFamilyTools(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
@@ -263,7 +264,7 @@ func TestServeFamilyTools(t *testing.T) {
 // complete before the cut and drops the one cut off), which is what the
 // limit ends.
 func TestServeParallelToolCalls(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
@@ -362,7 +363,7 @@ var npmHelpers = []string{"zod@4.1.12", "@langchain/core@1.4.0", "@langchain/ope
 // zodResponseFormat and LangChain's withStructuredOutput (json schema
 // and function calling) now get answers their own zod schema parses.
 func TestServeZodClients(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t, npmHelpers...)
@@ -427,7 +428,7 @@ func TestServeZodClients(t *testing.T) {
 // AI Task answer validates against its structure, the image and the PDF
 // are a 400 naming the model.
 func TestServeHALlamaCpp(t *testing.T) {
-	if testing.Short() || emulated() {
+	if testing.Short() || daemontest.Emulated() {
 		t.Skip("runs node and the npm clients: native only")
 	}
 	dir := npmDir(t)

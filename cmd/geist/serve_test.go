@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,11 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 	"github.com/geisten/geist/engine/zoo"
 	"github.com/geisten/geist/mqtt"
 	"github.com/geisten/geist/mqtt/mqtttest"
@@ -35,46 +35,17 @@ import (
 
 const serveModel = "stories260K-Q4_0.gguf"
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// emulated reports whether the test binary runs under qemu-user, where
-// timing-bound tests are meaningless.
-func emulated() bool {
-	if runtime.GOARCH != "arm64" {
-		return false
-	}
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	s := string(b)
-	return strings.Contains(s, "GenuineIntel") || strings.Contains(s, "AuthenticAMD")
-}
-
 func skipIfEmulated(t *testing.T) {
-	if emulated() {
+	if daemontest.Emulated() {
 		t.Skip("slow, timing-bound MQTT integration test (broker restart, 50 requests/s): skipped under qemu emulation, where it takes 15+ s and the rate is meaningless; it runs natively")
 	}
 }
 
 // runServe runs `geist serve args...` until stop is called; stop returns
 // the exit status.
-func runServe(t *testing.T, args ...string) (stop func() int, logs *syncBuffer) {
+func runServe(t *testing.T, args ...string) (stop func() int, logs *daemontest.SyncBuffer) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &daemontest.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--http") }) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/cmd/internal/wyoming/wyomingtest"
 	"github.com/geisten/geist/engine/zoo"
 )
@@ -36,7 +37,7 @@ func TestServeWyoming(t *testing.T) {
 	device := fmt.Sprintf("wy%d", os.Getpid())
 	args := []string{"-m", model, "--device", device, "--ctx", "256", "--temp", "0", "--max-tokens", "40",
 		"--data-dir", filepath.Join(t.TempDir(), "state"), "--wyoming", "0.0.0.0:0", "--wyoming-lang", "en"}
-	if emulated() {
+	if daemontest.Emulated() {
 		args = append(args, "--wyoming-mdns=false")
 	}
 	stop, logs := runServe(t, args...)
@@ -85,7 +86,7 @@ func TestServeWyoming(t *testing.T) {
 		}
 	}
 
-	if !emulated() {
+	if !daemontest.Emulated() {
 		instance := "geist-" + device + "."
 		var found *mdns.ServiceEntry
 		for deadline := time.Now().Add(15 * time.Second); found == nil && time.Now().Before(deadline); {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/daemon"
 	"github.com/geisten/geist/storage"
@@ -66,11 +65,11 @@ func (d *dataFlags) openCache(log *slog.Logger) *storage.Cache {
 // as geist chat --session and serve use it. It refuses when geist serve
 // holds the directory or sessions.db cannot be opened: the turn would
 // not be saved.
-func (d *dataFlags) openStore(model string, log *slog.Logger) (*appliance.Storage, error) {
+func (d *dataFlags) openStore(model string, log *slog.Logger) (*daemon.Storage, error) {
 	if err := d.serveHolds(); err != nil {
 		return nil, err
 	}
-	store := appliance.OpenStorage(d.dir, appliance.StorageOptions{CacheSize: d.cacheSize, MaxSessions: 16, MaxHistory: 1000, Model: model, Logger: log})
+	store := daemon.OpenStorage(d.dir, daemon.StorageOptions{CacheSize: d.cacheSize, MaxSessions: 16, MaxHistory: 1000, Model: model, Logger: log})
 	if store.DB() == nil {
 		why := strings.TrimSuffix(store.Problem, ": conversations are kept in memory until a restart")
 		if why == "" {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/daemon"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/gguf"
 	"github.com/geisten/geist/engine/zoo"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/mqtt/mqtttest"
 )
 

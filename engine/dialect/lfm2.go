@@ -616,9 +616,7 @@ func pyNumberJSON(lit string) (string, bool) {
 	}
 	if isPrefixed(lit) {
 		digits := lit[2:]
-		if strings.HasPrefix(digits, "_") {
-			digits = digits[1:]
-		}
+		digits = strings.TrimPrefix(digits, "_")
 		base := map[byte]int{'x': 16, 'o': 8, 'b': 2}[lit[1]|0x20]
 		v, ok := new(big.Int).SetString(strings.ReplaceAll(digits, "_", ""), base)
 		if !ok || digits == "" {

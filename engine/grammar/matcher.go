@@ -1,7 +1,6 @@
 package grammar
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 )
@@ -275,9 +274,6 @@ func (m *Matcher) Err() error {
 	}
 	return m.maskErr
 }
-
-// IsBound reports whether err is a matcher's bound (ErrDepth, ErrWork).
-func IsBound(err error) bool { return errors.Is(err, ErrDepth) || errors.Is(err, ErrWork) }
 
 // CanEnd reports whether the text so far is a complete sentence of the
 // grammar.

@@ -47,6 +47,11 @@ type Seq struct {
 	// time); then no sequence of it may ask for the returned slice.
 	Out []float32
 	All bool
+	// Skip, when not nil, leaves the blocks it names out, as
+	// ForwardTree's skip (a skipped-layer draft's steps, whose recurrent
+	// steps are dropped as a whole): only in a pass of this sequence
+	// alone.
+	Skip *Skip
 }
 
 // batchScratch is a workspace's per-pass bookkeeping, sized once.
@@ -153,6 +158,14 @@ func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 				return fail(fmt.Errorf("model: token id %d out of range [0, %d)", t, s.m.NVocab))
 			}
 		}
+		if q.Skip != nil {
+			if len(seqs) > 1 {
+				return fail(fmt.Errorf("model: sequence %d of a batched pass skips blocks: only a sequence alone in its pass may", i))
+			}
+			if err := s.checkSkip(q.Skip); err != nil {
+				return fail(err)
+			}
+		}
 		if q.Parents != nil {
 			if len(q.Tokens) > S.maxRows {
 				return fail(fmt.Errorf("model: sequence %d of a batched pass is a tree of %d tokens, a state takes %d", i, len(q.Tokens), S.maxRows))
@@ -196,7 +209,7 @@ func (s *State) ForwardBatch(seqs []Seq) ([]float32, error) {
 		if seqs[i].Parents == nil {
 			S.lay.on = false
 		}
-		S.skip, S.probing = nil, false
+		S.skip, S.probing = seqs[i].Skip, false // a skipping draft's pass: its recurrent steps are dropped as a whole
 	}
 	defer s.profEnd(s.profStart(), rows)
 	s.batchLayers(seqs, rows)
@@ -240,6 +253,12 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 	if c.PerLayerEmbd > 0 {
 		s.perLayerBatch(toks)
 	}
+	var skip *Skip // a skipped-layer draft's step: one sequence (ForwardBatch checked)
+	capAny := false
+	for i := range seqs {
+		skip = seqs[i].Skip
+		capAny = capAny || seqs[i].S.capLayers != nil
+	}
 	if s.hasRec() {
 		for i := range seqs {
 			S := seqs[i].S
@@ -250,7 +269,14 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 		if s.yield != nil {
 			s.yield()
 		}
+		if capAny {
+			s.captureBatch(seqs, l)
+		}
 		switch {
+		case skip.attn(l):
+			if c.IsRec(l) {
+				seqs[0].S.recSkip(l, n, seqs[0].S.n) // the state passes through unchanged, as alone
+			}
 		case c.IsSSM(l):
 			s.mamba2In(l, n)
 			s.recRows(seqs, l)
@@ -275,7 +301,9 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 			}
 			s.attnOut(l, n)
 		}
-		s.feedForward(l, n)
+		if !skip.mlp(l) {
+			s.feedForward(l, n)
+		}
 		if c.PerLayerEmbd > 0 {
 			s.perLayerBlock(l, n)
 		}
@@ -285,6 +313,10 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 			}
 		}
 	}
+	if capAny {
+		s.captureBatch(seqs, c.NLayer)
+	}
+	s.keepBatch(seqs)
 	for i := range seqs {
 		S, k := seqs[i].S, len(seqs[i].Tokens)
 		if S.hasConv() {
@@ -298,9 +330,10 @@ func (s *State) batchLayers(seqs []Seq, n int) {
 		S.n += k
 		S.rows = 0
 		S.lay.on = false
-		if S.hasRec() && k > 1 && seqs[i].Parents == nil {
+		if S.hasRec() && k > 1 && seqs[i].Parents == nil && S.skip == nil {
 			S.recCheckpoint(0) // the end of a prompt chunk, as Forward keeps it
 		}
+		S.skip = nil
 	}
 }
 

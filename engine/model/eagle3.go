@@ -252,6 +252,12 @@ func (e *Eagle3) NewState(ctx, limit int) *Eagle3State {
 		row: make([]byte, e.TokEmbd.RowBytes())}
 }
 
+// BytesPerPosition is what a position of the cache takes (keys and
+// values, two tokens, the score).
+func (st *Eagle3State) BytesPerPosition() int64 {
+	return int64(4*st.e.NHeadKV*st.e.HeadDim + 12)
+}
+
 // reserve grows the cache to hold position p (at most limit).
 func (st *Eagle3State) reserve(p int) error {
 	if p < st.ctx {

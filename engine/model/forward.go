@@ -88,6 +88,8 @@ type State struct {
 
 	capLayers []int     // layers whose input every pass keeps (CaptureInputs; nil: none)
 	feat      []float32 // [maxBatch][len(capLayers)·NEmbd] those inputs
+	hx        []float32 // [maxBatch][NEmbd] the final hidden rows of its last ForwardBatch pass (KeepRows; nil: none)
+	hxOn      bool      // HiddenNormed reads hx: the last pass over this state was a ForwardBatch pass
 }
 
 // maxProducts is the most products one mul runs together (q, k and v).
@@ -533,6 +535,7 @@ func (s *State) head(lo, hi int) []float32 {
 // states stay in s.x.
 func (s *State) layers(tokens []int32) {
 	s.rows = 0
+	s.hxOn = false
 	m, c := s.m, &s.m.Config
 	n, E, pos0 := len(tokens), c.NEmbd, s.n
 	for i, t := range tokens {

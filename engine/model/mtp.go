@@ -161,7 +161,16 @@ type MTPState struct {
 	head       func(out, x []float32, rows int) // the output head's product (the target's pool), nil: single-threaded
 	vocab      int                              // the head rows scored (the draft vocabulary: ids below it)
 	lazy       bool                             // Feed records pairs for CatchUp
+	stop       func() error                     // the request's cancellation, checked between CatchUp's pairs (nil: none)
 }
+
+// MTPCatchUpMax is the most recorded pairs CatchUp runs (each a pass of
+// the block, about a millisecond on a board): when more are pending, the
+// stretch before the last MTPCatchUpMax of them is a hole (the cache
+// restarts there, as after positions restored without their rows), which
+// changes drafts, never the output, and bounds what a drafting request
+// pays after a long plain stretch.
+const MTPCatchUpMax = 256
 
 // NewState sizes a cache of ctx positions that may grow to limit. head,
 // when not nil, computes the output head's first rows (out = Output·x) on
@@ -180,6 +189,12 @@ func (t *MTP) NewState(ctx, limit int, head func(out, x []float32, rows int)) *M
 		qg: make([]float32, 2*qd), q: make([]float32, qd), gt: make([]float32, qd), k: make([]float32, kd), v: make([]float32, kd), att: make([]float32, qd),
 		gate: make([]float32, t.NFF), up: make([]float32, t.NFF), out: make([]float32, E), cs: make([]float32, t.RopeDim), sc: make([]float32, ctx),
 		logits: make([]float32, t.NVocab), acts: make([]byte, widest), row: make([]byte, t.TokEmbd.RowBytes()), head: head, vocab: t.NVocab}
+}
+
+// BytesPerPosition is what a position of the cache takes (keys and
+// values, the hidden state, the token, the score).
+func (st *MTPState) BytesPerPosition() int64 {
+	return int64(4*st.t.NHeadKV*st.t.HeadDim + 4*st.t.NEmbd + 8)
 }
 
 // SetDraftVocab makes drafts score only the token ids below n (0: every
@@ -272,12 +287,27 @@ func (st *MTPState) Feed(h []float32, tok int32, pos int) error {
 // as they come; either way the cache a draft sees is the same.
 func (st *MTPState) SetLazy(on bool) { st.lazy = on }
 
+// SetCancel makes CatchUp call stop between pairs and return its error
+// (the pairs not yet run stay recorded); nil: never.
+func (st *MTPState) SetCancel(stop func() error) { st.stop = stop }
+
 // CatchUp runs the recorded pairs not yet run, in position order: each
 // is what Feed would have run at once (the same token, the same hidden
 // state of the position before, the same cache), so the cache's bits do
-// not depend on when.
+// not depend on when. Past MTPCatchUpMax pending pairs the cache restarts
+// at the first of the last MTPCatchUpMax (a hole before it); a
+// cancellation (SetCancel) stops it between pairs.
 func (st *MTPState) CatchUp() error {
+	if st.m-st.n > MTPCatchUpMax {
+		st.lo = st.m - MTPCatchUpMax
+		st.n = st.lo
+	}
 	for st.n < st.m {
+		if st.stop != nil {
+			if err := st.stop(); err != nil {
+				return err
+			}
+		}
 		p := st.n
 		if _, err := st.decode(st.toks[p], st.h(p-1), p, false); err != nil {
 			st.m = p // the pairs from p on are dropped (the next Feed restarts there)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -163,6 +164,90 @@ func TestMTPDraftVocab(t *testing.T) {
 			if j < n && math.Float32bits(got[j]) != math.Float32bits(want[j]) || j >= n && !math.IsInf(float64(got[j]), -1) {
 				t.Fatalf("logit %d is %v (the full head's %v)", j, got[j], want[j])
 			}
+		}
+	}
+}
+
+// TestMTPCatchUpBudget: a cache with more than MTPCatchUpMax recorded
+// pairs runs only the last MTPCatchUpMax of them (the stretch before is a
+// hole: its drafts are those of a cache fed from there on, bit for bit),
+// and a cancellation stops the catch-up between pairs, promptly, with the
+// pairs left recorded for a later one.
+func TestMTPCatchUpBudget(t *testing.T) {
+	m := openModel(t, zoo.Path(t, "new2", "models", "tiny-qwen35-mtp-Q4_0.gguf"))
+	mt, err := LoadMTP(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	N := MTPCatchUpMax + 24
+	toks := make([]int32, N+1)
+	for i := range toks {
+		toks[i] = int32(1 + (i*7919)%1000)
+	}
+	h := make([]float32, m.NEmbd)
+	hOf := func(p int) []float32 { // a stand-in for the target's hidden state of p
+		for j := range h {
+			h[j] = float32(math.Sin(float64(p*len(h)+j) * 0.01))
+		}
+		return h
+	}
+	feed := func(st *MTPState, from int) {
+		t.Helper()
+		st.SetLazy(true)
+		for p := from; p < N; p++ {
+			if err := st.Feed(hOf(p), toks[p], p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	draft := func(st *MTPState) []float32 {
+		t.Helper()
+		if !st.Synced(toks, N) {
+			t.Fatalf("not synced (fed %d, %d pairs)", st.Fed(), st.Len())
+		}
+		l, err := st.Step(toks[N], st.H(N-1), N)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Rewind(N)
+		return append([]float32(nil), l...)
+	}
+	all, tail := mt.NewState(N+1, N+1, nil), mt.NewState(N+1, N+1, nil)
+	feed(all, 0)
+	feed(tail, N-MTPCatchUpMax) // a hole before: the cache starts there
+	want := draft(tail)
+	got := draft(all)
+	for j := range got {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("logit %d after catching up %d pairs is %v; a cache fed the last %d only: %v", j, N, got[j], MTPCatchUpMax, want[j])
+		}
+	}
+	// A cancellation after 5 pairs: CatchUp returns, the rest stay
+	// recorded, and a later catch-up (not cancelled) gives the same cache.
+	c := mt.NewState(N+1, N+1, nil)
+	feed(c, 0)
+	calls := 0
+	stop := errors.New("cancelled")
+	c.SetCancel(func() error {
+		if calls++; calls > 5 {
+			return stop
+		}
+		return nil
+	})
+	if err := c.CatchUp(); !errors.Is(err, stop) {
+		t.Fatalf("a cancelled catch-up returned %v", err)
+	}
+	if calls != 6 || c.Len() != N-MTPCatchUpMax+5 || c.Fed() != N {
+		t.Fatalf("a catch-up cancelled after 5 pairs: %d checks, %d pairs run of %d fed", calls, c.Len(), c.Fed())
+	}
+	if c.Synced(toks, N) {
+		t.Fatal("a cancelled catch-up reports the cache synced")
+	}
+	c.SetCancel(nil)
+	got = draft(c)
+	for j := range got {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("logit %d after a cancelled catch-up resumed is %v, want %v", j, got[j], want[j])
 		}
 	}
 }

@@ -61,10 +61,70 @@ func (s *State) capture(l, n int) {
 }
 
 // HiddenNormed writes batch row i's final hidden state of the last pass
-// after the output norm (the input of the output head) into dst.
+// after the output norm (the input of the output head) into dst. After a
+// ForwardBatch pass, i is the row among this state's own rows of it
+// (KeepRows).
 func (s *State) HiddenNormed(i int, dst []float32) {
 	E := s.m.NEmbd
-	RMSNorm(dst[:E], s.x[i*E:(i+1)*E], s.m.OutNorm, s.m.NormEps)
+	x := s.x
+	if s.hxOn {
+		x = s.hx
+	}
+	RMSNorm(dst[:E], x[i*E:(i+1)*E], s.m.OutNorm, s.m.NormEps)
+}
+
+// KeepRows makes every ForwardBatch pass over this state (a slot, or the
+// workspace as one of the pass's sequences) keep its rows' final hidden
+// states in a buffer of its own (MaxBatch rows, sized once), so that
+// HiddenNormed reads them after the workspace's row buffers have moved on
+// to other passes: a model-native drafter of a batched sequence reads
+// them between its passes.
+func (s *State) KeepRows() {
+	if s.hx == nil {
+		s.hx = make([]float32, s.maxBatch*s.m.NEmbd)
+	}
+}
+
+// keepBatch copies the final hidden rows of every sequence of seqs that
+// keeps them (KeepRows) into its own buffer.
+func (s *State) keepBatch(seqs []Seq) {
+	E := s.m.NEmbd
+	r := 0
+	for i := range seqs {
+		S, k := seqs[i].S, len(seqs[i].Tokens)
+		if S.hx != nil {
+			copy(S.hx[:k*E], s.x[r*E:(r+k)*E])
+			S.hxOn = true
+		}
+		r += k
+	}
+}
+
+// captureBatch is capture over a batched pass: each sequence of seqs that
+// captures features (CaptureInputs, the same layers as every other) gets
+// its rows' residual stream entering layer l in its own buffer, its first
+// row first.
+func (s *State) captureBatch(seqs []Seq, l int) {
+	E := s.m.NEmbd
+	r := 0
+	for i := range seqs {
+		S, k := seqs[i].S, len(seqs[i].Tokens)
+		w := S.FeatureWidth()
+		for c, cl := range S.capLayers {
+			if cl != l {
+				continue
+			}
+			for j := 0; j < k; j++ {
+				dst, src := S.feat[j*w+c*E:j*w+(c+1)*E], s.x[(r+j)*E:(r+j+1)*E]
+				if l == s.m.NLayer {
+					RMSNorm(dst, src, s.m.OutNorm, s.m.NormEps)
+					continue
+				}
+				copy(dst, src)
+			}
+		}
+		r += k
+	}
 }
 
 // attendCache computes one query head's attention over layer l's cached

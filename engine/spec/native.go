@@ -176,6 +176,12 @@ func NewEagle3Draft(e *model.Eagle3, target *model.State) (*Eagle3Draft, error) 
 // Name implements Drafter.
 func (d *Eagle3Draft) Name() string { return "eagle3" }
 
+// BytesPerPosition is what a position of the head's cache takes.
+func (d *Eagle3Draft) BytesPerPosition() int64 { return d.st.BytesPerPosition() }
+
+// BytesPerPosition is what a position of the block's cache takes.
+func (d *MTPDraft) BytesPerPosition() int64 { return d.st.BytesPerPosition() }
+
 // Passes implements ModelDrafter.
 func (d *Eagle3Draft) Passes() int { return d.steps }
 
@@ -336,6 +342,13 @@ func NewMTPDraft(t *model.MTP, target *model.State, m *model.Model) *MTPDraft {
 	if t.Output == m.Output {
 		head = target.HeadProduct
 	}
+	return NewMTPDraftHead(t, target, head)
+}
+
+// NewMTPDraftHead drafts with t for the target state target (a batch
+// slot), computing the output head with head (nil: on one thread; the
+// bits are the same).
+func NewMTPDraftHead(t *model.MTP, target *model.State, head func(out, x []float32, rows int)) *MTPDraft {
 	return &MTPDraft{st: t.NewState(target.Allocated(), target.Ctx(), head), target: target}
 }
 
@@ -390,6 +403,16 @@ func (d *MTPDraft) DraftTree(history []int32, depth int, t *Tree, di int) {
 		return lg, nil, err // nil: every logit (the first DraftVocab ones) is a candidate
 	})
 	d.st.Rewind(N + 1)
+}
+
+// Prepare brings the block's cache up to history (the recorded pairs
+// CatchUp runs, which do not use the output head) ahead of DraftTree: a
+// batched sequence runs it without holding the target's workers, which
+// DraftTree's head steps use.
+func (d *MTPDraft) Prepare(history []int32) {
+	if N := len(history) - 1; N >= 1 && d.target.Len() == N {
+		d.st.Synced(history, N)
+	}
 }
 
 // Draft implements Drafter: the first-choice chain of DraftTree.

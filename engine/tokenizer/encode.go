@@ -41,6 +41,78 @@ func (bpeOrder) less(a, b *bigram) bool {
 	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
 }
 
+// appendSymbols appends text's UTF-8 sequences (a truncated one at the end
+// as it is) to syms as a doubly linked list, the merge loop's start.
+func appendSymbols(syms []symbol, text []byte) []symbol {
+	for off := 0; off < len(text); {
+		n := min(utf8Len(text[off]), len(text)-off)
+		idx := len(syms)
+		next := idx + 1
+		if off+n == len(text) {
+			next = -1
+		}
+		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next})
+		off += n
+	}
+	return syms
+}
+
+// merger is the merge loop SPM and BPE share (llama.cpp's
+// llm_tokenizer_spm_session and llm_tokenizer_bpe_session). next hands the
+// caller the pairs of symbols to offer, in llama.cpp's order: every adjacent
+// pair first, then, after each merge, the merged symbol's pairs with its left
+// and its right neighbour; the caller pushes those the vocabulary has. When
+// none is left to offer, next pops the best bigram in O's order, skips it if
+// an earlier merge made it stale, and merges it into its left symbol.
+type merger[O bigramOrder] struct {
+	syms         []symbol
+	q            []bigram
+	seed         int // the right symbol of the next adjacent pair
+	pendL, pendR int // a pair still to offer, pendL < 0 for none
+}
+
+func newMerger[O bigramOrder](syms []symbol, q []bigram) merger[O] {
+	return merger[O]{syms: syms, q: q, seed: 1, pendL: -1}
+}
+
+func (m *merger[O]) push(b bigram) { m.q = heapPush[O](m.q, b) }
+
+// next returns the next pair to offer, ok false when the merging is done.
+func (m *merger[O]) next() (left, right int, ok bool) {
+	if m.seed < len(m.syms) {
+		m.seed++
+		return m.seed - 2, m.seed - 1, true
+	}
+	for {
+		if m.pendL >= 0 {
+			left, right = m.pendL, m.pendR
+			m.pendL = -1
+			return left, right, true
+		}
+		if len(m.q) == 0 {
+			return 0, 0, false
+		}
+		var b bigram
+		b, m.q = heapPop[O](m.q)
+		l, r := &m.syms[b.left], &m.syms[b.right]
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			m.syms[r.next].prev = b.left
+		}
+		if l.next >= 0 {
+			m.pendL, m.pendR = b.left, l.next
+		}
+		if l.prev >= 0 {
+			return l.prev, b.left, true
+		}
+	}
+}
+
 // heapPush adds x to the binary heap q.
 func heapPush[O bigramOrder](q []bigram, x bigram) []bigram {
 	var o O
@@ -262,50 +334,16 @@ func indexIn(text string, start, end int, tok string) int {
 // spmTokenize is llama.cpp's llm_tokenizer_spm_session::tokenize on s.buf.
 func (t *Tokenizer) spmTokenize(s *session, dst []int32) []int32 {
 	text := s.buf
-	syms := s.syms[:0]
-	for off := 0; off < len(text); {
-		n := min(utf8Len(text[off]), len(text)-off)
-		idx := len(syms)
-		next := idx + 1
-		if off+n == len(text) {
-			next = -1
-		}
-		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next})
-		off += n
-	}
+	syms := appendSymbols(s.syms[:0], text)
 	s.syms = syms
-	q := s.queue[:0]
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
+	m := newMerger[spmOrder](syms, s.queue[:0])
+	for left, right, ok := m.next(); ok; left, right, ok = m.next() {
 		l := syms[left]
-		id := t.lookupBytes(text[l.start : l.start+l.n+syms[right].n])
-		if id < 0 {
-			return
+		if id := t.lookupBytes(text[l.start : l.start+l.n+syms[right].n]); id >= 0 {
+			m.push(bigram{left: left, right: right, score: t.score[id], size: l.n + syms[right].n})
 		}
-		q = heapPush[spmOrder](q, bigram{left: left, right: right, score: t.score[id], size: l.n + syms[right].n})
 	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		var b bigram
-		b, q = heapPop[spmOrder](q)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
-	}
-	s.queue = q
+	s.queue = m.q
 	if len(syms) == 0 {
 		return dst
 	}
@@ -370,54 +408,20 @@ func (t *Tokenizer) bpeWord(s *session, dst []int32, w []byte) []int32 {
 			return append(dst, id)
 		}
 	}
-	syms := s.syms[:0]
-	for off := 0; off < len(w); {
-		n := min(utf8Len(w[off]), len(w)-off)
-		idx := len(syms)
-		next := idx + 1
-		if off+n == len(w) {
-			next = -1
-		}
-		syms = append(syms, symbol{start: off, n: n, prev: idx - 1, next: next})
-		off += n
-	}
+	syms := appendSymbols(s.syms[:0], w)
 	s.syms = syms
-	q := s.queue[:0]
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
+	m := newMerger[bpeOrder](syms, s.queue[:0])
+	for left, right, ok := m.next(); ok; left, right, ok = m.next() {
 		l, r := &syms[left], &syms[right]
 		key := append(s.key[:0], w[l.start:l.start+l.n]...)
 		key = append(key, ' ')
 		key = append(key, w[r.start:r.start+r.n]...)
 		s.key = key
-		rank, ok := t.ranks[string(key)]
-		if !ok {
-			return
+		if rank, found := t.ranks[string(key)]; found {
+			m.push(bigram{left: left, right: right, rank: rank, size: l.n + r.n})
 		}
-		q = heapPush[bpeOrder](q, bigram{left: left, right: right, rank: rank, size: l.n + r.n})
 	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		var b bigram
-		b, q = heapPop[bpeOrder](q)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
-	}
-	s.queue = q
+	s.queue = m.q
 	for i := 0; i != -1 && i < len(syms); i = syms[i].next {
 		sym := syms[i]
 		if sym.n == 0 {

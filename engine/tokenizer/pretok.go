@@ -19,6 +19,12 @@ type pretokState struct {
 	cps   []rune
 	flags []uint16
 	out   []int // scratch for the next segment list
+
+	// The segment a hand-written matcher (splitHand) is in: it ends at
+	// end, the piece being matched starts at prev, and pieces collects the
+	// pieces' lengths.
+	end, prev int
+	pieces    []int
 }
 
 // matcher returns the length of the match of a regex at position pos of
@@ -214,112 +220,148 @@ func defaultPunct(p *pretokState, pos int) bool {
 	return p.isP(pos)
 }
 
+// splitHand runs one of llama.cpp's hand-written matchers over every
+// segment: step matches at pos, records the piece with p.add and returns
+// where the next match starts.
+func splitHand(p *pretokState, segs []int, step func(p *pretokState, pos int) int) []int {
+	p.pieces = p.out[:0]
+	start := 0
+	for _, n := range segs {
+		p.end, p.prev = start+n, start
+		for pos := start; pos < p.end; {
+			pos = step(p, pos)
+		}
+		start = p.end
+	}
+	p.out = segs[:0]
+	return p.pieces
+}
+
+// fl is the flags at pos in splitHand's segment; past its end they are 0,
+// as in llama.cpp.
+func (p *pretokState) fl(pos int) uint16 {
+	if pos < p.end {
+		return p.flags[pos]
+	}
+	return 0
+}
+
+// cp is the code point at pos in splitHand's segment, -1 past its end.
+func (p *pretokState) cp(pos int) rune {
+	if pos < p.end {
+		return p.cps[pos]
+	}
+	return -1
+}
+
+// add ends the current piece at e (an empty piece is dropped) and returns
+// its length.
+func (p *pretokState) add(e int) int {
+	l := e - p.prev
+	if l > 0 {
+		p.pieces = append(p.pieces, l)
+	}
+	p.prev = e
+	return l
+}
+
+// runFlag returns the end of the run from pos of code points with a flag in
+// mask.
+func (p *pretokState) runFlag(pos int, mask uint16) int {
+	for p.fl(pos)&mask != 0 {
+		pos++
+	}
+	return pos
+}
+
+// runOther returns the end of the run from pos of [^\s\p{L}\p{N}], where a
+// code point without flags (and the segment end) stops the run.
+func (p *pretokState) runOther(pos int) int {
+	for f := p.fl(pos); f&lnw == 0 && f != 0; f = p.fl(pos) {
+		pos++
+	}
+	return pos
+}
+
+// wsEnd is where \s+(?!\S)|\s+ ends for the nws whitespace code points at
+// pos: before the last one when a non-space follows, else after them all;
+// with none it takes the one code point at pos.
+func (p *pretokState) wsEnd(pos, nws int) int {
+	if nws > 1 && pos+nws < p.end {
+		return pos + nws - 1
+	}
+	if nws > 0 {
+		return pos + nws
+	}
+	return pos + 1
+}
+
+// lnw is whitespace, letters and numbers: what [^\s\p{L}\p{N}] excludes.
+const lnw = flagWhitespace | flagLetter | flagNumber
+
+// contraction is the length of the English contraction ('s 't 're 've 'm
+// 'll 'd) at pos in a segment ending at end, with ASCII case folded when
+// fold is set, or 0.
+func contraction(p *pretokState, pos, end int, fold bool) int {
+	if pos+1 >= end || p.cps[pos] != '\'' {
+		return 0
+	}
+	return contractionAfterQuote(p, pos, end, fold)
+}
+
+// contractionAfterQuote is contraction past its cheap test (the quote and
+// one more code point), kept apart so that test inlines.
+func contractionAfterQuote(p *pretokState, pos, end int, fold bool) int {
+	c1 := p.cps[pos+1]
+	if fold {
+		c1 = asciiLower(c1)
+	}
+	if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
+		return 2
+	}
+	if pos+2 < end {
+		c2 := p.cps[pos+2]
+		if fold {
+			c2 = asciiLower(c2)
+		}
+		if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
+			return 3
+		}
+	}
+	return 0
+}
+
 // splitGPT2 is llama.cpp's hand-written matcher for GPT-2's regex
 //
 //	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-func splitGPT2(p *pretokState, segs []int) []int {
-	out := p.out[:0]
-	start := 0
-	for _, n := range segs {
-		ini, end := start, start+n
-		start = end
-		// flags past the segment are 0, as in llama.cpp.
-		fl := func(pos int) uint16 {
-			if pos < end {
-				return p.flags[pos]
-			}
-			return 0
-		}
-		cp := func(pos int) rune {
-			if pos < end {
-				return p.cps[pos]
-			}
-			return -1
-		}
-		prev := ini
-		add := func(e int) int {
-			l := e - prev
-			if l > 0 {
-				out = append(out, l)
-			}
-			prev = e
-			return l
-		}
-		const lnw = flagWhitespace | flagLetter | flagNumber
-		for pos := ini; pos < end; {
-			c := p.cps[pos]
-			f := p.flags[pos]
-			if c == '\'' && pos+1 < end {
-				c1 := cp(pos + 1)
-				if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
-					pos += add(pos + 2)
-					continue
-				}
-				if pos+2 < end {
-					c2 := cp(pos + 2)
-					if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
-						pos += add(pos + 3)
-						continue
-					}
-				}
-			}
-			f2 := f
-			if c == ' ' {
-				f2 = fl(pos + 1)
-			}
-			if f2&flagLetter != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for f2&flagLetter != 0 {
-					pos++
-					f2 = fl(pos)
-				}
-				add(pos)
-				continue
-			}
-			if f2&flagNumber != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for f2&flagNumber != 0 {
-					pos++
-					f2 = fl(pos)
-				}
-				add(pos)
-				continue
-			}
-			if f2&lnw == 0 && f2 != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for f2&lnw == 0 && f2 != 0 {
-					pos++
-					f2 = fl(pos)
-				}
-				add(pos)
-				continue
-			}
-			nws := 0
-			for fl(pos+nws)&flagWhitespace != 0 {
-				nws++
-			}
-			if nws > 1 && pos+nws < end {
-				pos += nws - 1
-				add(pos)
-				continue
-			}
-			if nws > 0 {
-				pos += nws
-				add(pos)
-				continue
-			}
-			pos++
-			add(pos)
-		}
+func splitGPT2(p *pretokState, segs []int) []int { return splitHand(p, segs, gpt2Step) }
+
+// gpt2Step is one match of splitGPT2 at pos.
+func gpt2Step(p *pretokState, pos int) int {
+	if k := contraction(p, pos, p.end, false); k > 0 {
+		return pos + p.add(pos+k)
 	}
-	p.out = segs[:0]
-	return out
+	c, f := p.cps[pos], p.flags[pos]
+	from := pos
+	if c == ' ' {
+		from, f = pos+1, p.fl(pos+1)
+	}
+	switch {
+	case f&flagLetter != 0:
+		pos = p.runFlag(from, flagLetter)
+	case f&flagNumber != 0:
+		pos = p.runFlag(from, flagNumber)
+	case f&lnw == 0 && f != 0:
+		pos = p.runOther(from)
+	default:
+		nws := 0
+		for p.fl(pos+nws)&flagWhitespace != 0 {
+			nws++
+		}
+		pos = p.wsEnd(pos, nws)
+	}
+	p.add(pos)
+	return pos
 }
 
 // splitLlama3 is llama.cpp's hand-written matcher for Llama 3's regex
@@ -328,119 +370,112 @@ func splitGPT2(p *pretokState, segs []int) []int {
 //
 // including its quirk of testing the current code point's flags, not the
 // next one's, before " ?[^\s\p{L}\p{N}]+".
-func splitLlama3(p *pretokState, segs []int) []int {
-	out := p.out[:0]
-	start := 0
-	for _, n := range segs {
-		ini, end := start, start+n
-		start = end
-		fl := func(pos int) uint16 {
-			if pos < end {
-				return p.flags[pos]
-			}
-			return 0
-		}
-		cp := func(pos int) rune {
-			if pos < end {
-				return p.cps[pos]
-			}
-			return -1
-		}
-		prev := ini
-		add := func(e int) int {
-			l := e - prev
-			if l > 0 {
-				out = append(out, l)
-			}
-			prev = e
-			return l
-		}
-		const lnw = flagWhitespace | flagLetter | flagNumber
-		for pos := ini; pos < end; {
-			c := p.cps[pos]
-			f := p.flags[pos]
-			if c == '\'' && pos+1 < end {
-				c1 := asciiLower(cp(pos + 1))
-				if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
-					pos += add(pos + 2)
-					continue
-				}
-				if pos+2 < end {
-					c2 := asciiLower(cp(pos + 2))
-					if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
-						pos += add(pos + 3)
-						continue
-					}
-				}
-			}
-			if !(c == '\r' || c == '\n' || f&flagNumber != 0) {
-				if f&flagLetter != 0 || fl(pos+1)&flagLetter != 0 {
-					pos++
-					for fl(pos)&flagLetter != 0 {
-						pos++
-					}
-					add(pos)
-					continue
-				}
-			}
-			if f&flagNumber != 0 {
-				i0 := pos
-				for fl(pos)&flagNumber != 0 {
-					pos++
-					if pos-i0 >= 3 {
-						add(pos)
-						i0 = pos
-					}
-				}
-				add(pos)
-				continue
-			}
-			f2 := f
-			if c == ' ' {
-				f2 = fl(pos + 1)
-			}
-			if f2&lnw == 0 && f != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for f2&lnw == 0 && f2 != 0 {
-					pos++
-					f2 = fl(pos)
-				}
-				for c2 := cp(pos); c2 == '\r' || c2 == '\n'; c2 = cp(pos) {
-					pos++
-				}
-				add(pos)
-				continue
-			}
-			nws, lastNL := 0, 0
-			for fl(pos+nws)&flagWhitespace != 0 {
-				if c2 := cp(pos + nws); c2 == '\r' || c2 == '\n' {
-					lastNL = pos + nws + 1
-				}
-				nws++
-			}
-			if lastNL > 0 {
-				pos = lastNL
-				add(pos)
-				continue
-			}
-			if nws > 1 && pos+nws < end {
-				pos += nws - 1
-				add(pos)
-				continue
-			}
-			if nws > 0 {
-				pos += nws
-				add(pos)
-				continue
-			}
+func splitLlama3(p *pretokState, segs []int) []int { return splitHand(p, segs, llama3Step) }
+
+// llama3Step is one match of splitLlama3 at pos.
+func llama3Step(p *pretokState, pos int) int {
+	if k := contraction(p, pos, p.end, true); k > 0 {
+		return pos + p.add(pos+k)
+	}
+	c, f := p.cps[pos], p.flags[pos]
+	if !(c == '\r' || c == '\n' || f&flagNumber != 0) && (f&flagLetter != 0 || p.fl(pos+1)&flagLetter != 0) {
+		pos = p.runFlag(pos+1, flagLetter)
+		p.add(pos)
+		return pos
+	}
+	if f&flagNumber != 0 {
+		i0 := pos
+		for p.fl(pos)&flagNumber != 0 {
 			pos++
-			add(pos)
+			if pos-i0 >= 3 {
+				p.add(pos)
+				i0 = pos
+			}
+		}
+		p.add(pos)
+		return pos
+	}
+	f2 := f
+	if c == ' ' {
+		f2 = p.fl(pos + 1)
+	}
+	if f2&lnw == 0 && f != 0 {
+		if c == ' ' {
+			pos++
+		}
+		pos = p.runOther(pos)
+		for c2 := p.cp(pos); c2 == '\r' || c2 == '\n'; c2 = p.cp(pos) {
+			pos++
+		}
+		p.add(pos)
+		return pos
+	}
+	nws, lastNL := 0, 0
+	for p.fl(pos+nws)&flagWhitespace != 0 {
+		if c2 := p.cp(pos + nws); c2 == '\r' || c2 == '\n' {
+			lastNL = pos + nws + 1
+		}
+		nws++
+	}
+	if lastNL > 0 {
+		pos = lastNL
+	} else {
+		pos = p.wsEnd(pos, nws)
+	}
+	p.add(pos)
+	return pos
+}
+
+// isOther is [^\s\p{L}\p{N}] on the collapsed text.
+func isOther(p *pretokState, pos int) bool { return p.flags[pos]&lnw == 0 }
+
+// isOtherM is [^\s\p{L}\p{M}\p{N}] on the collapsed text.
+func isOtherM(p *pretokState, pos int) bool { return p.flags[pos]&(lnw|flagAccentMark) == 0 }
+
+// isSlashOrCRLF is [\r\n/].
+func isSlashOrCRLF(p *pretokState, pos int) bool {
+	c := p.cps[pos]
+	return c == '\r' || c == '\n' || c == '/'
+}
+
+// otherOrSpaces is the tail the std::regex matchers share,
+//
+//	[ ]?O+T*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// with O the class other and T the class tail, at pos in the segment ending
+// at end; it returns the match length, 0 for none.
+func otherOrSpaces(p *pretokState, pos, end int, other, tail func(*pretokState, int) bool) int {
+	e := -1
+	if p.cps[pos] == ' ' && pos+1 < end && other(p, pos+1) {
+		e = run(p, pos+1, end, other)
+	} else if other(p, pos) {
+		e = run(p, pos, end, other)
+	}
+	if e >= 0 {
+		return run(p, e, end, tail) - pos
+	}
+	ws := run(p, pos, end, (*pretokState).isWS)
+	if ws == pos {
+		return 0
+	}
+	for i := ws - 1; i >= pos; i-- {
+		if p.isCRLF(i) {
+			return i + 1 - pos
 		}
 	}
-	p.out = segs[:0]
-	return out
+	if ws == end {
+		return ws - pos
+	}
+	if ws-pos > 1 {
+		return ws - 1 - pos
+	}
+	return ws - pos
+}
+
+// notCRLFLN is [^\r\n\p{L}\p{N}], the optional lead of a letter run.
+func notCRLFLN(p *pretokState, pos int) bool {
+	c := p.cps[pos]
+	return c != '\r' && c != '\n' && !p.isL(pos) && !p.isN(pos)
 }
 
 // qwenMatcher is std::regex on the collapsed text for Qwen2's regex
@@ -452,32 +487,16 @@ func splitLlama3(p *pretokState, segs []int) []int {
 //
 // With digits set, \p{N} becomes \p{N}+ (MiniCPM5).
 func qwenMatcher(marks, digits bool) matcher {
-	word := (*pretokState).isL
-	other := func(p *pretokState, pos int) bool {
-		return p.flags[pos]&(flagWhitespace|flagLetter|flagNumber) == 0
-	}
+	word, other := (*pretokState).isL, isOther
 	if marks {
-		word = (*pretokState).isLM
-		other = func(p *pretokState, pos int) bool {
-			return p.flags[pos]&(flagWhitespace|flagLetter|flagAccentMark|flagNumber) == 0
-		}
+		word, other = (*pretokState).isLM, isOtherM
 	}
 	return func(p *pretokState, pos, end int) int {
-		c := p.cps[pos]
-		if c == '\'' && pos+1 < end {
-			c1 := asciiLower(p.cps[pos+1])
-			if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
-				return 2
-			}
-			if pos+2 < end {
-				c2 := asciiLower(p.cps[pos+2])
-				if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
-					return 3
-				}
-			}
+		if k := contraction(p, pos, end, true); k > 0 {
+			return k
 		}
 		// [^\r\n\p{L}\p{N}]?\p{L}+
-		if c != '\r' && c != '\n' && !p.isL(pos) && !p.isN(pos) && pos+1 < end && word(p, pos+1) {
+		if notCRLFLN(p, pos) && pos+1 < end && word(p, pos+1) {
 			return run(p, pos+1, end, word) - pos
 		}
 		if word(p, pos) {
@@ -490,34 +509,37 @@ func qwenMatcher(marks, digits bool) matcher {
 			}
 			return 1
 		}
-		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-		e := -1
-		if c == ' ' && pos+1 < end && other(p, pos+1) {
-			e = run(p, pos+1, end, other)
-		} else if other(p, pos) {
-			e = run(p, pos, end, other)
-		}
-		if e >= 0 {
-			return run(p, e, end, (*pretokState).isCRLF) - pos
-		}
-		// \s*[\r\n]+ ; \s+(?!\S) ; \s+
-		ws := run(p, pos, end, (*pretokState).isWS)
-		if ws == pos {
-			return 0
-		}
-		for i := ws - 1; i >= pos; i-- {
-			if p.isCRLF(i) {
-				return i + 1 - pos
-			}
-		}
-		if ws == end {
-			return ws - pos
-		}
-		if ws-pos > 1 {
-			return ws - 1 - pos
-		}
-		return ws - pos
+		return otherOrSpaces(p, pos, end, other, (*pretokState).isCRLF)
 	}
+}
+
+// isU is "a letter, not a-z" on the collapsed text.
+func isU(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'a' || c > 'z') }
+
+// isW is "a letter, not A-Z" on the collapsed text.
+func isW(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'A' || c > 'Z') }
+
+// caseLetters tries both letter alternatives of caseMatcher from s, each
+// followed by an optional contraction when gpt4o is set; it returns the
+// match end or -1.
+func caseLetters(p *pretokState, s, end int, gpt4o bool) int {
+	K := run(p, s, end, isU) - s // U* / U+ greedy
+	e := -1
+	// Alternative 1: U* W+, backtracking U* until W+ can start.
+	for k := K; k >= 0; k-- {
+		if s+k < end && isW(p, s+k) {
+			e = run(p, s+k, end, isW)
+			break
+		}
+	}
+	// Alternative 2: U+ W*.
+	if e < 0 && K > 0 {
+		e = run(p, s+K, end, isW)
+	}
+	if e >= 0 && gpt4o {
+		e += contraction(p, e, end, true)
+	}
+	return e
 }
 
 // caseMatcher is std::regex on the collapsed text for the case-splitting
@@ -528,63 +550,21 @@ func qwenMatcher(marks, digits bool) matcher {
 // and, with gpt4o set, GPT-4o/Llama 4, which append an optional English
 // contraction to both letter alternatives and take \p{N}{1,3}. On the
 // collapsed text every non-ASCII letter is both "not a-z" (U) and "not A-Z"
-// (W), which the backtracking below follows.
+// (W), which the backtracking in caseLetters follows.
 func caseMatcher(gpt4o bool) matcher {
-	isU := func(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'a' || c > 'z') }
-	isW := func(p *pretokState, pos int) bool { c := p.cps[pos]; return p.isL(pos) && (c < 'A' || c > 'Z') }
-	contraction := func(p *pretokState, pos, end int) int {
-		if !gpt4o || pos+1 >= end || p.cps[pos] != '\'' {
-			return 0
-		}
-		c1 := asciiLower(p.cps[pos+1])
-		if c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd' {
-			return 2
-		}
-		if pos+2 < end {
-			c2 := asciiLower(p.cps[pos+2])
-			if (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') {
-				return 3
-			}
-		}
-		return 0
-	}
-	other := func(p *pretokState, pos int) bool {
-		return p.flags[pos]&(flagWhitespace|flagLetter|flagNumber) == 0
-	}
-	slashOrCRLF := func(p *pretokState, pos int) bool {
-		c := p.cps[pos]
-		return c == '\r' || c == '\n' || c == '/'
-	}
-	// letters tries both letter alternatives from s; it returns the match
-	// end or -1.
-	letters := func(p *pretokState, s, end int) int {
-		K := run(p, s, end, isU) - s // U* / U+ greedy
-		// Alternative 1: U* W+, backtracking U* until W+ can start.
-		for k := K; k >= 0; k-- {
-			if s+k < end && isW(p, s+k) {
-				e := run(p, s+k, end, isW)
-				return e + contraction(p, e, end)
-			}
-		}
-		// Alternative 2: U+ W*.
-		if K > 0 {
-			e := run(p, s+K, end, isW)
-			return e + contraction(p, e, end)
-		}
-		return -1
-	}
 	return func(p *pretokState, pos, end int) int {
-		c := p.cps[pos]
 		// [^\r\n\p{L}\p{N}]? is tried first, then without it; without it
 		// a non-letter cannot start a letter run, so one try suffices.
-		if c != '\r' && c != '\n' && !p.isL(pos) && !p.isN(pos) {
+		s := -1
+		if notCRLFLN(p, pos) {
 			if pos+1 < end {
-				if e := letters(p, pos+1, end); e >= 0 {
-					return e - pos
-				}
+				s = pos + 1
 			}
 		} else if p.isL(pos) {
-			if e := letters(p, pos, end); e >= 0 {
+			s = pos
+		}
+		if s >= 0 {
+			if e := caseLetters(p, s, end, gpt4o); e >= 0 {
 				return e - pos
 			}
 		}
@@ -594,31 +574,7 @@ func caseMatcher(gpt4o bool) matcher {
 			}
 			return 1
 		}
-		e := -1
-		if c == ' ' && pos+1 < end && other(p, pos+1) {
-			e = run(p, pos+1, end, other)
-		} else if other(p, pos) {
-			e = run(p, pos, end, other)
-		}
-		if e >= 0 {
-			return run(p, e, end, slashOrCRLF) - pos
-		}
-		ws := run(p, pos, end, (*pretokState).isWS)
-		if ws == pos {
-			return 0
-		}
-		for i := ws - 1; i >= pos; i-- {
-			if p.isCRLF(i) {
-				return i + 1 - pos
-			}
-		}
-		if ws == end {
-			return ws - pos
-		}
-		if ws-pos > 1 {
-			return ws - 1 - pos
-		}
-		return ws - pos
+		return otherOrSpaces(p, pos, end, isOther, isSlashOrCRLF)
 	}
 }
 

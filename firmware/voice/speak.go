@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance/sentence"
+	"github.com/geisten/geist/engine/appliance/sentence"
 )
 
 // SpeakerConfig names the text-to-speech program.

@@ -32,8 +32,11 @@ func (a *asm) mulQ4_Kx8DP() {
 	a.loadPackArgs()
 	a.l("VMOVI $15, V31.B16")
 	a.l("MOVD $zero32<>(SB), R22")
-	a.l("MOVD $tr4x4<>(SB), R23")
 	a.packedGroupBegin()
+	a.l("CMP $10, R8")
+	a.l("BGE tile10")
+	a.l("CMP $8, R8")
+	a.l("BGE tile8")
 	a.l("CMP $6, R8")
 	a.l("BGE tile6")
 	a.l("CMP $4, R8")
@@ -41,34 +44,40 @@ func (a *asm) mulQ4_Kx8DP() {
 	a.l("CMP $2, R8")
 	a.l("BLT tile1")
 	a.kqTile(2)
+	a.kqTile(10)
+	a.kqTile(8)
 	a.kqTile(6)
 	a.kqTile(4)
 	a.kqTile(1)
 	a.packedGroupEnd(1152)
 }
 
-// kqTile emits the super-block loop of a tile of k (1, 2, 4 or 6)
+// kqTile emits the super-block loop of a tile of k (1, 2, 4, 6, 8 or 10)
 // columns (label tileK), ending with a jump to next. Registers: V0-V7 the
 // low nibbles (sub-block 2p), V8-V15 the high (2p+1) of the current pair
 // and half; V16 the scale bytes of sub-blocks 0-3, then 4-7 (byte
 // 4j'+r); V18, V19 the pair's two scale vectors (int32 lanes = rows);
-// V20, V21 the two sub-blocks' integer sums, cleared by a load of zeros
-// (R22) so that the vector pipes do only the arithmetic; V22, V23, V17,
-// V30 activations; V31 the nibble mask. One or two columns: V24-V27 the
-// float sums (column c, half h: V24+2c+h), V28, V29 the columns' integer
-// sums of the half. Four or six: V24-V29 the integer sums, the float sums
-// in the outputs themselves (zeroed first; loaded, added to and stored
-// per super-block and half, the same steps). The mins and float steps of
-// a half reuse V0-V15 (and V20). General: R11 the super-block, R12
-// super-blocks left, R13, R14, R16, R19, R20, R21 the columns' activation
-// blocks, R15, R17 addresses. Every column takes the same steps in the
-// same order whatever k is: the outputs do not depend on the tiling.
+// V20 a sub-block's integer sums, cleared by a load of zeros (R22) so
+// that the vector pipes do only the arithmetic; V22 its activations, 16
+// bytes at a time (one sub-block after the other: the core renames V20
+// and V22); V31 the nibble mask. One or two columns: V24-V27 the float
+// sums (column c, half h: V24+2c+h), V28, V29 the columns' integer sums
+// of the half. Four to ten: V24-V29, V17, V30, V21, V23 the integer sums,
+// the float sums in the outputs themselves (zeroed first; loaded, added
+// to and stored per super-block and half, the same steps). The mins and
+// float steps of a half reuse V0-V16 (and V20). General: R11 the
+// super-block, R12 super-blocks left, R13, R14, R16, R19, R20, R21, R24,
+// R25, R23, R26 the columns' activation blocks, R15, R17 addresses. Every
+// column takes the same steps in the same order whatever k is: the
+// outputs do not depend on the tiling. Ten columns share each unpacked
+// pair among the most tokens the registers allow (llvm-mca, neoverse-n1:
+// 1.68 cycles per 32 weight-tokens; 1.71 with eight, 1.77 with six).
 func (a *asm) kqTile(k int) {
 	mem := k > 2
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
-	cols := []string{"R13", "R14", "R16", "R19", "R20", "R21"}
+	cols := []string{"R13", "R14", "R16", "R19", "R20", "R21", "R24", "R25", "R23", "R26"}
 	a.l("MOVD R9, R13")
 	for c := 1; c < k; c++ {
 		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
@@ -90,7 +99,7 @@ func (a *asm) kqTile(k int) {
 	}
 	isum := func(c int) int {
 		if mem {
-			return 24 + c
+			return []int{24, 25, 26, 27, 28, 29, 17, 30, 21, 23}[c]
 		}
 		return 28 + c
 	}
@@ -129,24 +138,24 @@ func (a *asm) kqTile(k int) {
 			a.i(ushll216(19, 19))
 			for c := 0; c < k; c++ {
 				col := cols[c]
-				a.l("FMOVQ %d(%s), F22", 4+64*p, col)
-				a.l("FMOVQ %d(%s), F23", 4+64*p+16, col)
-				a.l("FMOVQ %d(%s), F17", 4+64*p+32, col)
-				a.l("FMOVQ %d(%s), F30", 4+64*p+48, col)
-				// the two sub-blocks' SDOT chains interleaved, then
-				// scaled into the half's sums
-				a.l("VLD1 (R22), [V20.B16, V21.B16]")
-				for g := 0; g < 8; g++ {
-					a.i(sdotElem(20, g, []int{22, 23}[g/4], g%4))
-					a.i(sdotElem(21, 8+g, []int{17, 30}[g/4], g%4))
-				}
+				// each sub-block's SDOT chain (its activations 16
+				// bytes at a time in V22), then scaled into the half's
+				// sums
 				r := isum(c)
-				if p == 0 {
-					a.i(mul4s(r, 20, 18))
-				} else {
-					a.i(mla4s(r, 20, 18))
+				for d := 0; d < 2; d++ {
+					a.l("VLD1 (R22), [V20.B16]")
+					for g := 0; g < 8; g++ {
+						if g%4 == 0 {
+							a.l("FMOVQ %d(%s), F22", 4+64*p+32*d+16*(g/4), col)
+						}
+						a.i(sdotElem(20, 8*d+g, 22, g%4))
+					}
+					if p == 0 && d == 0 {
+						a.i(mul4s(r, 20, 18))
+					} else {
+						a.i(mla4s(r, 20, 18+d))
+					}
 				}
-				a.i(mla4s(r, 21, 19))
 			}
 		}
 		// mins of half h: M03 = B & 0x3f, M47 = (C >> 4) | (B >> 6) << 4
@@ -154,7 +163,8 @@ func (a *asm) kqTile(k int) {
 		// (V6: sub-blocks 0-3, V7: 4-7), the shape of SDOT by element
 		a.l("ADD $%d, R11, R15", 32+48*h)
 		a.l("VLD1 (R15), [V0.B16, V1.B16, V2.B16]")
-		a.l("VLD1 (R23), [V16.B16]")
+		a.l("MOVD $tr4x4<>(SB), R15")
+		a.l("VLD1 (R15), [V16.B16]")
 		a.l("VMOVI $0x3f, V3.B16")
 		a.l("VAND V3.B16, V1.B16, V4.B16")
 		a.l("VUSHR $4, V2.B16, V5.B16")
@@ -175,19 +185,16 @@ func (a *asm) kqTile(k int) {
 			// summins = Σj min_j·bsum_j with the sub-blocks' sums
 			// bsum = 64·hi + lo (lo = bsum & 63, hi = bsum >> 6, both
 			// int8 for |bsum| <= 4096, the range of 32 int8 quants):
-			// 64·SDOT(mins, hi) + SDOT(mins, lo), exact
-			a.l("ADD $260, %s, R15", col)
-			a.l("VLD1 (R15), [V12.H8, V13.H8]")
-			a.i(addp8h(12, 12, 13))
-			a.i(sshr8h(13, 12, 6))
-			a.l("VAND V3.B16, V12.B16, V12.B16")
-			a.i(uzp1b(17, 12, 13))
+			// 64·SDOT(mins, hi) + SDOT(mins, lo), exact; the digits
+			// lo_0..7, hi_0..7 are at 272 of the prepared activations
+			// (neon.prepQ8_KDigits, once per column and product)
+			a.l("FMOVQ 272(%s), F8", col)
 			a.l("VLD1 (R22), [V13.B16]")
-			a.i(sdotElem(13, 6, 17, 2))
-			a.i(sdotElem(13, 7, 17, 3))
+			a.i(sdotElem(13, 6, 8, 2))
+			a.i(sdotElem(13, 7, 8, 3))
 			a.l("VSHL $6, V13.S4, V13.S4")
-			a.i(sdotElem(13, 6, 17, 0))
-			a.i(sdotElem(13, 7, 17, 1))
+			a.i(sdotElem(13, 6, 8, 0))
+			a.i(sdotElem(13, 7, 8, 1))
 			a.l("FMOVS (%s), F14", col)
 			r, f := isum(c), 24+2*c+h
 			a.i(scvtf4s(r, r))

@@ -11,8 +11,9 @@ package main
 //	      (byte 16(2hh+c) + 4i + r)
 //	144   the quants of rows 0-3, then 912 those of rows 4-7: per (hh, c)
 //	      192 bytes, the three 16-byte sources of one unpack step (ql
-//	      bytes 64hh+16c.., 64hh+32+16c.., qh bytes 32hh+16c..), each as
-//	      four 4-byte groups interleaved by row (16 bytes per group g)
+//	      bytes 64hh+16c.., 64hh+32+16c.., qh bytes 32hh+16c.. XORed
+//	      with 0xAA), each as four 4-byte groups interleaved by row (16
+//	      bytes per group g)
 //
 // The values are built as in the one-row kernel (4·(v-32) by shifts and
 // inserts, see q6Unpack), now for four rows at once, and SDOT by element
@@ -28,9 +29,12 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.text(name, "func "+name+packSig, "$0-64")
 	a.loadPackArgs()
 	a.l("MOVD $zero32<>(SB), R22")
-	a.l("VMOVI $0xaa, V30.B16")
 	a.l("VMOVI $0xf0, V31.B16")
 	a.packedGroupBegin()
+	a.l("CMP $9, R8")
+	a.l("BGE tile9")
+	a.l("CMP $8, R8")
+	a.l("BGE tile8")
 	a.l("CMP $6, R8")
 	a.l("BGE tile6")
 	a.l("CMP $4, R8")
@@ -38,30 +42,35 @@ func (a *asm) mulQ6_Kx8DP() {
 	a.l("CMP $2, R8")
 	a.l("BLT tile1")
 	a.q6Tile(2)
+	a.q6Tile(9)
+	a.q6Tile(8)
 	a.q6Tile(6)
 	a.q6Tile(4)
 	a.q6Tile(1)
 	a.packedGroupEnd(1680)
 }
 
-// q6Tile emits the super-block loop of a tile of k (1, 2, 4 or 6)
+// q6Tile emits the super-block loop of a tile of k (1, 2, 4, 6, 8 or 9)
 // columns. Registers: V0-V15 the values of one (half, hh, c) step
 // (vector 4g+i: sub-block 8hh+c+2i, values 4g..4g+3 of four rows);
-// V16-V19 the step's four scale vectors (int32 lanes = rows); V20, V21
-// activations; V22, V23 integer sums of a sub-block, cleared by a load of
-// zeros (R22: no vector-pipe instruction); V24-V29 the columns' integer
-// sums of the half (up to six); V30, V31 the unpack constants 0xAA, 0xF0
-// (set once). The float sums: one column in V28 (rows 0-3) and V29 (4-7);
-// several in the outputs themselves (zeroed first; loaded, added to and
-// stored per super-block and half). General: R11 the super-block, R12
-// super-blocks left, R13, R14, R16, R19, R21, R23 the columns' activation
-// blocks, R15/R17 addresses.
+// V16-V19 the step's four scale vectors (int32 lanes = rows); V20 a
+// sub-block's activations; V22 its integer sums, cleared by a load of
+// zeros (R22: no vector-pipe instruction); V24-V29, V21, V23, V30 the
+// columns' integer sums of the half (up to nine); V31 the unpack
+// constant 0xF0 (set once; qh is stored XORed with 0xAA, so the unpack
+// needs no EOR and no second constant). The float sums: one column in
+// V28 (rows 0-3) and V29 (4-7); several in the outputs themselves
+// (zeroed first; loaded, added to and stored per super-block and half).
+// General: R11 the super-block, R12 super-blocks left, R13, R14, R16,
+// R19, R21, R23, R20, R24, R25 the columns' activation blocks, R15/R17
+// addresses. Nine columns share each unpacked step among the most tokens
+// the registers allow (llvm-mca, neoverse-n1: see scripts/armproj.sh).
 func (a *asm) q6Tile(k int) {
 	mem := k > 1
 	a.l("tile%d:", k)
 	a.l("MOVD R2, R11")
 	a.l("MOVD R6, R12")
-	cols := []string{"R13", "R14", "R16", "R19", "R21", "R23"}
+	cols := []string{"R13", "R14", "R16", "R19", "R21", "R23", "R20", "R24", "R25"}
 	a.l("MOVD R9, R13")
 	for c := 1; c < k; c++ {
 		a.l("ADD R5, %s, %s", cols[c-1], cols[c])
@@ -77,6 +86,7 @@ func (a *asm) q6Tile(k int) {
 			}
 		}
 	}
+	isum := []int{24, 25, 26, 27, 28, 29, 21, 23, 30}
 	a.l("PCALIGN $16")
 	a.l("q6sb%d:", k)
 	for h := 0; h < 2; h++ {
@@ -87,35 +97,28 @@ func (a *asm) q6Tile(k int) {
 				a.l("FMOVQ %d(R15), F16", 16*g)
 				a.l("FMOVQ %d(R15), F17", 64+16*g)
 				a.l("FMOVQ %d(R15), F%d", 128+16*g, 4*g+3)
-				a.q6Unpack(16, 17, 4*g+3, 4*g, 4*g+1, 4*g+2, 4*g+3, 18)
+				a.q6UnpackX(16, 17, 4*g+3, 4*g, 4*g+1, 4*g+2, 4*g+3, 18)
 			}
 			// the four sub-blocks' scales, int32 lanes = rows
 			a.l("FMOVQ %d(R11), F20", 16+64*h+16*s)
-			a.i(sshll8(21, 20))
-			a.i(sshll28(22, 20))
-			a.i(sshll16(16, 21))
-			a.i(sshll216(17, 21))
-			a.i(sshll16(18, 22))
-			a.i(sshll216(19, 22))
+			a.i(sshll8(17, 20))
+			a.i(sshll28(19, 20))
+			a.i(sshll16(16, 17))
+			a.i(sshll216(17, 17))
+			a.i(sshll16(18, 19))
+			a.i(sshll216(19, 19))
 			for col := 0; col < k; col++ {
-				r := 24 + col
-				for ip := 0; ip < 2; ip++ { // sub-blocks i = 2ip, 2ip+1
-					for d := 0; d < 2; d++ {
-						j := 8*hh + c + 2*(2*ip+d)
-						a.l("FMOVQ %d(%s), F%d", 4+16*j, cols[col], 20+d)
-					}
-					a.l("VLD1 (R22), [V22.B16, V23.B16]")
+				r := isum[col]
+				for i := 0; i < 4; i++ { // sub-block 8hh+c+2i
+					a.l("FMOVQ %d(%s), F20", 4+16*(8*hh+c+2*i), cols[col])
+					a.l("VLD1 (R22), [V22.B16]")
 					for g := 0; g < 4; g++ {
-						for d := 0; d < 2; d++ {
-							a.i(sdotElem(22+d, 4*g+2*ip+d, 20+d, g))
-						}
+						a.i(sdotElem(22, 4*g+i, 20, g))
 					}
-					for d := 0; d < 2; d++ {
-						if s == 0 && ip == 0 && d == 0 {
-							a.i(mul4s(r, 22, 16))
-						} else {
-							a.i(mla4s(r, 22+d, 16+2*ip+d))
-						}
+					if s == 0 && i == 0 {
+						a.i(mul4s(r, 22, 16))
+					} else {
+						a.i(mla4s(r, 22, 16+i))
 					}
 				}
 			}
@@ -127,7 +130,7 @@ func (a *asm) q6Tile(k int) {
 			a.l("ADD $%d, R10, R17", 16*h)
 		}
 		for col := 0; col < k; col++ {
-			r, f := 24+col, 28+h
+			r, f := isum[col], 28+h
 			a.l("FMOVS (%s), F17", cols[col])
 			a.i(fmulElem(18, 16, 17, 0))
 			a.i(scvtf4sFix(r, r, 2))

@@ -29,6 +29,12 @@ package main
 // t a temporary.
 func (a *asm) q6Unpack(ql0, ql1, qh, b0, b1, b2, b3, t int) {
 	a.l("VEOR V30.B16, V%d.B16, V%d.B16", qh, qh)
+	a.q6UnpackX(ql0, ql1, qh, b0, b1, b2, b3, t)
+}
+
+// q6UnpackX is q6Unpack for qh already XORed with 0xAA (the packed
+// layout stores it so): V30 is not read.
+func (a *asm) q6UnpackX(ql0, ql1, qh, b0, b1, b2, b3, t int) {
 	a.l("VSHL $2, V%d.B16, V%d.B16", ql0, b0)
 	a.l("VSLI $6, V%d.B16, V%d.B16", qh, b0)
 	a.l("VSHL $2, V%d.B16, V%d.B16", ql1, b1)

@@ -47,22 +47,27 @@ var architecture = map[string]struct {
 	// What an answer must keep to, as front ends decode it, and its compile
 	// (grammar, lazy trigger, check) once, for the core.
 	"engine/constraint": {[]string{"engine/dialect", "engine/grammar"}, nil},
+	// The appliance core: the queue and worker, admission, cancellation,
+	// sessions, the prompt cache's wiring. It sits below engine so that
+	// every front end imports it downward (none reaches up into cmd), and,
+	// as the engine, it imports no storage: its SessionStore and
+	// PromptCache are interfaces the daemon fills with sessions.db and
+	// cache.db (cmd/internal/daemon/storage.go).
+	"engine/appliance":               {[]string{"engine", "engine/chat", "engine/constraint", "engine/sample"}, nil},
+	"engine/appliance/sentence":      {nil, nil},                                    // splits streamed text into sentences for speech (firmware/voice, mqtt/hermes)
+	"engine/appliance/appliancetest": {[]string{"engine", "engine/appliance"}, nil}, // test helper: a scripted engine, a running core
 	// Storage: opaque records in bbolt files.
 	"storage": {nil, []string{"go.etcd.io/bbolt", "golang.org/x/sys/unix"}},
-	// The appliance core and what front ends share beside it.
-	"cmd/appliance":               {[]string{"engine", "engine/chat", "engine/constraint", "engine/sample", "storage"}, nil},
-	"cmd/appliance/sentence":      {nil, nil},
-	"cmd/appliance/appliancetest": {[]string{"engine", "cmd/appliance"}, nil}, // test helper: a scripted engine, a running core
 	// Front ends: one protocol or device each, through the core.
-	"mqtt":                 {[]string{"cmd/appliance", "mqtt/guard", "engine/constraint"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
-	"mqtt/hermes":          {[]string{"cmd/appliance", "cmd/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
+	"mqtt":                 {[]string{"engine/appliance", "mqtt/guard", "engine/constraint"}, []string{"github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2"}},
+	"mqtt/hermes":          {[]string{"engine/appliance", "engine/appliance/sentence", "mqtt/guard"}, []string{"github.com/eclipse/paho.mqtt.golang"}},
 	"mqtt/guard":           {nil, []string{"github.com/eclipse/paho.mqtt.golang", "golang.org/x/time/rate"}}, // bounds what MQTT clients read
 	"mqtt/mqtttest":        {nil, []string{"github.com/eclipse/paho.mqtt.golang"}},                           // test helper: Mosquitto and a client
-	"firmware":             {[]string{"cmd/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
-	"firmware/voice":       {[]string{"cmd/appliance/sentence"}, nil},
-	"cmd/internal/httpapi": {[]string{"cmd/appliance", "engine/chat", "engine/constraint"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls, engine/constraint carries formats and tool_choice to the core
+	"firmware":             {[]string{"engine/appliance", "firmware/voice"}, []string{"periph.io/x/conn/v3", "periph.io/x/host/v3"}},
+	"firmware/voice":       {[]string{"engine/appliance/sentence"}, nil},
+	"cmd/internal/httpapi": {[]string{"engine/appliance", "engine/chat", "engine/constraint"}, []string{"github.com/prometheus/client_golang"}}, // Ollama, OpenAI, metrics; engine/chat reads tool calls, engine/constraint carries formats and tool_choice to the core
 	// issue 13: the Wyoming server and its mDNS responder.
-	"cmd/internal/wyoming":             {[]string{"cmd/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
+	"cmd/internal/wyoming":             {[]string{"engine/appliance"}, []string{"github.com/hashicorp/mdns", "github.com/miekg/dns", "golang.org/x/net/ipv4", "golang.org/x/sys/unix"}},
 	"cmd/internal/wyoming/wyomingtest": {[]string{"engine/zoo"}, nil}, // test helper: the reference Wyoming client
 	// Offline tools of the geist command, the model store, the files the
 	// binary carries, and the command.
@@ -74,15 +79,16 @@ var architecture = map[string]struct {
 	// The command: what its subcommands share, the daemon, the bench
 	// harness, and the dispatcher.
 	"cmd/internal/cli": {[]string{"cmd/internal/models", "engine/constraint"}, []string{"github.com/spf13/pflag"}}, // Env, flags, usage errors, data directory, version
-	"cmd/internal/daemon": {[]string{"cmd/appliance", "cmd/internal/cli", "cmd/internal/httpapi", "cmd/internal/models", "cmd/internal/wyoming",
+	"cmd/internal/daemon": {[]string{"engine/appliance", "cmd/internal/cli", "cmd/internal/httpapi", "cmd/internal/models", "cmd/internal/wyoming",
 		"engine", "engine/chat", "engine/embed", "engine/gguf", "engine/model", "engine/sample", "firmware", "mqtt", "quant", "storage"},
 		[]string{"github.com/BurntSushi/toml", "github.com/eclipse/paho.mqtt.golang", "github.com/mattn/go-shellwords", "github.com/spf13/pflag", "golang.org/x/sys/unix"}}, // geist serve: wires the core and the front ends
-	"cmd/internal/bench": {[]string{"cmd/internal/cli", "cmd/internal/models", "engine", "engine/model", "engine/sample", "engine/spec"}, []string{"github.com/spf13/pflag"}}, // geist bench
-	"cmd/geist":          {[]string{"*"}, []string{"*"}},
+	"cmd/internal/daemon/daemontest": {nil, nil},                                                                                                                                          // test helper: the daemon's and the command's tests' TestMain (a private data directory), log buffer, emulation check
+	"cmd/internal/bench":             {[]string{"cmd/internal/cli", "cmd/internal/models", "engine", "engine/model", "engine/sample", "engine/spec"}, []string{"github.com/spf13/pflag"}}, // geist bench
+	"cmd/geist":                      {[]string{"*"}, []string{"*"}},
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "cmd/appliance/appliancetest", "cmd/internal/models/hftest", "cmd/internal/wyoming/wyomingtest"}
+var testHelpers = []string{"engine/zoo", "mqtt/mqtttest", "engine/appliance/appliancetest", "cmd/internal/models/hftest", "cmd/internal/wyoming/wyomingtest", "cmd/internal/daemon/daemontest"}
 
 // testExtra are further module packages a package's tests may import.
 var testExtra = map[string][]string{
@@ -100,25 +106,27 @@ var testExtra = map[string][]string{
 
 // forbidden are dependencies (direct or not) a package must not have, by
 // path prefix: layers below never reach up, front ends never reach each
-// other.
+// other. Above these, archViolations holds every package outside cmd to
+// importing nothing of cmd (upward).
 var forbidden = []struct {
 	pkgs []string // packages the rule applies to, by prefix
 	deps []string // dependencies they must not have, by prefix
 	why  string
 }{
-	{[]string{"engine"}, []string{"storage", "mqtt", "firmware", "cmd"}, "the engine imports no front end, no storage, no command"},
+	{[]string{"engine"}, []string{"storage", "mqtt", "firmware", "cmd"}, "the engine imports no front end, no storage, no command (nor does the core, engine/appliance: its stores come in as interfaces)"},
 	{[]string{"neon"}, []string{"quant"}, "the kernels do not know the block formats' package"},
 	{[]string{"storage"}, []string{"engine", "mqtt", "firmware", "cmd", "neon", "quant"}, "storage keeps opaque records"},
-	{[]string{"cmd/appliance"}, []string{"mqtt", "firmware", "cmd/internal", "cmd/geist", "net", "github.com/eclipse/paho.mqtt.golang", "periph.io"}, "the core speaks no protocol and touches no network or GPIO"},
-	{[]string{"mqtt"}, []string{"firmware", "cmd/internal", "cmd/geist"}, "front ends import none of each other"},
-	{[]string{"firmware"}, []string{"mqtt", "cmd/internal", "cmd/geist", "github.com/eclipse/paho.mqtt.golang"}, "front ends import none of each other"},
-	{[]string{"cmd/internal/httpapi"}, []string{"mqtt", "firmware", "cmd/internal/wyoming", "cmd/geist"}, "front ends import none of each other"},
-	{[]string{"cmd/internal/wyoming"}, []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/geist"}, "front ends import none of each other"},
-	{[]string{"cmd/internal/bench"}, []string{"cmd/internal/daemon", "cmd/appliance", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming", "storage"}, "the bench harness measures the engine, and a server only as its clients reach it"},
-	{[]string{"cmd/internal/cli"}, []string{"cmd/appliance", "cmd/internal/daemon", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}, "what the commands share loads no model and serves nothing"},
+	{[]string{"engine/appliance"}, []string{"net", "github.com/eclipse/paho.mqtt.golang", "periph.io"}, "the core speaks no protocol and touches no network or GPIO"},
+	{[]string{"mqtt"}, []string{"firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}, "front ends import none of each other"},
+	{[]string{"firmware"}, []string{"mqtt", "cmd/internal/httpapi", "cmd/internal/wyoming", "github.com/eclipse/paho.mqtt.golang"}, "front ends import none of each other"},
+	{[]string{"cmd/internal/httpapi"}, []string{"mqtt", "firmware", "cmd/internal/wyoming", "cmd/internal/daemon", "cmd/geist"}, "front ends import none of each other, nor the daemon that wires them"},
+	{[]string{"cmd/internal/wyoming"}, []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/daemon", "cmd/geist"}, "front ends import none of each other, nor the daemon that wires them"},
+	{[]string{"cmd/internal/bench"}, []string{"cmd/internal/daemon", "engine/appliance", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming", "storage"}, "the bench harness measures the engine, and a server only as its clients reach it"},
+	{[]string{"cmd/internal/cli"}, []string{"engine/appliance", "cmd/internal/daemon", "mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}, "what the commands share loads no model and serves nothing"},
 }
 
-// frontEnds import the core, not storage.
+// frontEnds import the core, not storage (the daemon gives the core its
+// stores), and fill a constraint rather than build grammars.
 var frontEnds = []string{"mqtt", "firmware", "cmd/internal/httpapi", "cmd/internal/wyoming"}
 
 type listedPackage struct {
@@ -233,6 +241,17 @@ func archViolations(module string, pkgs map[string]*listedPackage) []string {
 				}
 			}
 		}
+		// Issue 34: the arrows run downward. The command's tree (cmd/...)
+		// sits on top; no package outside it (kernels, formats, the engine
+		// and the core, storage, the front ends mqtt and firmware,
+		// scripts) imports anything of it, in its code or its tests.
+		if !hasPrefix(name, []string{"cmd"}) {
+			for _, imp := range slices.Concat(p.Deps, p.TestImports, p.XTestImports) {
+				if r, inMod := rel(imp); inMod && hasPrefix(r, []string{"cmd"}) {
+					bad = append(bad, name+": reaches up into "+r+": only the command's tree (cmd/...) imports cmd/...; the core is engine/appliance")
+				}
+			}
+		}
 		for _, f := range forbidden {
 			if !hasPrefix(name, f.pkgs) {
 				continue
@@ -302,7 +321,8 @@ func TestArchitecture(t *testing.T) {
 // TestArchitectureCatches: the test fails on forbidden imports: the MQTT
 // front end importing firmware (and so another front end), the engine
 // importing storage, the kernels importing quant, a front end importing
-// storage directly, and a package missing from the table.
+// storage directly, the core importing storage, a package outside cmd
+// reaching up into it, and a package missing from the table.
 func TestArchitectureCatches(t *testing.T) {
 	module, pkgs := modulePackages(t)
 	add := func(from, to string) func() {
@@ -320,6 +340,9 @@ func TestArchitectureCatches(t *testing.T) {
 		{"engine", "storage", []string{"engine: imports storage, which is not in its row", "engine: depends on storage (via engine -> storage): the engine imports no front end, no storage, no command"}},
 		{"neon", "quant", []string{"neon: depends on quant"}},
 		{"firmware", "storage", []string{"firmware: imports storage; front ends reach storage only through the core"}},
+		{"engine/appliance", "storage", []string{"engine/appliance: imports storage, which is not in its row", "engine/appliance: depends on storage (via engine/appliance -> storage): the engine imports no front end, no storage, no command (nor does the core"}},
+		{"mqtt", "cmd/internal/daemon", []string{"mqtt: reaches up into cmd/internal/daemon: only the command's tree"}},
+		{"engine/appliance/sentence", "cmd/internal/cli", []string{"engine/appliance/sentence: reaches up into cmd/internal/cli"}},
 	} {
 		undo := add(c.from, c.to)
 		got := strings.Join(archViolations(module, pkgs), "\n")

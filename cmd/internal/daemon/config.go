@@ -12,9 +12,9 @@ import (
 	"github.com/mattn/go-shellwords"
 	"github.com/spf13/pflag"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/sample"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
@@ -237,7 +237,7 @@ func (c *Config) bind(fs *pflag.FlagSet) {
 	fs.Var(&c.Ctx, "ctx", "context in tokens of a request without num_ctx: auto (the model's trained context, capped by the memory available) or N")
 	fs.Int64Var(&c.CacheSize, "cache-size", c.CacheSize, "prompt cache (data-dir/cache.db) budget in bytes (0: off)")
 	fs.StringVar(&c.KVType, "kv-type", c.KVType, "KV cache type: f16 or q8_0")
-	fs.Var(&c.Parallel, "parallel", "requests decoded together: auto (up to 4, as many KV caches of the context as the memory holds) or N (1: one at a time, with every drafter; batched requests draft with lookup and n-grams); each answer is bit for bit the one it would be alone")
+	fs.Var(&c.Parallel, "parallel", "requests decoded together: auto (up to 4, as many KV caches of the context as the memory holds) or N (1: one at a time; batched requests draft with every drafter, each with its own drafter state); each answer is bit for bit the one it would be alone")
 	fs.StringVar(&c.Repack, "repack-budget", c.Repack, cli.RepackHelp)
 	fs.StringVar(&c.DraftModel, "draft-model", c.DraftModel, "GGUF that drafts for speculative decoding: a smaller model with the same vocabulary, a Gemma 4 assistant or an EAGLE-3 head (default: MODEL.draft.gguf beside the model file, when there)")
 	fs.StringVar(&c.EmbedModel, "embed-model", c.EmbedModel, "embedding model (name or GGUF) for /api/embed, /api/embeddings and /v1/embeddings when a request names none: all-minilm, nomic-embed-text, bge-small, qwen3-embedding:0.6b, embeddinggemma")

@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/mqtt"
 )
@@ -226,7 +226,7 @@ func Run(ctx context.Context, c *Config, log *slog.Logger, hooks Hooks) error {
 		defer release()
 	}
 	start := time.Now()
-	store := appliance.OpenStorage(c.DataDir, appliance.StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
+	store := OpenStorage(c.DataDir, StorageOptions{CacheSize: c.CacheSize, MaxSessions: c.Generation.MaxSessions,
 		MaxHistory: c.Generation.MaxHistory, Model: c.Model, SessionLimits: c.Sessions.Limits(), Logger: log})
 	defer store.Close() // after the engine (which writes the cache) and the core (the sessions)
 	var ctl *controlServer
@@ -277,11 +277,11 @@ func Run(ctx context.Context, c *Config, log *slog.Logger, hooks Hooks) error {
 	// The other stored models, loaded on demand by name for every front
 	// end (HTTP, MQTT, Wyoming), with the prompt cache of the first.
 	pool := newModelPool(c, models.New(c.modelsDir()), log)
-	pool.cache, pool.storage = store.Cache, store
+	pool.cache, pool.storage = store.Cache, store.Core()
 	first.room = pool.roomForFirst // a reload unloads idle pooled models it needs the memory of
 	defer pool.Close()             // after the front ends and the core
 	cc := c.coreConfig(ae, store.Sessions, log)
-	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store, eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
+	cc.ModelLoad, cc.Storage, cc.ToolFormat, cc.ThinkMarks, cc.NoTools = loadTime, store.Core(), eng.Template().ToolFormat(), eng.Template().ThinkMarks(), appliance.NoTools(eng.Template())
 	cc.Models = pool.router(c.Model)
 	core, err := appliance.New(cc)
 	if err != nil {
@@ -290,6 +290,7 @@ func Run(ctx context.Context, c *Config, log *slog.Logger, hooks Hooks) error {
 	if store.Problem != "" {
 		core.SetDegraded(appliance.PartStorage, store.Problem)
 	}
+	pool.group = appliance.NewGroup(core) // MQTT's state and the status page count every model's requests
 	if ctl != nil {
 		ctl.core.Store(core)
 		st := Status{Model: ModelName(c.Model), Path: c.Model, Ctx: eng.Ctx(), MaxCtx: eng.MaxCtx(), Since: time.Now()}

@@ -13,8 +13,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/firmware/voice"
 	"github.com/geisten/geist/mqtt"

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/mqtt"
 )
@@ -75,7 +75,7 @@ func startFronts(c *Config, core *appliance.Core, ms serveModels, load time.Dura
 		return fronts, err
 	}
 	fronts = append(fronts, dev)
-	if mq, err = startMQTT(c, core, mqttButtons(c.GPIO, dev.dev), dev.stopOutputs, wy != nil || web != nil, log); err != nil {
+	if mq, err = startMQTT(c, ms.reporting(core), mqttButtons(c.GPIO, dev.dev), dev.stopOutputs, wy != nil || web != nil, log); err != nil {
 		return fronts, err
 	}
 	fronts = append(fronts, mq)
@@ -88,6 +88,15 @@ func startFronts(c *Config, core *appliance.Core, ms serveModels, load time.Dura
 	}
 	dev.warn(c, log)
 	return fronts, nil
+}
+
+// reporting is what reports on every model (MQTT's state, the status
+// page): the pool's group of cores, or core alone without a pool.
+func (ms serveModels) reporting(core *appliance.Core) *appliance.Group {
+	if ms.pool != nil && ms.pool.group != nil {
+		return ms.pool.group
+	}
+	return appliance.NewGroup(core)
 }
 
 // serveModels are the models serve answers with: the first (its engine as

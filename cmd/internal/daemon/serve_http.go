@@ -15,11 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/gguf"
 )
@@ -113,7 +113,7 @@ func startHTTP(c *Config, core *appliance.Core, ms serveModels, load time.Durati
 		return nil, err
 	}
 	web.Check("storage", true, storageCheck(c.DataDir))
-	mountPage(web, c, core, log)
+	mountPage(web, c, ms.reporting(core), log)
 	if mount != nil {
 		mount(web)
 	}

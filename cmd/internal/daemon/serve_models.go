@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/embed"
 )
 
@@ -55,6 +55,10 @@ type modelPool struct {
 	// model); storage reports it in their cores' State. Nil: none.
 	cache   engine.PromptCache
 	storage *appliance.Storage
+	// group is what MQTT's state and the status page read: the first
+	// model's core with the loaded models' cores, which the pool adds on
+	// load and removes on unload. Nil: none (tests).
+	group *appliance.Group
 
 	mu     sync.Mutex
 	loaded map[string]*pooled // by stored name
@@ -167,6 +171,9 @@ func (p *modelPool) close(m *pooled, why string) {
 	}
 	m.cancel()
 	<-m.core.Done()
+	if p.group != nil {
+		p.group.Remove(m.core) // its counts stay in the group's
+	}
 	m.eng.Close()
 	p.log.Info("model unloaded", "model", m.name, "why", why)
 }
@@ -498,6 +505,9 @@ func (p *modelPool) load(m *pooled, path string) {
 		return
 	}
 	m.eng, m.core, m.cancel = eng, core, cancel
+	if p.group != nil {
+		p.group.Add(core)
+	}
 	if fi, err := os.Stat(path); err == nil {
 		m.size = fi.Size() + draftSize(path)
 	}

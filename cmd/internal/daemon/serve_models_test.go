@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/geisten/geist/cmd/internal/cli"
+	"github.com/geisten/geist/cmd/internal/daemon/daemontest"
 	"github.com/geisten/geist/cmd/internal/httpapi"
 	"github.com/geisten/geist/cmd/internal/models"
 	"github.com/geisten/geist/engine/zoo"
@@ -38,7 +39,7 @@ func TestModelPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &daemontest.SyncBuffer{}
 	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(logs, nil)))
 	defer p.Close()
 	p.maxLoaded = 1
@@ -63,7 +64,7 @@ func TestModelPool(t *testing.T) {
 	}
 	releaseB()
 	// b idle: unloaded for c (the count bound, least recently used).
-	hc, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	_, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
 	if err != nil {
 		t.Fatalf("c with b idle: %v", err)
 	}
@@ -100,7 +101,7 @@ func TestModelPool(t *testing.T) {
 		}
 	}
 	begin := time.Now()
-	hc, releaseC, err = p.Route(ctx, "c", httpapi.KeepAliveDefault)
+	hc, releaseC, err := p.Route(ctx, "c", httpapi.KeepAliveDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestModelPoolKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &daemontest.SyncBuffer{}
 	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(logs, nil)))
 	defer p.Close()
 	need := func(name string) int64 {
@@ -241,7 +242,7 @@ func TestModelPoolDrafterBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	p := newModelPool(&c, models.New(store), slog.New(slog.NewTextHandler(&daemontest.SyncBuffer{}, nil)))
 	defer p.Close()
 	p.memAvailable = func() int64 { return 1 << 20 }
 	size := func(name string) int64 {

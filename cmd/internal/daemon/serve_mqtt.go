@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/geisten/geist/cmd/appliance"
 	"github.com/geisten/geist/firmware"
 	"github.com/geisten/geist/mqtt"
 )
@@ -19,10 +18,11 @@ type mqttFront struct {
 }
 
 // startMQTT starts the embedded broker when configured and connects the
-// MQTT front end to [mqtt] broker (or the embedded one). onCancel runs
+// MQTT front end to [mqtt] broker (or the embedded one) on core (the
+// group of every model's cores, whose state it publishes). onCancel runs
 // when Home Assistant's Cancel button is pressed; others says whether
 // another network front end serves, for the log line when MQTT is off.
-func startMQTT(c *Config, core *appliance.Core, buttons []mqtt.Button, onCancel func(), others bool, log *slog.Logger) (*mqttFront, error) {
+func startMQTT(c *Config, core mqtt.Core, buttons []mqtt.Button, onCancel func(), others bool, log *slog.Logger) (*mqttFront, error) {
 	f := &mqttFront{broker: c.MQTT.Broker}
 	if c.MQTT.Embedded {
 		var emb *mqtt.Embedded

@@ -7,10 +7,10 @@ import (
 	"net"
 	"sync"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/sentence"
 	"github.com/geisten/geist/cmd/internal/cli"
 	"github.com/geisten/geist/cmd/internal/wyoming"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/sentence"
 )
 
 // wyomingFront is the Wyoming conversation service of geist serve and

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // rssKiB is the process's resident set (VmRSS), or -1 off Linux.

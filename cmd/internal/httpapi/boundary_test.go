@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // The browser boundary without a browser (issue 22, item 1): the Host,

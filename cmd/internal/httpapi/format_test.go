@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 	"github.com/geisten/geist/engine/chat"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // FuzzRequests: any body on any generation route gets a well-formed

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // piece is what a generation produced since the last one: content,

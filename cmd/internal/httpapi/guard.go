@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // guard wraps next with what every request passes first: the allow-list,

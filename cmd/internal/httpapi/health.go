@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // check is one health or readiness check.

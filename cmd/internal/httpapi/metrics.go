@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // metrics are geist's Prometheus metrics. The totals come from the core's

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // ollamaMessage is a message of Ollama's /api/chat.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // openaiError is OpenAI's error body.
@@ -621,8 +621,4 @@ func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.modelEntry())
-}
-
-func (s *Server) unsupportedOpenAI(w http.ResponseWriter, r *http.Request) {
-	writeOpenAIError(w, http.StatusNotImplemented, r.URL.Path+" is not supported by geist")
 }

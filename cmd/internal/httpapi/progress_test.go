@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // TestPromptProgressStream: with llama-server's return_progress a streamed

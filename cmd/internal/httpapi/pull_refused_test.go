@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // refusingStore refuses every pull as a private destination.

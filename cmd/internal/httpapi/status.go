@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 //go:embed page/index.html

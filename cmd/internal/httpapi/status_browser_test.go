@@ -19,8 +19,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // The page in a real browser: Debian's chromium, headless, driven with

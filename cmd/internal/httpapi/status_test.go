@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 func statusCore(t *testing.T, eng *appliancetest.Engine, text bool) *appliance.Core {

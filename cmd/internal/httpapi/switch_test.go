@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // fakeSwitch stores "other" and "third" and routes to a handler that

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 )
 

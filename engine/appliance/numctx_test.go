@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // TestNegativeNumCtx: a negative context is a bad request naming num_ctx,

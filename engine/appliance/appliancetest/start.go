@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // Core is an appliance core running for one test, with the front ends

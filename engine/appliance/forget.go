@@ -2,9 +2,7 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/geisten/geist/engine/chat"
 )
@@ -113,23 +111,4 @@ func (c *Core) nextDashboard() int {
 	defer c.mu.Unlock()
 	c.dashboard++
 	return c.dashboard
-}
-
-// Counter implements SessionStore.
-func (d *dbSessions) Counter(key string) (int, error) {
-	v, ok, err := d.db.Setting(key)
-	if err != nil || !ok {
-		return 0, err
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, errors.New("appliance: setting " + key + " is not a number")
-	}
-	return n, nil
-}
-
-// Increment implements SessionStore.
-func (d *dbSessions) Increment(key string) (int, error) {
-	n, err := d.db.Increment(key)
-	return int(n), err
 }

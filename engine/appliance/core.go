@@ -3,18 +3,21 @@
 // through it. It owns the bounded request queue and the worker that runs
 // the engine, admission (bad request, too long, busy, time to live),
 // cancellation, request ids and deduplication, sessions (loaded, fitted
-// into the context by the engine, saved), the prompt cache wiring
-// (OpenStorage) and the counters the state and metrics report. Its API is
-// plain Go: it speaks no protocol and touches no network or GPIO.
+// into the context by the engine, saved), the prompt cache wiring and
+// the counters the state and metrics report. Its API is plain Go: it
+// speaks no protocol and touches no network or GPIO.
 //
 // A front end translates its protocol into a Request, calls Submit with
 // a Sink for the streamed text, and delivers the Ticket's Outcome. Watch
 // reports what happens (for state publishers, LEDs, metrics); Snapshot
 // returns the State.
 //
-// The package lives in cmd/appliance rather than cmd/internal: the front
-// ends mqtt and firmware sit outside cmd, and Go's internal rule would
-// keep them from importing it.
+// The package lives below engine, beside what it drives, so that every
+// front end (mqtt, firmware, cmd/internal/httpapi, cmd/internal/wyoming)
+// imports it downward, none reaching up into cmd. Like the rest of the
+// engine it imports no storage: the session store and the prompt cache
+// come in as interfaces (SessionStore, PromptCache, Storage), which the
+// daemon fills with sessions.db and cache.db.
 package appliance
 
 import (
@@ -220,6 +223,7 @@ type counters struct {
 	passes, treePasses                                            int64
 	drafters                                                      map[string]DrafterUsage
 	lastTokS                                                      float64
+	lastAt                                                        time.Time // when the last answer finished
 }
 
 // New returns a Core for cfg. Requests may be submitted at once; they run
@@ -953,7 +957,7 @@ func (c *Core) finish(j *job, o Outcome) {
 	} else {
 		c.countLocked(j.req.Source, "answered")
 		s := &c.stats
-		s.lastTokS = o.Usage.TokS
+		s.lastTokS, s.lastAt = o.Usage.TokS, now
 		s.prompt += int64(o.Usage.PromptTokens)
 		s.cached += int64(o.Usage.CachedTokens)
 		s.restored += int64(o.Usage.RestoredTokens)
@@ -1031,7 +1035,7 @@ func (c *Core) Snapshot() State {
 	defer c.mu.Unlock()
 	s := &c.stats
 	st := State{State: "idle", Busy: len(c.running) > 0, Queue: c.waitingLocked(), Session: dashboardSession(c.dashboard),
-		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS,
+		Model: c.cfg.Model, Version: c.cfg.Version, ModelLoad: c.cfg.ModelLoad, Started: c.started, LastTokS: s.lastTokS, LastAnswered: s.lastAt,
 		Served: s.served, Refused: s.refused, Cancelled: s.cancelled, Failed: s.failed, Duplicates: s.duplicates,
 		PromptTokens: s.prompt, CachedTokens: s.cached, RestoredTokens: s.restored, GeneratedTokens: s.generated, ThinkingTokens: s.thinking, Drafted: s.drafted, Accepted: s.accep,
 		TargetPasses: s.passes, TreePasses: s.treePasses, Drafters: maps.Clone(s.drafters),
@@ -1080,21 +1084,27 @@ func (c *Core) Snapshot() State {
 	if len(c.links) > 0 {
 		st.Links = maps.Clone(c.links)
 	}
-	if s.drafted > 0 {
-		st.AcceptanceRate = float64(s.accep) / float64(s.drafted)
-	}
-	if s.passes > 0 {
-		st.TokensPerPass = float64(s.passes+s.accep) / float64(s.passes)
-	}
-	if s.treePasses > 0 {
-		st.MeanTreeSize = float64(s.drafted) / float64(s.treePasses)
-		st.MeanAcceptedDepth = float64(s.accep) / float64(s.treePasses)
-	}
-	if s.prompt > 0 {
-		st.CacheHitRate = float64(s.cached) / float64(s.prompt)
-	}
+	st.derive()
 	st.Sessions, st.Cache = sessions, cache
 	return st
+}
+
+// derive sets the rates of the State from its totals.
+func (st *State) derive() {
+	st.AcceptanceRate, st.TokensPerPass, st.MeanTreeSize, st.MeanAcceptedDepth, st.CacheHitRate = 0, 0, 0, 0, 0
+	if st.Drafted > 0 {
+		st.AcceptanceRate = float64(st.Accepted) / float64(st.Drafted)
+	}
+	if st.TargetPasses > 0 {
+		st.TokensPerPass = float64(st.TargetPasses+st.Accepted) / float64(st.TargetPasses)
+	}
+	if st.TreePasses > 0 {
+		st.MeanTreeSize = float64(st.Drafted) / float64(st.TreePasses)
+		st.MeanAcceptedDepth = float64(st.Accepted) / float64(st.TreePasses)
+	}
+	if st.PromptTokens > 0 {
+		st.CacheHitRate = float64(st.CachedTokens) / float64(st.PromptTokens)
+	}
 }
 
 // Round1 rounds x to one decimal, for logs and payloads.

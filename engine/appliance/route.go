@@ -110,12 +110,15 @@ func (c *Core) forward(ctx context.Context, r Request, sink Sink) (*Ticket, *Err
 		fail := func(e *Error) { t.complete(Outcome{ID: r.ID, Source: r.Source, Session: r.Session, Err: e}) }
 		other, release, err := c.cfg.Models.Acquire(fctx, name)
 		if err != nil {
+			// No other core saw the request: this one counts it.
+			e := asError(err)
 			if fctx.Err() != nil {
-				fail(errorf(CodeCancelled, "cancelled while model %s loaded", name))
-				return
+				e = errorf(CodeCancelled, "cancelled while model %s loaded", name)
+			} else {
+				c.log.Info("request for another model refused", "id", r.ID, "model", name, "err", err)
 			}
-			c.log.Info("request for another model refused", "id", r.ID, "model", name, "err", err)
-			fail(asError(err))
+			c.count(r.Source, string(e.Code))
+			fail(e)
 			return
 		}
 		defer release()

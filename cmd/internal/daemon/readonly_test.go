@@ -1,4 +1,4 @@
-package appliance
+package daemon
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // A sound sessions.db on a read-only file system is reported as
@@ -25,7 +27,7 @@ func TestReadOnlySessionsNotDamaged(t *testing.T) {
 	if s.Problem != "" {
 		t.Fatalf("fresh storage: %s", s.Problem)
 	}
-	if err := s.Sessions.Append("kept", Message{Role: "user", Content: "hello"}); err != nil {
+	if err := s.Sessions.Append("kept", appliance.Message{Role: "user", Content: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

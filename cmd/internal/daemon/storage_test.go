@@ -1,7 +1,8 @@
-package appliance
+package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,13 @@ import (
 	"testing"
 
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/storage"
 )
+
+// The tests of the storage-backed stores the daemon gives the core
+// (moved with them from the core's package, which imports no storage).
 
 // TestDBSessions: the durable session store keeps a conversation across a
 // restart (reopen), trims to max_history, lists and forgets.
@@ -29,7 +34,7 @@ func TestDBSessions(t *testing.T) {
 		t.Fatalf("unknown session: %v %v", h, err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := s.Append("kitchen", Message{Role: "user", Content: "q"}, Message{Role: "assistant", Content: "a"}); err != nil {
+		if err := s.Append("kitchen", appliance.Message{Role: "user", Content: "q"}, appliance.Message{Role: "assistant", Content: "a"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,30 +56,6 @@ func TestDBSessions(t *testing.T) {
 	}
 }
 
-func TestMemorySessions(t *testing.T) {
-	m := NewMemorySessions(2, 3)
-	m.Append("a", Message{Role: "user", Content: "1"}, Message{Role: "assistant", Content: "2"})
-	m.Append("a", Message{Role: "user", Content: "3"}, Message{Role: "assistant", Content: "4"})
-	h, _ := m.Load("a")
-	if len(h) != 3 || h[0].Content != "2" {
-		t.Errorf("history %v", h)
-	}
-	m.Append("b", Message{Role: "user", Content: "x"})
-	m.Load("a")
-	m.Append("c", Message{Role: "user", Content: "y"}) // evicts b, the least recently used
-	if h, _ := m.Load("b"); h != nil {
-		t.Errorf("b kept: %v", h)
-	}
-	if h, _ := m.Load("a"); len(h) != 3 {
-		t.Errorf("a lost: %v", h)
-	}
-	if none := NewMemorySessions(2, 0); none.Append("x", Message{Role: "user", Content: "1"}) != nil {
-		t.Error("append")
-	} else if h, _ := none.Load("x"); len(h) != 0 {
-		t.Errorf("max history 0 kept %v", h)
-	}
-}
-
 // TestOpenStorage: with a directory, sessions and the prompt cache are
 // files; without one (or an unusable one), sessions live in memory and
 // there is no prompt cache.
@@ -88,7 +69,7 @@ func TestOpenStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := OpenStorage("", StorageOptions{CacheSize: 1 << 20})
-	if _, ok := m.Sessions.(*MemorySessions); !ok || m.Cache != nil {
+	if _, ok := m.Sessions.(*appliance.MemorySessions); !ok || m.Cache != nil {
 		t.Errorf("without a directory: %T, cache %v", m.Sessions, m.Cache)
 	}
 }
@@ -100,7 +81,7 @@ func TestOpenStorageSalvages(t *testing.T) {
 	dir := t.TempDir()
 	s := OpenStorage(dir, StorageOptions{MaxHistory: 20})
 	for i := range 200 {
-		if err := s.Sessions.Append(fmt.Sprintf("s%03d", i), Message{Role: "user", Content: strings.Repeat("question ", 20)}, Message{Role: "assistant", Content: "answer"}); err != nil {
+		if err := s.Sessions.Append(fmt.Sprintf("s%03d", i), appliance.Message{Role: "user", Content: strings.Repeat("question ", 20)}, appliance.Message{Role: "assistant", Content: "answer"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +126,7 @@ func TestOpenStorageLimits(t *testing.T) {
 	defer s.Close()
 	for i := range 20 {
 		for range 3 {
-			s.Sessions.Append(fmt.Sprintf("s%02d", i), Message{Role: "user", Content: "q"}, Message{Role: "assistant", Content: "a"})
+			s.Sessions.Append(fmt.Sprintf("s%02d", i), appliance.Message{Role: "user", Content: "q"}, appliance.Message{Role: "assistant", Content: "a"})
 		}
 	}
 	list, _ := s.Sessions.List()
@@ -160,7 +141,7 @@ func TestDashboardPersisted(t *testing.T) {
 	dir := t.TempDir()
 	for round, want := range []string{"dashboard-2", "dashboard-3"} {
 		s := OpenStorage(dir, StorageOptions{MaxHistory: 20})
-		c, err := New(Config{Engine: nopEngine{}, Sessions: s.Sessions})
+		c, err := appliance.New(appliance.Config{Engine: nopEngine{}, Sessions: s.Sessions})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,3 +164,49 @@ func (nopEngine) Generate(context.Context, engine.Request) (engine.Stats, error)
 
 func (nopEngine) ModelID() []byte                                    { return nil }
 func (nopEngine) ConversationPrefix([]chat.Message) ([]int32, error) { return nil, nil }
+
+// TestStoreErrorKinds: the errors of sessions.db reach the core marked
+// with its kinds (so it says "disk is full" or "damaged" to a client),
+// with storage's message unchanged and storage's errors still found.
+func TestStoreErrorKinds(t *testing.T) {
+	for _, c := range []struct {
+		err, kind error
+	}{
+		{fmt.Errorf("storage: no space left to save: %w: write sessions.db: no space left on device", storage.ErrDiskFull), appliance.ErrStoreFull},
+		{fmt.Errorf("storage: %w: sessions.db", storage.ErrWrite), appliance.ErrStoreWrite},
+		{fmt.Errorf("storage: %w: page 7 of sessions.db", storage.ErrCorrupt), appliance.ErrStoreCorrupt},
+	} {
+		got := storeError(c.err)
+		if !errors.Is(got, c.kind) || got.Error() != c.err.Error() || !errors.Is(got, errors.Unwrap(c.err)) {
+			t.Errorf("%v: %v, is %v: %v", c.err, got, c.kind, errors.Is(got, c.kind))
+		}
+	}
+	if other := errors.New("other"); storeError(other) != other || storeError(nil) != nil {
+		t.Error("an error of no kind is changed")
+	}
+}
+
+// TestPromptCacheAdapter: cache.db as the core's PromptCache keeps the
+// optional abilities the engine asks *storage.Cache for, and its figures.
+func TestPromptCacheAdapter(t *testing.T) {
+	s := OpenStorage(t.TempDir(), StorageOptions{CacheSize: 64 << 20})
+	defer s.Close()
+	if s.Cache == nil {
+		t.Fatal("no prompt cache")
+	}
+	var c engine.PromptCache = s.Cache
+	_, inPlace := c.(engine.PromptCacheInPlace)
+	_, dropper := c.(engine.PromptCacheDropper)
+	_, paused := c.(engine.PromptCachePaused)
+	_, stats := c.(engine.DraftStatsStore)
+	_, recent := c.(engine.PromptCacheRecent)
+	if !inPlace || !dropper || !paused || !stats || !recent {
+		t.Errorf("the adapter hides abilities: in place %v, dropper %v, paused %v, draft stats %v, recent %v", inPlace, dropper, paused, stats, recent)
+	}
+	if err := c.Put([]byte("m"), []int32{1, 2, 3}, []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := s.Core().CacheStats(); !ok || st.Entries != 1 || st.Budget != 64<<20 {
+		t.Errorf("stats %+v %v", st, ok)
+	}
+}

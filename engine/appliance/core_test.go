@@ -16,12 +16,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 	"github.com/geisten/geist/engine/chat"
 	"github.com/geisten/geist/engine/constraint"
-	"github.com/geisten/geist/storage"
 )
 
 func testLog() *slog.Logger {
@@ -480,7 +479,7 @@ func (f *failingStore) set(appendErr, loadErr error) {
 func TestSaveFails(t *testing.T) {
 	store := &failingStore{MemorySessions: appliance.NewMemorySessions(8, 20)}
 	c := start(t, &appliancetest.Engine{}, func(cfg *appliance.Config) { cfg.Sessions = store })
-	store.set(fmt.Errorf("storage: no space left to save: %w: write /var/lib/geist/sessions.db: no space left on device", storage.ErrDiskFull), nil)
+	store.set(fmt.Errorf("storage: no space left to save: %w: write /var/lib/geist/sessions.db: no space left on device", appliance.ErrStoreFull), nil)
 	o := outcome(t, submit(t, c, appliance.Request{Text: "one", Session: "s"}))
 	if o.Err != nil || o.Text == "" || o.Warning == nil || o.Warning.Code != appliance.CodeNotSaved {
 		t.Fatalf("outcome of a failed save: %+v", o)
@@ -491,7 +490,7 @@ func TestSaveFails(t *testing.T) {
 	if d := c.Snapshot().Degraded[appliance.PartStorage]; d != "the last session save failed: the device's disk is full" {
 		t.Errorf("degraded storage %q", d)
 	}
-	store.set(nil, fmt.Errorf("storage: %w: page 7 of /var/lib/geist/sessions.db", storage.ErrCorrupt))
+	store.set(nil, fmt.Errorf("storage: %w: page 7 of /var/lib/geist/sessions.db", appliance.ErrStoreCorrupt))
 	o = outcome(t, submit(t, c, appliance.Request{Text: "two", Session: "s"}))
 	if code(o) != "internal" || strings.Contains(o.Err.Message, "/") || !strings.Contains(o.Err.Message, "damaged") {
 		t.Errorf("outcome of a failed read: %+v", o.Err)

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
 	"github.com/geisten/geist/engine"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // thinkerOwnBlank is a thinking model whose blank lines after the block

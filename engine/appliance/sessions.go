@@ -2,18 +2,18 @@ package appliance
 
 import (
 	"container/list"
-	"errors"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/geisten/geist/storage"
 )
 
 // SessionStore keeps conversations. The core loads a session's history
 // before it generates and appends the exchange after; it calls Forget for
-// a new conversation. MemorySessions and the store of OpenStorage
-// implement it; methods must be safe for concurrent use.
+// a new conversation. MemorySessions and the daemon's store over
+// sessions.db (cmd/internal/daemon.OpenStorage) implement it; methods
+// must be safe for concurrent use. Errors a client should hear about in
+// words (a full disk, a damaged file) wrap ErrStoreFull, ErrStoreWrite or
+// ErrStoreCorrupt.
 //
 // A conversation's system message, when it has one of its own, is the
 // first message Load returns (role "system"), and an Append whose
@@ -21,7 +21,7 @@ import (
 type SessionStore interface {
 	// Load returns the history of session id as a request renders it
 	// (nil when unknown): the newest turns within the store's bounds
-	// (maxHistory messages, maxHistoryBytes of text).
+	// (maxHistory messages, MaxHistoryBytes of text).
 	Load(id string) ([]Message, error)
 	// Turns returns every stored message of session id, not only the
 	// history a request reads (deleting it drops the prompt-cache
@@ -53,7 +53,7 @@ type SessionInfo struct {
 // MemorySessions is a SessionStore in memory: at most maxSessions
 // sessions (the least recently used goes first), each trimmed to its last
 // maxHistory messages (0: none are kept), of which Load reads those
-// within maxHistoryBytes, as from sessions.db.
+// within MaxHistoryBytes, as from sessions.db.
 type MemorySessions struct {
 	mu          sync.Mutex
 	maxSessions int
@@ -85,7 +85,7 @@ func (m *MemorySessions) Load(id string) ([]Message, error) {
 	}
 	m.order.MoveToFront(e)
 	s := e.Value.(*memSession)
-	return withSystem(s.system, slices.Clone(newest(s.msgs, maxHistoryBytes))), nil
+	return WithSystem(s.system, slices.Clone(newest(s.msgs, MaxHistoryBytes))), nil
 }
 
 // newest is the newest of msgs whose text is within maxBytes (the
@@ -110,20 +110,29 @@ func (m *MemorySessions) Turns(id string) ([]Message, error) {
 		return nil, nil
 	}
 	s := e.Value.(*memSession)
-	return withSystem(s.system, slices.Clone(s.msgs)), nil
+	return WithSystem(s.system, slices.Clone(s.msgs)), nil
 }
 
-// withSystem is msgs after the conversation's system message, if any.
-func withSystem(system string, msgs []Message) []Message {
+// MaxHistoryBytes bounds the history text a request reads (every
+// conversation path: serve, chat, run --session): more than any context
+// the board runs holds (128K tokens are about 512 KiB), so the newest
+// turns that fit are all there, and a conversation of 50,000 turns costs
+// what a short one does. A SessionStore's Load keeps to it.
+const MaxHistoryBytes = 1 << 20
+
+// WithSystem is msgs after the conversation's system message, if any (a
+// SessionStore's Load returns this).
+func WithSystem(system string, msgs []Message) []Message {
 	if system == "" {
 		return msgs
 	}
 	return append([]Message{{Role: "system", Content: system}}, msgs...)
 }
 
-// splitSystem takes the system message out of msgs (set: there was one;
-// the last counts).
-func splitSystem(msgs []Message) (system string, set bool, turns []Message) {
+// SplitSystem takes the system message out of msgs (set: there was one;
+// the last counts): a SessionStore's Append keeps it apart from the
+// turns.
+func SplitSystem(msgs []Message) (system string, set bool, turns []Message) {
 	turns = make([]Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Role == "system" {
@@ -151,7 +160,7 @@ func (m *MemorySessions) Append(id string, msgs ...Message) error {
 	}
 	m.order.MoveToFront(e)
 	s := e.Value.(*memSession)
-	system, set, msgs := splitSystem(msgs)
+	system, set, msgs := SplitSystem(msgs)
 	if set {
 		s.system = system
 	}
@@ -207,128 +216,4 @@ func (m *MemorySessions) Increment(key string) (int, error) {
 	defer m.mu.Unlock()
 	m.counters[key]++
 	return m.counters[key], nil
-}
-
-// dbSessions is the durable SessionStore: conversations in sessions.db,
-// so an unplugged appliance remembers them. Every Append has committed
-// (and fsynced) when it returns.
-type dbSessions struct {
-	db         *storage.Sessions
-	model      string
-	maxHistory int
-}
-
-// maxHistoryBytes bounds the history text a request reads (every
-// conversation path: serve, chat, run --session): more than any context
-// the board runs holds (128K tokens are about 512 KiB), so the newest
-// turns that fit are all there, and a conversation of 50,000 turns costs
-// what a short one does.
-const maxHistoryBytes = 1 << 20
-
-// Load implements SessionStore: it reads only the newest maxHistory
-// turns (and at most maxHistoryBytes of them), however long the
-// conversation.
-func (d *dbSessions) Load(id string) ([]Message, error) {
-	if d.maxHistory <= 0 {
-		return nil, nil
-	}
-	c, turns, err := d.db.Recent(id, d.maxHistory, maxHistoryBytes)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return withSystem(c.System, messagesOf(turns)), nil
-}
-
-// Turns implements SessionStore.
-func (d *dbSessions) Turns(id string) ([]Message, error) {
-	c, turns, err := d.db.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	return withSystem(c.System, messagesOf(turns)), nil
-}
-
-// messagesOf is stored turns as messages.
-func messagesOf(turns []storage.Turn) []Message {
-	msgs := make([]Message, len(turns))
-	for i, t := range turns {
-		msgs[i] = Message{Role: t.Role, Content: t.Text, Tokens: t.Tokens}
-	}
-	return msgs
-}
-
-// Append implements SessionStore.
-func (d *dbSessions) Append(id string, msgs ...Message) error {
-	system, set, msgs := splitSystem(msgs)
-	info, err := d.db.Info(id)
-	if errors.Is(err, storage.ErrNotFound) {
-		info, err = d.db.Create(storage.Conversation{ID: id, Model: d.model, System: system})
-		if errors.Is(err, storage.ErrExists) {
-			info, err = d.db.Info(id)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if set && system != info.System {
-		if err := d.db.SetMeta(id, info.Model, system); err != nil {
-			return err
-		}
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	turns := make([]storage.Turn, len(msgs))
-	for i, m := range msgs {
-		turns[i] = storage.Turn{Role: m.Role, Text: m.Content, Tokens: m.Tokens}
-	}
-	_, err = d.db.Append(id, turns...)
-	return err
-}
-
-// Forget implements SessionStore: it deletes the conversation.
-func (d *dbSessions) Forget(id string) error {
-	if err := d.db.Delete(id); err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
-// List implements SessionStore.
-func (d *dbSessions) List() ([]SessionInfo, error) {
-	list, err := d.db.List()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]SessionInfo, len(list))
-	for i, c := range list {
-		out[i] = SessionInfo{ID: c.ID, Messages: c.Turns, Updated: c.Updated}
-	}
-	slices.SortStableFunc(out, func(a, b SessionInfo) int { return b.Updated.Compare(a.Updated) })
-	return out, nil
-}
-
-// Count returns the number of stored conversations (State.Sessions).
-func (d *dbSessions) Count() int {
-	n, _ := d.db.Usage()
-	return n
-}
-
-func (d *dbSessions) Close() error { return d.db.Close() }
-
-// storageProblem says what went wrong with a session store in words safe
-// for any client: the error itself names files.
-func storageProblem(err error) string {
-	switch {
-	case errors.Is(err, storage.ErrDiskFull):
-		return "the device's disk is full"
-	case errors.Is(err, storage.ErrWrite):
-		return "the device's storage cannot be written"
-	case errors.Is(err, storage.ErrCorrupt):
-		return "the sessions database is damaged"
-	}
-	return "a storage error (details in the device's log)"
 }

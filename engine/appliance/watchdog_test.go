@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/geisten/geist/cmd/appliance"
-	"github.com/geisten/geist/cmd/appliance/appliancetest"
+	"github.com/geisten/geist/engine/appliance"
+	"github.com/geisten/geist/engine/appliance/appliancetest"
 )
 
 // TestWatchdogStall: a generation that stops making progress is ended

@@ -1,4 +1,4 @@
-package appliance
+package daemon
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/geisten/geist/engine/appliance"
 )
 
 // fillDisk writes a file into dir until the file system has no room left.
@@ -57,7 +59,7 @@ func TestFullDiskNotDamaged(t *testing.T) {
 				if s.Problem != "" {
 					t.Fatalf("fresh storage: %s", s.Problem)
 				}
-				if err := s.Sessions.Append("kept", Message{Role: "user", Content: "hello"}); err != nil {
+				if err := s.Sessions.Append("kept", appliance.Message{Role: "user", Content: "hello"}); err != nil {
 					t.Fatal(err)
 				}
 				s.Close()
@@ -76,7 +78,7 @@ func TestFullDiskNotDamaged(t *testing.T) {
 				if full != "" {
 					t.Errorf("sound files on a full disk reported as %q", full)
 				}
-				err := s.Sessions.Append("kept", Message{Role: "user", Content: strings.Repeat("x", 256<<10)})
+				err := s.Sessions.Append("kept", appliance.Message{Role: "user", Content: strings.Repeat("x", 256<<10)})
 				if err == nil || strings.Contains(err.Error(), "damaged") || strings.Contains(err.Error(), "corrupt") {
 					t.Errorf("a save on a full disk: %v", err)
 				}

@@ -162,9 +162,10 @@ type State struct {
 	// Cache is the prompt cache's counters (nil: no prompt cache).
 	Cache *CacheStats
 
-	LastTokS       float64 // decoding speed of the last answer
-	AcceptanceRate float64 // accepted / drafted tokens, all answers
-	CacheHitRate   float64 // cached / prompt tokens, all answers
+	LastTokS       float64   // decoding speed of the last answer
+	LastAnswered   time.Time // when the last answer finished (zero: none yet)
+	AcceptanceRate float64   // accepted / drafted tokens, all answers
+	CacheHitRate   float64   // cached / prompt tokens, all answers
 
 	// Totals: answers; refusals (bad_request, too_long, busy);
 	// cancellations (by a client, a button, Ctrl-C or shutdown: asked

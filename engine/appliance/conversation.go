@@ -31,7 +31,7 @@ func OpenConversation(store SessionStore, id, system, def string) (*Conversation
 		if err != nil {
 			return nil, err
 		}
-		stored, has, c.History = splitSystem(h)
+		stored, has, c.History = SplitSystem(h)
 	}
 	switch {
 	case system == "" && has:
