@@ -143,14 +143,16 @@ func (a *asm) sumV8(t tier) {
 		a.i(fmulElem(8+k, 8+k, 27, 0))
 		a.i(fcvtnu4s(8+k, 8+k))
 	}
+	// Narrowed by UZP1 (the low halves, then the low bytes): FCVTNU gives
+	// at most 127 here (p <= amax and id = 127/amax, each rounded) or,
+	// with id infinite, 0xffffffff, whose low byte is the -1 that the
+	// saturating SQXTN of earlier versions gave: the same bytes, with
+	// six instructions instead of twelve.
 	for k := 0; k < 4; k++ {
-		a.i(sqxtnH(20+k, 8+2*k))
-		a.i(sqxtn2H(20+k, 9+2*k))
+		a.i(uzp1h(20+k, 8+2*k, 9+2*k))
 	}
-	a.i(sqxtnB(24, 20)) // q of positions 0..15: quads 0..3
-	a.i(sqxtn2B(24, 21))
-	a.i(sqxtnB(25, 22)) // quads 4..7
-	a.i(sqxtn2B(25, 23))
+	a.i(uzp1b(24, 20, 21)) // q of positions 0..15: quads 0..3
+	a.i(uzp1b(25, 22, 23)) // quads 4..7
 	a.l("MOVD R9, R13")
 	if t.dot {
 		// acc V8..V15 (channels 4j..4j+3), quads' quants V16..V23

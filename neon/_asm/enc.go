@@ -245,6 +245,11 @@ func uzp1b(d, n, m int) string {
 	return word(rrr(0x4e001800, d, n, m), "UZP1 V%d.16B, V%d.16B, V%d.16B", d, n, m)
 }
 
+// uzp1h: UZP1 Vd.8H, Vn.8H, Vm.8H (the even halves of n, then of m).
+func uzp1h(d, n, m int) string {
+	return word(rrr(0x4e401800, d, n, m), "UZP1 V%d.8H, V%d.8H, V%d.8H", d, n, m)
+}
+
 // mul4s / mla4s: MUL / MLA Vd.4S, Vn.4S, Vm.4S.
 func mul4s(d, n, m int) string {
 	return word(rrr(0x4ea09c00, d, n, m), "MUL V%d.4S, V%d.4S, V%d.4S", d, n, m)
