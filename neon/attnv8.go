@@ -132,6 +132,14 @@ func transposeV8(vt []byte, dv []float32, v []byte, vStride, n, hd int) {
 	}
 }
 
+// v8Tiny is the largest amax of a group that SumV8 skips: below about
+// 3.7e-37, 127/amax overflows to infinity, which the reference would
+// turn into quants of 127, FCVTNU into 0xffffffff (the byte -1) and
+// VCVTPS2DQ into the integer indefinite; such a group (every one of its
+// 32 weights times scales under 2^-120) adds at most 2^-127·127·127·32
+// per channel, so every set leaves it out alike.
+const v8Tiny = 0x1p-120
+
 // sumV8 is the reference SumV8: the row's weights w[lo:hi] (relative to
 // the block's first position; hi <= the n of the transposed block) times
 // the transposed values, added to out (len(out) = hd).
@@ -159,7 +167,7 @@ func sumV8(out, w []float32, lo, hi int, vt []byte, dv []float32) {
 				p[t] = a * d[t]
 				amax = max(amax, p[t])
 			}
-			if !(amax > 0) {
+			if !(amax > v8Tiny) {
 				continue
 			}
 			dd, id := amax*(1.0/127), 127/amax

@@ -130,6 +130,40 @@ func TestSumV8MatchesGeneric(t *testing.T) {
 	}
 }
 
+// TestSumV8TinyWeights: a group whose weights times scales are all at
+// most v8Tiny (where 127/amax would overflow) adds nothing in every set,
+// and one just above it adds the reference's bits: the sets once parted
+// there (the reference quantized to 127, FCVTNU to the byte -1).
+func TestSumV8TinyWeights(t *testing.T) {
+	r := rand.New(rand.NewPCG(83, 84))
+	const hd, n = 64, 64
+	nb := hd / 32
+	stride := nb * sizeQ8_0
+	v := v8Values(r, n, nb, stride)
+	nvt, nd := V8Size(n, hd)
+	rvt, rdv := make([]byte, nvt), make([]float32, nd)
+	transposeV8(rvt, rdv, v, stride, n, hd)
+	for _, scale := range []float32{0x1p-140, 0x1p-128, 0x1p-118, 0x1p-100} {
+		w := v8Weights(r)
+		for i := range w { // the row's every weight (the sums start at 0, so a group's bits show)
+			w[i] *= scale
+		}
+		want := make([]float32, hd)
+		sumV8(want, w, 0, n, rvt, rdv)
+		for _, k := range Available() {
+			vt, dv := make([]byte, nvt), make([]float32, nd)
+			k.TransposeV8(vt, dv, v, stride, n, hd)
+			got := make([]float32, hd)
+			k.SumV8(got, append([]float32{}, w...), 0, n, vt, dv)
+			for i := range want {
+				if !sameBits(got[i], want[i]) {
+					t.Fatalf("%s, weights scaled by %g: out %d %v, generic %v", k.Name, scale, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // TestAttnV8NoAllocs: the integer value sum allocates nothing.
 func TestAttnV8NoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(83, 84))

@@ -93,7 +93,8 @@ func (a *asm) transposeV8() {
 // largest amax, the products quantized to q = FCVTNU(p*(127/amax)) (at
 // most 127), the 32 channels' exact sums of q times the quads' quants,
 // and out[32c+i] += float32(d*float32(sum)), d = amax*float32(1/127); a group whose
-// amax is not positive (or NaN) is skipped.
+// amax is at most 0x1p-120 (v8Tiny: 127/amax would overflow) or NaN is
+// skipped.
 func (a *asm) sumV8(t tier) {
 	name := "sumV8" + t.suffix
 	a.comment(name + ": out[32c+i] += d*sum_t q[t]*v[t][32c+i] for groups g0..g0+ng-1 and\nblocks c < nbv, q the row's weights times the scales quantized per group.")
@@ -107,6 +108,7 @@ func (a *asm) sumV8(t tier) {
 	a.l("MOVD nbv+48(FP), R6")
 	a.l("MOVW $0x42fe0000, R15") // 127.0
 	a.l("MOVW $0x3c010204, R16") // float32(1/127)
+	a.l("MOVW $0x03800000, R17") // 0x1p-120, v8Tiny
 	// R9 vt and R10 dv at group g0's first block; R1 the group's weights
 	a.l("MUL R6, R4, R7")
 	a.l("ADD R7<<10, R2, R9")
@@ -133,8 +135,9 @@ func (a *asm) sumV8(t tier) {
 	a.i(fmax4s(18, 18, 19))
 	a.i(fmax4s(16, 16, 18))
 	a.i(fmaxv(16, 16))
-	a.l("FCMPS $(0.0), F16")
-	a.l("BLE next") // amax <= 0 or NaN: nothing to add
+	a.l("FMOVS R17, F29")
+	a.l("FCMPS F29, F16")
+	a.l("BLE next") // amax <= 0x1p-120 or NaN: nothing to add (127/amax would overflow)
 	a.l("FMOVS R15, F30")
 	a.l("FMOVS R16, F26")
 	a.l("FDIVS F16, F30, F27") // id = 127/amax
@@ -144,10 +147,10 @@ func (a *asm) sumV8(t tier) {
 		a.i(fcvtnu4s(8+k, 8+k))
 	}
 	// Narrowed by UZP1 (the low halves, then the low bytes): FCVTNU gives
-	// at most 127 here (p <= amax and id = 127/amax, each rounded) or,
-	// with id infinite, 0xffffffff, whose low byte is the -1 that the
-	// saturating SQXTN of earlier versions gave: the same bytes, with
-	// six instructions instead of twelve.
+	// at most 127 here (p <= amax and id = 127/amax, each rounded; id is
+	// finite, amax being above v8Tiny), so the low bytes are the
+	// saturating SQXTN's of earlier versions, with six instructions
+	// instead of twelve.
 	for k := 0; k < 4; k++ {
 		a.i(uzp1h(20+k, 8+2*k, 9+2*k))
 	}

@@ -161,7 +161,7 @@ func (a *asm) sumV8X86(t x86Tier) {
 // sumV8Quant leaves in 0(SP) the row's quantized weights of the group and
 // block at SI (weights) and R8 (scales), in dword order 0 2 4 6 1 3 5 7 of
 // the quads, and d = amax*float32(1/127) in Y6; it jumps to next when amax
-// is not positive (or NaN).
+// is at most 0x1p-120 (v8Tiny) or NaN.
 func (a *asm) sumV8Quant() {
 	for i := 0; i < 4; i++ {
 		if i == 0 {
@@ -179,7 +179,7 @@ func (a *asm) sumV8Quant() {
 	}
 	for _, s := range []string{"VMAXPS Y1, Y0, Y4", "VMAXPS Y3, Y2, Y5", "VMAXPS Y5, Y4, Y4", "VEXTRACTF128 $1, Y4, X5",
 		"VMAXPS X5, X4, X4", "VPERMILPS $0x4e, X4, X5", "VMAXPS X5, X4, X4", "VPERMILPS $0xb1, X4, X5",
-		"VMAXPS X5, X4, X4", "VXORPS X5, X5, X5", "VUCOMISS X5, X4", "JBE next", "VMULSS X13, X4, X6",
+		"VMAXPS X5, X4, X4", "MOVL $0x03800000, AX", "VMOVD AX, X5", "VUCOMISS X5, X4", "JBE next", "VMULSS X13, X4, X6",
 		"VDIVSS X4, X14, X7", "VBROADCASTSS X6, Y6", "VBROADCASTSS X7, Y7"} {
 		a.l("%s", s)
 	}
