@@ -39,6 +39,9 @@ func sumQ8x4AVX512(out, w *float32, v *byte, hd64, rows, vStride int, tab *float
 func expSumAVX2(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
 
 //go:noescape
+func expSumAVX512(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)
+
+//go:noescape
 func maxAVX2(x *float32, n8 int) float32
 
 //go:noescape
@@ -51,6 +54,6 @@ var avx2AttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX2, sum: attnSum
 	scoresMul: 1, maxMul: 8, expSum: expSumAVX2}.tileSet()
 
 var vnniAttnTile = attnAsm{kt: attnKTAVX2, scores: attnScoresTAVX512, sum: attnSumFMAAVX512, max: maxAVX2, toF32: f16ToF32AVX2,
-	scoresMul: 1, maxMul: 8, expSum: expSumAVX2,
+	scoresMul: 1, maxMul: 8, expSum: expSumAVX512,
 	scoresN: attnScoresT4AVX512, sumN: attnSumFMA4AVX512, rowsN: 4,
 	sumF16: attnSumF16AVX512, sumF16N: attnSumF16x4AVX512, sumQ8: sumQ8AVX512, sumQ8N: sumQ8x4AVX512}.tileSet()

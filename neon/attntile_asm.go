@@ -114,6 +114,9 @@ func (k attnAsm) tileSet() AttnTileKernels {
 			n8 := len(x) / 8
 			if n8 > 0 {
 				s[0], s[1], s[2], s[3] = k.expSum(&x[0], n8, m)
+				if 8*n8 == len(x) { // a whole block: no tail
+					return (s[0] + s[1]) + (s[2] + s[3])
+				}
 			}
 			expSub(x[8*n8:], m)
 			return sumF64From(&s, x[8*n8:])

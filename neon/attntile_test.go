@@ -221,3 +221,28 @@ func sumMatches(t *testing.T, r *rand.Rand, what string, nr, hd int, w, v []floa
 		t.Fatalf("%s wrote past its rows", what)
 	}
 }
+
+// BenchmarkAttnTileExpSum: one row's online-softmax step over a block of
+// 64 scores (the exponentials relative to the block maximum and their
+// float64 sum), per set with tile kernels.
+func BenchmarkAttnTileExpSum(b *testing.B) {
+	r := rand.New(rand.NewPCG(45, 46))
+	src := randFloats(r, AttnBlock)
+	for i := range src {
+		src[i] *= 8
+	}
+	x := make([]float32, AttnBlock)
+	for _, k := range Available() {
+		a := k.AttnTile
+		if a == nil {
+			continue
+		}
+		m := a.Max(src)
+		b.Run(k.Name, func(b *testing.B) {
+			for b.Loop() {
+				copy(x, src)
+				a.ExpSum(x, m)
+			}
+		})
+	}
+}

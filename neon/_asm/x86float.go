@@ -444,6 +444,8 @@ func (a *asm) expKernels() {
 	a.l("VZEROUPPER")
 	a.l("RET")
 
+	a.expSumX86512()
+
 	a.b.WriteString("\n")
 	for i, c := range []struct {
 		v    string
@@ -542,4 +544,130 @@ func genFloat(a *asm) {
 	a.attnSum()
 	a.expKernels()
 	a.vecKernels()
+}
+
+// expfRegs returns the lines of expf on registers of width w: out =
+// expf(x) as expf (above) computes it, lane by lane with the same
+// operations (the clamp, VRNDSCALEPS $0 rounding to nearest even as
+// VROUNDPS $0 does, every product rounded before its addition), the
+// lanes below the range (or NaN) zeroed through mask k; n, t, z
+// temporaries (x clobbered). The constants are in V16..V28 (expSumX86512).
+func expfRegs(w, x, n, t, zz, out int, k string) []string {
+	r := func(i int) string { return vreg(w, i) }
+	l := []string{
+		fmt.Sprintf("VCMPPS $0x1d, %s, %s, %s", r(16), r(x), k),
+		fmt.Sprintf("VMAXPS %s, %s, %s", r(16), r(x), r(x)),
+		fmt.Sprintf("VMINPS %s, %s, %s", r(17), r(x), r(x)),
+		fmt.Sprintf("VMULPS %s, %s, %s", r(18), r(x), r(n)),
+		fmt.Sprintf("VRNDSCALEPS $0, %s, %s", r(n), r(n)),
+		fmt.Sprintf("VMULPS %s, %s, %s", r(19), r(n), r(t)),
+		fmt.Sprintf("VSUBPS %s, %s, %s", r(t), r(x), r(x)),
+		fmt.Sprintf("VMULPS %s, %s, %s", r(20), r(n), r(t)),
+		fmt.Sprintf("VSUBPS %s, %s, %s", r(t), r(x), r(x)),
+		fmt.Sprintf("VMULPS %s, %s, %s", r(x), r(x), r(zz)),
+		fmt.Sprintf("VMULPS %s, %s, %s", r(x), r(23), r(out)),
+	}
+	for p := 24; p <= 28; p++ {
+		l = append(l, fmt.Sprintf("VADDPS %s, %s, %s", r(p), r(out), r(out)))
+		if p < 28 {
+			l = append(l, fmt.Sprintf("VMULPS %s, %s, %s", r(x), r(out), r(out)))
+		}
+	}
+	return append(l,
+		fmt.Sprintf("VMULPS %s, %s, %s", r(zz), r(out), r(out)),
+		fmt.Sprintf("VADDPS %s, %s, %s", r(x), r(out), r(out)),
+		fmt.Sprintf("VADDPS %s, %s, %s", r(21), r(out), r(out)),
+		fmt.Sprintf("VCVTPS2DQ %s, %s", r(n), r(n)),
+		fmt.Sprintf("VPADDD %s, %s, %s", r(22), r(n), r(n)),
+		fmt.Sprintf("VPSLLD $23, %s, %s", r(n), r(n)),
+		fmt.Sprintf("VMULPS.Z %s, %s, %s, %s", r(n), r(out), k, r(out)))
+}
+
+// expSumX86512 emits expSumAVX512: expSumAVX2 on 512-bit registers, two
+// chunks of 16 values interleaved (their exponentials are independent),
+// then a chunk of 16 and one of 8 as the count needs; the float64 sums
+// get the values four at a time in index order, as there (the same bits).
+func (a *asm) expSumX86512() {
+	a.textX86("expSumAVX512", "(x *float32, n8 int, m float32) (s0, s1, s2, s3 float64)", "NOSPLIT", "$0-56",
+		"expSumAVX2 on 512-bit registers, two chunks of 16 values at a time\n(the same operations per lane, the sums in the same order: the same bits).")
+	a.l("MOVQ x+0(FP), DI")
+	a.l("MOVQ n8+8(FP), CX")
+	a.l("VXORPD Y0, Y0, Y0")
+	a.l("TESTQ CX, CX")
+	a.l("JZ e5done")
+	for i, off := range []int{0, 4, 8, 12, 16, 44} {
+		a.l("VBROADCASTSS silo<>+%d(SB), %s", off, z(16+i))
+	}
+	a.l("VPBROADCASTD silo<>+52(SB), Z22")
+	for i := 0; i < 6; i++ {
+		a.l("VBROADCASTSS silo<>+%d(SB), %s", 20+4*i, z(23+i))
+	}
+	a.l("VBROADCASTSS m+16(FP), Z29")
+	// sum adds the 16 float32 values of register v (temporaries t, u) to
+	// the four running sums in Y0, four at a time in order.
+	sum := func(v, t, u int) {
+		a.l("VCVTPS2PD %s, %s", y(v), z(t))
+		a.l("VEXTRACTF64X4 $1, %s, %s", z(v), y(u))
+		a.l("VADDPD %s, Y0, Y0", y(t))
+		a.l("VEXTRACTF64X4 $1, %s, %s", z(t), y(t))
+		a.l("VADDPD %s, Y0, Y0", y(t))
+		a.l("VCVTPS2PD %s, %s", y(u), z(u))
+		a.l("VADDPD %s, Y0, Y0", y(u))
+		a.l("VEXTRACTF64X4 $1, %s, %s", z(u), y(u))
+		a.l("VADDPD %s, Y0, Y0", y(u))
+	}
+	a.l("CMPQ CX, $4")
+	a.l("JLT e5one")
+	a.label("e5two", true)
+	a.l("VMOVUPS (DI), Z1")
+	a.l("VMOVUPS 64(DI), Z8")
+	a.l("VSUBPS Z29, Z1, Z1")
+	a.l("VSUBPS Z29, Z8, Z8")
+	ea, eb := expfRegs(512, 1, 2, 3, 4, 5, "K1"), expfRegs(512, 8, 9, 10, 11, 12, "K2")
+	for i := range ea {
+		a.l("%s", ea[i])
+		a.l("%s", eb[i])
+	}
+	a.l("VMOVUPS Z5, (DI)")
+	a.l("VMOVUPS Z12, 64(DI)")
+	sum(5, 6, 7)
+	sum(12, 13, 14)
+	a.l("ADDQ $128, DI")
+	a.l("SUBQ $4, CX")
+	a.l("CMPQ CX, $4")
+	a.l("JGE e5two")
+	a.b.WriteString("\n")
+	a.label("e5one", false)
+	a.l("CMPQ CX, $2")
+	a.l("JLT e5eight")
+	a.l("VMOVUPS (DI), Z1")
+	a.l("VSUBPS Z29, Z1, Z1")
+	for _, l := range expfRegs(512, 1, 2, 3, 4, 5, "K1") {
+		a.l("%s", l)
+	}
+	a.l("VMOVUPS Z5, (DI)")
+	sum(5, 6, 7)
+	a.l("ADDQ $64, DI")
+	a.l("SUBQ $2, CX")
+	a.b.WriteString("\n")
+	a.label("e5eight", false)
+	a.l("TESTQ CX, CX")
+	a.l("JZ e5done")
+	a.l("VMOVUPS (DI), Y1")
+	a.l("VSUBPS Y29, Y1, Y1")
+	for _, l := range expfRegs(256, 1, 2, 3, 4, 5, "K1") {
+		a.l("%s", l)
+	}
+	a.l("VMOVUPS Y5, (DI)")
+	a.l("VCVTPS2PD X5, Y3")
+	a.l("VADDPD Y3, Y0, Y0")
+	a.l("VEXTRACTF128 $1, Y5, X4")
+	a.l("VCVTPS2PD X4, Y4")
+	a.l("VADDPD Y4, Y0, Y0")
+	a.b.WriteString("\n")
+	a.label("e5done", false)
+	a.l("LEAQ s0+24(FP), DX")
+	a.l("VMOVUPD Y0, (DX)")
+	a.l("VZEROUPPER")
+	a.l("RET")
 }
