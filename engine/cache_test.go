@@ -169,6 +169,12 @@ func TestDraftStatsPersist(t *testing.T) {
 	if _, err := e1.Generate(t.Context(), Request{Prompt: "Once upon a time", MaxTokens: 64, Sampling: greedy()}); err != nil {
 		t.Fatal(err)
 	}
+	// The background skipped-layer search a request starts may end and
+	// be installed (seeding the controller's estimate for the self draft)
+	// any time before Close saves the statistics: wait for it, so that the
+	// estimates read here are the ones saved (under make test's load the
+	// search once ended between the read and Close).
+	e1.WaitTuned()
 	learned := e1.spec.ngram.Len()
 	accept := e1.spec.ctrl.MarshalAcceptance()
 	e1.Close()
