@@ -197,15 +197,23 @@ func TestChatTerminal(t *testing.T) {
 	f.Write([]byte{3}) // Ctrl-C
 	waitOut("the stopped answer", count("(stopped"))
 	waitOut("the stats of the stopped answer", nPrompts(2))
-	after := 0
+	// The pieces after the Ctrl-C byte was written: at most one, or,
+	// when the machine is loaded (make test runs two phases on two
+	// cores, and the pty hands the byte to a process that is not running;
+	// 3 pieces once went out in the ~200 ms that took), none later than
+	// 500 ms after it.
+	after, late := 0, 0
 	ts := lines()
 	for _, x := range ts {
 		if x > sent {
 			after++
 		}
+		if x > sent+int64(500*time.Millisecond) {
+			late++
+		}
 	}
-	if after > 1 {
-		t.Errorf("%d pieces went out after Ctrl-C; want at most one", after)
+	if after > 1 && late > 0 {
+		t.Errorf("%d pieces went out after Ctrl-C, %d of them over 500 ms after it; want at most one, or none that late", after, late)
 	}
 	t.Logf("Ctrl-C after %d pieces of the second answer; %d piece(s) after it", len(ts)-first-after, after)
 
